@@ -1,0 +1,1 @@
+"""Federated algorithms: factories returning pure functions (see base.py)."""

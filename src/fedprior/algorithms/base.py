@@ -1,0 +1,151 @@
+"""The algorithm interface: pure functions the runtimes drive (DESIGN.md, "Layers").
+
+An algorithm is built by a factory (``fedavg(task, lr=...)``) that captures its
+hyperparameters and returns an :class:`Algorithm`: a bundle of pure functions, in
+the manner of optax's ``init / update``. It never knows which runtime drives it,
+opens no sockets and reads no global state. Everything that crosses the network is
+a :class:`Broadcast` (server -> client) or a :class:`Reply` (client -> server): named
+tensors plus small scalar metadata, which map one to one onto Flower's
+ArrayRecord / ConfigRecord / MetricRecord. State is explicit and flat, a mapping of
+names to tensors, so the runtime can checkpoint it, replay it, and keep a client's
+state in a Flower node's Context.
+
+What the runtimes provide, so that all four methods fit:
+
+- per-client persistent state: ``client_update`` receives the state it returned the
+  last time this client was sampled (``{}`` the first time);
+- extra uploads beside weights: a Reply carries any named tensors;
+- custom aggregation and server-side training: ``aggregate`` is server code and may
+  train (it gets a seeded generator through :class:`RoundInfo`);
+- more than one stage: ``stages`` lists them, each with its own round count and
+  participation, and every function learns the stage from its RoundInfo;
+- frozen parts never sent: whatever both sides can rebuild from the :class:`Task`
+  (text features, a fixed classifier) lives in the factory's closure, not in a Broadcast.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Callable, Mapping, Sequence
+
+import torch
+
+from fedprior.seeding import torch_generator
+
+Arrays = dict[str, torch.Tensor]
+"""Named tensors: model parameters, control variates, statistics."""
+
+Scalars = dict[str, bool | int | float | str]
+"""Small metadata beside the tensors (a Flower ConfigRecord / MetricRecord)."""
+
+State = dict[str, torch.Tensor]
+"""Server or client state: flat, named tensors (scalars as 0-d tensors)."""
+
+ClientData = dict[str, torch.Tensor]
+"""A client's local data by field, e.g. ``{"x": ..., "y": ...}``; only the fields an algorithm declares."""
+
+
+@dataclass(frozen=True)
+class Task:
+    """What both the server and every client know before training starts.
+
+    Built from the experiment config alone, so each side can rebuild it without
+    receiving it: class names, input shape, the number of clients, and prior
+    knowledge such as the text features of a vision-language model (``prior``).
+    """
+
+    num_classes: int
+    input_shape: tuple[int, ...]
+    class_names: tuple[str, ...]
+    num_clients: int
+    prior: Mapping[str, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Broadcast:
+    """What the server sends the sampled clients in a round."""
+
+    arrays: Arrays
+    config: Scalars = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Reply:
+    """What a client sends back: tensors, its example count (aggregation weight) and metrics."""
+
+    arrays: Arrays
+    num_examples: int
+    metrics: dict[str, float] = field(default_factory=dict)
+    client_id: int = -1
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One phase of training: ``rounds``/``fraction`` of None take ``federation.rounds``/``federation.fraction``."""
+
+    name: str
+    rounds: int | None = None
+    fraction: float | None = None
+    evaluate: bool = True
+
+
+@dataclass(frozen=True)
+class RoundInfo:
+    """Where the run stands: the run seed, the stage and the 1-based round within it."""
+
+    seed: int
+    stage: str
+    round: int
+
+    def generator(self, *keys: str | int) -> torch.Generator:
+        """A generator for server-side randomness in this round (e.g. server training)."""
+        return torch_generator(self.seed, "server", self.stage, self.round, *keys)
+
+    def for_client(self, client_id: int) -> "ClientInfo":
+        return ClientInfo(seed=self.seed, stage=self.stage, round=self.round, client_id=client_id)
+
+
+@dataclass(frozen=True)
+class ClientInfo(RoundInfo):
+    """RoundInfo of one client's update; its generator is that client's own stream for the round."""
+
+    client_id: int = -1
+
+    def generator(self, *keys: str | int) -> torch.Generator:
+        return torch_generator(self.seed, "client", self.stage, self.round, self.client_id, *keys)
+
+
+ClientUpdate = Callable[[Broadcast, State, ClientData, ClientInfo], tuple[Reply, State]]
+ClientUpdateMany = Callable[
+    [Broadcast, Sequence[State], Sequence[ClientData], Sequence[ClientInfo]], list[tuple[Reply, State]]
+]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """A federated algorithm as pure functions (see the module docstring).
+
+    - ``init(info) -> State``: the server's initial state (``info.generator()`` seeds it);
+    - ``broadcast(state, info) -> Broadcast``: what the sampled clients receive;
+    - ``client_update(broadcast, client_state, data, info) -> (Reply, client_state)``;
+    - ``aggregate(state, replies, info) -> State``: the next server state (may train);
+    - ``evaluate(state, data) -> metrics``: test metrics of the global model, at least ``accuracy``;
+    - ``client_update_many``: optional; many clients at once, equal to mapping ``client_update``;
+    - ``inputs``: the client data fields it reads; a client is given those and nothing else,
+      so an unsupervised algorithm never sees a label;
+    - ``stages``: its phases, in order.
+    """
+
+    name: str
+    inputs: tuple[str, ...]
+    init: Callable[[RoundInfo], State]
+    broadcast: Callable[[State, RoundInfo], Broadcast]
+    client_update: ClientUpdate
+    aggregate: Callable[[State, Sequence[Reply], RoundInfo], State]
+    evaluate: Callable[[State, ClientData], dict[str, float]]
+    client_update_many: ClientUpdateMany | None = None
+    stages: tuple[Stage, ...] = (Stage("federated"),)
+
+    def with_(self, **changes) -> "Algorithm":
+        """A copy with some functions replaced (how variants are composed)."""
+        return replace(self, **changes)

@@ -1,0 +1,60 @@
+"""FedAvg (McMahan et al., 2017): local SGD on labelled data, example-weighted model averaging."""
+
+from __future__ import annotations
+
+from typing import Annotated, Callable, Literal
+
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
+from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
+from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.tensors import model_arrays
+
+Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
+Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
+WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
+ModelName = Annotated[Literal["cnn", "linear"], Field(description="the network: 'cnn' on images, 'linear' on encoder features")]
+
+
+def fedavg(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    model: ModelName = "cnn",
+    lr: Lr = 0.05,
+    momentum: Momentum = 0.0,
+    weight_decay: WeightDecay = 0.0,
+) -> Algorithm:
+    """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
+
+    McMahan et al., "Communication-Efficient Learning of Deep Networks from
+    Decentralized Data", AISTATS 2017, Algorithm 1: w_{t+1} = sum_k (n_k / n) w^k_{t+1}.
+    """
+    net = GlobalModel(model_task(task, model))
+    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay))
+
+
+def local_sgd_update(
+    net: GlobalModel,
+    local_epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    make_loss: Callable[[nn.Module], LossFn] | None = None,
+) -> ClientUpdate:
+    """The FedAvg client: SGD from the received model; ``make_loss(global_model)`` may change the local loss."""
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(message.arrays)
+        loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
+        metrics = train_epochs(
+            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
+            optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
+        )
+        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+
+    return client_update

@@ -1,0 +1,46 @@
+"""FedProx (Li et al., 2020): FedAvg with a proximal term that keeps local models near the global one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay, local_sgd_update
+from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.supervised import GlobalModel, model_task
+
+Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
+
+
+def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
+    """h_k(w; w^t) = F_k(w) + (mu/2) ||w - w^t||^2 (Li et al., MLSys 2020, Eq. 2)."""
+    anchors = [p.detach().clone() for p in global_model.parameters()]
+
+    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        drift = sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchors))
+        return cross_entropy_loss(model, x, y) + 0.5 * mu * drift
+
+    return loss
+
+
+def fedprox(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    model: ModelName = "cnn",
+    lr: Lr = 0.05,
+    momentum: Momentum = 0.0,
+    weight_decay: WeightDecay = 0.0,
+    mu: Mu = 0.01,
+) -> Algorithm:
+    """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
+    net = GlobalModel(model_task(task, model))
+    update = local_sgd_update(
+        net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=lambda g: proximal_loss(g, mu)
+    )
+    return net.algorithm("fedprox", update)

@@ -1,0 +1,84 @@
+"""SCAFFOLD (Karimireddy et al., 2020): local steps corrected by control variates; c_i is per-client state."""
+
+from __future__ import annotations
+
+from typing import Annotated, Sequence
+
+import torch
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.fedavg import Lr, ModelName, WeightDecay
+from fedprior.algorithms.local_training import train_epochs
+from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+
+CONTROL = "control."
+GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
+
+
+def scaffold(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    model: ModelName = "cnn",
+    lr: Lr = 0.05,
+    weight_decay: WeightDecay = 0.0,
+    global_lr: GlobalLr = 1.0,
+) -> Algorithm:
+    """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
+
+    Client i, from the global model x with server control c and its own c_i:
+    K local steps y <- y - lr (g_i(y) - c_i + c); then
+    c_i+ = c_i - c + (x - y) / (K lr)                          (Algorithm 1, line 12, option II),
+    and it uploads dy = y - x, dc = c_i+ - c_i. The server, over the sampled set S of N clients:
+    x <- x + eta_g mean_S(dy),  c <- c + (|S| / N) mean_S(dc)   (lines 16-17).
+    Plain SGD (no momentum), as in the paper's analysis. c and c_i start at zero.
+    """
+    net = GlobalModel(model_task(task, model))
+    param_names = [name for name, _ in net.build().named_parameters()]
+    num_clients = task.num_clients
+
+    def zeros_like_params(arrays: State) -> State:
+        return {name: torch.zeros_like(arrays[MODEL + name]) for name in param_names}
+
+    def init(info: RoundInfo) -> State:
+        state = net.init(info)
+        return {**state, **add_prefix(zeros_like_params(state), CONTROL)}
+
+    def broadcast(state: State, info: RoundInfo) -> Broadcast:
+        return Broadcast(arrays=dict(state))
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        x = message.arrays
+        c = with_prefix(x, CONTROL)
+        c_i = with_prefix(state, CONTROL) or zeros_like_params(x)
+        local = net.load(x)
+        params = dict(local.named_parameters())
+
+        def correct_gradients() -> None:
+            for name, p in params.items():
+                p.grad.add_(c[name] - c_i[name])
+
+        metrics = train_epochs(
+            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
+            optimizer=sgd(local, lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
+        )
+        steps = metrics["steps"]
+        new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * lr) for n in param_names}
+        delta_c = {n: new_c_i[n] - c_i[n] for n in param_names}
+        reply = Reply({**model_arrays(local), **add_prefix(delta_c, "delta_control.")}, int(data["x"].shape[0]), metrics)
+        return reply, add_prefix(new_c_i, CONTROL)
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        new = dict(state)
+        for name in with_prefix(state, MODEL):
+            mean_y = torch.stack([r.arrays[MODEL + name] for r in replies]).mean(0)
+            new[MODEL + name] = state[MODEL + name] + global_lr * (mean_y - state[MODEL + name])
+        for name in param_names:
+            total_dc = torch.stack([r.arrays["delta_control." + name] for r in replies]).sum(0)
+            new[CONTROL + name] = state[CONTROL + name] + total_dc / num_clients
+        return new
+
+    return net.algorithm("scaffold", client_update, init=init, broadcast=broadcast, aggregate=aggregate)

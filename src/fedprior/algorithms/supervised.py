@@ -1,0 +1,70 @@
+"""The parts every whole-model supervised algorithm shares: init, broadcast, evaluate, FedAvg aggregation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import torch
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientUpdate, Reply, RoundInfo, State, Task
+from fedprior.algorithms.local_training import classification_metrics
+from fedprior.algorithms.tensors import MODEL, load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.seeding import derived_seed
+
+
+@dataclass(frozen=True)
+class GlobalModel:
+    """The global model of an algorithm: how to build it, and the pure functions around it.
+
+    ``build`` returns a fresh module with the architecture (its weights are then
+    overwritten); ``initial`` sets the weights of round 0 (default: the module's own
+    initialization under the run's ``init`` stream).
+    """
+
+    build: Callable[[], nn.Module]
+    initial: Callable[[nn.Module], None] | None = None
+
+    def init(self, info: RoundInfo) -> State:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derived_seed(info.seed, "init", "model"))
+            model = self.build()
+        if self.initial is not None:
+            self.initial(model)
+        return model_arrays(model)
+
+    def broadcast(self, state: State, info: RoundInfo) -> Broadcast:
+        """Send the model parameters only (no other server state)."""
+        return Broadcast(arrays={k: v for k, v in state.items() if k.startswith(MODEL)})
+
+    def algorithm(self, name: str, client_update: ClientUpdate, **overrides) -> Algorithm:
+        """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden."""
+        parts = dict(
+            name=name, inputs=("x", "y"), init=self.init, broadcast=self.broadcast,
+            client_update=client_update, aggregate=self.average, evaluate=self.evaluate,
+        )
+        return Algorithm(**{**parts, **overrides})
+
+    def load(self, arrays: State) -> nn.Module:
+        return load_model_arrays(self.build(), arrays)
+
+    def evaluate(self, state: State, data: ClientData) -> dict[str, float]:
+        return classification_metrics(self.load(state), data["x"], data["y"])
+
+    def average(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        """FedAvg (McMahan et al., 2017, Algorithm 1): the example-weighted mean of the client models."""
+        models = [with_prefix(r.arrays, MODEL) for r in replies]
+        mean = weighted_mean(models, [r.num_examples for r in replies])
+        return {**state, **{MODEL + k: v for k, v in mean.items()}}
+
+
+def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:
+    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+
+
+def model_task(task: Task, model: str) -> Callable[[], nn.Module]:
+    from fedprior.models import build_model
+
+    build_model(model, task)  # fail early, with the config field in the message, on a wrong shape
+    return lambda: build_model(model, task)

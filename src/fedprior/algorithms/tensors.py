@@ -1,0 +1,58 @@
+"""Small operations on named tensors: model <-> state, prefixes, weighted means."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from fedprior.algorithms.base import Arrays
+
+MODEL = "model."
+
+
+def model_arrays(model: nn.Module, prefix: str = MODEL) -> Arrays:
+    """A detached copy of a model's state dict, names prefixed (``model.conv.weight``)."""
+    return {prefix + name: value.detach().clone() for name, value in model.state_dict().items()}
+
+
+def load_model_arrays(model: nn.Module, arrays: Arrays, prefix: str = MODEL) -> nn.Module:
+    """Load the ``prefix``-named tensors of ``arrays`` into ``model`` (strictly: all of them, nothing else)."""
+    model.load_state_dict(with_prefix(arrays, prefix), strict=True)
+    return model
+
+
+def with_prefix(arrays: Arrays, prefix: str) -> Arrays:
+    """The tensors whose names start with ``prefix``, with the prefix removed."""
+    return {name[len(prefix) :]: value for name, value in arrays.items() if name.startswith(prefix)}
+
+
+def add_prefix(arrays: Arrays, prefix: str) -> Arrays:
+    return {prefix + name: value for name, value in arrays.items()}
+
+
+def weighted_mean(arrays: Sequence[Arrays], weights: Sequence[float] | torch.Tensor) -> Arrays:
+    """The weighted mean, name by name, of several tensor mappings with the same names.
+
+    Weights are normalized to sum to one; integer tensors (e.g. BatchNorm's
+    ``num_batches_tracked``) take the value of the first mapping.
+    """
+    if not arrays:
+        raise ValueError("weighted_mean of nothing")
+    w = torch.as_tensor(weights, dtype=torch.float64)
+    if w.numel() != len(arrays) or bool((w < 0).any()) or float(w.sum()) <= 0:
+        raise ValueError(f"need {len(arrays)} non-negative weights with a positive sum, got {w.tolist()}")
+    w = w / w.sum()
+    out: Arrays = {}
+    for name, first in arrays[0].items():
+        if not first.is_floating_point():
+            out[name] = first.clone()
+            continue
+        stacked = torch.stack([a[name].to(torch.float64) for a in arrays])
+        out[name] = torch.tensordot(w, stacked, dims=1).to(first.dtype)
+    return out
+
+
+def flat_norm_sq(arrays: Arrays) -> torch.Tensor:
+    return sum((v.float() ** 2).sum() for v in arrays.values())

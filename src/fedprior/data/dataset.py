@@ -1,0 +1,42 @@
+"""The in-memory form every dataset loader returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """Images, labels and class names of one dataset, train and test splits.
+
+    Images are ``uint8`` arrays laid out ``(N, C, H, W)`` (channels first, as torch
+    wants them); labels are ``int64`` arrays of class indices into ``class_names``.
+    """
+
+    name: str
+    train_images: np.ndarray
+    train_labels: np.ndarray
+    test_images: np.ndarray
+    test_labels: np.ndarray
+    class_names: tuple[str, ...]
+
+    def __post_init__(self) -> None:
+        for split in ("train", "test"):
+            images = getattr(self, f"{split}_images")
+            labels = getattr(self, f"{split}_labels")
+            if images.ndim != 4 or images.dtype != np.uint8:
+                raise ValueError(f"{self.name}: {split} images must be uint8 (N, C, H, W), got {images.dtype} {images.shape}")
+            if labels.shape != (images.shape[0],):
+                raise ValueError(f"{self.name}: {split} has {images.shape[0]} images but labels of shape {labels.shape}")
+            if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
+                raise ValueError(f"{self.name}: {split} labels fall outside 0..{len(self.class_names) - 1}")
+
+    @property
+    def num_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def image_shape(self) -> tuple[int, int, int]:
+        return tuple(self.train_images.shape[1:])  # type: ignore[return-value]

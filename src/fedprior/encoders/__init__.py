@@ -1,0 +1,1 @@
+"""Frozen encoders (CLIP, text encoders, the offline CLIP stand-in) and the feature cache."""

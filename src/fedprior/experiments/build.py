@@ -1,0 +1,101 @@
+"""From a checked config to everything a run needs: data, partition, task, algorithm."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedprior.algorithms.base import Algorithm, ClientData, Task
+from fedprior.algorithms.registry import algorithm_spec
+from fedprior.data import Dataset, load_dataset
+from fedprior.errors import ConfigError
+from fedprior.experiments.config import ExperimentConfig
+from fedprior.partition import Partition, make_partitioner
+from fedprior.partition.checks import check_num_clients
+
+ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
+
+
+@dataclass
+class Experiment:
+    """A run's inputs: the config, the training/test tensors, the partition, the task and the algorithm."""
+
+    name: str
+    config: ExperimentConfig
+    dataset: Dataset
+    train: dict[str, torch.Tensor]
+    test: dict[str, torch.Tensor]
+    pool: np.ndarray
+    partition: Partition
+    task: Task
+    algorithm: Algorithm
+    encoder_name: str = "none"
+
+    def client_data(self, client_id: int) -> ClientData:
+        """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones)."""
+        out: ClientData = {}
+        for role, indices in self.partition.client(client_id).items():
+            for field, source in zip(ROLE_FIELDS[role], ("x", "y")):
+                if field in self.algorithm.inputs:
+                    out[field] = self.train[source][torch.from_numpy(indices)]
+        return out
+
+
+def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
+    """uint8 (N, C, H, W) -> float32 standardized per channel with the training set's mean and std."""
+    x = torch.from_numpy(images).float().div_(255.0)
+    return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
+
+
+def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    scaled = dataset.train_images.astype(np.float32) / 255.0
+    mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
+    std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
+    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
+
+
+def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray) -> Partition:
+    """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients."""
+    p, f = config.partition, config.federation
+    check_num_clients(f.num_clients, pool.size)
+    partitioner = make_partitioner(
+        p.scheme, f.num_clients, config.run.seed, shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window
+    )
+    parts = partitioner.split(labels[pool])
+    return Partition({"train": tuple(pool[part] for part in parts)})
+
+
+def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
+    """Load the data, encode it if an encoder is set, partition it and build the algorithm."""
+    if config.run.threads:
+        torch.set_num_threads(config.run.threads)
+    spec = algorithm_spec(config.algorithm.name)
+    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+    if config.encoder.name != "none":
+        raise ConfigError(f"encoder.name: unknown encoder '{config.encoder.name}'; accepted: none")
+    train_x, test_x = pixel_inputs(dataset)
+    pool = np.arange(dataset.train_labels.size)
+    partition = build_partition(config, dataset.train_labels, pool)
+    task = Task(
+        num_classes=dataset.num_classes,
+        input_shape=tuple(train_x.shape[1:]),
+        class_names=dataset.class_names,
+        num_clients=config.federation.num_clients,
+    )
+    algorithm = spec.build(
+        task, config.algorithm.hyperparameters(),
+        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size,
+    )
+    return Experiment(
+        name=name,
+        config=config,
+        dataset=dataset,
+        train={"x": train_x, "y": torch.from_numpy(dataset.train_labels)},
+        test={"x": test_x, "y": torch.from_numpy(dataset.test_labels)},
+        pool=pool,
+        partition=partition,
+        task=task,
+        algorithm=algorithm,
+    )

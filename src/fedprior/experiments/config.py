@@ -1,0 +1,205 @@
+"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, run.
+
+Every field has a default and a docstring (shown by ``fedprior presets --fields``).
+A config is a preset name or a TOML file, plus ``--set section.key=value`` overrides;
+all of it is checked here, before any data is loaded, and a problem becomes one
+:class:`~fedprior.errors.ConfigError` line naming the field and what it accepts.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib import resources
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from fedprior.algorithms.registry import algorithm_spec
+from fedprior.errors import ConfigError
+from fedprior.validation import describe_validation_error
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
+class DataConfig(Section):
+    dataset: str = "fashion-mnist"
+    """Dataset name (see `fedprior datasets`)."""
+    root: str | None = None
+    """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
+    download: bool = False
+    """Allow downloading a missing dataset (never happens otherwise)."""
+
+
+class PartitionConfig(Section):
+    scheme: Literal["iid", "shard", "dirichlet", "window"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows)."""
+    shards: int = Field(2, ge=1)
+    """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
+    alpha: float = Field(0.5, gt=0)
+    """Dirichlet concentration for scheme=dirichlet; smaller is more heterogeneous."""
+    min_size: int = Field(0, ge=0)
+    """For scheme=dirichlet: redraw until every client holds at least this many samples."""
+    window: int = Field(2, ge=1)
+    """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+
+
+class EncoderConfig(Section):
+    name: str = "none"
+    """Frozen encoder turning images into features before training: 'none' (train on pixels), 'locked-text' (the offline CLIP stand-in), 'openclip:ARCH' (e.g. openclip:RN50), 'hf-clip:FOLDER' (a Hugging Face CLIP folder)."""
+    weights: str | None = None
+    """openclip: a local weights file (.pt/.bin/.safetensors), or an open_clip pretrained tag such as 'openai' (needs download=true unless already cached)."""
+    download: bool = False
+    """Allow downloading encoder weights (never happens otherwise)."""
+    batch_size: int = Field(256, ge=1)
+    """Images per forward pass when encoding."""
+    cache: bool = True
+    """Keep encoded features on disk, keyed by encoder fingerprint, dataset and split, so a second run encodes nothing."""
+    normalize: bool = True
+    """L2-normalize image and text features (CLIP's convention; the FST-CBDG paper does not say)."""
+    prompt: str = "a photo of a {}."
+    """Template of the class prompts whose text features are the prior ({} is the class name; fst-cbdg.txt Algorithm 1, line 2)."""
+    text_model: str = "minilm"
+    """locked-text: the frozen text tower, a sentence-transformers model ('minilm' is bundled and offline)."""
+    pretrain_images: int = Field(2000, ge=10)
+    """locked-text: training images used to align the image tower; they are removed from every client."""
+    caption_noise: float = Field(0.4, ge=0, lt=1)
+    """locked-text: fraction of pretraining captions that name a wrong class, like noisy web captions."""
+    pretrain_seed: int = Field(0, ge=0)
+    """locked-text: seed of the stand-in's own training (independent of run.seed, so one stand-in serves every run)."""
+
+
+class AlgorithmConfig(BaseModel):
+    """The algorithm's name plus its hyperparameters (checked against the algorithm's factory)."""
+
+    model_config = ConfigDict(extra="allow")
+    name: str = "fedavg"
+    """Algorithm name (see `fedprior algorithms`)."""
+
+    def hyperparameters(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class FederationConfig(Section):
+    rounds: int = Field(10, ge=0)
+    """Communication rounds."""
+    num_clients: int = Field(100, ge=1)
+    """Number of clients the training set is split over."""
+    fraction: float = Field(0.1, gt=0, le=1)
+    """Fraction of clients sampled each round (at least one)."""
+    local_epochs: int = Field(1, ge=1)
+    """Local epochs per round on each sampled client."""
+    batch_size: int = Field(32, ge=1)
+    """Local mini-batch size."""
+
+
+class RunConfig(Section):
+    seed: int = Field(0, ge=0)
+    """The one seed every random stream of the run is derived from."""
+    vectorize: bool = True
+    """Train the sampled clients together where the algorithm supports it (same numbers as one by one)."""
+    runtime: Literal["local", "flower-sim"] = "local"
+    """Where the run executes: 'local' (in-process) or 'flower-sim' (Flower's simulation engine)."""
+    threads: int = Field(0, ge=0)
+    """Torch CPU threads; 0 keeps torch's default."""
+
+
+class ExperimentConfig(Section):
+    description: str = ""
+    """One line saying what the experiment is."""
+    data: DataConfig = DataConfig()
+    partition: PartitionConfig = PartitionConfig()
+    encoder: EncoderConfig = EncoderConfig()
+    algorithm: AlgorithmConfig = AlgorithmConfig()
+    federation: FederationConfig = FederationConfig()
+    run: RunConfig = RunConfig()
+
+    def checked(self) -> "ExperimentConfig":
+        """Check the algorithm's hyperparameters too (they are free-form until the algorithm is known)."""
+        spec = algorithm_spec(self.algorithm.name)
+        values = spec.validate(self.algorithm.hyperparameters())
+        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values)})
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(exclude_none=True)
+
+
+SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "run")
+
+
+def preset_dir() -> Path:
+    return Path(str(resources.files("fedprior") / "presets"))
+
+
+def list_presets() -> dict[str, str]:
+    """Shipped presets: name -> description."""
+    out = {}
+    for path in sorted(preset_dir().glob("*.toml")):
+        with path.open("rb") as handle:
+            out[path.stem] = tomllib.load(handle).get("description", "")
+    return out
+
+
+def read_toml(source: str) -> tuple[str, dict[str, Any]]:
+    """(name, raw dict) of a preset name or a TOML file path."""
+    path = Path(source)
+    if path.suffix == ".toml" or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"config file {source} does not exist")
+        name = path.stem
+    else:
+        path = preset_dir() / f"{source}.toml"
+        if not path.is_file():
+            raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
+        name = source
+    try:
+        with path.open("rb") as handle:
+            return name, tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{path}: not valid TOML ({error})") from None
+
+
+def parse_override(text: str) -> tuple[list[str], Any]:
+    """``section.key=value`` -> (["section", "key"], value); the value is read as TOML, else as a string."""
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    parts = key.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"--set {text!r}: the key must be section.key with a section among {', '.join(SECTIONS)}")
+    try:
+        value = tomllib.loads(f"v = {raw.strip()}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw.strip()
+    return parts, value
+
+
+def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    for text in overrides:
+        (section, key), value = parse_override(text)
+        if section not in SECTIONS:
+            raise ConfigError(f"--set {text!r}: unknown section '{section}'; accepted: {', '.join(SECTIONS)}")
+        raw.setdefault(section, {})[key] = value
+    return raw
+
+
+def validate_config(raw: dict[str, Any]) -> ExperimentConfig:
+    try:
+        config = ExperimentConfig(**raw)
+    except ValidationError as error:
+        raise ConfigError(describe_validation_error(error, (), _accepted_keys)) from None
+    return config.checked()
+
+
+def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
+    owner = ExperimentConfig if not parent else ExperimentConfig.model_fields[parent[0]].annotation
+    return list(owner.model_fields)
+
+
+def load_config(source: str, overrides: list[str] | None = None) -> tuple[str, ExperimentConfig]:
+    """(name, checked config) from a preset name or TOML path plus ``section.key=value`` overrides."""
+    name, raw = read_toml(source)
+    return name, validate_config(apply_overrides(raw, overrides or []))

@@ -1,0 +1,70 @@
+"""Atomic checkpoints: server state, per-client states and progress in one safetensors file.
+
+Written to a temporary file in the same folder, flushed to disk, then renamed over the
+old checkpoint, so a run killed at any moment (SIGKILL included) leaves either the
+previous checkpoint or the new one, never a torn file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors.torch import load_file, save_file
+from safetensors import safe_open
+
+from fedprior.algorithms.base import State
+
+SERVER = "server/"
+CLIENT = "client/"
+
+
+@dataclass
+class Progress:
+    """How far a run got: the stage index and the last completed round in it, plus the history so far."""
+
+    stage_index: int = 0
+    round: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+    initial: dict[str, Any] = field(default_factory=dict)
+
+
+def save_checkpoint(path: Path, server: State, clients: dict[int, State], progress: Progress) -> None:
+    tensors = {SERVER + k: v.detach().contiguous().clone() for k, v in server.items()}
+    for client_id, state in clients.items():
+        tensors.update({f"{CLIENT}{client_id}/{k}": v.detach().contiguous().clone() for k, v in state.items()})
+    metadata = {"progress": json.dumps(progress.__dict__)}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(handle)
+    try:
+        save_file(tensors, tmp, metadata=metadata)
+        with open(tmp, "rb+") as f:
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def load_checkpoint(path: Path) -> tuple[State, dict[int, State], Progress]:
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+    tensors = load_file(str(path))
+    server = {k[len(SERVER) :]: v for k, v in tensors.items() if k.startswith(SERVER)}
+    clients: dict[int, State] = {}
+    for key, value in tensors.items():
+        if key.startswith(CLIENT):
+            client_id, name = key[len(CLIENT) :].split("/", 1)
+            clients.setdefault(int(client_id), {})[name] = value
+    return server, clients, Progress(**json.loads(metadata["progress"]))
