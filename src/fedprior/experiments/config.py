@@ -74,7 +74,7 @@ class EncoderConfig(Section):
 class AlgorithmConfig(BaseModel):
     """The algorithm's name plus its hyperparameters (checked against the algorithm's factory)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
     name: str = "fedavg"
     """Algorithm name (see `fedprior algorithms`)."""
 

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
 from safetensors.torch import load_file, save_file
 from safetensors import safe_open
 
@@ -34,7 +33,17 @@ class Progress:
     initial: dict[str, Any] = field(default_factory=dict)
 
 
-def save_checkpoint(path: Path, server: State, clients: dict[int, State], progress: Progress) -> None:
+@dataclass
+class RunState:
+    """Everything a run needs to continue: server state, per-client states, progress."""
+
+    server: State
+    clients: dict[int, State]
+    progress: Progress
+
+
+def save_checkpoint(path: Path, run: RunState) -> None:
+    server, clients, progress = run.server, run.clients, run.progress
     tensors = {SERVER + k: v.detach().contiguous().clone() for k, v in server.items()}
     for client_id, state in clients.items():
         tensors.update({f"{CLIENT}{client_id}/{k}": v.detach().contiguous().clone() for k, v in state.items()})
@@ -57,7 +66,7 @@ def save_checkpoint(path: Path, server: State, clients: dict[int, State], progre
         os.close(directory)
 
 
-def load_checkpoint(path: Path) -> tuple[State, dict[int, State], Progress]:
+def load_checkpoint(path: Path) -> RunState:
     with safe_open(str(path), framework="pt") as handle:
         metadata = handle.metadata() or {}
     tensors = load_file(str(path))
@@ -67,4 +76,4 @@ def load_checkpoint(path: Path) -> tuple[State, dict[int, State], Progress]:
         if key.startswith(CLIENT):
             client_id, name = key[len(CLIENT) :].split("/", 1)
             clients.setdefault(int(client_id), {})[name] = value
-    return server, clients, Progress(**json.loads(metadata["progress"]))
+    return RunState(server, clients, Progress(**json.loads(metadata["progress"])))

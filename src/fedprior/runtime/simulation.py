@@ -17,7 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, Stage, State
-from fedprior.runtime.checkpoint import Progress, load_checkpoint, save_checkpoint
+from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.sampling import sample_clients
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -59,18 +59,18 @@ def simulate(
     fraction: float,
     vectorize: bool = True,
     checkpoint_path: Path | None = None,
-    resume: bool = False,
+    start: RunState | None = None,
     on_round: RoundCallback | None = None,
 ) -> SimulationResult:
     """Run ``algorithm`` over ``num_clients`` simulated clients and return the final state and history.
 
     ``client_data(i)`` gives client i's data (only the fields the algorithm reads);
     ``test_data`` is the held-out set the global model is evaluated on after every round.
-    With ``resume`` and an existing checkpoint, training continues after its last round.
+    Given ``start`` (a loaded checkpoint), training continues after its last round.
     """
     started = time.perf_counter()
-    if resume and checkpoint_path is not None and checkpoint_path.is_file():
-        state, client_states, progress = load_checkpoint(checkpoint_path)
+    if start is not None:
+        state, client_states, progress = start.server, start.clients, start.progress
     else:
         state = algorithm.init(RoundInfo(seed=seed, stage=algorithm.stages[0].name, round=0))
         client_states, progress = {}, Progress()
@@ -110,7 +110,7 @@ def simulate(
             progress.history.append(record)
             progress.stage_index, progress.round = stage_index, round_
             if checkpoint_path is not None:
-                save_checkpoint(checkpoint_path, state, client_states, progress)
+                save_checkpoint(checkpoint_path, RunState(state, client_states, progress))
             if on_round:
                 on_round(record)
         progress.stage_index, progress.round = stage_index + 1, 0

@@ -1,0 +1,94 @@
+"""``fedprior run`` and ``fedprior resume``: train with a progress bar, print or save the summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from fedprior.cli.app import app, stderr, user_errors
+
+
+class RoundProgress:
+    """A progress bar on stderr: round, accuracy of the global model, time left."""
+
+    def __init__(self) -> None:
+        self.bar = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("acc {task.fields[accuracy]}"),
+            TimeElapsedColumn(),
+            TextColumn("left"),
+            TimeRemainingColumn(),
+            console=stderr,
+            transient=False,
+        )
+        self.task = None
+
+    def start(self, experiment, total: int) -> None:
+        self.bar.start()
+        self.task = self.bar.add_task(experiment.name, total=total, accuracy="-")
+
+    def round(self, record: dict[str, Any]) -> None:
+        if self.task is None:
+            return
+        accuracy = f"{100 * record['accuracy']:.2f}%" if "accuracy" in record else "-"
+        completed = record.get("step") or 0
+        self.bar.update(self.task, completed=completed, accuracy=accuracy)
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def report(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        typer.echo(json.dumps(summary))
+        return
+    stderr.print(
+        f"{summary['name']}: final accuracy {100 * summary['final_accuracy']:.2f}% "
+        f"(best {100 * summary['best_accuracy']:.2f}%, initial {100 * summary['initial_accuracy']:.2f}%) "
+        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s; run directory {summary['run_dir']}",
+        highlight=False,
+    )
+
+
+def with_progress(action) -> dict[str, Any]:
+    progress = RoundProgress()
+    try:
+        return action(on_start=progress.start, on_round=progress.round)
+    finally:
+        progress.stop()
+
+
+@app.command()
+@user_errors
+def run(
+    preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+) -> None:
+    """Run an experiment: train with a progress bar, write a run directory, print a summary."""
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.runner import start
+
+    name, config = load_config(preset, set_)
+    summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
+    report(summary, as_json)
+
+
+@app.command()
+@user_errors
+def resume(
+    run_dir: Path = typer.Argument(..., help="The run directory of an interrupted run."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+) -> None:
+    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run."""
+    from fedprior.experiments.runner import resume as resume_run
+
+    summary = with_progress(lambda **cb: resume_run(run_dir, **cb))
+    report(summary, as_json)

@@ -1,0 +1,29 @@
+"""Shared test fixtures: an isolated cache, small tasks and data."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedprior.algorithms.base import Task
+
+
+@pytest.fixture(autouse=True)
+def isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own fedprior cache folder; the user's cache is never touched."""
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def image_task() -> Task:
+    return Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
+
+
+def toy_images(n: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """Separable toy data: class k lights up the k-th band of an 8x8 image."""
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 3, (n,), generator=g)
+    x = 0.3 * torch.randn(n, 1, 8, 8, generator=g)
+    for k in range(3):
+        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
+    return {"x": x, "y": y}

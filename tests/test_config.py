@@ -1,0 +1,63 @@
+import pytest
+
+from fedprior.errors import ConfigError
+from fedprior.experiments.config import ExperimentConfig, list_presets, load_config, parse_override
+
+
+def test_shipped_presets_load_and_validate():
+    names = list_presets()
+    for required in ("fedavg-cnn", "fedprox-cnn", "scaffold-cnn"):
+        assert required in names and names[required]
+    for name in names:
+        loaded_name, config = load_config(name)
+        assert loaded_name == name and isinstance(config, ExperimentConfig)
+
+
+def test_every_field_has_a_default_and_a_docstring():
+    for section, info in ExperimentConfig.model_fields.items():
+        model = info.annotation
+        for key, field in getattr(model, "model_fields", {}).items():
+            assert field.description, f"{section}.{key} has no docstring"
+            assert not field.is_required(), f"{section}.{key} has no default"
+
+
+def test_overrides_are_typed():
+    _, config = load_config("fedavg-cnn", ["federation.rounds=3", "federation.fraction=0.5", "algorithm.lr=0.1", "run.seed=4"])
+    assert config.federation.rounds == 3 and config.federation.fraction == 0.5
+    assert config.algorithm.lr == 0.1 and config.run.seed == 4
+    assert parse_override("data.dataset=digits") == (["data", "dataset"], "digits")
+
+
+@pytest.mark.parametrize(
+    "override, message",
+    [
+        ("federation.fraction=1.5", "federation.fraction: input should be less than or equal to 1"),
+        ("federation.num_clients=-3", "federation.num_clients: input should be greater than or equal to 1"),
+        ("federation.rounds=-1", "federation.rounds: input should be greater than or equal to 0"),
+        ("federation.roundz=3", "federation.roundz: unknown key; accepted: rounds, num_clients"),
+        ("algorithm.lrr=1", "algorithm.lrr: unknown key; accepted: model, lr"),
+        ("algorithm.lr=0", "algorithm.lr: input should be greater than 0"),
+        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet' or 'window'"),
+        ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
+        ("bogus.x=1", "unknown section 'bogus'"),
+        ("federation", "expected section.key=value"),
+    ],
+)
+def test_bad_values_name_the_field(override, message):
+    with pytest.raises(ConfigError) as error:
+        load_config("fedavg-cnn", [override])
+    assert message in str(error.value)
+
+
+def test_unknown_preset_lists_the_presets():
+    with pytest.raises(ConfigError, match="unknown preset 'nope'; accepted: .*fedavg-cnn"):
+        load_config("nope")
+
+
+def test_config_file_path(tmp_path):
+    path = tmp_path / "mine.toml"
+    path.write_text('[federation]\nrounds = 2\n[algorithm]\nname = "fedprox"\nmu = 0.5\n')
+    name, config = load_config(str(path))
+    assert name == "mine" and config.federation.rounds == 2 and config.algorithm.mu == 0.5
+    with pytest.raises(ConfigError, match="does not exist"):
+        load_config(str(tmp_path / "missing.toml"))

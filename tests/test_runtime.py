@@ -1,0 +1,117 @@
+"""The in-process runtime: sampling, determinism, per-client state, vectorized path, checkpoints, resume."""
+
+import pytest
+import torch
+
+from conftest import toy_images
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Stage, Task
+from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.scaffold import scaffold
+from fedprior.runtime.checkpoint import load_checkpoint
+from fedprior.runtime.sampling import clients_per_round, sample_clients
+from fedprior.runtime.simulation import simulate
+
+TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=6)
+DATA = [toy_images(24, seed=c) for c in range(6)]
+TEST = toy_images(60, seed=99)
+
+
+def run(algo, **kw):
+    return simulate(algo, lambda c: DATA[c], 6, TEST, seed=kw.pop("seed", 3), rounds=kw.pop("rounds", 4), fraction=0.5, **kw)
+
+
+def test_sampling_is_seeded_sorted_and_sized():
+    picks = [sample_clients(5, "federated", r, 100, 0.1) for r in range(1, 6)]
+    assert all(len(p) == 10 and p == sorted(set(p)) and all(0 <= c < 100 for c in p) for p in picks)
+    assert picks == [sample_clients(5, "federated", r, 100, 0.1) for r in range(1, 6)]
+    assert len({tuple(p) for p in picks}) == 5
+    assert sample_clients(6, "federated", 1, 100, 0.1) != picks[0]
+    assert clients_per_round(7, 0.01) == 1 and clients_per_round(7, 1.0) == 7
+
+
+def test_same_seed_same_numbers_and_different_seed_differs():
+    algo = fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    a, b, c = run(algo), run(algo), run(algo, seed=4)
+    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]
+    assert strip(a.progress.history) == strip(b.progress.history)
+    assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
+    assert strip(a.progress.history) != strip(c.progress.history)
+    assert len(a.progress.history) == 4 and all(len(r["clients"]) == 3 for r in a.progress.history)
+
+
+def test_per_client_state_persists_between_rounds():
+    algo = scaffold(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.05)
+    result = run(algo, rounds=3)
+    sampled = {c for r in result.progress.history for c in r["clients"]}
+    assert set(result.client_states) == sampled
+    assert all(any(v.abs().sum() > 0 for v in s.values()) for s in result.client_states.values())
+
+
+def counting_algorithm(calls: list) -> Algorithm:
+    """A toy algorithm whose clients add their own random number to a counter; it can run many clients at once."""
+
+    def client_update(message, state, data, info):
+        noise = torch.rand(1, generator=info.generator())
+        seen = state.get("seen", torch.zeros(1)) + 1
+        return Reply({"v": message.arrays["v"] + noise}, num_examples=int(data["x"].shape[0])), {"seen": seen}
+
+    def client_update_many(message, states, datas, infos):
+        calls.append(len(infos))
+        return [client_update(message, s, d, i) for s, d, i in zip(states, datas, infos)]
+
+    return Algorithm(
+        name="toy", inputs=("x",), init=lambda info: {"v": torch.zeros(1)},
+        broadcast=lambda state, info: Broadcast(dict(state)),
+        client_update=client_update,
+        aggregate=lambda state, replies, info: {"v": torch.stack([r.arrays["v"] for r in replies]).mean(0)},
+        evaluate=lambda state, data: {"accuracy": float(state["v"])},
+        client_update_many=client_update_many,
+        stages=(Stage("one"), Stage("two", rounds=2, fraction=1.0, evaluate=False)),
+    )
+
+
+def test_vectorized_path_is_used_and_equal_and_stages_run_in_order():
+    calls = []
+    vec = run(counting_algorithm(calls), vectorize=True)
+    assert calls == [3, 3, 3, 3, 6, 6]  # four rounds at fraction 0.5, then stage two with everyone
+    seq = run(counting_algorithm(calls), vectorize=False)
+    assert len(calls) == 6
+    assert torch.equal(vec.state["v"], seq.state["v"])
+    assert [(r["stage"], r["round"]) for r in vec.progress.history] == [("one", i) for i in range(1, 5)] + [("two", 1), ("two", 2)]
+    assert "accuracy" not in vec.progress.history[-1]  # stage two is not evaluated
+    assert int(vec.client_states[0]["seen"]) >= 2
+
+
+class Interrupt(Exception):
+    pass
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 5])
+def test_resume_after_interruption_equals_uninterrupted(tmp_path, stop_after):
+    algo = counting_algorithm([])
+    full = run(algo, checkpoint_path=tmp_path / "full.safetensors")
+
+    def interrupt(record):
+        if record.get("step") == stop_after:
+            raise Interrupt
+
+    path = tmp_path / "cut.safetensors"
+    with pytest.raises(Interrupt):
+        run(algo, checkpoint_path=path, on_round=interrupt)
+    resumed = run(algo, checkpoint_path=path, start=load_checkpoint(path))
+    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]
+    assert strip(resumed.progress.history) == strip(full.progress.history)
+    assert torch.equal(resumed.state["v"], full.state["v"])
+    assert resumed.client_states.keys() == full.client_states.keys()
+    assert all(torch.equal(resumed.client_states[c]["seen"], full.client_states[c]["seen"]) for c in full.client_states)
+    assert list(tmp_path.glob("*.tmp")) == []
+
+
+def test_checkpoint_round_trip(tmp_path):
+    algo = scaffold(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.05)
+    result = run(algo, rounds=2, checkpoint_path=tmp_path / "c.safetensors")
+    loaded = load_checkpoint(tmp_path / "c.safetensors")
+    assert all(torch.equal(loaded.server[k], result.state[k]) for k in result.state)
+    assert loaded.clients.keys() == result.client_states.keys()
+    assert loaded.progress.round == 2 and len(loaded.progress.history) == 2
+    assert loaded.progress.initial == result.progress.initial
