@@ -6,9 +6,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from fedprior.data.cifar import load_cifar10, load_cifar100
+from fedprior.data.cinic import load_cinic10
 from fedprior.data.dataset import Dataset
 from fedprior.data.digits import load_digits
 from fedprior.data.fashion_mnist import load_fashion_mnist
+from fedprior.data.medmnist import medmnist_loader
+from fedprior.data.svhn import load_svhn
 from fedprior.errors import ConfigError
 
 
@@ -27,7 +31,16 @@ def register(spec: DatasetSpec) -> None:
 
 
 register(DatasetSpec("fashion-mnist", load_fashion_mnist, "Fashion-MNIST, 60k/10k 28x28 grayscale, 10 classes (embedded: Debian package)"))
-register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,437/360 8x8 grayscale, 10 classes (embedded)"))
+register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,438/359 8x8 grayscale, 10 classes (embedded)"))
+register(DatasetSpec("cifar10", load_cifar10, "CIFAR-10, 50k/10k 32x32 RGB, 10 classes (python pickle batches)"))
+register(DatasetSpec("cifar100", load_cifar100, "CIFAR-100, 50k/10k 32x32 RGB, 100 fine classes (python pickle batches)"))
+register(DatasetSpec("cinic10", load_cinic10, "CINIC-10, 90k/90k 32x32 RGB, CIFAR-10's classes (PNG folders; train=train/, valid/ unused)"))
+register(DatasetSpec("svhn", load_svhn, "SVHN cropped digits, 73,257/26,032 32x32 RGB, 10 classes (.mat files)"))
+register(DatasetSpec("bloodmnist", medmnist_loader("bloodmnist"), "MedMNIST BloodMNIST, 11,959/3,421 28x28 RGB blood cells, 8 classes (.npz)"))
+register(DatasetSpec("dermamnist", medmnist_loader("dermamnist"), "MedMNIST DermaMNIST, 7,007/2,005 28x28 RGB skin lesions, 7 classes (.npz)"))
+register(DatasetSpec("octmnist", medmnist_loader("octmnist"), "MedMNIST OCTMNIST, 97,477/1,000 28x28 grayscale retinal OCT, 4 classes (.npz)"))
+register(DatasetSpec("pathmnist", medmnist_loader("pathmnist"), "MedMNIST PathMNIST, 89,996/7,180 28x28 RGB colon pathology, 9 classes (.npz)"))
+register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST OrganAMNIST, 34,581/17,778 28x28 grayscale abdominal CT, 11 classes (.npz)"))
 
 
 def check_dataset_name(name: str) -> None:

@@ -1,0 +1,62 @@
+"""``fedprior datasets``: every registered dataset, a line each, and whether it is here."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from fedprior.cli.app import app, user_errors
+from fedprior.errors import FedpriorError
+
+
+def _locators() -> dict[str, Callable[[Path | None], Path]]:
+    """Cheap existence checks (no decoding, no network) for the datasets that have one."""
+    from fedprior.data import cifar, cinic, medmnist, svhn
+
+    locators: dict[str, Callable[[Path | None], Path]] = {
+        "cifar10": lambda root: cifar.locate_cifar(cifar.CIFAR10, root),
+        "cifar100": lambda root: cifar.locate_cifar(cifar.CIFAR100, root),
+        "cinic10": cinic.locate_cinic10,
+        "svhn": svhn.locate_svhn,
+    }
+    for flag in medmnist.INFO:
+        locators[flag] = lambda root, flag=flag: medmnist.locate_medmnist(flag, root)
+    return locators
+
+
+def availability(name: str, root: Path | None) -> tuple[bool, Path | None]:
+    """Whether dataset ``name`` is found without downloading, and where when that is known cheaply.
+
+    Datasets without a cheap check are loaded once with ``download=False``.
+    """
+    from fedprior.data.registry import DATASETS
+
+    locate = _locators().get(name)
+    try:
+        if locate is not None:
+            return True, locate(root)
+        DATASETS[name].loader(root, False)
+        return True, None
+    except FedpriorError:
+        return False, None
+
+
+@app.command()
+@user_errors
+def datasets(
+    root: Optional[Path] = typer.Option(None, "--root", help="Also look in this folder, as data.root would."),
+) -> None:
+    """List the registered datasets and whether each is available here (nothing is downloaded)."""
+    from fedprior.data.registry import DATASETS
+
+    root = root.expanduser() if root else None
+    table = Table("dataset", "here", "description")
+    for spec in DATASETS.values():
+        found, where = availability(spec.name, root)
+        description = spec.description + (f"\n[dim]{where}[/]" if where else "")
+        table.add_row(spec.name, "[green]yes[/]" if found else "no", description)
+    Console().print(table, highlight=False)
