@@ -2,6 +2,7 @@
 
 from fedprior.cli.app import app
 from fedprior.cli import presets as _presets  # noqa: F401  (registers its commands)
+from fedprior.cli import partition as _partition  # noqa: F401
 from fedprior.cli import datasets as _datasets  # noqa: F401
 from fedprior.cli import run as _run  # noqa: F401
 

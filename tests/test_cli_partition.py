@@ -1,0 +1,135 @@
+"""``fedprior partition``: summary, --json, --plot and one-line errors, on the embedded digits data."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedprior.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, ["partition", "--dataset", "digits", *args])
+
+
+@pytest.fixture(scope="module")
+def digits_labels() -> np.ndarray:
+    from fedprior.data import load_dataset
+
+    return load_dataset("digits").train_labels
+
+
+def test_summary_shows_sizes_classes_and_betas():
+    result = invoke("--scheme", "shard", "--clients", "10", "--shards", "1", "--show", "3")
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    for text in ("digits", "shard", "shards=1", "10 clients", "client size", "classes/client", "beta_cib", "beta_hetero"):
+        assert text in out
+    # Histogram rows of the first 3 clients, and no more.
+    assert "first 3 clients" in out
+    rows = [line.split() for line in out.splitlines() if line.split() and line.split()[0].isdigit()]
+    assert [row[0] for row in rows] == ["0", "1", "2"]
+
+
+def test_json_is_one_object_with_statistics_and_parameters(digits_labels):
+    result = invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--min-size", "5", "--seed", "7", "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)  # exactly one JSON document on stdout
+    assert {"beta_cib", "beta_hetero", "client_sizes", "class_counts", "scheme", "parameters"} <= set(record)
+    assert record["scheme"] == "dirichlet"
+    assert record["parameters"] == {"num_clients": 12, "seed": 7, "alpha": 0.3, "min_size": 5, "balance": False}
+    counts = np.array(record["class_counts"])
+    assert counts.shape == (12, 10)
+    assert counts.sum() == digits_labels.size, "Dirichlet uses every training sample"
+    np.testing.assert_array_equal(counts.sum(axis=0), np.bincount(digits_labels, minlength=10))
+    assert record["client_sizes"] == counts.sum(axis=1).tolist() and min(record["client_sizes"]) >= 5
+    again = json.loads(invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--min-size", "5",
+                              "--seed", "7", "--json").stdout)
+    assert again["class_counts"] == record["class_counts"]
+    other = json.loads(invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--seed", "8", "--json").stdout)
+    assert other["class_counts"] != record["class_counts"]
+
+
+def test_window_scheme_through_the_cli_gives_the_closed_form_betas():
+    # 10 clients, window 3 on 10 classes: every class held by 3 clients, uniform windows:
+    # beta_cib = log2(10/3), beta_hetero = (1 - 3/10) log2(1e6 / 3) (mfcl.md Appendix B, average over M^2 pairs).
+    record = json.loads(invoke("--scheme", "window", "--clients", "10", "--window", "3", "--json").stdout)
+    assert record["beta_cib"] == pytest.approx(math.log2(10 / 3), abs=1e-9)
+    assert record["beta_hetero"] == pytest.approx(0.7 * math.log2(1e6 / 3), abs=1e-9)
+    assert record["classes_per_client"] == [3] * 10
+    assert len(set(record["client_sizes"])) == 1
+
+
+def test_plot_writes_a_png_and_json_stays_clean(tmp_path):
+    path = tmp_path / "heat.png"
+    result = invoke("--scheme", "iid", "--clients", "10", "--json", "--plot", str(path))
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["plot"] == str(path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    summary = invoke("--scheme", "iid", "--clients", "10", "--plot", str(tmp_path / "again.png"))
+    assert "heatmap written to" in summary.stdout and (tmp_path / "again.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "args,expected",
+    [
+        (["--scheme", "lda"], r"--scheme \(partition.scheme\): unknown scheme 'lda'; accepted: iid, shard, dirichlet, window"),
+        (["--clients", "-3"], r"--clients \(federation.num_clients\): must be a positive integer, got -3"),
+        (["--clients", "100000"], r"--clients \(federation.num_clients\): 100000 clients but only \d+ training samples"),
+        (["--scheme", "dirichlet", "--alpha", "0"], r"--alpha \(partition.alpha\): must be a positive number, got 0.0"),
+        (["--scheme", "shard", "--shards", "0"], r"--shards \(partition.shards\): must be a positive integer, got 0"),
+        (["--scheme", "window", "--window", "11"], r"--window \(partition.window\): 11 classes per client"),
+    ],
+)
+def test_errors_are_one_line_without_traceback(args, expected):
+    result = invoke(*args)
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+    message = " ".join(result.stderr.split())
+    assert message.startswith("error:")
+    import re
+
+    assert re.search(expected, message), message
+    assert result.stdout == ""
+
+
+def test_unknown_dataset_is_a_clear_error():
+    result = runner.invoke(app, ["partition", "--dataset", "mnist-ish"])
+    assert result.exit_code == 2 and "--dataset (data.dataset): unknown dataset 'mnist-ish'" in " ".join(result.stderr.split())
+
+
+def test_defaults_match_the_config_fields():
+    from fedprior.cli import partition as command
+    from fedprior.experiments.config import DataConfig, FederationConfig, PartitionConfig
+
+    partition = PartitionConfig()
+    assert (command.DEFAULT_SHARDS, command.DEFAULT_ALPHA, command.DEFAULT_MIN_SIZE, command.DEFAULT_WINDOW) == (
+        partition.shards, partition.alpha, partition.min_size, partition.window)
+    assert command.DEFAULT_CLIENTS == FederationConfig().num_clients
+    assert command.DEFAULT_DATASET == DataConfig().dataset
+
+
+def test_installed_command_runs(tmp_path):
+    fedprior = Path(sys.executable).with_name("fedprior")
+    if not fedprior.exists():
+        pytest.skip("no fedprior entry point next to this interpreter")
+    done = subprocess.run(
+        [str(fedprior), "partition", "--dataset", "digits", "--scheme", "shard", "--clients", "10", "--shards", "2", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(done.stdout)
+    assert len(record["client_sizes"]) == 10 and max(record["classes_per_client"]) <= 4
+    failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"],
+                            capture_output=True, text=True, timeout=120)
+    assert failed.returncode == 2 and "Traceback" not in failed.stderr and failed.stderr.count("\n") == 1
