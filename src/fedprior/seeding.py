@@ -10,9 +10,12 @@ exactly the same numbers as the uninterrupted in-process run.
 from __future__ import annotations
 
 import zlib
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def _key_to_int(key: str | int) -> int:
@@ -38,8 +41,10 @@ def derived_seed(seed: int, *keys: str | int) -> int:
     return int(seed_sequence(seed, *keys).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
-def torch_generator(seed: int, *keys: str | int) -> torch.Generator:
-    """A CPU torch generator for the stream named ``keys``."""
+def torch_generator(seed: int, *keys: str | int) -> "torch.Generator":
+    """A CPU torch generator for the stream named ``keys`` (torch is imported here only: partitions stay NumPy)."""
+    import torch
+
     generator = torch.Generator()
     generator.manual_seed(derived_seed(seed, *keys))
     return generator

@@ -8,7 +8,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
+from fedprior.algorithms.linear_heads import Sgd
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
+from fedprior.algorithms.supervised_heads import supervised_head_algorithm
+from fedprior.errors import ConfigError
 from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
 from fedprior.algorithms.tensors import model_arrays
 
@@ -16,6 +19,7 @@ Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
 Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
 ModelName = Annotated[Literal["cnn", "linear"], Field(description="the network: 'cnn' on images, 'linear' on encoder features")]
+HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
 
 
 def fedavg(
@@ -27,12 +31,21 @@ def fedavg(
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
+    init: HeadInitField = "random",
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
     McMahan et al., "Communication-Efficient Learning of Deep Networks from
     Decentralized Data", AISTATS 2017, Algorithm 1: w_{t+1} = sum_k (n_k / n) w^k_{t+1}.
+    With model='linear' (a head on frozen features, FST-CBDG's supervised baseline) the
+    sampled clients train together as batched tensors; ``init`` applies to it only.
     """
+    if model == "linear":
+        return supervised_head_algorithm(
+            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
+        )
+    if init != "random":
+        raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model))
     return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay))
 

@@ -17,7 +17,10 @@ from typing import Any, Callable
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.baselines import linear_probe, zero_shot
 from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.fedntd import fedntd
+from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
@@ -30,6 +33,8 @@ FEDERATION_PROVIDED = ("local_epochs", "batch_size")
 class AlgorithmSpec:
     name: str
     factory: Callable[..., Algorithm]
+    centralized: bool = False
+    """Trains on the pooled training data as one client (a centralized baseline)."""
 
     @property
     def summary(self) -> str:
@@ -64,6 +69,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fedavg", fedavg),
         AlgorithmSpec("fedprox", fedprox),
         AlgorithmSpec("scaffold", scaffold),
+        AlgorithmSpec("fedntd", fedntd),
+        AlgorithmSpec("fst-cbdg", fst_cbdg),
+        AlgorithmSpec("zero-shot", zero_shot),
+        AlgorithmSpec("linear-probe", linear_probe, centralized=True),
     )
 }
 

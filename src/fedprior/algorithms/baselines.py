@@ -1,0 +1,46 @@
+"""FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe."""
+
+from __future__ import annotations
+
+from fedprior.algorithms.base import Algorithm, Broadcast, RoundInfo, State, Task
+from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
+from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_accuracy, text_head
+from fedprior.algorithms.supervised_heads import supervised_head_algorithm
+
+
+def zero_shot(task: Task) -> Algorithm:
+    """CLIP-ZS: the text-feature head W = T, b = 0, evaluated without any training (fst-cbdg.txt 4.1, Eq. 2)."""
+    check_features(task)
+    text_head(task)
+
+    def init(info: RoundInfo) -> State:
+        weight, bias = text_head(task)
+        return {WEIGHT: weight, BIAS: bias}
+
+    def unused(*args):
+        raise RuntimeError("zero-shot has no rounds")
+
+    return Algorithm(
+        name="zero-shot", inputs=(), init=init, broadcast=lambda state, info: Broadcast({}),
+        client_update=unused, aggregate=unused, evaluate=head_accuracy, stages=(),
+    )
+
+
+def linear_probe(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    init: HeadInitField = "random",
+    lr: Lr = 0.01,
+    momentum: Momentum = 0.9,
+    weight_decay: WeightDecay = 1e-5,
+) -> Algorithm:
+    """CLIP-FC-Centralized: a linear head trained with labels on all the training data (fst-cbdg.txt 4.1).
+
+    Centralized: the runtime gives it one client holding the whole training pool, so
+    federation.rounds x federation.local_epochs is its number of epochs.
+    """
+    return supervised_head_algorithm(
+        "linear-probe", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
+    )

@@ -1,0 +1,42 @@
+"""FedNTD (Lee et al., NeurIPS 2022): FedAvg whose clients distill the global model's not-true predictions."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
+from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd
+from fedprior.algorithms.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
+
+Tau = Annotated[float, Field(gt=0, description="temperature tau of the not-true softmax (authors' default 1)")]
+NtdBeta = Annotated[float, Field(ge=0, description="weight beta of the not-true distillation loss (authors' default 1)")]
+
+
+def fedntd(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    init: HeadInitField = "text",
+    lr: Lr = 0.01,
+    momentum: Momentum = 0.9,
+    weight_decay: WeightDecay = 1e-5,
+    tau: Tau = 1.0,
+    beta: NtdBeta = 1.0,
+) -> Algorithm:
+    """FedNTD on a linear head: local loss CE + beta * KL over not-true classes (Lee et al. 2022, Eq. 5-6).
+
+    "Preservation of the Global Knowledge by Not-True Distillation in Federated
+    Learning": L = L_CE(q_local, y) + beta * sum_{c != y} q~^tau_c(global) log(q~^tau_c(global) / q~^tau_c(local)),
+    q~^tau the softmax at temperature tau over the logits of the classes other than the
+    label. The teacher is the head received this round. Defaults follow the authors'
+    config (tau 1, beta 1; SGD lr 0.01, momentum 0.9, wd 1e-5, as FST-CBDG's paper uses).
+    """
+    return supervised_head_algorithm(
+        "fedntd", task, init=init, local_epochs=local_epochs, batch_size=batch_size,
+        sgd=Sgd(lr, momentum, weight_decay),
+        objective=lambda message, labels: NotTrueDistillationObjective(labels, message.arrays[WEIGHT], message.arrays[BIAS], tau, beta),
+    )

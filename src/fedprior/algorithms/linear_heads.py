@@ -1,0 +1,180 @@
+"""Local training of many linear heads at once, as batched tensor operations.
+
+The linear-head methods (FST-CBDG and the supervised baselines on frozen features)
+train B clients' heads together: the heads are stacked into W (B, K, d), b (B, K);
+each step gathers every client's next mini-batch into one (B, bs, d) tensor; the
+loss is the sum over clients of each client's own mean loss, so one backward pass
+gives every client its own gradient; SGD with momentum and weight decay updates the
+stacked heads, leaving untouched the clients that have finished their epoch (their
+data is smaller). Each client draws its randomness from its own generator in the
+same order whatever B is, so training one client alone (B = 1, the per-client path)
+gives the same numbers as training it among others (a test checks this).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import torch
+
+from fedprior.algorithms.base import Arrays, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.tensors import MODEL
+from fedprior.errors import ConfigError
+
+WEIGHT, BIAS = MODEL + "weight", MODEL + "bias"
+
+
+@dataclass(frozen=True)
+class Sgd:
+    """SGD as torch.optim.SGD computes it: g = grad + wd * p; buf = momentum * buf + g; p -= lr * buf."""
+
+    lr: float
+    momentum: float = 0.0
+    weight_decay: float = 0.0
+
+
+class HeadObjective(Protocol):
+    """The per-method part of local training (the loss); the trainer does the rest."""
+
+    def start_epoch(self, run: "HeadTraining", epoch: int) -> None:
+        """Called before each local epoch (e.g. to plan synthetic samples)."""
+
+    def loss(self, run: "HeadTraining", step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """Sum over clients of each client's mean loss on its mini-batch.
+
+        ``logits`` (B, bs, K) of the batch (differentiable w.r.t. ``run.weight``/``run.bias``);
+        ``rows`` (B, bs) positions into ``run.x``; ``mask`` (B, bs) marks real (not padding) rows.
+        """
+
+    def after_backward(self, run: "HeadTraining", step: int) -> None:
+        """Called after backward, before the SGD step (e.g. to add gradient terms computed by hand)."""
+
+
+class HeadTraining:
+    """One round of local training for B clients' linear heads, started from the same global head."""
+
+    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, xs: Sequence[torch.Tensor],
+                 generators: Sequence[torch.Generator], batch_size: int, sgd: Sgd) -> None:
+        self.num_clients = len(xs)
+        self.sizes = torch.tensor([x.shape[0] for x in xs])
+        if bool((self.sizes == 0).any()):
+            raise ValueError("every client needs at least one example")
+        self.offsets = torch.cumsum(self.sizes, 0) - self.sizes
+        self.x = torch.cat(list(xs))
+        self.generators = list(generators)
+        self.batch_size = batch_size
+        self.sgd = sgd
+        self.steps = [math.ceil(int(n) / batch_size) for n in self.sizes]
+        self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone().requires_grad_(True)
+        self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone().requires_grad_(True)
+        self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
+        self.losses = torch.zeros(self.num_clients)
+
+    def client_rows(self, client: int) -> torch.Tensor:
+        """Positions in ``self.x`` of client ``client``'s examples."""
+        start = int(self.offsets[client])
+        return torch.arange(start, start + int(self.sizes[client]))
+
+    def active(self, step: int) -> torch.Tensor:
+        return torch.tensor([step < s for s in self.steps])
+
+    def _batches(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(rows, mask) of every step of one epoch: (steps, B, bs), each client shuffled by its own generator."""
+        total = max(self.steps)
+        rows = torch.zeros(total, self.num_clients, self.batch_size, dtype=torch.long)
+        mask = torch.zeros(total, self.num_clients, self.batch_size, dtype=torch.bool)
+        for c, generator in enumerate(self.generators):
+            n = int(self.sizes[c])
+            order = torch.randperm(n, generator=generator) + self.offsets[c]
+            padded = torch.zeros(self.steps[c] * self.batch_size, dtype=torch.long)
+            padded[:n] = order
+            rows[: self.steps[c], c] = padded.view(self.steps[c], self.batch_size)
+            valid = torch.zeros(self.steps[c] * self.batch_size, dtype=torch.bool)
+            valid[:n] = True
+            mask[: self.steps[c], c] = valid.view(self.steps[c], self.batch_size)
+        return rows, mask
+
+    def logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """(B, n, K) logits of the rows (B, n) under each client's own head."""
+        return torch.einsum("bnd,bkd->bnk", self.x[rows], self.weight) + self.bias[:, None, :]
+
+    @torch.no_grad()
+    def _sgd_step(self, active: torch.Tensor) -> None:
+        for param, buf in zip((self.weight, self.bias), self._buffers):
+            grad = (param.grad if param.grad is not None else torch.zeros_like(param)) + self.sgd.weight_decay * param
+            new_buf = self.sgd.momentum * buf + grad
+            keep = active.view(-1, *([1] * (param.dim() - 1)))
+            buf.copy_(torch.where(keep, new_buf, buf))
+            param.sub_(torch.where(keep, self.sgd.lr * new_buf, torch.zeros_like(param)))
+            param.grad = None
+
+    def run(self, epochs: int, objective: HeadObjective) -> None:
+        for epoch in range(epochs):
+            rows, mask = self._batches()
+            objective.start_epoch(self, epoch)
+            for step in range(rows.shape[0]):
+                loss = objective.loss(self, step, self.logits(rows[step]), rows[step], mask[step])
+                if loss.requires_grad:  # e.g. no synthetic sample planned for this step
+                    loss.backward()
+                objective.after_backward(self, step)
+                self._sgd_step(self.active(step))
+
+    def replies(self, extra: Sequence[Arrays] | None = None) -> list[Reply]:
+        out = []
+        for c in range(self.num_clients):
+            arrays = {WEIGHT: self.weight[c].detach().clone(), BIAS: self.bias[c].detach().clone()}
+            out.append(Reply({**arrays, **(extra[c] if extra else {})}, int(self.sizes[c]), {"steps": float(self.steps[c] * 1)}))
+        return out
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Per-client mean over the real rows: values, mask (B, n) -> (B,)."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum(1) / mask.sum(1).clamp(min=1)
+
+
+def text_head(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
+    """W = [T_1, ..., T_K]^T, b = 0: the head that predicts CLIP's zero-shot classes (fst-cbdg.txt 3.1, Algorithm 1 line 6)."""
+    if "text_features" not in task.prior:
+        raise ConfigError(
+            "algorithm.init: 'text' needs class text features from a vision-language encoder "
+            "(set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER)"
+        )
+    weight = task.prior["text_features"].float().clone()
+    return weight, torch.zeros(weight.shape[0])
+
+
+def random_head(task: Task, info: RoundInfo) -> tuple[torch.Tensor, torch.Tensor]:
+    """nn.Linear's default initialization, seeded by the run's init stream."""
+    from fedprior.seeding import derived_seed
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(derived_seed(info.seed, "init", "model"))
+        layer = torch.nn.Linear(task.input_shape[0], task.num_classes)
+    return layer.weight.detach().clone(), layer.bias.detach().clone()
+
+
+def head_accuracy(state: State, data: ClientData) -> dict[str, float]:
+    """Accuracy and cross-entropy of the head on (x, y)."""
+    logits = data["x"] @ state[WEIGHT].T + state[BIAS]
+    return {
+        "accuracy": float((logits.argmax(1) == data["y"]).float().mean()),
+        "loss": float(torch.nn.functional.cross_entropy(logits, data["y"])),
+    }
+
+
+def broadcast_head(state: State, info: RoundInfo) -> Broadcast:
+    return Broadcast({WEIGHT: state[WEIGHT], BIAS: state[BIAS]})
+
+
+def check_features(task: Task) -> None:
+    if len(task.input_shape) != 1:
+        raise ConfigError(
+            f"algorithm.model: a linear head needs feature vectors, the data gives {task.input_shape} "
+            "(set encoder.name to a frozen encoder)"
+        )
+
+
+ClientJob = tuple[Broadcast, State, ClientData, ClientInfo]

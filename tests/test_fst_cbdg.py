@@ -1,0 +1,180 @@
+"""FST-CBDG: the equations on hand-computed cases, the projected noise, vectorized = per-client."""
+
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.fst_cbdg import (
+    FstObjective, balanced_counts, equal_counts, fst_cbdg, moving_average, self_training_loss, zero_shot_probabilities,
+)
+from fedprior.algorithms.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
+
+K, D = 3, 6
+INFO = RoundInfo(seed=0, stage="federated", round=1)
+
+
+def make_task(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    text = F.normalize(torch.randn(K, D, generator=g), dim=1)
+    return Task(num_classes=K, input_shape=(D,), class_names=("a", "b", "c"), num_clients=5, prior={"text_features": text})
+
+
+def client_features(task, n, seed):
+    g = torch.Generator().manual_seed(100 + seed)
+    y = torch.randint(0, K, (n,), generator=g)
+    return {"x": F.normalize(task.prior["text_features"][y] + 0.5 * torch.randn(n, D, generator=g), dim=1)}
+
+
+def test_eq2_zero_shot_is_softmax_of_raw_dot_products():
+    image = torch.tensor([[1.0, 0.0]])
+    text = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    p = zero_shot_probabilities(image, text)
+    assert torch.allclose(p, torch.tensor([[math.e / (math.e + 1), 1 / (math.e + 1)]]))
+
+
+def test_eq3_self_training_loss_by_hand():
+    logits = torch.tensor([[0.0, math.log(3.0)]])  # f = (0.25, 0.75)
+    q = torch.tensor([[0.5, 0.5]])
+    expected = -(0.5 * math.log(0.25) + 0.5 * math.log(0.75))
+    assert torch.allclose(self_training_loss(logits, q), torch.tensor([expected]))
+
+
+def test_eq4_moving_average_by_hand():
+    q = torch.tensor([[1.0, 0.0]])
+    f = torch.tensor([[0.2, 0.8]])
+    assert torch.allclose(moving_average(q, f, 0.9), torch.tensor([[0.92, 0.08]]))
+
+
+def test_eq7_balanced_counts_by_hand():
+    m = torch.tensor([5, 2, 0, 3])
+    assert balanced_counts(m, 0.0).tolist() == [0, 3, 5, 2]  # m_k + n_k = m_k* = 5
+    assert balanced_counts(m, 0.5).tolist() == [2, 5, 7, 4]  # = floor(1.5 * 5) = 7
+    assert balanced_counts(torch.tensor([[1, 1], [4, 0]]), 0.0).tolist() == [[0, 0], [0, 4]]
+    assert equal_counts(torch.tensor([10, 3]), 4).tolist() == [[3, 3, 2, 2], [1, 1, 1, 0]]
+
+
+def test_eq6_synthetic_loss_is_the_mean_ce_at_the_text_prototypes_when_sigma_is_zero():
+    task = make_task()
+    text = task.prior["text_features"]
+    w, b = torch.randn(K, D), torch.randn(K)
+    run = HeadTraining(w, b, [torch.randn(4, D)], [torch.Generator().manual_seed(0)], 4, Sgd(0.1))
+    for noise in ("direct", "projected"):
+        objective = FstObjective(task, text, torch.full((4, K), 1 / K), beta=0.9, gamma=0.0, lam=1.0, sigma=0.0,
+                                 sampling="balanced", losses="synthetic", label_refresh="batch", count_source="labels", noise=noise)
+        y = torch.tensor([0, 2, 2, 1])
+        objective.synthetic_labels = [[y]]
+        expected = F.cross_entropy(text[y] @ w.T + b, y)
+        assert torch.allclose(objective._synthetic_loss(run, 0), expected, atol=1e-6)
+
+
+def gradient_samples(noise: str, draws: int, orthogonal: bool = True) -> torch.Tensor:
+    """Gradients of lambda L_tSamp w.r.t. W for ``draws`` independent noise draws (one client each, one batched call)."""
+    task = make_task(1)
+    text = task.prior["text_features"]
+    g = torch.Generator().manual_seed(5)
+    w, b = torch.randn(K, D, generator=g), torch.randn(K, generator=g)
+    y = torch.tensor([0, 1, 1, 2, 2, 2])
+    generators = [torch.Generator().manual_seed(1000 + i) for i in range(draws)]
+    run = HeadTraining(w, b, [torch.randn(2, D)] * draws, generators, 2, Sgd(0.1))
+    objective = FstObjective(task, text, torch.full((2 * draws, K), 1 / K), beta=0.9, gamma=0.0, lam=2.0, sigma=0.7,
+                             sampling="balanced", losses="synthetic", label_refresh="batch", count_source="labels", noise=noise)
+    objective.synthetic_labels = [[y]] * draws
+    (objective.lam * objective._synthetic_loss(run, 0)).backward()
+    if orthogonal:
+        objective.after_backward(run, 0)
+    return run.weight.grad.flatten(1).clone()
+
+
+def test_projected_noise_gives_the_gradient_distribution_of_direct_sampling():
+    """Same mean and covariance of the W-gradient (Monte Carlo, 3,000 draws each)."""
+    direct, projected = gradient_samples("direct", 3000), gradient_samples("projected", 3000)
+    scale = direct.std(0).max()
+    assert torch.allclose(direct.mean(0), projected.mean(0), atol=0.1 * scale)
+    cov_d, cov_p = torch.cov(direct.T), torch.cov(projected.T)
+    assert torch.allclose(cov_d, cov_p, atol=0.1 * cov_d.diagonal().max())
+    assert cov_d.diagonal().min() > 0  # the noise really moves the gradient
+
+
+def test_the_moment_check_detects_a_missing_orthogonal_term():
+    """Without the hand-added e_perp term the covariance is clearly off: the check above can fail."""
+    direct = torch.cov(gradient_samples("direct", 3000).T)
+    partial = torch.cov(gradient_samples("projected", 3000, orthogonal=False).T)
+    assert not torch.allclose(direct, partial, atol=0.1 * direct.diagonal().max())
+    assert partial.trace() < 0.8 * direct.trace()
+
+
+@pytest.mark.parametrize("label_refresh, count_source, sampling, losses", [
+    ("batch", "labels", "balanced", "both"),
+    ("all", "model", "equal", "both"),
+    ("batch", "labels", "balanced", "synthetic"),
+])
+def test_vectorized_equals_per_client(label_refresh, count_source, sampling, losses):
+    task = make_task()
+    algo = fst_cbdg(task, local_epochs=2, batch_size=4, label_refresh=label_refresh, count_source=count_source,
+                    sampling=sampling, losses=losses, sigma=0.3)
+    state = algo.init(INFO)
+    message = algo.broadcast(state, INFO)
+    datas = [client_features(task, n, c) for c, n in enumerate([9, 4, 13])]
+    infos = [INFO.for_client(c) for c in range(3)]
+    together = algo.client_update_many(message, [{}, {}, {}], datas, infos)
+    for (reply, new_state), data, info in zip(together, datas, infos):
+        alone, alone_state = algo.client_update(message, {}, data, info)
+        for name in (WEIGHT, BIAS):
+            assert torch.allclose(reply.arrays[name], alone.arrays[name], atol=1e-5)
+        assert torch.allclose(new_state["labels"], alone_state["labels"], atol=1e-5)
+        assert reply.metrics == alone.metrics and reply.num_examples == data["x"].shape[0]
+
+
+def test_initial_model_is_zero_shot_and_self_training_alone_cannot_move_it():
+    """With q^0 = p = f, the soft cross-entropy has zero gradient, so L_iST alone keeps W = T (Table 3's finding)."""
+    task = make_task()
+    algo = fst_cbdg(task, local_epochs=3, batch_size=4, losses="self-training", weight_decay=0.0)
+    state = algo.init(INFO)
+    assert torch.equal(state[WEIGHT], task.prior["text_features"]) and torch.equal(state[BIAS], torch.zeros(K))
+    data = client_features(task, 10, 0)
+    reply, new_state = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
+    assert torch.allclose(reply.arrays[WEIGHT], state[WEIGHT], atol=1e-6)
+    assert torch.allclose(new_state["labels"], zero_shot_probabilities(data["x"], task.prior["text_features"]), atol=1e-6)
+
+
+def test_soft_labels_persist_and_move_towards_the_model():
+    task = make_task()
+    algo = fst_cbdg(task, local_epochs=1, batch_size=4, sigma=0.2)
+    state = algo.init(INFO)
+    data = client_features(task, 12, 3)
+    reply, first = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
+    assert first["labels"].shape == (12, K) and torch.allclose(first["labels"].sum(1), torch.ones(12))
+    info2 = RoundInfo(seed=0, stage="federated", round=2).for_client(0)
+    _, second = algo.client_update(algo.broadcast(state, INFO), first, data, info2)
+    _, fresh = algo.client_update(algo.broadcast(state, INFO), {}, data, info2)
+    assert not torch.allclose(second["labels"], fresh["labels"])  # the state was used
+    forgetful = fst_cbdg(task, local_epochs=1, batch_size=4, keep_labels=False)
+    assert forgetful.client_update(algo.broadcast(state, INFO), first, data, info2)[1] == {}
+
+
+def test_synthetic_counts_follow_eq7_and_clients_never_see_labels():
+    task = make_task()
+    algo = fst_cbdg(task, local_epochs=1, batch_size=64)
+    assert algo.inputs == ("x",)
+    data = client_features(task, 30, 4)
+    state = algo.init(INFO)
+    p = zero_shot_probabilities(data["x"], task.prior["text_features"])
+    expected = int(balanced_counts(torch.bincount(p.argmax(1), minlength=K), 0.0).sum())
+    reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
+    assert reply.metrics["synthetic_samples"] == expected
+
+
+def test_aggregation_is_the_plain_mean_by_default():
+    task = make_task()
+    algo = fst_cbdg(task, local_epochs=1, batch_size=4)
+    state = algo.init(INFO)
+    from fedprior.algorithms.base import Reply
+
+    r1 = Reply({WEIGHT: torch.zeros(K, D), BIAS: torch.zeros(K)}, num_examples=1)
+    r2 = Reply({WEIGHT: torch.ones(K, D), BIAS: torch.ones(K)}, num_examples=3)
+    assert torch.allclose(algo.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.5))
+    weighted = fst_cbdg(task, local_epochs=1, batch_size=4, aggregation="weighted")
+    assert torch.allclose(weighted.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.75))
