@@ -1,0 +1,87 @@
+"""The encoder registry: ``encoder.name`` -> a frozen encoder, plus the two things runs ask of one.
+
+- :func:`build_encoder`: ``locked-text`` (the offline CLIP stand-in), ``openclip:ARCH``,
+  ``hf-clip:FOLDER``; each backend is imported only when asked for.
+- :func:`encode_dataset`: a split's image features through the on-disk cache.
+- :func:`class_text_features`: the class prototypes T_k of FST-CBDG (fst-cbdg.txt,
+  Algorithm 1 lines 1-3: a sentence per class from the prompt template, through the
+  text encoder).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from fedprior.data.dataset import Dataset
+from fedprior.encoders.cache import cached_features
+from fedprior.errors import ConfigError
+
+if TYPE_CHECKING:  # not imported at run time, so the config module may import this one
+    from fedprior.experiments.config import EncoderConfig
+
+ACCEPTED = "none, locked-text, openclip:ARCH, hf-clip:FOLDER"
+
+
+def check_encoder_name(name: str) -> None:
+    """Raise a ConfigError unless ``name`` is one of the accepted forms (checked before any loading)."""
+    if name in ("none", "locked-text"):
+        return
+    for prefix in ("openclip:", "hf-clip:"):
+        if name.startswith(prefix):
+            if not name[len(prefix) :]:
+                raise ConfigError(f"encoder.name: '{name}' needs what follows the colon; accepted: {ACCEPTED}")
+            return
+    raise ConfigError(f"encoder.name: unknown encoder '{name}'; accepted: {ACCEPTED}")
+
+
+def build_encoder(config: EncoderConfig, dataset: Dataset):
+    """The frozen encoder named by ``config.name`` (``dataset`` is for encoders that fit themselves to it)."""
+    name = config.name
+    check_encoder_name(name)
+    if name == "none":
+        raise ConfigError(f"encoder.name: 'none' means training on pixels, there is no encoder to build; accepted: {ACCEPTED}")
+    if name == "locked-text":
+        from fedprior.encoders.locked_text import build_locked_text_encoder
+
+        return build_locked_text_encoder(config, dataset)
+    if name.startswith("openclip:"):
+        from fedprior.encoders.openclip import build_openclip_encoder
+
+        return build_openclip_encoder(name[len("openclip:") :], config.weights, config.download)
+    from fedprior.encoders.hf_clip import build_hf_clip_encoder
+
+    return build_hf_clip_encoder(name[len("hf-clip:") :], config.download)
+
+
+def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig, *, progress: bool = True) -> torch.Tensor:
+    """float32 (N, dim) image features of ``dataset``'s ``split`` ('train' or 'test'), cached per ``config.cache``."""
+    if split not in ("train", "test"):
+        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    return cached_features(
+        encoder,
+        dataset.name,
+        split,
+        getattr(dataset, f"{split}_images"),
+        getattr(dataset, f"{split}_labels"),
+        batch_size=config.batch_size,
+        use_cache=config.cache,
+        progress=progress,
+    )
+
+
+def class_prompts(class_names: list[str] | tuple[str, ...], prompt: str) -> list[str]:
+    """``prompt.format(name)`` per class (fst-cbdg.txt Algorithm 1, line 2: "a photo of a {object}.")."""
+    if "{}" not in prompt:
+        raise ConfigError(f"encoder.prompt: must contain {{}} where the class name goes, got {prompt!r}")
+    try:
+        return [prompt.format(name) for name in class_names]
+    except (IndexError, KeyError, ValueError) as error:
+        raise ConfigError(f"encoder.prompt: {prompt!r} is not a valid template with one {{}} ({error})") from None
+
+
+def class_text_features(encoder, class_names: list[str] | tuple[str, ...], prompt: str) -> torch.Tensor:
+    """float32 (K, dim): the text features T_k of one prompt per class (fst-cbdg.txt Algorithm 1, lines 1-3), not normalized."""
+    features = encoder.encode_texts(class_prompts(class_names, prompt))
+    return features.to(torch.float32)
