@@ -111,7 +111,9 @@ def encode_with_progress(encoder, images: np.ndarray, batch_size: int, progress:
 
     parts = []
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), ImagesPerSecond(), TimeElapsedColumn())
-    with Progress(*columns, console=Console(stderr=True), disable=not progress, transient=True) as bar:
+    console = Console(stderr=True)
+    # a bar only where it can redraw itself; in a log it would leave blank lines behind
+    with Progress(*columns, console=console, disable=not (progress and console.is_terminal), transient=True) as bar:
         task = bar.add_task(label, total=len(images))
         for start in range(0, len(images), batch_size):
             chunk = images[start : start + batch_size]
@@ -139,7 +141,7 @@ def load_or_encode(
 ) -> CacheResult:
     """The features of ``images`` under ``encoder``, from the cache when a valid file is there, else encoded (and cached)."""
     start = time.perf_counter()
-    label = f"encoding {dataset_name} {split} with {encoder.name}"
+    label = f"encoding {dataset_name} {split}"
     if not use_cache:
         features = encode_with_progress(encoder, images, batch_size, progress, label)
         return CacheResult(features, None, False, time.perf_counter() - start)
