@@ -5,6 +5,7 @@ from fedprior.cli import presets as _presets  # noqa: F401  (registers its comma
 from fedprior.cli import partition as _partition  # noqa: F401
 from fedprior.cli import datasets as _datasets  # noqa: F401
 from fedprior.cli import run as _run  # noqa: F401
+from fedprior.cli import table as _table  # noqa: F401
 from fedprior.cli import encode as _encode  # noqa: F401
 
 __all__ = ["app"]

@@ -8,6 +8,7 @@ from typing import Callable
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fedprior.errors import FedpriorError
 
@@ -30,7 +31,7 @@ def user_errors(command: Callable) -> Callable:
         try:
             return command(*args, **kwargs)
         except FedpriorError as error:
-            stderr.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+            stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
             sys.exit(2)
 
     return wrapper

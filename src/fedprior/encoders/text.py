@@ -70,7 +70,9 @@ class SentenceTextEncoder:
 
     def __init__(self, name: str = DEFAULT_TEXT_MODEL) -> None:
         from sentence_transformers import SentenceTransformer
+        from transformers.utils import logging as transformers_logging
 
+        transformers_logging.disable_progress_bar()
         folder = model_folder(name)
         with hub_offline():
             self.model = SentenceTransformer(str(folder), device="cpu")

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
-from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
@@ -67,22 +68,82 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
     return Partition({"train": tuple(pool[part] for part in parts)})
 
 
+@dataclass
+class Inputs:
+    """What the clients train on: pixels or frozen-encoder features, plus prior knowledge and reserved indices."""
+
+    train_x: torch.Tensor
+    test_x: torch.Tensor
+    prior: dict[str, torch.Tensor]
+    reserved: np.ndarray
+    encoder_name: str = "none"
+
+
+def encoded_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+    """Features of a frozen encoder (cached on disk), L2-normalized if encoder.normalize, and the class text features."""
+    from fedprior.encoders.registry import build_encoder, class_text_features, encode_dataset
+
+    settings = config.encoder
+    encoder = build_encoder(settings, dataset)
+    train_x = encode_dataset(encoder, dataset, "train", settings)
+    test_x = encode_dataset(encoder, dataset, "test", settings)
+    prior = {}
+    if hasattr(encoder, "encode_texts"):
+        prior["text_features"] = class_text_features(encoder, dataset.class_names, settings.prompt)
+    if settings.normalize:
+        train_x, test_x = F.normalize(train_x, dim=1), F.normalize(test_x, dim=1)
+        prior = {k: F.normalize(v, dim=1) for k, v in prior.items()}
+    reserved = np.asarray(getattr(encoder, "reserved_train_indices", np.zeros(0, dtype=np.int64)), dtype=np.int64)
+    return Inputs(train_x, test_x, prior, reserved, settings.name)
+
+
+def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+    if config.encoder.name != "none":
+        return encoded_inputs(config, dataset)
+    train_x, test_x = pixel_inputs(dataset)
+    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64))
+
+
+_PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
+
+
+def prepared_data(config: ExperimentConfig) -> tuple[Dataset, Inputs]:
+    """The dataset and its model inputs, kept in memory for the last data+encoder setting.
+
+    A table or a test runs many experiments on the same data: they load and encode once.
+    """
+    key = json.dumps([config.data.model_dump(), config.encoder.model_dump()], sort_keys=True)
+    if key not in _PREPARED:
+        _PREPARED.clear()
+        dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+        _PREPARED[key] = (dataset, model_inputs(config, dataset))
+    return _PREPARED[key]
+
+
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
-    """Load the data, encode it if an encoder is set, partition it and build the algorithm."""
+    """Load the data, encode it if an encoder is set, partition it and build the algorithm.
+
+    Training images an encoder was fitted on (the locked-text stand-in's pretraining
+    split) are removed from the pool before partitioning, so no client ever holds them.
+    A centralized baseline gets one client holding the whole pool.
+    """
     if config.run.threads:
         torch.set_num_threads(config.run.threads)
     spec = algorithm_spec(config.algorithm.name)
-    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
-    if config.encoder.name != "none":
-        raise ConfigError(f"encoder.name: unknown encoder '{config.encoder.name}'; accepted: none")
-    train_x, test_x = pixel_inputs(dataset)
-    pool = np.arange(dataset.train_labels.size)
-    partition = build_partition(config, dataset.train_labels, pool)
+    dataset, inputs = prepared_data(config)
+    train_x, test_x = inputs.train_x, inputs.test_x
+    pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
+    if spec.centralized:
+        config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
+        partition = Partition({"train": (pool,)})
+    else:
+        partition = build_partition(config, dataset.train_labels, pool)
     task = Task(
         num_classes=dataset.num_classes,
         input_shape=tuple(train_x.shape[1:]),
         class_names=dataset.class_names,
         num_clients=config.federation.num_clients,
+        prior=inputs.prior,
     )
     algorithm = spec.build(
         task, config.algorithm.hyperparameters(),
@@ -98,4 +159,5 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         partition=partition,
         task=task,
         algorithm=algorithm,
+        encoder_name=inputs.encoder_name,
     )

@@ -118,6 +118,9 @@ class ExperimentConfig(Section):
 
     def checked(self) -> "ExperimentConfig":
         """Check the algorithm's hyperparameters too (they are free-form until the algorithm is known)."""
+        from fedprior.encoders.registry import check_encoder_name
+
+        check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values)})

@@ -28,7 +28,7 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
     plt.close(fig)
 
 
-def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any]) -> None:
+def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "") -> None:
     curve = [summary["initial_accuracy"], *summary["history"]]
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in enumerate(curve))
@@ -57,5 +57,5 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | round | test accuracy (%) |
 |---|---|
 {rows}
-"""
+{extra}"""
     run.report.write_text(text)

@@ -9,6 +9,7 @@ from typing import Any, Callable
 from fedprior.errors import ConfigError
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.fst_report import REPORT_EXTRAS
 from fedprior.experiments.report import write_report
 from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
@@ -37,7 +38,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "dataset": config.data.dataset,
         "encoder": experiment.encoder_name,
         "partition": config.partition.scheme,
-        "num_clients": config.federation.num_clients,
+        "num_clients": experiment.task.num_clients,
         "seed": config.run.seed,
         "runtime": config.run.runtime,
         "rounds": len(progress.history),
@@ -58,8 +59,13 @@ def execute(
     resume: bool = False,
     on_start: Callable[[Experiment, int], None] | None = None,
     on_round: RoundCallback | None = None,
+    report_extras: bool = True,
 ) -> dict[str, Any]:
-    """Build the experiment, train (or continue training) with checkpoints, write results and the report."""
+    """Build the experiment, train (or continue training) with checkpoints, write results and the report.
+
+    ``report_extras``: add the algorithm's own report section (FST-CBDG: Figures 2 and 3,
+    which run the supervised baselines too).
+    """
     started = time.perf_counter()
     if config.run.runtime != "local":
         raise ConfigError(f"run.runtime: '{config.run.runtime}' is not available yet; accepted: local")
@@ -72,6 +78,7 @@ def execute(
             stats["class_counts"], run.partition_plot, class_names=experiment.dataset.class_names,
             title=f"{config.partition.scheme} partition of {config.data.dataset}",
         )
+    config = experiment.config  # as built (a centralized baseline runs one client)
     if on_start:
         on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds))
 
@@ -97,8 +104,12 @@ def execute(
         on_round=record,
     )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
+    extra = ""
+    if report_extras and config.algorithm.name in REPORT_EXTRAS:
+        additions, extra = REPORT_EXTRAS[config.algorithm.name](experiment, summary, run.path)
+        summary.update(additions)
     run.write_result(summary)
-    write_report(run, summary, stats)
+    write_report(run, summary, stats, extra)
     return summary
 
 
