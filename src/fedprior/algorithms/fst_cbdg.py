@@ -137,13 +137,24 @@ class FstObjective:
 
     # -- one step ---------------------------------------------------------------------------
     def loss(self, run: HeadTraining, step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        self._refresh_labels(run, logits, rows, mask)
-        total = logits.new_zeros(())
-        if self.losses != "synthetic":
-            total = total + masked_mean(self_training_loss(logits, self.q[rows]), mask).sum()
-        if self.losses != "self-training":
-            total = total + self.lam * self._synthetic_loss(run, step)
-        return total
+        """L_iST of each client's mini-batch (Eq. 3), after refreshing its soft labels (Eq. 4)."""
+        self._refresh_labels(run, logits.detach(), rows, mask)
+        if self.losses == "synthetic":
+            return logits.new_zeros(())
+        return masked_mean(self_training_loss(logits, self.q[rows]), mask).sum()
+
+    def add_gradients(self, run: HeadTraining, step: int, weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> None:
+        """Add the gradient of lambda L_tSamp (Eq. 6, 8) on this step's synthetic features."""
+        if self.losses == "self-training":
+            return
+        batch = self.synthetic_batch(run, step)
+        if batch is None:
+            return
+        g = self.logit_gradients(batch)
+        bias_grad += g.sum(1)
+        weight_grad += self.span_gradient(batch, g)
+        if self.noise == "projected":
+            weight_grad += self.orthogonal_gradient(batch, g)
 
     @torch.no_grad()
     def _refresh_labels(self, run: HeadTraining, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> None:
@@ -157,47 +168,78 @@ class FstObjective:
         real = rows[mask]
         self.q[real] = moving_average(self.q[real], torch.softmax(logits[mask], dim=-1), self.beta)
 
-    def _synthetic_loss(self, run: HeadTraining, step: int) -> torch.Tensor:
-        """lambda-free L_tSamp: for each client the mean CE of its synthetic samples of this step (Eq. 5-6)."""
-        self._orthogonal = []
-        total = run.weight.new_zeros(())
-        for c, generator in enumerate(run.generators):
-            if step >= run.steps[c] or self.synthetic_labels[c][step].numel() == 0:
-                self._orthogonal.append(None)
-                continue
-            y = self.synthetic_labels[c][step]
-            w, b = run.weight[c], run.bias[c]
-            if self.noise == "direct":
-                z = self.text[y] + self.sigma * torch.randn(y.numel(), self.text.shape[1], generator=generator)
-                logits = z @ w.T + b
-                self._orthogonal.append(None)
-            else:
-                basis = torch.linalg.qr(w.detach().T).Q  # (d, K), orthonormal, spans W's rows
-                a = self.sigma * torch.randn(y.numel(), basis.shape[1], generator=generator)
-                logits = (self.text[y] @ w.T) + a @ (w @ basis).T + b
-                z_perp = torch.randn(basis.shape[1], self.text.shape[1], generator=generator)
-                self._orthogonal.append((basis, y, logits.detach(), z_perp))
-            total = total + F.cross_entropy(logits, y)
-        return total
+    # -- the synthetic features of a step (Eq. 5) ------------------------------------------------
+    def synthetic_batch(self, run: HeadTraining, step: int) -> dict[str, torch.Tensor] | None:
+        """This step's synthetic samples of every client, padded to (B, S), with their logits.
 
-    def after_backward(self, run: HeadTraining, step: int) -> None:
-        """Add the gradient of W through the part of the noise orthogonal to W's rows (noise='projected')."""
-        if self.noise != "projected" or self.losses == "self-training":
-            return
-        with torch.no_grad():
-            for c, item in enumerate(self._orthogonal):
-                if item is None:
-                    continue
-                basis, y, logits, z = item
-                g = self.lam * (torch.softmax(logits, dim=1) - F.one_hot(y, self.k).to(logits.dtype)) / y.numel()
-                root = _psd_sqrt(g.T @ g)
-                z_perp = z - (z @ basis) @ basis.T
-                run.weight.grad[c] += self.sigma * root @ z_perp
+        'direct' draws z = T_y + sigma e, e ~ N(0, I_d); 'projected' draws only a ~ N(0, sigma^2 I_K)
+        (the coordinates of the noise in an orthonormal basis Q of W's rows, which set the
+        logits) and a K x d standard normal Z for the orthogonal part (see the module docstring).
+        Only the draws run client by client, each from the client's own generator.
+        """
+        planned = [self.synthetic_labels[c][step] if step < run.steps[c] else None for c in range(run.num_clients)]
+        sizes = torch.tensor([0 if y is None else y.numel() for y in planned])
+        width = int(sizes.max())
+        if width == 0:
+            return None
+        dim = self.text.shape[1]
+        y = torch.zeros(run.num_clients, width, dtype=torch.long)
+        for c, labels in enumerate(planned):
+            if labels is not None:
+                y[c, : labels.numel()] = labels
+        batch = {"y": y, "sizes": sizes, "mask": torch.arange(width)[None, :] < sizes[:, None]}
+        if self.noise == "direct":
+            noise = torch.zeros(run.num_clients, width, dim)
+            for c, generator in enumerate(run.generators):
+                if sizes[c]:
+                    noise[c, : sizes[c]] = torch.randn(int(sizes[c]), dim, generator=generator)
+            batch["z"] = self.text[y] + self.sigma * noise
+            batch["logits"] = run.logits(batch["z"])
+            return batch
+        basis = torch.linalg.qr(run.weight.transpose(1, 2)).Q  # (B, d, K)
+        a = torch.zeros(run.num_clients, width, self.k)
+        z_perp = torch.zeros(run.num_clients, self.k, dim)
+        for c, generator in enumerate(run.generators):
+            if sizes[c]:
+                a[c, : sizes[c]] = self.sigma * torch.randn(int(sizes[c]), self.k, generator=generator)
+                z_perp[c] = torch.randn(self.k, dim, generator=generator)
+        at_prototypes = torch.einsum("bkd,cd->bck", run.weight, self.text)  # row c: the logits of T_c
+        batch.update(basis=basis, a=a, z_perp=z_perp)
+        batch["logits"] = (
+            torch.gather(at_prototypes, 1, y[..., None].expand(-1, -1, self.k))
+            + torch.bmm(a, torch.bmm(run.weight, basis).transpose(1, 2))
+            + run.bias[:, None, :]
+        )
+        return batch
+
+    def synthetic_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """L_tSamp per client: the mean cross-entropy of its synthetic samples (Eq. 6, as a mean)."""
+        ce = F.cross_entropy(batch["logits"].flatten(0, 1), batch["y"].flatten(), reduction="none")
+        return masked_mean(ce.view(batch["y"].shape), batch["mask"])
+
+    def logit_gradients(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """d(lambda L_tSamp)/d logits: lambda (softmax - onehot) / S_c on real samples, 0 on padding."""
+        g = torch.softmax(batch["logits"], dim=-1) - F.one_hot(batch["y"], self.k).to(batch["logits"].dtype)
+        return g * (self.lam * batch["mask"] / batch["sizes"].clamp(min=1)[:, None])[..., None]
+
+    def span_gradient(self, batch: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
+        """sum_s g_s z_s^T over the part of z_s the logits see (all of z for 'direct')."""
+        if self.noise == "direct":
+            return torch.bmm(g.transpose(1, 2), batch["z"])
+        per_class = torch.bmm(g.transpose(1, 2), F.one_hot(batch["y"], self.k).to(g.dtype))  # (B, K, C)
+        return per_class @ self.text + torch.bmm(torch.bmm(g.transpose(1, 2), batch["a"]), batch["basis"].transpose(1, 2))
+
+    def orthogonal_gradient(self, batch: dict[str, torch.Tensor], g: torch.Tensor) -> torch.Tensor:
+        """sum_s g_s e_perp_s^T, drawn as (G^T G)^(1/2) Z sigma (I - Q Q^T): exact in distribution given G."""
+        basis, z = batch["basis"], batch["z_perp"]
+        z_perp = z - torch.bmm(torch.bmm(z, basis), basis.transpose(1, 2))
+        return self.sigma * torch.bmm(_psd_sqrt(torch.bmm(g.transpose(1, 2), g)), z_perp)
 
 
 def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
+    """The symmetric square root of (a batch of) positive semi-definite matrices."""
     values, vectors = torch.linalg.eigh(matrix)
-    return (vectors * values.clamp(min=0).sqrt()) @ vectors.T
+    return (vectors * values.clamp(min=0).sqrt()[..., None, :]) @ vectors.transpose(-1, -2)
 
 
 def fst_cbdg(
@@ -233,12 +275,12 @@ def fst_cbdg(
 
     def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
                            infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
-        xs = [d["x"] for d in datas]
-        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], xs, [i.generator() for i in infos], batch_size, sgd)
-        q = torch.cat([
-            s[LABELS].clone() if keep_labels and LABELS in s else zero_shot_probabilities(x, text)
-            for s, x in zip(states, xs)
-        ])
+        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas],
+                           [i.generator() for i in infos], batch_size, sgd)
+        q = zero_shot_probabilities(run.x, text)  # q^0 = p (Eq. 2), replaced below by the labels a client kept
+        for c, s in enumerate(states):
+            if keep_labels and LABELS in s:
+                q[run.client_rows(c)] = s[LABELS]
         objective = FstObjective(task, text, q, **settings)
         run.run(local_epochs, objective)
         out = []

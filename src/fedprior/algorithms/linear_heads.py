@@ -3,10 +3,12 @@
 The linear-head methods (FST-CBDG and the supervised baselines on frozen features)
 train B clients' heads together: the heads are stacked into W (B, K, d), b (B, K);
 each step gathers every client's next mini-batch into one (B, bs, d) tensor; the
-loss is the sum over clients of each client's own mean loss, so one backward pass
-gives every client its own gradient; SGD with momentum and weight decay updates the
-stacked heads, leaving untouched the clients that have finished their epoch (their
-data is smaller). Each client draws its randomness from its own generator in the
+loss is the sum over clients of each client's own mean loss. For a linear head the
+gradient is dL/dW = sum_n g_n x_n^T, g_n = dL/dlogits_n, so autograd differentiates
+the loss w.r.t. the logits only and one einsum gives every client its own W and b
+gradients; an objective may add gradient terms it computes itself (FST-CBDG's
+synthetic features). SGD with momentum and weight decay updates the stacked heads,
+leaving untouched the clients that have finished their epoch (their data is smaller). Each client draws its randomness from its own generator in the
 same order whatever B is, so training one client alone (B = 1, the per-client path)
 gives the same numbers as training it among others (a test checks this).
 """
@@ -42,14 +44,14 @@ class HeadObjective(Protocol):
         """Called before each local epoch (e.g. to plan synthetic samples)."""
 
     def loss(self, run: "HeadTraining", step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        """Sum over clients of each client's mean loss on its mini-batch.
+        """Sum over clients of each client's mean loss on its mini-batch, as a function of ``logits``.
 
-        ``logits`` (B, bs, K) of the batch (differentiable w.r.t. ``run.weight``/``run.bias``);
-        ``rows`` (B, bs) positions into ``run.x``; ``mask`` (B, bs) marks real (not padding) rows.
+        ``logits`` (B, bs, K) of the batch (a leaf requiring grad); ``rows`` (B, bs)
+        positions into ``run.x``; ``mask`` (B, bs) marks real (not padding) rows.
         """
 
-    def after_backward(self, run: "HeadTraining", step: int) -> None:
-        """Called after backward, before the SGD step (e.g. to add gradient terms computed by hand)."""
+    def add_gradients(self, run: "HeadTraining", step: int, weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> None:
+        """Add, in place, gradient terms that do not go through the batch's logits."""
 
 
 class HeadTraining:
@@ -67,8 +69,8 @@ class HeadTraining:
         self.batch_size = batch_size
         self.sgd = sgd
         self.steps = [math.ceil(int(n) / batch_size) for n in self.sizes]
-        self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone().requires_grad_(True)
-        self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone().requires_grad_(True)
+        self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone()
+        self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone()
         self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
         self.losses = torch.zeros(self.num_clients)
 
@@ -96,35 +98,39 @@ class HeadTraining:
             mask[: self.steps[c], c] = valid.view(self.steps[c], self.batch_size)
         return rows, mask
 
-    def logits(self, rows: torch.Tensor) -> torch.Tensor:
-        """(B, n, K) logits of the rows (B, n) under each client's own head."""
-        return torch.einsum("bnd,bkd->bnk", self.x[rows], self.weight) + self.bias[:, None, :]
+    def logits(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, n, K) logits of features x (B, n, d) under each client's own head."""
+        return torch.baddbmm(self.bias[:, None, :], x, self.weight.transpose(1, 2))
 
-    @torch.no_grad()
-    def _sgd_step(self, active: torch.Tensor) -> None:
-        for param, buf in zip((self.weight, self.bias), self._buffers):
-            grad = (param.grad if param.grad is not None else torch.zeros_like(param)) + self.sgd.weight_decay * param
+    def _sgd_step(self, grads: tuple[torch.Tensor, torch.Tensor], active: torch.Tensor) -> None:
+        for param, grad, buf in zip((self.weight, self.bias), grads, self._buffers):
+            grad = grad + self.sgd.weight_decay * param
             new_buf = self.sgd.momentum * buf + grad
             keep = active.view(-1, *([1] * (param.dim() - 1)))
             buf.copy_(torch.where(keep, new_buf, buf))
             param.sub_(torch.where(keep, self.sgd.lr * new_buf, torch.zeros_like(param)))
-            param.grad = None
 
     def run(self, epochs: int, objective: HeadObjective) -> None:
         for epoch in range(epochs):
             rows, mask = self._batches()
             objective.start_epoch(self, epoch)
             for step in range(rows.shape[0]):
-                loss = objective.loss(self, step, self.logits(rows[step]), rows[step], mask[step])
-                if loss.requires_grad:  # e.g. no synthetic sample planned for this step
-                    loss.backward()
-                objective.after_backward(self, step)
-                self._sgd_step(self.active(step))
+                x = self.x[rows[step]]
+                logits = self.logits(x).requires_grad_(True)
+                with torch.enable_grad():
+                    loss = objective.loss(self, step, logits, rows[step], mask[step])
+                if loss.requires_grad:
+                    (g,) = torch.autograd.grad(loss, logits)
+                    weight_grad, bias_grad = torch.bmm(g.transpose(1, 2), x), g.sum(1)
+                else:
+                    weight_grad, bias_grad = torch.zeros_like(self.weight), torch.zeros_like(self.bias)
+                objective.add_gradients(self, step, weight_grad, bias_grad)
+                self._sgd_step((weight_grad, bias_grad), self.active(step))
 
     def replies(self, extra: Sequence[Arrays] | None = None) -> list[Reply]:
         out = []
         for c in range(self.num_clients):
-            arrays = {WEIGHT: self.weight[c].detach().clone(), BIAS: self.bias[c].detach().clone()}
+            arrays = {WEIGHT: self.weight[c].clone(), BIAS: self.bias[c].clone()}
             out.append(Reply({**arrays, **(extra[c] if extra else {})}, int(self.sizes[c]), {"steps": float(self.steps[c] * 1)}))
         return out
 

@@ -29,7 +29,7 @@ class CrossEntropyObjective:
         ce = F.cross_entropy(logits.flatten(0, 1), self.labels[rows].flatten(), reduction="none")
         return masked_mean(ce.view_as(rows).to(logits.dtype), mask).sum()
 
-    def after_backward(self, run: HeadTraining, step: int) -> None:
+    def add_gradients(self, run: HeadTraining, step: int, weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> None:
         pass
 
 
