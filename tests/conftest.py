@@ -14,6 +14,22 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path_factory.mktemp("cache")))
 
 
+@pytest.fixture(scope="session")
+def session_cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("shared-cache")
+
+
+@pytest.fixture
+def shared_cache(session_cache, monkeypatch):
+    """A cache shared by the tests that ask for it, so the locked-text stand-in is trained once per session."""
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(session_cache))
+    return session_cache
+
+
+# The small stand-in most tests use: digits, 300 pretraining images.
+STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.pretrain_images=300"]
+
+
 @pytest.fixture
 def image_task() -> Task:
     return Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)

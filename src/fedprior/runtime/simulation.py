@@ -72,11 +72,12 @@ def simulate(
     if start is not None:
         state, client_states, progress = start.server, start.clients, start.progress
     else:
-        state = algorithm.init(RoundInfo(seed=seed, stage=algorithm.stages[0].name, round=0))
+        first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
+        state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
         client_states, progress = {}, Progress()
         progress.initial = algorithm.evaluate(state, test_data)
         if on_round:
-            on_round({"stage": algorithm.stages[0].name, "round": 0, **progress.initial})
+            on_round({"stage": first_stage, "round": 0, **progress.initial})
 
     step = sum(r for _, r, _ in stage_plan(algorithm, rounds, fraction)[: progress.stage_index]) + progress.round
     for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(stage_plan(algorithm, rounds, fraction)):

@@ -1,0 +1,44 @@
+"""The paper tables as grids, and fedprior table end to end on a tiny setting."""
+
+from conftest import STANDIN
+from cli import fedprior, summary
+from fedprior.experiments.config import load_config
+from fedprior.experiments.fst_cbdg_tables import FST_CBDG_TABLES
+from fedprior.experiments.tables import cells, table_by_name
+
+
+def test_every_cell_of_every_table_is_a_valid_config():
+    for table in FST_CBDG_TABLES:
+        for embedded in (False, True):
+            for cell in cells(table, embedded):
+                load_config(cell.preset, cell.overrides)
+
+
+def test_paper_setting_uses_clip_rn50_and_the_papers_datasets():
+    grid = cells(table_by_name("fst-cbdg-table1"), embedded=False)
+    assert len(grid) == 15
+    first = next(c for c in grid if c.row == "FST-CBDG" and c.column == "CIFAR-100")
+    assert "encoder.name=openclip:RN50" in first.overrides and "data.dataset=cifar100" in first.overrides
+    assert first.paper == 43.2
+
+
+def test_embedded_setting_keeps_the_cifar10_columns_on_the_stand_in():
+    grid = cells(table_by_name("fst-cbdg-table2"), embedded=True)
+    assert {c.column for c in grid} == {"CIFAR-10 s=2", "CIFAR-10 s=3", "CIFAR-10 s=5", "CIFAR-10 s=10",
+                                        "CIFAR-10 a=0.05", "CIFAR-10 a=0.1", "CIFAR-10 a=0.3", "CIFAR-10 a=0.5"}
+    assert all("encoder.name=locked-text" in c.overrides and "data.dataset=fashion-mnist" in c.overrides for c in grid)
+    paper = {(c.row, c.column): c.paper for c in grid}
+    assert paper[("FedAvg", "CIFAR-10 s=2")] == 32.3 and paper[("FST-CBDG", "CIFAR-10 a=0.5")] == 72.4
+
+
+def test_table_command_runs_every_cell(shared_cache, tmp_path):
+    extra = [arg for o in [*STANDIN, "federation.num_clients=10", "federation.rounds=2"] for arg in ("--set", o)]
+    result = fedprior("table", "fst-cbdg-table4", "--embedded", *extra, "--out", str(tmp_path / "t"), "--json", cache=shared_cache)
+    cells_out = summary(result)
+    assert [(c["row"], c["column"]) for c in cells_out] == [
+        ("Equal sampling", "CIFAR-10 s=10"), ("Equal sampling", "CIFAR-10 iid"),
+        ("Balanced sampling", "CIFAR-10 s=10"), ("Balanced sampling", "CIFAR-10 iid"),
+    ]
+    assert all({"row", "column", "ours", "paper"} <= c.keys() and 0 <= c["ours"] <= 100 for c in cells_out)
+    assert [c["paper"] for c in cells_out] == [68.6, 68.6, 73.2, 74.0]
+    assert (tmp_path / "t" / "table.md").is_file() and (tmp_path / "t" / "table.json").is_file()
