@@ -72,7 +72,7 @@ class HeadTraining:
         self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone()
         self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone()
         self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
-        self.losses = torch.zeros(self.num_clients)
+        self.epochs_done = 0
 
     def client_rows(self, client: int) -> torch.Tensor:
         """Positions in ``self.x`` of client ``client``'s examples."""
@@ -126,12 +126,13 @@ class HeadTraining:
                     weight_grad, bias_grad = torch.zeros_like(self.weight), torch.zeros_like(self.bias)
                 objective.add_gradients(self, step, weight_grad, bias_grad)
                 self._sgd_step((weight_grad, bias_grad), self.active(step))
+            self.epochs_done += 1
 
     def replies(self, extra: Sequence[Arrays] | None = None) -> list[Reply]:
         out = []
         for c in range(self.num_clients):
             arrays = {WEIGHT: self.weight[c].clone(), BIAS: self.bias[c].clone()}
-            out.append(Reply({**arrays, **(extra[c] if extra else {})}, int(self.sizes[c]), {"steps": float(self.steps[c] * 1)}))
+            out.append(Reply({**arrays, **(extra[c] if extra else {})}, int(self.sizes[c]), {"steps": float(self.steps[c] * self.epochs_done)}))
         return out
 
 
