@@ -1,0 +1,367 @@
+"""``locked-text``: the offline stand-in for CLIP (it is NOT CLIP; no CLIP weights are involved).
+
+No CLIP weights can be had offline, so FST-CBDG (fst-cbdg.txt) runs here on a
+vision-language encoder built on the spot, like a weak web-pretrained model:
+
+- the **text tower** is a real pretrained sentence encoder, frozen ("locked"):
+  MiniLM (all-MiniLM-L6-v2, 384-d) by default (``encoder.text_model``);
+- the **image tower** is a small CNN (:class:`fedprior.models.image_tower.ImageTower`)
+  trained from scratch to align with it, with CLIP's symmetric InfoNCE loss
+  (Radford et al. 2021) between L2-normalized image and caption embeddings and a
+  learnable temperature, on a **pretraining split** of the training set with
+  **noisy captions**. The pretraining split is reserved: the experiment builder
+  removes :attr:`LockedTextEncoder.reserved_train_indices` from every client.
+
+The recipe (version :data:`RECIPE_VERSION`; defaults measured on Fashion-MNIST, see below):
+
+- pretraining split: ``encoder.pretrain_images`` (default 2,000) training images,
+  class-balanced (round-robin over classes, each class in a random order), drawn
+  from the stream ``("locked-text", "split")`` of ``encoder.pretrain_seed``;
+- captions: every image gets one of the :data:`TEMPLATES` (uniformly at random)
+  filled with a class name; an exact fraction ``encoder.caption_noise`` (default
+  0.4) of the images, chosen at random, get a uniformly random *wrong* class name.
+  Captions are fixed per image (like web alt-texts); the frozen text tower encodes
+  each distinct caption once;
+- training: Adam (lr :data:`LEARNING_RATE`), :data:`EPOCHS` epochs of mini-batches
+  of :data:`BATCH_SIZE`, temperature initialized at 0.07 as in CLIP (logit scale
+  capped at 100), random translations of up to ``image_size // 14`` pixels (at
+  least 1) as the only augmentation. Initialization, shuffling and augmentation
+  each draw from their own torch generator derived from ``encoder.pretrain_seed``
+  (never from the run seed, so one stand-in serves every run; torch's global
+  generator is left untouched). Training runs on one CPU thread with
+  ``torch.use_deterministic_algorithms`` on, so the same settings give the same
+  tower bit for bit on a given machine whatever ``run.threads`` is (the reduction
+  order of multi-threaded kernels changes the last bits; one thread also keeps the
+  build from fighting other processes for the cores).
+
+Zero-shot behaviour, as CLIP in fst-cbdg.txt Figure 2: with Eq. (2) (softmax of raw
+cosine similarities between normalized image features and the normalized text
+feature of "a photo of a {class}.", no logit scale) predictions are near uniform.
+Measured with the defaults on Fashion-MNIST (2 shared CPU cores; pretrain_seed 0 / 1;
+``pytest -m benchmark tests/test_locked_text.py``): build 31-59 s depending on the
+machine's load (MiniLM loading excluded, ~4 s), zero-shot accuracy 77.9 / 76.4% on the
+10k test images, mean entropy 2.2990 / 2.2992 against log 10 = 2.3026, and a linear
+probe (logistic regression on the 58k non-reserved training features) 86.4 / 85.6%:
+a weak but useful zero-shot, clearly below the probe, like CLIP in the paper.
+Why 20 epochs: longer training memorizes the wrong captions (30 epochs: zero-shot
+71.9%, probe 85.8%; 50 epochs: 65.7%, 85.3%; 15 epochs: 78.9%, 86.9%); 20 is the
+shortest "few tens" that stays in the regime of the prototype in
+IMPLEMENTATION-NOTES.md (76.1% zero-shot, entropy 2.299, probe 81.7%).
+On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
+
+The tower is built on first use (a progress line goes to stderr) and saved to
+``cache_dir()/encoders/locked-text/<fingerprint>.safetensors``; later builds load
+it. A cache file that cannot be read or does not match is rebuilt with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+import tempfile
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from fedprior.data.dataset import Dataset
+from fedprior.data.fingerprint import split_fingerprint
+from fedprior.data.locations import cache_dir
+from fedprior.encoders.text import folder_fingerprint, model_folder, text_encoder
+from fedprior.errors import ConfigError
+from fedprior.models.image_tower import ImageTower
+from fedprior.seeding import numpy_rng, torch_generator
+
+if TYPE_CHECKING:  # only for annotations: the registry imports this module, keep it free of config imports
+    from fedprior.experiments.config import EncoderConfig
+
+NAME = "locked-text"
+RECIPE_VERSION = 1
+"""Bump whenever the recipe below changes: it is part of the fingerprint, so old caches are not reused."""
+
+TEMPLATES: tuple[str, ...] = (
+    "a photo of a {}.",
+    "a picture of a {}.",
+    "an image of a {}.",
+    "a photo of the {}.",
+    "a blurry photo of a {}.",
+    "a low resolution photo of a {}.",
+    "a black and white photo of a {}.",
+    "a close-up photo of a {}.",
+)
+EPOCHS = 20
+BATCH_SIZE = 128
+LEARNING_RATE = 1e-3
+INIT_TEMPERATURE = 0.07
+MAX_LOGIT_SCALE = 100.0
+TOWER_WIDTH = 32
+TOWER_HIDDEN = 256
+
+
+@dataclass(frozen=True)
+class PretrainingSplit:
+    """What the image tower is aligned on: training-set indices and one caption per image."""
+
+    indices: np.ndarray
+    """Sorted int64 indices into the training set (the reserved images)."""
+    caption_classes: np.ndarray
+    """The class each caption names (equal to the true label except for the noisy ones)."""
+    captions: tuple[str, ...]
+    """One caption per reserved image, in the order of ``indices``."""
+
+
+def _check(config: EncoderConfig, dataset: Dataset) -> None:
+    n = dataset.train_labels.size
+    if config.pretrain_images >= n:
+        raise ConfigError(
+            f"encoder.pretrain_images: {config.pretrain_images} is too many, the training set of '{dataset.name}' "
+            f"has {n} images and the clients need some; give fewer than {n}"
+        )
+    if dataset.image_shape[1] != dataset.image_shape[2]:
+        raise ConfigError(f"encoder.name: 'locked-text' needs square images (C, H, H), '{dataset.name}' has {dataset.image_shape}")
+
+
+def pretraining_split(config: EncoderConfig, dataset: Dataset) -> PretrainingSplit:
+    """The reserved training images and their noisy captions (deterministic in ``config.pretrain_seed``)."""
+    _check(config, dataset)
+    labels = dataset.train_labels
+    k = dataset.num_classes
+    rng = numpy_rng(config.pretrain_seed, NAME, "split")
+    # Class-balanced: rank every image within its class (random order), then take all rank-0
+    # images, then rank 1, ... ; a partial last round goes to classes in a random order.
+    rank = np.empty(labels.size, dtype=np.int64)
+    for cls in range(k):
+        members = np.flatnonzero(labels == cls)
+        rank[rng.permutation(members)] = np.arange(members.size)
+    class_order = rng.permutation(k)
+    order = np.lexsort((class_order[labels], rank))
+    indices = np.sort(order[: config.pretrain_images]).astype(np.int64)
+
+    rng = numpy_rng(config.pretrain_seed, NAME, "captions")
+    n = indices.size
+    caption_classes = labels[indices].copy()
+    noisy = rng.permutation(n)[: int(round(config.caption_noise * n))]
+    caption_classes[noisy] = (caption_classes[noisy] + rng.integers(1, k, size=noisy.size)) % k
+    templates = rng.integers(0, len(TEMPLATES), size=n)
+    captions = tuple(TEMPLATES[t].format(dataset.class_names[c]) for t, c in zip(templates, caption_classes))
+    return PretrainingSplit(indices=indices, caption_classes=caption_classes, captions=captions)
+
+
+def locked_text_fingerprint(config: EncoderConfig, dataset: Dataset) -> str:
+    """16 hex digits hashing the data, the text tower and the recipe (not the run seed)."""
+    fields = {
+        "name": NAME,
+        "recipe": RECIPE_VERSION,
+        "dataset": dataset.name,
+        "train": split_fingerprint(dataset, "train"),
+        "text_model": folder_fingerprint(model_folder(config.text_model)),
+        "pretrain_images": config.pretrain_images,
+        "caption_noise": config.caption_noise,
+        "pretrain_seed": config.pretrain_seed,
+    }
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def tower_path(fingerprint: str) -> Path:
+    """Where the image tower with this fingerprint is cached."""
+    return cache_dir() / "encoders" / NAME / f"{fingerprint}.safetensors"
+
+
+@contextmanager
+def _deterministic():
+    """Deterministic torch ops on one CPU thread (so the tower does not depend on run.threads)."""
+    previous, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    torch.use_deterministic_algorithms(True)
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+        torch.use_deterministic_algorithms(previous)
+
+
+def _new_tower(in_channels: int, image_size: int, dim: int, seed: int) -> ImageTower:
+    # fork_rng: building the layers draws from the global generator, which must stay untouched;
+    # the weights that count come from reset_parameters with the stand-in's own generator.
+    with torch.random.fork_rng(devices=[]):
+        tower = ImageTower(in_channels, image_size, dim, width=TOWER_WIDTH, hidden=TOWER_HIDDEN)
+    tower.reset_parameters(torch_generator(seed, NAME, "init"))
+    return tower
+
+
+def _random_shift(x: torch.Tensor, max_shift: int, generator: torch.Generator) -> torch.Tensor:
+    """Translate each image by up to ``max_shift`` pixels in each direction (black fills the gap)."""
+    n, _, h, w = x.shape
+    padded = F.pad(x, (max_shift,) * 4, value=-1.0)  # -1 is black after preprocessing
+    dy = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
+    dx = torch.randint(0, 2 * max_shift + 1, (n,), generator=generator)
+    rows = (dy[:, None] + torch.arange(h)[None, :])[:, None, :, None]
+    cols = (dx[:, None] + torch.arange(w)[None, :])[:, None, None, :]
+    batch = torch.arange(n)[:, None, None, None]
+    channel = torch.arange(x.shape[1])[None, :, None, None]
+    return padded[batch, channel, rows, cols]
+
+
+def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+    """CLIP's symmetric InfoNCE (Radford et al. 2021, Figure 3) over a batch of matching pairs.
+
+    Both inputs are L2-normalized (n, d); pair i is (image i, caption i).
+    """
+    logits = logit_scale.exp() * image_features @ text_features.T
+    target = torch.arange(logits.shape[0])
+    return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
+
+
+def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: int) -> ImageTower:
+    """Align a fresh :class:`ImageTower` to frozen caption features (one row per image).
+
+    ``images`` are uint8 (n, C, H, H); ``caption_features`` (n, dim) are the frozen text
+    tower's features of each image's caption. Deterministic in ``seed``.
+    """
+    n, channels, size, _ = images.shape
+    with _deterministic():
+        tower = _new_tower(channels, size, caption_features.shape[1], seed)
+        logit_scale = torch.nn.Parameter(torch.tensor(float(np.log(1.0 / INIT_TEMPERATURE))))
+        optimizer = torch.optim.Adam([*tower.parameters(), logit_scale], lr=LEARNING_RATE)
+        shuffle = torch_generator(seed, NAME, "shuffle")
+        augment = torch_generator(seed, NAME, "augment")
+        max_shift = max(1, size // 14)
+        x_all = ImageTower.preprocess(torch.from_numpy(images))
+        t_all = F.normalize(caption_features.float(), dim=1)
+        tower.train()
+        for _ in range(EPOCHS):
+            for batch in torch.randperm(n, generator=shuffle).split(BATCH_SIZE):
+                if batch.numel() < 2:
+                    continue
+                x = _random_shift(x_all[batch], max_shift, augment)
+                loss = clip_loss(F.normalize(tower(x), dim=1), t_all[batch], logit_scale)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                with torch.no_grad():
+                    logit_scale.clamp_(max=float(np.log(MAX_LOGIT_SCALE)))
+    tower.eval()
+    return tower
+
+
+def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
+    from safetensors.torch import save_file
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    metadata = {
+        "fingerprint": fingerprint,
+        "recipe": str(RECIPE_VERSION),
+        "in_channels": str(tower.in_channels),
+        "image_size": str(tower.image_size),
+        "dim": str(tower.out_dim),
+    }
+    state = {k: v.detach().contiguous() for k, v in tower.state_dict().items()}
+    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
+    os.close(handle)
+    try:
+        save_file(state, temp, metadata=metadata)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:
+    """The cached tower, or an exception saying why it cannot be used."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata() or {}
+        state = {key: handle.get_tensor(key) for key in handle.keys()}
+    expected = {"fingerprint": fingerprint, "recipe": str(RECIPE_VERSION), "in_channels": str(image_shape[0]), "image_size": str(image_shape[1])}
+    wrong = {k: (metadata.get(k), v) for k, v in expected.items() if metadata.get(k) != v}
+    if wrong:
+        raise ValueError("metadata " + ", ".join(f"{k}={got!r} (expected {want!r})" for k, (got, want) in wrong.items()))
+    tower = _new_tower(image_shape[0], image_shape[1], int(metadata["dim"]), seed)
+    tower.load_state_dict(state, strict=True)
+    if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
+        raise ValueError("non-finite weights")
+    tower.eval()
+    return tower
+
+
+class LockedTextEncoder:
+    """The ``locked-text`` vision-language encoder (offline stand-in for CLIP, not CLIP).
+
+    Build it with :func:`build_locked_text_encoder`. ``encode_images`` runs the trained
+    image tower; ``encode_texts`` runs the frozen text tower (loaded on first use).
+    Both return float32 features in the same ``dim``-d space, not normalized.
+    """
+
+    name = NAME
+
+    def __init__(self, tower: ImageTower, fingerprint: str, reserved_train_indices: np.ndarray, text_model: str) -> None:
+        self.tower = tower
+        self.fingerprint = fingerprint
+        self.dim = tower.out_dim
+        self.reserved_train_indices = reserved_train_indices
+        self.reserved_train_indices.setflags(write=False)
+        self.text_model = text_model
+        self.image_shape = (tower.in_channels, tower.image_size, tower.image_size)
+
+    def __repr__(self) -> str:
+        return f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, fingerprint={self.fingerprint})"
+
+    @torch.no_grad()
+    def encode_images(self, images: np.ndarray, batch_size: int = 256) -> torch.Tensor:
+        """uint8 images (N, C, H, W) -> float32 (N, dim) image-tower features, not normalized."""
+        images = np.asarray(images)
+        if images.dtype != np.uint8 or images.ndim != 4 or tuple(images.shape[1:]) != self.image_shape:
+            raise ValueError(f"locked-text encodes uint8 images of shape (N, {', '.join(map(str, self.image_shape))}); got {images.dtype} {images.shape}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.tower.eval()
+        out = [self.tower(ImageTower.preprocess(torch.from_numpy(images[i : i + batch_size]))) for i in range(0, len(images), batch_size)]
+        return torch.cat(out).float() if out else torch.zeros(0, self.dim)
+
+    def encode_texts(self, texts: list[str]) -> torch.Tensor:
+        """Texts -> float32 (len(texts), dim) from the frozen text tower, not normalized here.
+
+        (The features are what the sentence-transformers model returns; MiniLM's own pipeline
+        ends in a Normalize layer, so its vectors happen to have unit length.)
+        """
+        return text_encoder(self.text_model).encode_texts(list(texts)).float()
+
+
+def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset) -> LockedTextEncoder:
+    """The ``locked-text`` encoder for ``dataset``: loaded from the cache, or trained once and cached."""
+    split = pretraining_split(config, dataset)
+    fingerprint = locked_text_fingerprint(config, dataset)
+    path = tower_path(fingerprint)
+    tower = None
+    if path.exists():
+        try:
+            tower = _load(path, fingerprint, dataset.image_shape, config.pretrain_seed)
+        except Exception as error:  # unreadable, truncated, or another tower: rebuild
+            warnings.warn(f"locked-text: the cached image tower {path} cannot be used ({error}); rebuilding it", RuntimeWarning, stacklevel=2)
+    if tower is None:
+        tower = _build(config, dataset, split)
+        _save(tower, path, fingerprint)
+    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model)
+
+
+def _build(config: EncoderConfig, dataset: Dataset, split: PretrainingSplit) -> ImageTower:
+    print(
+        f"fedprior: training the locked-text stand-in image tower (offline CLIP stand-in) on "
+        f"{split.indices.size:,} {dataset.name} images, once; it is cached afterwards...",
+        file=sys.stderr,
+        flush=True,
+    )
+    text = text_encoder(config.text_model)
+    distinct = sorted(set(split.captions))  # each distinct caption is encoded once
+    row = {caption: i for i, caption in enumerate(distinct)}
+    with _deterministic():
+        features = text.encode_texts(distinct).float()[torch.tensor([row[c] for c in split.captions])]
+    return train_image_tower(dataset.train_images[split.indices], features, config.pretrain_seed)
