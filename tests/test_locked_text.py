@@ -97,7 +97,7 @@ def test_deterministic_and_leaves_global_rng_alone(digits, config, tmp_path, mon
         finally:
             torch.set_num_threads(threads)
         assert torch.equal(torch.get_rng_state(), before), "building must not draw from torch's global generator"
-        assert tower_path(encoder.fingerprint).is_file()
+        assert tower_path(encoder.recipe_fingerprint).is_file()
         features.append(encoder.encode_images(digits.test_images))
         fingerprints.append(encoder.fingerprint)
         indices.append(encoder.reserved_train_indices)
@@ -130,7 +130,7 @@ def test_second_build_loads_from_the_cache(digits, config, cache, monkeypatch, c
     assert second.fingerprint == first.fingerprint
     assert np.array_equal(second.reserved_train_indices, first.reserved_train_indices)
     assert torch.equal(second.encode_images(digits.test_images), first.encode_images(digits.test_images))
-    assert [p.name for p in tower_path(first.fingerprint).parent.iterdir()] == [f"{first.fingerprint}.safetensors"]
+    assert [p.name for p in tower_path(first.recipe_fingerprint).parent.iterdir()] == [f"{first.recipe_fingerprint}.safetensors"]
 
 
 def test_reserved_indices_are_the_pretraining_split(digits, config, cache, monkeypatch):
@@ -210,7 +210,7 @@ def test_zero_shot_is_near_uniform_useful_and_below_a_linear_probe(digits, confi
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "another tower"])
 def test_a_damaged_or_mismatched_cache_file_is_rebuilt_with_a_warning(digits, config, cache, monkeypatch, damage):
     encoder = build_locked_text_encoder(config, digits)
-    path = tower_path(encoder.fingerprint)
+    path = tower_path(encoder.recipe_fingerprint)
     reference = encoder.encode_images(digits.test_images)
     if damage == "garbage":
         path.write_bytes(b"not a safetensors file")
@@ -218,7 +218,7 @@ def test_a_damaged_or_mismatched_cache_file_is_rebuilt_with_a_warning(digits, co
         path.write_bytes(path.read_bytes()[:-1000])
     else:  # a valid file, but trained with another seed
         other = build_locked_text_encoder(config.model_copy(update={"pretrain_seed": 3}), digits)
-        path.write_bytes(tower_path(other.fingerprint).read_bytes())
+        path.write_bytes(tower_path(other.recipe_fingerprint).read_bytes())
     with pytest.warns(RuntimeWarning, match="cannot be used.*rebuilding"):
         rebuilt = build_locked_text_encoder(config, digits)
     assert torch.equal(rebuilt.encode_images(digits.test_images), reference)

@@ -302,9 +302,12 @@ class LockedTextEncoder:
 
     name = NAME
 
-    def __init__(self, tower: ImageTower, fingerprint: str, reserved_train_indices: np.ndarray, text_model: str) -> None:
+    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str) -> None:
         self.tower = tower
-        self.fingerprint = fingerprint
+        self.recipe_fingerprint = recipe_fingerprint
+        """Names the cached tower file (what determines the training)."""
+        self.fingerprint = weights_fingerprint(recipe_fingerprint, tower)
+        """Keys the feature cache: the recipe plus the tower's actual weights."""
         self.dim = tower.out_dim
         self.reserved_train_indices = reserved_train_indices
         self.reserved_train_indices.setflags(write=False)
@@ -350,6 +353,19 @@ def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset) -> Locked
         tower = _build(config, dataset, split)
         _save(tower, path, fingerprint)
     return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model)
+
+
+def weights_fingerprint(recipe_fingerprint: str, tower: ImageTower) -> str:
+    """The encoder's fingerprint: the recipe's plus a hash of the tower's actual weights.
+
+    Features are cached under it, so features are never reused across two different
+    towers, even if a tower file were replaced by hand or left over from an older recipe.
+    """
+    digest = hashlib.sha256(recipe_fingerprint.encode())
+    for name, value in sorted(tower.state_dict().items()):
+        digest.update(name.encode())
+        digest.update(value.detach().contiguous().cpu().numpy().tobytes())
+    return digest.hexdigest()[:16]
 
 
 def _build(config: EncoderConfig, dataset: Dataset, split: PretrainingSplit) -> ImageTower:
