@@ -18,11 +18,15 @@ features I_j only (Algorithm 1):
 What the paper leaves open is a hyperparameter here, with the default in brackets
 (IMPLEMENTATION-NOTES.md discusses each):
 sigma [0.1]; the batch size (federation.batch_size; presets use 50, the setting of
-Lee et al. 2022 that the paper follows); when q is refreshed (label_refresh: ['batch']
-the images of each mini-batch before its loss, Algorithm 1 line 14, or 'all' the
-client's images every iteration); whether q persists across rounds on a client
-(keep_labels [true], client state); where m_k comes from (count_source: ['labels'] the
-pseudo-labels as the paper says, or 'model' the current model's predictions).
+Lee et al. 2022 that the paper follows); when q is refreshed (label_refresh: ['all']
+the client's images at every iteration, as Algorithm 1 line 14 reads, or 'batch' only
+the images of the iteration's mini-batch); whether q persists across rounds on a
+client (keep_labels [true], client state); where m_k comes from (count_source:
+['labels'] the pseudo-labels, as the paper says, or 'model' the current model's
+predictions). Measured on the locked-text stand-in (Fashion-MNIST, 100 clients,
+10 rounds, 3 seeds, zero-shot 77.9%): under IID the 'batch' refresh collapses to
+51.7%, 'all' gives 73.1%, 'all' with count_source='model' 78.0%; under shards s=2
+and Dirichlet 0.1 every variant stays within a point of 78.6% and 77.9%.
 Departures, all documented choices: Eq. (6) is a sum; we take the mean over the
 synthetic samples of a step (with Eq. 7 asking for ~4x more synthetic than real
 samples, a sum would swamp L_iST whatever lambda). The n_k of an epoch are computed
@@ -116,7 +120,7 @@ class FstObjective:
             self.synthetic_drawn = torch.zeros(run.num_clients, dtype=torch.long)
         if self.losses == "self-training":
             return
-        counts = torch.stack([self._pseudo_counts(run, c) for c in range(run.num_clients)])
+        counts = self._pseudo_counts(run)
         n = balanced_counts(counts, self.gamma)
         if self.sampling == "equal":
             n = equal_counts(n.sum(1), self.k)
@@ -127,13 +131,12 @@ class FstObjective:
             self.synthetic_labels[c] = list(torch.tensor_split(labels, run.steps[c]))
 
     @torch.no_grad()
-    def _pseudo_counts(self, run: HeadTraining, client: int) -> torch.Tensor:
-        rows = run.client_rows(client)
-        if self.count_source == "model":
-            scores = run.x[rows] @ run.weight[client].T + run.bias[client]
-        else:
-            scores = self.q[rows]
-        return torch.bincount(scores.argmax(1), minlength=self.k)
+    def _pseudo_counts(self, run: HeadTraining) -> torch.Tensor:
+        """m_k per client (B, K): its images whose pseudo-label (or, with count_source='model', prediction) is k."""
+        _, rows, mask = run.padded
+        scores = run.all_predictions() if self.count_source == "model" else self.q[rows]
+        hits = F.one_hot(scores.argmax(-1), self.k) * mask[..., None]
+        return hits.sum(1)
 
     # -- one step ---------------------------------------------------------------------------
     def loss(self, run: HeadTraining, step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -159,11 +162,10 @@ class FstObjective:
     @torch.no_grad()
     def _refresh_labels(self, run: HeadTraining, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> None:
         if self.label_refresh == "all":
-            for c in range(run.num_clients):
-                if bool(mask[c].any()):
-                    rows_c = run.client_rows(c)
-                    prediction = torch.softmax(run.x[rows_c] @ run.weight[c].T + run.bias[c], dim=1)
-                    self.q[rows_c] = moving_average(self.q[rows_c], prediction, self.beta)
+            _, all_rows, all_mask = run.padded
+            all_mask = all_mask & mask.any(1, keepdim=True)  # clients still training at this step
+            real = all_rows[all_mask]
+            self.q[real] = moving_average(self.q[real], run.all_predictions()[all_mask], self.beta)
             return
         real = rows[mask]
         self.q[real] = moving_average(self.q[real], torch.softmax(logits[mask], dim=-1), self.beta)
@@ -256,7 +258,7 @@ def fst_cbdg(
     sigma: Sigma = 0.1,
     sampling: Annotated[Literal["balanced", "equal"], Field(description="synthetic counts per class: 'balanced' (Eq. 7) or 'equal' (Table 4)")] = "balanced",
     losses: Annotated[Literal["both", "self-training", "synthetic"], Field(description="ablation (Table 3): both losses, L_iST only, or L_tSamp only")] = "both",
-    label_refresh: Annotated[Literal["batch", "all"], Field(description="Eq. 4 each iteration on the mini-batch's images ('batch') or on all the client's images ('all')")] = "batch",
+    label_refresh: Annotated[Literal["batch", "all"], Field(description="Eq. 4 each iteration on all the client's images ('all', Algorithm 1 line 14) or on the mini-batch's images only ('batch')")] = "all",
     count_source: Annotated[Literal["labels", "model"], Field(description="m_k of Eq. 7 from the soft pseudo-labels (paper) or the current model's predictions")] = "labels",
     keep_labels: Annotated[bool, Field(description="a client keeps its soft pseudo-labels between the rounds it is sampled in")] = True,
     noise: Annotated[Literal["projected", "direct"], Field(description="how N(T_k, sigma^2 I) is drawn: 'projected' (exact in distribution, fast) or 'direct' (d numbers per sample)")] = "projected",

@@ -15,6 +15,7 @@ gives the same numbers as training it among others (a test checks this).
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Protocol, Sequence
@@ -73,6 +74,20 @@ class HeadTraining:
         self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone()
         self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
         self.epochs_done = 0
+
+    @functools.cached_property
+    def padded(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Every client's data side by side: features (B, n_max, d), rows into ``x`` (B, n_max), mask (B, n_max)."""
+        width = int(self.sizes.max()) if self.num_clients else 0
+        positions = torch.arange(width)[None, :]
+        mask = positions < self.sizes[:, None]
+        rows = torch.where(mask, self.offsets[:, None] + positions, torch.zeros_like(positions))
+        return self.x[rows], rows, mask
+
+    @torch.no_grad()
+    def all_predictions(self) -> torch.Tensor:
+        """softmax(W x + b) of every example of every client under its own current head, (B, n_max, K)."""
+        return torch.softmax(self.logits(self.padded[0]), dim=-1)
 
     def client_rows(self, client: int) -> torch.Tensor:
         """Positions in ``self.x`` of client ``client``'s examples."""
