@@ -71,12 +71,15 @@ def run(
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
     run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+    runtime: Optional[str] = typer.Option(
+        None, "--runtime", help="Where to run (sets run.runtime): local (in-process), flower-sim (Flower's simulation engine), flower-local (a SuperLink and SuperNodes on this machine)."
+    ),
 ) -> None:
     """Run an experiment: train with a progress bar, write a run directory, print a summary."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 
-    name, config = load_config(preset, set_)
+    name, config = load_config(preset, [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])])
     summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
     report(summary, as_json)
 

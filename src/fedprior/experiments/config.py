@@ -100,8 +100,8 @@ class RunConfig(Section):
     """The one seed every random stream of the run is derived from."""
     vectorize: bool = True
     """Train the sampled clients together where the algorithm supports it (same numbers as one by one)."""
-    runtime: Literal["local", "flower-sim"] = "local"
-    """Where the run executes: 'local' (in-process) or 'flower-sim' (Flower's simulation engine)."""
+    runtime: Literal["local", "flower-sim", "flower-local"] = "local"
+    """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
     """Torch CPU threads; 0 keeps torch's default."""
 

@@ -60,6 +60,7 @@ def execute(
     on_start: Callable[[Experiment, int], None] | None = None,
     on_round: RoundCallback | None = None,
     report_extras: bool = True,
+    runtime_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Build the experiment, train (or continue training) with checkpoints, write results and the report.
 
@@ -67,8 +68,10 @@ def execute(
     which run the supervised baselines too).
     """
     started = time.perf_counter()
-    if config.run.runtime != "local":
-        raise ConfigError(f"run.runtime: '{config.run.runtime}' is not available yet; accepted: local")
+    if config.run.runtime != "local":  # Flower: fail before any long work if it is not installed
+        from fedprior.flower.runtime import require_flower
+
+        require_flower()
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
@@ -90,19 +93,24 @@ def execute(
 
     start_from = load_checkpoint(run.checkpoint) if resume and run.checkpoint.is_file() else None
     run.rewrite_metrics(start_from.progress.history if start_from else [])
-    result = simulate(
-        experiment.algorithm,
-        experiment.client_data,
-        experiment.task.num_clients,
-        experiment.test,
-        seed=config.run.seed,
-        rounds=config.federation.rounds,
-        fraction=config.federation.fraction,
-        vectorize=config.run.vectorize,
-        checkpoint_path=run.checkpoint,
-        start=start_from,
-        on_round=record,
-    )
+    if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
+        from fedprior.flower.runtime import train_on_flower
+
+        result = train_on_flower(experiment, run, start=start_from, on_round=record, **(runtime_options or {}))
+    else:
+        result = simulate(
+            experiment.algorithm,
+            experiment.client_data,
+            experiment.task.num_clients,
+            experiment.test,
+            seed=config.run.seed,
+            rounds=config.federation.rounds,
+            fraction=config.federation.fraction,
+            vectorize=config.run.vectorize,
+            checkpoint_path=run.checkpoint,
+            start=start_from,
+            on_round=record,
+        )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""
     if report_extras and config.algorithm.name in REPORT_EXTRAS:

@@ -1,0 +1,76 @@
+"""``fedprior flower ...``: run an experiment on a real Flower federation (docs/flower.md).
+
+- ``local``: start a SuperLink and N SuperNodes on this machine, run, print the summary, stop them all;
+- ``export``: write the N node folders a deployment needs (each SuperNode gets one);
+- ``certs``: make a CA and a SuperLink certificate for the hosts a deployment uses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from fedprior.cli.app import app, stderr, user_errors
+
+flower_app = typer.Typer(
+    name="flower", help="Run experiments on Flower: a local federation of processes, node folders, TLS certificates.",
+    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+)
+app.add_typer(flower_app, name="flower")
+
+
+@flower_app.command("local")
+@user_errors
+def local(
+    preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
+    nodes: int = typer.Option(3, "--nodes", min=1, help="SuperNodes to start; client c is hosted by node c mod N."),
+    tls: bool = typer.Option(False, "--tls/--insecure", help="TLS with certificates made for localhost, or plain HTTP (development)."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
+    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
+    round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0, help="Seconds to wait for a round's replies; clients that miss it fail for that round."),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+) -> None:
+    """Start a SuperLink and N SuperNodes on loopback, run the experiment across them, stop every process."""
+    from fedprior.cli.run import report, with_progress
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.runner import start
+
+    name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
+    options = {"nodes": nodes, "tls": tls, "round_timeout": round_timeout}
+    summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
+    report(summary, as_json)
+
+
+@flower_app.command("export")
+@user_errors
+def export(
+    preset: str = typer.Argument(..., help="A preset name or a path to a TOML config."),
+    out: Path = typer.Option(..., "--out", help="Folder to write node-0 ... node-(N-1) into."),
+    nodes: int = typer.Option(..., "--nodes", min=1, help="Number of SuperNodes; client c goes to node c mod N."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
+) -> None:
+    """Write each SuperNode's folder (the task and its clients' partitions) for a deployment."""
+    from fedprior.experiments.build import build_experiment
+    from fedprior.experiments.config import load_config
+    from fedprior.flower.export import export_nodes
+
+    name, config = load_config(preset, set_)
+    folders = export_nodes(build_experiment(name, config), out, nodes)
+    for folder in folders:
+        typer.echo(str(folder))
+
+
+@flower_app.command("certs")
+@user_errors
+def certs(
+    out: Path = typer.Option(..., "--out", help="Folder for ca.pem, server.pem, server.key."),
+    host: list[str] = typer.Option([], "--host", help="A name or IP address the SuperLink is reached at (repeatable); localhost is always included."),
+    days: int = typer.Option(30, "--days", min=1, help="Validity in days."),
+) -> None:
+    """Make a CA and a SuperLink certificate (SuperNodes and `flwr` trust ca.pem)."""
+    from fedprior.flower.tls import generate_certificates
+
+    made = generate_certificates(out, tuple(host), days)
+    stderr.print(f"CA {made.ca}; SuperLink certificate {made.cert} and key {made.key}", highlight=False)

@@ -1,0 +1,128 @@
+"""The Flower ClientApp that runs any fedprior algorithm's client side.
+
+A SuperNode hosts one or more fedprior clients (a site holding several clients'
+data; in Flower's simulation, one virtual node per client). Its ClientApp answers
+two kinds of message from :mod:`fedprior.flower.server_app`:
+
+- QUERY: which fedprior client ids do you host? In simulation that is the node's
+  ``partition-id`` (from its node config); on a real SuperNode, the ids listed in its
+  data folder (``node.json``, written by :mod:`fedprior.flower.export`).
+- TRAIN: the round's broadcast, the RoundInfo and the ids of this node's sampled
+  clients. Each of them runs ``algorithm.client_update`` (or, for several at once,
+  ``client_update_many``) on its own data with ``ClientInfo(seed, stage, round,
+  client_id)``, so its generator draws exactly what the in-process runtime draws;
+  its state comes from and goes back to the node's Context
+  (:mod:`fedprior.flower.client_state`). The reply carries each client's tensors,
+  example count and metrics; a client that raises is reported by id and reason
+  while the node's other clients still reply.
+
+Where a node finds its files, first match wins: node config ``data-dir`` (a real
+SuperNode: ``flower-supernode --node-config 'data-dir="/path/node-0"'``), the folder
+the server names in its messages (simulation, where server and nodes share a disk),
+the ``data_dir`` given to :func:`client_app`, run config ``data-dir``. Client states are
+kept under node config ``state-dir``, else ``<data dir>/state``.
+"""
+
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+
+from flwr.app import Context, Message
+from flwr.clientapp import ClientApp
+
+from fedprior.algorithms.base import Reply
+from fedprior.errors import FedpriorError
+from fedprior.flower.client_state import ClientStateStore
+from fedprior.flower.export import NodeData, node_data
+from fedprior.flower.records import hosted_content, read_hint, read_train_content, reply_content
+
+PARTITION_ID = "partition-id"
+DATA_DIR = "data-dir"
+STATE_DIR = "state-dir"
+
+log = logging.getLogger("fedprior.flower")
+
+
+def resolve_data_dir(context: Context, hint: str = "", default: str | None = None) -> Path:
+    """The node's data folder: node config ``data-dir``, else the server's hint, the factory's default, run config ``data-dir``."""
+    for source in (context.node_config.get(DATA_DIR), hint, default, context.run_config.get(DATA_DIR)):
+        if source:
+            return Path(str(source))
+    raise FedpriorError(
+        "this SuperNode has no data folder: start it with --node-config 'data-dir=\"/path/to/node-k\"' "
+        "(written by `fedprior flower export`), or set run config data-dir"
+    )
+
+
+def hosted_clients(context: Context, node: NodeData) -> list[int]:
+    """The fedprior client ids this node hosts (its partition-id in simulation)."""
+    if PARTITION_ID in context.node_config:
+        return [int(context.node_config[PARTITION_ID])]
+    return [int(c) for c in node.hosted]
+
+
+def train_clients(node: NodeData, store: ClientStateStore, broadcast, order) -> tuple[dict[int, Reply], dict[int, str]]:
+    """Run the sampled clients' updates; returns (replies by client id, failures by client id)."""
+    algorithm = node.algorithm
+    replies: dict[int, Reply] = {}
+    failures: dict[int, str] = {}
+
+    def one(client_ids: list[int]) -> None:
+        states = [store.load(c, order.step) for c in client_ids]
+        datas = [node.client_data(c) for c in client_ids]
+        infos = [order.info.for_client(c) for c in client_ids]
+        if len(client_ids) > 1:
+            results = algorithm.client_update_many(broadcast, states, datas, infos)
+        else:
+            results = [algorithm.client_update(broadcast, states[0], datas[0], infos[0])]
+        for client_id, (reply, new_state) in zip(client_ids, results):
+            store.save(client_id, order.step, new_state)
+            replies[client_id] = Reply(reply.arrays, reply.num_examples, reply.metrics, client_id)
+
+    clients = list(order.clients)
+    if order.vectorize and algorithm.client_update_many is not None and len(clients) > 1:
+        try:
+            one(clients)
+            return replies, failures
+        except Exception:  # isolate the client that fails, below
+            log.warning("vectorized update of clients %s failed; retrying them one by one", clients, exc_info=True)
+            replies.clear()
+    for client_id in clients:
+        try:
+            one([client_id])
+        except Exception as error:  # a failing client must not take its node's other clients down
+            log.error("client %d failed:\n%s", client_id, traceback.format_exc())
+            failures[client_id] = f"{type(error).__name__}: {error}"
+    return replies, failures
+
+
+def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> ClientApp:
+    """A ClientApp serving fedprior's messages (``mods``: Flower mods, e.g. to inject faults in tests)."""
+    app = ClientApp(mods=mods or [])
+    default = str(data_dir) if data_dir is not None else None
+
+    @app.query()
+    def query(msg: Message, context: Context) -> Message:
+        node = node_data(resolve_data_dir(context, read_hint(msg.content), default))
+        return Message(hosted_content(hosted_clients(context, node)), reply_to=msg)
+
+    @app.train()
+    def train(msg: Message, context: Context) -> Message:
+        directory = resolve_data_dir(context, read_hint(msg.content), default)
+        node = node_data(directory)
+        broadcast, order = read_train_content(msg.content)
+        hosted = set(hosted_clients(context, node))
+        unknown = {c: f"client {c} is not hosted on this node" for c in order.clients if c not in hosted}
+        state_dir = context.node_config.get(STATE_DIR) or directory / "state"
+        store = ClientStateStore(context, Path(str(state_dir)), order.run_key)
+        mine = type(order)(order.info, order.step, tuple(c for c in order.clients if c in hosted), order.run_key, order.vectorize)
+        replies, failures = train_clients(node, store, broadcast, mine)
+        return Message(reply_content(replies, {**unknown, **failures}), reply_to=msg)
+
+    return app
+
+
+app = client_app()
+"""The ClientApp that ``flwr run`` and SuperNodes load (``fedprior.flower.client_app:app``)."""

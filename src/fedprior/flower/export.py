@@ -1,0 +1,194 @@
+"""What a SuperNode needs on its own disk: the task, and the partitions of the clients it hosts.
+
+A node never builds the experiment (no dataset, no encoder): it rebuilds the
+algorithm from the :class:`~fedprior.algorithms.base.Task` and the algorithm's
+config, and reads its clients' data from local files. A node folder holds::
+
+    task.json              the task (classes, input shape, number of clients), the
+                           algorithm's name and hyperparameters, local epochs, batch size
+    prior.safetensors      the task's prior tensors (e.g. class text features)
+    clients.safetensors    each hosted client's data, "<client id>/<field>"
+    node.json              the ids of the clients this node hosts
+
+Only the fields the algorithm reads are written (an unsupervised algorithm's node
+gets no labels). :func:`export_nodes` splits the clients over N node folders
+(client c on node c mod N); :func:`export_all` writes one folder with every client
+(Flower's simulation, where each virtual node reads its own client's tensors only).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import threading
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable
+
+import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
+
+from fedprior.algorithms.base import Algorithm, ClientData, Task
+from fedprior.errors import FedpriorError
+
+TASK_FILE = "task.json"
+PRIOR_FILE = "prior.safetensors"
+CLIENTS_FILE = "clients.safetensors"
+NODE_FILE = "node.json"
+FORMAT = 1
+
+
+def node_of(client_id: int, nodes: int) -> int:
+    """The node folder that hosts ``client_id`` when the clients are split over ``nodes`` nodes."""
+    return client_id % nodes
+
+
+def task_description(experiment) -> dict[str, Any]:
+    """The JSON part of what a node needs to rebuild the algorithm (see the module docstring)."""
+    task, config = experiment.task, experiment.config
+    return {
+        "format": FORMAT,
+        "name": experiment.name,
+        "task": {
+            "num_classes": task.num_classes,
+            "input_shape": list(task.input_shape),
+            "class_names": list(task.class_names),
+            "num_clients": task.num_clients,
+        },
+        "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
+        "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
+        "threads": config.run.threads,
+    }
+
+
+def _atomic_save(tensors: dict[str, torch.Tensor], path: Path) -> None:
+    """Save atomically, with each tensor's strides in the metadata (see :meth:`NodeData.client_data`)."""
+    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
+    os.close(handle)
+    strides = {k: list(v.stride()) for k, v in tensors.items()}
+    try:
+        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, tmp, metadata={"strides": json.dumps(strides)})
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _write_json(value: Any, path: Path) -> None:
+    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp.write_text(json.dumps(value, indent=1))
+    os.replace(tmp, path)
+
+
+def export_node(experiment, directory: Path, client_ids: Iterable[int]) -> Path:
+    """Write one node folder holding ``client_ids``."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ids = sorted(int(c) for c in client_ids)
+    _write_json(task_description(experiment), directory / TASK_FILE)
+    _atomic_save(dict(experiment.task.prior), directory / PRIOR_FILE)
+    tensors = {}
+    for client_id in ids:
+        for field, value in experiment.client_data(client_id).items():
+            tensors[f"{client_id}/{field}"] = value
+    _atomic_save(tensors, directory / CLIENTS_FILE)
+    _write_json({"format": FORMAT, "clients": ids}, directory / NODE_FILE)
+    return directory
+
+
+def export_nodes(experiment, root: Path, nodes: int) -> list[Path]:
+    """``nodes`` folders ``root/node-<k>``, node k hosting the clients c with c mod nodes = k."""
+    num_clients = experiment.task.num_clients
+    if not 1 <= nodes <= num_clients:
+        raise FedpriorError(f"--nodes: {nodes} nodes for {num_clients} clients; accepted: 1..{num_clients}")
+    return [
+        export_node(experiment, Path(root) / f"node-{k}", [c for c in range(num_clients) if node_of(c, nodes) == k])
+        for k in range(nodes)
+    ]
+
+
+def export_all(experiment, directory: Path) -> Path:
+    """One folder with every client (for Flower's simulation engine)."""
+    return export_node(experiment, directory, range(experiment.task.num_clients))
+
+
+class NodeData:
+    """A node's view of its folder: the task, the rebuilt algorithm, its clients' data (read lazily)."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = Path(directory)
+        if not (self.directory / TASK_FILE).is_file():
+            raise FedpriorError(f"{self.directory} holds no {TASK_FILE}: export the node's data first (docs/flower.md)")
+        self.description = json.loads((self.directory / TASK_FILE).read_text())
+        node_file = self.directory / NODE_FILE
+        self.hosted = json.loads(node_file.read_text())["clients"] if node_file.is_file() else []
+        self._lock = threading.Lock()
+
+    @cached_property
+    def task(self) -> Task:
+        with safe_open(str(self.directory / PRIOR_FILE), framework="pt") as handle:
+            prior = {k: handle.get_tensor(k) for k in handle.keys()}
+        t = self.description["task"]
+        return Task(
+            num_classes=int(t["num_classes"]),
+            input_shape=tuple(int(s) for s in t["input_shape"]),
+            class_names=tuple(t["class_names"]),
+            num_clients=int(t["num_clients"]),
+            prior=prior,
+        )
+
+    @cached_property
+    def algorithm(self) -> Algorithm:
+        from fedprior.algorithms.registry import algorithm_spec
+
+        if self.description.get("threads"):
+            torch.set_num_threads(int(self.description["threads"]))
+        a, f = self.description["algorithm"], self.description["federation"]
+        return algorithm_spec(a["name"]).build(
+            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"])
+        )
+
+    def client_data(self, client_id: int) -> ClientData:
+        """The data of one hosted client (only its tensors are read from disk).
+
+        Each tensor gets back the strides it had in the process that exported it:
+        kernels choose their memory format from the strides (a (N, 1, H, W) batch can
+        be both contiguous and channels-last), and a different choice changes the
+        last bits of a convolution's gradient, hence of the run's numbers.
+        """
+        prefix = f"{int(client_id)}/"
+        with self._lock, safe_open(str(self.directory / CLIENTS_FILE), framework="pt") as handle:
+            strides = json.loads((handle.metadata() or {}).get("strides", "{}"))
+            data = {k[len(prefix):]: _restride(handle.get_tensor(k), strides.get(k)) for k in handle.keys() if k.startswith(prefix)}
+        if not data:
+            raise FedpriorError(f"client {client_id} is not hosted in {self.directory}")
+        return data
+
+
+def _restride(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
+    if strides is None or tuple(strides) == tensor.stride() or len(strides) != tensor.dim():
+        return tensor
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, strides) if n > 0)
+    if tensor.numel() == 0 or span != tensor.numel() or any(s == 0 for n, s in zip(tensor.shape, strides) if n > 1):
+        return tensor  # not a dense layout: keep the standard one
+    out = torch.empty_strided(tensor.shape, tuple(strides), dtype=tensor.dtype)
+    return out.copy_(tensor)
+
+
+_NODES: dict[str, NodeData] = {}
+_NODES_LOCK = threading.Lock()
+
+
+def node_data(directory: Path) -> NodeData:
+    """The process-wide NodeData of a folder (a Flower worker serves many messages; it reads the task once)."""
+    key = str(Path(directory).resolve())
+    stamp = (Path(key) / TASK_FILE).stat().st_mtime_ns if (Path(key) / TASK_FILE).is_file() else 0
+    with _NODES_LOCK:
+        cached = _NODES.get(key)
+        if cached is None or getattr(cached, "_stamp", None) != stamp:
+            cached = NodeData(Path(key))
+            cached._stamp = stamp
+            _NODES[key] = cached
+        return cached

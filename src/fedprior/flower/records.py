@@ -1,0 +1,156 @@
+"""fedprior's messages as Flower records, and back, without loss.
+
+An algorithm's :class:`~fedprior.algorithms.base.Broadcast` and
+:class:`~fedprior.algorithms.base.Reply` are named tensors plus small scalars; they
+map one to one onto Flower's records:
+
+==========================  =========================================================
+fedprior                    Flower (``flwr.app``)
+==========================  =========================================================
+State / Broadcast.arrays    ArrayRecord (one Array per name; dtype and shape kept)
+Broadcast.config            ConfigRecord (bool / int / float / str)
+Reply.metrics               MetricRecord (floats), ``num-examples`` beside them
+RoundInfo / ClientInfo      ConfigRecord (seed, stage, round, step, client ids)
+==========================  =========================================================
+
+Tensors travel as NumPy arrays (``np.save`` bytes), so every bit arrives: a float
+that leaves the server is the float the client reads. A message to a node carries
+the round once and the ids of the clients it hosts that were sampled; the reply
+carries one ArrayRecord + MetricRecord pair per client, keyed by client id.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from flwr.app import Array, ArrayRecord, ConfigRecord, MetricRecord, RecordDict
+
+from fedprior.algorithms.base import Broadcast, Reply, RoundInfo, Scalars, State
+
+BROADCAST_ARRAYS = "broadcast.arrays"
+BROADCAST_CONFIG = "broadcast.config"
+ROUND = "round"
+HOSTED = "hosted"
+DATA_HINT = "data-hint"
+NUM_EXAMPLES = "num-examples"
+
+
+def to_array_record(arrays: State) -> ArrayRecord:
+    """Named tensors -> ArrayRecord (CPU copies; names, dtypes and shapes kept)."""
+    return ArrayRecord({name: Array(tensor.detach().cpu().contiguous().numpy()) for name, tensor in arrays.items()})
+
+
+def from_array_record(record: ArrayRecord) -> State:
+    """ArrayRecord -> named tensors (writable copies, so an algorithm may update them in place)."""
+    return {name: torch.from_numpy(np.array(array.numpy(), copy=True)) for name, array in record.items()}
+
+
+def to_config_record(values: Scalars) -> ConfigRecord:
+    return ConfigRecord({k: v for k, v in values.items()})
+
+
+def from_config_record(record: ConfigRecord) -> Scalars:
+    return {k: v for k, v in record.items()}
+
+
+@dataclass(frozen=True)
+class RoundOrder:
+    """What a node must do in a round: which of its clients train, under which RoundInfo.
+
+    ``step`` counts rounds over all stages (1-based); a client's state is versioned by
+    it, so a round that is replayed after a server restart starts from the state the
+    client had before it (see :mod:`fedprior.flower.client_state`). ``run_key`` names
+    the run, so two runs on the same nodes never share client state.
+    """
+
+    info: RoundInfo
+    step: int
+    clients: tuple[int, ...]
+    run_key: str
+    vectorize: bool = True
+
+
+def order_to_config(order: RoundOrder) -> ConfigRecord:
+    return ConfigRecord({
+        "seed": int(order.info.seed),
+        "stage": order.info.stage,
+        "round": int(order.info.round),
+        "step": int(order.step),
+        "clients": [int(c) for c in order.clients],
+        "run-key": order.run_key,
+        "vectorize": bool(order.vectorize),
+    })
+
+
+def order_from_config(record: ConfigRecord) -> RoundOrder:
+    info = RoundInfo(seed=int(record["seed"]), stage=str(record["stage"]), round=int(record["round"]))
+    clients = tuple(int(c) for c in record["clients"])
+    return RoundOrder(info, int(record["step"]), clients, str(record["run-key"]), bool(record["vectorize"]))
+
+
+def hint_record(data_dir: str) -> ConfigRecord:
+    """Where a node without its own ``data-dir`` finds the clients' files (simulation: a shared disk)."""
+    return ConfigRecord({"data-dir": str(data_dir or "")})
+
+
+def read_hint(content: RecordDict) -> str:
+    record = content.get(DATA_HINT)
+    return str(record.get("data-dir", "")) if record is not None else ""
+
+
+def train_content(broadcast: Broadcast, order: RoundOrder, data_hint: str = "") -> RecordDict:
+    """The content of a TRAIN message: the broadcast once, the round order, the data hint."""
+    return RecordDict({
+        BROADCAST_ARRAYS: to_array_record(broadcast.arrays),
+        BROADCAST_CONFIG: to_config_record(broadcast.config),
+        ROUND: order_to_config(order),
+        DATA_HINT: hint_record(data_hint),
+    })
+
+
+def read_train_content(content: RecordDict) -> tuple[Broadcast, RoundOrder]:
+    broadcast = Broadcast(from_array_record(content[BROADCAST_ARRAYS]), from_config_record(content[BROADCAST_CONFIG]))
+    return broadcast, order_from_config(content[ROUND])
+
+
+def _reply_keys(client_id: int) -> tuple[str, str]:
+    return f"reply.{client_id}.arrays", f"reply.{client_id}.metrics"
+
+
+def reply_content(replies: dict[int, Reply], failures: dict[int, str] | None = None) -> RecordDict:
+    """The content of a TRAIN reply: per client its tensors and metrics; clients that raised, with the reason."""
+    content = RecordDict()
+    for client_id, reply in replies.items():
+        arrays_key, metrics_key = _reply_keys(client_id)
+        content[arrays_key] = to_array_record(reply.arrays)
+        content[metrics_key] = MetricRecord({**{k: float(v) for k, v in reply.metrics.items()}, NUM_EXAMPLES: int(reply.num_examples)})
+    content["clients"] = ConfigRecord({
+        "replied": [int(c) for c in replies],
+        "failed": [int(c) for c in (failures or {})],
+        "reasons": [str(r) for r in (failures or {}).values()],
+    })
+    return content
+
+
+def read_reply_content(content: RecordDict) -> tuple[list[Reply], dict[int, str]]:
+    """(replies with their client ids, {client id: reason} of the clients that raised) of a TRAIN reply."""
+    listing = content["clients"]
+    replies = []
+    for client_id in (int(c) for c in listing["replied"]):
+        arrays_key, metrics_key = _reply_keys(client_id)
+        metrics = dict(content[metrics_key])
+        num_examples = int(metrics.pop(NUM_EXAMPLES))
+        replies.append(Reply(from_array_record(content[arrays_key]), num_examples, {k: float(v) for k, v in metrics.items()}, client_id))
+    failures = {int(c): str(r) for c, r in zip(listing["failed"], listing["reasons"])}
+    return replies, failures
+
+
+def hosted_content(client_ids: list[int]) -> RecordDict:
+    """The content of a QUERY reply: the fedprior client ids a node hosts."""
+    return RecordDict({HOSTED: ConfigRecord({"clients": [int(c) for c in client_ids]})})
+
+
+def read_hosted_content(content: RecordDict) -> list[int]:
+    return [int(c) for c in content[HOSTED]["clients"]]

@@ -1,0 +1,67 @@
+"""The experiment runner's entry into Flower: pick the way the run reaches its SuperNodes."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any, Callable
+
+from fedprior.errors import ConfigError, FedpriorError
+from fedprior.runtime.checkpoint import RunState
+from fedprior.runtime.simulation import SimulationResult
+
+FLOWER_RUNTIMES = ("flower-sim", "flower-local")
+
+
+def require_flower() -> None:
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        raise FedpriorError("the Flower runtimes need Flower: pip install 'fedprior[flower]' (flwr[simulation]==1.41.0)") from None
+
+
+def train_on_flower(
+    experiment,
+    run,
+    *,
+    start: RunState | None,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    grid=None,
+    run_config: dict[str, Any] | None = None,
+    **options: Any,
+) -> SimulationResult:
+    """Train ``experiment`` on Flower, writing checkpoints into ``run``; returns what ``simulate`` returns.
+
+    - inside a ServerApp (``grid`` given, ``flwr run``): the round loop on that grid;
+    - ``run.runtime = "flower-sim"``: Flower's simulation engine, one virtual SuperNode per client;
+    - ``run.runtime = "flower-local"``: a SuperLink and SuperNodes as processes on this machine.
+    """
+    require_flower()
+    runtime = experiment.config.run.runtime
+    if grid is not None:
+        from fedprior.flower.export import export_all
+        from fedprior.flower.server_app import federate, settings_from_run_config
+        from fedprior.flower.simulation import run_key
+
+        run_config = run_config or {}
+        data_dir = run.path / "flower" / "data"
+        if run_config.get("export-data", True):  # for simulated nodes, which have no data folder of their own
+            export_all(experiment, data_dir)
+        settings = settings_from_run_config(run_config, data_hint=str(data_dir) if data_dir.exists() else "", run_key=run_key(run))
+        config = experiment.config
+        result = federate(
+            grid, experiment.algorithm, experiment.test, num_clients=experiment.task.num_clients,
+            seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
+            vectorize=config.run.vectorize, checkpoint_path=run.checkpoint, start=start, on_round=on_round,
+            settings=settings,
+        )
+        shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
+        return result
+    if runtime == "flower-sim":
+        from fedprior.flower.simulation import run_flower_simulation
+
+        return run_flower_simulation(experiment, run, start=start, on_round=on_round, **options)
+    if runtime == "flower-local":
+        from fedprior.flower.local import run_local_federation
+
+        return run_local_federation(experiment, run, start=start, on_round=on_round, **options)
+    raise ConfigError(f"run.runtime: '{runtime}' is not a Flower runtime; accepted: {', '.join(FLOWER_RUNTIMES)}")

@@ -1,0 +1,355 @@
+"""The Flower ServerApp that drives any fedprior algorithm: the in-process loop, over Flower's Grid.
+
+:func:`federate` is :func:`fedprior.runtime.simulation.simulate` with the clients on
+SuperNodes. Per round it samples the same client ids (``runtime/sampling.py``),
+sends each node hosting sampled clients one TRAIN message (the broadcast, the
+RoundInfo, those client ids), waits for the replies, sorts them by client id (float
+sums depend on order), and calls the algorithm's own ``aggregate`` (custom
+aggregation and server-side training included) and ``evaluate``. So with the same
+config and seed it gives the in-process runtime's numbers.
+
+Faults: a reply that carries an error (the ClientApp raised, the node went away)
+or that has not come when ``round_timeout`` runs out fails its clients; they are
+listed in the round's metrics (``failed_clients``, ``failures``) and the round
+aggregates the replies that came. A round where every sampled client failed keeps
+the previous state and says so (``aggregated: false``).
+
+Checkpoints: after every round (and after the initial evaluation) the server state
+and progress are written atomically to the run directory
+(:mod:`fedprior.runtime.checkpoint`); client states stay on their nodes. Given a
+loaded checkpoint as ``start``, training continues after its last round.
+
+Which node hosts which client is asked, not assumed: before the first round and
+whenever new nodes appear (a restarted SuperNode), the server sends them a QUERY
+and maps the client ids they answer to their node ids.
+
+The module-level ``app`` is what ``flwr run`` loads (``[tool.flwr.app.components]``);
+its run config chooses the experiment (see :func:`main`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from flwr.app import Context, Message, MessageType, RecordDict
+from flwr.serverapp import Grid, ServerApp
+
+from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo
+from fedprior.errors import FedpriorError
+from fedprior.flower.records import (
+    DATA_HINT, RoundOrder, hint_record, read_hosted_content, read_reply_content, train_content,
+)
+from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
+from fedprior.runtime.sampling import sample_clients
+from fedprior.runtime.simulation import SimulationResult, mean_client_metrics, stage_plan
+
+log = logging.getLogger("fedprior.flower")
+
+
+@dataclass
+class Settings:
+    """How the server talks to the nodes.
+
+    - ``round_timeout``: seconds to wait for a round's replies; the missing ones fail;
+    - ``min_nodes``: nodes to wait for before the first round (``node_wait`` seconds at most);
+    - ``data_hint``: a folder holding every client's data, for nodes without their own
+      ``data-dir`` (Flower's simulation, where server and nodes share a disk);
+    - ``run_key``: names the run on the nodes (their client states are kept per run);
+    - ``poll``: seconds between two looks for replies.
+    """
+
+    round_timeout: float = 600.0
+    min_nodes: int = 1
+    node_wait: float = 120.0
+    data_hint: str = ""
+    run_key: str = "fedprior"
+    poll: float = 0.05
+    query_timeout: float = 120.0
+
+
+def exchange(grid: Grid, messages: list[Message], timeout: float, poll: float) -> tuple[dict[int, Message], float]:
+    """Push ``messages`` and pull their replies until all came or ``timeout`` ran out.
+
+    Returns (reply by position in ``messages``, seconds waited). Replies are matched
+    by ``reply_to_message_id``, which also holds for the errors the SuperLink makes
+    for a node that went away.
+    """
+    if not messages:
+        return {}, 0.0
+    started = time.monotonic()
+    ids = list(grid.push_messages(messages))
+    position = {mid: i for i, mid in enumerate(ids) if mid}
+    waiting = set(position)
+    replies: dict[int, Message] = {}
+    while waiting and time.monotonic() - started < timeout:
+        for reply in grid.pull_messages(list(waiting)):
+            mid = reply.metadata.reply_to_message_id
+            if mid in waiting:
+                replies[position[mid]] = reply
+                waiting.discard(mid)
+        if waiting:
+            time.sleep(poll)
+    return replies, time.monotonic() - started
+
+
+def error_reason(reply: Message) -> str:
+    error = reply.error
+    return f"Flower error {error.code}: {error.reason}"
+
+
+class NodeDirectory:
+    """Which node hosts which fedprior client, kept current as nodes come and go."""
+
+    def __init__(self, grid: Grid, settings: Settings) -> None:
+        self.grid, self.settings = grid, settings
+        self.hosts: dict[int, int] = {}
+        self.nodes: set[int] = set()
+
+    def wait_for_nodes(self) -> None:
+        deadline = time.monotonic() + self.settings.node_wait
+        while len(list(self.grid.get_node_ids())) < self.settings.min_nodes:
+            if time.monotonic() > deadline:
+                found = len(list(self.grid.get_node_ids()))
+                raise FedpriorError(f"only {found} of {self.settings.min_nodes} SuperNodes connected within {self.settings.node_wait:.0f} s")
+            time.sleep(0.5)
+
+    def refresh(self) -> None:
+        """Forget nodes that left; ask new nodes which clients they host."""
+        live = set(self.grid.get_node_ids())
+        for node in self.nodes - live:
+            log.warning("node %d is gone; its clients fail until a node hosting them joins", node)
+        self.hosts = {c: n for c, n in self.hosts.items() if n in live}
+        self.nodes &= live
+        new = sorted(live - self.nodes)
+        if not new:
+            return
+        content = RecordDict({DATA_HINT: hint_record(self.settings.data_hint)})
+        ttl = self.settings.query_timeout + 30.0
+        messages = [Message(content=content, dst_node_id=n, message_type=MessageType.QUERY, ttl=ttl) for n in new]
+        replies, _ = exchange(self.grid, messages, self.settings.query_timeout, self.settings.poll)
+        for i, node in enumerate(new):
+            reply = replies.get(i)
+            if reply is None or reply.has_error():
+                log.warning("node %d did not say which clients it hosts (%s); asking again next round",
+                            node, error_reason(reply) if reply is not None else "no reply")
+                continue
+            for client_id in read_hosted_content(reply.content):
+                self.hosts[client_id] = node
+            self.nodes.add(node)
+
+
+def checkpoint(path: Path | None, state, progress: Progress) -> None:
+    if path is not None:
+        save_checkpoint(path, RunState(state, {}, progress))
+
+
+def federate(
+    grid: Grid,
+    algorithm: Algorithm,
+    test_data: ClientData,
+    *,
+    num_clients: int,
+    seed: int,
+    rounds: int,
+    fraction: float,
+    vectorize: bool = True,
+    checkpoint_path: Path | None = None,
+    start: RunState | None = None,
+    on_round: Callable[[dict[str, Any]], None] | None = None,
+    settings: Settings | None = None,
+) -> SimulationResult:
+    """Run ``algorithm`` with its clients on the grid's SuperNodes (see the module docstring)."""
+    settings = settings or Settings()
+    started = time.perf_counter()
+    if start is not None:
+        state, progress = start.server, start.progress
+    else:
+        state = algorithm.init(RoundInfo(seed=seed, stage=algorithm.stages[0].name, round=0))
+        progress = Progress()
+        progress.initial = algorithm.evaluate(state, test_data)
+        checkpoint(checkpoint_path, state, progress)
+        if on_round:
+            on_round({"stage": algorithm.stages[0].name, "round": 0, **progress.initial})
+
+    directory = NodeDirectory(grid, settings)
+    directory.wait_for_nodes()
+    plan = stage_plan(algorithm, rounds, fraction)
+    step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
+    for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
+        if stage_index < progress.stage_index:
+            continue
+        first = progress.round + 1 if stage_index == progress.stage_index else 1
+        for round_ in range(first, stage_rounds + 1):
+            t0 = time.perf_counter()
+            step += 1
+            info = RoundInfo(seed=seed, stage=stage.name, round=round_)
+            sampled = sample_clients(seed, stage.name, round_, num_clients, stage_fraction)
+            broadcast = algorithm.broadcast(state, info)
+            directory.refresh()
+            failures: dict[int, str] = {c: "no connected node hosts this client" for c in sampled if c not in directory.hosts}
+            by_node: dict[int, list[int]] = {}
+            for c in sampled:
+                if c in directory.hosts:
+                    by_node.setdefault(directory.hosts[c], []).append(c)
+            nodes = sorted(by_node)
+            messages = [
+                Message(
+                    content=train_content(broadcast, RoundOrder(info, step, tuple(by_node[n]), settings.run_key, vectorize), settings.data_hint),
+                    dst_node_id=n, message_type=MessageType.TRAIN, group_id=f"{stage.name}/{round_}",
+                    ttl=settings.round_timeout + 30.0,  # a late node does not train for a round that is over
+                )
+                for n in nodes
+            ]
+            answers, _ = exchange(grid, messages, settings.round_timeout, settings.poll)
+            replies: list[Reply] = []
+            for i, node in enumerate(nodes):
+                answer = answers.get(i)
+                if answer is None:
+                    failures.update({c: f"no reply within {settings.round_timeout:g} s" for c in by_node[node]})
+                elif answer.has_error():
+                    failures.update({c: error_reason(answer) for c in by_node[node]})
+                else:
+                    got, failed = read_reply_content(answer.content)
+                    replies.extend(r for r in got if r.client_id in by_node[node])
+                    failures.update(failed)
+                    missing = set(by_node[node]) - {r.client_id for r in got} - set(failed)
+                    failures.update({c: "the node's reply left this client out" for c in missing})
+            replies.sort(key=lambda r: r.client_id)
+            if replies:
+                state = algorithm.aggregate(state, replies, info)
+            record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
+            if stage.evaluate:
+                record.update(algorithm.evaluate(state, test_data))
+            record.update(mean_client_metrics(replies))
+            record.update({"clients": sampled, "failed_clients": sorted(failures)})
+            if failures:
+                record["failures"] = {str(c): failures[c] for c in sorted(failures)}
+                log.warning("%s round %d: %d of %d clients failed: %s", stage.name, round_, len(failures), len(sampled),
+                            "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())))
+            if not replies:
+                record["aggregated"] = False
+                record["note"] = "every sampled client failed; the previous state is kept"
+            record["seconds"] = time.perf_counter() - t0
+            progress.history.append(record)
+            progress.stage_index, progress.round = stage_index, round_
+            checkpoint(checkpoint_path, state, progress)
+            if on_round:
+                on_round(record)
+        progress.stage_index, progress.round = stage_index + 1, 0
+    return SimulationResult(state, {}, progress, time.perf_counter() - started)
+
+
+# -- the ServerApp that `flwr run` loads ----------------------------------------------------
+
+SERVER_DONE = "server-done.json"
+
+RUN_CONFIG_DEFAULTS: dict[str, Any] = {
+    "preset": "fedavg-cnn", "overrides": "", "run-dir": "", "runs-dir": "runs", "mode": "standalone",
+    "runtime": "flower-sim", "round-timeout": 600.0, "min-nodes": 1, "node-wait": 120.0, "run-key": "",
+    "export-data": True,
+}
+"""The run config keys the ServerApp reads, with their defaults (pyproject.toml's [tool.flwr.app.config])."""
+
+
+def settings_from_run_config(run_config: dict[str, Any], **defaults: Any) -> Settings:
+    s = Settings(**defaults)
+    for key, attr, cast in (("round-timeout", "round_timeout", float), ("min-nodes", "min_nodes", int),
+                            ("node-wait", "node_wait", float), ("run-key", "run_key", str)):
+        if run_config.get(key) not in (None, ""):
+            setattr(s, attr, cast(run_config[key]))
+    return s
+
+
+def split_overrides(text: str) -> list[str]:
+    """``"data.dataset=digits; federation.rounds=3"`` -> ``["data.dataset=digits", "federation.rounds=3"]``."""
+    return [part.strip() for part in str(text or "").replace("\n", ";").split(";") if part.strip()]
+
+
+def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
+    """Train the experiment of an existing run directory (prepared by ``fedprior flower local``).
+
+    Resumes from the run directory's checkpoint if there is one; writes checkpoints
+    only (the process that prepared the run writes metrics, summary and report).
+    """
+    from fedprior.experiments.build import build_experiment
+    from fedprior.experiments.run_dir import RunDir
+    from fedprior.runtime.checkpoint import load_checkpoint
+
+    run = RunDir.existing(Path(str(run_config["run-dir"])))
+    name, config = run.read_config()
+    experiment = build_experiment(name, config)
+    start = load_checkpoint(run.checkpoint) if run.checkpoint.is_file() else None
+    result = federate(
+        grid, experiment.algorithm, experiment.test,
+        num_clients=experiment.task.num_clients, seed=config.run.seed, rounds=config.federation.rounds,
+        fraction=config.federation.fraction, vectorize=config.run.vectorize,
+        checkpoint_path=run.checkpoint, start=start, settings=settings_from_run_config(run_config),
+    )
+    return {"rounds": len(result.progress.history)}
+
+
+def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
+    """``flwr run .``: build the experiment named by the run config and run it into a new run directory.
+
+    Given a ``run-dir`` that holds a checkpoint, continue that run (a restarted server).
+    """
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.run_dir import RunDir
+    from fedprior.experiments.runner import execute
+
+    run = RunDir(Path(str(run_config["run-dir"]))) if run_config.get("run-dir") else None
+    resume = run is not None and run.checkpoint.is_file() and run.config.is_file()
+    if resume:  # a restarted server: the run directory's own config, from its last checkpoint
+        name, config = run.read_config()
+    else:
+        overrides = split_overrides(run_config.get("overrides", ""))
+        runtime = str(run_config.get("runtime") or "flower-sim")
+        name, config = load_config(str(run_config.get("preset") or "fedavg-cnn"), [*overrides, f"run.runtime='{runtime}'"])
+        run = run or RunDir.new(name, base=Path(str(run_config.get("runs-dir") or "runs")))
+    options = {"grid": grid, "run_config": dict(run_config)}
+    summary = execute(name, config, run, resume=resume, runtime_options=options)
+    log.info("fedprior: %s", json.dumps(summary))
+    return summary
+
+
+def main(grid: Grid, context: Context) -> None:
+    """The ServerApp's entry point; run config (``flwr run . -c "key=value ..."``):
+
+    - ``preset``: a preset name or a TOML path (default fedavg-cnn);
+    - ``overrides``: ``section.key=value`` overrides separated by ``;``;
+    - ``run-dir``: the run directory (default a new ``runs/NAME-TIMESTAMP`` under ``runs-dir``);
+    - ``mode``: ``standalone`` (default: the ServerApp builds, trains, writes the whole run
+      directory) or ``serve`` (train the experiment of a prepared ``run-dir``; what
+      ``fedprior flower local`` uses);
+    - ``round-timeout``, ``min-nodes``, ``node-wait``: see :class:`Settings`;
+    - ``export-data``: write every client's data where simulated nodes find it (default
+      true; a deployment whose SuperNodes have their own ``data-dir`` sets it false).
+    """
+    run_config = dict(context.run_config)
+    mode = str(run_config.get("mode") or "standalone")
+    done_file = Path(str(run_config["run-dir"])) / "flower" / SERVER_DONE if run_config.get("run-dir") else None
+    try:
+        if mode == "serve":
+            outcome = serve_run_dir(grid, run_config)
+        elif mode == "standalone":
+            outcome = {"summary": standalone(grid, run_config)}
+        else:
+            raise FedpriorError(f"run config mode: unknown mode '{mode}'; accepted: standalone, serve")
+        status = {"status": "finished", **outcome}
+    except BaseException as error:
+        status = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
+        raise
+    finally:
+        if done_file is not None:
+            done_file.parent.mkdir(parents=True, exist_ok=True)
+            done_file.write_text(json.dumps(status))
+
+
+app = ServerApp()
+"""The ServerApp that ``flwr run`` loads (``fedprior.flower.server_app:app``)."""
+app.main()(main)

@@ -1,0 +1,109 @@
+"""``run.runtime = "flower-sim"``: the experiment on Flower's simulation engine (Ray).
+
+One virtual SuperNode per fedprior client (its ``partition-id`` is the client id),
+each ClientApp call running in a Ray actor with ``num_cpus=1``. The ServerApp runs
+in this process (Flower runs it in a thread), so it uses the experiment already
+built and reports every round as it ends. The clients' data is exported once to
+``<run dir>/flower/data`` (what each virtual node reads: its own tensors only); the
+nodes keep their client states under ``<run dir>/flower/data/state``, so an
+interrupted run resumes with them. Both are deleted when the run finishes.
+
+Telemetry, update checks and Ray's usage statistics are turned off.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+from typing import Any, Callable
+
+from fedprior.errors import FedpriorError
+from fedprior.runtime.checkpoint import RunState
+from fedprior.runtime.simulation import SimulationResult
+
+QUIET_ENV = {
+    "FLWR_TELEMETRY_ENABLED": "0",
+    "FLWR_DISABLE_UPDATE_CHECK": "1",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # Ray's future default; silences its warning (no GPU is used)
+}
+
+
+def quiet_environment() -> None:
+    """No telemetry, no update check, no Ray usage statistics, no runtime dependency installation."""
+    os.environ.update(QUIET_ENV)
+
+
+def run_key(run) -> str:
+    """A name for the run on the nodes: the run directory's name and a hash of its absolute path."""
+    digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:12]
+    return f"{run.path.name}-{digest}"
+
+
+def backend_config(num_cpus_per_client: float = 1.0) -> dict[str, Any]:
+    return {
+        "client_resources": {"num_cpus": num_cpus_per_client, "num_gpus": 0.0},
+        "init_args": {"logging_level": "ERROR", "log_to_driver": False, "include_dashboard": False},
+    }
+
+
+def run_flower_simulation(
+    experiment,
+    run,
+    *,
+    start: RunState | None,
+    on_round: Callable[[dict[str, Any]], None] | None,
+    client_app=None,
+    num_cpus_per_client: float = 1.0,
+    round_timeout: float = 600.0,
+    keep_files: bool = False,
+) -> SimulationResult:
+    """Run ``experiment`` on Flower's simulation engine; checkpoints go to ``run.checkpoint``.
+
+    ``client_app``: a ClientApp to use instead of fedprior's (tests wrap it with fault mods).
+    """
+    quiet_environment()
+    from flwr.serverapp import Grid, ServerApp
+    from flwr.app import Context
+    from flwr.simulation import run_simulation
+
+    from fedprior.flower.client_app import client_app as make_client_app
+    from fedprior.flower.export import export_all
+    from fedprior.flower.server_app import Settings, federate
+
+    config = experiment.config
+    num_clients = experiment.task.num_clients
+    data_dir = export_all(experiment, run.path / "flower" / "data")
+    settings = Settings(round_timeout=round_timeout, min_nodes=num_clients, data_hint=str(data_dir), run_key=run_key(run))
+    outcome: dict[str, SimulationResult] = {}
+
+    server = ServerApp()
+
+    @server.main()
+    def main(grid: Grid, context: Context) -> None:
+        outcome["result"] = federate(
+            grid, experiment.algorithm, experiment.test, num_clients=num_clients, seed=config.run.seed,
+            rounds=config.federation.rounds, fraction=config.federation.fraction, vectorize=config.run.vectorize,
+            checkpoint_path=run.checkpoint, start=start, on_round=on_round, settings=settings,
+        )
+
+    flwr_logger = logging.getLogger("flwr")
+    level = flwr_logger.level
+    flwr_logger.setLevel(logging.ERROR)  # not Flower's per-round INFO lines, nor run_simulation's deprecation notice
+    try:
+        run_simulation(
+            server_app=server,
+            client_app=client_app if client_app is not None else make_client_app(),
+            num_supernodes=num_clients,
+            backend_config=backend_config(num_cpus_per_client),
+        )
+    finally:
+        flwr_logger.setLevel(level)
+    if "result" not in outcome:
+        raise FedpriorError("Flower's simulation ended without finishing the run (see the Flower log above)")
+    if not keep_files:
+        shutil.rmtree(run.path / "flower", ignore_errors=True)
+    return outcome["result"]

@@ -1,0 +1,141 @@
+"""run.runtime = "flower-sim": the same numbers as the in-process runtime, faults, resume after a server crash.
+
+Each test runs Flower's simulation engine (Ray, num_cpus=1 per client) on the
+embedded digits data: a few clients, a few rounds.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+pytest.importorskip("flwr")
+
+from flwr.app import MessageType  # noqa: E402
+
+from fedprior.experiments.config import load_config  # noqa: E402
+from fedprior.experiments.runner import resume, start  # noqa: E402
+from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+CNN = ("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=3", "federation.fraction=0.5"])
+FST = ("fst-cbdg", ["data.dataset=digits", "encoder.pretrain_images=300", "federation.num_clients=8",
+                    "federation.rounds=3", "federation.fraction=0.5"])
+
+
+@pytest.fixture(autouse=True)
+def flower_env(monkeypatch, tmp_path_factory):
+    for key, value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+        monkeypatch.setenv(key, value)
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One feature cache for the module, so the locked-text stand-in is trained once."""
+    return tmp_path_factory.mktemp("flower-cache")
+
+
+@pytest.fixture
+def cache(shared_cache, monkeypatch):
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(shared_cache))
+
+
+def run(experiment, runtime, path, **kw):
+    preset, overrides = experiment
+    name, config = load_config(preset, [*overrides, f"run.runtime='{runtime}'"])
+    return start(name, config, path, report_extras=False, **kw)
+
+
+def records(path):
+    return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
+
+
+def comparable(record):
+    return {k: v for k, v in record.items() if k not in ("seconds", "failed_clients")}
+
+
+@pytest.mark.parametrize("experiment", [CNN, FST], ids=["fedavg-cnn", "fst-cbdg"])
+def test_flower_sim_gives_the_in_process_numbers(experiment, tmp_path, cache):
+    local = run(experiment, "local", tmp_path / "local")
+    flower = run(experiment, "flower-sim", tmp_path / "flower")
+    assert flower["runtime"] == "flower-sim" and local["runtime"] == "local"
+    assert flower.keys() == local.keys()
+    assert abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
+    assert flower["history"] == local["history"] and flower["initial_accuracy"] == local["initial_accuracy"]
+    ours, theirs = records(tmp_path / "flower"), records(tmp_path / "local")
+    assert [r["clients"] for r in ours] == [r["clients"] for r in theirs]
+    assert all(r["failed_clients"] == [] for r in ours)
+    for a, b in zip(map(comparable, ours), map(comparable, theirs)):
+        assert a.keys() == b.keys()
+        # Ray's actors train with one thread: a client's mean training loss may differ in the 8th digit
+        assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)
+    assert sorted(p.name for p in (tmp_path / "flower").iterdir()) == sorted(p.name for p in (tmp_path / "local").iterdir())
+    # the final models agree to float rounding: a simulated node trains its one client with one thread,
+    # the in-process runtime trains the sampled clients as one batch with every core
+    assert_same_server_state(tmp_path / "flower", tmp_path / "local", exact=False)
+
+
+def assert_same_server_state(a, b, exact=True):
+    ours, theirs = (load_checkpoint(d / "checkpoint.safetensors").server for d in (a, b))
+    assert ours.keys() == theirs.keys()
+    for k in ours:
+        assert torch.equal(ours[k], theirs[k]) if exact else torch.allclose(ours[k], theirs[k], rtol=1e-5, atol=1e-6), k
+
+
+def faulty_mods():
+    """A Flower mod: client 2's ClientApp always raises; in round 1 every client's does."""
+
+    def mod(message, context, call_next):
+        if message.metadata.message_type == MessageType.TRAIN:
+            round_ = int(message.content["round"]["round"])
+            if int(context.node_config["partition-id"]) == 2 or round_ == 1:
+                raise RuntimeError("injected fault")
+        return call_next(message, context)
+
+    return [mod]
+
+
+def test_failing_clients_are_logged_and_the_round_aggregates_the_others(tmp_path, cache):
+    from fedprior.flower.client_app import client_app
+
+    summary = run(CNN, "flower-sim", tmp_path / "run", runtime_options={"client_app": client_app(mods=faulty_mods())})
+    rounds = records(tmp_path / "run")
+    assert summary["rounds"] == 3 and len(rounds) == 3
+    first, second, third = rounds
+    assert first["failed_clients"] == first["clients"] and first["aggregated"] is False
+    assert "previous state is kept" in first["note"] and first["accuracy"] == summary["initial_accuracy"]
+    assert 2 in second["clients"] and second["failed_clients"] == [2]
+    assert "injected fault" in second["failures"]["2"] and "aggregated" not in second
+    assert third["failed_clients"] == ([2] if 2 in third["clients"] else [])
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.safetensors").progress.round == 3
+
+
+class Crash(Exception):
+    pass
+
+
+def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache):
+    """FST-CBDG keeps soft pseudo-labels on its clients: they come back from the nodes' disks after the restart.
+
+    The resumed run must end bit for bit where an uninterrupted Flower run ends (without the
+    client states it would not: the pseudo-labels start again from the zero-shot ones).
+    """
+    reference = run(FST, "flower-sim", tmp_path / "reference")
+
+    def crash_after_round_two(record):
+        if record.get("round") == 2:
+            raise Crash()
+
+    with pytest.raises(Crash):
+        run(FST, "flower-sim", tmp_path / "run", on_round=crash_after_round_two)
+    assert load_checkpoint(tmp_path / "run" / "checkpoint.safetensors").progress.round == 2
+    assert any((tmp_path / "run" / "flower" / "data" / "state").rglob("*.safetensors"))  # client states on the nodes
+    resumed = resume(tmp_path / "run", report_extras=False)
+    assert resumed["history"] == reference["history"] and resumed["final_accuracy"] == reference["final_accuracy"]
+    assert [r["clients"] for r in records(tmp_path / "run")] == [r["clients"] for r in records(tmp_path / "reference")]
+    assert_same_server_state(tmp_path / "run", tmp_path / "reference")
+    assert not (tmp_path / "run" / "flower").exists()  # finished: the exported data and client states are gone
