@@ -3,8 +3,8 @@
 ``fedprior table NAME`` runs every cell in the paper's setting (the user's real data
 and encoder); ``--embedded`` runs the same grid offline on an embedded dataset
 through the offline stand-in encoder, keeping the columns whose setting can be
-reproduced there (the paper's numbers stay beside ours for reference only: the data
-and the encoder differ).
+reproduced there, named by their setting only (the paper's numbers stay beside ours
+for reference: the data and the encoder differ).
 """
 
 from __future__ import annotations
@@ -12,16 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from fedprior.errors import ConfigError
 
 
 @dataclass(frozen=True)
 class Column:
-    label: str
     dataset: str
+    setting: str
     overrides: tuple[str, ...]
     embedded: bool = True
     """Whether the column is part of the embedded grid (one column per distinct setting)."""
+
+    @property
+    def label(self) -> str:
+        """The paper's column name, e.g. 'CIFAR-10 s=2'."""
+        return f"{self.dataset} {self.setting}".strip()
 
 
 @dataclass(frozen=True)
@@ -66,7 +73,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
         for row in table.rows:
             out.append(Cell(
                 row=row.label,
-                column=column.label,
+                column=column.setting if embedded else column.label,
                 preset=row.preset,
                 overrides=[*setting, *column.overrides, *row.overrides, *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
@@ -76,21 +83,28 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
 
 
 def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
-              run_cell: Callable[[Cell], dict[str, Any]], on_cell: Callable[[Cell, dict], None] | None = None) -> list[dict[str, Any]]:
-    """Run every cell with ``run_cell`` (returns a run summary); one result dict per cell."""
+              run_cell: Callable[[Cell, int], dict[str, Any]], on_cell: Callable[[Cell, dict], None] | None = None,
+              seeds: int = 1) -> list[dict[str, Any]]:
+    """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
+
+    ``ours`` is the mean final accuracy (%) over the seeds, ``std`` their standard deviation.
+    """
     results = []
     for cell in cells(table, embedded, extra):
-        summary = run_cell(cell)
+        summaries = [run_cell(cell, seed) for seed in range(seeds)]
+        finals = np.array([100 * s["final_accuracy"] for s in summaries])
         result = {
             "row": cell.row,
             "column": cell.column,
-            "ours": round(100 * summary["final_accuracy"], 2),
+            "ours": round(float(finals.mean()), 2),
+            "std": round(float(finals.std()), 2),
             "paper": cell.paper,
-            "best": round(100 * summary["best_accuracy"], 2),
-            "initial": round(100 * summary["initial_accuracy"], 2),
+            "seeds": seeds,
+            "finals": [round(float(f), 2) for f in finals],
+            "initial": round(100 * summaries[0]["initial_accuracy"], 2),
             "preset": cell.preset,
             "overrides": cell.overrides,
-            "seconds": round(summary["wall_seconds"], 2),
+            "seconds": round(sum(s["wall_seconds"] for s in summaries), 2),
         }
         results.append(result)
         if on_cell:
