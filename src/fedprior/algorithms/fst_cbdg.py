@@ -258,7 +258,7 @@ def fst_cbdg(
     sigma: Sigma = 0.1,
     sampling: Annotated[Literal["balanced", "equal"], Field(description="synthetic counts per class: 'balanced' (Eq. 7) or 'equal' (Table 4)")] = "balanced",
     losses: Annotated[Literal["both", "self-training", "synthetic"], Field(description="ablation (Table 3): both losses, L_iST only, or L_tSamp only")] = "both",
-    label_refresh: Annotated[Literal["batch", "all"], Field(description="Eq. 4 each iteration on all the client's images ('all', Algorithm 1 line 14) or on the mini-batch's images only ('batch')")] = "all",
+    label_refresh: Annotated[Literal["batch", "all"], Field(description="Eq. 4 each iteration on all the client's images ('all', Algorithm 1 line 14; costs a pass over the client's data per iteration) or on the mini-batch's images only ('batch')")] = "all",
     count_source: Annotated[Literal["labels", "model"], Field(description="m_k of Eq. 7 from the soft pseudo-labels (paper) or the current model's predictions")] = "labels",
     keep_labels: Annotated[bool, Field(description="a client keeps its soft pseudo-labels between the rounds it is sampled in")] = True,
     noise: Annotated[Literal["projected", "direct"], Field(description="how N(T_k, sigma^2 I) is drawn: 'projected' (exact in distribution, fast) or 'direct' (d numbers per sample)")] = "projected",
