@@ -49,9 +49,10 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_path):
+def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_path, monkeypatch):
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    reference = start(*load_config("fedavg-cnn", DIGITS), tmp_path / "ref")
     sets = [arg for item in DIGITS for arg in ("--set", item)]
-    reference = summary(fedprior("run", "fedavg-cnn", *sets, "--json", "--run-dir", str(tmp_path / "ref"), cache=tmp_path / "cache"))
     result = fedprior("flower", "local", "--nodes", "3", "fedavg-cnn", *sets, "--tls", "--json",
                       "--run-dir", str(tmp_path / "run"), cache=tmp_path / "cache", timeout=400)
     out = summary(result)

@@ -50,6 +50,21 @@ def run(experiment, runtime, path, **kw):
     return start(name, config, path, report_extras=False, **kw)
 
 
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """Runs by (experiment, runtime), each done once for the module (a Ray start costs seconds)."""
+    done = {}
+
+    def get(experiment, runtime):
+        key = (experiment[0], runtime)
+        if key not in done:
+            path = tmp_path_factory.mktemp(f"{experiment[0]}-{runtime}")
+            done[key] = (run(experiment, runtime, path / "run"), path / "run")
+        return done[key]
+
+    return get
+
+
 def records(path):
     return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
 
@@ -59,24 +74,24 @@ def comparable(record):
 
 
 @pytest.mark.parametrize("experiment", [CNN, FST], ids=["fedavg-cnn", "fst-cbdg"])
-def test_flower_sim_gives_the_in_process_numbers(experiment, tmp_path, cache):
-    local = run(experiment, "local", tmp_path / "local")
-    flower = run(experiment, "flower-sim", tmp_path / "flower")
+def test_flower_sim_gives_the_in_process_numbers(experiment, cache, runs):
+    local, local_dir = runs(experiment, "local")
+    flower, flower_dir = runs(experiment, "flower-sim")
     assert flower["runtime"] == "flower-sim" and local["runtime"] == "local"
     assert flower.keys() == local.keys()
     assert abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
     assert flower["history"] == local["history"] and flower["initial_accuracy"] == local["initial_accuracy"]
-    ours, theirs = records(tmp_path / "flower"), records(tmp_path / "local")
+    ours, theirs = records(flower_dir), records(local_dir)
     assert [r["clients"] for r in ours] == [r["clients"] for r in theirs]
     assert all(r["failed_clients"] == [] for r in ours)
     for a, b in zip(map(comparable, ours), map(comparable, theirs)):
         assert a.keys() == b.keys()
         # Ray's actors train with one thread: a client's mean training loss may differ in the 8th digit
         assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)
-    assert sorted(p.name for p in (tmp_path / "flower").iterdir()) == sorted(p.name for p in (tmp_path / "local").iterdir())
+    assert sorted(p.name for p in flower_dir.iterdir()) == sorted(p.name for p in local_dir.iterdir())
     # the final models agree to float rounding: a simulated node trains its one client with one thread,
     # the in-process runtime trains the sampled clients as one batch with every core
-    assert_same_server_state(tmp_path / "flower", tmp_path / "local", exact=False)
+    assert_same_server_state(flower_dir, local_dir, exact=False)
 
 
 def assert_same_server_state(a, b, exact=True):
@@ -118,13 +133,13 @@ class Crash(Exception):
     pass
 
 
-def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache):
+def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache, runs):
     """FST-CBDG keeps soft pseudo-labels on its clients: they come back from the nodes' disks after the restart.
 
     The resumed run must end bit for bit where an uninterrupted Flower run ends (without the
     client states it would not: the pseudo-labels start again from the zero-shot ones).
     """
-    reference = run(FST, "flower-sim", tmp_path / "reference")
+    reference, reference_dir = runs(FST, "flower-sim")
 
     def crash_after_round_two(record):
         if record.get("round") == 2:
@@ -136,6 +151,32 @@ def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache)
     assert any((tmp_path / "run" / "flower" / "data" / "state").rglob("*.safetensors"))  # client states on the nodes
     resumed = resume(tmp_path / "run", report_extras=False)
     assert resumed["history"] == reference["history"] and resumed["final_accuracy"] == reference["final_accuracy"]
-    assert [r["clients"] for r in records(tmp_path / "run")] == [r["clients"] for r in records(tmp_path / "reference")]
-    assert_same_server_state(tmp_path / "run", tmp_path / "reference")
+    assert [r["clients"] for r in records(tmp_path / "run")] == [r["clients"] for r in records(reference_dir)]
+    assert_same_server_state(tmp_path / "run", reference_dir)
     assert not (tmp_path / "run" / "flower").exists()  # finished: the exported data and client states are gone
+
+
+def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(tmp_path, cache, runs):
+    """``flwr run . -c "preset=... overrides=..."``: the module-level ServerApp's entry point, on the simulation engine."""
+    from flwr.app import Context, RecordDict
+    from flwr.serverapp import ServerApp
+    from flwr.simulation import run_simulation
+
+    from fedprior.flower import server_app
+    from fedprior.flower.client_app import app as client_app
+    from fedprior.flower.simulation import backend_config
+
+    preset, overrides = CNN
+    run_config = {**server_app.RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
+                  "run-dir": str(tmp_path / "run"), "min-nodes": 6}
+    wrapper = ServerApp()
+
+    @wrapper.main()
+    def main(grid, context):
+        server_app.main(grid, Context(run_id=context.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+
+    run_simulation(server_app=wrapper, client_app=client_app, num_supernodes=6, backend_config=backend_config())
+    result = json.loads((tmp_path / "run" / "result.json").read_text())
+    reference, reference_dir = runs(CNN, "local")
+    assert result["runtime"] == "flower-sim" and result["history"] == reference["history"]
+    assert sorted(p.name for p in (tmp_path / "run").iterdir()) == sorted(p.name for p in reference_dir.iterdir())

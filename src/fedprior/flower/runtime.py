@@ -55,6 +55,8 @@ def train_on_flower(
             settings=settings,
         )
         shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
+        if data_dir.parent.is_dir() and not any(data_dir.parent.iterdir()):
+            data_dir.parent.rmdir()
         return result
     if runtime == "flower-sim":
         from fedprior.flower.simulation import run_flower_simulation

@@ -332,7 +332,8 @@ def main(grid: Grid, context: Context) -> None:
     """
     run_config = dict(context.run_config)
     mode = str(run_config.get("mode") or "standalone")
-    done_file = Path(str(run_config["run-dir"])) / "flower" / SERVER_DONE if run_config.get("run-dir") else None
+    # in serve mode, the process that prepared the run learns from this file that the ServerApp is done
+    done_file = Path(str(run_config["run-dir"])) / "flower" / SERVER_DONE if mode == "serve" and run_config.get("run-dir") else None
     try:
         if mode == "serve":
             outcome = serve_run_dir(grid, run_config)
