@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import toy_images
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Stage, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.runtime.checkpoint import load_checkpoint
@@ -115,3 +115,23 @@ def test_checkpoint_round_trip(tmp_path):
     assert loaded.clients.keys() == result.client_states.keys()
     assert loaded.progress.round == 2 and len(loaded.progress.history) == 2
     assert loaded.progress.initial == result.progress.initial
+
+
+def test_a_client_without_data_is_skipped_recorded_and_not_aggregated():
+    """A Dirichlet partition can leave a client empty: it is not trained, not averaged in, and says so."""
+    empty = {"x": torch.zeros(0, 1, 8, 8), "y": torch.zeros(0, dtype=torch.long)}
+    datas = [DATA[0], empty, DATA[2], empty, DATA[4], DATA[5]]
+    algo = fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    aggregated = []
+
+    def spy(state, replies, info):
+        aggregated.append([r.client_id for r in replies])
+        return algo.aggregate(state, replies, info)
+
+    result = simulate(algo.with_(aggregate=spy), lambda c: datas[c], 6, TEST, seed=3, rounds=3, fraction=1.0)
+    assert aggregated == [[0, 2, 4, 5]] * 3
+    assert all(r["empty_clients"] == [1, 3] and r["failed_clients"] == [] for r in result.progress.history)
+    only_empty = simulate(algo, lambda c: empty, 2, TEST, seed=3, rounds=2, fraction=1.0)
+    assert all(r["aggregated"] is False for r in only_empty.progress.history)
+    initial = algo.init(RoundInfo(seed=3, stage="federated", round=0))
+    assert all(torch.equal(only_empty.state[k], initial[k]) for k in initial)

@@ -33,6 +33,7 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from fedprior.algorithms.base import Reply
+from fedprior.runtime.clients import update_clients
 from fedprior.errors import FedpriorError
 from fedprior.flower.client_state import ClientStateStore
 from fedprior.flower.export import NodeData, node_data
@@ -73,13 +74,10 @@ def train_clients(node: NodeData, store: ClientStateStore, broadcast, order) -> 
         states = [store.load(c, order.step) for c in client_ids]
         datas = [node.client_data(c) for c in client_ids]
         infos = [order.info.for_client(c) for c in client_ids]
-        if len(client_ids) > 1:
-            results = algorithm.client_update_many(broadcast, states, datas, infos)
-        else:
-            results = [algorithm.client_update(broadcast, states[0], datas[0], infos[0])]
+        results = update_clients(algorithm, broadcast, states, datas, infos, order.vectorize)
         for client_id, (reply, new_state) in zip(client_ids, results):
             store.save(client_id, order.step, new_state)
-            replies[client_id] = Reply(reply.arrays, reply.num_examples, reply.metrics, client_id)
+            replies[client_id] = reply
 
     clients = list(order.clients)
     if order.vectorize and algorithm.client_update_many is not None and len(clients) > 1:

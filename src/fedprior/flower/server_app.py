@@ -1,10 +1,11 @@
 """The Flower ServerApp that drives any fedprior algorithm: the in-process loop, over Flower's Grid.
 
-:func:`federate` is :func:`fedprior.runtime.simulation.simulate` with the clients on
-SuperNodes. Per round it samples the same client ids (``runtime/sampling.py``),
-sends each node hosting sampled clients one TRAIN message (the broadcast, the
-RoundInfo, those client ids), waits for the replies, sorts them by client id (float
-sums depend on order), and calls the algorithm's own ``aggregate`` (custom
+:func:`federate` is the in-process runtime's round loop
+(:func:`fedprior.runtime.simulation.run_rounds`) with :class:`FlowerClients` as its
+client pool: per round the loop samples the same client ids, the pool sends each
+node hosting sampled clients one TRAIN message (the broadcast, the RoundInfo, those
+client ids) and collects the replies, and the loop sorts them by client id (float
+sums depend on order) and calls the algorithm's own ``aggregate`` (custom
 aggregation and server-side training included) and ``evaluate``. So with the same
 config and seed it gives the in-process runtime's numbers.
 
@@ -14,10 +15,10 @@ listed in the round's metrics (``failed_clients``, ``failures``) and the round
 aggregates the replies that came. A round where every sampled client failed keeps
 the previous state and says so (``aggregated: false``).
 
-Checkpoints: after every round (and after the initial evaluation) the server state
-and progress are written atomically to the run directory
-(:mod:`fedprior.runtime.checkpoint`); client states stay on their nodes. Given a
-loaded checkpoint as ``start``, training continues after its last round.
+Checkpoints (the loop's): after every round and after the initial evaluation the
+server state and progress are written atomically to the run directory; client states
+stay on their nodes. Given a loaded checkpoint as ``start``, training continues
+after its last round.
 
 Which node hosts which client is asked, not assumed: before the first round and
 whenever new nodes appear (a restarted SuperNode), the server sends them a QUERY
@@ -44,9 +45,8 @@ from fedprior.errors import FedpriorError
 from fedprior.flower.records import (
     DATA_HINT, RoundOrder, hint_record, read_hosted_content, read_reply_content, train_content,
 )
-from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
-from fedprior.runtime.sampling import sample_clients
-from fedprior.runtime.simulation import SimulationResult, mean_client_metrics, stage_plan
+from fedprior.runtime.checkpoint import RunState
+from fedprior.runtime.simulation import SimulationResult, run_rounds
 
 log = logging.getLogger("fedprior.flower")
 
@@ -143,9 +143,57 @@ class NodeDirectory:
             self.nodes.add(node)
 
 
-def checkpoint(path: Path | None, state, progress: Progress) -> None:
-    if path is not None:
-        save_checkpoint(path, RunState(state, {}, progress))
+class FlowerClients:
+    """The client pool of the round loop on Flower: one TRAIN message per node hosting sampled clients.
+
+    Client states stay on the nodes (their Context and disk), so none are checkpointed here.
+    """
+
+    def __init__(self, grid: Grid, num_clients: int, settings: Settings) -> None:
+        self.grid, self.num_clients, self.settings = grid, num_clients, settings
+        self.directory = NodeDirectory(grid, settings)
+
+    def prepare(self) -> None:
+        self.directory.wait_for_nodes()
+
+    def states(self) -> dict:
+        return {}
+
+    def update(self, message, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        settings, directory = self.settings, self.directory
+        directory.refresh()
+        failures: dict[int, str] = {c: "no connected node hosts this client" for c in clients if c not in directory.hosts}
+        by_node: dict[int, list[int]] = {}
+        for c in clients:
+            if c in directory.hosts:
+                by_node.setdefault(directory.hosts[c], []).append(c)
+        nodes = sorted(by_node)
+        messages = [
+            Message(
+                content=train_content(message, RoundOrder(info, step, tuple(by_node[n]), settings.run_key, vectorize), settings.data_hint),
+                dst_node_id=n, message_type=MessageType.TRAIN, group_id=f"{info.stage}/{info.round}",
+                ttl=settings.round_timeout + 30.0,  # a late node does not train for a round that is over
+            )
+            for n in nodes
+        ]
+        answers, _ = exchange(self.grid, messages, settings.round_timeout, settings.poll)
+        replies: list[Reply] = []
+        for i, node in enumerate(nodes):
+            answer = answers.get(i)
+            if answer is None:
+                failures.update({c: f"no reply within {settings.round_timeout:g} s" for c in by_node[node]})
+            elif answer.has_error():
+                failures.update({c: error_reason(answer) for c in by_node[node]})
+            else:
+                got, failed = read_reply_content(answer.content)
+                replies.extend(r for r in got if r.client_id in by_node[node])
+                failures.update(failed)
+                missing = set(by_node[node]) - {r.client_id for r in got} - set(failed)
+                failures.update({c: "the node's reply left this client out" for c in missing})
+        if failures:
+            log.warning("%s round %d: %d of %d clients failed: %s", info.stage, info.round, len(failures), len(clients),
+                        "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())))
+        return replies, failures
 
 
 def federate(
@@ -163,85 +211,11 @@ def federate(
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
 ) -> SimulationResult:
-    """Run ``algorithm`` with its clients on the grid's SuperNodes (see the module docstring)."""
-    settings = settings or Settings()
-    started = time.perf_counter()
-    if start is not None:
-        state, progress = start.server, start.progress
-    else:
-        state = algorithm.init(RoundInfo(seed=seed, stage=algorithm.stages[0].name, round=0))
-        progress = Progress()
-        progress.initial = algorithm.evaluate(state, test_data)
-        checkpoint(checkpoint_path, state, progress)
-        if on_round:
-            on_round({"stage": algorithm.stages[0].name, "round": 0, **progress.initial})
-
-    directory = NodeDirectory(grid, settings)
-    directory.wait_for_nodes()
-    plan = stage_plan(algorithm, rounds, fraction)
-    step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-    for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
-        if stage_index < progress.stage_index:
-            continue
-        first = progress.round + 1 if stage_index == progress.stage_index else 1
-        for round_ in range(first, stage_rounds + 1):
-            t0 = time.perf_counter()
-            step += 1
-            info = RoundInfo(seed=seed, stage=stage.name, round=round_)
-            sampled = sample_clients(seed, stage.name, round_, num_clients, stage_fraction)
-            broadcast = algorithm.broadcast(state, info)
-            directory.refresh()
-            failures: dict[int, str] = {c: "no connected node hosts this client" for c in sampled if c not in directory.hosts}
-            by_node: dict[int, list[int]] = {}
-            for c in sampled:
-                if c in directory.hosts:
-                    by_node.setdefault(directory.hosts[c], []).append(c)
-            nodes = sorted(by_node)
-            messages = [
-                Message(
-                    content=train_content(broadcast, RoundOrder(info, step, tuple(by_node[n]), settings.run_key, vectorize), settings.data_hint),
-                    dst_node_id=n, message_type=MessageType.TRAIN, group_id=f"{stage.name}/{round_}",
-                    ttl=settings.round_timeout + 30.0,  # a late node does not train for a round that is over
-                )
-                for n in nodes
-            ]
-            answers, _ = exchange(grid, messages, settings.round_timeout, settings.poll)
-            replies: list[Reply] = []
-            for i, node in enumerate(nodes):
-                answer = answers.get(i)
-                if answer is None:
-                    failures.update({c: f"no reply within {settings.round_timeout:g} s" for c in by_node[node]})
-                elif answer.has_error():
-                    failures.update({c: error_reason(answer) for c in by_node[node]})
-                else:
-                    got, failed = read_reply_content(answer.content)
-                    replies.extend(r for r in got if r.client_id in by_node[node])
-                    failures.update(failed)
-                    missing = set(by_node[node]) - {r.client_id for r in got} - set(failed)
-                    failures.update({c: "the node's reply left this client out" for c in missing})
-            replies.sort(key=lambda r: r.client_id)
-            if replies:
-                state = algorithm.aggregate(state, replies, info)
-            record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
-            if stage.evaluate:
-                record.update(algorithm.evaluate(state, test_data))
-            record.update(mean_client_metrics(replies))
-            record.update({"clients": sampled, "failed_clients": sorted(failures)})
-            if failures:
-                record["failures"] = {str(c): failures[c] for c in sorted(failures)}
-                log.warning("%s round %d: %d of %d clients failed: %s", stage.name, round_, len(failures), len(sampled),
-                            "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())))
-            if not replies:
-                record["aggregated"] = False
-                record["note"] = "every sampled client failed; the previous state is kept"
-            record["seconds"] = time.perf_counter() - t0
-            progress.history.append(record)
-            progress.stage_index, progress.round = stage_index, round_
-            checkpoint(checkpoint_path, state, progress)
-            if on_round:
-                on_round(record)
-        progress.stage_index, progress.round = stage_index + 1, 0
-    return SimulationResult(state, {}, progress, time.perf_counter() - started)
+    """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
+    return run_rounds(
+        algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
+        fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+    )
 
 
 # -- the ServerApp that `flwr run` loads ----------------------------------------------------

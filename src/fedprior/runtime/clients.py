@@ -1,0 +1,81 @@
+"""Running the sampled clients' updates: the part both runtimes share, and the in-process client pool.
+
+A *client pool* is where the updates of a round run: :class:`InProcessClients` here,
+or Flower SuperNodes (``fedprior.flower.server_app.FlowerClients``). The round loop
+(``rounds.py``) talks to a pool only through :class:`ClientPool`, so sampling,
+aggregation, evaluation, records and checkpoints are written once.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Protocol, Sequence
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+
+
+class ClientPool(Protocol):
+    num_clients: int
+
+    def prepare(self) -> None:
+        """Called once before the first round (e.g. wait for SuperNodes)."""
+
+    def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        """The replies of ``clients`` (``client_id`` set; any order) and the failed ones with a reason."""
+
+    def states(self) -> dict[int, State]:
+        """The client states to checkpoint with the server ({} where clients keep their own)."""
+
+
+def is_empty(data: ClientData) -> bool:
+    """A client holds no examples: every field it was given has zero rows (a field-less client is not empty)."""
+    return bool(data) and all(value.shape[0] == 0 for value in data.values())
+
+
+def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
+                   infos: Sequence[ClientInfo], vectorize: bool) -> list[tuple[Reply, State]]:
+    """Each client's (reply, new state), in the order given.
+
+    The clients train together when the algorithm can (``client_update_many``) and
+    ``vectorize`` is on, one by one otherwise: the numbers are the same. A client with
+    no examples (a Dirichlet partition can leave one empty) is not trained: it replies
+    with no tensors and ``num_examples = 0``, keeps its state, and is left out of the
+    aggregation.
+    """
+    results: list[tuple[Reply, State] | None] = [None] * len(datas)
+    active = [i for i, data in enumerate(datas) if not is_empty(data)]
+    for i in set(range(len(datas))) - set(active):
+        results[i] = (Reply({}, 0, {}, infos[i].client_id), states[i])
+    if active:
+        pick = lambda items: [items[i] for i in active]  # noqa: E731
+        if vectorize and algorithm.client_update_many is not None:
+            out = algorithm.client_update_many(message, pick(states), pick(datas), pick(infos))
+        else:
+            out = [algorithm.client_update(message, states[i], datas[i], infos[i]) for i in active]
+        for i, (reply, state) in zip(active, out):
+            results[i] = (Reply(reply.arrays, reply.num_examples, reply.metrics, infos[i].client_id), state)
+    return results  # type: ignore[return-value]
+
+
+class InProcessClients:
+    """Every client simulated in this process; their states kept here (and checkpointed with the server)."""
+
+    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int,
+                 states: dict[int, State] | None = None) -> None:
+        self.algorithm, self.client_data, self.num_clients = algorithm, client_data, num_clients
+        self._states: dict[int, State] = dict(states or {})
+
+    def prepare(self) -> None:
+        pass
+
+    def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        results = update_clients(
+            self.algorithm, message, [self._states.get(c, {}) for c in clients], [self.client_data(c) for c in clients],
+            [info.for_client(c) for c in clients], vectorize,
+        )
+        for client_id, (_, state) in zip(clients, results):
+            if state:
+                self._states[client_id] = state
+        return [reply for reply, _ in results], {}
+
+    def states(self) -> dict[int, State]:
+        return self._states
