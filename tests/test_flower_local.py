@@ -53,8 +53,9 @@ def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_p
     monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
     reference = start(*load_config("fedavg-cnn", DIGITS), tmp_path / "ref")
     sets = [arg for item in DIGITS for arg in ("--set", item)]
+    # a relative run directory, as a user would give it: the processes started must still find their files
     result = fedprior("flower", "local", "--nodes", "3", "fedavg-cnn", *sets, "--tls", "--json",
-                      "--run-dir", str(tmp_path / "run"), cache=tmp_path / "cache", timeout=400)
+                      "--run-dir", "run", cache=tmp_path / "cache", timeout=400, cwd=tmp_path)
     out = summary(result)
     assert out["runtime"] == "flower-local" and out.keys() == reference.keys()
     assert out["history"] == reference["history"] and abs(out["final_accuracy"] - reference["final_accuracy"]) <= 1e-4

@@ -181,7 +181,7 @@ class LocalFederation:
     certificates: Any = None
 
     def __post_init__(self) -> None:
-        self.work = Path(self.work)
+        self.work = Path(self.work).resolve()  # children run with cwd=work: every path they get must be absolute
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
 
@@ -220,7 +220,7 @@ class LocalFederation:
         self.superlink = self._spawn(command, "superlink", log)
         wait_for_port(self.superlink_port, startup_timeout, self.superlink, "flower-superlink", log)
         for index, data_dir in enumerate(self.node_dirs):
-            self.nodes.append(Supernode(index, Path(data_dir), free_port(), self.logs / f"supernode-{index}.log"))
+            self.nodes.append(Supernode(index, Path(data_dir).resolve(), free_port(), self.logs / f"supernode-{index}.log"))
             self.start_node(index)
         return self
 
