@@ -33,17 +33,6 @@ def flower_env(monkeypatch, tmp_path_factory):
         monkeypatch.setenv(key, value)
 
 
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory):
-    """One feature cache for the module, so the locked-text stand-in is trained once."""
-    return tmp_path_factory.mktemp("flower-cache")
-
-
-@pytest.fixture
-def cache(shared_cache, monkeypatch):
-    monkeypatch.setenv("FEDPRIOR_CACHE", str(shared_cache))
-
-
 def run(experiment, runtime, path, **kw):
     preset, overrides = experiment
     name, config = load_config(preset, [*overrides, f"run.runtime='{runtime}'"])
@@ -74,7 +63,7 @@ def comparable(record):
 
 
 @pytest.mark.parametrize("experiment", [CNN, FST], ids=["fedavg-cnn", "fst-cbdg"])
-def test_flower_sim_gives_the_in_process_numbers(experiment, cache, runs):
+def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")
     flower, flower_dir = runs(experiment, "flower-sim")
     assert flower["runtime"] == "flower-sim" and local["runtime"] == "local"
@@ -114,7 +103,7 @@ def faulty_mods():
     return [mod]
 
 
-def test_failing_clients_are_logged_and_the_round_aggregates_the_others(tmp_path, cache):
+def test_failing_clients_are_logged_and_the_round_aggregates_the_others(tmp_path, shared_cache):
     from fedprior.flower.client_app import client_app
 
     summary = run(CNN, "flower-sim", tmp_path / "run", runtime_options={"client_app": client_app(mods=faulty_mods())})
@@ -133,7 +122,7 @@ class Crash(Exception):
     pass
 
 
-def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache, runs):
+def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, shared_cache, runs):
     """FST-CBDG keeps soft pseudo-labels on its clients: they come back from the nodes' disks after the restart.
 
     The resumed run must end bit for bit where an uninterrupted Flower run ends (without the
@@ -156,7 +145,7 @@ def test_a_server_restarted_mid_run_resumes_from_its_checkpoint(tmp_path, cache,
     assert not (tmp_path / "run" / "flower").exists()  # finished: the exported data and client states are gone
 
 
-def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(tmp_path, cache, runs):
+def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(tmp_path, shared_cache, runs):
     """``flwr run . -c "preset=... overrides=..."``: the module-level ServerApp's entry point, on the simulation engine."""
     from flwr.app import Context, RecordDict
     from flwr.serverapp import ServerApp
