@@ -1,6 +1,5 @@
 """Linear heads on features: FedNTD's loss by hand, batched = per-client, SGD as torch computes it."""
 
-import math
 
 import pytest
 import torch

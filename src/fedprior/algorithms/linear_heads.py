@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from fedprior.algorithms.base import Arrays, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Arrays, Broadcast, ClientData, Reply, RoundInfo, State, Task
 from fedprior.algorithms.tensors import MODEL
 from fedprior.errors import ConfigError
 
@@ -198,5 +198,3 @@ def check_features(task: Task) -> None:
             "(set encoder.name to a frozen encoder)"
         )
 
-
-ClientJob = tuple[Broadcast, State, ClientData, ClientInfo]

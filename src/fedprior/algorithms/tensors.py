@@ -53,6 +53,3 @@ def weighted_mean(arrays: Sequence[Arrays], weights: Sequence[float] | torch.Ten
         out[name] = torch.tensordot(w, stacked, dims=1).to(first.dtype)
     return out
 
-
-def flat_norm_sq(arrays: Arrays) -> torch.Tensor:
-    return sum((v.float() ** 2).sum() for v in arrays.values())

@@ -11,7 +11,6 @@ import math
 from typing import Any
 
 import numpy as np
-import torch
 
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import AlgorithmConfig, load_config
