@@ -22,7 +22,7 @@ from typing import Protocol, Sequence
 
 import torch
 
-from fedprior.algorithms.base import Arrays, Broadcast, ClientData, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Broadcast, ClientData, Reply, RoundInfo, State, Task
 from fedprior.algorithms.tensors import MODEL
 from fedprior.errors import ConfigError
 
@@ -143,12 +143,13 @@ class HeadTraining:
                 self._sgd_step((weight_grad, bias_grad), self.active(step))
             self.epochs_done += 1
 
-    def replies(self, extra: Sequence[Arrays] | None = None) -> list[Reply]:
-        out = []
-        for c in range(self.num_clients):
-            arrays = {WEIGHT: self.weight[c].clone(), BIAS: self.bias[c].clone()}
-            out.append(Reply({**arrays, **(extra[c] if extra else {})}, int(self.sizes[c]), {"steps": float(self.steps[c] * self.epochs_done)}))
-        return out
+    def replies(self) -> list[Reply]:
+        """Each client's trained head, its example count and its number of local steps."""
+        return [
+            Reply({WEIGHT: self.weight[c].clone(), BIAS: self.bias[c].clone()}, int(self.sizes[c]),
+                  {"steps": float(self.steps[c] * self.epochs_done)})
+            for c in range(self.num_clients)
+        ]
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -13,9 +13,7 @@ temporary file in the same folder followed by ``os.replace``, so readers never s
 from __future__ import annotations
 
 import hashlib
-import os
 import re
-import tempfile
 import time
 import warnings
 from dataclasses import dataclass
@@ -24,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from fedprior.atomic import save_tensors
 from fedprior.data.fingerprint import array_fingerprint
 from fedprior.data.locations import cache_dir
 
@@ -85,17 +84,7 @@ def read_features(path: Path, count: int, dim: int) -> tuple[torch.Tensor | None
 
 def write_features(path: Path, features: torch.Tensor, metadata: dict[str, str]) -> None:
     """Write atomically: a temporary file in the same folder, then ``os.replace``."""
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temp = tempfile.mkstemp(prefix=f".{path.stem}-", suffix=".tmp", dir=path.parent)
-    os.close(handle)
-    try:
-        save_file({TENSOR_KEY: features.contiguous()}, temp, metadata=metadata)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    save_tensors({TENSOR_KEY: features}, path, metadata=metadata)
 
 
 def encode_with_progress(encoder, images: np.ndarray, batch_size: int, progress: bool, label: str) -> torch.Tensor:

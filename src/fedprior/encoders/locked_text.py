@@ -58,9 +58,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import sys
-import tempfile
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -71,6 +69,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from fedprior.atomic import save_tensors
 from fedprior.data.dataset import Dataset
 from fedprior.data.fingerprint import split_fingerprint
 from fedprior.data.locations import cache_dir
@@ -252,9 +251,6 @@ def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: 
 
 
 def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
-    from safetensors.torch import save_file
-
-    path.parent.mkdir(parents=True, exist_ok=True)
     metadata = {
         "fingerprint": fingerprint,
         "recipe": str(RECIPE_VERSION),
@@ -262,15 +258,7 @@ def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
         "image_size": str(tower.image_size),
         "dim": str(tower.out_dim),
     }
-    state = {k: v.detach().contiguous() for k, v in tower.state_dict().items()}
-    handle, temp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".tmp")
-    os.close(handle)
-    try:
-        save_file(state, temp, metadata=metadata)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
+    save_tensors(tower.state_dict(), path, metadata=metadata)
 
 
 def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:

@@ -19,15 +19,14 @@ deleted, so at most two are kept per client.
 
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import tempfile
 from pathlib import Path
 
 from flwr.app import ConfigRecord, Context
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
+from fedprior.atomic import save_tensors
 from fedprior.algorithms.base import State
 from fedprior.flower.records import from_array_record, to_array_record
 
@@ -81,16 +80,7 @@ class ClientStateStore:
         self.context.state[META.format(client_id)] = ConfigRecord({"run-key": self.run_key, "step": int(step)})
         if self.directory is None:
             return
-        folder = self.directory / str(client_id)
-        folder.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        os.close(handle)
-        try:
-            save_file({k: v.detach().contiguous() for k, v in state.items()}, tmp)
-            os.replace(tmp, folder / f"{step}.safetensors")
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        save_tensors(state, self.directory / str(client_id) / f"{step}.safetensors")
         versions = self._versions(client_id)
         used = [s for s, _ in versions if s < step]
         keep_from = used[-1] if used else step

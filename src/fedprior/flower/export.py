@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import threading
 from functools import cached_property
 from pathlib import Path
@@ -28,8 +27,8 @@ from typing import Any, Iterable
 
 import torch
 from safetensors import safe_open
-from safetensors.torch import save_file
 
+from fedprior.atomic import save_tensors
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.errors import FedpriorError
 
@@ -65,15 +64,8 @@ def task_description(experiment) -> dict[str, Any]:
 
 def _atomic_save(tensors: dict[str, torch.Tensor], path: Path) -> None:
     """Save atomically, with each tensor's strides in the metadata (see :meth:`NodeData.client_data`)."""
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(handle)
     strides = {k: list(v.stride()) for k, v in tensors.items()}
-    try:
-        save_file({k: v.detach().contiguous() for k, v in tensors.items()}, tmp, metadata={"strides": json.dumps(strides)})
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    save_tensors(tensors, path, metadata={"strides": json.dumps(strides)})
 
 
 def _write_json(value: Any, path: Path) -> None:

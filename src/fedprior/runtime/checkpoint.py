@@ -8,15 +8,14 @@ previous checkpoint or the new one, never a torn file.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 from safetensors import safe_open
 
+from fedprior.atomic import save_tensors
 from fedprior.algorithms.base import State
 
 SERVER = "server/"
@@ -47,23 +46,7 @@ def save_checkpoint(path: Path, run: RunState) -> None:
     tensors = {SERVER + k: v.detach().contiguous().clone() for k, v in server.items()}
     for client_id, state in clients.items():
         tensors.update({f"{CLIENT}{client_id}/{k}": v.detach().contiguous().clone() for k, v in state.items()})
-    metadata = {"progress": json.dumps(progress.__dict__)}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    os.close(handle)
-    try:
-        save_file(tensors, tmp, metadata=metadata)
-        with open(tmp, "rb+") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    save_tensors(tensors, path, metadata={"progress": json.dumps(progress.__dict__)}, durable=True)
 
 
 def load_checkpoint(path: Path) -> RunState:
