@@ -61,3 +61,10 @@ def test_config_file_path(tmp_path):
     assert name == "mine" and config.federation.rounds == 2 and config.algorithm.mu == 0.5
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(str(tmp_path / "missing.toml"))
+
+
+def test_presets_come_from_the_shared_folder_and_every_paper():
+    from fedprior.experiments.config import preset_paths
+
+    paths = preset_paths()
+    assert paths["fedavg-cnn"].parent.name == "presets" and paths["fst-cbdg"].parent.parent.name == "fst_cbdg"

@@ -3,12 +3,12 @@
 from conftest import STANDIN
 from cli import fedprior, summary
 from fedprior.experiments.config import load_config
-from fedprior.experiments.fst_cbdg_tables import FST_CBDG_TABLES
-from fedprior.experiments.tables import cells, table_by_name
+from fedprior.experiments.tables import cells
+from fedprior.papers import all_tables, table_by_name
 
 
 def test_every_cell_of_every_table_is_a_valid_config():
-    for table in FST_CBDG_TABLES:
+    for table in all_tables().values():
         for embedded in (False, True):
             for cell in cells(table, embedded):
                 load_config(cell.preset, cell.overrides)

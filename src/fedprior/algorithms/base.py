@@ -129,7 +129,8 @@ class Algorithm:
     - ``broadcast(state, info) -> Broadcast``: what the sampled clients receive;
     - ``client_update(broadcast, client_state, data, info) -> (Reply, client_state)``;
     - ``aggregate(state, replies, info) -> State``: the next server state (may train);
-    - ``evaluate(state, data) -> metrics``: test metrics of the global model, at least ``accuracy``;
+    - ``evaluate(state, data) -> metrics``: test metrics of the global model, at least ``accuracy``
+      (``metrics.logit_metrics`` gives accuracy, loss, macro_f1 and class_accuracy, a list);
     - ``client_update_many``: optional; many clients at once, equal to mapping ``client_update``;
     - ``inputs``: the client data fields it reads; a client is given those and nothing else,
       so an unsupervised algorithm never sees a label;
@@ -142,7 +143,7 @@ class Algorithm:
     broadcast: Callable[[State, RoundInfo], Broadcast]
     client_update: ClientUpdate
     aggregate: Callable[[State, Sequence[Reply], RoundInfo], State]
-    evaluate: Callable[[State, ClientData], dict[str, float]]
+    evaluate: Callable[[State, ClientData], dict[str, float | list[float]]]
     client_update_many: ClientUpdateMany | None = None
     stages: tuple[Stage, ...] = (Stage("federated"),)
 

@@ -179,13 +179,11 @@ def random_head(task: Task, info: RoundInfo) -> tuple[torch.Tensor, torch.Tensor
     return layer.weight.detach().clone(), layer.bias.detach().clone()
 
 
-def head_accuracy(state: State, data: ClientData) -> dict[str, float]:
-    """Accuracy and cross-entropy of the head on (x, y)."""
-    logits = data["x"] @ state[WEIGHT].T + state[BIAS]
-    return {
-        "accuracy": float((logits.argmax(1) == data["y"]).float().mean()),
-        "loss": float(torch.nn.functional.cross_entropy(logits, data["y"])),
-    }
+def head_accuracy(state: State, data: ClientData) -> dict[str, float | list[float]]:
+    """Accuracy, cross-entropy, macro-F1 and per-class accuracy of the head on (x, y)."""
+    from fedprior.algorithms.metrics import logit_metrics
+
+    return logit_metrics(data["x"] @ state[WEIGHT].T + state[BIAS], data["y"])
 
 
 def broadcast_head(state: State, info: RoundInfo) -> Broadcast:

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedprior.algorithms.metrics import logit_metrics
+
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 """``loss(model, x_batch, y_batch) -> scalar``."""
 
@@ -52,14 +54,8 @@ def train_epochs(
 
 
 @torch.no_grad()
-def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048) -> dict[str, float]:
-    """Accuracy and mean cross-entropy of ``model`` on ``(x, y)``."""
+def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048) -> dict[str, float | list[float]]:
+    """Accuracy, mean cross-entropy, macro-F1 and per-class accuracy of ``model`` on ``(x, y)`` (see ``metrics.py``)."""
     model.eval()
-    correct, loss = 0, 0.0
-    for start in range(0, x.shape[0], batch_size):
-        logits = model(x[start : start + batch_size])
-        target = y[start : start + batch_size]
-        correct += int((logits.argmax(1) == target).sum())
-        loss += float(F.cross_entropy(logits, target, reduction="sum"))
-    n = max(x.shape[0], 1)
-    return {"accuracy": correct / n, "loss": loss / n}
+    logits = torch.cat([model(x[start : start + batch_size]) for start in range(0, x.shape[0], batch_size)])
+    return logit_metrics(logits, y)

@@ -3,9 +3,10 @@
 A factory's keyword-only parameters after ``task`` are its hyperparameters, each
 annotated with its type, bounds and description (``Annotated[float, Field(gt=0,
 description=...)]``). From them come the ``[algorithm]`` config fields, their
-validation, and the help of ``fedprior algorithms``. ``local_epochs`` and
-``batch_size`` are not algorithm fields: the runtime passes the ``[federation]``
-values, so these keys mean the same for every algorithm.
+validation, and the help of ``fedprior algorithms``. ``local_epochs``,
+``batch_size`` and ``device`` are not algorithm fields: the runtime passes the
+``[federation]`` values and the run's torch device to a factory that declares them,
+so these keys mean the same for every algorithm.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
 from fedprior.validation import describe_validation_error
 
-FEDERATION_PROVIDED = ("local_epochs", "batch_size")
+RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class AlgorithmSpec:
 
     def hyperparameters(self) -> dict[str, inspect.Parameter]:
         params = inspect.signature(self.factory, eval_str=True).parameters
-        return {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n not in FEDERATION_PROVIDED}
+        return {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n not in RUNTIME_PROVIDED}
 
     def config_model(self) -> type[BaseModel]:
         """A pydantic model of the hyperparameters (unknown keys rejected)."""
@@ -57,9 +58,10 @@ class AlgorithmSpec:
             accepted = list(self.hyperparameters())
             raise ConfigError(describe_validation_error(error, ("algorithm",), lambda _: accepted)) from None
 
-    def build(self, task: Task, values: dict[str, Any], **federation: Any) -> Algorithm:
+    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
+        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
         needed = inspect.signature(self.factory).parameters
-        provided = {k: v for k, v in federation.items() if k in needed}
+        provided = {k: v for k, v in runtime.items() if k in needed}
         return self.factory(task, **self.validate(values), **provided)
 
 

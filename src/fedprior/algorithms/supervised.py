@@ -49,7 +49,7 @@ class GlobalModel:
     def load(self, arrays: State) -> nn.Module:
         return load_model_arrays(self.build(), arrays)
 
-    def evaluate(self, state: State, data: ClientData) -> dict[str, float]:
+    def evaluate(self, state: State, data: ClientData) -> dict[str, float | list[float]]:
         return classification_metrics(self.load(state), data["x"], data["y"])
 
     def average(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:

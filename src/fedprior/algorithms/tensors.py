@@ -53,3 +53,8 @@ def weighted_mean(arrays: Sequence[Arrays], weights: Sequence[float] | torch.Ten
         out[name] = torch.tensordot(w, stacked, dims=1).to(first.dtype)
     return out
 
+
+
+def payload_bytes(arrays: Arrays) -> int:
+    """Bytes of a message's tensors as sent: elements x element size (Flower ships raw tensor buffers)."""
+    return sum(t.numel() * t.element_size() for t in arrays.values())

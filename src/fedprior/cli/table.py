@@ -15,44 +15,57 @@ from rich.table import Table
 from fedprior.cli.app import app, stderr, user_errors
 
 
-def render(title: str, results: list[dict]) -> Table:
+METRIC_LABELS = {"final_accuracy": "acc", "best_accuracy": "best acc", "final_macro_f1": "F1", "best_macro_f1": "best F1"}
+
+
+def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
+    """Rows, (column, metric) pairs and the cells by (row, column): a table with several metrics gets a column per metric."""
     rows = list(dict.fromkeys(r["row"] for r in results))
-    columns = list(dict.fromkeys(r["column"] for r in results))
-    cell = {(r["row"], r["column"]): r for r in results}
+    metrics = list(results[0].get("metrics", {"": None})) if results else []
+    columns = [(c, m) for c in dict.fromkeys(r["column"] for r in results) for m in metrics]
+    return rows, columns, {(r["row"], r["column"]): r for r in results}
+
+
+def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
+    if r is None:
+        return ""
+    value = r.get("metrics", {}).get(metric) or {"mean": r["ours"], "std": r["std"], "paper": r["paper"]}
+    spread = f" {plus_minus} {value['std']:.1f}" if r.get("seeds", 1) > 1 else ""
+    paper = "-" if value["paper"] is None else f"{value['paper']:.1f}"
+    return f"{value['mean']:.1f}{spread} ({paper})"
+
+
+def column_label(column: str, metric: str, several: bool) -> str:
+    return f"{column} {METRIC_LABELS.get(metric, metric)}" if several else column
+
+
+def render(title: str, results: list[dict]) -> Table:
+    rows, columns, cell = grid(results)
+    several = len({m for _, m in columns}) > 1
     table = Table(title=f"{title}\nours (paper)", title_justify="left")
     table.add_column("method")
-    for column in columns:
-        table.add_column(column, justify="right")
+    for column, metric in columns:
+        table.add_column(column_label(column, metric, several), justify="right")
     for row in rows:
-        values = []
-        for column in columns:
-            r = cell.get((row, column))
-            paper = "-" if r is None or r["paper"] is None else f"{r['paper']:.1f}"
-            spread = f" +- {r['std']:.1f}" if r is not None and r.get("seeds", 1) > 1 else ""
-            values.append("" if r is None else f"{r['ours']:.1f}{spread} ({paper})")
-        table.add_row(row, *values)
+        table.add_row(row, *(cell_text(cell.get((row, c)), m, "+-") for c, m in columns))
     return table
 
 
 def markdown(title: str, results: list[dict]) -> str:
-    columns = list(dict.fromkeys(r["column"] for r in results))
-    cell = {(r["row"], r["column"]): r for r in results}
-    lines = [f"# {title}", "", "ours (paper)", "", "| method | " + " | ".join(columns) + " |", "|---|" + "---|" * len(columns)]
-    for row in dict.fromkeys(r["row"] for r in results):
-        values = []
-        for column in columns:
-            r = cell.get((row, column))
-            spread = f" ± {r['std']:.1f}" if r is not None and r.get("seeds", 1) > 1 else ""
-            values.append("" if r is None else f"{r['ours']:.1f}{spread} ({'-' if r['paper'] is None else r['paper']})")
-        lines.append(f"| {row} | " + " | ".join(values) + " |")
+    rows, columns, cell = grid(results)
+    several = len({m for _, m in columns}) > 1
+    labels = [column_label(c, m, several) for c, m in columns]
+    lines = [f"# {title}", "", "ours (paper)", "", "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    for row in rows:
+        lines.append(f"| {row} | " + " | ".join(cell_text(cell.get((row, c)), m, "±") for c, m in columns) + " |")
     return "\n".join(lines) + "\n"
 
 
 @app.command()
 @user_errors
 def table(
-    name: str = typer.Argument(..., help="fst-cbdg-table1 ... fst-cbdg-table4"),
-    embedded: bool = typer.Option(False, "--embedded", help="Run offline on Fashion-MNIST through the locked-text stand-in instead of the paper's setting."),
+    name: str = typer.Argument(..., help="A paper's table, e.g. fst-cbdg-table2 (an unknown name lists them all)."),
+    embedded: bool = typer.Option(False, "--embedded", help="Run offline on an embedded dataset (Fashion-MNIST) instead of the paper's setting."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field in every cell: section.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
@@ -61,14 +74,15 @@ def table(
     """Run every cell of a paper's table and print our number beside the paper's."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
-    from fedprior.experiments.tables import cells, run_table, table_by_name
+    from fedprior.experiments.tables import cells, run_table
+    from fedprior.papers import table_by_name
 
     paper_table = table_by_name(name)
     planned = cells(paper_table, embedded, set_)
     for cell in planned:  # every config is checked before anything runs
         load_config(cell.preset, cell.overrides)
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
-    setting = " (embedded: Fashion-MNIST through the locked-text stand-in; paper numbers are CIFAR-10 with CLIP RN50)" if embedded else ""
+    setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
     stderr.print(f"{paper_table.title}: {len(planned)} cells x {seeds} seed(s){setting}; runs in {folder}", highlight=False)
 
     def run_cell(cell, seed):

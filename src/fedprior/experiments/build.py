@@ -147,7 +147,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     )
     algorithm = spec.build(
         task, config.algorithm.hyperparameters(),
-        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size,
+        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=torch.device("cpu"),
     )
     return Experiment(
         name=name,

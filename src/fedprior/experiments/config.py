@@ -9,7 +9,6 @@ all of it is checked here, before any data is loaded, and a problem becomes one
 from __future__ import annotations
 
 import tomllib
-from importlib import resources
 from pathlib import Path
 from typing import Any, Literal
 
@@ -132,16 +131,25 @@ class ExperimentConfig(Section):
 SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "run")
 
 
-def preset_dir() -> Path:
-    return Path(str(resources.files("fedprior") / "presets"))
+def preset_paths() -> dict[str, Path]:
+    """Shipped presets by name: ``fedprior/presets/`` and each paper's ``papers/<paper>/presets/``."""
+    from fedprior.papers import preset_dirs
+
+    out: dict[str, Path] = {}
+    for folder in preset_dirs():
+        for path in sorted(folder.glob("*.toml")):
+            if path.stem in out:
+                raise RuntimeError(f"preset '{path.stem}' is shipped twice: {out[path.stem]} and {path}")
+            out[path.stem] = path
+    return out
 
 
 def list_presets() -> dict[str, str]:
     """Shipped presets: name -> description."""
     out = {}
-    for path in sorted(preset_dir().glob("*.toml")):
+    for name, path in preset_paths().items():
         with path.open("rb") as handle:
-            out[path.stem] = tomllib.load(handle).get("description", "")
+            out[name] = tomllib.load(handle).get("description", "")
     return out
 
 
@@ -153,8 +161,8 @@ def read_toml(source: str) -> tuple[str, dict[str, Any]]:
             raise ConfigError(f"config file {source} does not exist")
         name = path.stem
     else:
-        path = preset_dir() / f"{source}.toml"
-        if not path.is_file():
+        path = preset_paths().get(source)
+        if path is None:
             raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
         name = source
     try:

@@ -9,7 +9,6 @@ from typing import Any, Callable
 from fedprior.errors import ConfigError
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.fst_report import REPORT_EXTRAS
 from fedprior.experiments.report import write_report
 from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
@@ -26,11 +25,23 @@ def partition_statistics(experiment: Experiment) -> dict[str, Any]:
     return describe(class_counts(labels, parts, experiment.dataset.num_classes))
 
 
+def communication(history: list[dict[str, Any]]) -> dict[str, int]:
+    """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server."""
+    down = sum(r.get("download_bytes", 0) * len(r.get("clients", [])) for r in history)
+    up = sum(sum(r.get("upload_bytes", {}).values()) for r in history)
+    return {"download_bytes": int(down), "upload_bytes": int(up)}
+
+
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
     """The run's summary (what ``fedprior run --json`` prints)."""
     config = experiment.config
     history = [r["accuracy"] for r in progress.history if "accuracy" in r]
     initial = progress.initial["accuracy"]
+    f1 = [r["macro_f1"] for r in progress.history if "macro_f1" in r]
+    extra: dict[str, Any] = {}
+    if "macro_f1" in progress.initial:
+        extra = {"initial_macro_f1": progress.initial["macro_f1"], "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
+                 "best_macro_f1": max([progress.initial["macro_f1"], *f1])}
     return {
         "name": experiment.name,
         "description": config.description,
@@ -46,6 +57,8 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "final_accuracy": history[-1] if history else initial,
         "best_accuracy": max([initial, *history]),
         "history": history,
+        **extra,
+        **communication(progress.history),
         "wall_seconds": wall_seconds,
         "run_dir": str(run.path),
     }
@@ -64,9 +77,11 @@ def execute(
 ) -> dict[str, Any]:
     """Build the experiment, train (or continue training) with checkpoints, write results and the report.
 
-    ``report_extras``: add the algorithm's own report section (FST-CBDG: Figures 2 and 3,
-    which run the supervised baselines too).
+    ``report_extras``: add the algorithm's own report section, registered by its paper
+    (``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
     """
+    from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
+
     started = time.perf_counter()
     if config.run.runtime != "local":  # Flower: fail before any long work if it is not installed
         from fedprior.flower.runtime import require_flower
@@ -113,8 +128,9 @@ def execute(
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""
-    if report_extras and config.algorithm.name in REPORT_EXTRAS:
-        additions, extra = REPORT_EXTRAS[config.algorithm.name](experiment, summary, run.path)
+    hook = report_extra(config.algorithm.name) if report_extras else None
+    if hook is not None:
+        additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
     run.write_result(summary)
     write_report(run, summary, stats, extra)

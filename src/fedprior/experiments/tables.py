@@ -14,7 +14,6 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fedprior.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -52,6 +51,13 @@ class PaperTable:
     """Overrides of the embedded setting (dataset and encoder)."""
     real_datasets: dict[str, str] = field(default_factory=dict)
     """Column dataset label -> fedprior dataset name, for the paper's setting."""
+    metrics: tuple[str, ...] = ("final_accuracy",)
+    """Run-summary keys reported per cell (fractions, shown as %); the first is the paper's metric
+    (``ours``), e.g. ("best_accuracy", "final_accuracy") for FedDB or ("final_accuracy", "final_macro_f1") for FedBM."""
+    paper_metrics: dict[tuple[str, str, str], float] = field(default_factory=dict)
+    """(row label, column label, metric) -> the paper's number for a metric other than the first (e.g. its F1)."""
+    embedded_note: str = ""
+    """What the embedded setting is, next to what the paper's numbers are (printed by ``fedprior table --embedded``)."""
 
 
 @dataclass
@@ -61,6 +67,8 @@ class Cell:
     preset: str
     overrides: list[str]
     paper: float | None
+    paper_metrics: dict[str, float] = field(default_factory=dict)
+    """The paper's numbers for the table's other metrics, by metric."""
 
 
 def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> list[Cell]:
@@ -77,6 +85,8 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
                 preset=row.preset,
                 overrides=[*setting, *column.overrides, *row.overrides, *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
+                paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
+                               if (row.label, column.label, m) in table.paper_metrics},
             ))
     order = {r.label: i for i, r in enumerate(table.rows)}
     return sorted(out, key=lambda c: order[c.row])
@@ -87,20 +97,33 @@ def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
               seeds: int = 1) -> list[dict[str, Any]]:
     """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
 
-    ``ours`` is the mean final accuracy (%) over the seeds, ``std`` their standard deviation.
+    ``ours`` is the mean over the seeds of the table's first metric (%), ``std`` their
+    standard deviation, ``finals`` the per-seed values; ``metrics`` holds the same for
+    every metric of the table (``{name: {"mean", "std", "values", "paper"}}``).
     """
     results = []
     for cell in cells(table, embedded, extra):
         summaries = [run_cell(cell, seed) for seed in range(seeds)]
-        finals = np.array([100 * s["final_accuracy"] for s in summaries])
+        metrics = {}
+        for name in table.metrics:
+            values = np.array([100 * s[name] for s in summaries], dtype=float)
+            metrics[name] = {
+                "mean": round(float(values.mean()), 2),
+                "std": round(float(values.std()), 2),
+                "values": [round(float(v), 2) for v in values],
+                "paper": cell.paper if name == table.metrics[0] else cell.paper_metrics.get(name),
+            }
+        primary = metrics[table.metrics[0]]
         result = {
             "row": cell.row,
             "column": cell.column,
-            "ours": round(float(finals.mean()), 2),
-            "std": round(float(finals.std()), 2),
+            "metric": table.metrics[0],
+            "ours": primary["mean"],
+            "std": primary["std"],
             "paper": cell.paper,
             "seeds": seeds,
-            "finals": [round(float(f), 2) for f in finals],
+            "finals": primary["values"],
+            "metrics": metrics,
             "initial": round(100 * summaries[0]["initial_accuracy"], 2),
             "preset": cell.preset,
             "overrides": cell.overrides,
@@ -110,12 +133,3 @@ def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
         if on_cell:
             on_cell(cell, result)
     return results
-
-
-def table_by_name(name: str) -> PaperTable:
-    from fedprior.experiments.fst_cbdg_tables import FST_CBDG_TABLES
-
-    tables = {t.name: t for t in FST_CBDG_TABLES}
-    if name not in tables:
-        raise ConfigError(f"unknown table '{name}'; accepted: {', '.join(tables)}")
-    return tables[name]

@@ -7,6 +7,11 @@ collects the replies, drops the empty and the failed ones (recording both), sort
 rest by client id (float sums depend on order) and aggregates them, evaluates the
 global model, and checkpoints the whole run state atomically, so an interrupted run
 resumes where it stopped with the same numbers.
+
+Communication is accounted in every round for every algorithm: ``download_bytes`` is
+what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
+client that answered sent (its reply's tensors), by client id, both in bytes of the
+tensors' buffers (mfcl.md Table 8 counts the same payloads).
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, Stage, State
+from fedprior.algorithms.tensors import payload_bytes
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
 from fedprior.runtime.sampling import sample_clients
@@ -97,7 +103,8 @@ def run_rounds(
             step += 1
             info = RoundInfo(seed=seed, stage=stage.name, round=round_)
             sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
-            answered, failures = pool.update(algorithm.broadcast(state, info), info, step, sampled, vectorize)
+            message = algorithm.broadcast(state, info)
+            answered, failures = pool.update(message, info, step, sampled, vectorize)
             replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
             empty = sorted(r.client_id for r in answered if r.num_examples == 0)
             if replies:
@@ -107,6 +114,8 @@ def run_rounds(
                 record.update(algorithm.evaluate(state, test_data))
             record.update(mean_client_metrics(replies))
             record.update({"clients": sampled, "failed_clients": sorted(failures)})
+            record["download_bytes"] = payload_bytes(message.arrays)
+            record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
             if failures:
                 record["failures"] = {str(c): failures[c] for c in sorted(failures)}
             if empty:

@@ -97,4 +97,4 @@ Mean entropy of the zero-shot predictions on the test set: {entropy.mean():.3f} 
     return additions, section
 
 
-REPORT_EXTRAS = {"fst-cbdg": fst_cbdg_extras}
+

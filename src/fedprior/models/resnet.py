@@ -1,0 +1,63 @@
+"""ResNet-18 (He et al., 2016) in its CIFAR form: a 3x3 stem without max pooling, four stages of two basic blocks.
+
+FedBM trains it on every client (fedbm.txt Sec. IV-A, "ResNet-18 as the backbone");
+MFCL's server trains it as the discriminator on the sensor module's representations
+(mfcl.md Sec. 4, "adapted to the representation's shape": ``in_channels`` = the
+representation's channels). ``width`` scales every stage (64 is the standard network;
+a smaller one suits the embedded CPU settings), ``norm`` picks the normalization
+(:mod:`fedprior.models.norm`).
+
+Like every classification network in fedprior it splits into ``embed`` (images ->
+(N, feature_dim) features) and ``head`` (a linear classifier), with
+``forward(x) = head(embed(x))``: body/head methods (FedREP, FedROD, FedBM's fixed
+classifier) train or replace the two parts separately. ``num_classes = 0`` leaves the
+head out (an encoder).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedprior.models.norm import norm2d
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, in_channels: int, out_channels: int, stride: int, norm: str) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(in_channels, out_channels, 3, stride, 1, bias=False)
+        self.bn1 = norm2d(norm, out_channels)
+        self.conv2 = nn.Conv2d(out_channels, out_channels, 3, 1, 1, bias=False)
+        self.bn2 = norm2d(norm, out_channels)
+        self.shortcut: nn.Module = nn.Identity()
+        if stride != 1 or in_channels != out_channels:
+            self.shortcut = nn.Sequential(nn.Conv2d(in_channels, out_channels, 1, stride, bias=False), norm2d(norm, out_channels))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = torch.relu(self.bn1(self.conv1(x)))
+        return torch.relu(self.bn2(self.conv2(out)) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18: stem conv3x3 -> 4 stages x 2 BasicBlocks (width, 2w, 4w, 8w; strides 1, 2, 2, 2) -> global average pool."""
+
+    def __init__(self, in_channels: int, num_classes: int, width: int = 64, norm: str = "bn") -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False), norm2d(norm, width), nn.ReLU())
+        blocks: list[nn.Module] = []
+        channels = width
+        for stage, stride in enumerate((1, 2, 2, 2)):
+            out = width * 2**stage
+            blocks += [BasicBlock(channels, out, stride, norm), BasicBlock(out, out, 1, norm)]
+            channels = out
+        self.blocks = nn.Sequential(*blocks)
+        self.pool = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.feature_dim = channels
+        self.head: nn.Module = nn.Linear(channels, num_classes) if num_classes > 0 else nn.Identity()
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Images (N, C, H, W) -> features (N, feature_dim)."""
+        return self.pool(self.blocks(self.stem(x)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.embed(x))

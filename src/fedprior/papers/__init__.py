@@ -1,0 +1,66 @@
+"""One package per paper: its tables, its report additions and its presets.
+
+Algorithms stay one module per method in :mod:`fedprior.algorithms` (every equation
+one hop away); what only matters for reproducing a paper lives here, in one folder
+per paper:
+
+    papers/<paper>/__init__.py   TABLES (PaperTable grids) and REPORT_EXTRAS (algorithm -> report hook)
+    papers/<paper>/tables.py     the paper's tables as grids, beside the published numbers
+    papers/<paper>/report.py     what a run's report adds for the paper's algorithms (figures, diagnostics)
+    papers/<paper>/presets/      the paper's presets (`fedprior run NAME`)
+
+``PAPERS`` is the explicit registry (no discovery by file name): a new paper adds
+one line. Presets that belong to no paper (the plain FedAvg/FedProx/SCAFFOLD CNN
+runs) stay in ``fedprior/presets/``.
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import TYPE_CHECKING, Any, Callable
+
+from fedprior.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedprior.experiments.tables import PaperTable
+
+PAPERS: tuple[str, ...] = ("fst_cbdg",)
+"""The paper packages, in the README's order."""
+
+ReportExtra = Callable[[Any, dict[str, Any], Path], tuple[dict[str, Any], str]]
+"""``(experiment, summary, run folder) -> (summary additions, markdown section)``."""
+
+
+@cache
+def paper_module(name: str) -> ModuleType:
+    return importlib.import_module(f"fedprior.papers.{name}")
+
+
+def preset_dirs() -> list[Path]:
+    """Every folder holding shipped presets: the shared one, then each paper's."""
+    root = Path(__file__).resolve().parent
+    return [root.parent / "presets", *(root / name / "presets" for name in PAPERS)]
+
+
+def all_tables() -> dict[str, "PaperTable"]:
+    """Every paper table by name (``fedprior table NAME``)."""
+    return {table.name: table for name in PAPERS for table in paper_module(name).TABLES}
+
+
+def table_by_name(name: str) -> "PaperTable":
+    tables = all_tables()
+    if name not in tables:
+        raise ConfigError(f"unknown table '{name}'; accepted: {', '.join(tables)}")
+    return tables[name]
+
+
+def report_extra(algorithm: str) -> ReportExtra | None:
+    """The report hook of ``algorithm`` (a paper's figures and diagnostics), if a paper registers one."""
+    for name in PAPERS:
+        extras = getattr(paper_module(name), "REPORT_EXTRAS", {})
+        if algorithm in extras:
+            return extras[algorithm]
+    return None

@@ -1,0 +1,59 @@
+"""Shared pieces the methods build on: test metrics from logits, communication bytes, the shared networks."""
+
+import pytest
+import torch
+
+from conftest import toy_images
+from fedprior.algorithms.base import Task
+from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.tensors import MODEL, payload_bytes
+from fedprior.models.convnet import ConvNet
+from fedprior.models.norm import NORMS, norm2d
+from fedprior.models.resnet import ResNet18
+from fedprior.runtime.simulation import simulate
+
+
+def test_logit_metrics_on_a_hand_computed_case():
+    # labels 0,0,1,2 ; predictions 0,1,1,1 -> class 0: P=1 R=.5 F1=2/3; class 1: P=1/3 R=1 F1=.5; class 2: F1=0
+    logits = torch.tensor([[5.0, 0, 0], [0, 5.0, 0], [0, 5.0, 0], [0, 5.0, 0]])
+    y = torch.tensor([0, 0, 1, 2])
+    m = logit_metrics(logits, y)
+    assert m["accuracy"] == pytest.approx(0.5)
+    assert m["macro_f1"] == pytest.approx((2 / 3 + 0.5 + 0) / 3)
+    assert m["class_accuracy"] == pytest.approx([0.5, 1.0, 0.0])
+    assert m["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)))
+
+
+def test_every_round_records_the_bytes_each_client_sent_and_received():
+    task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
+    algo = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    data = [toy_images(16, seed=c) for c in range(4)]
+    result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), seed=0, rounds=2, fraction=0.5)
+    model_bytes = sum(v.numel() * v.element_size() for k, v in result.state.items() if k.startswith(MODEL))
+    for record in result.progress.history:
+        assert record["download_bytes"] == model_bytes
+        assert record["upload_bytes"] == {str(c): model_bytes for c in record["clients"]}
+    assert payload_bytes({"a": torch.zeros(3, dtype=torch.float64), "b": torch.zeros(2, 2, dtype=torch.int8)}) == 28
+
+
+def test_resnet18_has_the_standard_size_and_splits_into_body_and_head():
+    net = ResNet18(3, 10)
+    assert sum(p.numel() for p in net.parameters()) == 11_173_962  # the CIFAR ResNet-18
+    x = torch.randn(2, 3, 32, 32)
+    assert net.embed(x).shape == (2, 512) and torch.allclose(net(x), net.head(net.embed(x)))
+    encoder = ResNet18(64, 0, width=16, norm="gn")  # MFCL: a discriminator on 64-channel representations
+    assert encoder(torch.randn(2, 64, 16, 16)).shape == (2, 128)
+
+
+@pytest.mark.parametrize("norm", NORMS)
+def test_convnet_and_its_normalizations(norm):
+    net = ConvNet(1, 10, width=8, norm=norm)
+    assert net(torch.randn(4, 1, 28, 28)).shape == (4, 10) and net.feature_dim == 32
+    layer = norm2d(norm, 8)
+    if norm == "bn-batch":  # no running statistics: eval mode still normalizes with the batch's own
+        x = 3 + 2 * torch.randn(16, 8, 4, 4)
+        out = layer.eval()(x)
+        assert out.mean().abs() < 1e-5 and layer.running_mean is None
+    with pytest.raises(ValueError, match="accepted"):
+        norm2d("nope", 8)
