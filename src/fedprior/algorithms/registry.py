@@ -25,9 +25,15 @@ from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
-from fedprior.validation import describe_validation_error
+from fedprior.validation import CheckedModel, describe_validation_error
 
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
+
+
+class Hyperparameters(CheckedModel):
+    """The base of every algorithm's hyperparameter model: unknown keys refused, numbers finite and not bool."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -48,7 +54,7 @@ class AlgorithmSpec:
     def config_model(self) -> type[BaseModel]:
         """A pydantic model of the hyperparameters (unknown keys rejected)."""
         fields = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
-        return create_model(f"{self.name}_hyperparameters", __config__=ConfigDict(extra="forbid"), **fields)
+        return create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checked hyperparameters with defaults filled in; ConfigError naming the field otherwise."""

@@ -12,14 +12,14 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
-from fedprior.validation import describe_validation_error
+from fedprior.validation import CheckedModel, describe_validation_error
 
 
-class Section(BaseModel):
+class Section(CheckedModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
@@ -70,7 +70,7 @@ class EncoderConfig(Section):
     """locked-text: seed of the stand-in's own training (independent of run.seed, so one stand-in serves every run)."""
 
 
-class AlgorithmConfig(BaseModel):
+class AlgorithmConfig(CheckedModel):
     """The algorithm's name plus its hyperparameters (checked against the algorithm's factory)."""
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
@@ -154,20 +154,45 @@ def list_presets() -> dict[str, str]:
 
 
 def read_toml(source: str) -> tuple[str, dict[str, Any]]:
-    """(name, raw dict) of a preset name or a TOML file path."""
-    path = Path(source)
-    if path.suffix == ".toml" or path.exists():
+    """(name, raw dict) of a preset name or a TOML file path.
+
+    A shipped preset's name wins over a file or folder of that name in the working
+    directory; an argument with a slash or ending in ``.toml`` is always a path. The name is
+    the file's ``name`` key when it has one (a run directory's own ``config.toml``), else
+    its stem. A UTF-8 byte-order mark is accepted.
+    """
+    presets = preset_paths()
+    if source in presets and "/" not in source and not source.endswith(".toml"):
+        path, name = presets[source], source
+    elif "/" in source or source.endswith(".toml") or Path(source).exists():
+        path, name = Path(source), Path(source).stem
+        if path.is_dir():
+            raise ConfigError(f"config file {source} is a folder, not a file; give the path of a .toml file")
         if not path.is_file():
             raise ConfigError(f"config file {source} does not exist")
-        name = path.stem
     else:
-        path = preset_paths().get(source)
-        if path is None:
-            raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
-        name = source
+        raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
+    raw = parse_toml_file(path)
+    name = raw.pop("name", name)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: name: input should be a non-empty string (got {name!r})")
+    return name, raw
+
+
+def parse_toml_file(path: Path) -> dict[str, Any]:
+    """The TOML table of ``path``, or a ConfigError naming the file and what is wrong with it."""
     try:
-        with path.open("rb") as handle:
-            return name, tomllib.load(handle)
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at position {error.start}); save it as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
 
