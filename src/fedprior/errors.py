@@ -11,3 +11,7 @@ class ConfigError(FedpriorError):
 
 class DatasetNotFoundError(FedpriorError):
     """A dataset's files are missing; the message says which files to put where and where to get them."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (SIGINT) stopped a run; the message says how to resume it. The CLI exits 130."""

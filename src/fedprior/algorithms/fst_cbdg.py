@@ -239,9 +239,16 @@ class FstObjective:
 
 
 def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
-    """The symmetric square root of (a batch of) positive semi-definite matrices."""
-    values, vectors = torch.linalg.eigh(matrix)
-    return (vectors * values.clamp(min=0).sqrt()[..., None, :]) @ vectors.transpose(-1, -2)
+    """The symmetric square root of (a batch of) positive semi-definite matrices.
+
+    A matrix holding NaN or inf (training has diverged) gets a NaN root instead of
+    ``eigh``'s LinAlgError, so the client returns a non-finite head and the round loop
+    reports the divergence with the round and the client (``runtime/divergence.py``).
+    """
+    finite = torch.isfinite(matrix).flatten(-2).all(-1)
+    values, vectors = torch.linalg.eigh(torch.where(finite[..., None, None], matrix, torch.zeros_like(matrix)))
+    root = (vectors * values.clamp(min=0).sqrt()[..., None, :]) @ vectors.transpose(-1, -2)
+    return torch.where(finite[..., None, None], root, torch.full_like(root, float("nan")))
 
 
 def fst_cbdg(

@@ -29,9 +29,9 @@ class RoundProgress:
         )
         self.task = None
 
-    def start(self, experiment, total: int) -> None:
+    def start(self, experiment, total: int, done: int = 0) -> None:
         self.bar.start()
-        self.task = self.bar.add_task(experiment.name, total=total, accuracy="-")
+        self.task = self.bar.add_task(experiment.name, total=total, completed=done, accuracy="-")
 
     def round(self, record: dict[str, Any]) -> None:
         if self.task is None:
@@ -45,6 +45,9 @@ class RoundProgress:
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
+    """The summary: one JSON line on stdout, or one line on stderr; warnings (failed clients) on stderr either way."""
+    for warning in summary.get("warnings", []):
+        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary))
         return
@@ -89,9 +92,14 @@ def run(
 def resume(
     run_dir: Path = typer.Argument(..., help="The run directory of an interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+    previous: bool = typer.Option(False, "--previous", help="Continue from the checkpoint before the last one (when the last one is damaged)."),
 ) -> None:
-    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run."""
+    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run.
+
+    The run's config.toml must be the one it started with; federation.rounds may be raised
+    to train a run further (or lowered, down to the rounds already done).
+    """
     from fedprior.experiments.runner import resume as resume_run
 
-    summary = with_progress(lambda **cb: resume_run(run_dir, **cb))
+    summary = with_progress(lambda **cb: resume_run(run_dir, previous=previous, **cb))
     report(summary, as_json)

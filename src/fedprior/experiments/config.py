@@ -103,6 +103,8 @@ class RunConfig(Section):
     """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
     """Torch CPU threads; 0 keeps torch's default."""
+    non_finite: Literal["stop", "drop"] = "stop"
+    """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
 
 
 class ExperimentConfig(Section):
@@ -233,6 +235,23 @@ def validate_config(raw: dict[str, Any]) -> ExperimentConfig:
 def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
     owner = ExperimentConfig if not parent else ExperimentConfig.model_fields[parent[0]].annotation
     return list(owner.model_fields)
+
+
+def flatten(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
+    out: dict[str, Any] = {}
+    for key, value in raw.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def config_differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{"section.key": (before, after)}`` for every field whose value differs (None: absent)."""
+    a, b = flatten(before), flatten(after)
+    return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
 
 
 def load_config(source: str, overrides: list[str] | None = None) -> tuple[str, ExperimentConfig]:

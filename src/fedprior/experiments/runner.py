@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from fedprior.errors import ConfigError
+from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
+from fedprior.experiments.client_problems import client_problems, problem_warnings
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import write_report
+from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata
 from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
-from fedprior.runtime.checkpoint import Progress, load_checkpoint
+from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import simulate, total_rounds
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -59,6 +62,8 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "history": history,
         **extra,
         **communication(progress.history),
+        **client_problems(progress.history),
+        "warnings": problem_warnings(progress.history),
         "wall_seconds": wall_seconds,
         "run_dir": str(run.path),
     }
@@ -70,7 +75,8 @@ def execute(
     run: RunDir,
     *,
     resume: bool = False,
-    on_start: Callable[[Experiment, int], None] | None = None,
+    previous: bool = False,
+    on_start: Callable[[Experiment, int, int], None] | None = None,
     on_round: RoundCallback | None = None,
     report_extras: bool = True,
     runtime_options: dict[str, Any] | None = None,
@@ -79,6 +85,9 @@ def execute(
 
     ``report_extras``: add the algorithm's own report section, registered by its paper
     (``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
+    A resume first checks the checkpoint (``previous``: continue from the one before the
+    last) and that config.toml is still the run's config (``resume_check.py``).
+    ``on_start(experiment, total rounds, rounds already done)`` is called before training.
     """
     from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
 
@@ -87,18 +96,29 @@ def execute(
         from fedprior.flower.runtime import require_flower
 
         require_flower()
+    start_from = None
+    if resume:  # before any long work: a damaged checkpoint or an edited config stops here
+        start_from = run.load_checkpoint(previous)
+        if start_from is not None:
+            check_same_config(start_from.metadata, config, run.config)
+    metadata = checkpoint_metadata(config)
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
         run.write_config(name, config)
+    if not resume or not run.partition_intact(experiment.partition):
         run.write_partition(experiment.partition, stats)
+    if not resume or not run.partition_plot.is_file():
         plot_heatmap(
             stats["class_counts"], run.partition_plot, class_names=experiment.dataset.class_names,
             title=f"{config.partition.scheme} partition of {config.data.dataset}",
         )
     config = experiment.config  # as built (a centralized baseline runs one client)
+    if start_from is not None:
+        check_rounds(experiment.algorithm, config.federation.rounds, start_from.progress)
     if on_start:
-        on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds))
+        done = len(start_from.progress.history) if start_from else 0
+        on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds), done)
 
     def record(entry: dict[str, Any]) -> None:
         if entry.get("step") is not None:
@@ -106,7 +126,6 @@ def execute(
         if on_round:
             on_round(entry)
 
-    start_from = load_checkpoint(run.checkpoint) if resume and run.checkpoint.is_file() else None
     run.rewrite_metrics(start_from.progress.history if start_from else [])
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
         from fedprior.flower.runtime import train_on_flower
@@ -125,6 +144,8 @@ def execute(
             checkpoint_path=run.checkpoint,
             start=start_from,
             on_round=record,
+            checkpoint_metadata=metadata,
+            non_finite=config.run.non_finite,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""
@@ -137,14 +158,33 @@ def execute(
     return summary
 
 
+@contextmanager
+def driving(run: RunDir) -> Iterator[None]:
+    """Hold the run directory's lock; turn Ctrl-C and a failed write into one line that says how to go on."""
+    with run.locked():
+        try:
+            yield
+        except KeyboardInterrupt:
+            if run.checkpoint.is_file():
+                raise Interrupted(f"interrupted; continue with `fedprior resume {run.path}`") from None
+            raise Interrupted("interrupted before the first checkpoint; nothing to resume") from None
+        except OSError as error:
+            where = error.filename or "a file"
+            after = f"; then `fedprior resume {run.path}` continues the run" if run.checkpoint.is_file() else ""
+            raise FedpriorError(f"cannot write {where} ({error.strerror or error}): free space or fix the permissions{after}") from error
+
+
 def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks) -> dict[str, Any]:
+    """Run the experiment into ``run_dir`` (a new ``runs/NAME-TIMESTAMP`` if None), which must be new or empty."""
     run = RunDir(run_dir) if run_dir else RunDir.new(name)
-    if run.checkpoint.exists():
-        raise ConfigError(f"--run-dir: {run.path} already holds a run; resume it with `fedprior resume {run.path}`")
-    return execute(name, config, run, **callbacks)
+    run.check_new()
+    with driving(run):
+        return execute(name, config, run, **callbacks)
 
 
-def resume(path: Path, **callbacks) -> dict[str, Any]:
+def resume(path: Path, previous: bool = False, **callbacks) -> dict[str, Any]:
+    """Continue the run in ``path`` from its last checkpoint (``previous``: from the one before)."""
     run = RunDir.existing(path)
-    name, config = run.read_config()
-    return execute(name, config, run, resume=True, **callbacks)
+    with driving(run):
+        name, config = run.read_config()
+        return execute(name, config, run, resume=True, previous=previous, **callbacks)

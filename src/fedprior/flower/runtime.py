@@ -37,6 +37,8 @@ def train_on_flower(
     """
     require_flower()
     runtime = experiment.config.run.runtime
+    from fedprior.experiments.resume_check import checkpoint_metadata
+
     if grid is not None:
         from fedprior.flower.export import export_all
         from fedprior.flower.server_app import federate, settings_from_run_config
@@ -52,7 +54,7 @@ def train_on_flower(
             grid, experiment.algorithm, experiment.test, num_clients=experiment.task.num_clients,
             seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
             vectorize=config.run.vectorize, checkpoint_path=run.checkpoint, start=start, on_round=on_round,
-            settings=settings,
+            settings=settings, checkpoint_metadata=checkpoint_metadata(config),
         )
         shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
         if data_dir.parent.is_dir() and not any(data_dir.parent.iterdir()):
@@ -61,7 +63,8 @@ def train_on_flower(
     if runtime == "flower-sim":
         from fedprior.flower.simulation import run_flower_simulation
 
-        return run_flower_simulation(experiment, run, start=start, on_round=on_round, **options)
+        return run_flower_simulation(experiment, run, start=start, on_round=on_round,
+                                     checkpoint_metadata=checkpoint_metadata(experiment.config), **options)
     if runtime == "flower-local":
         from fedprior.flower.local import run_local_federation
 

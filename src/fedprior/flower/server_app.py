@@ -210,11 +210,13 @@ def federate(
     start: RunState | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
+    checkpoint_metadata: dict[str, str] | None = None,
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
         algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
         fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+        checkpoint_metadata=checkpoint_metadata,
     )
 
 
@@ -251,6 +253,7 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     only (the process that prepared the run writes metrics, summary and report).
     """
     from fedprior.experiments.build import build_experiment
+    from fedprior.experiments.resume_check import checkpoint_metadata
     from fedprior.experiments.run_dir import RunDir
     from fedprior.runtime.checkpoint import load_checkpoint
 
@@ -263,6 +266,7 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         num_clients=experiment.task.num_clients, seed=config.run.seed, rounds=config.federation.rounds,
         fraction=config.federation.fraction, vectorize=config.run.vectorize,
         checkpoint_path=run.checkpoint, start=start, settings=settings_from_run_config(run_config),
+        checkpoint_metadata=checkpoint_metadata(config),
     )
     return {"rounds": len(result.progress.history)}
 

@@ -6,7 +6,9 @@ samples clients (one stream shared by all algorithms, ``sampling.py``), broadcas
 collects the replies, drops the empty and the failed ones (recording both), sorts the
 rest by client id (float sums depend on order) and aggregates them, evaluates the
 global model, and checkpoints the whole run state atomically, so an interrupted run
-resumes where it stopped with the same numbers.
+resumes where it stopped with the same numbers. Replies and the new global model are
+screened for NaN/inf (``divergence.py``): a diverged run stops with a clear error
+instead of finishing at chance accuracy.
 
 Communication is accounted in every round for every algorithm: ``download_bytes`` is
 what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
@@ -27,6 +29,7 @@ from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, St
 from fedprior.algorithms.tensors import payload_bytes
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
+from fedprior.runtime.divergence import NonFinite, check_global, screen_replies
 from fedprior.runtime.sampling import sample_clients
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -69,16 +72,22 @@ def run_rounds(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    checkpoint_metadata: dict[str, str] | None = None,
+    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
     """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` after every round.
 
     Given ``start`` (a loaded checkpoint), training continues after its last round.
+    ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had);
+    ``non_finite``: what a client update with NaN/inf does (see ``divergence.py``).
     """
     started = time.perf_counter()
+    if checkpoint_metadata is None:
+        checkpoint_metadata = dict(start.metadata) if start is not None else {}
 
     def save(state: State, progress: Progress) -> None:
         if checkpoint_path is not None:
-            save_checkpoint(checkpoint_path, RunState(state, pool.states(), progress))
+            save_checkpoint(checkpoint_path, RunState(state, pool.states(), progress, checkpoint_metadata))
 
     if start is not None:
         state, progress = start.server, start.progress
@@ -105,6 +114,8 @@ def run_rounds(
             sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
             message = algorithm.broadcast(state, info)
             answered, failures = pool.update(message, info, step, sampled, vectorize)
+            answered, dropped = screen_replies(answered, stage.name, round_, non_finite)
+            failures = {**failures, **dropped}
             replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
             empty = sorted(r.client_id for r in answered if r.num_examples == 0)
             if replies:
@@ -112,6 +123,7 @@ def run_rounds(
             record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
             if stage.evaluate:
                 record.update(algorithm.evaluate(state, test_data))
+            check_global(state, record, stage.name, round_)
             record.update(mean_client_metrics(replies))
             record.update({"clients": sampled, "failed_clients": sorted(failures)})
             record["download_bytes"] = payload_bytes(message.arrays)
@@ -146,10 +158,13 @@ def simulate(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    checkpoint_metadata: dict[str, str] | None = None,
+    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
     """The in-process runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data)."""
     pool = InProcessClients(algorithm, client_data, num_clients, start.clients if start is not None else None)
     return run_rounds(
         algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
-        checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+        checkpoint_path=checkpoint_path, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata,
+        non_finite=non_finite,
     )
