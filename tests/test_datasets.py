@@ -122,8 +122,8 @@ def test_cifar_refuses_pickles_that_run_code(tmp_path):
         load_dataset("cifar10", root=tmp_path)
 
 
-def test_cifar_download_unpacks_into_cache(tmp_path, monkeypatch):
-    """download=True fetches the .tar.gz (faked here) into the user cache and unpacks it."""
+def test_cifar_download_unpacks_into_root_or_cache(tmp_path, monkeypatch):
+    """download=True fetches the .tar.gz (faked here) into data.root (the only place looked at) or, unset, the user cache."""
     source = tmp_path / "source"
     write_cifar10(source / "cifar-10-batches-py")
     fetched: list[str] = []
@@ -142,9 +142,14 @@ def test_cifar_download_unpacks_into_cache(tmp_path, monkeypatch):
     dataset = load_dataset("cifar10", root=tmp_path / "empty", download=True)
     assert fetched == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
     assert dataset.train_images.shape == (10, 3, 32, 32)
+    root = tmp_path / "empty"
+    assert (root / "cifar-10-batches-py" / "test_batch").is_file()
+    assert not (root / "cifar-10-python.tar.gz").exists()
     cache = tmp_path / "cache" / "datasets" / "cifar10"
+    assert not cache.exists()
+    load_dataset("cifar10", download=True)
     assert (cache / "cifar-10-batches-py" / "test_batch").is_file()
-    assert not (cache / "cifar-10-python.tar.gz").exists()
+    assert len(fetched) == 2
 
 
 def test_archive_extraction_refuses_paths_outside_destination(tmp_path):
@@ -352,8 +357,8 @@ def test_missing_dataset_names_files_folders_and_url(tmp_path, offline_and_isola
     message = str(error.value)
     for file in files:
         assert file in message
-    assert str(root) in message
-    assert str(tmp_path / "cache" / "datasets") in message  # the user cache is searched too
+    assert f"data.root {root}" in message
+    assert str(tmp_path / "cache" / "datasets") not in message  # data.root is the only place looked at
     assert url in message
     assert offline_and_isolated == []  # urlopen was never called
 

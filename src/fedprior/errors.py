@@ -10,7 +10,11 @@ class ConfigError(FedpriorError):
 
 
 class DatasetNotFoundError(FedpriorError):
-    """A dataset's files are missing; the message says which files to put where and where to get them."""
+    """A dataset's files are missing or damaged; the message says which files to put where and where to get them."""
+
+
+class DatasetError(FedpriorError, ValueError):
+    """A dataset's arrays are inconsistent (label count, label range): damaged files, or files that do not belong together."""
 
 
 class Interrupted(KeyboardInterrupt):

@@ -4,8 +4,9 @@ The archive unpacks to ``train/<class>/*.png``, ``valid/<class>/*.png`` and
 ``test/<class>/*.png`` (90,000 images each). fedprior uses ``train`` as the train split
 and ``test`` as the test split; ``valid`` is not used (merge it into ``train`` yourself
 if you want the 180,000-image variant). ``data.root`` may point at the folder holding
-``train/`` and ``test/`` or at its parent (``CINIC-10/`` or ``cinic-10/`` inside it); the
-user cache is searched too, and the archive is downloaded there with ``download=True`` only.
+``train/`` and ``test/`` or at its parent (``CINIC-10/`` or ``cinic-10/`` inside it), and is
+then the only place looked at; without it the user cache is searched. The archive is
+downloaded (into ``data.root`` or the user cache) with ``download=True`` only.
 
 Decoding 180,000 PNGs takes a while, so the decoded arrays of each split are cached as
 an ``.npz`` in the user cache, keyed by the split folder's resolved path and its number
@@ -16,16 +17,16 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import warnings
 from pathlib import Path
 
 import numpy as np
 
+from fedprior.atomic import atomic_write
 from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir
+from fedprior.data.locations import dataset_cache_dir, download_dir, missing_in_root
 from fedprior.errors import DatasetNotFoundError
 
 NAME = "cinic10"
@@ -37,10 +38,11 @@ IMAGE_SIZE = 32
 
 
 def _folders(root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root``, ``root/CINIC-10``, ``root/cinic-10``, then the user cache."""
-    roots = [root, root / "CINIC-10", root / "cinic-10"] if root else []
+    """Folders searched, in order: ``root``, ``root/CINIC-10``, ``root/cinic-10`` if ``root`` is given, else the user cache."""
+    if root:
+        return [root, root / "CINIC-10", root / "cinic-10"]
     cache = dataset_cache_dir(NAME)
-    return roots + [cache, cache / "CINIC-10"]
+    return [cache, cache / "CINIC-10"]
 
 
 def locate_cinic10(root: Path | None) -> Path:
@@ -49,6 +51,8 @@ def locate_cinic10(root: Path | None) -> Path:
     for folder in folders:
         if all((folder / split / cls).is_dir() for split in SPLITS.values() for cls in CLASS_NAMES):
             return folder
+    if root is not None:
+        raise missing_in_root(NAME, root, folders, [f"{split}/{cls}/" for split in SPLITS.values() for cls in CLASS_NAMES], URL)
     searched = "\n".join(f"  {folder}" for folder in folders)
     raise DatasetNotFoundError(
         f"dataset '{NAME}' not found: put the folders train/<class>/ and test/<class>/ (classes "
@@ -95,16 +99,9 @@ def _decode(files: list[tuple[Path, int]], description: str) -> tuple[np.ndarray
 
 def _write_cache(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
     """Save decoded arrays atomically; a cache that cannot be written only costs speed next time."""
-    tmp = None
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".npz.part")
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, images=images, labels=labels)
-        os.replace(tmp, path)
+        atomic_write(path, lambda out: np.savez(out, images=images, labels=labels))
     except OSError as error:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         warnings.warn(f"could not cache decoded CINIC-10 images at {path}: {error}", stacklevel=3)
 
 
@@ -130,9 +127,9 @@ def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
     except DatasetNotFoundError:
         if not download:
             raise
-        cache = dataset_cache_dir(NAME)
-        archive = download_file(ARCHIVE_URL, cache / "CINIC-10.tar.gz", timeout=60.0)
-        extract_tar(archive, cache)
+        target = download_dir(NAME, root)
+        archive = download_file(ARCHIVE_URL, target / "CINIC-10.tar.gz", timeout=60.0)
+        extract_tar(archive, target)
         archive.unlink()
         folder = locate_cinic10(root)
     train_images, train_labels = load_split(folder / SPLITS["train"])
@@ -144,4 +141,5 @@ def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
         test_images=test_images,
         test_labels=test_labels,
         class_names=CLASS_NAMES,
+        source=str(folder),
     )

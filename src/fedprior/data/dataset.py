@@ -6,6 +6,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedprior.errors import DatasetError
+
 
 @dataclass(frozen=True)
 class Dataset:
@@ -13,6 +15,7 @@ class Dataset:
 
     Images are ``uint8`` arrays laid out ``(N, C, H, W)`` (channels first, as torch
     wants them); labels are ``int64`` arrays of class indices into ``class_names``.
+    ``source`` says where the files were read (named in the errors of a damaged dataset).
     """
 
     name: str
@@ -21,17 +24,23 @@ class Dataset:
     test_images: np.ndarray
     test_labels: np.ndarray
     class_names: tuple[str, ...]
+    source: str = ""
 
     def __post_init__(self) -> None:
+        where = f"{self.name} ({self.source})" if self.source else self.name
+        damaged = "; the files are damaged or do not belong together"
         for split in ("train", "test"):
             images = getattr(self, f"{split}_images")
             labels = getattr(self, f"{split}_labels")
             if images.ndim != 4 or images.dtype != np.uint8:
-                raise ValueError(f"{self.name}: {split} images must be uint8 (N, C, H, W), got {images.dtype} {images.shape}")
+                raise DatasetError(f"{where}: {split} images must be uint8 (N, C, H, W), got {images.dtype} {images.shape}")
             if labels.shape != (images.shape[0],):
-                raise ValueError(f"{self.name}: {split} has {images.shape[0]} images but labels of shape {labels.shape}")
+                raise DatasetError(f"{where}: {split} has {images.shape[0]} images but labels of shape {labels.shape}{damaged}")
             if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
-                raise ValueError(f"{self.name}: {split} labels fall outside 0..{len(self.class_names) - 1}")
+                raise DatasetError(
+                    f"{where}: {split} labels fall outside 0..{len(self.class_names) - 1} "
+                    f"(found {labels.min()}..{labels.max()}){damaged}"
+                )
 
     @property
     def num_classes(self) -> int:

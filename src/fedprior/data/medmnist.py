@@ -6,10 +6,10 @@ RGB uint8 (S = 28 in ``<name>.npz``, 64/128/224 in the MedMNIST+ files
 ``<name>_<S>.npz``), labels ``(N, 1)``. fedprior uses ``train`` as the train split and
 ``test`` as the test split; the ``val`` split is ignored.
 
-``<name>.npz`` is looked for in ``data.root``, ``data.root/medmnist``, the user cache and
-``~/.medmnist`` (where the ``medmnist`` package downloads to). ``data.root`` may also name
-one ``.npz`` file directly, e.g. ``bloodmnist_64.npz`` for the 64x64 images. Downloads
-(``download=True`` only) go to the user cache. FedBM uses these datasets as stand-ins for
+``<name>.npz`` is looked for in ``data.root`` and ``data.root/medmnist`` when it is given,
+else in the user cache and ``~/.medmnist`` (where the ``medmnist`` package downloads to).
+``data.root`` may also name one ``.npz`` file directly, e.g. ``bloodmnist_64.npz`` for the
+64x64 images. Downloads (``download=True`` only) go to ``data.root`` or the user cache. FedBM uses these datasets as stand-ins for
 its medical benchmarks.
 """
 
@@ -24,7 +24,7 @@ import numpy as np
 
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
 from fedprior.errors import DatasetNotFoundError
 
 URL = "https://zenodo.org/records/10519652"
@@ -109,9 +109,8 @@ def file_name(flag: str, size: int = 28) -> str:
 
 
 def _folders(root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root``, ``root/medmnist``, the user cache, ``~/.medmnist``."""
-    roots = [root, root / "medmnist"] if root else []
-    return roots + [dataset_cache_dir(CACHE_NAME), Path.home() / ".medmnist"]
+    """Folders searched, in order: ``root`` and ``root/medmnist`` if ``root`` is given, else the user cache and ``~/.medmnist``."""
+    return [root, root / "medmnist"] if root else [dataset_cache_dir(CACHE_NAME), Path.home() / ".medmnist"]
 
 
 def locate_medmnist(flag: str, root: Path | None, size: int = 28) -> Path:
@@ -121,7 +120,7 @@ def locate_medmnist(flag: str, root: Path | None, size: int = 28) -> Path:
             return root
         raise DatasetNotFoundError(f"dataset '{flag}' not found: {root} does not exist (get it from {URL})")
     name = file_name(flag, size)
-    return find_files(flag, _folders(root), [name], URL) / name
+    return find_files(flag, _folders(root), [name], URL, root) / name
 
 
 def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
@@ -162,9 +161,9 @@ def load_medmnist(flag: str, root: Path | None = None, download: bool = False, s
         if not download or (root is not None and root.suffix == ".npz"):
             raise
         name = file_name(flag, size)
-        path = download_file(f"{URL}/files/{name}?download=1", dataset_cache_dir(CACHE_NAME) / name, timeout=60.0)
+        path = download_file(f"{URL}/files/{name}?download=1", download_dir(CACHE_NAME, root) / name, timeout=60.0)
     arrays = read_medmnist_npz(path)
-    return Dataset(name=flag, class_names=INFO[flag].class_names, **arrays)
+    return Dataset(name=flag, class_names=INFO[flag].class_names, source=str(path), **arrays)
 
 
 def medmnist_loader(flag: str) -> Callable[[Path | None, bool], Dataset]:

@@ -21,6 +21,8 @@ class DatasetSpec:
     name: str
     loader: Callable[[Path | None, bool], Dataset]
     description: str
+    builtin: bool = False
+    """Shipped inside a Python package: reads no files, so ``data.root`` has no meaning for it."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -31,7 +33,7 @@ def register(spec: DatasetSpec) -> None:
 
 
 register(DatasetSpec("fashion-mnist", load_fashion_mnist, "Fashion-MNIST, 60k/10k 28x28 grayscale, 10 classes (embedded: Debian package)"))
-register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,438/359 8x8 grayscale, 10 classes (embedded)"))
+register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,438/359 8x8 grayscale, 10 classes (embedded)", builtin=True))
 register(DatasetSpec("cifar10", load_cifar10, "CIFAR-10, 50k/10k 32x32 RGB, 10 classes (python pickle batches)"))
 register(DatasetSpec("cifar100", load_cifar100, "CIFAR-100, 50k/10k 32x32 RGB, 100 fine classes (python pickle batches)"))
 register(DatasetSpec("cinic10", load_cinic10, "CINIC-10, 90k/90k 32x32 RGB, CIFAR-10's classes (PNG folders; train=train/, valid/ unused)"))
@@ -49,6 +51,8 @@ def check_dataset_name(name: str) -> None:
 
 
 def load_dataset(name: str, root: str | Path | None = None, download: bool = False) -> Dataset:
-    """Load dataset ``name`` from ``root`` (or its default places); download only if ``download``."""
+    """Load dataset ``name`` from ``root`` (only there), or from its default places; download only if ``download``."""
     check_dataset_name(name)
+    if root and DATASETS[name].builtin:
+        raise ConfigError(f"data.root: dataset '{name}' is built into a Python package and reads no files; remove data.root")
     return DATASETS[name].loader(Path(root).expanduser() if root else None, download)

@@ -4,7 +4,25 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedprior.experiments.config import ExperimentConfig, config_differences, preset_paths
 from fedprior.experiments.run_dir import RunDir
+
+
+def preset_note(name: str, config: ExperimentConfig) -> str:
+    """A line naming the fields this run changed from the preset it is named after ('' if none or no such preset).
+
+    A preset's description speaks of the preset's own settings ("10 rounds"); with
+    ``--set`` overrides the report says what differs instead of rewriting the description.
+    """
+    from fedprior.experiments.config import load_config
+
+    if name not in preset_paths():
+        return ""
+    changed = config_differences(load_config(name)[1].to_dict(), config.to_dict())
+    if not changed:
+        return ""
+    listed = ", ".join(f"{field} = {new!r} (preset: {old!r})" for field, (old, new) in changed.items())
+    return f"Changed from the preset '{name}', whose description this is: {listed}."
 
 
 def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None:
@@ -28,7 +46,8 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
     plt.close(fig)
 
 
-def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "") -> None:
+def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "", notes: str = "") -> None:
+    """report.md and accuracy.png; ``notes`` go under the description (e.g. :func:`preset_note`)."""
     curve = [summary["initial_accuracy"], *summary["history"]]
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in enumerate(curve))
@@ -36,7 +55,7 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
-
+{chr(10) + notes + chr(10) if notes else ''}
 | | |
 |---|---|
 | algorithm | {summary['algorithm']} |

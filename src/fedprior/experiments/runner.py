@@ -9,9 +9,9 @@ from typing import Any, Callable, Iterator
 
 from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
-from fedprior.experiments.client_problems import client_problems, problem_warnings
+from fedprior.experiments.client_problems import client_problems, problem_warnings, problems_section
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.report import write_report
+from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata
 from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
@@ -101,7 +101,7 @@ def execute(
         start_from = run.load_checkpoint(previous)
         if start_from is not None:
             check_same_config(start_from.metadata, config, run.config)
-    metadata = checkpoint_metadata(config)
+    given, metadata = config, checkpoint_metadata(config)
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
@@ -154,7 +154,7 @@ def execute(
         additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
     run.write_result(summary)
-    write_report(run, summary, stats, extra)
+    write_report(run, summary, stats, problems_section(result.progress.history) + extra, notes=preset_note(name, given))
     return summary
 
 
