@@ -89,6 +89,10 @@ def test_text_init_needs_text_features():
     bare = Task(num_classes=K, input_shape=(D,), class_names=("a", "b", "c"), num_clients=4)
     with pytest.raises(ConfigError, match="algorithm.init: 'text' needs class text features"):
         fedavg(bare, local_epochs=1, batch_size=4, model="linear", init="text")
-    with pytest.raises(ConfigError, match="a linear head needs feature vectors"):
-        fedavg(Task(num_classes=K, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2),
-               local_epochs=1, batch_size=4, model="linear")
+    images = Task(num_classes=K, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
+    with pytest.raises(ConfigError, match="^algorithm.model: this algorithm trains a linear head on feature vectors"):
+        fedavg(images, local_epochs=1, batch_size=4, model="linear")
+    from fedprior.algorithms.fst_cbdg import fst_cbdg
+
+    with pytest.raises(ConfigError, match="^encoder.name: .* images of shape \\(1, 8, 8\\); set encoder.name to locked-text"):
+        fst_cbdg(images, local_epochs=1, batch_size=4)  # fst-cbdg has no algorithm.model: the field to fix is the encoder

@@ -8,7 +8,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
-from fedprior.algorithms.linear_heads import Sgd
+from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.errors import ConfigError
@@ -41,6 +41,7 @@ def fedavg(
     sampled clients train together as batched tensors; ``init`` applies to it only.
     """
     if model == "linear":
+        check_features(task, "algorithm.model")
         return supervised_head_algorithm(
             "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
         )

@@ -67,9 +67,11 @@ class HeadTraining:
         self.offsets = torch.cumsum(self.sizes, 0) - self.sizes
         self.x = torch.cat(list(xs))
         self.generators = list(generators)
-        self.batch_size = batch_size
-        self.sgd = sgd
         self.steps = [math.ceil(int(n) / batch_size) for n in self.sizes]
+        # a batch never holds more rows than the largest client has: padding every client to a
+        # batch_size of 10^8 would allocate terabytes for the same steps and the same numbers
+        self.batch_size = min(batch_size, int(self.sizes.max()))
+        self.sgd = sgd
         self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone()
         self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone()
         self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
@@ -190,10 +192,11 @@ def broadcast_head(state: State, info: RoundInfo) -> Broadcast:
     return Broadcast({WEIGHT: state[WEIGHT], BIAS: state[BIAS]})
 
 
-def check_features(task: Task) -> None:
+def check_features(task: Task, field: str = "encoder.name") -> None:
+    """A ConfigError naming ``field`` unless the inputs are feature vectors (a frozen encoder is set)."""
     if len(task.input_shape) != 1:
         raise ConfigError(
-            f"algorithm.model: a linear head needs feature vectors, the data gives {task.input_shape} "
-            "(set encoder.name to a frozen encoder)"
+            f"{field}: this algorithm trains a linear head on feature vectors of a frozen encoder, but the data are "
+            f"images of shape {task.input_shape}; set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER"
         )
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import typer
 
 from fedprior.cli.app import app, user_errors
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, FedpriorError
 
 # The defaults of the matching config fields (tests/test_cli_partition.py checks they agree).
 DEFAULT_DATASET = "fashion-mnist"
@@ -30,6 +31,15 @@ OPTION_OF_FIELD = {
 }
 
 SPARK = "▁▂▃▄▅▆▇█"
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse, before any work, an output file that is a folder or lies in a folder that cannot be written."""
+    if path.is_dir():
+        raise FedpriorError(f"{option}: {path} is a folder; give a file name such as {path / 'partition.png'}")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise FedpriorError(f"{option}: cannot write {path} ({parent} is not a writable folder)")
 
 
 def _with_option(error: ConfigError) -> ConfigError:
@@ -129,6 +139,8 @@ def partition(
     from fedprior.partition.factory import make_partitioner
     from fedprior.partition.statistics import class_counts, describe
 
+    if plot is not None:
+        check_output_file(plot, "--plot")
     try:
         partitioner = make_partitioner(scheme, clients, seed, shards=shards, alpha=alpha, min_size=min_size,
                                        window=window, balance=balance)
@@ -144,7 +156,10 @@ def partition(
         from fedprior.partition.plot import plot_heatmap
 
         shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
-        plot_heatmap(counts, plot, class_names=data.class_names, title=f"{dataset}, {scheme} ({shown})")
+        try:
+            plot_heatmap(counts, plot, class_names=data.class_names, title=f"{dataset}, {scheme} ({shown})")
+        except OSError as error:
+            raise FedpriorError(f"--plot: cannot write {plot} ({error.strerror or error})") from None
     if as_json:
         record = {"dataset": dataset, "scheme": scheme, "parameters": parameters, **summary}
         if plot is not None:

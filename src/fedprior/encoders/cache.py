@@ -8,6 +8,8 @@ split, count, dim and the SHA-256 of the tensor's bytes. A file that cannot be r
 metadata, shape or checksum is wrong (a crash mid-write on a filesystem without atomic rename,
 a truncated copy, flipped bits) is reported with a warning and rebuilt. Writes go to a
 temporary file in the same folder followed by ``os.replace``, so readers never see half a file.
+The cache is optional: a cache folder that cannot be written (full, read-only) is a
+warning, and the run goes on with the features it computed.
 """
 
 from __future__ import annotations
@@ -151,7 +153,11 @@ def load_or_encode(
         "dim": str(encoder.dim),
         "checksum": tensor_checksum(features),
     }
-    write_features(path, features, metadata)
+    try:
+        write_features(path, features, metadata)
+    except OSError as error:
+        warnings.warn(f"feature cache {path} cannot be written ({error.strerror or error}); going on without the cache", stacklevel=2)
+        path = None
     return CacheResult(features, path, False, time.perf_counter() - start)
 
 

@@ -51,7 +51,9 @@ On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
 
 The tower is built on first use (a progress line goes to stderr) and saved to
 ``cache_dir()/encoders/locked-text/<fingerprint>.safetensors``; later builds load
-it. A cache file that cannot be read or does not match is rebuilt with a warning.
+it. A cache file that cannot be read, does not match, or whose weights fail their
+SHA-256 (stored in the file's metadata) is rebuilt with a warning; a cache folder that
+cannot be written is a warning too (the tower is then trained again next time).
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedprior.atomic import save_tensors
+from fedprior.atomic import save_tensors, tensors_sha256
 from fedprior.data.dataset import Dataset
 from fedprior.data.fingerprint import split_fingerprint
 from fedprior.data.locations import cache_dir
@@ -251,14 +253,19 @@ def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: 
 
 
 def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
+    state = tower.state_dict()
     metadata = {
         "fingerprint": fingerprint,
         "recipe": str(RECIPE_VERSION),
         "in_channels": str(tower.in_channels),
         "image_size": str(tower.image_size),
         "dim": str(tower.out_dim),
+        "checksum": tensors_sha256(state),
     }
-    save_tensors(tower.state_dict(), path, metadata=metadata)
+    try:
+        save_tensors(state, path, metadata=metadata)
+    except OSError as error:  # the cache is optional: a full or read-only cache folder costs a rebuild next time
+        warnings.warn(f"locked-text: the image tower cannot be cached at {path} ({error.strerror or error}); going on without the cache", RuntimeWarning, stacklevel=2)
 
 
 def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:
@@ -272,6 +279,8 @@ def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed:
     wrong = {k: (metadata.get(k), v) for k, v in expected.items() if metadata.get(k) != v}
     if wrong:
         raise ValueError("metadata " + ", ".join(f"{k}={got!r} (expected {want!r})" for k, (got, want) in wrong.items()))
+    if metadata.get("checksum") != tensors_sha256(state):
+        raise ValueError("checksum mismatch (the weights changed after they were written, or the file predates checksums)")
     tower = _new_tower(image_shape[0], image_shape[1], int(metadata["dim"]), seed)
     tower.load_state_dict(state, strict=True)
     if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):

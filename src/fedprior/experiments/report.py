@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from fedprior.atomic import atomic_write, write_text
 from fedprior.experiments.config import ExperimentConfig, config_differences, preset_paths
 from fedprior.experiments.run_dir import RunDir
 
@@ -42,7 +43,7 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
     if len(curves) > 1:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    atomic_write(path, lambda handle: fig.savefig(handle, format="png"))  # never a half-written PNG
     plt.close(fig)
 
 
@@ -77,4 +78,4 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 |---|---|
 {rows}
 {extra}"""
-    run.report.write_text(text)
+    write_text(run.report, text)
