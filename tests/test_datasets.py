@@ -447,3 +447,63 @@ def test_cli_datasets_lists_every_dataset_and_availability(tmp_path):
     assert rows["svhn"] == "yes"
     assert rows["cifar10"] == "no"
     assert rows["digits"] == "yes"
+
+
+# ----------------------------------------------------------------------------- data.root is the only place (issue 7, item 5)
+
+
+def write_fashion(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for name, array in {"train-images-idx3-ubyte.gz": np.zeros((4, 28, 28)), "train-labels-idx1-ubyte.gz": np.arange(4),
+                        "t10k-images-idx3-ubyte.gz": np.zeros((2, 28, 28)), "t10k-labels-idx1-ubyte.gz": np.arange(2)}.items():
+        with gzip.open(folder / name, "wb") as handle:
+            handle.write(_idx_bytes(array))
+
+
+CACHED_COPY = {  # a valid copy where the loader looks when data.root is unset
+    "fashion-mnist": lambda cache: write_fashion(cache / "fashion-mnist"),
+    "cifar10": lambda cache: write_cifar10(cache / "cifar10" / "cifar-10-batches-py"),
+    "svhn": lambda cache: [(cache / "svhn").mkdir(parents=True), write_svhn_mat(cache / "svhn" / "train_32x32.mat", [1]),
+                           write_svhn_mat(cache / "svhn" / "test_32x32.mat", [2])],
+    "octmnist": lambda cache: [(cache / "medmnist").mkdir(parents=True), write_medmnist(cache / "medmnist" / "octmnist.npz", channels=1)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHED_COPY))
+@pytest.mark.parametrize("root_state", ["missing", "empty"])
+def test_a_root_without_the_files_is_an_error_not_a_fallback(tmp_path, name, root_state):
+    CACHED_COPY[name](tmp_path / "cache" / "datasets")
+    assert load_dataset(name).train_images.shape[0] > 0  # the default places hold a valid copy
+    root = tmp_path / "data"
+    if root_state == "empty":
+        root.mkdir()
+    with pytest.raises(DatasetNotFoundError, match=f"^data.root {root} {'does not exist' if root_state == 'missing' else 'is empty'}"):
+        load_dataset(name, root=root)
+
+
+def test_a_root_lacking_one_file_names_it(tmp_path):
+    write_fashion(tmp_path / "data")
+    (tmp_path / "data" / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(DatasetNotFoundError, match=f"^data.root {tmp_path / 'data'} lacks t10k-labels-idx1-ubyte.gz:"):
+        load_dataset("fashion-mnist", root=tmp_path / "data")
+    write_fashion(tmp_path / "good")
+    assert load_dataset("fashion-mnist", root=tmp_path / "good").source == str(tmp_path / "good")
+
+
+def test_digits_reads_no_files_so_a_root_is_an_error(tmp_path):
+    from fedprior.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^data.root: dataset 'digits' is built into a Python package"):
+        load_dataset("digits", root=tmp_path)
+
+
+def test_read_idx_damaged_gzip_and_huge_header(tmp_path):
+    from fedprior.data.fashion_mnist import read_idx
+
+    data = gzip.compress(_idx_bytes(np.ones((3, 5), dtype=np.uint8)))
+    (tmp_path / "cut.gz").write_bytes(data[:-10])
+    with pytest.raises(DatasetNotFoundError, match="cut.gz is damaged \\(EOFError"):
+        read_idx(tmp_path / "cut.gz")
+    (tmp_path / "huge").write_bytes(bytes([0, 0, 8, 2]) + (2**32 - 1).to_bytes(4, "big") + (2**31).to_bytes(4, "big") + bytes(5))
+    with pytest.raises(DatasetNotFoundError, match=f"expected {(2**32 - 1) * 2**31} values, found 5"):  # no int64 overflow
+        read_idx(tmp_path / "huge")

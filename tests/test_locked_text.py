@@ -262,3 +262,23 @@ def test_fashion_mnist_defaults(tmp_path, monkeypatch):
     assert build < 120
     assert entropy > 0.99 * math.log(10)
     assert 0.6 < zero_shot < probe - 0.04
+
+
+def test_a_tower_file_with_changed_weights_fails_its_checksum(tmp_path):
+    """The README's "a damaged cache file is detected and rebuilt": sign-flipped weights with intact metadata too."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from fedprior.encoders.locked_text import _load, _new_tower, _save
+
+    path = tmp_path / "tower.safetensors"
+    _save(_new_tower(1, 8, 16, seed=0), path, "fp")
+    assert _load(path, "fp", (1, 8, 8), 0) is not None
+    with safe_open(str(path), framework="pt") as handle:
+        metadata = handle.metadata()
+        state = {key: handle.get_tensor(key) for key in handle.keys()}
+    name = next(k for k, v in state.items() if v.is_floating_point() and v.numel() > 4)
+    state[name] = -state[name]
+    save_file(state, str(path), metadata=metadata)
+    with pytest.raises(ValueError, match="checksum mismatch"):
+        _load(path, "fp", (1, 8, 8), 0)

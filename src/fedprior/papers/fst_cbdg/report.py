@@ -19,12 +19,22 @@ from fedprior.runtime.simulation import simulate
 BASELINES = {"FedAvg": "fedavg-linear", "FedNTD": "fedntd-linear"}
 
 
-def zero_shot_entropy(experiment: Experiment) -> np.ndarray:
-    """Entropy of the Eq. (2) zero-shot prediction of every test image (nats)."""
+def zero_shot_predictions(experiment: Experiment):
+    """The Eq. (2) zero-shot prediction p_j of every test image, (N, K)."""
     from fedprior.algorithms.fst_cbdg import zero_shot_probabilities
 
-    p = zero_shot_probabilities(experiment.test["x"], experiment.task.prior["text_features"])
+    return zero_shot_probabilities(experiment.test["x"], experiment.task.prior["text_features"])
+
+
+def zero_shot_entropy(experiment: Experiment) -> np.ndarray:
+    """Entropy of the Eq. (2) zero-shot prediction of every test image (nats)."""
+    p = zero_shot_predictions(experiment)
     return (-(p * p.clamp_min(1e-12).log()).sum(1)).numpy()
+
+
+def zero_shot_accuracy(experiment: Experiment) -> float:
+    """Test accuracy of CLIP's zero-shot classifier, argmax_k I_j . T_k (Eq. 2; the paper's CLIP-ZS row)."""
+    return float((zero_shot_predictions(experiment).argmax(1) == experiment.test["y"]).double().mean())
 
 
 def plot_entropy(entropy: np.ndarray, num_classes: int, path) -> None:
@@ -71,6 +81,7 @@ def fst_cbdg_extras(experiment: Experiment, summary: dict[str, Any], folder) -> 
     curves = {"FST-CBDG": [summary["initial_accuracy"], *summary["history"]], **baseline_curves(experiment)}
     plot_accuracy(curves, folder / "figure3.png", "test accuracy per round (Figure 3)")
     additions = {
+        "zero_shot_accuracy": zero_shot_accuracy(experiment),
         "zero_shot_entropy": float(entropy.mean()),
         "entropy_bound": math.log(experiment.task.num_classes),
         "baselines": {label: curve[-1] for label, curve in curves.items() if label != "FST-CBDG"},
