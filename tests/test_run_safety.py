@@ -79,7 +79,7 @@ def test_no_intact_checkpoint_says_how_to_start_again(runs, tmp_path):
 
 
 @pytest.mark.parametrize("edit, field", [
-    (("seed = 0", "seed = 7"), "run.seed (0 in the checkpoint, 7 now)"),
+    (("\nseed = 0", "\nseed = 7"), "run.seed (0 in the checkpoint, 7 now)"),
     (("num_clients = 4", "num_clients = 3"), "federation.num_clients (4 in the checkpoint, 3 now)"),
 ])
 def test_resume_refuses_an_edited_config_naming_the_fields(runs, tmp_path, edit, field):
