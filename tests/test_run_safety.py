@@ -191,3 +191,21 @@ def test_report_names_what_differs_from_the_preset(runs):
     report = (runs["root"] / "two" / "report.md").read_text()
     assert "Changed from the preset 'fedavg-cnn', whose description this is:" in report
     assert "federation.rounds = 2 (preset: 20)" in report
+
+
+def test_a_checkpoint_of_the_previous_format_still_resumes_with_a_warning(runs, tmp_path):
+    """Checkpoints written before checksums existed (progress metadata only) load, with a warning; tensors alone do not."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from fedprior.runtime.checkpoint import CheckpointError, load_checkpoint
+
+    path = copy(runs, tmp_path) / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata, tensors = handle.metadata(), {k: handle.get_tensor(k) for k in handle.keys()}
+    save_file(tensors, str(path), metadata={"progress": metadata["progress"]})
+    with pytest.warns(UserWarning, match="older fedprior without a checksum"):
+        assert load_checkpoint(path).progress.round == 2
+    save_file(tensors, str(path))
+    with pytest.raises(CheckpointError, match="lacks its metadata"):
+        load_checkpoint(path)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -95,6 +96,10 @@ def load_checkpoint(path: Path) -> RunState:
             tensors = {key: handle.get_tensor(key) for key in handle.keys()}
     except Exception as error:  # safetensors raises its own types for bad headers and truncation
         raise CheckpointError(f"checkpoint {path} is unreadable ({type(error).__name__}: {error})") from None
+    legacy = "progress" in metadata and "format" not in metadata and "checksum" not in metadata
+    if legacy:  # written before checkpoints carried a checksum: usable, but nothing to verify it against
+        warnings.warn(f"checkpoint {path} was written by an older fedprior without a checksum; it cannot be verified", stacklevel=2)
+        metadata.update(format=FORMAT, checksum=_checksum(tensors, metadata))
     missing = [key for key in ("format", "progress", "checksum") if key not in metadata]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks its metadata ({', '.join(missing)}): damaged, or not a fedprior checkpoint")
