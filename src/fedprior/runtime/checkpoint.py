@@ -99,7 +99,8 @@ def load_checkpoint(path: Path) -> RunState:
     legacy = "progress" in metadata and "format" not in metadata and "checksum" not in metadata
     if legacy:  # written before checkpoints carried a checksum: usable, but nothing to verify it against
         warnings.warn(f"checkpoint {path} was written by an older fedprior without a checksum; it cannot be verified", stacklevel=2)
-        metadata.update(format=FORMAT, checksum=_checksum(tensors, metadata))
+        metadata["format"] = FORMAT
+        metadata["checksum"] = _checksum(tensors, metadata)
     missing = [key for key in ("format", "progress", "checksum") if key not in metadata]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks its metadata ({', '.join(missing)}): damaged, or not a fedprior checkpoint")
