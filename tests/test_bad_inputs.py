@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import gzip
+import json
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -264,11 +265,9 @@ def test_full_cache_disk_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, m
     assert "(No space left on device); going on without the cache" in result.stderr
 
 
-def test_batch_size_larger_than_any_client_trains_on_whole_clients(tmp_path, tiny_clip):
-    """federation.batch_size=10^8 must not pad clients to 10^8 rows (1.5 TB); it equals one batch per client."""
-    huge = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
-    whole = cli(*linear_args(tiny_clip, tmp_path / "whole", "--set", "federation.batch_size=1438"), "--json")
-    assert huge.exit_code == 0 and whole.exit_code == 0, huge.stderr + whole.stderr
-    import json
-
-    assert json.loads(huge.stdout)["history"] == json.loads(whole.stdout)["history"]
+def test_batch_size_larger_than_any_client_runs(tmp_path, tiny_clip):
+    """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); now one batch per client
+    (tests/test_linear_heads.py checks the batches equal those of a batch size of the largest client)."""
+    result = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["rounds"] == 1
