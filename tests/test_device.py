@@ -1,5 +1,7 @@
 """run.device resolution, the CUDA-missing error, data moved once per update, CPU tensors out; the thread policy."""
 
+import os
+
 import pytest
 import torch
 
@@ -10,7 +12,7 @@ from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import load_config
-from fedprior.runtime.device import resolve_device
+from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
@@ -140,3 +142,15 @@ def test_evaluation_does_not_depend_on_the_thread_count():
     with torch_threads(2):
         two = algo.evaluate(state, test)
     assert one == two
+
+
+def test_run_deterministic_switches_torch_to_deterministic_kernels(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        set_deterministic(True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's condition for deterministic results
+    finally:
+        set_deterministic(False)
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic

@@ -74,7 +74,8 @@ def suicidal_algorithm(victim: int, fatal_round: int, parent: int) -> Algorithm:
         if info.client_id == victim and info.round == fatal_round and os.getpid() != parent:
             os.kill(os.getpid(), signal.SIGKILL)
         seen = state.get("seen", torch.zeros(())) + 1
-        return Reply({"v": message.arrays["v"] + info.client_id, "pid": torch.tensor(os.getpid())}, int(data["x"].shape[0])), {"seen": seen}
+        draw = torch.rand(())  # torch's global generator, as dropout would use it
+        return Reply({"v": message.arrays["v"] + info.client_id + draw, "draw": draw}, int(data["x"].shape[0])), {"seen": seen}
 
     return Algorithm(
         name="toy", inputs=("x",), init=lambda info: {"v": torch.zeros(())},
@@ -96,6 +97,15 @@ def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker
     assert history[1].get("aggregated", True) and "accuracy" in history[1]
     # the victim kept its old state through the failed round, and trained again afterwards
     assert int(result.client_states[victim]["seen"]) == 3 and int(result.client_states[0]["seen"]) == 4
+
+
+def test_draws_from_the_global_generator_are_the_same_in_any_process():
+    algo = suicidal_algorithm(-1, 0, os.getpid())
+    draws = []
+    algo = algo.with_(aggregate=lambda state, replies, info: draws.append([float(r.arrays["draw"]) for r in replies]) or {"v": torch.stack([r.arrays["v"] for r in replies]).mean()})
+    alone, pooled = run(algo, vectorize=False), run(algo, workers=2, vectorize=False)
+    assert_same_run(alone, pooled)
+    assert draws[:3] == draws[3:] and len(set(draws[0])) == len(draws[0]) and draws[0] != draws[1]
 
 
 def test_an_exception_in_a_worker_stops_the_run_with_the_worker_traceback():

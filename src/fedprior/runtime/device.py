@@ -67,6 +67,7 @@ def set_deterministic(enabled: bool) -> None:
     """
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-    torch.use_deterministic_algorithms(enabled)
+    if enabled != torch.are_deterministic_algorithms_enabled():  # the call imports torch._inductor: seconds
+        torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
     torch.backends.cudnn.benchmark = False
