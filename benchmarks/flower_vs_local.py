@@ -84,7 +84,7 @@ def main() -> None:
         "flower_final_accuracy": flower["final_accuracy"],
         "identical_histories": local["history"] == flower["history"],
         "cpus": os.cpu_count(),
-        "run_threads": next((o.split("=", 1)[1] for o in args.overrides if o.startswith("run.threads=")), "0 (torch default)"),
+        "run_threads": next((o.split("=", 1)[1] for o in args.overrides if o.startswith("run.threads=")), "0 (fedprior's thread policy)"),
     }
     if args.json:
         print(json.dumps(out))

@@ -142,3 +142,11 @@ def test_a_run_with_workers_and_evaluate_every_reports_them(tmp_path, shared_cac
     assert summary["final_accuracy"] == metrics[-1]["accuracy"]
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| 2 |" in report and "| 1 |" not in report.split("| round | test accuracy (%) |")[1]
+
+
+def test_workers_with_a_flower_runtime_is_a_config_error():
+    from fedprior.errors import ConfigError
+
+    name, config = load_config("fedavg-cnn", ["run.workers=2", "run.runtime='flower-sim'"])
+    with pytest.raises(ConfigError, match="run.workers: worker processes serve run.runtime = 'local' only"):
+        build_experiment(name, config)

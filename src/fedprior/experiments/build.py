@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
+from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
@@ -45,6 +46,10 @@ class Experiment:
     def client_data(self, client_id: int) -> ClientData:
         """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones)."""
         return select_client_data(self.partition, self.train, self.algorithm.inputs, client_id)
+
+    def client_size(self, client_id: int) -> int:
+        """How many training examples client ``client_id`` holds (all roles)."""
+        return int(self.partition.holdings(client_id).size)
 
     def client_side(self) -> "ClientSide":
         """What a worker process needs to run this experiment's client updates (picklable)."""
@@ -176,6 +181,8 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     resolved first (asking for absent CUDA fails here, before any data is loaded), and
     the thread policy and worker count are chosen (``fedprior.runtime.threads``).
     """
+    if config.run.workers > 1 and config.run.runtime != "local":
+        raise ConfigError(f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1")
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
     spec = algorithm_spec(config.algorithm.name)

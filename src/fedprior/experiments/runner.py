@@ -135,6 +135,7 @@ def execute(
             workers=experiment.workers,
             worker_setup=experiment.client_side(),
             start_method="spawn" if experiment.device.type == "cuda" else None,
+            client_size=experiment.client_size,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""

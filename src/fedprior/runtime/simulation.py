@@ -174,18 +174,19 @@ def simulate(
     workers: int = 1,
     worker_setup: WorkerSetup | None = None,
     start_method: str | None = None,
+    client_size: Callable[[int], int] | None = None,
 ) -> SimulationResult:
     """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
 
     ``workers > 1`` trains a round's clients in that many worker processes
-    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``start_method`` go there),
+    (:mod:`fedprior.runtime.workers`; ``worker_setup``, ``start_method`` and ``client_size`` go there),
     each with ``threads.train`` torch threads; the numbers are those of ``workers = 1``.
     """
     states = start.clients if start is not None else None
     if workers > 1:
         pool: InProcessClients = WorkerClients(
             algorithm, client_data, num_clients, states, workers=workers, setup=worker_setup, start_method=start_method,
-            threads=threads.train if threads else 1,
+            threads=threads.train if threads else 1, client_size=client_size,
         )
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states)

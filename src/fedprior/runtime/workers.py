@@ -110,9 +110,9 @@ class WorkerClients(InProcessClients):
 
     def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int,
                  states: dict[int, State] | None = None, *, workers: int, setup: WorkerSetup | None = None,
-                 start_method: str | None = None, threads: int = 1) -> None:
+                 start_method: str | None = None, threads: int = 1, client_size: Callable[[int], int] | None = None) -> None:
         super().__init__(algorithm, client_data, num_clients, states)
-        self.size, self.threads = workers, threads
+        self.size, self.threads, self.client_size = workers, threads, client_size
         self.context = multiprocessing.get_context(start_method or default_start_method())
         if setup is None:
             if self.context.get_start_method() != "fork":
@@ -163,12 +163,20 @@ class WorkerClients(InProcessClients):
 
     # -- a round ------------------------------------------------------------------------
     def groups(self, clients: Sequence[int], vectorize: bool) -> list[list[int]]:
-        """One client per message, or, for a vectorized algorithm, one contiguous group per worker."""
+        """One client per message, or, for a vectorized algorithm, one contiguous group per worker.
+
+        The largest come first (``client_size``, where given), so that no worker is left
+        with a big client while the others idle at the end of the round.
+        """
         if vectorize and self.algorithm.client_update_many is not None:
             count = min(self.size, len(clients))
             bounds = [round(i * len(clients) / count) for i in range(count + 1)]
-            return [list(clients[a:b]) for a, b in zip(bounds, bounds[1:])]
-        return [[c] for c in clients]
+            groups = [list(clients[a:b]) for a, b in zip(bounds, bounds[1:])]
+        else:
+            groups = [[c] for c in clients]
+        if self.client_size is not None:
+            groups.sort(key=lambda group: -sum(self.client_size(c) for c in group))
+        return groups
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
         self.prepare()
