@@ -37,7 +37,7 @@ from pathlib import Path
 
 import torch
 
-from busy import busy_processes
+from shared import busy_processes, print_result
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
@@ -154,11 +154,7 @@ def main() -> None:
             flower, _ = fedprior_round_seconds([*common, "run.runtime='flower-sim'"], work, "flower")
             out.update({"flower_seconds_per_round": round(flower, 3), "flower_ratio": round(flower / one, 3)})
     out["targets"] = {"overhead": "<= 1.10", "workers_speedup": ">= 1.6 (quiet, 2 cores)", "load_slowdown": "<= 2 (one busy process)"}
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    print_result(out, args.json)
 
 
 if __name__ == "__main__":

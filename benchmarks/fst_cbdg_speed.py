@@ -21,13 +21,12 @@ draws (noise='direct'), as loop_direct_noise_seconds, to show where the time goe
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 import torch.nn.functional as F
 
-from busy import busy_processes
+from shared import busy_processes, print_result
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.partition.shard import ShardPartitioner
@@ -94,11 +93,7 @@ def main() -> None:
             loaded_seconds, _ = run(True, setup)
         out.update({"load": args.load, "loaded_vectorized_seconds": round(loaded_seconds, 3),
                     "load_slowdown": round(loaded_seconds / vectorized_seconds, 2)})
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    print_result(out, args.json)
 
 
 if __name__ == "__main__":

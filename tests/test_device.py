@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import toy_images
-from fedprior.algorithms.base import Broadcast, ClientInfo, Task
+from fedprior.algorithms.base import ClientInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.scaffold import scaffold

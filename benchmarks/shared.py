@@ -1,11 +1,13 @@
-"""``--load N`` for the benchmarks: N busy processes (one spinning core each) while a timing runs.
+"""What the benchmarks share: ``--load N`` busy processes, and printing the result.
 
-They stand for the other jobs of a shared machine. Started and stopped by the
-benchmark; a process of pure Python arithmetic takes one core and no memory bandwidth.
+The busy processes stand for the other jobs of a shared machine. Started and stopped
+by the benchmark; a process of pure Python arithmetic takes one core and no memory
+bandwidth.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -27,3 +29,12 @@ def busy_processes(count: int) -> Iterator[None]:
             process.terminate()
         for process in processes:
             process.wait(timeout=10)
+
+
+def print_result(out: dict, as_json: bool) -> None:
+    """One JSON object, or one ``key: value`` line per figure."""
+    if as_json:
+        print(json.dumps(out))
+    else:
+        for key, value in out.items():
+            print(f"{key}: {value}")
