@@ -53,7 +53,7 @@ class Experiment:
 
     def client_side(self) -> "ClientSide":
         """What a worker process needs to run this experiment's client updates (picklable)."""
-        return ClientSide(self.config, self.task, self.train, self.partition, self.threads.train)
+        return ClientSide(self.config, self.task, self.train, self.partition)
 
 
 def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
@@ -87,11 +87,9 @@ class ClientSide:
     task: Task
     train: dict[str, torch.Tensor]
     partition: Partition
-    threads: int
 
     def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
         set_deterministic(self.config.run.deterministic)
-        torch.set_num_threads(self.threads)
         algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
         return algorithm, functools.partial(select_client_data, self.partition, self.train, algorithm.inputs)
 
