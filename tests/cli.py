@@ -30,8 +30,9 @@ def summary(result: subprocess.CompletedProcess) -> dict:
 TINY = [
     "--set", "data.dataset=digits", "--set", "partition.scheme=iid", "--set", "federation.num_clients=4",
     "--set", "federation.fraction=0.5", "--set", "federation.rounds=2", "--set", "federation.batch_size=32",
+    "--set", "run.workers=1",
 ]
-"""A 2-round digits run that takes a second or two (in-process tests)."""
+"""A 2-round digits run that takes a second or two (in-process tests: no worker processes)."""
 
 
 def invoke(*args, cache=None):

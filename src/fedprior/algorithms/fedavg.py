@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Callable, Literal
 
+import torch
 from pydantic import Field
 from torch import nn
 
@@ -32,6 +33,7 @@ def fedavg(
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
     init: HeadInitField = "random",
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
@@ -43,11 +45,12 @@ def fedavg(
     if model == "linear":
         check_features(task, "algorithm.model")
         return supervised_head_algorithm(
-            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
+            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
+            device=device,
         )
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model))
+    net = GlobalModel(model_task(task, model), device=device)
     return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay))
 
 
@@ -65,8 +68,9 @@ def local_sgd_update(
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
+        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
-            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
+            local, x, y, epochs=local_epochs, batch_size=batch_size,
             optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
         )
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state

@@ -37,9 +37,10 @@ def fedprox(
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
     mu: Mu = 0.01,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
-    net = GlobalModel(model_task(task, model))
+    net = GlobalModel(model_task(task, model), device=device)
     update = local_sgd_update(
         net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=lambda g: proximal_loss(g, mu)
     )

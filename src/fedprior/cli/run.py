@@ -36,9 +36,11 @@ class RoundProgress:
     def round(self, record: dict[str, Any]) -> None:
         if self.task is None:
             return
-        accuracy = f"{100 * record['accuracy']:.2f}%" if "accuracy" in record else "-"
         completed = record.get("step") or 0
-        self.bar.update(self.task, completed=completed, accuracy=accuracy)
+        if "accuracy" in record:  # rounds without evaluation (federation.evaluate_every) keep the last figure
+            self.bar.update(self.task, completed=completed, accuracy=f"{100 * record['accuracy']:.2f}%")
+        else:
+            self.bar.update(self.task, completed=completed)
 
     def stop(self) -> None:
         self.bar.stop()
@@ -54,7 +56,8 @@ def report(summary: dict[str, Any], as_json: bool) -> None:
     stderr.print(
         f"{summary['name']}: final accuracy {100 * summary['final_accuracy']:.2f}% "
         f"(best {100 * summary['best_accuracy']:.2f}%, initial {100 * summary['initial_accuracy']:.2f}%) "
-        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s; run directory {summary['run_dir']}",
+        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s on {summary['device']} "
+        f"({summary['workers']} worker{'s' if summary['workers'] != 1 else ''}); run directory {summary['run_dir']}",
         highlight=False,
     )
 

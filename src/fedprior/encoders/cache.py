@@ -3,6 +3,9 @@
 Files live at ``<cache>/features/<dataset>/<split>-<encoder fingerprint>-<data fingerprint>.safetensors``
 (``<cache>`` is :func:`fedprior.data.locations.cache_dir`, ``$FEDPRIOR_CACHE`` if set), so a
 different encoder, different weights or preprocessing, or different data never reuse a file.
+Features an encoder computed on a GPU get the device type after the data fingerprint
+(``...-cuda.safetensors``): GPU kernels round differently, and a run on the CPU must get
+the CPU's features whatever ran before it.
 Each file holds one float32 tensor ``features`` (N, dim) and metadata: encoder name, dataset,
 split, count, dim and the SHA-256 of the tensor's bytes. A file that cannot be read, or whose
 metadata, shape or checksum is wrong (a crash mid-write on a filesystem without atomic rename,
@@ -54,7 +57,9 @@ def _safe(text: str) -> str:
 def cache_path(encoder, dataset_name: str, split: str, images: np.ndarray, labels: np.ndarray) -> Path:
     """Where the features of ``encoder`` on these ``images``/``labels`` are (or will be) cached."""
     data = array_fingerprint(images, labels)
-    return features_dir() / _safe(dataset_name) / f"{_safe(split)}-{encoder.fingerprint}-{data}.safetensors"
+    device = torch.device(getattr(encoder, "device", "cpu")).type
+    suffix = "" if device == "cpu" else f"-{device}"
+    return features_dir() / _safe(dataset_name) / f"{_safe(split)}-{encoder.fingerprint}-{data}{suffix}.safetensors"
 
 
 def tensor_checksum(features: torch.Tensor) -> str:

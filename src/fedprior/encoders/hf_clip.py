@@ -116,7 +116,7 @@ class HFClipEncoder:
     reserved_train_indices = np.zeros(0, dtype=np.int64)
     """Training images the encoder used for itself: none for real CLIP."""
 
-    def __init__(self, spec: str, download: bool = False) -> None:
+    def __init__(self, spec: str, download: bool = False, device: torch.device = torch.device("cpu")) -> None:
         from transformers import AutoTokenizer, CLIPModel
 
         folder = resolve_folder(spec, download)
@@ -128,7 +128,7 @@ class HFClipEncoder:
             raise FedpriorError(f"encoder.name: cannot load a CLIP model from {folder} ({error}); {FOLDER_HELP}") from error
         self.name = f"hf-clip:{spec}"
         self.folder = folder
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(device)
         self.model = model.float().eval().requires_grad_(False).to(self.device)
         self.dim = int(model.config.projection_dim)
         self.max_length = int(model.config.text_config.max_position_embeddings)
@@ -154,5 +154,5 @@ class HFClipEncoder:
         return _features(self.model.get_text_features(**tokens)).float().cpu()
 
 
-def build_hf_clip_encoder(spec: str, download: bool) -> HFClipEncoder:
-    return HFClipEncoder(spec, download)
+def build_hf_clip_encoder(spec: str, download: bool, device: torch.device = torch.device("cpu")) -> HFClipEncoder:
+    return HFClipEncoder(spec, download, device)

@@ -299,8 +299,10 @@ class LockedTextEncoder:
 
     name = NAME
 
-    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str) -> None:
-        self.tower = tower
+    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str,
+                 device: torch.device = torch.device("cpu")) -> None:
+        self.device = torch.device(device)
+        self.tower = tower.to(self.device)
         self.recipe_fingerprint = recipe_fingerprint
         """Names the cached tower file (what determines the training)."""
         self.fingerprint = weights_fingerprint(recipe_fingerprint, tower)
@@ -323,8 +325,9 @@ class LockedTextEncoder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.tower.eval()
-        out = [self.tower(ImageTower.preprocess(torch.from_numpy(images[i : i + batch_size]))) for i in range(0, len(images), batch_size)]
-        return torch.cat(out).float() if out else torch.zeros(0, self.dim)
+        batches = (torch.from_numpy(images[i : i + batch_size]).to(self.device) for i in range(0, len(images), batch_size))
+        out = [self.tower(ImageTower.preprocess(batch)).float().cpu() for batch in batches]
+        return torch.cat(out) if out else torch.zeros(0, self.dim)
 
     def encode_texts(self, texts: list[str]) -> torch.Tensor:
         """Texts -> float32 (len(texts), dim) from the frozen text tower, not normalized here.
@@ -335,8 +338,11 @@ class LockedTextEncoder:
         return text_encoder(self.text_model).encode_texts(list(texts)).float()
 
 
-def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset) -> LockedTextEncoder:
-    """The ``locked-text`` encoder for ``dataset``: loaded from the cache, or trained once and cached."""
+def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device = torch.device("cpu")) -> LockedTextEncoder:
+    """The ``locked-text`` encoder for ``dataset``: loaded from the cache, or trained once (on the CPU) and cached.
+
+    Its image tower then runs on ``device``; its text tower (a handful of class prompts) stays on the CPU.
+    """
     split = pretraining_split(config, dataset)
     fingerprint = locked_text_fingerprint(config, dataset)
     path = tower_path(fingerprint)
@@ -349,7 +355,7 @@ def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset) -> Locked
     if tower is None:
         tower = _build(config, dataset, split)
         _save(tower, path, fingerprint)
-    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model)
+    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model, device)
 
 
 def weights_fingerprint(recipe_fingerprint: str, tower: ImageTower) -> str:

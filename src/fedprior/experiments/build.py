@@ -1,9 +1,11 @@
-"""From a checked config to everything a run needs: data, partition, task, algorithm."""
+"""From a checked config to everything a run needs: data, partition, task, algorithm, device, threads."""
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -12,9 +14,13 @@ import torch.nn.functional as F
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
+from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
+from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.sampling import clients_per_round
+from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
@@ -33,15 +39,59 @@ class Experiment:
     task: Task
     algorithm: Algorithm
     encoder_name: str = "none"
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    threads: ThreadPolicy = field(default_factory=lambda: ThreadPolicy(1, 1, 1))
+    workers: int = 1
 
     def client_data(self, client_id: int) -> ClientData:
         """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones)."""
-        out: ClientData = {}
-        for role, indices in self.partition.client(client_id).items():
-            for field, source in zip(ROLE_FIELDS[role], ("x", "y")):
-                if field in self.algorithm.inputs:
-                    out[field] = self.train[source][torch.from_numpy(indices)]
-        return out
+        return select_client_data(self.partition, self.train, self.algorithm.inputs, client_id)
+
+    def client_size(self, client_id: int) -> int:
+        """How many training examples client ``client_id`` holds (all roles)."""
+        return int(self.partition.holdings(client_id).size)
+
+    def client_side(self) -> "ClientSide":
+        """What a worker process needs to run this experiment's client updates (picklable)."""
+        return ClientSide(self.config, self.task, self.train, self.partition)
+
+
+def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
+    """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors."""
+    out: ClientData = {}
+    for role, indices in partition.client(client_id).items():
+        for name, source in zip(ROLE_FIELDS[role], ("x", "y")):
+            if name in inputs:
+                out[name] = train[source][torch.from_numpy(indices)]
+    return out
+
+
+def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
+    """The configured algorithm, with the runtime-provided local epochs, batch size and device."""
+    return algorithm_spec(config.algorithm.name).build(
+        task, config.algorithm.hyperparameters(),
+        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=device,
+    )
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """The client half of an experiment, for worker processes (``fedprior.runtime.workers``).
+
+    Picklable (config, task, training tensors, partition; no closures), so a spawned
+    worker (the CUDA case) rebuilds the algorithm from it; a forked worker gets it for free.
+    Calling it gives ``(algorithm, client_data)`` in the worker, on the run's device.
+    """
+
+    config: ExperimentConfig
+    task: Task
+    train: dict[str, torch.Tensor]
+    partition: Partition
+
+    def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
+        set_deterministic(self.config.run.deterministic)
+        algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
+        return algorithm, functools.partial(select_client_data, self.partition, self.train, algorithm.inputs)
 
 
 def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
@@ -79,12 +129,12 @@ class Inputs:
     encoder_name: str = "none"
 
 
-def encoded_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
     """Features of a frozen encoder (cached on disk), L2-normalized if encoder.normalize, and the class text features."""
     from fedprior.encoders.registry import build_encoder, class_text_features, encode_dataset
 
     settings = config.encoder
-    encoder = build_encoder(settings, dataset)
+    encoder = build_encoder(settings, dataset, device)
     train_x = encode_dataset(encoder, dataset, "train", settings)
     test_x = encode_dataset(encoder, dataset, "test", settings)
     prior = {}
@@ -97,9 +147,9 @@ def encoded_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
     return Inputs(train_x, test_x, prior, reserved, settings.name)
 
 
-def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
     if config.encoder.name != "none":
-        return encoded_inputs(config, dataset)
+        return encoded_inputs(config, dataset, device)
     train_x, test_x = pixel_inputs(dataset)
     return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64))
 
@@ -107,16 +157,16 @@ def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
 
 
-def prepared_data(config: ExperimentConfig) -> tuple[Dataset, Inputs]:
-    """The dataset and its model inputs, kept in memory for the last data+encoder setting.
+def prepared_data(config: ExperimentConfig, device: torch.device = torch.device("cpu")) -> tuple[Dataset, Inputs]:
+    """The dataset and its model inputs (the encoder runs on ``device``), kept in memory for the last data+encoder setting.
 
     A table or a test runs many experiments on the same data: they load and encode once.
     """
-    key = json.dumps([config.data.model_dump(), config.encoder.model_dump()], sort_keys=True)
+    key = json.dumps([config.data.model_dump(), config.encoder.model_dump(), device.type], sort_keys=True)
     if key not in _PREPARED:
         _PREPARED.clear()
         dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
-        _PREPARED[key] = (dataset, model_inputs(config, dataset))
+        _PREPARED[key] = (dataset, model_inputs(config, dataset, device))
     return _PREPARED[key]
 
 
@@ -125,12 +175,19 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
 
     Training images an encoder was fitted on (the locked-text stand-in's pretraining
     split) are removed from the pool before partitioning, so no client ever holds them.
-    A centralized baseline gets one client holding the whole pool.
+    A centralized baseline gets one client holding the whole pool. ``run.device`` is
+    resolved first (asking for absent CUDA fails here, before any data is loaded), and
+    the thread policy and worker count are chosen (``fedprior.runtime.threads``).
     """
-    if config.run.threads:
-        torch.set_num_threads(config.run.threads)
+    if config.run.workers > 1 and config.run.runtime != "local":
+        raise ConfigError(f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1")
+    set_deterministic(config.run.deterministic)  # before anything touches the GPU
+    device = resolve_device(config.run.device)
     spec = algorithm_spec(config.algorithm.name)
-    dataset, inputs = prepared_data(config)
+    feature_space = config.encoder.name != "none"
+    threads = thread_policy(config.run.threads, feature_space=feature_space)
+    with torch_threads(threads.encode):
+        dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
     pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
     if spec.centralized:
@@ -145,9 +202,10 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         num_clients=config.federation.num_clients,
         prior=inputs.prior,
     )
-    algorithm = spec.build(
-        task, config.algorithm.hyperparameters(),
-        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=torch.device("cpu"),
+    algorithm = build_algorithm(config, task, device)
+    per_round = clients_per_round(config.federation.num_clients, config.federation.fraction)
+    workers = 1 if config.run.runtime != "local" else default_workers(
+        config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda"
     )
     return Experiment(
         name=name,
@@ -160,4 +218,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         task=task,
         algorithm=algorithm,
         encoder_name=inputs.encoder_name,
+        device=device,
+        threads=threads,
+        workers=workers,
     )

@@ -12,10 +12,11 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
+from fedprior.runtime.device import check_device_syntax
 from fedprior.validation import CheckedModel, describe_validation_error
 
 
@@ -92,6 +93,8 @@ class FederationConfig(Section):
     """Local epochs per round on each sampled client."""
     batch_size: int = Field(32, ge=1)
     """Local mini-batch size."""
+    evaluate_every: int = Field(1, ge=1)
+    """Evaluate the global model every k rounds, and always after the last round of each stage."""
 
 
 class RunConfig(Section):
@@ -102,9 +105,21 @@ class RunConfig(Section):
     runtime: Literal["local", "flower-sim", "flower-local"] = "local"
     """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
-    """Torch CPU threads; 0 keeps torch's default."""
+    """Torch CPU threads per process for all work; 0: by the work's size (one per client update, every core for image evaluation and encoding; see fedprior.runtime.threads)."""
+    workers: int = Field(0, ge=0)
+    """Worker processes that train a round's sampled clients (runtime 'local'); 0: 1 for feature-space heads, min(cores, clients per round) for image models. The numbers do not depend on it."""
+    device: str = "auto"
+    """Where models train and evaluate and frozen encoders run: auto (CUDA when present, else cpu), cpu, cuda, cuda:N."""
     non_finite: Literal["stop", "drop"] = "stop"
     """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
+    deterministic: bool = False
+    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_syntax(cls, value: str) -> str:
+        check_device_syntax(value)  # whether CUDA is there is checked when the run starts (resolve_device)
+        return value
 
 
 class ExperimentConfig(Section):

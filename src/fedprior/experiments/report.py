@@ -26,8 +26,14 @@ def preset_note(name: str, config: ExperimentConfig) -> str:
     return f"Changed from the preset '{name}', whose description this is: {listed}."
 
 
-def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None:
-    """Accuracy (%) per round for one or more runs; round 0 is the initial model."""
+def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
+    """Test accuracy by round of a run summary: round 0 (the initial model) and the evaluated rounds."""
+    rounds = summary.get("evaluated_rounds") or range(1, len(summary["history"]) + 1)
+    return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"]))}
+
+
+def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:
+    """Accuracy (%) by round for one or more runs (``{round: accuracy}``, round 0 the initial model)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -35,7 +41,7 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for label, values in curves.items():
-        ax.plot(range(len(values)), [100 * v for v in values], marker="o", markersize=3, label=label)
+        ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
@@ -49,9 +55,9 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
 
 def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "", notes: str = "") -> None:
     """report.md and accuracy.png; ``notes`` go under the description (e.g. :func:`preset_note`)."""
-    curve = [summary["initial_accuracy"], *summary["history"]]
+    curve = accuracy_curve(summary)
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
-    rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in enumerate(curve))
+    rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
     text = f"""# {summary['name']}
 
@@ -69,6 +75,7 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | final accuracy | {100 * summary['final_accuracy']:.2f}% |
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
 | wall time | {summary['wall_seconds']:.1f} s |
+| device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
 
 ![accuracy per round](accuracy.png)
 

@@ -3,8 +3,8 @@
 The checkpoint records the run's resolved config (every field, as JSON). A resume
 compares it with the run directory's ``config.toml``, and refuses any change except:
 
-- fields that do not change the numbers: ``RESUME_MAY_CHANGE`` (where the data is, the
-  cache, threads, vectorized or not, the description);
+- fields that do not change the training: ``RESUME_MAY_CHANGE`` (where the data is, the
+  cache, threads, workers, device, how often to evaluate, the description);
 - ``federation.rounds``, on purpose: raise it to train a finished run further (the
   result equals a run started with the larger number), or lower it down to the rounds
   already trained. Fewer rounds than the checkpoint holds are refused, and so is a
@@ -28,7 +28,10 @@ from fedprior.runtime.simulation import stage_plan
 CONFIG_KEY = "config"
 RESUME_MAY_CHANGE = frozenset({
     "description", "data.root", "data.download", "encoder.download", "encoder.cache", "run.threads", "run.vectorize",
+    "run.workers", "run.device", "run.deterministic", "federation.evaluate_every",
 })
+"""Fields a resume may find changed: where the data is, caching, and how the work is spread (threads, workers,
+device, evaluation cadence). ``run.device`` may change because 'auto' resolves per machine anyway."""
 
 
 def checkpoint_metadata(config: ExperimentConfig) -> dict[str, str]:

@@ -39,6 +39,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     """The run's summary (what ``fedprior run --json`` prints)."""
     config = experiment.config
     history = [r["accuracy"] for r in progress.history if "accuracy" in r]
+    evaluated_rounds = [r["step"] for r in progress.history if "accuracy" in r]
     initial = progress.initial["accuracy"]
     f1 = [r["macro_f1"] for r in progress.history if "macro_f1" in r]
     extra: dict[str, Any] = {}
@@ -60,11 +61,15 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "final_accuracy": history[-1] if history else initial,
         "best_accuracy": max([initial, *history]),
         "history": history,
+        "evaluated_rounds": evaluated_rounds,
         **extra,
         **communication(progress.history),
         **client_problems(progress.history),
         "warnings": problem_warnings(progress.history),
         "wall_seconds": wall_seconds,
+        "device": str(experiment.device),
+        "workers": experiment.workers,
+        "threads": experiment.threads.as_dict(),
         "run_dir": str(run.path),
     }
 
@@ -146,6 +151,12 @@ def execute(
             on_round=record,
             checkpoint_metadata=metadata,
             non_finite=config.run.non_finite,
+            evaluate_every=config.federation.evaluate_every,
+            threads=experiment.threads,
+            workers=experiment.workers,
+            worker_setup=experiment.client_side(),
+            start_method="spawn" if experiment.device.type == "cuda" else None,
+            client_size=experiment.client_size,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""

@@ -58,7 +58,8 @@ def task_description(experiment) -> dict[str, Any]:
         },
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
         "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
-        "threads": config.run.threads,
+        "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
+        "device": config.run.device,
     }
 
 
@@ -135,11 +136,14 @@ class NodeData:
     def algorithm(self) -> Algorithm:
         from fedprior.algorithms.registry import algorithm_spec
 
+        from fedprior.runtime.device import resolve_device
+
         if self.description.get("threads"):
             torch.set_num_threads(int(self.description["threads"]))
         a, f = self.description["algorithm"], self.description["federation"]
         return algorithm_spec(a["name"]).build(
-            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"])
+            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"]),
+            device=resolve_device(self.description.get("device", "cpu")),
         )
 
     def client_data(self, client_id: int) -> ClientData:

@@ -211,12 +211,14 @@ def federate(
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
     checkpoint_metadata: dict[str, str] | None = None,
+    evaluate_every: int = 1,
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
         algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
         fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
         checkpoint_metadata=checkpoint_metadata,
+        evaluate_every=evaluate_every,
     )
 
 
@@ -267,6 +269,7 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         fraction=config.federation.fraction, vectorize=config.run.vectorize,
         checkpoint_path=run.checkpoint, start=start, settings=settings_from_run_config(run_config),
         checkpoint_metadata=checkpoint_metadata(config),
+        evaluate_every=config.federation.evaluate_every,
     )
     return {"rounds": len(result.progress.history)}
 

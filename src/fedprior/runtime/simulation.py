@@ -1,14 +1,17 @@
 """The round loop, written once for every runtime: sampling, updates, aggregation, evaluation, checkpoints.
 
 The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in this
-process by default (:func:`simulate`), or on Flower SuperNodes. Each round the loop
-samples clients (one stream shared by all algorithms, ``sampling.py``), broadcasts,
-collects the replies, drops the empty and the failed ones (recording both), sorts the
-rest by client id (float sums depend on order) and aggregates them, evaluates the
-global model, and checkpoints the whole run state atomically, so an interrupted run
-resumes where it stopped with the same numbers. Replies and the new global model are
-screened for NaN/inf (``divergence.py``): a diverged run stops with a clear error
-instead of finishing at chance accuracy.
+process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
+SuperNodes. Each round the loop samples clients (one stream shared by all algorithms,
+``sampling.py``), broadcasts, collects the replies, drops the empty and the failed ones
+(recording both), sorts the rest by client id (float sums depend on order) and
+aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
+the last round of each stage (a record without evaluation has no accuracy), and
+checkpoints the whole run state atomically, so an interrupted run resumes where it
+stopped with the same numbers. Given a :class:`~fedprior.runtime.threads.ThreadPolicy`,
+the round runs with its ``train`` threads and the evaluation with its ``evaluate`` threads.
+Replies and the new global model are screened for NaN/inf (``divergence.py``): a
+diverged run stops with a clear error instead of finishing at chance accuracy.
 
 Communication is accounted in every round for every algorithm: ``download_bytes`` is
 what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
@@ -31,6 +34,8 @@ from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
 from fedprior.runtime.divergence import NonFinite, check_global, screen_replies
 from fedprior.runtime.sampling import sample_clients
+from fedprior.runtime.threads import ThreadPolicy, torch_threads
+from fedprior.runtime.workers import WorkerClients, WorkerSetup
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -60,6 +65,11 @@ def mean_client_metrics(replies: list[Reply]) -> dict[str, float]:
     return {f"client_{k}": float(np.mean([r.metrics[k] for r in replies if k in r.metrics])) for k in names}
 
 
+def evaluated(stage: Stage, round_: int, stage_rounds: int, every: int) -> bool:
+    """Whether round ``round_`` of ``stage`` ends with an evaluation: every ``every`` rounds, and the stage's last."""
+    return stage.evaluate and (round_ % every == 0 or round_ == stage_rounds)
+
+
 def run_rounds(
     algorithm: Algorithm,
     pool: ClientPool,
@@ -74,16 +84,29 @@ def run_rounds(
     on_round: RoundCallback | None = None,
     checkpoint_metadata: dict[str, str] | None = None,
     non_finite: NonFinite = "stop",
+    evaluate_every: int = 1,
+    threads: ThreadPolicy | None = None,
 ) -> SimulationResult:
-    """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` after every round.
+    """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` every ``evaluate_every`` rounds.
 
     Given ``start`` (a loaded checkpoint), training continues after its last round.
     ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had);
     ``non_finite``: what a client update with NaN/inf does (see ``divergence.py``).
     """
+    with torch_threads(threads.train if threads else None):
+        return _run_rounds(algorithm, pool, test_data, seed, rounds, fraction, vectorize, checkpoint_path, start, on_round,
+                           evaluate_every, threads.evaluate if threads else None, checkpoint_metadata, non_finite)
+
+
+def _run_rounds(algorithm, pool, test_data, seed, rounds, fraction, vectorize, checkpoint_path, start, on_round,
+                evaluate_every, evaluate_threads, checkpoint_metadata, non_finite) -> SimulationResult:
     started = time.perf_counter()
     if checkpoint_metadata is None:
         checkpoint_metadata = dict(start.metadata) if start is not None else {}
+
+    def evaluate(state: State) -> dict[str, Any]:
+        with torch_threads(evaluate_threads):
+            return algorithm.evaluate(state, test_data)
 
     def save(state: State, progress: Progress) -> None:
         if checkpoint_path is not None:
@@ -94,7 +117,7 @@ def run_rounds(
     else:
         first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
         state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
-        progress = Progress(initial=algorithm.evaluate(state, test_data))
+        progress = Progress(initial=evaluate(state))
         save(state, progress)
         if on_round:
             on_round({"stage": first_stage, "round": 0, **progress.initial})
@@ -121,8 +144,8 @@ def run_rounds(
             if replies:
                 state = algorithm.aggregate(state, replies, info)
             record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
-            if stage.evaluate:
-                record.update(algorithm.evaluate(state, test_data))
+            if evaluated(stage, round_, stage_rounds, evaluate_every):
+                record.update(evaluate(state))
             check_global(state, record, stage.name, round_)
             record.update(mean_client_metrics(replies))
             record.update({"clients": sampled, "failed_clients": sorted(failures)})
@@ -158,13 +181,35 @@ def simulate(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    evaluate_every: int = 1,
+    threads: ThreadPolicy | None = None,
+    workers: int = 1,
+    worker_setup: WorkerSetup | None = None,
+    start_method: str | None = None,
+    client_size: Callable[[int], int] | None = None,
     checkpoint_metadata: dict[str, str] | None = None,
     non_finite: NonFinite = "stop",
 ) -> SimulationResult:
-    """The in-process runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data)."""
-    pool = InProcessClients(algorithm, client_data, num_clients, start.clients if start is not None else None)
-    return run_rounds(
-        algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
-        checkpoint_path=checkpoint_path, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata,
-        non_finite=non_finite,
-    )
+    """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
+
+    ``workers > 1`` trains a round's clients in that many worker processes
+    (:mod:`fedprior.runtime.workers`; ``worker_setup``, ``start_method`` and ``client_size`` go there),
+    each with ``threads.train`` torch threads; the numbers are those of ``workers = 1``.
+    """
+    states = start.clients if start is not None else None
+    if workers > 1:
+        pool: InProcessClients = WorkerClients(
+            algorithm, client_data, num_clients, states, workers=workers, setup=worker_setup, start_method=start_method,
+            threads=threads.train if threads else 1, client_size=client_size,
+        )
+    else:
+        pool = InProcessClients(algorithm, client_data, num_clients, states)
+    try:
+        return run_rounds(
+            algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
+            checkpoint_path=checkpoint_path, start=start, on_round=on_round, evaluate_every=evaluate_every, threads=threads,
+            checkpoint_metadata=checkpoint_metadata, non_finite=non_finite,
+        )
+    finally:
+        if isinstance(pool, WorkerClients):
+            pool.close()
