@@ -129,7 +129,7 @@ def test_rounds_of_a_finished_stage_cannot_change():
 def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(runs, tmp_path):
     run = copy(runs, tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.flock(f, fcntl.LOCK_EX); "
+        [sys.executable, "-c", "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.lockf(f, fcntl.LOCK_EX); "
          "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(120)", str(run / "run.lock")],
         stdout=subprocess.PIPE, text=True,
     )
@@ -144,6 +144,25 @@ def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(runs, tmp
     assert (run / "run.lock").read_text().strip() == str(holder.pid)
     assert invoke("resume", run).exit_code == 0
     assert not (run / "run.lock").exists()
+
+
+def test_a_killed_runs_forked_children_do_not_keep_the_lock(runs, tmp_path):
+    """Worker processes forked by a run (run.workers) can outlive it after kill -9; its resume must not wait for them."""
+    run = copy(runs, tmp_path)
+    script = (
+        "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.experiments.run_dir import RunDir\n"
+        "with RunDir(Path(sys.argv[1])).locked():\n"
+        "    child = os.fork()\n"
+        "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(120)\n        os._exit(0)\n"
+        "    print(child, flush=True)\n    os.kill(os.getpid(), 9)\n"
+    )
+    parent = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, timeout=120)
+    child = int(parent.stdout.split()[0])
+    try:
+        assert parent.returncode == -signal.SIGKILL and (run / "run.lock").is_file()
+        assert invoke("resume", run).exit_code == 0
+    finally:
+        os.kill(child, signal.SIGKILL)
 
 
 # ----------------------------------------------------------------------------- item 7b: not a run, damaged partition

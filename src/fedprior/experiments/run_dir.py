@@ -82,11 +82,13 @@ class RunDir:
 
     @contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold ``run.lock`` (an exclusive ``flock`` on a file holding this PID) while the body runs.
+        """Hold ``run.lock`` (an exclusive POSIX lock on a file holding this PID) while the body runs.
 
         A second process on the same run directory is refused with the PID of the first. The
         kernel drops the lock when its holder dies, however it dies, so a lock file left by a
-        dead process is simply taken over. Creating the folder and the lock file is also the
+        dead process is simply taken over. A POSIX (``lockf``) lock belongs to this process
+        alone: worker processes forked from it do not hold it, so a killed run's leftover
+        workers never block its resume. Creating the folder and the lock file is also the
         first write into the run directory: an unwritable one fails here, before any work.
         """
         try:
@@ -99,7 +101,7 @@ class RunDir:
             except OSError as error:
                 raise FedpriorError(f"run directory {self.path} is not writable ({error.strerror or error})") from None
             try:
-                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError as error:
                 handle.seek(0)
                 holder = handle.read().strip() or "another process"
