@@ -236,9 +236,11 @@ def tiny_clip(tmp_path_factory):
 
 
 @pytest.fixture
-def encode_again(monkeypatch):
+def encode_again():
     """Forget the features kept in memory by an earlier test, so this one encodes (and writes the cache)."""
-    monkeypatch.setattr("fedprior.experiments.build._PREPARED", {})
+    from fedprior.experiments.build import _PREPARED
+
+    _PREPARED.clear()
 
 
 LINEAR = ["--set", "encoder.name=hf-clip:{clip}", *TINY, "--set", "federation.rounds=1"]
@@ -267,7 +269,8 @@ def test_full_cache_disk_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, m
 
 def test_batch_size_larger_than_any_client_runs(tmp_path, tiny_clip):
     """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); now one batch per client
-    (tests/test_linear_heads.py checks the batches equal those of a batch size of the largest client)."""
+    (tests/test_linear_heads.py checks the batches equal those of a batch size of the largest client).
+    Runs after the cache tests, on the features they left in memory."""
     result = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
     assert result.exit_code == 0, result.stderr
     assert json.loads(result.stdout)["rounds"] == 1
