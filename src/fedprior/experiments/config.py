@@ -92,6 +92,8 @@ class FederationConfig(Section):
     """Local epochs per round on each sampled client."""
     batch_size: int = Field(32, ge=1)
     """Local mini-batch size."""
+    wait_for_clients: float = Field(0.0, ge=0)
+    """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
 
 
 class RunConfig(Section):

@@ -210,11 +210,13 @@ def federate(
     start: RunState | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
+    wait_for_clients: float = 0.0,
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
         algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
         fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+        wait_for_clients=wait_for_clients,
     )
 
 
@@ -263,6 +265,7 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         num_clients=experiment.task.num_clients, seed=config.run.seed, rounds=config.federation.rounds,
         fraction=config.federation.fraction, vectorize=config.run.vectorize,
         checkpoint_path=run.checkpoint, start=start, settings=settings_from_run_config(run_config),
+        wait_for_clients=config.federation.wait_for_clients,
     )
     return {"rounds": len(result.progress.history)}
 

@@ -8,6 +8,14 @@ rest by client id (float sums depend on order) and aggregates them, evaluates th
 global model, and checkpoints the whole run state atomically, so an interrupted run
 resumes where it stopped with the same numbers.
 
+A round in which no sampled client could be reached (every update failed: a node gone,
+a timeout, a ClientApp error) trains nothing, so it is not counted: the loop retries it
+for up to ``wait_for_clients`` seconds (``federation.wait_for_clients``; nodes may come
+back) and, if still nobody answers, reports the round with ``"trained": false`` and
+stops with :class:`RoundNotTrained`, leaving the checkpoint of the last trained round to
+resume from. (A round whose clients all answered but held no data is a trained round
+that changed nothing: ``"aggregated": false``.)
+
 Communication is accounted in every round for every algorithm: ``download_bytes`` is
 what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
 client that answered sent (its reply's tensors), by client id, both in bytes of the
@@ -25,6 +33,7 @@ import numpy as np
 
 from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.tensors import payload_bytes
+from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
 from fedprior.runtime.sampling import sample_clients
@@ -38,6 +47,10 @@ class SimulationResult:
     client_states: dict[int, State]
     progress: Progress
     wall_seconds: float
+
+
+class RoundNotTrained(FedpriorError):
+    """No sampled client of a round could be reached; the run stopped before that round (resumable)."""
 
 
 def stage_plan(algorithm: Algorithm, rounds: int, fraction: float) -> list[tuple[Stage, int, float]]:
@@ -57,6 +70,26 @@ def mean_client_metrics(replies: list[Reply]) -> dict[str, float]:
     return {f"client_{k}": float(np.mean([r.metrics[k] for r in replies if k in r.metrics])) for k in names}
 
 
+def reach_clients(pool: ClientPool, message, info: RoundInfo, step: int, sampled: list[int], vectorize: bool,
+                  wait: float, retry_every: float) -> tuple[list[Reply], dict[int, str], int]:
+    """``pool.update``, repeated every ``retry_every`` seconds for up to ``wait`` seconds while no client replies.
+
+    Returns (replies, failures of the last attempt, attempts). Replies empty with failures
+    non-empty means that no client could be reached within ``wait``.
+    """
+    attempts, deadline = 0, None
+    while True:
+        attempts += 1
+        answered, failures = pool.update(message, info, step, sampled, vectorize)
+        if answered or not failures:
+            return answered, failures, attempts
+        deadline = deadline if deadline is not None else time.monotonic() + wait
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return answered, failures, attempts
+        time.sleep(min(retry_every, left))
+
+
 def run_rounds(
     algorithm: Algorithm,
     pool: ClientPool,
@@ -69,10 +102,14 @@ def run_rounds(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    wait_for_clients: float = 0.0,
+    retry_every: float = 5.0,
 ) -> SimulationResult:
     """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` after every round.
 
     Given ``start`` (a loaded checkpoint), training continues after its last round.
+    ``wait_for_clients``: seconds a round in which no sampled client could be reached is
+    retried (every ``retry_every`` seconds) before the run stops with :class:`RoundNotTrained`.
     """
     started = time.perf_counter()
 
@@ -104,7 +141,10 @@ def run_rounds(
             info = RoundInfo(seed=seed, stage=stage.name, round=round_)
             sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
             message = algorithm.broadcast(state, info)
-            answered, failures = pool.update(message, info, step, sampled, vectorize)
+            answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
+                                                         wait_for_clients, retry_every)
+            if failures and not answered:
+                unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
             replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
             empty = sorted(r.client_id for r in answered if r.num_examples == 0)
             if replies:
@@ -120,9 +160,11 @@ def run_rounds(
                 record["failures"] = {str(c): failures[c] for c in sorted(failures)}
             if empty:
                 record["empty_clients"] = empty
+            if attempts > 1:
+                record["attempts"] = attempts
             if not replies:
                 record["aggregated"] = False
-                record["note"] = "no sampled client trained (all failed or held no data); the previous state is kept"
+                record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
             record["seconds"] = time.perf_counter() - t0
             progress.history.append(record)
             progress.stage_index, progress.round = stage_index, round_
@@ -131,6 +173,22 @@ def run_rounds(
                 on_round(record)
         progress.stage_index, progress.round = stage_index + 1, 0
     return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
+
+
+def unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int,
+              on_round: RoundCallback | None) -> None:
+    """Report a round that no client could be reached for (``"trained": false``) and stop the run before it."""
+    reasons = sorted(set(failures.values()))
+    if on_round:
+        on_round({"stage": stage, "round": round_, "step": step, "trained": False, "clients": sampled,
+                  "failed_clients": sorted(failures), "failures": {str(c): failures[c] for c in sorted(failures)},
+                  "attempts": attempts, "note": "no sampled client could be reached; the round is not counted"})
+    raise RoundNotTrained(
+        f"{stage} round {round_}: none of the {len(sampled)} sampled clients could be reached "
+        f"({'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}); the round is not counted and the run "
+        f"stops after the last trained round (checkpointed). Resume it when the clients are back, or set "
+        f"federation.wait_for_clients to make a round wait for them"
+    )
 
 
 def simulate(
