@@ -151,18 +151,19 @@ def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    from fedprior.flower import server_app
+    from fedprior.experiments import flower_app
     from fedprior.flower.client_app import app as client_app
+    from fedprior.flower.server_app import RUN_CONFIG_DEFAULTS
     from fedprior.flower.simulation import backend_config
 
     preset, overrides = CNN
-    run_config = {**server_app.RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
+    run_config = {**RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
                   "run-dir": str(tmp_path / "run"), "min-nodes": 6}
     wrapper = ServerApp()
 
     @wrapper.main()
     def main(grid, context):
-        server_app.main(grid, Context(run_id=context.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+        flower_app.main(grid, Context(run_id=context.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
 
     run_simulation(server_app=wrapper, client_app=client_app, num_supernodes=6, backend_config=backend_config())
     result = json.loads((tmp_path / "run" / "result.json").read_text())
