@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from typing import Callable
 
@@ -10,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from fedprior.errors import FedpriorError
+from fedprior.errors import FedpriorError, Interrupted
 
 app = typer.Typer(
     name="fedprior",
@@ -24,7 +25,11 @@ stderr = Console(stderr=True)
 
 
 def user_errors(command: Callable) -> Callable:
-    """Print a FedpriorError as one line on stderr and exit 2, without a traceback."""
+    """Print a FedpriorError as one line on stderr and exit 2, without a traceback.
+
+    An interrupted run (Ctrl-C, or SIGTERM where it is caught) says how to resume it and
+    exits 128 + the signal number: 130 for SIGINT, 143 for SIGTERM.
+    """
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
@@ -33,5 +38,10 @@ def user_errors(command: Callable) -> Callable:
         except FedpriorError as error:
             stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
             sys.exit(2)
+        except Interrupted as error:
+            name = signal.Signals(error.signum).name
+            where = f"resume with `fedprior resume {error.run_dir}`" if error.run_dir else "nothing was saved"
+            stderr.print(f"interrupted ({name}); {escape(where)}", highlight=False, soft_wrap=True)
+            sys.exit(128 + error.signum)
 
     return wrapper

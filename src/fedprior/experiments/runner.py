@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import write_report
@@ -14,7 +15,7 @@ from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.checkpoint import Progress, load_checkpoint
-from fedprior.runtime.simulation import simulate, total_rounds
+from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -137,14 +138,24 @@ def execute(
     return summary
 
 
+def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``action()``; a stop it can be resumed from (Ctrl-C, SIGTERM, a round no client could be reached for) names ``run``."""
+    try:
+        return action()
+    except KeyboardInterrupt as error:  # Interrupted (with its signal) where a runtime catches SIGTERM
+        raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
+    except RoundNotTrained as error:
+        raise RoundNotTrained(f"{error} (`fedprior resume {run.path}`)") from None
+
+
 def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks) -> dict[str, Any]:
     run = RunDir(run_dir) if run_dir else RunDir.new(name)
     if run.checkpoint.exists():
         raise ConfigError(f"--run-dir: {run.path} already holds a run; resume it with `fedprior resume {run.path}`")
-    return execute(name, config, run, **callbacks)
+    return resumable(run, lambda: execute(name, config, run, **callbacks))
 
 
 def resume(path: Path, **callbacks) -> dict[str, Any]:
     run = RunDir.existing(path)
     name, config = run.read_config()
-    return execute(name, config, run, resume=True, **callbacks)
+    return resumable(run, lambda: execute(name, config, run, resume=True, **callbacks))

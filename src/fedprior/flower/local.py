@@ -14,7 +14,15 @@ steps by hand, for one machine or several):
    ``fedprior.experiments.flower_app:app`` / ``fedprior.flower.client_app:app``) in ``serve`` mode: the
    ServerApp trains the experiment of the run directory and checkpoints each round;
 5. follows the checkpoint to report each round, and when the ServerApp says it is
-   done, stops every process it started (their whole process trees).
+   done, stops every process it started: the server first (the SuperLink and the
+   ServerApp, so that no round runs without its nodes), then the SuperNodes, then
+   anything of the federation still running.
+
+Every process of the federation dies with this one, SIGKILL included, and a later
+run on the same folder stops what an earlier one left (:mod:`fedprior.flower.processes`:
+a mark in the processes' environment, ``PR_SET_PDEATHSIG``, a watcher process, a
+pid file). SIGTERM is handled like Ctrl-C (:class:`fedprior.errors.Interrupted`): the
+federation is stopped and the run can be resumed from its last checkpointed round.
 
 Telemetry and update checks are off (``FLWR_TELEMETRY_ENABLED=0``,
 ``FLWR_DISABLE_UPDATE_CHECK=1``) and so is runtime dependency installation
@@ -40,80 +48,14 @@ from typing import Any, Callable
 
 import tomli_w
 
-from fedprior.errors import FedpriorError
+from fedprior.errors import FedpriorError, Interrupted
+from fedprior.flower import processes
+from fedprior.flower.processes import process_tree, stop_process
 from fedprior.runtime.checkpoint import RunState, load_checkpoint
-from fedprior.runtime.simulation import SimulationResult
+from fedprior.runtime.simulation import RoundNotTrained, SimulationResult
 
 APP_NAME = "fedprior-flower"
 CONNECTION = "fedprior-local"
-
-
-# -- processes ---------------------------------------------------------------------------------
-
-def _children() -> dict[int, list[int]]:
-    """ppid -> child pids, from /proc (Flower starts some helpers in sessions of their own)."""
-    out: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        out.setdefault(int(fields[1]), []).append(int(entry))
-    return out
-
-
-def process_tree(pid: int) -> list[int]:
-    """``pid`` and all its descendants, parents first."""
-    children, tree, queue = _children(), [], [pid]
-    while queue:
-        current = queue.pop(0)
-        tree.append(current)
-        queue.extend(children.get(current, []))
-    return tree
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        try:
-            os.kill(pid, 0)
-            return True
-        except OSError:
-            return False
-
-
-def stop_process(process: subprocess.Popen, grace: float = 5.0, hard: bool = False) -> None:
-    """Stop ``process`` and every process it started: SIGTERM (SIGKILL if ``hard``), then SIGKILL after ``grace``."""
-    if process.poll() is not None and not any(_alive(p) for p in process_tree(process.pid)[1:]):
-        return
-    tree = process_tree(process.pid)
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGKILL if hard else signal.SIGTERM)
-        except OSError:
-            pass
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline:
-        process.poll()
-        tree = list(dict.fromkeys(tree + [p for q in tree if _alive(q) for p in process_tree(q)]))
-        if not any(_alive(p) for p in tree):
-            break
-        time.sleep(0.1)
-    for pid in tree:
-        if _alive(pid):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
-    try:
-        process.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def free_port() -> int:
@@ -179,11 +121,14 @@ class LocalFederation:
     superlink: subprocess.Popen | None = None
     nodes: list[Supernode] = field(default_factory=list)
     certificates: Any = None
+    watcher: subprocess.Popen | None = None
+    run_dir: Path | None = None
 
     def __post_init__(self) -> None:
         self.work = Path(self.work).resolve()  # children run with cwd=work: every path they get must be absolute
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
+        self.mark = str(self.work)  # in every process's environment: the federation's processes are found by it
 
     # environment ---------------------------------------------------------------------------
     def env(self, home: str) -> dict[str, str]:
@@ -195,15 +140,22 @@ class LocalFederation:
         env.update(QUIET_ENV)
         env["FLWR_HOME"] = str(flwr_home)
         env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
+        env[processes.MARK] = self.mark
         return env
 
     def _spawn(self, command: list[str], home: str, log: Path) -> subprocess.Popen:
         with open(log, "ab") as handle:
             return subprocess.Popen(command, env=self.env(home), stdout=handle, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, cwd=self.work, start_new_session=True)
+                                    stdin=subprocess.DEVNULL, cwd=self.work, start_new_session=True,
+                                    preexec_fn=processes.die_with_parent)
 
     # start / stop --------------------------------------------------------------------------
     def start(self, startup_timeout: float = 90.0) -> "LocalFederation":
+        """Start the watcher, then the SuperLink and the SuperNodes (call :meth:`take_over` first)."""
+        with open(self.logs / "reaper.log", "ab") as log:  # not marked: it must outlive the others
+            self.watcher = subprocess.Popen([sys.executable, "-m", "fedprior.flower.reaper", str(os.getpid()), self.mark],
+                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.record_processes()
         if self.tls:
             from fedprior.flower.tls import generate_certificates
 
@@ -222,7 +174,16 @@ class LocalFederation:
         for index, data_dir in enumerate(self.node_dirs):
             self.nodes.append(Supernode(index, Path(data_dir).resolve(), free_port(), self.logs / f"supernode-{index}.log"))
             self.start_node(index)
+        self.record_processes()
         return self
+
+    def take_over(self) -> None:
+        """Refuse if a live ``flower local`` runs a federation in this folder; stop what a dead one left."""
+        processes.take_over(self.work, self.mark, self.run_dir or self.work)
+
+    def record_processes(self) -> None:
+        """Rewrite the pid file (``processes.json``) with the federation's processes as they are now."""
+        processes.write_pid_file(self.work, self.mark, self.watcher.pid if self.watcher else None, processes.members(self.mark))
 
     def start_node(self, index: int) -> None:
         node = self.nodes[index]
@@ -242,12 +203,20 @@ class LocalFederation:
         return process_tree(node.process.pid) if node.process is not None else []
 
     def stop(self) -> None:
-        """Stop every process started here, SuperNodes first; the SuperLink's helpers with it."""
+        """Stop every process of the federation: the server first, then the nodes, then any straggler.
+
+        The SuperLink goes first, with the ServerApp it started: stopped after the nodes,
+        the ServerApp would run the remaining rounds with no client to reach.
+        """
+        if self.superlink is not None:
+            stop_process(self.superlink)
         for node in self.nodes:
             if node.process is not None:
                 stop_process(node.process)
-        if self.superlink is not None:
-            stop_process(self.superlink)
+        processes.sweep(self.mark)  # orphans: a killed node's superexec, ClientApps still exiting
+        if self.watcher is not None:
+            stop_process(self.watcher, grace=2.0)
+        (self.work / processes.PID_FILE).unlink(missing_ok=True)
 
     def __enter__(self) -> "LocalFederation":
         return self
@@ -334,6 +303,11 @@ def follow(run, start: RunState | None, on_round: Callable[[dict[str, Any]], Non
     return look
 
 
+def _terminated(signum, frame) -> None:
+    """SIGTERM (a batch scheduler, ``kill``): stop like Ctrl-C, then exit 143 (:class:`Interrupted`)."""
+    raise Interrupted(signum)
+
+
 def run_local_federation(
     experiment,
     run,
@@ -361,20 +335,21 @@ def run_local_federation(
 
     started = time.perf_counter()
     work = run.path / "flower"
+    work.mkdir(parents=True, exist_ok=True)
+    federation = LocalFederation(work, [], tls=tls, run_dir=run.path)
+    federation.take_over()  # before anything in the folder changes
     done_file = work / SERVER_DONE
     done_file.unlink(missing_ok=True)
     saved = work / "local.json"  # a resumed run keeps its nodes (client states live in their folders)
     previous = json.loads(saved.read_text()) if saved.is_file() else {}
     if nodes is None:
         nodes = int(previous.get("nodes", min(3, experiment.task.num_clients)))
-    work.mkdir(parents=True, exist_ok=True)
     saved.write_text(json.dumps({"nodes": nodes, "tls": tls}))
-    node_dirs = export_nodes(experiment, work / "nodes", nodes)
-    federation = LocalFederation(work, node_dirs, tls=tls)
+    federation.node_dirs = export_nodes(experiment, work / "nodes", nodes)
     look = follow(run, start, on_round, experiment.algorithm.stages[0].name)
     restore = None
     if threading.current_thread() is threading.main_thread():
-        restore = signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        restore = signal.signal(signal.SIGTERM, _terminated)
     try:
         federation.start()
         run_id = federation.submit({
@@ -383,14 +358,19 @@ def run_local_federation(
         })
         if on_started:
             on_started(federation)
-        last_status = time.monotonic()
+        last_status = last_record = time.monotonic()
         while True:
             look()
             if done_file.is_file():
                 outcome = json.loads(done_file.read_text())
+                if outcome.get("kind") == RoundNotTrained.__name__:
+                    raise RoundNotTrained(str(outcome.get("message")))
                 if outcome.get("status") != "finished":
                     raise FedpriorError(f"the ServerApp failed: {outcome.get('error')}; logs in {federation.logs}")
                 break
+            if time.monotonic() - last_record > 5.0:
+                last_record = time.monotonic()
+                federation.record_processes()
             if federation.superlink.poll() is not None:
                 raise FedpriorError(f"flower-superlink exited with code {federation.superlink.returncode}; see {federation.logs}")
             if time.monotonic() - last_status > 15.0:
