@@ -33,6 +33,12 @@ def communication(history: list[dict[str, Any]]) -> dict[str, int]:
     return {"download_bytes": int(down), "upload_bytes": int(up)}
 
 
+def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Client updates that failed (Flower: a node gone, a timeout, a ClientApp error): the total, and per round step."""
+    per_round = {str(r["step"]): len(r["failed_clients"]) for r in history if r.get("failed_clients")}
+    return {"failed_updates": sum(per_round.values()), "failed_clients_per_round": per_round}
+
+
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
     """The run's summary (what ``fedprior run --json`` prints)."""
     config = experiment.config
@@ -60,6 +66,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "history": history,
         **extra,
         **communication(progress.history),
+        **client_failures(progress.history),
         "wall_seconds": wall_seconds,
         "run_dir": str(run.path),
     }
