@@ -24,6 +24,10 @@ app = typer.Typer(
 stderr = Console(stderr=True)
 
 
+def _terminated(signum, frame) -> None:
+    raise Interrupted(signum)
+
+
 def user_errors(command: Callable) -> Callable:
     """Print a FedpriorError as one line on stderr and exit 2, without a traceback.
 
@@ -33,6 +37,7 @@ def user_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        signal.signal(signal.SIGTERM, _terminated)  # a scheduler's stop, handled like Ctrl-C
         try:
             return command(*args, **kwargs)
         except FedpriorError as error:

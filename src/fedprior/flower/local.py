@@ -21,8 +21,9 @@ steps by hand, for one machine or several):
 Every process of the federation dies with this one, SIGKILL included, and a later
 run on the same folder stops what an earlier one left (:mod:`fedprior.flower.processes`:
 a mark in the processes' environment, ``PR_SET_PDEATHSIG``, a watcher process, a
-pid file). SIGTERM is handled like Ctrl-C (:class:`fedprior.errors.Interrupted`): the
-federation is stopped and the run can be resumed from its last checkpointed round.
+pid file). On Ctrl-C (and SIGTERM, which the CLI turns into
+:class:`fedprior.errors.Interrupted`) the federation is stopped the same way, and the
+run resumes from its last checkpointed round.
 
 Telemetry and update checks are off (``FLWR_TELEMETRY_ENABLED=0``,
 ``FLWR_DISABLE_UPDATE_CHECK=1``) and so is runtime dependency installation
@@ -36,11 +37,9 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,7 +47,7 @@ from typing import Any, Callable
 
 import tomli_w
 
-from fedprior.errors import FedpriorError, Interrupted
+from fedprior.errors import FedpriorError
 from fedprior.flower import processes
 from fedprior.flower.processes import process_tree, stop_process
 from fedprior.runtime.checkpoint import RunState, load_checkpoint
@@ -303,11 +302,6 @@ def follow(run, start: RunState | None, on_round: Callable[[dict[str, Any]], Non
     return look
 
 
-def _terminated(signum, frame) -> None:
-    """SIGTERM (a batch scheduler, ``kill``): stop like Ctrl-C, then exit 143 (:class:`Interrupted`)."""
-    raise Interrupted(signum)
-
-
 def run_local_federation(
     experiment,
     run,
@@ -347,9 +341,6 @@ def run_local_federation(
     saved.write_text(json.dumps({"nodes": nodes, "tls": tls}))
     federation.node_dirs = export_nodes(experiment, work / "nodes", nodes)
     look = follow(run, start, on_round, experiment.algorithm.stages[0].name)
-    restore = None
-    if threading.current_thread() is threading.main_thread():
-        restore = signal.signal(signal.SIGTERM, _terminated)
     try:
         federation.start()
         run_id = federation.submit({
@@ -382,10 +373,8 @@ def run_local_federation(
                         raise FedpriorError(f"the Flower run ended ({status}) before the ServerApp finished; logs in {federation.logs}")
             time.sleep(0.25)
         look()
-    finally:
+    finally:  # also on Ctrl-C, and on SIGTERM where the caller turns it into an exception (the CLI does)
         federation.stop()
-        if restore is not None:
-            signal.signal(signal.SIGTERM, restore)
     final = load_checkpoint(run.checkpoint)
     if not keep_files:
         for leftover in ("nodes", "home", "certificates", "app"):
