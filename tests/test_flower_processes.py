@@ -21,8 +21,20 @@ from fedprior.flower import processes
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and prctl are Linux's")
 
 
-def marked(mark, *command):
-    return subprocess.Popen(list(command or ("sleep", "60")), env={**os.environ, processes.MARK: mark})
+@pytest.fixture
+def spawn():
+    """Start a process (with the federation's mark if given); every one is killed when the test ends."""
+    started = []
+
+    def start(*command, mark=None):
+        env = {**os.environ, **({processes.MARK: mark} if mark else {})}
+        started.append(subprocess.Popen(list(command or ("sleep", "60")), env=env))
+        return started[-1]
+
+    yield start
+    for process in started:
+        process.kill()
+        process.wait()
 
 
 def gone_within(pids, seconds=5.0):
@@ -39,39 +51,28 @@ def pid_file(folder, mark, parent):
     (folder / processes.PID_FILE).write_text(json.dumps({"mark": mark, "parent": entry, "watcher": None, "processes": []}))
 
 
-def test_leftovers_of_a_dead_parent_are_stopped_even_reparented_ones(tmp_path):
+def test_leftovers_of_a_dead_parent_are_stopped_even_reparented_ones(tmp_path, spawn):
     mark = str(tmp_path)
-    dead = subprocess.Popen(["true"])
+    dead = spawn("true")
     pid_file(tmp_path, mark, dead.pid)
     dead.wait()
-    node = marked(mark)
-    orphan_maker = marked(mark, "sh", "-c", "sleep 60 & echo $!")  # its sleep is reparented when sh exits
-    orphan_maker.wait()
-    other = subprocess.Popen(["sleep", "60"])  # not of this federation
-    try:
-        assert node.pid in processes.members(mark) and len(processes.members(mark)) == 2
-        with pytest.warns(RuntimeWarning, match="stopped 2 processes left running"):
-            stopped = processes.take_over(tmp_path, mark, tmp_path)
-        assert node.pid in stopped and gone_within(stopped) and processes.members(mark) == []
-        assert other.poll() is None and not (tmp_path / processes.PID_FILE).exists()
-    finally:
-        for p in (node, other):
-            p.kill()
-            p.wait()
+    node = spawn(mark=mark)
+    spawn("sh", "-c", "sleep 60 & echo $!", mark=mark).wait()  # its sleep is reparented when sh exits
+    other = spawn()  # not of this federation
+    assert node.pid in processes.members(mark) and len(processes.members(mark)) == 2
+    with pytest.warns(RuntimeWarning, match="stopped 2 processes left running"):
+        stopped = processes.take_over(tmp_path, mark, tmp_path)
+    assert node.pid in stopped and gone_within(stopped) and processes.members(mark) == []
+    assert other.poll() is None and not (tmp_path / processes.PID_FILE).exists()
 
 
-def test_a_federation_whose_parent_still_runs_is_refused_and_left_alone(tmp_path):
+def test_a_federation_whose_parent_still_runs_is_refused_and_left_alone(tmp_path, spawn):
     mark = str(tmp_path)
-    parent, node = subprocess.Popen(["sleep", "60"]), marked(mark)
+    parent, node = spawn(), spawn(mark=mark)
     pid_file(tmp_path, mark, parent.pid)
-    try:
-        with pytest.raises(FedpriorError, match=f"process {parent.pid}.* is still running"):
-            processes.take_over(tmp_path, mark, tmp_path)
-        assert node.poll() is None and parent.poll() is None
-    finally:
-        for p in (node, parent):
-            p.kill()
-            p.wait()
+    with pytest.raises(FedpriorError, match=f"process {parent.pid}.* is still running"):
+        processes.take_over(tmp_path, mark, tmp_path)
+    assert node.poll() is None and parent.poll() is None
 
 
 def test_the_watcher_stops_the_federation_when_its_parent_is_killed(tmp_path):
