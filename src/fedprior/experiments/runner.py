@@ -152,7 +152,7 @@ def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, An
     except KeyboardInterrupt as error:  # Interrupted (with its signal) where a runtime catches SIGTERM
         raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
     except RoundNotTrained as error:
-        raise RoundNotTrained(f"{error} (`fedprior resume {run.path}`)") from None
+        raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
 
 
 def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks) -> dict[str, Any]:

@@ -144,7 +144,7 @@ def run_rounds(
             answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
                                                          wait_for_clients, retry_every)
             if failures and not answered:
-                unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
+                stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
             replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
             empty = sorted(r.client_id for r in answered if r.num_examples == 0)
             if replies:
@@ -175,7 +175,7 @@ def run_rounds(
     return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
 
 
-def unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int,
+def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int,
               on_round: RoundCallback | None) -> None:
     """Report a round that no client could be reached for (``"trained": false``) and stop the run before it."""
     reasons = sorted(set(failures.values()))
@@ -186,8 +186,8 @@ def unreached(stage: str, round_: int, step: int, sampled: list[int], failures: 
     raise RoundNotTrained(
         f"{stage} round {round_}: none of the {len(sampled)} sampled clients could be reached "
         f"({'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}); the round is not counted and the run "
-        f"stops after the last trained round (checkpointed). Resume it when the clients are back, or set "
-        f"federation.wait_for_clients to make a round wait for them"
+        f"stops after the last trained round (federation.wait_for_clients makes a round wait for its clients). "
+        f"Resume it when they are back"
     )
 
 
