@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import signal
 import sys
+import threading
 from typing import Callable
 
 import typer
@@ -37,7 +38,8 @@ def user_errors(command: Callable) -> Callable:
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
-        signal.signal(signal.SIGTERM, _terminated)  # a scheduler's stop, handled like Ctrl-C
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminated) if main else None  # a scheduler's stop, like Ctrl-C
         try:
             return command(*args, **kwargs)
         except FedpriorError as error:
@@ -48,5 +50,8 @@ def user_errors(command: Callable) -> Callable:
             where = f"resume with `fedprior resume {error.run_dir}`" if error.run_dir else "nothing was saved"
             stderr.print(f"interrupted ({name}); {escape(where)}", highlight=False, soft_wrap=True)
             sys.exit(128 + error.signum)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper

@@ -149,7 +149,7 @@ def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, An
     """``action()``; a stop it can be resumed from (Ctrl-C, SIGTERM, a round no client could be reached for) names ``run``."""
     try:
         return action()
-    except KeyboardInterrupt as error:  # Interrupted (with its signal) where a runtime catches SIGTERM
+    except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
         raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
     except RoundNotTrained as error:
         raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
