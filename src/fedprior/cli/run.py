@@ -47,6 +47,10 @@ class RoundProgress:
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
+    from fedprior.experiments.report import failure_warning
+
+    if failure_warning(summary):  # on stderr, with --json too
+        stderr.print(failure_warning(summary), style="yellow", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary))
         return

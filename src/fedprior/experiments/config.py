@@ -95,6 +95,8 @@ class FederationConfig(Section):
     """Local mini-batch size."""
     evaluate_every: int = Field(1, ge=1)
     """Evaluate the global model every k rounds, and always after the last round of each stage."""
+    wait_for_clients: float = Field(0.0, ge=0)
+    """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
 
 
 class RunConfig(Section):

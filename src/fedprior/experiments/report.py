@@ -34,11 +34,22 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     plt.close(fig)
 
 
+def failure_warning(summary: dict[str, Any]) -> str:
+    """One line saying which rounds lost client updates, or '' when none did."""
+    per_round = summary.get("failed_clients_per_round") or {}
+    if not per_round:
+        return ""
+    rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
+    return (f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
+            f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)")
+
+
 def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "") -> None:
     curve = accuracy_curve(summary)
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
+    warning = f"\n**{failure_warning(summary)}**\n" if failure_warning(summary) else ""
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
@@ -56,6 +67,8 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
 | wall time | {summary['wall_seconds']:.1f} s |
 | device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
+| failed client updates | {summary.get('failed_updates', 0)} |
+{warning}
 
 ![accuracy per round](accuracy.png)
 

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import write_report
@@ -14,7 +15,7 @@ from fedprior.experiments.run_dir import RunDir
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.checkpoint import Progress, load_checkpoint
-from fedprior.runtime.simulation import simulate, total_rounds
+from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -30,6 +31,12 @@ def communication(history: list[dict[str, Any]]) -> dict[str, int]:
     down = sum(r.get("download_bytes", 0) * len(r.get("clients", [])) for r in history)
     up = sum(sum(r.get("upload_bytes", {}).values()) for r in history)
     return {"download_bytes": int(down), "upload_bytes": int(up)}
+
+
+def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Client updates that failed (Flower: a node gone, a timeout, a ClientApp error): the total, and per round step."""
+    per_round = {str(r["step"]): len(r["failed_clients"]) for r in history if r.get("failed_clients")}
+    return {"failed_updates": sum(per_round.values()), "failed_clients_per_round": per_round}
 
 
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
@@ -61,6 +68,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "evaluated_rounds": evaluated_rounds,
         **extra,
         **communication(progress.history),
+        **client_failures(progress.history),
         "wall_seconds": wall_seconds,
         "device": str(experiment.device),
         "workers": experiment.workers,
@@ -131,6 +139,7 @@ def execute(
             start=start_from,
             on_round=record,
             evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
             threads=experiment.threads,
             workers=experiment.workers,
             worker_setup=experiment.client_side(),
@@ -148,14 +157,24 @@ def execute(
     return summary
 
 
+def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``action()``; a stop it can be resumed from (Ctrl-C, SIGTERM, a round no client could be reached for) names ``run``."""
+    try:
+        return action()
+    except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
+        raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
+    except RoundNotTrained as error:
+        raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
+
+
 def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks) -> dict[str, Any]:
     run = RunDir(run_dir) if run_dir else RunDir.new(name)
     if run.checkpoint.exists():
         raise ConfigError(f"--run-dir: {run.path} already holds a run; resume it with `fedprior resume {run.path}`")
-    return execute(name, config, run, **callbacks)
+    return resumable(run, lambda: execute(name, config, run, **callbacks))
 
 
 def resume(path: Path, **callbacks) -> dict[str, Any]:
     run = RunDir.existing(path)
     name, config = run.read_config()
-    return execute(name, config, run, resume=True, **callbacks)
+    return resumable(run, lambda: execute(name, config, run, resume=True, **callbacks))

@@ -53,6 +53,7 @@ def train_on_flower(
             seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
             vectorize=config.run.vectorize, checkpoint_path=run.checkpoint, start=start, on_round=on_round,
             settings=settings, evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
         )
         shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
         if data_dir.parent.is_dir() and not any(data_dir.parent.iterdir()):
