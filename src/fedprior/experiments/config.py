@@ -103,6 +103,10 @@ class RunConfig(Section):
     """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
     """Torch CPU threads; 0 keeps torch's default."""
+    mlflow: str | None = Field(None, min_length=1)
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    mlflow_experiment: str = Field("fedprior", min_length=1)
+    """The MLflow experiment the run is logged under (with run.mlflow)."""
 
 
 class ExperimentConfig(Section):

@@ -8,6 +8,8 @@
     checkpoint.safetensors   the whole run state after the last completed round (atomic)
     result.json              the summary, once the run has finished
     report.md, accuracy.png  a short report
+    tensorboard/             TensorBoard event files (per-round metrics, the report's figures)
+    tracking.json            the MLflow run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations
@@ -39,6 +41,8 @@ class RunDir:
     partition_plot = property(lambda self: self.path / "partition.png")
     report = property(lambda self: self.path / "report.md")
     accuracy_plot = property(lambda self: self.path / "accuracy.png")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+    tracking = property(lambda self: self.path / "tracking.json")
 
     @classmethod
     def new(cls, name: str, base: Path = Path("runs")) -> "RunDir":
