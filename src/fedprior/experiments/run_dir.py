@@ -18,14 +18,16 @@ import json
 import tomllib
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tomli_w
 
 from fedprior.errors import FedpriorError
-from fedprior.experiments.config import ExperimentConfig, validate_config
-from fedprior.partition import Partition
+
+if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
+    from fedprior.experiments.config import ExperimentConfig
+    from fedprior.partition import Partition
 
 
 class RunDir:
@@ -67,6 +69,8 @@ class RunDir:
         self.config.write_text(tomli_w.dumps({"name": name, **config.to_dict()}))
 
     def read_config(self) -> tuple[str, ExperimentConfig]:
+        from fedprior.experiments.config import validate_config
+
         raw = tomllib.loads(self.config.read_text())
         name = raw.pop("name", self.path.name)
         return name, validate_config(raw)
