@@ -4,7 +4,10 @@ import json
 
 import pytest
 
+from typer.testing import CliRunner
+
 from cli import fedprior
+from fedprior.cli import app
 from fedprior.errors import FedpriorError
 from fedprior.experiments.compare import compare_runs
 from fedprior.experiments.config import load_config
@@ -81,8 +84,8 @@ def test_cli_json_table_and_plot(runs, tmp_path):
     assert (tmp_path / "curves.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "fedprox-cnn has not finished; its numbers come from the 1 rounds in its metrics.jsonl" in result.stderr
 
-    table = fedprior("compare", *folders[:2], "--plot", str(tmp_path / "t.png"), cwd=tmp_path)
-    assert table.returncode == 0, table.stderr
+    table = CliRunner().invoke(app, ["compare", *folders[:2], "--plot", str(tmp_path / "t.png")], terminal_width=200)
+    assert table.exit_code == 0, table.output
     final = f"{100 * summaries['scaffold-cnn']['final_accuracy']:.2f}%"
     assert "final accuracy" in table.stdout and final in table.stdout and "algorithm.name" in table.stdout
 
