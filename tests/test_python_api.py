@@ -141,3 +141,12 @@ def test_the_uniform_mean_of_the_pages_algorithm_is_unweighted(registry):
                for i, n in ((1, 10), (3, 990))]
     merged = algorithm.aggregate(state, replies, RoundInfo(seed=0, stage="federated", round=1))
     assert torch.equal(merged[key], torch.full_like(state[key], 2.0))
+
+
+def test_a_config_round_trips_through_toml(tmp_path):
+    config = fedprior.load_config("fedavg-cnn", {"federation.rounds": 3, "algorithm": {"name": "fedprox", "mu": 0.1}})
+    assert config.settings.algorithm.name == "fedprox" and config.settings.algorithm.mu == 0.1
+    assert "init" not in config.settings.algorithm.hyperparameters()  # fedavg's own key: the whole section was replaced
+    (tmp_path / "mine.toml").write_text(config.to_toml())
+    again = fedprior.load_config(tmp_path / "mine.toml")
+    assert again.name == "mine" and again.settings == config.settings
