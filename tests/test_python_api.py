@@ -40,8 +40,8 @@ def run_blocks(codes: list[str]) -> dict:
     return namespace
 
 
-def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys):
-    """Every python block but the Flower one, in order, in an empty folder (digits, 6 clients, 2 rounds)."""
+def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_db):
+    """Every python block but the Flower one, in order, in a folder holding only an empty MLflow store (digits, 6 clients, 2 rounds)."""
     monkeypatch.chdir(tmp_path)
     codes = [code for code in blocks() if not is_flower(code)]
     assert len(codes) >= 8

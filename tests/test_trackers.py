@@ -31,9 +31,9 @@ def test_scalars_of_a_round_record():
     assert scalars(record) == {"round": 2.0, "accuracy": 0.5, "upload_bytes": 15.0, "download_bytes": 7.0}
 
 
-def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch):
+def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch, mlflow_db):
     monkeypatch.chdir(tmp_path)  # MLflow's default artifact root for a sqlite store is ./mlruns
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{mlflow_db}"
     name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'", "run.mlflow_experiment='tiny'"])
     summary = start(name, config, tmp_path / "run")
     accuracies = [summary["initial_accuracy"], *summary["history"]]
@@ -63,9 +63,9 @@ class Interrupt(Exception):
     pass
 
 
-def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch):
+def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch, mlflow_db):
     monkeypatch.chdir(tmp_path)
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = f"sqlite:///{mlflow_db}"
     name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'"])
 
     def stop_after_round_1(record):
