@@ -114,6 +114,10 @@ class RunConfig(Section):
     """Where models train and evaluate and frozen encoders run: auto (CUDA when present, else cpu), cpu, cuda, cuda:N."""
     deterministic: bool = False
     """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+    mlflow: str | None = Field(None, min_length=1)
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    mlflow_experiment: str = Field("fedprior", min_length=1)
+    """The MLflow experiment the run is logged under (with run.mlflow)."""
 
     @field_validator("device")
     @classmethod

@@ -23,6 +23,7 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for label, values in curves.items():
         ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)

@@ -8,6 +8,8 @@
     checkpoint.safetensors   the whole run state after the last completed round (atomic)
     result.json              the summary, once the run has finished
     report.md, accuracy.png  a short report
+    tensorboard/             TensorBoard event files (per-round metrics, the report's figures)
+    tracking.json            the MLflow run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ import json
 import tomllib
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tomli_w
 
 from fedprior.errors import FedpriorError
-from fedprior.experiments.config import ExperimentConfig, validate_config
-from fedprior.partition import Partition
+
+if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
+    from fedprior.experiments.config import ExperimentConfig
+    from fedprior.partition import Partition
 
 
 class RunDir:
@@ -39,6 +43,8 @@ class RunDir:
     partition_plot = property(lambda self: self.path / "partition.png")
     report = property(lambda self: self.path / "report.md")
     accuracy_plot = property(lambda self: self.path / "accuracy.png")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+    tracking = property(lambda self: self.path / "tracking.json")
 
     @classmethod
     def new(cls, name: str, base: Path = Path("runs")) -> "RunDir":
@@ -63,6 +69,8 @@ class RunDir:
         self.config.write_text(tomli_w.dumps({"name": name, **config.to_dict()}))
 
     def read_config(self) -> tuple[str, ExperimentConfig]:
+        from fedprior.experiments.config import validate_config
+
         raw = tomllib.loads(self.config.read_text())
         name = raw.pop("name", self.path.name)
         return name, validate_config(raw)

@@ -12,6 +12,7 @@ from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import write_report
 from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.checkpoint import Progress, load_checkpoint
@@ -100,6 +101,7 @@ def execute(
         from fedprior.flower.runtime import require_flower
 
         require_flower()
+    check_trackers(config)  # MLflow installed and its store reachable, before any long work
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
@@ -116,11 +118,13 @@ def execute(
     def record(entry: dict[str, Any]) -> None:
         if entry.get("step") is not None:
             run.append_metrics(entry)
+        trackers.record(entry)
         if on_round:
             on_round(entry)
 
     start_from = load_checkpoint(run.checkpoint) if resume and run.checkpoint.is_file() else None
     run.rewrite_metrics(start_from.progress.history if start_from else [])
+    trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
         from fedprior.flower.runtime import train_on_flower
 
@@ -154,6 +158,7 @@ def execute(
         summary.update(additions)
     run.write_result(summary)
     write_report(run, summary, stats, extra)
+    trackers.finish(summary)
     return summary
 
 
