@@ -1,21 +1,25 @@
-"""Failed and empty client updates reach the summary, the --json output and report.md (issue 7, item 2)."""
+"""Failed and empty client updates reach the summary, the --json output and report.md (issue 7, item 2).
+
+tests/test_failure_summary.py covers the failed-update line on hand-made records; these run the
+round loop with a pool that loses clients, and empty clients from a real partition.
+"""
 
 from __future__ import annotations
 
 import json
 
-
 from cli import TINY, invoke
 from conftest import toy_images
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.experiments.client_problems import client_problems, problem_warnings, rounds_text
+from fedprior.experiments.report import summary_warnings
+from fedprior.experiments.runner import client_failures
 from fedprior.runtime.clients import InProcessClients
 from fedprior.runtime.simulation import run_rounds
 
 
 class FlakyClients(InProcessClients):
-    """In-process clients where client 0 and 1 never answer (like a dead SuperNode hosting them)."""
+    """In-process clients where clients 0 and 1 never answer (like a dead SuperNode hosting them)."""
 
     def update(self, message, info, step, clients, vectorize):
         replies, failures = super().update(message, info, step, clients, vectorize)
@@ -23,30 +27,23 @@ class FlakyClients(InProcessClients):
         return [r for r in replies if r.client_id not in lost], {**failures, **{c: "Node Unavailable" for c in lost}}
 
 
-def test_counts_per_round_and_warning_lines():
+def test_counts_per_round_from_the_round_loop():
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
     algorithm = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
     data = [toy_images(16, seed=c) for c in range(4)]
     pool = FlakyClients(algorithm, lambda c: data[c], 4)
-    result = run_rounds(algorithm, pool, toy_images(20, seed=9), seed=0, rounds=4, fraction=0.5)
-    sampled = [r["clients"] for r in result.progress.history]
-    failed = [len([c for c in s if c in (0, 1)]) for s in sampled]
-    counts = client_problems(result.progress.history)
-    assert counts["failed_per_round"] == failed and counts["failed_updates"] == sum(failed) > 0
-    assert counts["client_updates"] == 8 and counts["empty_updates"] == 0
-    assert counts["rounds_without_update"] == [i + 1 for i, s in enumerate(sampled) if set(s) <= {0, 1}]
-    steps = [i + 1 for i, f in enumerate(failed) if f]
-    assert problem_warnings(result.progress.history)[0].startswith(
-        f"{sum(failed)} of 8 client updates failed (round{'s' * (len(steps) > 1)} {rounds_text(steps)})")
-
-
-def test_rounds_text():
-    assert rounds_text([2, 3, 4, 7, 9, 10]) == "2-4, 7, 9-10" and rounds_text([5]) == "5"
+    result = run_rounds(algorithm, pool, toy_images(20, seed=9), seed=0, rounds=6, fraction=0.75)
+    lost = {str(r["step"]): len({0, 1} & set(r["clients"])) for r in result.progress.history}
+    counts = client_failures(result.progress.history)
+    assert counts["failed_clients_per_round"] == {step: n for step, n in lost.items() if n}
+    assert counts["failed_updates"] == sum(lost.values()) > 0 and counts["client_updates"] == 18
+    assert counts["empty_updates"] == 0 and counts["rounds_without_update"] == []
+    assert summary_warnings(counts)[0].startswith(f"warning: {sum(lost.values())} client updates failed, in rounds ")
 
 
 def test_a_clean_run_has_no_warnings():
-    history = [{"step": 1, "clients": [0, 1], "failed_clients": []}]
-    assert problem_warnings(history) == [] and client_problems(history)["failed_updates"] == 0
+    counts = client_failures([{"step": 1, "clients": [0, 1], "failed_clients": []}])
+    assert summary_warnings(counts) == [] and counts["failed_updates"] == counts["empty_updates"] == 0
 
 
 def test_cli_summary_and_report_show_failed_clients(tmp_path, monkeypatch):
@@ -54,21 +51,22 @@ def test_cli_summary_and_report_show_failed_clients(tmp_path, monkeypatch):
     run = tmp_path / "run"
     result = invoke("run", "fedavg-cnn", *TINY, "--set", "federation.fraction=1.0", "--run-dir", run, "--json")
     assert result.exit_code == 0, result.stderr
-    warning = "warning: 4 of 8 client updates failed (rounds 1-2) and were left out of the aggregation"
-    assert warning in result.stderr  # printed with or without --json
+    assert "warning: 4 client updates failed, in rounds 1 (2), 2 (2)" in result.stderr  # printed with --json too
     summary = json.loads(result.stdout)
-    assert summary["failed_per_round"] == [2, 2] and summary["failed_updates"] == 4
-    assert summary["warnings"][0].startswith(warning.removeprefix("warning: "))
+    assert summary["failed_clients_per_round"] == {"1": 2, "2": 2} and summary["failed_updates"] == 4
+    assert summary["client_updates"] == 8
     report = (run / "report.md").read_text()
-    assert "## Failed and empty clients" in report and "| 1 | 4 | 2 | 0 | yes |" in report
+    assert "## Failed and empty clients" in report and "| 1 | 2 | 0 |" in report and "| failed client updates | 4 |" in report
 
 
-def test_empty_clients_are_counted(tmp_path):
+def test_empty_clients_are_counted_and_warned_about(tmp_path):
     result = invoke("run", "fedavg-cnn", *TINY, "--set", "partition.scheme=dirichlet", "--set", "partition.alpha=0.001",
                     "--set", "federation.num_clients=12", "--set", "federation.fraction=1.0", "--set", "federation.rounds=1",
                     "--run-dir", tmp_path / "run", "--json")
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     sizes = json.loads((tmp_path / "run" / "partition.json").read_text())["client_sizes"]
-    assert summary["empty_updates"] == sum(1 for s in sizes if s == 0) > 0
-    assert "sampled clients held no data and trained nothing (round 1)" in result.stderr
+    empty = sum(1 for s in sizes if s == 0)
+    assert summary["empty_updates"] == empty > 0 and summary["empty_clients_per_round"] == {"1": empty}
+    assert f"warning: {empty} of 12 sampled clients held no data and trained nothing, in rounds 1 ({empty})" in result.stderr
+    assert f"| clients without data | {empty} |" in (tmp_path / "run" / "report.md").read_text()

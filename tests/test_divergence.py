@@ -74,7 +74,8 @@ def test_drop_leaves_non_finite_clients_out_and_counts_them(tmp_path):
     summary = json.loads(result.stdout)
     assert summary["failed_updates"] == summary["client_updates"] == 4  # every update diverged: none aggregated
     assert summary["rounds_without_update"] == [1, 2] and summary["history"] == [summary["initial_accuracy"]] * 2
-    assert "4 of 4 client updates failed" in result.stderr
+    assert "warning: 4 client updates failed, in rounds 1 (2), 2 (2)" in result.stderr
+    assert "warning: no client trained in rounds 1, 2: the global model was not updated there" in result.stderr
 
 
 def make_feature_task() -> Task:

@@ -159,7 +159,7 @@ def test_pyproject_declares_the_flower_app_with_the_run_config_the_server_reads(
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     app = pyproject["tool"]["flwr"]["app"]
-    assert app["components"] == {"serverapp": "fedprior.flower.server_app:app", "clientapp": "fedprior.flower.client_app:app"}
+    assert app["components"] == {"serverapp": "fedprior.experiments.flower_app:app", "clientapp": "fedprior.flower.client_app:app"}
     assert app["config"] == RUN_CONFIG_DEFAULTS
     for config in (pyproject, app_pyproject()):
         valid, errors, _ = validate_config(config, check_module=True)

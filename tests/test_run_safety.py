@@ -203,7 +203,7 @@ def test_ctrl_c_says_how_to_resume(tmp_path):
     process.send_signal(signal.SIGINT)
     _, err = process.communicate(timeout=60)
     assert process.returncode == 130
-    assert f"interrupted; continue with `fedprior resume {run}`" in err and "Traceback" not in err
+    assert f"interrupted (SIGINT); resume with `fedprior resume {run}`" in err and "Traceback" not in err
 
 
 def test_report_names_what_differs_from_the_preset(runs):

@@ -18,9 +18,10 @@ import secrets
 import socket
 import time
 from pathlib import Path
-from typing import BinaryIO, Callable, Mapping
+from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping
 
-import torch
+if TYPE_CHECKING:  # torch is imported where tensors are written: reading run folders does not need it
+    import torch
 
 LEGACY_MAX_AGE = 24 * 3600.0
 """Seconds after which an anonymous ``.tmpXXXXXX`` file (no owner recorded) counts as abandoned."""
@@ -114,6 +115,8 @@ def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict
 
 def tensors_sha256(tensors: Mapping[str, torch.Tensor], extra: str = "") -> str:
     """SHA-256 over the names, dtypes, shapes and bytes of ``tensors`` (in name order), then ``extra``."""
+    import torch
+
     digest = hashlib.sha256()
     for name in sorted(tensors):
         value = tensors[name].detach().contiguous().cpu()

@@ -1,5 +1,7 @@
 """Errors that reach the user as one clear line instead of a traceback."""
 
+import signal
+
 
 class FedpriorError(Exception):
     """A problem the user can fix (bad input, a missing file); the CLI prints it and exits 2."""
@@ -18,4 +20,12 @@ class DatasetError(FedpriorError, ValueError):
 
 
 class Interrupted(KeyboardInterrupt):
-    """Ctrl-C (SIGINT) stopped a run; the message says how to resume it. The CLI exits 130."""
+    """A run stopped by a signal (Ctrl-C: SIGINT; a scheduler or ``kill``: SIGTERM) after it stopped what it started.
+
+    Its checkpoint holds the last completed round; ``run_dir``, once known, is where to
+    resume. The CLI prints how to resume and exits 128 + the signal's number (130, 143).
+    """
+
+    def __init__(self, signum: int = signal.SIGINT, run_dir=None) -> None:
+        super().__init__(signum)
+        self.signum, self.run_dir = int(signum), run_dir

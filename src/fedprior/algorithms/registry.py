@@ -89,3 +89,40 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
     if name not in ALGORITHMS:
         raise ConfigError(f"algorithm.name: unknown algorithm '{name}'; accepted: {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
+
+
+REGISTERED_HERE: set[str] = set()
+"""Names registered from user code in this process (other processes, e.g. Flower's nodes, do not know them)."""
+
+NAME_PATTERN = r"[a-z0-9][a-z0-9_.-]*"
+"""What an algorithm name may be: lowercase letters, digits, '-', '_', '.' (a config value and a folder name)."""
+
+
+def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> AlgorithmSpec:
+    """Add ``spec`` to ``ALGORITHMS`` (an algorithm from user code), after checking that its factory can be configured.
+
+    The factory takes the :class:`Task` first, then keyword-only hyperparameters, each with
+    an annotation and a default (``Annotated[float, Field(gt=0, description=...)] = 0.1``),
+    and may declare the runtime-provided ``local_epochs``, ``batch_size`` and ``device``.
+    """
+    import re
+
+    if not re.fullmatch(NAME_PATTERN, spec.name):
+        raise ConfigError(f"algorithm name {spec.name!r}: use lowercase letters, digits, '-', '_' or '.' (e.g. 'my-fedavg')")
+    if spec.name in ALGORITHMS and not replace:
+        raise ConfigError(f"algorithm '{spec.name}' is already registered; pass replace=True to replace it")
+    if not callable(spec.factory):
+        raise ConfigError(f"algorithm '{spec.name}': the factory must be a function (task, *, hyperparameters...) -> Algorithm")
+    params = list(inspect.signature(spec.factory).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        raise ConfigError(f"algorithm '{spec.name}': the factory's first parameter must be the task (positional)")
+    for name, param in spec.hyperparameters().items():
+        if param.default is param.empty:
+            raise ConfigError(f"algorithm '{spec.name}': hyperparameter '{name}' needs a default value")
+    try:
+        spec.validate({})  # the defaults pass their own annotations
+    except Exception as error:
+        raise ConfigError(f"algorithm '{spec.name}': its hyperparameters cannot be checked: {error}") from None
+    ALGORITHMS[spec.name] = spec
+    REGISTERED_HERE.add(spec.name)
+    return spec

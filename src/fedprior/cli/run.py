@@ -47,9 +47,11 @@ class RoundProgress:
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
-    """The summary: one JSON line on stdout, or one line on stderr; warnings (failed clients) on stderr either way."""
-    for warning in summary.get("warnings", []):
-        stderr.print(f"[yellow]warning:[/] {warning}", highlight=False, soft_wrap=True)
+    """The summary: one JSON line on stdout, or one line on stderr; warnings (failed or empty clients) on stderr either way."""
+    from fedprior.experiments.report import summary_warnings
+
+    for line in summary_warnings(summary):
+        stderr.print(line, style="yellow", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary))
         return

@@ -95,6 +95,8 @@ class FederationConfig(Section):
     """Local mini-batch size."""
     evaluate_every: int = Field(1, ge=1)
     """Evaluate the global model every k rounds, and always after the last round of each stage."""
+    wait_for_clients: float = Field(0.0, ge=0)
+    """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
 
 
 class RunConfig(Section):
@@ -114,6 +116,10 @@ class RunConfig(Section):
     """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
     deterministic: bool = False
     """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+    mlflow: str | None = Field(None, min_length=1)
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    mlflow_experiment: str = Field("fedprior", min_length=1)
+    """The MLflow experiment the run is logged under (with run.mlflow)."""
 
     @field_validator("device")
     @classmethod
@@ -250,23 +256,6 @@ def validate_config(raw: dict[str, Any]) -> ExperimentConfig:
 def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
     owner = ExperimentConfig if not parent else ExperimentConfig.model_fields[parent[0]].annotation
     return list(owner.model_fields)
-
-
-def flatten(raw: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"a": {"b": 1}}`` -> ``{"a.b": 1}``."""
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if isinstance(value, dict):
-            out.update(flatten(value, f"{prefix}{key}."))
-        else:
-            out[f"{prefix}{key}"] = value
-    return out
-
-
-def config_differences(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
-    """``{"section.key": (before, after)}`` for every field whose value differs (None: absent)."""
-    a, b = flatten(before), flatten(after)
-    return {k: (a.get(k), b.get(k)) for k in sorted(a.keys() | b.keys()) if a.get(k) != b.get(k)}
 
 
 def load_config(source: str, overrides: list[str] | None = None) -> tuple[str, ExperimentConfig]:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedprior.atomic import atomic_write, write_text
-from fedprior.experiments.config import ExperimentConfig, config_differences, preset_paths
 from fedprior.experiments.run_dir import RunDir
+
+if TYPE_CHECKING:
+    from fedprior.experiments.config import ExperimentConfig
 
 
 def preset_note(name: str, config: ExperimentConfig) -> str:
@@ -15,7 +17,8 @@ def preset_note(name: str, config: ExperimentConfig) -> str:
     A preset's description speaks of the preset's own settings ("10 rounds"); with
     ``--set`` overrides the report says what differs instead of rewriting the description.
     """
-    from fedprior.experiments.config import load_config
+    from fedprior.experiments.config import load_config, preset_paths
+    from fedprior.experiments.config_fields import config_differences
 
     if name not in preset_paths():
         return ""
@@ -42,6 +45,7 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for label, values in curves.items():
         ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
@@ -53,12 +57,46 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     plt.close(fig)
 
 
+def failure_warning(summary: dict[str, Any]) -> str:
+    """One line saying which rounds lost client updates, or '' when none did."""
+    per_round = summary.get("failed_clients_per_round") or {}
+    if not per_round:
+        return ""
+    rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
+    return (f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
+            f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)")
+
+
+def summary_warnings(summary: dict[str, Any]) -> list[str]:
+    """The warning lines of a run summary: failed updates, clients without data, rounds that changed nothing."""
+    lines = [failure_warning(summary)]
+    empty = summary.get("empty_clients_per_round") or {}
+    if empty:
+        lines.append(f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
+                     f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}")
+    unchanged = summary.get("rounds_without_update") or []
+    if unchanged:
+        lines.append(f"warning: no client trained in rounds {', '.join(map(str, unchanged))}: the global model was not updated there")
+    return [line for line in lines if line]
+
+
+def problems_section(summary: dict[str, Any]) -> str:
+    """report.md's table of the rounds that lost client updates or had clients without data ('' if none)."""
+    failed, empty = summary.get("failed_clients_per_round") or {}, summary.get("empty_clients_per_round") or {}
+    steps = sorted({*failed, *empty}, key=int)
+    if not steps:
+        return ""
+    rows = "\n".join(f"| {step} | {failed.get(step, 0)} | {empty.get(step, 0)} |" for step in steps)
+    return f"\n## Failed and empty clients\n\n| round | failed updates | clients without data |\n|---|---|---|\n{rows}\n"
+
+
 def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "", notes: str = "") -> None:
     """report.md and accuracy.png; ``notes`` go under the description (e.g. :func:`preset_note`)."""
     curve = accuracy_curve(summary)
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
+    warning = "".join(f"\n**{line}**\n" for line in summary_warnings(summary))
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
@@ -76,6 +114,9 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
 | wall time | {summary['wall_seconds']:.1f} s |
 | device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
+| failed client updates | {summary.get('failed_updates', 0)} |
+| clients without data | {summary.get('empty_updates', 0)} |
+{warning}
 
 ![accuracy per round](accuracy.png)
 
@@ -84,5 +125,5 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | round | test accuracy (%) |
 |---|---|
 {rows}
-{extra}"""
+{problems_section(summary)}{extra}"""
     write_text(run.report, text)

@@ -21,17 +21,20 @@ from typing import Any
 
 from fedprior.algorithms.base import Algorithm
 from fedprior.errors import ConfigError
-from fedprior.experiments.config import ExperimentConfig, config_differences
+from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.config_fields import config_differences
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import stage_plan
 
 CONFIG_KEY = "config"
 RESUME_MAY_CHANGE = frozenset({
     "description", "data.root", "data.download", "encoder.download", "encoder.cache", "run.threads", "run.vectorize",
-    "run.workers", "run.device", "run.deterministic", "federation.evaluate_every",
+    "run.workers", "run.device", "run.deterministic", "run.mlflow", "run.mlflow_experiment", "federation.evaluate_every",
+    "federation.wait_for_clients",
 })
-"""Fields a resume may find changed: where the data is, caching, and how the work is spread (threads, workers,
-device, evaluation cadence). ``run.device`` may change because 'auto' resolves per machine anyway."""
+"""Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
+workers, device, evaluation cadence) and how long a round waits for its clients. ``run.device`` may change
+because 'auto' resolves per machine anyway."""
 
 
 def checkpoint_metadata(config: ExperimentConfig) -> dict[str, str]:

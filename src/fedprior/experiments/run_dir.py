@@ -10,6 +10,8 @@
     result.json                       the summary, once the run has finished
     report.md, accuracy.png           a short report
     run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
+    tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
+    tracking.json                     the MLflow run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations
@@ -22,16 +24,18 @@ import os
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import tomli_w
 
 from fedprior.atomic import atomic_write, write_text
 from fedprior.errors import FedpriorError
-from fedprior.experiments.config import ExperimentConfig, parse_toml_file, validate_config
-from fedprior.partition import Partition
 from fedprior.runtime.checkpoint import CheckpointError, RunState, load_checkpoint, previous_path
+
+if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
+    from fedprior.experiments.config import ExperimentConfig
+    from fedprior.partition import Partition
 
 
 class RunDir:
@@ -49,6 +53,8 @@ class RunDir:
     report = property(lambda self: self.path / "report.md")
     accuracy_plot = property(lambda self: self.path / "accuracy.png")
     lock_file = property(lambda self: self.path / "run.lock")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+    tracking = property(lambda self: self.path / "tracking.json")
 
     @classmethod
     def new(cls, name: str, base: Path = Path("runs")) -> "RunDir":
@@ -134,6 +140,8 @@ class RunDir:
 
     def read_config(self) -> tuple[str, ExperimentConfig]:
         """(name, config) of this run; a damaged config.toml is a one-line error naming it."""
+        from fedprior.experiments.config import parse_toml_file, validate_config
+
         raw = parse_toml_file(self.config)
         name = raw.pop("name", self.path.name)
         return str(name), validate_config(raw)

@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
+import signal
 import time
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
-from fedprior.experiments.client_problems import client_problems, problem_warnings, problems_section
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata
 from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.checkpoint import Progress
-from fedprior.runtime.simulation import simulate, total_rounds
+from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -33,6 +33,27 @@ def communication(history: list[dict[str, Any]]) -> dict[str, int]:
     down = sum(r.get("download_bytes", 0) * len(r.get("clients", [])) for r in history)
     up = sum(sum(r.get("upload_bytes", {}).values()) for r in history)
     return {"download_bytes": int(down), "upload_bytes": int(up)}
+
+
+def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sampled client updates, and those that failed or held no data: totals, and counts per round step.
+
+    Failed: a Flower node gone, a timeout, a ClientApp error, a killed worker, or an update
+    with NaN/inf left out under ``run.non_finite = "drop"``. Empty: a client with no data (a
+    Dirichlet partition with a small alpha). ``rounds_without_update``: rounds whose global
+    model did not change because no answering client held data.
+    """
+    rounds = [r for r in history if "clients" in r]
+    failed = {str(r["step"]): len(r["failed_clients"]) for r in rounds if r.get("failed_clients")}
+    empty = {str(r["step"]): len(r["empty_clients"]) for r in rounds if r.get("empty_clients")}
+    return {
+        "client_updates": sum(len(r["clients"]) for r in rounds),
+        "failed_updates": sum(failed.values()),
+        "failed_clients_per_round": failed,
+        "empty_updates": sum(empty.values()),
+        "empty_clients_per_round": empty,
+        "rounds_without_update": [r["step"] for r in rounds if r.get("aggregated") is False],
+    }
 
 
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
@@ -64,8 +85,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "evaluated_rounds": evaluated_rounds,
         **extra,
         **communication(progress.history),
-        **client_problems(progress.history),
-        "warnings": problem_warnings(progress.history),
+        **client_failures(progress.history),
         "wall_seconds": wall_seconds,
         "device": str(experiment.device),
         "workers": experiment.workers,
@@ -107,6 +127,7 @@ def execute(
         if start_from is not None:
             check_same_config(start_from.metadata, config, run.config)
     given, metadata = config, checkpoint_metadata(config)
+    check_trackers(config)  # MLflow installed and its store reachable, before any long work
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
@@ -128,14 +149,17 @@ def execute(
     def record(entry: dict[str, Any]) -> None:
         if entry.get("step") is not None:
             run.append_metrics(entry)
+        trackers.record(entry)
         if on_round:
             on_round(entry)
 
     run.rewrite_metrics(start_from.progress.history if start_from else [])
+    trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
         from fedprior.flower.runtime import train_on_flower
 
-        result = train_on_flower(experiment, run, start=start_from, on_round=record, **(runtime_options or {}))
+        result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata,
+                                 **(runtime_options or {}))
     else:
         result = simulate(
             experiment.algorithm,
@@ -152,6 +176,7 @@ def execute(
             checkpoint_metadata=metadata,
             non_finite=config.run.non_finite,
             evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
             threads=experiment.threads,
             workers=experiment.workers,
             worker_setup=experiment.client_side(),
@@ -165,20 +190,25 @@ def execute(
         additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
     run.write_result(summary)
-    write_report(run, summary, stats, problems_section(result.progress.history) + extra, notes=preset_note(name, given))
+    write_report(run, summary, stats, extra, notes=preset_note(name, given))
+    trackers.finish(summary)
     return summary
 
 
-@contextmanager
-def driving(run: RunDir) -> Iterator[None]:
-    """Hold the run directory's lock; turn Ctrl-C and a failed write into one line that says how to go on."""
+def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``action()`` holding the run directory's lock; a stop it can be resumed from names ``run``.
+
+    Ctrl-C and SIGTERM become :class:`Interrupted` (the CLI says how to resume), a round no
+    client could be reached for ends with the resume command, and a failed write (a full
+    disk) is one line naming the file and, once a checkpoint exists, how to go on.
+    """
     with run.locked():
         try:
-            yield
-        except KeyboardInterrupt:
-            if run.checkpoint.is_file():
-                raise Interrupted(f"interrupted; continue with `fedprior resume {run.path}`") from None
-            raise Interrupted("interrupted before the first checkpoint; nothing to resume") from None
+            return action()
+        except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
+            raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
+        except RoundNotTrained as error:
+            raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
         except OSError as error:
             where = error.filename or "a file"
             after = f"; then `fedprior resume {run.path}` continues the run" if run.checkpoint.is_file() else ""
@@ -189,13 +219,15 @@ def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks
     """Run the experiment into ``run_dir`` (a new ``runs/NAME-TIMESTAMP`` if None), which must be new or empty."""
     run = RunDir(run_dir) if run_dir else RunDir.new(name)
     run.check_new()
-    with driving(run):
-        return execute(name, config, run, **callbacks)
+    return resumable(run, lambda: execute(name, config, run, **callbacks))
 
 
 def resume(path: Path, previous: bool = False, **callbacks) -> dict[str, Any]:
     """Continue the run in ``path`` from its last checkpoint (``previous``: from the one before)."""
     run = RunDir.existing(path)
-    with driving(run):
+
+    def action() -> dict[str, Any]:
         name, config = run.read_config()
         return execute(name, config, run, resume=True, previous=previous, **callbacks)
+
+    return resumable(run, action)

@@ -90,7 +90,7 @@ def run_flower_simulation(
             rounds=config.federation.rounds, fraction=config.federation.fraction, vectorize=config.run.vectorize,
             checkpoint_path=run.checkpoint, start=start, on_round=on_round, settings=settings,
             checkpoint_metadata=checkpoint_metadata,
-            evaluate_every=config.federation.evaluate_every,
+            evaluate_every=config.federation.evaluate_every, wait_for_clients=config.federation.wait_for_clients,
         )
 
     flwr_logger = logging.getLogger("flwr")

@@ -20,11 +20,13 @@ import shutil
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from fedprior.algorithms.base import State
 from fedprior.atomic import save_tensors, tensors_sha256
 from fedprior.errors import FedpriorError
+
+if TYPE_CHECKING:
+    from fedprior.algorithms.base import State
 
 SERVER = "server/"
 CLIENT = "client/"
