@@ -95,8 +95,11 @@ class RunDir:
         dead process is simply taken over. A POSIX (``lockf``) lock belongs to this process
         alone: worker processes forked from it do not hold it, so a killed run's leftover
         workers never block its resume. Creating the folder and the lock file is also the
-        first write into the run directory: an unwritable one fails here, before any work.
+        first write into the run directory: an unwritable one fails here, before any work. A
+        folder this call created and that is still empty at the end (the run stopped before
+        writing anything) is removed.
         """
+        created = not self.path.exists()
         try:
             self.path.mkdir(parents=True, exist_ok=True)
         except OSError as error:
@@ -134,6 +137,8 @@ class RunDir:
         finally:
             self.lock_file.unlink(missing_ok=True)
             handle.close()
+            if created and not any(self.path.iterdir()):  # stopped before writing anything: leave no empty folder
+                self.path.rmdir()
 
     def write_config(self, name: str, config: ExperimentConfig) -> None:
         write_text(self.config, tomli_w.dumps({"name": name, **config.to_dict()}))
