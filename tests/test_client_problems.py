@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 
+import torch
+
 from cli import TINY, invoke
-from conftest import toy_images
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.experiments.report import summary_warnings
@@ -27,12 +28,17 @@ class FlakyClients(InProcessClients):
         return [r for r in replies if r.client_id not in lost], {**failures, **{c: "Node Unavailable" for c in lost}}
 
 
+def features(n: int, seed: int) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(n, 6, generator=g), "y": torch.randint(0, 3, (n,), generator=g)}
+
+
 def test_counts_per_round_from_the_round_loop():
-    task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-    algorithm = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
-    data = [toy_images(16, seed=c) for c in range(4)]
+    task = Task(num_classes=3, input_shape=(6,), class_names=("a", "b", "c"), num_clients=4)
+    algorithm = fedavg(task, local_epochs=1, batch_size=8, model="linear", lr=0.1)
+    data = [features(16, seed=c) for c in range(4)]
     pool = FlakyClients(algorithm, lambda c: data[c], 4)
-    result = run_rounds(algorithm, pool, toy_images(20, seed=9), seed=0, rounds=6, fraction=0.75)
+    result = run_rounds(algorithm, pool, features(20, seed=9), seed=0, rounds=6, fraction=0.75)
     lost = {str(r["step"]): len({0, 1} & set(r["clients"])) for r in result.progress.history}
     counts = client_failures(result.progress.history)
     assert counts["failed_clients_per_round"] == {step: n for step, n in lost.items() if n}
