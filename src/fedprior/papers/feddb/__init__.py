@@ -1,0 +1,9 @@
+"""FedDB (feddb.txt): Tables 1-4 as grids, its diagnostics (Figures 1, 3, 6, 7) in a run's report, its presets.
+
+The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
+(:mod:`~fedprior.algorithms.fixmatch`, :mod:`~fedprior.algorithms.fedmatch`,
+:mod:`~fedprior.algorithms.fedrgd`, :mod:`~fedprior.algorithms.semifl`).
+"""
+
+TABLES = ()
+REPORT_EXTRAS = {}
