@@ -21,11 +21,14 @@ from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.feddb import feddb
+from fedprior.algorithms.fedmatch import fedmatch
+from fedprior.algorithms.fedrgd import fedrgd
 from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.scaffold import scaffold
+from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
 from fedprior.validation import describe_validation_error
 
@@ -80,6 +83,9 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("feddb", feddb),
         AlgorithmSpec("fedavg-labeled", fedavg_labeled),
         AlgorithmSpec("fixmatch", fixmatch),
+        AlgorithmSpec("fedmatch", fedmatch),
+        AlgorithmSpec("fedrgd", fedrgd),
+        AlgorithmSpec("semifl", semifl),
     )
 }
 
