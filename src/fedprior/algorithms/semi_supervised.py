@@ -323,9 +323,9 @@ class SemiSupervised:
         ctx.appu = app_u(ctx.probabilities)
         ctx.labels, ctx.mask = self.method.pseudo_labels(ctx)
         metrics = {"pl_confident": float(ctx.mask.sum())}
-        if truth is None or not t.diagnostics or truth.shape[0] == 0:
+        if not t.diagnostics:
             return metrics
-        truth = truth.to(ctx.device)
+        truth = truth.to(ctx.device) if truth is not None and truth.shape[0] else None
         for tag, labeling in (("", (ctx.labels, ctx.mask)),
                               ("_plain", hard_labels(ctx.probabilities, t.threshold)),
                               ("_dpl", hard_labels(debias(ctx.probabilities, ctx.appu), t.threshold))):
