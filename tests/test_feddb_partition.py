@@ -76,3 +76,25 @@ def test_partition_command_shows_both_sets_with_a_heatmap_each(tmp_path):
     assert "labeled set of digits" in summary and "unlabeled set of digits" in summary
     failed = runner.invoke(app, [*args[:-1], "5000"])
     assert failed.exit_code == 2 and "--labeled (partition.num_labeled): 5000 labeled samples" in " ".join(failed.stderr.split())
+
+
+def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
+    from fedprior.experiments.tables import cells
+    from fedprior.papers import table_by_name
+
+    real = cells(table_by_name("feddb-table2"), embedded=False)
+    assert len(real) == 30 and {c.column for c in real} == {"CIFAR10 δ=0.3", "SVHN δ=0.3", "CIFAR100 δ=0.3"}
+    svhn = next(c for c in real if c.row == "FedDB" and c.column.startswith("SVHN"))
+    _, config = load_config(svhn.preset, svhn.overrides)
+    assert (config.data.dataset, config.algorithm.model, config.federation.rounds) == ("svhn", "wrn28-2", 800)
+    assert config.partition.num_labeled == 4000 and config.algorithm.flip is False and config.partition.alpha == 0.3
+    assert svhn.paper == 85.99
+    embedded = cells(table_by_name("feddb-table1"), embedded=True)
+    assert {c.column for c in embedded} == {"iid"} and len(embedded) == 10
+    _, config = load_config(embedded[0].preset, embedded[0].overrides)
+    assert (config.data.dataset, config.partition.num_labeled, config.partition.scheme) == ("fashion-mnist", 1000, "iid")
+    dpl = next(c for c in embedded if c.row == "SemiFL-FedDPL")
+    assert load_config(dpl.preset, dpl.overrides)[1].algorithm.hyperparameters()["dpl"] is True and dpl.paper == 68.46
+    ablation = cells(table_by_name("feddb-table4"), embedded=True)
+    assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 9
+    assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy")

@@ -5,5 +5,7 @@ The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
 :mod:`~fedprior.algorithms.fedrgd`, :mod:`~fedprior.algorithms.semifl`).
 """
 
-TABLES = ()
+from fedprior.papers.feddb.tables import FEDDB_TABLES
+
+TABLES = FEDDB_TABLES
 REPORT_EXTRAS = {}
