@@ -5,7 +5,8 @@ The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
 :mod:`~fedprior.algorithms.fedrgd`, :mod:`~fedprior.algorithms.semifl`).
 """
 
+from fedprior.papers.feddb.report import ALGORITHMS, feddb_extras
 from fedprior.papers.feddb.tables import FEDDB_TABLES
 
 TABLES = FEDDB_TABLES
-REPORT_EXTRAS = {}
+REPORT_EXTRAS = {name: feddb_extras for name in ALGORITHMS}
