@@ -43,6 +43,7 @@ from fedprior.algorithms.bias import bias_diagnostics
 from fedprior.algorithms.dma import uniform_distance
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
+from fedprior.algorithms.ssl_hyperparameters import SHARED
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment.fixmatch import FixMatchAugment
@@ -63,25 +64,25 @@ EVAL_BATCH = 1024
 
 @dataclass(frozen=True)
 class Training:
-    """The local training every semi-supervised algorithm shares (fields of ``ssl_hyperparameters.SHARED``)."""
+    """The local training every semi-supervised algorithm shares (fields and defaults of ``ssl_hyperparameters.SHARED``)."""
 
     epochs: int
-    optimizer: str = "sgd"
-    lr: float = 0.03
-    momentum: float = 0.9
-    weight_decay: float = 5e-4
-    nesterov: bool = True
-    clip: float = 1.0
-    lr_decay_rounds: int = 800
-    keep_optimizer_state: bool = True
-    flip: bool = True
-    server_momentum: float = 0.0
-    threshold: float = 0.95
-    unlabeled_weight: float = 1.0
-    unlabeled_mean: str = "all"
-    appu_subset: str = "all"
-    appu_gamma: float = 0.5
-    diagnostics: bool = True
+    optimizer: str = SHARED["optimizer"][1]
+    lr: float = SHARED["lr"][1]
+    momentum: float = SHARED["momentum"][1]
+    weight_decay: float = SHARED["weight_decay"][1]
+    nesterov: bool = SHARED["nesterov"][1]
+    clip: float = SHARED["clip"][1]
+    lr_decay_rounds: int = SHARED["lr_decay_rounds"][1]
+    keep_optimizer_state: bool = SHARED["keep_optimizer_state"][1]
+    flip: bool = SHARED["flip"][1]
+    server_momentum: float = SHARED["server_momentum"][1]
+    threshold: float = SHARED["threshold"][1]
+    unlabeled_weight: float = SHARED["unlabeled_weight"][1]
+    unlabeled_mean: str = SHARED["unlabeled_mean"][1]
+    appu_subset: str = SHARED["appu_subset"][1]
+    appu_gamma: float = SHARED["appu_gamma"][1]
+    diagnostics: bool = SHARED["diagnostics"][1]
     dpl: bool = False
     use_unlabeled: bool = True
 
