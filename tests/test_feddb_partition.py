@@ -92,7 +92,8 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     embedded = cells(table_by_name("feddb-table1"), embedded=True)
     assert {c.column for c in embedded} == {"iid"} and len(embedded) == 10
     _, config = load_config(embedded[0].preset, embedded[0].overrides)
-    assert (config.data.dataset, config.partition.num_labeled, config.partition.scheme) == ("fashion-mnist", 1000, "iid")
+    assert (config.data.dataset, config.partition.num_labeled, config.partition.scheme) == ("fashion-mnist", 4000, "iid")
+    assert (config.partition.num_unlabeled, config.algorithm.model) == (20000, "convnet")
     dpl = next(c for c in embedded if c.row == "SemiFL-FedDPL")
     assert load_config(dpl.preset, dpl.overrides)[1].algorithm.hyperparameters()["dpl"] is True and dpl.paper == 68.46
     ablation = cells(table_by_name("feddb-table4"), embedded=True)

@@ -83,8 +83,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
                 row=row.label,
                 column=column.setting if embedded else column.label,
                 preset=row.preset,
-                # The setting comes after the column: an embedded setting may restate a column's dataset-specific key.
-                overrides=[*column.overrides, *setting, *row.overrides, *(extra or [])],
+                overrides=[*setting, *column.overrides, *row.overrides, *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
                 paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
                                if (row.label, column.label, m) in table.paper_metrics},

@@ -8,9 +8,9 @@ IID; the metric is the best test accuracy during training (final accuracy beside
 the paper reports the mean of 4 runs. SVHN is trained without horizontal flips (the
 authors' code). ``--set partition.balance=true`` gives the code's Dirichlet variant.
 
-Embedded setting (``--embedded``): Fashion-MNIST, the small CNN, 1000 labels and 20000
-unlabeled images, 40 rounds (the presets' setting), one column per partition (iid,
-delta = 0.3, delta = 0.1), the paper's CIFAR-10 number beside ours.
+Embedded setting (``--embedded``): the presets' setting (Fashion-MNIST, the small CNN, 4000
+labels as for CIFAR-10 and 20000 unlabeled images, 40 rounds), one column per partition
+(iid, delta = 0.3, delta = 0.1), the paper's CIFAR-10 number beside ours.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from fedprior.experiments.tables import Column, PaperTable, Row
 
 REAL = ("algorithm.model=wrn28-2", "federation.rounds=800", "algorithm.lr_decay_rounds=800",
         "partition.num_unlabeled=0", "federation.local_epochs=5")
-EMBEDDED = ("data.dataset=fashion-mnist", "partition.num_labeled=1000", "partition.num_unlabeled=20000")
+EMBEDDED = ("data.dataset=fashion-mnist",)
 DATASETS = {"CIFAR10": "cifar10", "SVHN": "svhn", "CIFAR100": "cifar100"}
-NOTE = ("Fashion-MNIST, small CNN, 1000 labels + 20000 unlabeled images, 40 rounds; the paper's numbers are CIFAR-10 "
+NOTE = ("Fashion-MNIST, small CNN, 4000 labels + 20000 unlabeled images, 40 rounds; the paper's numbers are CIFAR-10 "
         "with WRN-28-2, 4000 labels, 800 rounds")
 METRICS = ("best_accuracy", "final_accuracy")
 
