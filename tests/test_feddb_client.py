@@ -239,3 +239,31 @@ def test_wrn28_2_shape_and_batch_statistics_norm():
     assert not any("running" in k for k in net.state_dict())  # bn-batch: no running statistics
     assert any("running_mean" in k for k in WideResNet(1, 10, norm="bn").state_dict())
     assert net.embed(torch.randn(2, 3, 32, 32)).shape == (2, 128)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_optimizer_state_round_trips_through_client_state(kind):
+    from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
+    from fedprior.algorithms.semi_supervised import Training, make_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    x = torch.randn(8, 4)
+    training = Training(epochs=1, optimizer=kind)
+
+    def step(opt):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+
+    opt = make_optimizer(list(model.parameters()), training, 0.1)
+    step(opt)
+    saved = optimizer_state(opt, model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    step(opt)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(before)
+    fresh = make_optimizer(list(model.parameters()), training, 0.1)
+    load_optimizer_state(fresh, model, saved)
+    step(fresh)
+    assert all(torch.allclose(model.state_dict()[k], expected[k]) for k in expected)

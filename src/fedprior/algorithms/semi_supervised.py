@@ -42,6 +42,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.bias import bias_diagnostics
 from fedprior.algorithms.dma import uniform_distance
 from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
 from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
 from fedprior.algorithms.ssl_hyperparameters import SHARED
 from fedprior.algorithms.supervised import GlobalModel
@@ -58,7 +59,6 @@ APPU = "appu"
 LABEL_COUNTS = "diag.labeled"
 DIAG = "diag."
 VELOCITY = "server.velocity."
-OPTIMIZER = "opt."
 EVAL_BATCH = 1024
 
 
@@ -174,25 +174,6 @@ def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float
         return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay)
     return torch.optim.SGD(parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay,
                            nesterov=training.nesterov and training.momentum > 0)
-
-
-def optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module) -> State:
-    """The optimizer's per-parameter tensors as flat client State (``opt.<parameter>:<key>``, CPU)."""
-    names = {id(p): n for n, p in model.named_parameters()}
-    out: State = {}
-    for parameter, entries in optimizer.state.items():
-        for key, value in entries.items():
-            out[f"{OPTIMIZER}{names[id(parameter)]}:{key}"] = torch.as_tensor(value).detach().cpu().clone()
-    return out
-
-
-def load_optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module, state: State) -> None:
-    """Restore what :func:`optimizer_state` saved (tensors go to the parameter's device, Adam's step stays on CPU)."""
-    for name, parameter in model.named_parameters():
-        prefix = f"{OPTIMIZER}{name}:"
-        entries = {k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)}
-        if entries:
-            optimizer.state[parameter] = {k: (v.clone() if k == "step" else v.to(parameter.device).clone()) for k, v in entries.items()}
 
 
 def class_counts(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
