@@ -76,12 +76,14 @@ def plot_pseudo_labels(rounds: list[dict[str, Any]], path: Path) -> bool:
 
 def plot_class_accuracy(rounds: list[dict[str, Any]], class_names: tuple[str, ...], path: Path) -> bool:
     """Figure 1: the global model's per-class test accuracy (rows: rounds, columns: classes)."""
-    rows = [r["class_accuracy"] for r in rounds if isinstance(r.get("class_accuracy"), list)]
-    if not rows:
+    kept = [r for r in rounds if isinstance(r.get("class_accuracy"), list)]
+    if not kept:
         return False
     plt, fig, axes = _axes(1, 1, (7, 4))
     ax = axes[0][0]
-    image = ax.imshow(100 * np.asarray(rows).T, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest")
+    extent = (kept[0]["step"] - 0.5, kept[-1]["step"] + 0.5, len(class_names) - 0.5, -0.5)
+    image = ax.imshow(100 * np.asarray([r["class_accuracy"] for r in kept]).T, aspect="auto", cmap="viridis", vmin=0,
+                      vmax=100, interpolation="nearest", extent=extent)
     ax.set_yticks(range(len(class_names)))
     ax.set_yticklabels(class_names, fontsize=7)
     ax.set_xlabel("round")
