@@ -12,6 +12,10 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.simulation import simulate
 
+# The semi-supervised algorithms (FedDB and its baselines) on a small labeled/unlabeled split of digits.
+SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlabeled=0", "federation.local_epochs=1",
+        "algorithm.width=8"]
+
 # How each registered algorithm is exercised: a preset plus overrides on small embedded data.
 # A new algorithm must be added here, or test_every_algorithm_has_a_setup fails.
 SETUPS = {
@@ -22,6 +26,7 @@ SETUPS = {
     "fst-cbdg": ("fst-cbdg", STANDIN),
     "zero-shot": ("zero-shot", STANDIN),
     "linear-probe": ("linear-probe", STANDIN),
+    **{name: (name, SEMI) for name in ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")},
 }
 SMALL = ["federation.num_clients=8", "federation.fraction=0.25", "federation.rounds=1"]
 

@@ -20,10 +20,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
 from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.feddb import feddb
+from fedprior.algorithms.fedmatch import fedmatch
+from fedprior.algorithms.fedrgd import fedrgd
+from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.scaffold import scaffold
+from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
 from fedprior.validation import CheckedModel, describe_validation_error
 
@@ -81,6 +86,12 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fst-cbdg", fst_cbdg),
         AlgorithmSpec("zero-shot", zero_shot),
         AlgorithmSpec("linear-probe", linear_probe, centralized=True),
+        AlgorithmSpec("feddb", feddb),
+        AlgorithmSpec("fedavg-labeled", fedavg_labeled),
+        AlgorithmSpec("fixmatch", fixmatch),
+        AlgorithmSpec("fedmatch", fedmatch),
+        AlgorithmSpec("fedrgd", fedrgd),
+        AlgorithmSpec("semifl", semifl),
     )
 }
 

@@ -44,8 +44,9 @@ class Experiment:
     workers: int = 1
 
     def client_data(self, client_id: int) -> ClientData:
-        """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones)."""
-        return select_client_data(self.partition, self.train, self.algorithm.inputs, client_id)
+        """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones),
+        plus the ones it takes for diagnostics only (``Algorithm.diagnostics``)."""
+        return select_client_data(self.partition, self.train, client_fields(self.algorithm), client_id)
 
     def client_size(self, client_id: int) -> int:
         """How many training examples client ``client_id`` holds (all roles)."""
@@ -54,6 +55,11 @@ class Experiment:
     def client_side(self) -> "ClientSide":
         """What a worker process needs to run this experiment's client updates (picklable)."""
         return ClientSide(self.config, self.task, self.train, self.partition)
+
+
+def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
+    """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
+    return (*algorithm.inputs, *algorithm.diagnostics)
 
 
 def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
@@ -91,7 +97,7 @@ class ClientSide:
     def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
         set_deterministic(self.config.run.deterministic)
         algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
-        return algorithm, functools.partial(select_client_data, self.partition, self.train, algorithm.inputs)
+        return algorithm, functools.partial(select_client_data, self.partition, self.train, client_fields(algorithm))
 
 
 def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
@@ -100,22 +106,58 @@ def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tenso
     return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
 
 
-def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+def pixel_statistics(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and std of the training images scaled to [0, 1]."""
     scaled = dataset.train_images.astype(np.float32) / 255.0
     mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
     std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
+    return mean, std
+
+
+def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    mean, std = pixel_statistics(dataset)
     return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
 
 
 def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray) -> Partition:
-    """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients."""
+    """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
+
+    With ``partition.num_labeled > 0`` the clients get a labeled and an unlabeled role
+    (feddb.txt 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
+    otherwise one ``train`` role.
+    """
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
-    partitioner = make_partitioner(
-        p.scheme, f.num_clients, config.run.seed, shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window
-    )
-    parts = partitioner.split(labels[pool])
+    options = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
+    if p.num_labeled:
+        from fedprior.partition.labeled_split import LabeledSplitPartitioner
+
+        splitter = LabeledSplitPartitioner.with_scheme(
+            p.scheme, f.num_clients, p.num_labeled, config.run.seed, **options,
+            add_labeled_to_unlabeled=p.labeled_in_unlabeled, num_unlabeled=p.num_unlabeled,
+        )
+        split = splitter.partition(labels[pool])
+        return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
+    parts = make_partitioner(p.scheme, f.num_clients, config.run.seed, **options).split(labels[pool])
     return Partition({"train": tuple(pool[part] for part in parts)})
+
+
+def check_inputs(algorithm: Algorithm, partition: Partition, config: ExperimentConfig) -> None:
+    """Every data field the algorithm reads must come from a role of the partition; a ConfigError says which setting fits."""
+    provided = {name for role in partition.roles for name in ROLE_FIELDS[role]}
+    missing = [name for name in algorithm.inputs if name not in provided]
+    if not missing:
+        return
+    if config.partition.num_labeled:
+        raise ConfigError(
+            f"partition.num_labeled: algorithm '{config.algorithm.name}' reads {', '.join(algorithm.inputs)}, which a "
+            f"labeled/unlabeled split does not give; set partition.num_labeled = 0, or use a semi-supervised algorithm "
+            f"(feddb, fixmatch, fedavg-labeled, fedmatch, fedrgd, semifl)"
+        )
+    raise ConfigError(
+        f"partition.num_labeled: algorithm '{config.algorithm.name}' needs a labeled/unlabeled split "
+        f"({', '.join(missing)}); set partition.num_labeled to the number of labeled images (e.g. 4000)"
+    )
 
 
 @dataclass
@@ -127,6 +169,8 @@ class Inputs:
     prior: dict[str, torch.Tensor]
     reserved: np.ndarray
     encoder_name: str = "none"
+    pixel_mean: tuple[float, ...] = ()
+    pixel_std: tuple[float, ...] = ()
 
 
 def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
@@ -151,7 +195,9 @@ def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.devic
     if config.encoder.name != "none":
         return encoded_inputs(config, dataset, device)
     train_x, test_x = pixel_inputs(dataset)
-    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64))
+    mean, std = pixel_statistics(dataset)
+    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64),
+                  pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std))
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
@@ -201,12 +247,15 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         class_names=dataset.class_names,
         num_clients=config.federation.num_clients,
         prior=inputs.prior,
+        pixel_mean=inputs.pixel_mean,
+        pixel_std=inputs.pixel_std,
     )
     algorithm = build_algorithm(config, task, device)
     per_round = clients_per_round(config.federation.num_clients, config.federation.fraction)
     workers = 1 if config.run.runtime != "local" else default_workers(
         config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda"
     )
+    check_inputs(algorithm, partition, config)
     return Experiment(
         name=name,
         config=config,

@@ -44,6 +44,14 @@ class PartitionConfig(Section):
     """For scheme=dirichlet: redraw until every client holds at least this many samples."""
     window: int = Field(2, ge=1)
     """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+    balance: bool = False
+    """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
+    num_labeled: int = Field(0, ge=0)
+    """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
+    num_unlabeled: int = Field(0, ge=0)
+    """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
+    labeled_in_unlabeled: bool = True
+    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (feddb.txt 5.1)."""
 
 
 class EncoderConfig(Section):

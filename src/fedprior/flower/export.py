@@ -55,6 +55,8 @@ def task_description(experiment) -> dict[str, Any]:
             "input_shape": list(task.input_shape),
             "class_names": list(task.class_names),
             "num_clients": task.num_clients,
+            "pixel_mean": list(task.pixel_mean),
+            "pixel_std": list(task.pixel_std),
         },
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
         "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
@@ -130,6 +132,8 @@ class NodeData:
             class_names=tuple(t["class_names"]),
             num_clients=int(t["num_clients"]),
             prior=prior,
+            pixel_mean=tuple(float(v) for v in t.get("pixel_mean", ())),
+            pixel_std=tuple(float(v) for v in t.get("pixel_std", ())),
         )
 
     @cached_property

@@ -1,4 +1,4 @@
-"""Model registry: name -> constructor from a Task's input shape and class count."""
+"""Model registry: name -> constructor from a Task's input shape and class count (and, for some, options such as ``norm``)."""
 
 from __future__ import annotations
 
@@ -26,10 +26,31 @@ def _linear(task: Task) -> nn.Module:
     return nn.Linear(task.input_shape[0], task.num_classes)
 
 
-MODELS: dict[str, Callable[[Task], nn.Module]] = {"cnn": _cnn, "linear": _linear}
+def _images(task: Task, name: str) -> tuple[int, ...]:
+    if len(task.input_shape) != 3:
+        raise ConfigError(f"algorithm.model: '{name}' needs images (C, H, W), the data gives {task.input_shape}")
+    return task.input_shape
 
 
-def build_model(name: str, task: Task) -> nn.Module:
+def _convnet(task: Task, norm: str = "bn", width: int = 32) -> nn.Module:
+    """The small CNN of the embedded settings (models/convnet.py), depth 3."""
+    from fedprior.models.convnet import ConvNet
+
+    return ConvNet(_images(task, "convnet")[0], task.num_classes, width=width, depth=3, norm=norm)
+
+
+def _wrn28_2(task: Task, norm: str = "bn-batch") -> nn.Module:
+    """WRN-28-2 (models/wrn.py), FedDB's network."""
+    from fedprior.models.wrn import WideResNet
+
+    return WideResNet(_images(task, "wrn28-2")[0], task.num_classes, depth=28, widen=2, norm=norm)
+
+
+MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": _cnn, "linear": _linear, "convnet": _convnet, "wrn28-2": _wrn28_2}
+
+
+def build_model(name: str, task: Task, **options) -> nn.Module:
+    """The network ``name`` for ``task``; ``options`` (e.g. ``norm``, ``width``) go to constructors that take them."""
     if name not in MODELS:
         raise ConfigError(f"algorithm.model: unknown model '{name}'; accepted: {', '.join(MODELS)}")
-    return MODELS[name](task)
+    return MODELS[name](task, **options)
