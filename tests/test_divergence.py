@@ -49,7 +49,8 @@ def test_non_finite_values_fail_validation_for_every_float_field(field, value):
         name, key = field[len("algorithm:"):].split(".")
         overrides = [f"algorithm.name='{name}'", f"algorithm.{key}={value}"]
         field = f"algorithm.{key}"
-    with pytest.raises(ConfigError, match=f"^{field}: input should be a finite number"):
+    # the non-finite value is named (other errors of the combination, e.g. a model the algorithm does not take, may come first)
+    with pytest.raises(ConfigError, match=f"(^|; ){field}: input should be a finite number"):
         load_config("fedavg-cnn", overrides)
 
 
