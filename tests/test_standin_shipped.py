@@ -83,6 +83,8 @@ def test_the_shipped_recipe_loads_the_shipped_weights_without_training(digits, c
     assert "training" not in capsys.readouterr().err
     # the feature cache is keyed on the weights: the shipped tower's key, not the recipe's alone
     assert encoder.fingerprint == locked_text.weights_fingerprint(encoder.recipe_fingerprint, encoder.tower)
+    result = invoke("encode", "--dataset", "digits", "--encoder", "locked-text", "--set", "encoder.pretrain_images=300", "--split", "test")
+    assert result.exit_code == 0 and f"fingerprint {encoder.fingerprint}, shipped weights" in result.stdout, result.output
 
 
 def test_a_recipe_that_does_not_ship_is_trained(digits, config, monkeypatch):
