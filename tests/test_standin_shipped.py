@@ -71,6 +71,20 @@ def test_every_recipe_ships_intact_and_small():
         assert all(torch.isfinite(v).all() for v in loaded.state_dict().values() if v.is_floating_point())
 
 
+def test_the_wheel_carries_the_shipped_towers():
+    """pyproject's package-data globs cover every shipped file (an editable install would not notice if they did not)."""
+    import tomllib
+    from fnmatch import fnmatch
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["fedprior"]
+    package = root / "src" / "fedprior"
+    files = [shipped_towers.MANIFEST] + [tower.path for tower in shipped_towers.shipped_towers().values()]
+    for path in files:
+        assert any(fnmatch(path.relative_to(package).as_posix(), pattern) for pattern in globs), path
+
+
 def test_the_shipped_recipe_loads_the_shipped_weights_without_training(digits, config, monkeypatch, capsys):
     forbid(monkeypatch, locked_text, "train_recipe")
     forbid(monkeypatch, locked_text, "train_image_tower")

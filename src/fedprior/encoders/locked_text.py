@@ -369,10 +369,10 @@ def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset, device: t
     fingerprint = locked_text_fingerprint(config, dataset)
     shipped = shipped_tower_for(fingerprint)
     if shipped is not None:
-        tower = load_shipped_tower(shipped)
-        return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model, device, weights="shipped")
+        return LockedTextEncoder(load_shipped_tower(shipped), fingerprint, split.indices, config.text_model, device, weights="shipped")
     path = tower_path(fingerprint)
-    tower, weights = None, "cache"
+    tower: ImageTower | None = None
+    weights = "cache"
     if path.exists():
         try:
             tower = _load(path, fingerprint, dataset.image_shape, config.pretrain_seed)

@@ -28,6 +28,7 @@ import json
 import platform
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
@@ -49,7 +50,7 @@ class Recipe:
     pretrain_seed: int = 0
     text_model: str = "minilm"
 
-    def settings(self) -> dict[str, object]:
+    def settings(self) -> dict[str, Any]:
         """The ``encoder.*`` values of this recipe (with ``name = "locked-text"``)."""
         fields = asdict(self)
         del fields["name"], fields["dataset"]
@@ -72,7 +73,7 @@ class ShippedTower:
     name: str
     file: str
     dataset: str
-    settings: dict[str, object]
+    settings: dict[str, Any]
     image_shape: tuple[int, int, int]
     recipe_version: int
     recipe_fingerprint: str
