@@ -69,7 +69,8 @@ def encode(
     data = load_dataset(data_config.dataset, data_config.root, data_config.download)
     start = time.perf_counter()
     model = build_encoder(encoder_config, data, where)
-    typer.echo(f"encoder {model.name}: dim {model.dim}, fingerprint {model.fingerprint}, ready in {time.perf_counter() - start:.1f} s")
+    weights = f", {model.weights} weights" if hasattr(model, "weights") else ""  # locked-text: shipped, cache or trained
+    typer.echo(f"encoder {model.name}: dim {model.dim}, fingerprint {model.fingerprint}{weights}, ready in {time.perf_counter() - start:.1f} s")
     for name in SPLITS[split]:
         images, labels = getattr(data, f"{name}_images"), getattr(data, f"{name}_labels")
         result = load_or_encode(
