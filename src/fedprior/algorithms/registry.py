@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
 from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.fedbm import fedbm
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
@@ -75,6 +76,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fst-cbdg", fst_cbdg),
         AlgorithmSpec("zero-shot", zero_shot),
         AlgorithmSpec("linear-probe", linear_probe, centralized=True),
+        AlgorithmSpec("fedbm", fedbm),
     )
 }
 

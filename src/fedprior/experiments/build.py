@@ -50,10 +50,14 @@ def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tenso
     return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
 
 
-def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+def pixel_statistics(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and std of the training images scaled to [0, 1]."""
     scaled = dataset.train_images.astype(np.float32) / 255.0
-    mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
-    std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
+    return scaled.mean(axis=(0, 2, 3)).astype(np.float32), (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
+
+
+def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    mean, std = pixel_statistics(dataset)
     return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
 
 
@@ -101,7 +105,10 @@ def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
     if config.encoder.name != "none":
         return encoded_inputs(config, dataset)
     train_x, test_x = pixel_inputs(dataset)
-    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64))
+    mean, std = pixel_statistics(dataset)
+    # how [0, 1] images map to the inputs: FedBM's generator draws [0, 1] images and standardizes them the same way
+    prior = {"pixel_mean": torch.from_numpy(mean), "pixel_std": torch.from_numpy(std)}
+    return Inputs(train_x, test_x, prior, np.zeros(0, dtype=np.int64))
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
