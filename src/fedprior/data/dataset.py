@@ -9,10 +9,12 @@ import numpy as np
 
 @dataclass(frozen=True)
 class Dataset:
-    """Images, labels and class names of one dataset, train and test splits.
+    """Images, labels and class names of one dataset, train and test splits (and a validation split where it has one).
 
     Images are ``uint8`` arrays laid out ``(N, C, H, W)`` (channels first, as torch
     wants them); labels are ``int64`` arrays of class indices into ``class_names``.
+    ``train_groups`` (optional) gives each training image's natural owner (FEMNIST's
+    writer), for the ``natural`` partition.
     """
 
     name: str
@@ -21,9 +23,16 @@ class Dataset:
     test_images: np.ndarray
     test_labels: np.ndarray
     class_names: tuple[str, ...]
+    val_images: np.ndarray | None = None
+    val_labels: np.ndarray | None = None
+    train_groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for split in ("train", "test"):
+        if (self.val_images is None) != (self.val_labels is None):
+            raise ValueError(f"{self.name}: give both val_images and val_labels, or neither")
+        if self.train_groups is not None and self.train_groups.shape != self.train_labels.shape:
+            raise ValueError(f"{self.name}: train_groups must have one entry per training image")
+        for split in ("train", "test") + (("val",) if self.val_images is not None else ()):
             images = getattr(self, f"{split}_images")
             labels = getattr(self, f"{split}_labels")
             if images.ndim != 4 or images.dtype != np.uint8:

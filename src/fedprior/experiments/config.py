@@ -30,11 +30,15 @@ class DataConfig(Section):
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
+    train_subset: int = Field(0, ge=0)
+    """Train on a random subset of this many training images (a fixed draw, the same for every run seed); 0 uses them all."""
+    validation_fraction: float = Field(0.1, gt=0, lt=1)
+    """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
 
 
 class PartitionConfig(Section):
-    scheme: Literal["iid", "shard", "dirichlet", "window"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows)."""
+    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
     shards: int = Field(2, ge=1)
     """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
@@ -103,6 +107,8 @@ class RunConfig(Section):
     """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
     """Torch CPU threads; 0 keeps torch's default."""
+    model_selection: Literal["last", "validation"] = "last"
+    """'validation': also evaluate every round on a validation split and report the test metrics of the round it ranks best (selected_* in the summary, FedBM's code), beside the last round's."""
 
 
 class ExperimentConfig(Section):

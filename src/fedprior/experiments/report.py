@@ -28,11 +28,23 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
     plt.close(fig)
 
 
+OPTIONAL_ROWS = (
+    ("final_macro_f1", "final macro-F1"),
+    ("best_macro_f1", "best macro-F1"),
+    ("selected_accuracy", "accuracy at the round chosen on the validation split"),
+    ("selected_macro_f1", "macro-F1 at the round chosen on the validation split"),
+)
+"""Summary keys the report shows when the run has them (macro-F1, validation model selection)."""
+
+
 def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "") -> None:
     curve = [summary["initial_accuracy"], *summary["history"]]
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in enumerate(curve))
     sizes = partition_stats.get("client_sizes", [])
+    more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
+    if "selected_round" in summary:
+        more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
@@ -48,7 +60,7 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | initial accuracy | {100 * summary['initial_accuracy']:.2f}% |
 | final accuracy | {100 * summary['final_accuracy']:.2f}% |
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
-| wall time | {summary['wall_seconds']:.1f} s |
+{more}| wall time | {summary['wall_seconds']:.1f} s |
 
 ![accuracy per round](accuracy.png)
 
