@@ -12,6 +12,7 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.simulation import simulate
 
+FEDBM_SMALL = ["data.dataset=digits", "data.train_subset=0"]
 # How each registered algorithm is exercised: a preset plus overrides on small embedded data.
 # A new algorithm must be added here, or test_every_algorithm_has_a_setup fails.
 SETUPS = {
@@ -22,6 +23,15 @@ SETUPS = {
     "fst-cbdg": ("fst-cbdg", STANDIN),
     "zero-shot": ("zero-shot", STANDIN),
     "linear-probe": ("linear-probe", STANDIN),
+    "fedbm": ("fedbm", [*FEDBM_SMALL, "algorithm.generator_every=1", "algorithm.generator_steps=2", "algorithm.generator_batch=8",
+                        "algorithm.generator_width=8", "algorithm.synthetic_batch=4"]),
+    "central": ("fedbm-central", [*FEDBM_SMALL, "data.train_subset=300"]),
+    "feddyn": ("fedbm-feddyn", FEDBM_SMALL),
+    "fedrep": ("fedbm-fedrep", FEDBM_SMALL),
+    "fedrod": ("fedbm-fedrod", FEDBM_SMALL),
+    "fednh": ("fedbm-fednh", FEDBM_SMALL),
+    "fedproto": ("fedbm-fedproto", FEDBM_SMALL),
+    "fedetf": ("fedbm-fedetf", FEDBM_SMALL),
 }
 SMALL = ["federation.num_clients=8", "federation.fraction=0.25", "federation.rounds=1"]
 
