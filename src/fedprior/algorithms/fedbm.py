@@ -43,7 +43,7 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
-from fedprior.algorithms.cgde import GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
 from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
 from fedprior.algorithms.lkcc import build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.supervised import GlobalModel
@@ -51,7 +51,7 @@ from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arr
 from fedprior.errors import ConfigError
 from fedprior.models.generator import ConditionalGenerator
 from fedprior.models.projected import ProjectedNet
-from fedprior.seeding import derived_seed
+from fedprior.seeding import derived_seed, torch_generator
 
 GENERATOR, ADAM, TRAINED = "generator.", "generator_adam.", "cgde.trained"
 
@@ -108,6 +108,31 @@ def load_adam(optimizer: torch.optim.Adam, generator: nn.Module, arrays: State) 
         }
 
 
+def condition_distribution(embeddings: torch.Tensor, kind: str = "concept", covariance: str = "full") -> Conditions:
+    """CGDE's conditions from the (K, M, D) concept embeddings: N(mu_y, Sigma_y) of Eq. 2 (Eq. 9), or noise + one-hot."""
+    mean, var = concept_distributions(embeddings)
+    return concept_conditions(mean, concept_covariances(embeddings) if covariance == "full" else var, kind)
+
+
+@torch.no_grad()
+def generated_images(task: Task, state: State, hyperparameters: dict, per_class: int, seed: int = 0) -> torch.Tensor | None:
+    """(K, per_class, C, H, W) images in [0, 1] from the generator in ``state`` (None if it was never trained).
+
+    ``hyperparameters`` are the run's (``config.algorithm``): they say which language model,
+    prompts and conditions the generator was trained with.
+    """
+    if not int(state.get(TRAINED, torch.tensor(0))):
+        return None
+    h = hyperparameters
+    embeddings = concept_embeddings(task.class_names, h["text_model"], h["prompts"], h["prompt_fraction"])
+    sampler = condition_distribution(embeddings, h["conditions"], h["condition_covariance"])
+    generator = ConditionalGenerator(sampler.dim, task.input_shape[0], task.input_shape[1], h["generator_width"])
+    load_model_arrays(generator, state, GENERATOR).eval()
+    labels = torch.arange(task.num_classes).repeat_interleave(per_class)
+    images = generator(sampler.sample(labels, torch_generator(seed, "report", "generated")))
+    return images.view(task.num_classes, per_class, *images.shape[1:])
+
+
 def fedbm(
     task: Task,
     *,
@@ -148,9 +173,7 @@ def fedbm(
     embeddings = concept_embeddings(task.class_names, text_model, prompts, prompt_fraction)
     fixed = None if classifier == "linear" else build_classifier(classifier, embeddings, tau, classifier_seed)
     text_dim = embeddings.shape[-1]
-    mean, var = concept_distributions(embeddings)
-    covariance = concept_covariances(embeddings) if condition_covariance == "full" else var
-    condition_sampler = concept_conditions(mean, covariance, conditions)
+    condition_sampler = condition_distribution(embeddings, conditions, condition_covariance)
     channels, side = task.input_shape[0], task.input_shape[1]
     settings = GeneratorTraining(generator_steps, generator_batch, generator_lr, (0.5, 0.999), lambda_div, lambda_dis, augment_synthetic)
     local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)

@@ -5,5 +5,8 @@ CGDE: :mod:`fedprior.algorithms.cgde`); its baselines are one module each in
 :mod:`fedprior.algorithms`.
 """
 
-TABLES = ()
-REPORT_EXTRAS = {}
+from fedprior.papers.fedbm.report import fedbm_extras
+from fedprior.papers.fedbm.tables import FEDBM_TABLES
+
+TABLES = FEDBM_TABLES
+REPORT_EXTRAS = {"fedbm": fedbm_extras}
