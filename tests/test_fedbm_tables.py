@@ -34,7 +34,7 @@ def test_embedded_grids_run_on_fashion_mnist_with_the_oct_columns_only():
     assert len(grid) == 22 and {c.column for c in grid} == {"beta=0.05", "beta=0.1"}
     assert all("data.dataset=fashion-mnist" in c.overrides for c in grid)
     _, config = load_config(grid[0].preset, grid[0].overrides)
-    assert config.algorithm.model == "convnet" and config.data.train_subset == 6000
+    assert config.algorithm.model == "convnet-small" and config.data.train_subset == 6000
     for name in ("fedbm-table2", "fedbm-table3", "fedbm-table4", "fedbm-table5"):
         assert cells(table_by_name(name), embedded=True) == []
     assert [c.row for c in cells(table_by_name("fedbm-table12"), embedded=True)] == ["MiniLM (bundled)"] * 2

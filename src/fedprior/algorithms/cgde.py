@@ -59,9 +59,13 @@ class Conditions:
         eps = torch.randn(y.shape[0], self.mean.shape[1], generator=generator).to(self.mean.device)
         if self.kind == "noise":
             return torch.cat([eps, F.one_hot(y, self.mean.shape[0]).to(eps.dtype)], dim=1)
-        if self.scale.ndim == 3:
-            return self.mean[y] + (self.scale[y] @ eps.unsqueeze(-1)).squeeze(-1)
-        return self.mean[y] + self.scale[y] * eps
+        if self.scale.ndim == 2:
+            return self.mean[y] + self.scale[y] * eps
+        z = self.mean[y].clone()
+        for k in torch.unique(y).tolist():  # one (n_k, D) x (D, D) product per class, not N gathered D x D factors
+            rows = y == k
+            z[rows] += eps[rows] @ self.scale[k].T
+        return z
 
     def to(self, device: torch.device) -> "Conditions":
         return Conditions(self.mean.to(device), self.scale.to(device), self.kind)

@@ -20,8 +20,8 @@ Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
 LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
 ModelName = Annotated[
-    Literal["cnn", "linear", "convnet", "resnet18"],
-    Field(description="the network: 'cnn', 'convnet' or 'resnet18' on images, 'linear' on encoder features"),
+    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
 ]
 HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
 

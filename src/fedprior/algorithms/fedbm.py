@@ -90,8 +90,8 @@ def adam_arrays(optimizer: torch.optim.Adam, generator: nn.Module) -> State:
     out: State = {}
     for name, p in generator.named_parameters():
         state = optimizer.state[p]
-        out[f"{name}.exp_avg"] = state["exp_avg"].detach().cpu().clone()
-        out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].detach().cpu().clone()
+        out[f"{name}.exp_avg"] = state["exp_avg"].detach().cpu().contiguous().clone()
+        out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].detach().cpu().contiguous().clone()
         out["step"] = torch.as_tensor(state["step"]).detach().cpu().float().clone()
     return out
 
@@ -220,6 +220,8 @@ def fedbm(
         loss_fn = train_loss
         if synthetic_batch > 0 and any(k.startswith(GENERATOR) for k in message.arrays):
             generator = load_model_arrays(new_generator(), message.arrays, GENERATOR).to(device)
+            if device.type == "cpu":
+                generator.to(memory_format=torch.channels_last)
             sampler, rng = condition_sampler.to(device), info.generator("synthetic")
 
             def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -237,12 +239,15 @@ def fedbm(
             return state
         teacher = net.load(state).to(device)
         generator = load_model_arrays(new_generator(), state, GENERATOR).to(device)
+        if device.type == "cpu":  # oneDNN's fast path for convolutions (see body_training.fast_layout)
+            teacher.to(memory_format=torch.channels_last)
+            generator.to(memory_format=torch.channels_last)
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
             load_adam(adam, generator, with_prefix(state, ADAM))
         train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings,
                         to_input, info.generator("cgde"), adam)
-        new = {**state, **model_arrays(generator.to(CPU), GENERATOR), TRAINED: torch.tensor(1)}
+        new = {**state, **model_arrays(generator.to(CPU, memory_format=torch.contiguous_format), GENERATOR), TRAINED: torch.tensor(1)}
         if adam_state == "kept":
             new.update(add_prefix(adam_arrays(adam, generator), ADAM))
         return new
