@@ -14,8 +14,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from conftest import toy_images
 from fedprior.algorithms import fedbm as fedbm_module
-from fedprior.algorithms.base import Broadcast, ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
 from fedprior.algorithms.cgde import (
     BatchNormStatistics, GeneratorTraining, concept_conditions, diversity_loss, train_generator,
 )
@@ -195,22 +196,13 @@ def fake_concepts(monkeypatch):
     monkeypatch.setattr(fedbm_module, "concept_embeddings", embeddings)
 
 
-def toy(n: int, seed: int) -> dict[str, torch.Tensor]:
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 3, (n,), generator=g)
-    x = 0.3 * torch.randn(n, 1, 8, 8, generator=g)
-    for k in range(3):
-        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
-    return {"x": x, "y": y}
-
-
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 SMALL = dict(local_epochs=1, batch_size=8, generator_every=2, generator_steps=2, generator_batch=6, generator_width=4, synthetic_batch=4)
 
 
 def run(algorithm, rounds=3, **kw):
-    data = [toy(16, c) for c in range(4)]
-    return simulate(algorithm, lambda c: data[c], 4, toy(30, 9), seed=0, rounds=rounds, fraction=0.5, **kw)
+    data = [toy_images(16, c) for c in range(4)]
+    return simulate(algorithm, lambda c: data[c], 4, toy_images(30, 9), seed=0, rounds=rounds, fraction=0.5, **kw)
 
 
 def test_generator_is_sent_only_once_trained_and_clients_then_add_its_images(fake_concepts):
@@ -222,10 +214,10 @@ def test_generator_is_sent_only_once_trained_and_clients_then_add_its_images(fak
     assert not any(k.startswith(GENERATOR) for k in algorithm.broadcast(state, RoundInfo(0, "federated", 1)).arrays)
     message = algorithm.broadcast(result.state, RoundInfo(0, "federated", 3))
     assert any(k.startswith(GENERATOR) for k in message.arrays) and int(result.state[TRAINED]) == 1
-    reply, _ = algorithm.client_update(message, {}, toy(16, 0), ClientInfo(0, "federated", 3, client_id=0))
+    reply, _ = algorithm.client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 3, client_id=0))
     assert not any(k.startswith((GENERATOR, "model.head")) for k in reply.arrays)  # the classifier and generator never go up
     # with synthetic images, a client's step sees 8 real + 4 generated examples: the loss differs from the real-only one
-    plain, _ = fedbm(TASK, **{**SMALL, "synthetic_batch": 0}).client_update(message, {}, toy(16, 0), ClientInfo(0, "federated", 3, client_id=0))
+    plain, _ = fedbm(TASK, **{**SMALL, "synthetic_batch": 0}).client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 3, client_id=0))
     assert not torch.equal(plain.arrays["model.projection.weight"], reply.arrays["model.projection.weight"])
 
 

@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from conftest import toy_images
-from fedprior.algorithms.base import Broadcast, ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
 from fedprior.algorithms.feddyn import dynamic_loss, server_update
 from fedprior.algorithms.fedetf import simplex_etf
 from fedprior.algorithms.fednh import fednh, update_prototypes

@@ -42,9 +42,8 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
+from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
 from fedprior.algorithms.lkcc import build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays, with_prefix
@@ -133,18 +132,12 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
+@trains_locally
 def fedbm(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     tau: Tau = 12.5,
     text_model: TextModel = "minilm",
     prompts: PromptSet = "generic",
@@ -166,6 +159,7 @@ def fedbm(
     augment_synthetic: Annotated[bool, Field(description="crop and flip the generated images, as the code")] = True,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
+    device = training.device
     from fedprior.models import build_model
 
     pixel_mean, pixel_std = pixel_standardizer(task)
@@ -176,7 +170,6 @@ def fedbm(
     condition_sampler = condition_distribution(embeddings, conditions, condition_covariance)
     channels, side = task.input_shape[0], task.input_shape[1]
     settings = GeneratorTraining(generator_steps, generator_batch, generator_lr, (0.5, 0.999), lambda_div, lambda_dis, augment_synthetic)
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
     if cgde and lambda_dis > 0 and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in build_model(model, task).modules()):
         raise ConfigError("algorithm.lambda_dis: Eq. 8 needs a model with BatchNorm; set lambda_dis = 0")
 
@@ -229,8 +222,7 @@ def fedbm(
                 fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic)
                 return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]))
 
-        metrics = train_on_device(local, data, info, epochs=local_epochs, batch_size=batch_size,
-                                  optimizer=local_optimizer, device=device, loss_fn=loss_fn)
+        metrics = training.fit(local, data, info, loss_fn=loss_fn)
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
@@ -252,8 +244,5 @@ def fedbm(
             new.update(add_prefix(adam_arrays(adam, generator), ADAM))
         return new
 
-    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        return evaluate_on_device(net.load(state), data, device)
-
     return Algorithm(name="fedbm", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update,
-                     aggregate=aggregate, evaluate=evaluate)
+                     aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))

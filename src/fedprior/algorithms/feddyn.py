@@ -25,8 +25,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
 from fedprior.algorithms.local_training import cross_entropy_loss
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
@@ -63,24 +62,17 @@ def server_update(state: State, models: Sequence[dict[str, torch.Tensor]], param
     return new
 
 
+@trains_locally
 def feddyn(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     alpha: Alpha = 0.01,
 ) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
     net = GlobalModel(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
 
     def init(info: RoundInfo) -> State:
         state = net.init(info)
@@ -90,8 +82,7 @@ def feddyn(
         theta = with_prefix(message.arrays, MODEL)
         grad = with_prefix(state, GRAD) or {n: torch.zeros_like(theta[n]) for n in params}
         local = net.load(message.arrays)
-        metrics = train_on_device(local, data, info, epochs=local_epochs, batch_size=batch_size, optimizer=local_optimizer,
-                                  device=device, loss_fn=dynamic_loss(theta, grad, alpha))
+        metrics = training.fit(local, data, info, loss_fn=dynamic_loss(theta, grad, alpha))
         trained = dict(local.named_parameters())
         new_grad = {n: grad[n] - alpha * (trained[n].detach() - theta[n]) for n in params}
         return Reply(model_arrays(local), int(data["x"].shape[0]), metrics), add_prefix(new_grad, GRAD)
@@ -101,4 +92,4 @@ def feddyn(
         return server_update(state, models, params, alpha, task.num_clients, [r.num_examples for r in replies])
 
     return net.algorithm("feddyn", client_update, init=init, aggregate=aggregate,
-                         evaluate=lambda state, data: evaluate_on_device(net.load(state), data, device))
+                         evaluate=lambda state, data: training.evaluate(net.load(state), data))

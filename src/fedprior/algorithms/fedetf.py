@@ -25,8 +25,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
 from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import model_arrays
@@ -59,18 +58,12 @@ class EtfHead(nn.Module):
         return self.scale * h @ self.etf
 
 
+@trains_locally
 def fedetf(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     etf_dim: EtfDim = 0,
 ) -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
@@ -79,13 +72,11 @@ def fedetf(
     build_model(model, task)
     etf = simplex_etf(task.num_classes, etf_dim or task.num_classes)
     net = GlobalModel(lambda: ProjectedNet(build_model(model, task), etf.shape[0], EtfHead(etf)))
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         counts = class_counts(data["y"], task.num_classes)
-        metrics = train_on_device(local, data, info, epochs=local_epochs, batch_size=batch_size, optimizer=local_optimizer,
-                                  device=device, loss_fn=lambda m, x, y: balanced_softmax_loss(m(x), y, counts))
+        metrics = training.fit(local, data, info, loss_fn=lambda m, x, y: balanced_softmax_loss(m(x), y, counts))
         return Reply(model_arrays(local), int(data["x"].shape[0]), metrics), state
 
-    return net.algorithm("fedetf", client_update, evaluate=lambda state, data: evaluate_on_device(net.load(state), data, device))
+    return net.algorithm("fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))

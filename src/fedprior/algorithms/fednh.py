@@ -26,8 +26,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays
 from fedprior.seeding import torch_generator
@@ -76,22 +75,17 @@ def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], c
     return torch.where(present.unsqueeze(1), smoothed, prototypes)
 
 
+@trains_locally
 def fednh(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     rho: Rho = 0.9,
     scale: Scale = 1.0,
 ) -> Algorithm:
     """FedNH: uniform class prototypes as the classifier, smoothly infused with the clients' class semantics (Dai et al., 2023)."""
+    device = training.device
     from fedprior.models import build_model
 
     build_model(model, task)
@@ -105,11 +99,10 @@ def fednh(
         network.head.prototypes.copy_(orthogonal_prototypes(task.num_classes, network.feature_dim, 0))
 
     net = GlobalModel(build, initial)
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
-        metrics = train_on_device(local, data, info, epochs=local_epochs, batch_size=batch_size, optimizer=local_optimizer, device=device)
+        metrics = training.fit(local, data, info)
         means, counts = class_means(local.to(device), data["x"].to(device), data["y"].to(device), task.num_classes)
         arrays = {**model_arrays(local.to(CPU)), "class_means": means.cpu(), "class_counts": counts.cpu()}
         return Reply(arrays, int(data["x"].shape[0]), metrics), state
@@ -121,4 +114,4 @@ def fednh(
         return new
 
     return net.algorithm("fednh", client_update, aggregate=aggregate,
-                         evaluate=lambda state, data: evaluate_on_device(net.load(state), data, device))
+                         evaluate=lambda state, data: training.evaluate(net.load(state), data))

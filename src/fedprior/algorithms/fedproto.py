@@ -25,14 +25,13 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.fednh import class_means
 from fedprior.algorithms.local_training import classification_metrics
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
 from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, load_model_arrays, model_arrays, with_prefix
+from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays
 
 PROTOS, PRESENT = "prototypes", "prototype_present"
 Lambda = Annotated[float, Field(ge=0, description="weight lambda of the prototype distance (FedETF code: 0.1, as MSE)")]
@@ -66,23 +65,17 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
+@trains_locally
 def fedproto(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     proto_weight: Lambda = 0.1,
 ) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
+    device = training.device
     net = GlobalModel(model_task(task, model))
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
     dim = net.build().feature_dim
 
     def init(info: RoundInfo) -> State:
@@ -99,8 +92,7 @@ def fedproto(
             z = m.embed(x)
             return F.cross_entropy(m.head(z), y) + proto_weight * prototype_loss(z, y, prototypes, present)
 
-        metrics = train_on_device(local, data, info, epochs=local_epochs, batch_size=batch_size, optimizer=local_optimizer,
-                                  device=device, loss_fn=loss_fn)
+        metrics = training.fit(local, data, info, loss_fn=loss_fn)
         means, counts = class_means(local.to(device), data["x"].to(device), data["y"].to(device), task.num_classes)
         mine = model_arrays(local.to(CPU))
         arrays = {"class_means": means.cpu(), "class_counts": counts.cpu(), **add_prefix(mine, f"{EVAL}{info.client_id}.")}

@@ -20,8 +20,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
 from fedprior.algorithms.local_training import classification_metrics
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -44,33 +43,26 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
+@trains_locally
 def fedrep(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     head_epochs: HeadEpochs = 0,
 ) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
+    device = training.device
     net = GlobalModel(model_task(task, model))
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         if state:
             local.head.load_state_dict(with_prefix(state, HEAD))
-        common = dict(info=info, batch_size=batch_size, optimizer=local_optimizer, device=device)
         set_trainable(local, head=True)
-        train_on_device(local, data, epochs=head_epochs or local_epochs, **common)
+        training.fit(local, data, info, epochs=head_epochs or training.epochs)
         set_trainable(local, head=False)
-        metrics = train_on_device(local, data, epochs=local_epochs, **common)
+        metrics = training.fit(local, data, info)
         local.requires_grad_(True)
         arrays = model_arrays(local)
         body = {k: v for k, v in arrays.items() if not k.startswith(MODEL + HEAD)}

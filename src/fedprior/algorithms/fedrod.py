@@ -25,8 +25,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import CPU, BodyModel, LocalOptimizer, OptimizerName, evaluate_on_device, train_on_device
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import model_arrays, with_prefix
 
@@ -59,23 +58,16 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
+@trains_locally
 def fedrod(
     task: Task,
+    model: str,
+    training: LocalTraining,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
     gamma: Gamma = 1.0,
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
     net = GlobalModel(model_task(task, model))
-    local_optimizer = LocalOptimizer(optimizer, lr, momentum, weight_decay, lr_decay)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         shared = net.load(message.arrays)
@@ -89,8 +81,7 @@ def fedrod(
             return generic_loss + personal_loss
 
         groups = lambda m: [{"params": m.shared.parameters()}, {"params": m.personal.parameters(), "momentum": 0.0, "weight_decay": 0.0}]  # noqa: E731
-        metrics = train_on_device(both, data, info, epochs=local_epochs, batch_size=batch_size, optimizer=local_optimizer,
-                                  device=device, loss_fn=loss_fn, params=groups)
+        metrics = training.fit(both, data, info, loss_fn=loss_fn, params=groups)
         return Reply(model_arrays(shared), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL)
 
-    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: evaluate_on_device(net.load(state), data, device))
+    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))

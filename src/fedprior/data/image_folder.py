@@ -93,6 +93,14 @@ def load_class_folders(cache_name: str, split_dir: Path, class_folders: Sequence
     return images, labels
 
 
+def split_dataset(name: str, class_names: tuple[str, ...], parts: dict[str, tuple[np.ndarray, np.ndarray]]):
+    """A Dataset from ``{"train": (images, labels), "val": ..., "test": ...}``."""
+    from fedprior.data.dataset import Dataset
+
+    arrays = {f"{split}_{kind}": array for split, pair in parts.items() for kind, array in zip(("images", "labels"), pair)}
+    return Dataset(name=name, class_names=class_names, **arrays)
+
+
 def stratified_split(labels: np.ndarray, fractions: Sequence[float], rng: np.random.Generator) -> list[np.ndarray]:
     """Sorted index arrays, one per fraction, drawing each class's share (the last part takes the remainder)."""
     parts: list[list[np.ndarray]] = [[] for _ in fractions]

@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedprior.data.dataset import Dataset
-from fedprior.data.image_folder import find_class_root, load_class_folders, stratified_split
+from fedprior.data.image_folder import find_class_root, load_class_folders, split_dataset, stratified_split
 from fedprior.data.locations import dataset_cache_dir
 from fedprior.seeding import numpy_rng
 
@@ -41,9 +41,4 @@ def load_kvasir(root: Path | None = None, download: bool = False) -> Dataset:
         parts = {"train": (images[train], labels[train]), "val": (images[val], labels[val]), "test": (images[test], labels[test])}
     else:
         parts = {split: load_class_folders(NAME, folder / split, FOLDERS, size=IMAGE_SIZE) for split in layout}
-    return Dataset(
-        name=NAME, class_names=CLASS_NAMES,
-        train_images=parts["train"][0], train_labels=parts["train"][1],
-        val_images=parts["val"][0], val_labels=parts["val"][1],
-        test_images=parts["test"][0], test_labels=parts["test"][1],
-    )
+    return split_dataset(NAME, CLASS_NAMES, parts)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from fedprior.data.dataset import Dataset
-from fedprior.data.image_folder import find_class_root, load_class_folders
+from fedprior.data.image_folder import find_class_root, load_class_folders, split_dataset
 from fedprior.data.locations import dataset_cache_dir
 
 NAME = "oct-c8"
@@ -36,9 +36,4 @@ def load_oct_c8(root: Path | None = None, download: bool = False) -> Dataset:
     candidates = ([root, root / "RetinalOCT_Dataset", root / "Retinal_OCT-C8"] if root else []) + [cache, cache / "RetinalOCT_Dataset"]
     folder, _ = find_class_root(NAME, candidates, [SPLITS], FOLDERS, URL)
     parts = {split: load_class_folders(NAME, folder / split, FOLDERS, size=IMAGE_SIZE) for split in SPLITS}
-    return Dataset(
-        name=NAME, class_names=CLASS_NAMES,
-        train_images=parts["train"][0], train_labels=parts["train"][1],
-        val_images=parts["val"][0], val_labels=parts["val"][1],
-        test_images=parts["test"][0], test_labels=parts["test"][1],
-    )
+    return split_dataset(NAME, CLASS_NAMES, parts)
