@@ -159,13 +159,12 @@ def fedbm(
     augment_synthetic: Annotated[bool, Field(description="crop and flip the generated images, as the code")] = True,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
-    device = training.device
     from fedprior.models import build_model
 
+    device = training.device
     pixel_mean, pixel_std = pixel_standardizer(task)
     build_model(model, task)  # a wrong shape fails here, naming algorithm.model
     embeddings = concept_embeddings(task.class_names, text_model, prompts, prompt_fraction)
-    fixed = None if classifier == "linear" else build_classifier(classifier, embeddings, tau, classifier_seed)
     text_dim = embeddings.shape[-1]
     condition_sampler = condition_distribution(embeddings, conditions, condition_covariance)
     channels, side = task.input_shape[0], task.input_shape[1]
@@ -175,7 +174,7 @@ def fedbm(
 
     def build() -> nn.Module:
         backbone = build_model(model, task)
-        if fixed is None:
+        if classifier == "linear":
             return backbone
         return ProjectedNet(backbone, text_dim, build_classifier(classifier, embeddings, tau, classifier_seed))
 
