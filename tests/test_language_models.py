@@ -72,3 +72,11 @@ def test_text_embeddings_are_cached_and_a_damaged_file_is_rebuilt():
     with pytest.warns(UserWarning, match="rebuilding"):
         rebuilt = cached_text_features(encoder, ["a", "b"])
     assert encoder.calls == 3 and torch.equal(rebuilt, first)
+
+
+def test_a_clip_text_tower_with_its_projection(tmp_path):
+    from tiny_clip import PROJECTION_DIM, make_tiny_clip
+
+    folder = make_tiny_clip(tmp_path / "clip")
+    embeddings = concept_embeddings(("cat", "dog"), f"hf-clip:{folder}", "generic")
+    assert embeddings.shape == (2, 24, PROJECTION_DIM) and torch.isfinite(embeddings).all()
