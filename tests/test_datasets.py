@@ -344,6 +344,9 @@ MISSING = {
     "octmnist": (["octmnist.npz"], "zenodo.org/records/10519652"),
     "pathmnist": (["pathmnist.npz"], "zenodo.org/records/10519652"),
     "organamnist": (["organamnist.npz"], "zenodo.org/records/10519652"),
+    "kvasir": (["train/<class>/", "<class>/", "dyed-lifted-polyps"], "datasets.simula.no/kvasir"),
+    "oct-c8": (["train/<class>/", "test/<class>/", "DRUSEN"], "kaggle.com/datasets/obulisainaren/retinal-oct-c8"),
+    "femnist": (["all_data_*.json"], "github.com/TalwalkarLab/leaf"),
 }
 
 

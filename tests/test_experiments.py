@@ -16,6 +16,7 @@ from fedprior.runtime.simulation import simulate
 SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlabeled=0", "federation.local_epochs=1",
         "algorithm.width=8"]
 
+FEDBM_SMALL = ["data.dataset=digits", "data.train_subset=0"]
 # How each registered algorithm is exercised: a preset plus overrides on small embedded data.
 # A new algorithm must be added here, or test_every_algorithm_has_a_setup fails.
 SETUPS = {
@@ -27,6 +28,15 @@ SETUPS = {
     "zero-shot": ("zero-shot", STANDIN),
     "linear-probe": ("linear-probe", STANDIN),
     **{name: (name, SEMI) for name in ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")},
+    "fedbm": ("fedbm", [*FEDBM_SMALL, "algorithm.generator_every=1", "algorithm.generator_steps=2", "algorithm.generator_batch=8",
+                        "algorithm.generator_width=8", "algorithm.synthetic_batch=4"]),
+    "central": ("fedbm-central", [*FEDBM_SMALL, "data.train_subset=300"]),
+    "feddyn": ("fedbm-feddyn", FEDBM_SMALL),
+    "fedrep": ("fedbm-fedrep", FEDBM_SMALL),
+    "fedrod": ("fedbm-fedrod", FEDBM_SMALL),
+    "fednh": ("fedbm-fednh", FEDBM_SMALL),
+    "fedproto": ("fedbm-fedproto", FEDBM_SMALL),
+    "fedetf": ("fedbm-fedetf", FEDBM_SMALL),
 }
 SMALL = ["federation.num_clients=8", "federation.fraction=0.25", "federation.rounds=1"]
 

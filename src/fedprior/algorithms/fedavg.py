@@ -13,13 +13,17 @@ from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.errors import ConfigError
-from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.tensors import model_arrays
 
 Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
 Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
-ModelName = Annotated[Literal["cnn", "linear"], Field(description="the network: 'cnn' on images, 'linear' on encoder features")]
+LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
+ModelName = Annotated[
+    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
+]
 HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
 
 
@@ -32,6 +36,7 @@ def fedavg(
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
+    lr_decay: LrDecay = 1.0,
     init: HeadInitField = "random",
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
@@ -44,6 +49,8 @@ def fedavg(
     """
     if model == "linear":
         check_features(task, "algorithm.model")
+        if lr_decay != 1.0:
+            raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
         return supervised_head_algorithm(
             "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
             device=device,
@@ -51,7 +58,7 @@ def fedavg(
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model), device=device)
-    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay))
+    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
 
 
 def local_sgd_update(
@@ -62,6 +69,7 @@ def local_sgd_update(
     momentum: float,
     weight_decay: float,
     make_loss: Callable[[nn.Module], LossFn] | None = None,
+    lr_decay: float = 1.0,
 ) -> ClientUpdate:
     """The FedAvg client: SGD from the received model; ``make_loss(global_model)`` may change the local loss."""
 
@@ -71,7 +79,7 @@ def local_sgd_update(
         x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
             local, x, y, epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
+            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
         )
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 

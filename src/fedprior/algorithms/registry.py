@@ -19,11 +19,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
+from fedprior.algorithms.central import central
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.feddb import feddb
 from fedprior.algorithms.fedmatch import fedmatch
 from fedprior.algorithms.fedrgd import fedrgd
 from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
+from fedprior.algorithms.fedbm import fedbm
+from fedprior.algorithms.feddyn import feddyn
+from fedprior.algorithms.fedetf import fedetf
+from fedprior.algorithms.fednh import fednh
+from fedprior.algorithms.fedproto import fedproto
+from fedprior.algorithms.fedrep import fedrep
+from fedprior.algorithms.fedrod import fedrod
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
@@ -92,6 +100,14 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fedmatch", fedmatch),
         AlgorithmSpec("fedrgd", fedrgd),
         AlgorithmSpec("semifl", semifl),
+        AlgorithmSpec("fedbm", fedbm),
+        AlgorithmSpec("feddyn", feddyn),
+        AlgorithmSpec("fedrep", fedrep),
+        AlgorithmSpec("fedrod", fedrod),
+        AlgorithmSpec("fednh", fednh),
+        AlgorithmSpec("fedproto", fedproto),
+        AlgorithmSpec("fedetf", fedetf),
+        AlgorithmSpec("central", central, centralized=True),
     )
 }
 

@@ -8,9 +8,9 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import Lr, ModelName, WeightDecay
+from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, with_prefix
 
 CONTROL = "control."
@@ -25,6 +25,7 @@ def scaffold(
     model: ModelName = "cnn",
     lr: Lr = 0.05,
     weight_decay: WeightDecay = 0.0,
+    lr_decay: LrDecay = 1.0,
     global_lr: GlobalLr = 1.0,
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
@@ -64,12 +65,13 @@ def scaffold(
             for name, p in params.items():
                 p.grad.add_(correction[name])
 
+        step_lr = round_lr(lr, lr_decay, info.round)
         metrics = train_epochs(
             local, data["x"].to(device), data["y"].to(device), epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
+            optimizer=sgd(local, step_lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
         )
         steps = metrics["steps"]
-        new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * lr) for n in param_names}
+        new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}
         delta_c = to_cpu({n: new_c_i[n] - c_i[n] for n in param_names})
         reply = Reply({**model_arrays(local), **add_prefix(delta_c, "delta_control.")}, int(data["x"].shape[0]), metrics)
         return reply, add_prefix(to_cpu(new_c_i), CONTROL)

@@ -64,6 +64,11 @@ class GlobalModel:
         return {**state, **{MODEL + k: v for k, v in mean.items()}}
 
 
+def round_lr(lr: float, decay: float, round_: int) -> float:
+    """The client learning rate of a (1-based) round: lr * decay^(round - 1) (FedBM's code decays 0.99 per round)."""
+    return lr * decay ** max(round_ - 1, 0)
+
+
 def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:
     return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
 

@@ -9,23 +9,20 @@ then the only place looked at; without it the user cache is searched. The archiv
 downloaded (into ``data.root`` or the user cache) with ``download=True`` only.
 
 Decoding 180,000 PNGs takes a while, so the decoded arrays of each split are cached as
-an ``.npz`` in the user cache, keyed by the split folder's resolved path and its number
-of PNG files: a second load reads one file instead.
+an ``.npz`` in the user cache (:mod:`fedprior.data.image_folder`): a second load reads one
+file instead.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import warnings
 from pathlib import Path
 
 import numpy as np
 
-from fedprior.atomic import atomic_write
 from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
+from fedprior.data.image_folder import load_class_folders
 from fedprior.data.locations import dataset_cache_dir, download_dir, missing_in_root
 from fedprior.errors import DatasetNotFoundError
 
@@ -61,63 +58,9 @@ def locate_cinic10(root: Path | None) -> Path:
     )
 
 
-def _png_files(split_dir: Path) -> list[tuple[Path, int]]:
-    """Every ``<class>/*.png`` under ``split_dir`` with its class index, in a fixed (sorted) order."""
-    files = []
-    for label, cls in enumerate(CLASS_NAMES):
-        names = sorted(entry.name for entry in os.scandir(split_dir / cls) if entry.name.endswith(".png"))
-        files.extend((split_dir / cls / name, label) for name in names)
-    return files
-
-
-def _cache_path(split_dir: Path, count: int) -> Path:
-    """Where the decoded arrays of ``split_dir`` are cached: keyed by its resolved path and file count."""
-    key = hashlib.sha256(f"{split_dir.resolve()}\n{count}".encode("utf-8")).hexdigest()[:16]
-    return dataset_cache_dir(NAME) / "decoded" / f"{split_dir.name}-{count}-{key}.npz"
-
-
-def _decode(files: list[tuple[Path, int]], description: str) -> tuple[np.ndarray, np.ndarray]:
-    """Decode PNGs to ``(N, 3, 32, 32)`` uint8 images (grayscale ones are converted to RGB)."""
-    from PIL import Image
-    from rich.console import Console
-    from rich.progress import track
-
-    images = np.empty((len(files), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
-    labels = np.fromiter((label for _, label in files), dtype=np.int64, count=len(files))
-    progress = track(files, description=description, transient=True, console=Console(stderr=True), disable=len(files) < 2000)
-    for i, (path, _) in enumerate(progress):
-        try:
-            with Image.open(path) as image:
-                pixels = np.asarray(image.convert("RGB"))
-        except OSError as error:
-            raise DatasetNotFoundError(f"{path} is not a readable PNG image ({error})") from error
-        if pixels.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
-            raise DatasetNotFoundError(f"{path}: expected a 32x32 image, got {pixels.shape[1]}x{pixels.shape[0]}")
-        images[i] = pixels.transpose(2, 0, 1)
-    return images, labels
-
-
-def _write_cache(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
-    """Save decoded arrays atomically; a cache that cannot be written only costs speed next time."""
-    try:
-        atomic_write(path, lambda out: np.savez(out, images=images, labels=labels))
-    except OSError as error:
-        warnings.warn(f"could not cache decoded CINIC-10 images at {path}: {error}", stacklevel=3)
-
-
 def load_split(split_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """Images and labels of one CINIC-10 split folder, from the decoded cache when it is current."""
-    files = _png_files(split_dir)
-    cached = _cache_path(split_dir, len(files))
-    if cached.is_file():
-        try:
-            with np.load(cached) as arrays:
-                return arrays["images"], arrays["labels"]
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache file: decode again and overwrite it
-    images, labels = _decode(files, f"decoding CINIC-10 {split_dir.name}")
-    _write_cache(cached, images, labels)
-    return images, labels
+    return load_class_folders(NAME, split_dir, CLASS_NAMES, size=IMAGE_SIZE, extensions=(".png",), resize=False)
 
 
 def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:

@@ -11,11 +11,13 @@ from fedprior.errors import DatasetError
 
 @dataclass(frozen=True)
 class Dataset:
-    """Images, labels and class names of one dataset, train and test splits.
+    """Images, labels and class names of one dataset, train and test splits (and a validation split where it has one).
 
     Images are ``uint8`` arrays laid out ``(N, C, H, W)`` (channels first, as torch
     wants them); labels are ``int64`` arrays of class indices into ``class_names``.
     ``source`` says where the files were read (named in the errors of a damaged dataset).
+    ``train_groups`` (optional) gives each training image's natural owner (FEMNIST's
+    writer), for the ``natural`` partition.
     """
 
     name: str
@@ -25,11 +27,18 @@ class Dataset:
     test_labels: np.ndarray
     class_names: tuple[str, ...]
     source: str = ""
+    val_images: np.ndarray | None = None
+    val_labels: np.ndarray | None = None
+    train_groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         where = f"{self.name} ({self.source})" if self.source else self.name
         damaged = "; the files are damaged or do not belong together"
-        for split in ("train", "test"):
+        if (self.val_images is None) != (self.val_labels is None):
+            raise DatasetError(f"{where}: give both val_images and val_labels, or neither")
+        if self.train_groups is not None and self.train_groups.shape != self.train_labels.shape:
+            raise DatasetError(f"{where}: train_groups must have one entry per training image{damaged}")
+        for split in ("train", "test") + (("val",) if self.val_images is not None else ()):
             images = getattr(self, f"{split}_images")
             labels = getattr(self, f"{split}_labels")
             if images.ndim != 4 or images.dtype != np.uint8:

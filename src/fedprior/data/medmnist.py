@@ -4,7 +4,7 @@ Each file holds ``train_images``, ``train_labels``, ``val_images``, ``val_labels
 ``test_images``, ``test_labels``; images are ``(N, S, S)`` grayscale or ``(N, S, S, 3)``
 RGB uint8 (S = 28 in ``<name>.npz``, 64/128/224 in the MedMNIST+ files
 ``<name>_<S>.npz``), labels ``(N, 1)``. fedprior uses ``train`` as the train split and
-``test`` as the test split; the ``val`` split is ignored.
+``test`` as the test split, and ``val`` as the validation split (``run.model_selection``).
 
 ``<name>.npz`` is looked for in ``data.root`` and ``data.root/medmnist`` when it is given,
 else in the user cache and ``~/.medmnist`` (where the ``medmnist`` package downloads to).
@@ -30,6 +30,7 @@ from fedprior.errors import DatasetNotFoundError
 URL = "https://zenodo.org/records/10519652"
 CACHE_NAME = "medmnist"
 KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+VAL_KEYS = ("val_images", "val_labels")
 
 
 @dataclass(frozen=True)
@@ -124,17 +125,18 @@ def locate_medmnist(flag: str, root: Path | None, size: int = 28) -> Path:
 
 
 def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
-    """Read a MedMNIST ``.npz`` as ``(N, C, S, S)`` uint8 images and int64 labels per split (train, test)."""
+    """Read a MedMNIST ``.npz`` as ``(N, C, S, S)`` uint8 images and int64 labels per split (train, test, and val if present)."""
     try:
         with np.load(path) as npz:
             missing = [key for key in KEYS if key not in npz.files]
             if missing:
                 raise DatasetNotFoundError(f"{path} is not a MedMNIST file: it lacks {', '.join(missing)}")
-            raw = {key: npz[key] for key in KEYS}
+            raw = {key: npz[key] for key in KEYS + VAL_KEYS if key in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile) as error:
         raise DatasetNotFoundError(f"{path} is not a readable .npz file ({error})") from error
     arrays = {}
-    for split in ("train", "test"):
+    splits = ("train", "test", "val") if all(key in raw for key in VAL_KEYS) else ("train", "test")
+    for split in splits:
         images, labels = raw[f"{split}_images"], raw[f"{split}_labels"]
         if images.ndim == 3:
             images = images[:, None]
@@ -152,7 +154,7 @@ def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_medmnist(flag: str, root: Path | None = None, download: bool = False, size: int = 28) -> Dataset:
-    """Load MedMNIST dataset ``flag`` (train and test splits; val is ignored) with its class names."""
+    """Load MedMNIST dataset ``flag`` (train, test and, when the file has it, val) with its class names."""
     if flag not in INFO:
         raise DatasetNotFoundError(f"unknown MedMNIST dataset '{flag}'; known: {', '.join(INFO)}")
     try:
@@ -173,5 +175,5 @@ def medmnist_loader(flag: str) -> Callable[[Path | None, bool], Dataset]:
         return load_medmnist(flag, root, download)
 
     load.__name__ = f"load_{flag}"
-    load.__doc__ = f"Load {flag} (MedMNIST, 28x28; train and test splits, val ignored)."
+    load.__doc__ = f"Load {flag} (MedMNIST, 28x28; train, val and test splits)."
     return load

@@ -11,7 +11,10 @@ from fedprior.data.cinic import load_cinic10
 from fedprior.data.dataset import Dataset
 from fedprior.data.digits import load_digits
 from fedprior.data.fashion_mnist import load_fashion_mnist
+from fedprior.data.femnist import load_femnist
+from fedprior.data.kvasir import load_kvasir
 from fedprior.data.medmnist import medmnist_loader
+from fedprior.data.oct_c8 import load_oct_c8
 from fedprior.data.svhn import load_svhn
 from fedprior.errors import ConfigError
 
@@ -42,6 +45,9 @@ register(DatasetSpec("bloodmnist", medmnist_loader("bloodmnist"), "MedMNIST Bloo
 register(DatasetSpec("dermamnist", medmnist_loader("dermamnist"), "MedMNIST DermaMNIST, 7,007/2,005 28x28 RGB skin lesions, 7 classes (.npz)"))
 register(DatasetSpec("octmnist", medmnist_loader("octmnist"), "MedMNIST OCTMNIST, 97,477/1,000 28x28 grayscale retinal OCT, 4 classes (.npz)"))
 register(DatasetSpec("pathmnist", medmnist_loader("pathmnist"), "MedMNIST PathMNIST, 89,996/7,180 28x28 RGB colon pathology, 9 classes (.npz)"))
+register(DatasetSpec("kvasir", load_kvasir, "Kvasir-v2, 8,000 endoscopic images resized to 128x128 RGB, 8 classes (class folders; split 7:1:2)"))
+register(DatasetSpec("oct-c8", load_oct_c8, "OCT-C8, 18,400/2,800/2,800 retinal OCT images resized to 128x128 RGB, 8 classes (class folders)"))
+register(DatasetSpec("femnist", load_femnist, "FEMNIST (LEAF JSON), FedBM's 35/5/10 writers with < 150 samples, 28x28 grayscale, 62 classes"))
 register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST OrganAMNIST, 34,581/17,778 28x28 grayscale abdominal CT, 11 classes (.npz)"))
 
 

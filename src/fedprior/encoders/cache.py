@@ -181,3 +181,33 @@ def cached_features(
     return load_or_encode(
         encoder, dataset_name, split, images, labels, batch_size=batch_size, use_cache=use_cache, progress=progress
     ).features
+
+
+def text_cache_path(encoder, texts: list[str]) -> Path:
+    """Where the embeddings of ``texts`` under ``encoder`` are cached: keyed by its fingerprint and the texts."""
+    digest = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:16]
+    return features_dir() / "texts" / f"{encoder.fingerprint}-{len(texts)}-{digest}.safetensors"
+
+
+def cached_text_features(encoder, texts: list[str], *, use_cache: bool = True) -> torch.Tensor:
+    """float32 (len(texts), dim) text embeddings of ``encoder``, read from the cache when a valid file is there.
+
+    The same file format, checks and atomic writes as the image features: a language
+    model embeds a class's prompts once, and every later run (and every Flower client
+    rebuilding the same classifier) reads them back.
+    """
+    if not use_cache:
+        return encoder.encode_texts(list(texts)).float()
+    path = text_cache_path(encoder, texts)
+    if path.exists():
+        features, problem = read_features(path, len(texts), encoder.dim)
+        if features is not None:
+            return features
+        warnings.warn(f"text feature cache {path}: {problem}; rebuilding it", stacklevel=2)
+    features = encoder.encode_texts(list(texts)).float().contiguous()
+    metadata = {
+        "format": FORMAT, "encoder": encoder.name, "encoder_fingerprint": encoder.fingerprint, "dataset": "texts",
+        "split": "texts", "count": str(len(texts)), "dim": str(encoder.dim), "checksum": tensor_checksum(features),
+    }
+    write_features(path, features, metadata)
+    return features

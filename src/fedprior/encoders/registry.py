@@ -56,9 +56,9 @@ def build_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device 
 
 
 def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig, *, progress: bool = True) -> torch.Tensor:
-    """float32 (N, dim) image features of ``dataset``'s ``split`` ('train' or 'test'), cached per ``config.cache``."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    """float32 (N, dim) image features of ``dataset``'s ``split`` ('train', 'test' or 'val'), cached per ``config.cache``."""
+    if split not in ("train", "test", "val"):
+        raise ValueError(f"split must be 'train', 'test' or 'val', got {split!r}")
     return cached_features(
         encoder,
         dataset.name,

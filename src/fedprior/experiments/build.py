@@ -21,6 +21,7 @@ from fedprior.partition.checks import check_num_clients
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.sampling import clients_per_round
 from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
+from fedprior.seeding import numpy_rng
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
@@ -119,12 +120,13 @@ def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
     return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
 
 
-def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray) -> Partition:
+def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray, groups: np.ndarray | None = None) -> Partition:
     """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
 
     With ``partition.num_labeled > 0`` the clients get a labeled and an unlabeled role
     (feddb.txt 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
-    otherwise one ``train`` role.
+    otherwise one ``train`` role. ``groups`` (each training image's natural owner) serves the
+    ``natural`` scheme.
     """
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
@@ -138,6 +140,7 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
         )
         split = splitter.partition(labels[pool])
         return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
+    options["groups"] = None if groups is None else groups[pool]
     parts = make_partitioner(p.scheme, f.num_clients, config.run.seed, **options).split(labels[pool])
     return Partition({"train": tuple(pool[part] for part in parts)})
 
@@ -171,6 +174,8 @@ class Inputs:
     encoder_name: str = "none"
     pixel_mean: tuple[float, ...] = ()
     pixel_std: tuple[float, ...] = ()
+    val_x: torch.Tensor | None = None
+    """The dataset's own validation split, where it has one."""
 
 
 def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
@@ -181,14 +186,16 @@ def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.dev
     encoder = build_encoder(settings, dataset, device)
     train_x = encode_dataset(encoder, dataset, "train", settings)
     test_x = encode_dataset(encoder, dataset, "test", settings)
+    val_x = encode_dataset(encoder, dataset, "val", settings) if dataset.val_images is not None else None
     prior = {}
     if hasattr(encoder, "encode_texts"):
         prior["text_features"] = class_text_features(encoder, dataset.class_names, settings.prompt)
     if settings.normalize:
         train_x, test_x = F.normalize(train_x, dim=1), F.normalize(test_x, dim=1)
+        val_x = None if val_x is None else F.normalize(val_x, dim=1)
         prior = {k: F.normalize(v, dim=1) for k, v in prior.items()}
     reserved = np.asarray(getattr(encoder, "reserved_train_indices", np.zeros(0, dtype=np.int64)), dtype=np.int64)
-    return Inputs(train_x, test_x, prior, reserved, settings.name)
+    return Inputs(train_x, test_x, prior, reserved, settings.name, val_x=val_x)
 
 
 def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
@@ -196,8 +203,9 @@ def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.devic
         return encoded_inputs(config, dataset, device)
     train_x, test_x = pixel_inputs(dataset)
     mean, std = pixel_statistics(dataset)
+    val_x = pixels(dataset.val_images, mean, std) if dataset.val_images is not None else None
     return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64),
-                  pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std))
+                  pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std), val_x=val_x)
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
@@ -214,6 +222,35 @@ def prepared_data(config: ExperimentConfig, device: torch.device = torch.device(
         dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
         _PREPARED[key] = (dataset, model_inputs(config, dataset, device))
     return _PREPARED[key]
+
+
+def subset_pool(pool: np.ndarray, size: int) -> np.ndarray:
+    """``data.train_subset``: a fixed random subset of ``size`` pool indices (stream ("train-subset",), seed 0), sorted."""
+    if size == 0:
+        return pool
+    if size > pool.size:
+        raise ConfigError(f"data.train_subset: {size} is more than the {pool.size} training images available")
+    return np.sort(numpy_rng(0, "train-subset").choice(pool, size=size, replace=False))
+
+
+def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rest of the pool, validation indices): ``fraction`` of each class of the pool, drawn from ("validation",)."""
+    rng = numpy_rng(seed, "validation")
+    chosen = [rng.permutation(members)[: int(round(fraction * members.size))]
+              for members in (pool[labels[pool] == k] for k in np.unique(labels[pool]))]
+    validation = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
+    return np.setdiff1d(pool, validation), validation
+
+
+def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
+    """``algorithm`` whose evaluation also reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
+
+    def evaluate(state, data):
+        scores = algorithm.evaluate(state, validation)
+        extra = {f"validation_{k}": v for k, v in scores.items() if not isinstance(v, list)}
+        return {**algorithm.evaluate(state, data), **extra}
+
+    return algorithm.with_(evaluate=evaluate)
 
 
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
@@ -235,12 +272,19 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     with torch_threads(threads.encode):
         dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
-    pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
+    pool = subset_pool(np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved), config.data.train_subset)
+    validation = None
+    if config.run.model_selection == "validation":
+        if inputs.val_x is not None:
+            validation = {"x": inputs.val_x, "y": torch.from_numpy(dataset.val_labels)}
+        else:
+            pool, held = hold_out(pool, dataset.train_labels, config.data.validation_fraction, config.run.seed)
+            validation = {"x": train_x[torch.from_numpy(held)], "y": torch.from_numpy(dataset.train_labels[held])}
     if spec.centralized:
         config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
         partition = Partition({"train": (pool,)})
     else:
-        partition = build_partition(config, dataset.train_labels, pool)
+        partition = build_partition(config, dataset.train_labels, pool, dataset.train_groups)
     task = Task(
         num_classes=dataset.num_classes,
         input_shape=tuple(train_x.shape[1:]),
@@ -256,6 +300,8 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda"
     )
     check_inputs(algorithm, partition, config)
+    if validation is not None:
+        algorithm = with_validation(algorithm, validation)
     return Experiment(
         name=name,
         config=config,

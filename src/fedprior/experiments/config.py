@@ -31,11 +31,15 @@ class DataConfig(Section):
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
+    train_subset: int = Field(0, ge=0)
+    """Train on a random subset of this many training images (a fixed draw, the same for every run seed); 0 uses them all."""
+    validation_fraction: float = Field(0.1, gt=0, lt=1)
+    """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
 
 
 class PartitionConfig(Section):
-    scheme: Literal["iid", "shard", "dirichlet", "window"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows)."""
+    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
     shards: int = Field(2, ge=1)
     """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
@@ -124,6 +128,8 @@ class RunConfig(Section):
     """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
     deterministic: bool = False
     """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+    model_selection: Literal["last", "validation"] = "last"
+    """'validation': also evaluate every round on a validation split and report the test metrics of the round it ranks best (selected_* in the summary, FedBM's code), beside the last round's."""
     mlflow: str | None = Field(None, min_length=1)
     """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)

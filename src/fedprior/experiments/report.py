@@ -57,6 +57,15 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     plt.close(fig)
 
 
+OPTIONAL_ROWS = (
+    ("final_macro_f1", "final macro-F1"),
+    ("best_macro_f1", "best macro-F1"),
+    ("selected_accuracy", "accuracy at the round chosen on the validation split"),
+    ("selected_macro_f1", "macro-F1 at the round chosen on the validation split"),
+)
+"""Summary keys the report shows when the run has them (macro-F1, validation model selection)."""
+
+
 def failure_warning(summary: dict[str, Any]) -> str:
     """One line saying which rounds lost client updates, or '' when none did."""
     per_round = summary.get("failed_clients_per_round") or {}
@@ -97,6 +106,9 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
     warning = "".join(f"\n**{line}**\n" for line in summary_warnings(summary))
+    more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
+    if "selected_round" in summary:
+        more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
@@ -112,7 +124,7 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | initial accuracy | {100 * summary['initial_accuracy']:.2f}% |
 | final accuracy | {100 * summary['final_accuracy']:.2f}% |
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
-| wall time | {summary['wall_seconds']:.1f} s |
+{more}| wall time | {summary['wall_seconds']:.1f} s |
 | device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
 | failed client updates | {summary.get('failed_updates', 0)} |
 | clients without data | {summary.get('empty_updates', 0)} |

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from fedprior.algorithms.metrics import selected_round
 from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
@@ -67,6 +68,10 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     if "macro_f1" in progress.initial:
         extra = {"initial_macro_f1": progress.initial["macro_f1"], "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
                  "best_macro_f1": max([progress.initial["macro_f1"], *f1])}
+    chosen = selected_round(progress.history)
+    if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
+        extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"],
+                      "selected_macro_f1": chosen.get("macro_f1", float("nan"))})
     return {
         "name": experiment.name,
         "description": config.description,

@@ -23,6 +23,8 @@ class Column:
     overrides: tuple[str, ...]
     embedded: bool = True
     """Whether the column is part of the embedded grid (one column per distinct setting)."""
+    real: tuple[str, ...] = ()
+    """Overrides for the paper's setting only (e.g. its number of clients and rounds on that dataset)."""
 
     @property
     def label(self) -> str:
@@ -35,6 +37,8 @@ class Row:
     label: str
     preset: str
     overrides: tuple[str, ...] = ()
+    embedded: bool = True
+    """Whether the row runs in the embedded grid (False: it needs something only the paper's setting has)."""
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,9 @@ class PaperTable:
     """(row label, column label, metric) -> the paper's number for a metric other than the first (e.g. its F1)."""
     embedded_note: str = ""
     """What the embedded setting is, next to what the paper's numbers are (printed by ``fedprior table --embedded``)."""
+    preset_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """(row preset, column label) -> overrides in the paper's setting for the rows of that preset, before the row's own
+    (the authors' per-dataset settings of their method, e.g. FedBM's temperature on OCT-C8 at beta 0.05)."""
 
 
 @dataclass
@@ -77,13 +84,16 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
     for column in table.columns:
         if embedded and not column.embedded:
             continue
-        setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}"]
+        setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]
         for row in table.rows:
+            if embedded and not row.embedded:
+                continue
+            tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
             out.append(Cell(
                 row=row.label,
                 column=column.setting if embedded else column.label,
                 preset=row.preset,
-                overrides=[*setting, *column.overrides, *row.overrides, *(extra or [])],
+                overrides=[*setting, *column.overrides, *tuned, *row.overrides, *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
                 paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
                                if (row.label, column.label, m) in table.paper_metrics},
