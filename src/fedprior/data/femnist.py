@@ -40,12 +40,16 @@ CLASS_NAMES = tuple(
 
 def locate_femnist(root: Path | None) -> list[Path]:
     """The ``*.json`` files of the first searched folder that has any."""
-    cache = dataset_cache_dir(NAME)
-    folders = ([root, root / "all_data", root / "data" / "all_data"] if root else []) + [cache, cache / "all_data"]
+    base = root if root else dataset_cache_dir(NAME)  # data.root, when set, is the only place looked at
+    folders = [base, base / "all_data", base / "data" / "all_data"]
     for folder in folders:
         files = sorted(folder.glob("*.json")) if folder.is_dir() else []
         if files:
             return files
+    if root:
+        state = "does not exist" if not root.exists() else "is empty" if root.is_dir() and not any(root.iterdir()) else "lacks them"
+        raise DatasetNotFoundError(f"data.root {root} {state}: dataset '{NAME}' needs LEAF's all_data_*.json files there "
+                                   f"(or in {folders[1]}, {folders[2]}); make them with {URL}, or leave data.root unset to use the default places")
     searched = "\n".join(f"  {folder}" for folder in folders)
     raise DatasetNotFoundError(f"dataset '{NAME}' not found: put LEAF's all_data_*.json files in one of\n{searched}\n"
                                f"(make them with {URL}, or pass --set data.root=FOLDER)")

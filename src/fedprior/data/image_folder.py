@@ -114,15 +114,25 @@ def stratified_split(labels: np.ndarray, fractions: Sequence[float], rng: np.ran
 
 
 def find_class_root(name: str, candidates: Sequence[Path], layouts: Sequence[Sequence[str]], class_folders: Sequence[str],
-                    url: str) -> tuple[Path, tuple[str, ...]]:
+                    url: str, root: Path | None = None) -> tuple[Path, tuple[str, ...]]:
     """The first candidate folder holding ``<split>/<class>/`` for every split of one of ``layouts`` (a layout of
-    ``("",)`` means the class folders directly), with the layout found; else a clear error naming both."""
+    ``("",)`` means the class folders directly), with the layout found; else a clear error naming both.
+
+    With ``root`` (``data.root``) the candidates are the folders under it, the only places looked at,
+    and the error starts with ``data.root ROOT``."""
     for folder in candidates:
         for layout in layouts:
             if all((folder / split / cls).is_dir() for split in layout for cls in class_folders):
                 return folder, tuple(layout)
-    searched = "\n".join(f"  {folder}" for folder in candidates)
     wanted = " or ".join(", ".join(f"{s}/<class>/" if s else "<class>/" for s in layout) for layout in layouts)
+    if root is not None:
+        state = "does not exist" if not root.exists() else "is empty" if root.is_dir() and not any(root.iterdir()) else "lacks them"
+        raise DatasetNotFoundError(
+            f"data.root {root} {state}: dataset '{name}' needs the folders {wanted} (classes {', '.join(class_folders)}) "
+            f"of image files there (or in {', '.join(str(f) for f in candidates[1:])}); get them from {url}, "
+            f"or leave data.root unset to use the default places"
+        )
+    searched = "\n".join(f"  {folder}" for folder in candidates)
     raise DatasetNotFoundError(
         f"dataset '{name}' not found: put the folders {wanted} (classes {', '.join(class_folders)}) of image files in one of\n"
         f"{searched}\n(get them from {url}, or pass --set data.root=FOLDER)"

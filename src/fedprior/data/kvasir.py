@@ -33,8 +33,9 @@ SPLIT = (0.7, 0.1, 0.2)
 
 def load_kvasir(root: Path | None = None, download: bool = False) -> Dataset:
     """Load Kvasir-v2 as 3x128x128 uint8 images: train, val and test splits (7 : 1 : 2 when the copy is not split)."""
-    candidates = ([root, root / "kvasir-dataset-v2"] if root else []) + [dataset_cache_dir(NAME), dataset_cache_dir(NAME) / "kvasir-dataset-v2"]
-    folder, layout = find_class_root(NAME, candidates, [("train", "val", "test"), ("",)], FOLDERS, URL)
+    base = root if root else dataset_cache_dir(NAME)  # data.root, when set, is the only place looked at
+    candidates = [base, base / "kvasir-dataset-v2"]
+    folder, layout = find_class_root(NAME, candidates, [("train", "val", "test"), ("",)], FOLDERS, URL, root=root)
     if layout == ("",):
         images, labels = load_class_folders(NAME, folder, FOLDERS, size=IMAGE_SIZE)
         train, val, test = stratified_split(labels, SPLIT, numpy_rng(0, "kvasir-split"))

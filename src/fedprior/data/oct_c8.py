@@ -32,8 +32,8 @@ SPLITS = ("train", "val", "test")
 
 def load_oct_c8(root: Path | None = None, download: bool = False) -> Dataset:
     """Load OCT-C8 as 3x128x128 uint8 images with its official train, val and test splits."""
-    cache = dataset_cache_dir(NAME)
-    candidates = ([root, root / "RetinalOCT_Dataset", root / "Retinal_OCT-C8"] if root else []) + [cache, cache / "RetinalOCT_Dataset"]
-    folder, _ = find_class_root(NAME, candidates, [SPLITS], FOLDERS, URL)
+    base = root if root else dataset_cache_dir(NAME)  # data.root, when set, is the only place looked at
+    candidates = [base, base / "RetinalOCT_Dataset", base / "Retinal_OCT-C8"]
+    folder, _ = find_class_root(NAME, candidates, [SPLITS], FOLDERS, URL, root=root)
     parts = {split: load_class_folders(NAME, folder / split, FOLDERS, size=IMAGE_SIZE) for split in SPLITS}
     return split_dataset(NAME, CLASS_NAMES, parts)
