@@ -23,6 +23,7 @@ from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
+from fedprior.algorithms.mfcl import mfcl
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
 from fedprior.validation import describe_validation_error
@@ -75,6 +76,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fst-cbdg", fst_cbdg),
         AlgorithmSpec("zero-shot", zero_shot),
         AlgorithmSpec("linear-probe", linear_probe, centralized=True),
+        AlgorithmSpec("mfcl", mfcl),
     )
 }
 

@@ -12,9 +12,11 @@ import torch.nn.functional as F
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
+from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
+from fedprior.partition.subset import balanced_subset
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
@@ -50,17 +52,30 @@ def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tenso
     return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
 
 
-def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
+    """Standardized train and test pixels, and the channel statistics used (``pixel_mean``, ``pixel_std``).
+
+    The statistics go into the Task's prior: augmentations that work on [0, 1] images
+    (SimCLR's colour jitter) and MFCL's binary cross-entropy undo the standardization.
+    """
     scaled = dataset.train_images.astype(np.float32) / 255.0
     mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
     std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
-    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
+    stats = {"pixel_mean": torch.from_numpy(mean), "pixel_std": torch.from_numpy(std)}
+    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std), stats
 
 
 def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray) -> Partition:
     """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients."""
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
+    if p.scenario is not None:
+        from fedprior.partition.scenarios import scenario
+
+        named, num_classes = scenario(p.scenario), int(labels.max()) + 1
+        if num_classes != named.num_classes:
+            raise ConfigError(f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
+                              f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead")
     partitioner = make_partitioner(
         p.scheme, f.num_clients, config.run.seed, shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window
     )
@@ -100,8 +115,8 @@ def encoded_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
 def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
     if config.encoder.name != "none":
         return encoded_inputs(config, dataset)
-    train_x, test_x = pixel_inputs(dataset)
-    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64))
+    train_x, test_x, stats = pixel_inputs(dataset)
+    return Inputs(train_x, test_x, stats, np.zeros(0, dtype=np.int64))
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
@@ -133,6 +148,8 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     dataset, inputs = prepared_data(config)
     train_x, test_x = inputs.train_x, inputs.test_x
     pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
+    if config.data.train_subset is not None:
+        pool = balanced_subset(dataset.train_labels, pool, config.data.train_subset, config.run.seed)
     if spec.centralized:
         config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
         partition = Partition({"train": (pool,)})

@@ -30,6 +30,8 @@ class DataConfig(Section):
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
+    train_subset: int | None = Field(None, ge=1)
+    """Train on a class-balanced random subset of this many training images (seeded by run.seed; rounded down to a multiple of the class count); unset: all of them."""
 
 
 class PartitionConfig(Section):
@@ -43,6 +45,8 @@ class PartitionConfig(Section):
     """For scheme=dirichlet: redraw until every client holds at least this many samples."""
     window: int = Field(2, ge=1)
     """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+    scenario: str | None = None
+    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window."""
 
 
 class EncoderConfig(Section):
@@ -122,7 +126,20 @@ class ExperimentConfig(Section):
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
-        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values)})
+        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values),
+                                       "partition": self.scenario_partition()})
+
+    def scenario_partition(self) -> PartitionConfig:
+        """The partition section with ``partition.scenario`` applied (scheme = window, its window), checked against the federation."""
+        if self.partition.scenario is None:
+            return self.partition
+        from fedprior.partition.scenarios import scenario
+
+        named = scenario(self.partition.scenario)
+        if self.federation.num_clients != named.num_clients:
+            raise ConfigError(f"partition.scenario: {named.name} is defined for {named.num_clients} clients (mfcl.md {named.table}); "
+                              f"federation.num_clients is {self.federation.num_clients}")
+        return self.partition.model_copy(update={"scenario": named.name, "scheme": "window", "window": named.window})
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, Stage, State
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.tensors import payload_bytes
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
@@ -92,7 +92,7 @@ def run_rounds(
 
     plan = stage_plan(algorithm, rounds, fraction)
     step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-    if any(r > 0 for _, r, _ in plan[progress.stage_index:]):
+    if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index:]):
         pool.prepare()
     for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
         if stage_index < progress.stage_index:
@@ -102,12 +102,15 @@ def run_rounds(
             t0 = time.perf_counter()
             step += 1
             info = RoundInfo(seed=seed, stage=stage.name, round=round_)
-            sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
-            message = algorithm.broadcast(state, info)
-            answered, failures = pool.update(message, info, step, sampled, vectorize)
+            if stage.server_only:  # server work alone: no client is sampled, nothing is sent
+                sampled, message, answered, failures = [], Broadcast({}), [], {}
+            else:
+                sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
+                message = algorithm.broadcast(state, info)
+                answered, failures = pool.update(message, info, step, sampled, vectorize)
             replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
             empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-            if replies:
+            if replies or stage.server_only:
                 state = algorithm.aggregate(state, replies, info)
             record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
             if stage.evaluate:
@@ -120,7 +123,7 @@ def run_rounds(
                 record["failures"] = {str(c): failures[c] for c in sorted(failures)}
             if empty:
                 record["empty_clients"] = empty
-            if not replies:
+            if not replies and not stage.server_only:
                 record["aggregated"] = False
                 record["note"] = "no sampled client trained (all failed or held no data); the previous state is kept"
             record["seconds"] = time.perf_counter() - t0

@@ -1,0 +1,54 @@
+"""What the self-supervised algorithms share (MFCL and its baselines): [0, 1] images, two-view epochs, frozen features.
+
+- Clients receive standardized pixels; SimCLR's colour ops and MFCL's binary
+  cross-entropy need images in [0, 1]: :func:`unit_images` undoes the standardization
+  with the training set's channel statistics the Task carries
+  (``task.prior["pixel_mean"]``, ``["pixel_std"]``; absent: the data is taken as [0, 1]).
+- :func:`two_view_epochs`: every epoch draws two fresh SimCLR views of all the client's
+  images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
+  K samples with ``loss_fn(model, view1_batch, view2_batch)``.
+- :func:`frozen_features`: features of many images in large batches, under no_grad, on a device.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from fedprior.algorithms.base import Task
+from fedprior.algorithms.local_training import LossFn, train_epochs
+from fedprior.data.augment import seed_from
+from fedprior.data.augment.simclr import simclr_views
+
+
+def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A function mapping the Task's standardized images back to [0, 1] pixels."""
+    mean, std = task.prior.get("pixel_mean"), task.prior.get("pixel_std")
+    if mean is None or std is None:
+        return lambda x: x.clamp(0.0, 1.0)
+    shape = (1, -1, 1, 1)
+    mean, std = mean.float().view(shape), std.float().view(shape)
+    return lambda x: (x * std.to(x.device) + mean.to(x.device)).clamp(0.0, 1.0)
+
+
+def two_view_epochs(model: nn.Module, images: torch.Tensor, *, epochs: int, batch_size: int,
+                    optimizer: torch.optim.Optimizer, generator: torch.Generator, loss_fn: LossFn,
+                    min_scale: float = 0.08) -> dict[str, float]:
+    """``epochs`` passes over ``images`` ([0, 1]) with fresh SimCLR view pairs each epoch; mean loss and steps."""
+    losses, steps = 0.0, 0.0
+    for _ in range(epochs):
+        view1, view2 = simclr_views(images, seed_from(generator), min_scale=min_scale)
+        metrics = train_epochs(model, view1, view2, epochs=1, batch_size=batch_size, optimizer=optimizer,
+                               generator=generator, loss_fn=loss_fn)
+        losses += metrics["train_loss"] * metrics["steps"]
+        steps += metrics["steps"]
+    return {"train_loss": losses / max(steps, 1.0), "steps": steps}
+
+
+@torch.no_grad()
+def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,
+                    batch_size: int = 1024) -> torch.Tensor:
+    """``features(batch)`` over all of ``x`` in batches moved to ``device``; CPU result."""
+    return torch.cat([features(x[i : i + batch_size].to(device)).cpu() for i in range(0, x.shape[0], batch_size)])
