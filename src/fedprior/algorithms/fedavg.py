@@ -18,7 +18,7 @@ from fedprior.algorithms.tensors import model_arrays
 Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
 Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
-ModelName = Annotated[Literal["cnn", "linear"], Field(description="the network: 'cnn' on images, 'linear' on encoder features")]
+ModelName = Annotated[Literal["cnn", "linear", "resnet18"], Field(description="the network: 'cnn' (small CNN) or 'resnet18' on images, 'linear' on encoder features")]
 HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
 
 

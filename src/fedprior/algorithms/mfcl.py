@@ -44,9 +44,8 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
 from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.linear_eval import linear_evaluation
 from fedprior.algorithms.optim_state import load_optimizer_arrays, optimizer_arrays
-from fedprior.algorithms.self_supervised import frozen_features, two_view_epochs, unit_images
+from fedprior.algorithms.self_supervised import linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
@@ -218,16 +217,15 @@ def mfcl(
         return train_discriminator(state, info)
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        module = load_model_arrays(sensor(), state, SENSOR).to(device).eval()
+        module = load_model_arrays(sensor(), state, SENSOR)
         body, head = server_modules(state)
-        body.eval()
-        head.eval()
 
         def features(x: torch.Tensor) -> torch.Tensor:
-            h = body.embed(module.encode(to_unit(x), views=1))
+            h = body.embed(module.encoder(x))
             return head(h) if eval_features == "projection" else h
 
-        metrics = linear_evaluation(frozen_features(features, data["x"], device), data["y"], task.num_classes)
+        parts = nn.ModuleDict({"sensor": module, "disc": body, "proj": head})
+        metrics = linear_evaluate(features, parts, data, task, device)
         if "server.loss" in state:
             metrics["server_loss"] = float(state["server.loss"])
         return metrics

@@ -23,7 +23,11 @@ from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
+from fedprior.algorithms.fedsimclr import fedsimclr
+from fedprior.algorithms.fedswav import fedswav
 from fedprior.algorithms.mfcl import mfcl
+from fedprior.algorithms.moon import moon
+from fedprior.algorithms.orchestra import orchestra
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
 from fedprior.validation import describe_validation_error
@@ -77,6 +81,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("zero-shot", zero_shot),
         AlgorithmSpec("linear-probe", linear_probe, centralized=True),
         AlgorithmSpec("mfcl", mfcl),
+        AlgorithmSpec("fedsimclr", fedsimclr),
+        AlgorithmSpec("fedswav", fedswav),
+        AlgorithmSpec("orchestra", orchestra),
+        AlgorithmSpec("moon", moon),
     )
 }
 

@@ -148,7 +148,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     dataset, inputs = prepared_data(config)
     train_x, test_x = inputs.train_x, inputs.test_x
     pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
-    if config.data.train_subset is not None:
+    if config.data.train_subset:
         pool = balanced_subset(dataset.train_labels, pool, config.data.train_subset, config.run.seed)
     if spec.centralized:
         config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})

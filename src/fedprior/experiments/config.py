@@ -30,8 +30,8 @@ class DataConfig(Section):
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
-    train_subset: int | None = Field(None, ge=1)
-    """Train on a class-balanced random subset of this many training images (seeded by run.seed; rounded down to a multiple of the class count); unset: all of them."""
+    train_subset: int = Field(0, ge=0)
+    """Train on a class-balanced random subset of this many training images (seeded by run.seed; rounded down to a multiple of the class count); 0: all of them."""
 
 
 class PartitionConfig(Section):
@@ -46,7 +46,7 @@ class PartitionConfig(Section):
     window: int = Field(2, ge=1)
     """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
     scenario: str | None = None
-    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window."""
+    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
 
 
 class EncoderConfig(Section):
@@ -131,8 +131,8 @@ class ExperimentConfig(Section):
 
     def scenario_partition(self) -> PartitionConfig:
         """The partition section with ``partition.scenario`` applied (scheme = window, its window), checked against the federation."""
-        if self.partition.scenario is None:
-            return self.partition
+        if not self.partition.scenario:  # unset, or "" (how an override clears a preset's scenario)
+            return self.partition.model_copy(update={"scenario": None})
         from fedprior.partition.scenarios import scenario
 
         named = scenario(self.partition.scenario)

@@ -26,7 +26,15 @@ def _linear(task: Task) -> nn.Module:
     return nn.Linear(task.input_shape[0], task.num_classes)
 
 
-MODELS: dict[str, Callable[[Task], nn.Module]] = {"cnn": _cnn, "linear": _linear}
+def _resnet18(task: Task) -> nn.Module:
+    from fedprior.models.resnet import ResNet18
+
+    if len(task.input_shape) != 3:
+        raise ConfigError(f"algorithm.model: 'resnet18' needs images (C, H, W), the data gives {task.input_shape}")
+    return ResNet18(task.input_shape[0], task.num_classes)
+
+
+MODELS: dict[str, Callable[[Task], nn.Module]] = {"cnn": _cnn, "linear": _linear, "resnet18": _resnet18}
 
 
 def build_model(name: str, task: Task) -> nn.Module:
