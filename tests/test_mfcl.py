@@ -21,13 +21,7 @@ from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.simulation import simulate
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Small convolutions: one torch thread is faster, and much faster on a shared machine."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------- Peer Normalization (Eq. 3-4)

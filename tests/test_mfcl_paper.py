@@ -15,12 +15,7 @@ from fedprior.partition.scenarios import scenario
 from fedprior.partition.subset import balanced_subset
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 # ---------------------------------------------------------------- scenarios and the embedded subset
@@ -183,3 +178,13 @@ def test_mfcl_run_report_has_figures_6_7_and_table_8(tmp_path, monkeypatch):
     assert summary["stage_communication"]["server"] == {"participations": 0, "download_bytes": 0, "upload_bytes": 0}
     records = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
     assert [r["stage"] for r in records] == ["sensor", "upload", "server"]
+
+
+def test_table_8_prints_bits_in_three_digits():
+    from fedprior.cli.table import markdown
+
+    results = [{"row": "MFCL", "column": "Sc2", "ours": 2.88e8, "std": 0.0, "paper": 30e11, "seeds": 1,
+                "metrics": {"total_bits": {"mean": 2.88e8, "std": 0.0, "paper": 30e11},
+                            "rep_bits": {"mean": 1.23e7, "std": 0.0, "paper": None}}}]
+    text = markdown("Table 8", results)
+    assert "| MFCL | 2.88e+08 (3e+12) | 1.23e+07 (-) |" in text
