@@ -120,6 +120,10 @@ def test_table_2_grid_and_paper_numbers():
         load_config(cell.preset, cell.overrides)  # every cell is a valid config
     with pytest.raises(ConfigError, match="--rows: unknown row.*accepted: FedAvg"):
         cells(table, embedded=True, rows=["MFCL"])
+    two = cells(table, embedded=True, rows=["MFCL(PN)"], columns=["Sc10", "Sc2"])
+    assert [c.column for c in two] == ["Sc2", "Sc10"]
+    with pytest.raises(ConfigError, match="--columns: unknown column.*'Sc3'.*accepted: Sc1, Sc2, Sc5, Sc10"):
+        cells(table, embedded=True, columns=["Sc3"])
 
 
 def test_table_3_embedded_columns_keep_the_class_fraction():

@@ -75,6 +75,7 @@ def table(
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
     rows: Optional[str] = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of cells (row, column, ours, paper) on stdout."),
 ) -> None:
     """Run every cell of a paper's table and print our number beside the paper's."""
@@ -85,7 +86,8 @@ def table(
 
     paper_table = table_by_name(name)
     chosen = [r.strip() for r in rows.split(",")] if rows else None
-    planned = cells(paper_table, embedded, set_, chosen)
+    chosen_columns = [c.strip() for c in columns.split(",")] if columns else None
+    planned = cells(paper_table, embedded, set_, chosen, chosen_columns)
     for cell in planned:  # every config is checked before anything runs
         load_config(cell.preset, cell.overrides)
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -102,7 +104,7 @@ def table(
         spread = f" +- {number(result['std'])}" if seeds > 1 else ""
         stderr.print(f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False)
 
-    results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen)
+    results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.json").write_text(json.dumps(results, indent=2))
     (folder / "table.md").write_text(markdown(paper_table.title, results))

@@ -99,14 +99,20 @@ def select_rows(table: PaperTable, rows: list[str] | None) -> tuple[Row, ...]:
     return tuple(r for r in table.rows if r.label in rows)
 
 
-def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None) -> list[Cell]:
-    """The cells to run, in row-major order, with every override resolved (only ``rows`` if given)."""
+def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None,
+          columns: list[str] | None = None) -> list[Cell]:
+    """The cells to run, in row-major order, with every override resolved (only ``rows`` and ``columns`` if given)."""
     out = []
-    for column in table.columns:
-        if embedded and not column.embedded:
+    chosen = [c for c in table.columns if not (embedded and not c.embedded)]
+    names = [c.in_setting(embedded)[0] for c in chosen]
+    unknown = [c for c in columns or [] if c not in names]
+    if unknown:
+        raise ConfigError(f"--columns: unknown column(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(names)}")
+    for column, name in zip(chosen, names):
+        if columns and name not in columns:
             continue
         setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}"]
-        name, column_overrides = column.in_setting(embedded)
+        _, column_overrides = column.in_setting(embedded)
         for row in select_rows(table, rows):
             out.append(Cell(
                 row=row.label,
@@ -123,7 +129,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
 
 def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
               run_cell: Callable[[Cell, int], dict[str, Any]], on_cell: Callable[[Cell, dict], None] | None = None,
-              seeds: int = 1, rows: list[str] | None = None) -> list[dict[str, Any]]:
+              seeds: int = 1, rows: list[str] | None = None, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
 
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
@@ -132,7 +138,7 @@ def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
     every metric of the table (``{name: {"mean", "std", "values", "paper"}}``).
     """
     results = []
-    for cell in cells(table, embedded, extra, rows):
+    for cell in cells(table, embedded, extra, rows, columns):
         summaries = [run_cell(cell, seed) for seed in range(seeds)]
         if table.derived is not None:
             summaries = [{**s, **table.derived(s)} for s in summaries]
