@@ -12,6 +12,7 @@ from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
 from fedprior.algorithms.fedsimclr import fedsimclr
 from fedprior.algorithms.moon import model_contrastive_loss, moon
 from fedprior.algorithms.orchestra import OrchestraNet, global_clustering, local_clustering, orchestra, rotate
+from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 from fedprior.models.peer_norm import PeerNorm
 
@@ -84,6 +85,8 @@ def test_moon_keeps_the_last_local_model_as_client_state():
     assert all(torch.equal(first.arrays[k], second.arrays[k]) for k in first.arrays)
     third, _ = algorithm.client_update(algorithm.broadcast(state, info), client, data, info)
     assert any(not torch.equal(reply.arrays[k], third.arrays[k]) for k in reply.arrays)
+    with pytest.raises(ConfigError, match="algorithm.model: moon contrasts"):
+        moon(Task(3, (16,), ("a", "b", "c"), 2), local_epochs=1, batch_size=4, model="linear")
 
 
 def test_orchestra_rotation_and_target_ema():

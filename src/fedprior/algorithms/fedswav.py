@@ -13,8 +13,8 @@ from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
 from fedprior.algorithms.fedsimclr import Width
 from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, ProjectionDim
-from fedprior.errors import ConfigError
 from fedprior.algorithms.self_supervised import two_view_fedavg
+from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
 Prototypes = Annotated[int, Field(ge=2, description="number of prototypes K (SwAV uses 3000 on ImageNet; a few times the classes suits small batches)")]

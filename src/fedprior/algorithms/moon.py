@@ -14,6 +14,7 @@ from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
 from fedprior.algorithms.tensors import model_arrays
+from fedprior.errors import ConfigError
 
 MoonMu = Annotated[float, Field(ge=0, description="weight mu of the model-contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100)")]
 MoonTemperature = Annotated[float, Field(gt=0, description="temperature tau of the model-contrastive loss (MOON: 0.5)")]
@@ -64,6 +65,8 @@ def moon(
     (the CNN's hidden layer, ResNet-18's pooled features); MOON's extra projection head
     is left out. Supervised: clients use their labels (an upper reference in mfcl.md).
     """
+    if model == "linear":
+        raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
     net = GlobalModel(model_task(task, model))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
