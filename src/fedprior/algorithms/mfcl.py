@@ -185,6 +185,8 @@ def mfcl(
 
     def train_discriminator(state: State, info: RoundInfo) -> State:
         """One epoch of NT-Xent (Eq. 5) over shuffled batches of the received pairs; Adam state carried in the State."""
+        if REPS + "view1" not in state:  # no representation arrived (every client of the upload failed)
+            return state
         body, head = server_modules(state)
         pair = nn.ModuleDict({"disc": body, "proj": head})
         optimizer = server_optimizer(body, head)

@@ -6,7 +6,7 @@
   "after the projection layers"), coloured by their true class, which the server never
   saw (the report looks it up from the partition).
 - Figure 7 (Appendix D.2): the run's phase 1 is kept and phase 2 is replayed with the
-  representations of a fraction delta of the clients missing (delta 0.2 ... 0.8; the
+  representations of a fraction delta of the clients missing (delta 0.2, 0.5, 0.8; the
   clients left are the ``upload`` stage's sample at 1 - delta, as ``algorithm.drop``
   would draw them), from the same initial discriminator for the same server epochs,
   scored by the same linear evaluation. Only for a run that received every client.
@@ -30,7 +30,7 @@ from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.sampling import sample_clients
 from fedprior.seeding import numpy_rng
 
-DROPS = (0.2, 0.4, 0.6, 0.8)
+DROPS = (0.2, 0.5, 0.8)
 TSNE_POINTS = 1000
 
 
