@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from shared import print_result
+
 PRESET = "fst-cbdg"
 QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}
 
@@ -84,13 +86,9 @@ def main() -> None:
         "flower_final_accuracy": flower["final_accuracy"],
         "identical_histories": local["history"] == flower["history"],
         "cpus": os.cpu_count(),
-        "run_threads": next((o.split("=", 1)[1] for o in args.overrides if o.startswith("run.threads=")), "0 (torch default)"),
+        "run_threads": next((o.split("=", 1)[1] for o in args.overrides if o.startswith("run.threads=")), "0 (fedprior's thread policy)"),
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    print_result(out, args.json)
 
 
 if __name__ == "__main__":

@@ -5,10 +5,14 @@
 Eq. (7) asks for several times more synthetic features than real ones. Both runs use
 the same config and seed; the benchmark checks they end with the same head.
 
-    python benchmarks/fst_cbdg_speed.py [--json]
+    python benchmarks/fst_cbdg_speed.py [--json] [--load N] [--threads T]
 
 Prints vectorized_seconds, loop_seconds and speedup (loop / vectorized), measured in
 this one run. Targets on a 2-core machine: vectorized within 1 second, speedup >= 10.
+The runs use fedprior's thread policy for feature-space work (one torch thread; see
+``fedprior.runtime.threads``; ``--threads T`` sets run.threads instead). ``--load N``
+times the vectorized run again while N busy processes spin and prints
+``load_slowdown`` (loaded / quiet; target <= 2 with one busy process).
 Both paths draw the synthetic features the fast way (noise='projected'); it also
 times the straightforward reading, one client at a time with d-dimensional Gaussian
 draws (noise='direct'), as loop_direct_noise_seconds, to show where the time goes.
@@ -17,16 +21,17 @@ draws (noise='direct'), as loop_direct_noise_seconds, to show where the time goe
 from __future__ import annotations
 
 import argparse
-import json
 import time
 
 import torch
 import torch.nn.functional as F
 
+from shared import busy_processes, print_result
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.partition.shard import ShardPartitioner
 from fedprior.runtime.simulation import simulate
+from fedprior.runtime.threads import thread_policy
 
 CLIENTS, FRACTION, ROUNDS, SAMPLES, TEST, DIM, CLASSES = 100, 0.1, 10, 50_000, 10_000, 1024, 10
 
@@ -45,23 +50,26 @@ def synthetic_features(seed: int = 0):
 
 
 def run(vectorize: bool, setup, noise: str = "projected") -> tuple[float, dict]:
-    train_x, train_y, test_x, test_y, text, parts = setup
+    train_x, train_y, test_x, test_y, text, parts, threads = setup
     task = Task(num_classes=CLASSES, input_shape=(DIM,), class_names=tuple(map(str, range(CLASSES))),
                 num_clients=CLIENTS, prior={"text_features": text})
     start = time.perf_counter()
     algorithm = fst_cbdg(task, local_epochs=1, batch_size=50, noise=noise)
     result = simulate(algorithm, lambda c: {"x": train_x[parts[c]]}, CLIENTS, {"x": test_x, "y": test_y},
-                      seed=0, rounds=ROUNDS, fraction=FRACTION, vectorize=vectorize)
+                      seed=0, rounds=ROUNDS, fraction=FRACTION, vectorize=vectorize, threads=threads)
     return time.perf_counter() - start, result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--load", type=int, default=0, metavar="N", help="also time the vectorized run with N busy processes running")
+    parser.add_argument("--threads", type=int, default=0, metavar="T", help="run.threads (0: fedprior's policy, one thread here)")
     args = parser.parse_args()
     train_x, train_y, test_x, test_y, text = synthetic_features()
     parts = [torch.from_numpy(p) for p in ShardPartitioner(CLIENTS, 2, seed=0).split(train_y.numpy())]
-    setup = (train_x, train_y, test_x, test_y, text, parts)
+    threads = thread_policy(args.threads, feature_space=True)
+    setup = (train_x, train_y, test_x, test_y, text, parts, threads)
     run(True, setup)  # warm-up: first-call allocations and kernels
     vectorized_seconds, vec = run(True, setup)
     loop_seconds, loop = run(False, setup)
@@ -78,13 +86,14 @@ def main() -> None:
         "final_accuracy": vec.progress.history[-1]["accuracy"],
         "max_head_difference": difference,
         "synthetic_features_drawn": int(synthetic),
-        "threads": torch.get_num_threads(),
+        "threads": threads.train,
     }
-    if args.json:
-        print(json.dumps(out))
-    else:
-        for key, value in out.items():
-            print(f"{key}: {value}")
+    if args.load:
+        with busy_processes(args.load):
+            loaded_seconds, _ = run(True, setup)
+        out.update({"load": args.load, "loaded_vectorized_seconds": round(loaded_seconds, 3),
+                    "load_slowdown": round(loaded_seconds / vectorized_seconds, 2)})
+    print_result(out, args.json)
 
 
 if __name__ == "__main__":

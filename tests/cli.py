@@ -25,3 +25,32 @@ def summary(result: subprocess.CompletedProcess) -> dict:
     lines = [line for line in result.stdout.splitlines() if line.strip()]
     assert len(lines) == 1, f"--json must print exactly one line, got {result.stdout!r}"
     return json.loads(lines[0])
+
+
+TINY = [
+    "--set", "data.dataset=digits", "--set", "partition.scheme=iid", "--set", "federation.num_clients=4",
+    "--set", "federation.fraction=0.5", "--set", "federation.rounds=2", "--set", "federation.batch_size=32",
+    "--set", "run.workers=1",
+]
+"""A 2-round digits run that takes a second or two (in-process tests: no worker processes)."""
+
+
+def invoke(*args, cache=None):
+    """The CLI run in this process (typer's CliRunner): fast, and an exception escaping it shows as ``result.exception``."""
+    from typer.testing import CliRunner
+
+    from fedprior.cli import app
+
+    env = {"FEDPRIOR_CACHE": str(cache)} if cache else None
+    return CliRunner().invoke(app, [str(a) for a in args], env=env)
+
+
+def error_line(result) -> str:
+    """The one ``error:`` line of a failed command; fails if it crashed, printed a traceback or several errors."""
+    output = result.stdout + result.stderr
+    assert result.exit_code != 0, output
+    assert isinstance(result.exception, SystemExit), f"an exception escaped the CLI: {result.exception!r}\n{output}"
+    assert "Traceback" not in output and "Aborted" not in output, output
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1, result.stderr
+    return errors[0]

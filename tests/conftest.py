@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -52,3 +54,21 @@ def toy_images(n: int, seed: int = 0) -> dict[str, torch.Tensor]:
     for k in range(3):
         x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
     return {"x": x, "y": y}
+
+
+@pytest.fixture(scope="session")
+def empty_mlflow_store(tmp_path_factory):
+    """An MLflow sqlite store whose tables are made once per session (MLflow's migrations take seconds); tests copy it."""
+    from mlflow.tracking import MlflowClient
+
+    path = tmp_path_factory.mktemp("mlflow") / "empty.db"
+    MlflowClient(f"sqlite:///{path}").search_experiments(max_results=1)
+    return path
+
+
+@pytest.fixture
+def mlflow_db(empty_mlflow_store, tmp_path):
+    """``tmp_path / "mlflow.db"``: a fresh copy of the empty MLflow store."""
+    import shutil
+
+    return Path(shutil.copy(empty_mlflow_store, tmp_path / "mlflow.db"))

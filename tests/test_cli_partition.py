@@ -86,7 +86,7 @@ def test_plot_writes_a_png_and_json_stays_clean(tmp_path):
         (["--scheme", "lda"], r"--scheme \(partition.scheme\): unknown scheme 'lda'; accepted: iid, shard, dirichlet, window"),
         (["--clients", "-3"], r"--clients \(federation.num_clients\): must be a positive integer, got -3"),
         (["--clients", "100000"], r"--clients \(federation.num_clients\): 100000 clients but only \d+ training samples"),
-        (["--scheme", "dirichlet", "--alpha", "0"], r"--alpha \(partition.alpha\): must be a positive number, got 0.0"),
+        (["--scheme", "dirichlet", "--alpha", "0"], r"--alpha \(partition.alpha\): must be a positive finite number, got 0.0"),
         (["--scheme", "shard", "--shards", "0"], r"--shards \(partition.shards\): must be a positive integer, got 0"),
         (["--scheme", "window", "--window", "11"], r"--window \(partition.window\): 11 classes per client"),
     ],

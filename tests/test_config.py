@@ -37,7 +37,7 @@ def test_overrides_are_typed():
         ("federation.roundz=3", "federation.roundz: unknown key; accepted: rounds, num_clients"),
         ("algorithm.lrr=1", "algorithm.lrr: unknown key; accepted: model, lr"),
         ("algorithm.lr=0", "algorithm.lr: input should be greater than 0"),
-        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet' or 'window'"),
+        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet', 'window' or 'natural'"),
         ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
         ("bogus.x=1", "unknown section 'bogus'"),
         ("federation", "expected section.key=value"),
@@ -68,3 +68,43 @@ def test_presets_come_from_the_shared_folder_and_every_paper():
 
     paths = preset_paths()
     assert paths["fedavg-cnn"].parent.name == "presets" and paths["fst-cbdg"].parent.parent.name == "fst_cbdg"
+
+
+# ----------------------------------------------------------------------------- issue 7, item 10
+
+
+def test_rounds_true_is_not_one_round():
+    with pytest.raises(ConfigError, match="federation.rounds: input should be a number, not true or false"):
+        load_config("fedavg-cnn", ["federation.rounds=true"])
+
+
+def test_a_run_folders_config_can_be_run_again(tmp_path):
+    from fedprior.experiments.run_dir import RunDir
+
+    name, config = load_config("fst-cbdg", ["federation.rounds=3", "run.seed=5"])
+    RunDir(tmp_path).write_config(name, config)
+    again_name, again = load_config(str(tmp_path / "config.toml"))
+    assert again_name == "fst-cbdg" and again == config  # the `name` key is the experiment name, not an unknown key
+
+
+def test_a_preset_name_wins_over_a_same_named_folder_or_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "fst-cbdg").mkdir()
+    (tmp_path / "zero-shot").write_text("not toml [")
+    assert load_config("fst-cbdg")[0] == "fst-cbdg" and load_config("zero-shot")[0] == "zero-shot"
+    with pytest.raises(ConfigError, match="config file ./fst-cbdg is a folder, not a file"):
+        load_config("./fst-cbdg")  # with a slash it is a path
+
+
+def test_a_folder_given_as_config_is_named_as_such(tmp_path):
+    (tmp_path / "dir.toml").mkdir()
+    with pytest.raises(ConfigError, match="dir.toml is a folder, not a file"):
+        load_config(str(tmp_path / "dir.toml"))
+
+
+def test_utf8_bom_is_accepted_and_other_encodings_are_one_line(tmp_path):
+    (tmp_path / "bom.toml").write_bytes(b"\xef\xbb\xbf[federation]\nrounds = 4\n")
+    assert load_config(str(tmp_path / "bom.toml"))[1].federation.rounds == 4
+    (tmp_path / "utf16.toml").write_bytes("[federation]\nrounds = 4\n".encode("utf-16"))
+    with pytest.raises(ConfigError, match=r"utf16.toml: not UTF-8 text \(byte 0xff at position 0\); save it as UTF-8"):
+        load_config(str(tmp_path / "utf16.toml"))

@@ -122,8 +122,8 @@ def test_cifar_refuses_pickles_that_run_code(tmp_path):
         load_dataset("cifar10", root=tmp_path)
 
 
-def test_cifar_download_unpacks_into_cache(tmp_path, monkeypatch):
-    """download=True fetches the .tar.gz (faked here) into the user cache and unpacks it."""
+def test_cifar_download_unpacks_into_root_or_cache(tmp_path, monkeypatch):
+    """download=True fetches the .tar.gz (faked here) into data.root (the only place looked at) or, unset, the user cache."""
     source = tmp_path / "source"
     write_cifar10(source / "cifar-10-batches-py")
     fetched: list[str] = []
@@ -142,9 +142,14 @@ def test_cifar_download_unpacks_into_cache(tmp_path, monkeypatch):
     dataset = load_dataset("cifar10", root=tmp_path / "empty", download=True)
     assert fetched == ["https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"]
     assert dataset.train_images.shape == (10, 3, 32, 32)
+    root = tmp_path / "empty"
+    assert (root / "cifar-10-batches-py" / "test_batch").is_file()
+    assert not (root / "cifar-10-python.tar.gz").exists()
     cache = tmp_path / "cache" / "datasets" / "cifar10"
+    assert not cache.exists()
+    load_dataset("cifar10", download=True)
     assert (cache / "cifar-10-batches-py" / "test_batch").is_file()
-    assert not (cache / "cifar-10-python.tar.gz").exists()
+    assert len(fetched) == 2
 
 
 def test_archive_extraction_refuses_paths_outside_destination(tmp_path):
@@ -339,6 +344,9 @@ MISSING = {
     "octmnist": (["octmnist.npz"], "zenodo.org/records/10519652"),
     "pathmnist": (["pathmnist.npz"], "zenodo.org/records/10519652"),
     "organamnist": (["organamnist.npz"], "zenodo.org/records/10519652"),
+    "kvasir": (["train/<class>/", "<class>/", "dyed-lifted-polyps"], "datasets.simula.no/kvasir"),
+    "oct-c8": (["train/<class>/", "test/<class>/", "DRUSEN"], "kaggle.com/datasets/obulisainaren/retinal-oct-c8"),
+    "femnist": (["all_data_*.json"], "github.com/TalwalkarLab/leaf"),
 }
 
 
@@ -352,8 +360,8 @@ def test_missing_dataset_names_files_folders_and_url(tmp_path, offline_and_isola
     message = str(error.value)
     for file in files:
         assert file in message
-    assert str(root) in message
-    assert str(tmp_path / "cache" / "datasets") in message  # the user cache is searched too
+    assert f"data.root {root}" in message
+    assert str(tmp_path / "cache" / "datasets") not in message  # data.root is the only place looked at
     assert url in message
     assert offline_and_isolated == []  # urlopen was never called
 
@@ -442,3 +450,63 @@ def test_cli_datasets_lists_every_dataset_and_availability(tmp_path):
     assert rows["svhn"] == "yes"
     assert rows["cifar10"] == "no"
     assert rows["digits"] == "yes"
+
+
+# ----------------------------------------------------------------------------- data.root is the only place (issue 7, item 5)
+
+
+def write_fashion(folder: Path) -> None:
+    folder.mkdir(parents=True)
+    for name, array in {"train-images-idx3-ubyte.gz": np.zeros((4, 28, 28)), "train-labels-idx1-ubyte.gz": np.arange(4),
+                        "t10k-images-idx3-ubyte.gz": np.zeros((2, 28, 28)), "t10k-labels-idx1-ubyte.gz": np.arange(2)}.items():
+        with gzip.open(folder / name, "wb") as handle:
+            handle.write(_idx_bytes(array))
+
+
+CACHED_COPY = {  # a valid copy where the loader looks when data.root is unset
+    "fashion-mnist": lambda cache: write_fashion(cache / "fashion-mnist"),
+    "cifar10": lambda cache: write_cifar10(cache / "cifar10" / "cifar-10-batches-py"),
+    "svhn": lambda cache: [(cache / "svhn").mkdir(parents=True), write_svhn_mat(cache / "svhn" / "train_32x32.mat", [1]),
+                           write_svhn_mat(cache / "svhn" / "test_32x32.mat", [2])],
+    "octmnist": lambda cache: [(cache / "medmnist").mkdir(parents=True), write_medmnist(cache / "medmnist" / "octmnist.npz", channels=1)],
+}
+
+
+@pytest.mark.parametrize("name", sorted(CACHED_COPY))
+@pytest.mark.parametrize("root_state", ["missing", "empty"])
+def test_a_root_without_the_files_is_an_error_not_a_fallback(tmp_path, name, root_state):
+    CACHED_COPY[name](tmp_path / "cache" / "datasets")
+    assert load_dataset(name).train_images.shape[0] > 0  # the default places hold a valid copy
+    root = tmp_path / "data"
+    if root_state == "empty":
+        root.mkdir()
+    with pytest.raises(DatasetNotFoundError, match=f"^data.root {root} {'does not exist' if root_state == 'missing' else 'is empty'}"):
+        load_dataset(name, root=root)
+
+
+def test_a_root_lacking_one_file_names_it(tmp_path):
+    write_fashion(tmp_path / "data")
+    (tmp_path / "data" / "t10k-labels-idx1-ubyte.gz").unlink()
+    with pytest.raises(DatasetNotFoundError, match=f"^data.root {tmp_path / 'data'} lacks t10k-labels-idx1-ubyte.gz:"):
+        load_dataset("fashion-mnist", root=tmp_path / "data")
+    write_fashion(tmp_path / "good")
+    assert load_dataset("fashion-mnist", root=tmp_path / "good").source == str(tmp_path / "good")
+
+
+def test_digits_reads_no_files_so_a_root_is_an_error(tmp_path):
+    from fedprior.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="^data.root: dataset 'digits' is built into a Python package"):
+        load_dataset("digits", root=tmp_path)
+
+
+def test_read_idx_damaged_gzip_and_huge_header(tmp_path):
+    from fedprior.data.fashion_mnist import read_idx
+
+    data = gzip.compress(_idx_bytes(np.ones((3, 5), dtype=np.uint8)))
+    (tmp_path / "cut.gz").write_bytes(data[:-10])
+    with pytest.raises(DatasetNotFoundError, match="cut.gz is damaged \\(EOFError"):
+        read_idx(tmp_path / "cut.gz")
+    (tmp_path / "huge").write_bytes(bytes([0, 0, 8, 2]) + (2**32 - 1).to_bytes(4, "big") + (2**31).to_bytes(4, "big") + bytes(5))
+    with pytest.raises(DatasetNotFoundError, match=f"expected {(2**32 - 1) * 2**31} values, found 5"):  # no int64 overflow
+        read_idx(tmp_path / "huge")

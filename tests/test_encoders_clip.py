@@ -173,10 +173,10 @@ def test_locked_text_dispatches_lazily(monkeypatch, digits):
 
     seen = {}
     fake = types.ModuleType("fedprior.encoders.locked_text")
-    fake.build_locked_text_encoder = lambda config, dataset: seen.setdefault("args", (config.name, dataset.name))
+    fake.build_locked_text_encoder = lambda config, dataset, device: seen.setdefault("args", (config.name, dataset.name, device))
     monkeypatch.setitem(sys.modules, "fedprior.encoders.locked_text", fake)
     build_encoder(EncoderConfig(name="locked-text"), digits)
-    assert seen["args"] == ("locked-text", "digits")
+    assert seen["args"] == ("locked-text", "digits", torch.device("cpu"))
 
 
 def test_class_prompt_template_is_checked():

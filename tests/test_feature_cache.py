@@ -156,7 +156,7 @@ def test_load_or_encode_reports_hits(cache, data):
     assert miss.path == hit.path and miss.path.is_file() and hit.seconds >= 0
 
 
-def test_failed_write_leaves_no_file(cache, data, monkeypatch):
+def test_failed_write_warns_and_leaves_no_file(cache, data, monkeypatch):
     images, labels = data
     encoder = CountingEncoder()
 
@@ -164,8 +164,9 @@ def test_failed_write_leaves_no_file(cache, data, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError, match="disk full"):
-        cached_features(encoder, "toy", "train", images, labels, progress=False)
+    with pytest.warns(UserWarning, match="cannot be written .*going on without the cache"):
+        features = cached_features(encoder, "toy", "train", images, labels, progress=False)
+    torch.testing.assert_close(features, expected(encoder, images))  # the cache is optional: the run goes on
     assert list((cache / "features" / "toy").iterdir()) == []
 
 

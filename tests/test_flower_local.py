@@ -1,13 +1,17 @@
 """``fedprior flower local``: a SuperLink and SuperNodes as real processes on loopback, with TLS or --insecure.
 
 Every process a test starts is stopped by the code under test; each test checks
-that none is left (no process whose command line names the test's folder).
+that none is left (no process whose command line or environment names the test's
+folder: every Flower process has its FLWR_HOME there).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +23,8 @@ pytest.importorskip("flwr")
 from cli import fedprior, summary  # noqa: E402
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.experiments.runner import start  # noqa: E402
+from fedprior.flower.processes import command_line  # noqa: E402
+from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.slow
 
@@ -26,23 +32,37 @@ DIGITS = ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=
 
 
 @pytest.fixture(autouse=True)
-def flower_env(monkeypatch):
+def flower_env(monkeypatch, tmp_path):
     for key, value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
         monkeypatch.setenv(key, value)
+    yield
+    for pid in processes_naming(str(tmp_path)):  # a failed test's leftovers (this test's own processes only)
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
 
 
 def processes_naming(text: str) -> list[int]:
+    """Live processes (not this one) whose command line or environment contains ``text``."""
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                command = Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+                command = Path(f"/proc/{entry}/cmdline").read_bytes() + Path(f"/proc/{entry}/environ").read_bytes()
                 state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
             except OSError:
                 continue
-            if text in command and state != "Z" and int(entry) != os.getpid():
+            if text.encode() in command and state != "Z" and int(entry) != os.getpid():
                 found.append(int(entry))
     return found
+
+
+def none_left_within(text: str, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while processes_naming(text) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return processes_naming(text) == []
 
 
 def records(path: Path) -> list[dict]:
@@ -109,5 +129,82 @@ def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path,
     assert second["failed_clients"] == [1, 4]  # node 1 hosts clients 1 and 4
     assert set(second["failures"]) == {"1", "4"} and all(isinstance(v, str) and v for v in second["failures"].values())
     assert "aggregated" not in second  # the four others were aggregated
+    assert out["failed_updates"] == 2 and out["failed_clients_per_round"] == {"2": 2}  # said in the summary (and --json)
+    assert "warning: 2 client updates failed, in rounds 2 (2)" in (tmp_path / "run" / "report.md").read_text()
     assert "TLS disabled" in (tmp_path / "run" / "flower" / "logs" / "superlink.log").read_text()  # --insecure
+    assert processes_naming(str(tmp_path)) == []  # the killed node's superexec and ClientApps too, when start returns
+
+
+# -- interruptions of the command --------------------------------------------------------------
+
+LEARNING = [*DIGITS[:2], "federation.rounds=3", "federation.fraction=0.5", "algorithm.lr=0.1",
+            "federation.local_epochs=2", "federation.batch_size=16"]
+
+
+def launch(tmp_path, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
+    return subprocess.Popen([sys.executable, "-m", "fedprior", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=env, cwd=tmp_path)
+
+
+def wait_for_rounds(run: Path, process: subprocess.Popen, rounds: int, timeout: float = 300) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        if (run / "metrics.jsonl").is_file() and len(records(run)) >= rounds:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"round {rounds} did not land; stderr: {process.communicate()[1][-2000:]}")
+
+
+def trained_rounds(run: Path) -> list[int]:
+    """The checkpoint's rounds; each must have trained (no round with every client failed)."""
+    history = load_checkpoint(run / "checkpoint.safetensors").progress.history
+    assert all(r["failed_clients"] == [] and r.get("aggregated", True) for r in history), history
+    return [r["round"] for r in history]
+
+
+def test_sigint_then_sigterm_stop_flower_local_resumably_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path):
+    """Ctrl-C after round 1, SIGTERM after round 2 of the resumed run, then a resume to the end.
+
+    Each stop ends the server before the nodes (else the ServerApp runs the remaining
+    rounds with no node and checkpoints them as a finished run), exits 130 / 143 with
+    a line saying how to resume, and leaves no process.
+    """
+    reference = start(*load_config("fedavg-cnn", LEARNING), tmp_path / "ref", report_extras=False)
+    run = tmp_path / "run"
+    sets = [arg for item in LEARNING for arg in ("--set", item)]
+    for rounds, signum, command in ((1, signal.SIGINT, ["flower", "local", "--nodes", "1", "fedavg-cnn", *sets, "--run-dir", str(run)]),
+                                    (2, signal.SIGTERM, ["resume", str(run)])):
+        process = launch(tmp_path, *command, "--json")
+        wait_for_rounds(run, process, rounds)
+        process.send_signal(signum)
+        _, err = process.communicate(timeout=120)
+        assert process.returncode == 128 + signum, err
+        assert f"interrupted ({signal.Signals(signum).name}); resume with `fedprior resume {run}`" in err
+        assert "Traceback" not in err
+        assert none_left_within(str(tmp_path), 5.0)
+        assert trained_rounds(run)[:rounds] == list(range(1, rounds + 1)) and len(trained_rounds(run)) < 3
+    resumed = summary(fedprior("resume", str(run), "--json", cache=tmp_path / "cache", timeout=400, cwd=tmp_path))
+    assert resumed["history"] == reference["history"] and resumed["failed_updates"] == 0
+    assert trained_rounds(run) == [1, 2, 3]
     assert processes_naming(str(tmp_path)) == []
+
+
+def test_kill_9_of_flower_local_takes_every_process_of_the_federation_with_it(tmp_path):
+    """SIGKILL of the command while a ClientApp trains: within a few seconds no process of the federation is left."""
+    run = tmp_path / "run"
+    sets = [arg for item in LEARNING for arg in ("--set", item)]
+    process = launch(tmp_path, "flower", "local", "--nodes", "2", "fedavg-cnn", *sets, "--run-dir", str(run))
+    deadline = time.monotonic() + 300
+    while not any("flwr-clientapp" in command_line(p) for p in processes_naming(str(tmp_path))):
+        assert time.monotonic() < deadline and process.poll() is None, process.communicate()[1][-2000:]
+        time.sleep(0.1)
+    process.kill()
+    process.communicate()
+    assert none_left_within(str(tmp_path), 5.0)
+    checkpoint = run / "checkpoint.safetensors"
+    stamp = checkpoint.stat().st_mtime_ns if checkpoint.exists() else None
+    time.sleep(2.0)
+    assert (checkpoint.stat().st_mtime_ns if checkpoint.exists() else None) == stamp  # nothing trains on into the run
+    listed = json.loads((run / "flower" / "processes.json").read_text())  # what the next run on the folder checks
+    assert listed["parent"]["pid"] == process.pid and len(listed["processes"]) >= 3  # SuperLink, 2 SuperNodes, ...

@@ -22,6 +22,7 @@ from fedprior.flower.records import (  # noqa: E402
     RoundOrder, from_array_record, hosted_content, read_hosted_content, read_reply_content, read_train_content,
     reply_content, to_array_record, train_content,
 )
+from fedprior.runtime.threads import torch_threads  # noqa: E402
 
 STATE = {
     "model.w": torch.randn(3, 4, dtype=torch.float32),
@@ -86,8 +87,10 @@ def test_client_update_on_a_node_equals_the_in_process_one(tmp_path, digits_expe
     node = NodeData(export_nodes(digits_experiment, tmp_path, 1)[0])
     algorithm, info = digits_experiment.algorithm, RoundInfo(seed=0, stage="federated", round=1)
     broadcast = algorithm.broadcast(algorithm.init(info), info)
-    here, _ = algorithm.client_update(broadcast, {}, digits_experiment.client_data(3), info.for_client(3))
-    there, _ = node.algorithm.client_update(broadcast, {}, node.client_data(3), info.for_client(3))
+    with torch_threads(digits_experiment.threads.train):  # the run's thread policy, which the node applies too
+        here, _ = algorithm.client_update(broadcast, {}, digits_experiment.client_data(3), info.for_client(3))
+        there, _ = node.algorithm.client_update(broadcast, {}, node.client_data(3), info.for_client(3))
+        assert torch.get_num_threads() == digits_experiment.threads.train
     assert same(here.arrays, there.arrays) and here.metrics == there.metrics
 
 
@@ -156,7 +159,7 @@ def test_pyproject_declares_the_flower_app_with_the_run_config_the_server_reads(
 
     pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     app = pyproject["tool"]["flwr"]["app"]
-    assert app["components"] == {"serverapp": "fedprior.flower.server_app:app", "clientapp": "fedprior.flower.client_app:app"}
+    assert app["components"] == {"serverapp": "fedprior.experiments.flower_app:app", "clientapp": "fedprior.flower.client_app:app"}
     assert app["config"] == RUN_CONFIG_DEFAULTS
     for config in (pyproject, app_pyproject()):
         valid, errors, _ = validate_config(config, check_module=True)

@@ -90,31 +90,41 @@ def assert_same_server_state(a, b, exact=True):
         assert torch.equal(ours[k], theirs[k]) if exact else torch.allclose(ours[k], theirs[k], rtol=1e-5, atol=1e-6), k
 
 
-def faulty_mods():
-    """A Flower mod: client 2's ClientApp always raises; in round 1 every client's does."""
+def faulty_mods(flags):
+    """A Flower mod: client 2's ClientApp always raises; in round 1 every client's raises the first time it is asked."""
 
     def mod(message, context, call_next):
         if message.metadata.message_type == MessageType.TRAIN:
-            round_ = int(message.content["round"]["round"])
-            if int(context.node_config["partition-id"]) == 2 or round_ == 1:
+            round_, client = int(message.content["round"]["round"]), int(context.node_config["partition-id"])
+            first_ask = flags / f"round-{round_}-client-{client}"
+            if client == 2 or (round_ == 1 and not first_ask.exists()):
+                first_ask.touch()
                 raise RuntimeError("injected fault")
         return call_next(message, context)
 
     return [mod]
 
 
-def test_failing_clients_are_logged_and_the_round_aggregates_the_others(tmp_path, shared_cache):
+def test_failing_clients_are_logged_the_round_aggregates_the_others_and_a_round_nobody_answered_is_retried(
+        tmp_path, shared_cache):
+    """Round 1: every client fails, so the round is not counted and is retried (federation.wait_for_clients);
+    the second time only client 2 fails. Whenever client 2 is sampled its failure is recorded and the others
+    are aggregated."""
     from fedprior.flower.client_app import client_app
 
-    summary = run(CNN, "flower-sim", tmp_path / "run", runtime_options={"client_app": client_app(mods=faulty_mods())})
+    (tmp_path / "flags").mkdir()
+    preset, overrides = CNN
+    summary = run((preset, [*overrides, "federation.wait_for_clients=60"]), "flower-sim", tmp_path / "run",
+                  runtime_options={"client_app": client_app(mods=faulty_mods(tmp_path / "flags"))})
     rounds = records(tmp_path / "run")
     assert summary["rounds"] == 3 and len(rounds) == 3
     first, second, third = rounds
-    assert first["failed_clients"] == first["clients"] and first["aggregated"] is False
-    assert "previous state is kept" in first["note"] and first["accuracy"] == summary["initial_accuracy"]
+    assert first["attempts"] == 2 and "aggregated" not in first  # nobody answered the first time; the retry trained
+    assert first["failed_clients"] == ([2] if 2 in first["clients"] else [])
     assert 2 in second["clients"] and second["failed_clients"] == [2]
     assert "injected fault" in second["failures"]["2"] and "aggregated" not in second
     assert third["failed_clients"] == ([2] if 2 in third["clients"] else [])
+    assert summary["failed_updates"] == sum(len(r["failed_clients"]) for r in rounds) >= 1
     assert load_checkpoint(tmp_path / "run" / "checkpoint.safetensors").progress.round == 3
 
 
@@ -151,18 +161,19 @@ def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(
     from flwr.serverapp import ServerApp
     from flwr.simulation import run_simulation
 
-    from fedprior.flower import server_app
+    from fedprior.experiments import flower_app
     from fedprior.flower.client_app import app as client_app
+    from fedprior.flower.server_app import RUN_CONFIG_DEFAULTS
     from fedprior.flower.simulation import backend_config
 
     preset, overrides = CNN
-    run_config = {**server_app.RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
+    run_config = {**RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
                   "run-dir": str(tmp_path / "run"), "min-nodes": 6}
     wrapper = ServerApp()
 
     @wrapper.main()
     def main(grid, context):
-        server_app.main(grid, Context(run_id=context.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
+        flower_app.main(grid, Context(run_id=context.run_id, node_id=0, node_config={}, state=RecordDict(), run_config=run_config))
 
     run_simulation(server_app=wrapper, client_app=client_app, num_supernodes=6, backend_config=backend_config())
     result = json.loads((tmp_path / "run" / "result.json").read_text())

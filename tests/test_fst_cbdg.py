@@ -181,3 +181,15 @@ def test_aggregation_is_the_plain_mean_by_default():
     assert torch.allclose(algo.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.5))
     weighted = fst_cbdg(task, local_epochs=1, batch_size=4, aggregation="weighted")
     assert torch.allclose(weighted.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.75))
+
+
+def test_the_run_summary_reports_zero_shot_accuracy(shared_cache, tmp_path):
+    """--json gains zero_shot_accuracy (Eq. 2's argmax): the accuracy of the text-initialized head before round 1."""
+    from conftest import STANDIN
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.runner import start
+
+    name, config = load_config("fst-cbdg", [*STANDIN, "federation.num_clients=10", "federation.rounds=1"])
+    summary = start(name, config, tmp_path / "run")
+    assert 0.3 < summary["zero_shot_accuracy"] <= 1.0  # chance is 0.1
+    assert summary["zero_shot_accuracy"] == summary["initial_accuracy"]

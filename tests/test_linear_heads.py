@@ -89,6 +89,24 @@ def test_text_init_needs_text_features():
     bare = Task(num_classes=K, input_shape=(D,), class_names=("a", "b", "c"), num_clients=4)
     with pytest.raises(ConfigError, match="algorithm.init: 'text' needs class text features"):
         fedavg(bare, local_epochs=1, batch_size=4, model="linear", init="text")
-    with pytest.raises(ConfigError, match="a linear head needs feature vectors"):
-        fedavg(Task(num_classes=K, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2),
-               local_epochs=1, batch_size=4, model="linear")
+    images = Task(num_classes=K, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
+    with pytest.raises(ConfigError, match="^algorithm.model: this algorithm trains a linear head on feature vectors"):
+        fedavg(images, local_epochs=1, batch_size=4, model="linear")
+    from fedprior.algorithms.fst_cbdg import fst_cbdg
+
+    with pytest.raises(ConfigError, match="^encoder.name: .* images of shape \\(1, 8, 8\\); set encoder.name to locked-text"):
+        fst_cbdg(images, local_epochs=1, batch_size=4)  # fst-cbdg has no algorithm.model: the field to fix is the encoder
+
+
+def test_a_huge_batch_size_pads_to_the_largest_client_not_to_the_batch_size():
+    """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); it is one batch per client."""
+    from fedprior.algorithms.linear_heads import HeadTraining, Sgd
+
+    xs = [data(7, 1)["x"], data(4, 2)["x"]]
+    generators = lambda: [torch.Generator().manual_seed(s) for s in (5, 6)]  # noqa: E731
+    weight, bias = torch.zeros(K, D), torch.zeros(K)
+    huge = HeadTraining(weight, bias, xs, generators(), batch_size=10**8, sgd=Sgd(0.1))
+    rows, mask = huge._batches()
+    assert huge.steps == [1, 1] and rows.shape == (1, 2, 7) and mask.sum().item() == 11
+    whole = HeadTraining(weight, bias, xs, generators(), batch_size=7, sgd=Sgd(0.1))
+    assert torch.equal(rows, whole._batches()[0])  # the same batches as a batch size of the largest client

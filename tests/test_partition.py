@@ -158,7 +158,7 @@ def test_dirichlet_balance_variant_stops_giving_to_full_clients():
 
 @pytest.mark.parametrize("bad", [0, -0.5, float("nan"), float("inf"), "0.1"])
 def test_dirichlet_alpha_must_be_positive(bad):
-    with pytest.raises(ConfigError, match=r"partition\.alpha: must be a positive number, got"):
+    with pytest.raises(ConfigError, match=r"partition\.alpha: must be a positive finite number, got"):
         DirichletPartitioner(10, bad)
 
 

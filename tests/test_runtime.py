@@ -135,3 +135,64 @@ def test_a_client_without_data_is_skipped_recorded_and_not_aggregated():
     assert all(r["aggregated"] is False for r in only_empty.progress.history)
     initial = algo.init(RoundInfo(seed=3, stage="federated", round=0))
     assert all(torch.equal(only_empty.state[k], initial[k]) for k in initial)
+
+
+class UnreachableRounds:
+    """An in-process pool whose clients cannot be reached on the first ``attempts`` tries of the given steps."""
+
+    def __init__(self, algorithm, steps, attempts=1, states=None):
+        from fedprior.runtime.clients import InProcessClients
+
+        self.inner = InProcessClients(algorithm, lambda c: DATA[c], 6, states)
+        self.num_clients, self.steps, self.attempts, self.tries = 6, set(steps), attempts, {}
+
+    def prepare(self):
+        pass
+
+    def states(self):
+        return self.inner.states()
+
+    def update(self, message, info, step, clients, vectorize):
+        self.tries[step] = self.tries.get(step, 0) + 1
+        if step in self.steps and self.tries[step] <= self.attempts:
+            return [], {c: "node unavailable" for c in clients}
+        return self.inner.update(message, info, step, clients, vectorize)
+
+
+def loop(pool, algo, **kw):
+    from fedprior.runtime.simulation import run_rounds
+
+    return run_rounds(algo, pool, TEST, seed=3, rounds=4, fraction=0.5, **kw)
+
+
+def test_a_round_no_client_could_be_reached_for_is_not_counted_and_stops_the_run_resumably(tmp_path):
+    from fedprior.runtime.simulation import RoundNotTrained
+
+    algo = counting_algorithm([])
+    full = loop(UnreachableRounds(algo, steps=()), algo)
+    seen, path = [], tmp_path / "c.safetensors"
+    with pytest.raises(RoundNotTrained, match="round 3: none of the 3 sampled clients could be reached"):
+        loop(UnreachableRounds(algo, steps={3}), algo, checkpoint_path=path, on_round=seen.append)
+    assert seen[-1]["round"] == 3 and seen[-1]["trained"] is False and seen[-1]["failures"]
+    saved = load_checkpoint(path)
+    assert saved.progress.round == 2 and len(saved.progress.history) == 2  # round 3 not checkpointed as trained
+    resumed = loop(UnreachableRounds(algo, steps=(), states=saved.clients), algo, checkpoint_path=path, start=saved)
+    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]
+    assert strip(resumed.progress.history) == strip(full.progress.history)
+    assert torch.equal(resumed.state["v"], full.state["v"])
+
+
+def test_wait_for_clients_retries_the_round_until_they_answer_then_gives_up():
+    from fedprior.runtime.simulation import RoundNotTrained
+
+    algo = counting_algorithm([])
+    full = loop(UnreachableRounds(algo, steps=()), algo)
+    waited = loop(UnreachableRounds(algo, steps={2}, attempts=2), algo, wait_for_clients=5.0, retry_every=0.01)
+    assert waited.progress.history[1]["attempts"] == 3 and "attempts" not in waited.progress.history[0]
+    strip = lambda h: [{k: v for k, v in r.items() if k not in ("seconds", "attempts")} for r in h]
+    assert strip(waited.progress.history) == strip(full.progress.history)
+    assert torch.equal(waited.state["v"], full.state["v"])
+    pool = UnreachableRounds(algo, steps={2}, attempts=10**6)
+    with pytest.raises(RoundNotTrained, match="round 2"):
+        loop(pool, algo, wait_for_clients=0.2, retry_every=0.01)
+    assert pool.tries[2] > 2

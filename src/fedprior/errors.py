@@ -1,5 +1,7 @@
 """Errors that reach the user as one clear line instead of a traceback."""
 
+import signal
+
 
 class FedpriorError(Exception):
     """A problem the user can fix (bad input, a missing file); the CLI prints it and exits 2."""
@@ -10,4 +12,20 @@ class ConfigError(FedpriorError):
 
 
 class DatasetNotFoundError(FedpriorError):
-    """A dataset's files are missing; the message says which files to put where and where to get them."""
+    """A dataset's files are missing or damaged; the message says which files to put where and where to get them."""
+
+
+class DatasetError(FedpriorError, ValueError):
+    """A dataset's arrays are inconsistent (label count, label range): damaged files, or files that do not belong together."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """A run stopped by a signal (Ctrl-C: SIGINT; a scheduler or ``kill``: SIGTERM) after it stopped what it started.
+
+    Its checkpoint holds the last completed round; ``run_dir``, once known, is where to
+    resume. The CLI prints how to resume and exits 128 + the signal's number (130, 143).
+    """
+
+    def __init__(self, signum: int = signal.SIGINT, run_dir=None) -> None:
+        super().__init__(signum)
+        self.signum, self.run_dir = int(signum), run_dir

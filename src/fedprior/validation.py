@@ -1,10 +1,43 @@
-"""Turning pydantic's validation errors into one line per problem that names the field."""
+"""Checked config models and turning pydantic's validation errors into one line per problem that names the field."""
 
 from __future__ import annotations
 
-from typing import Callable, Iterable
+import types
+import typing
+from typing import Any, Callable, Iterable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
+from pydantic_core import PydanticCustomError
+
+
+def _is_number(annotation: Any) -> bool:
+    """Whether a field's type is int or float (possibly optional), not bool."""
+    if annotation in (int, float):
+        return True
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return bool(args) and all(a in (int, float) for a in args)
+    return False
+
+
+class CheckedModel(BaseModel):
+    """The base of every config model: numbers are finite and ``true``/``false`` is not a number.
+
+    One mechanism for every numeric field, the algorithms' hyperparameters included:
+    pydantic's ``allow_inf_nan=False`` refuses inf and NaN in float fields, and the
+    validator below refuses a bool where an int or float is expected (pydantic's lax
+    mode would read TOML's ``rounds = true`` as 1 round).
+    """
+
+    model_config = ConfigDict(allow_inf_nan=False)
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _bool_is_not_a_number(cls, value: Any, info: ValidationInfo) -> Any:
+        field = cls.model_fields.get(info.field_name or "")
+        if isinstance(value, bool) and field is not None and _is_number(field.annotation):
+            raise PydanticCustomError("bool_not_number", "input should be a number, not true or false")
+        return value
 
 
 def describe_validation_error(

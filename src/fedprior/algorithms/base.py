@@ -60,6 +60,10 @@ class Task:
     class_names: tuple[str, ...]
     num_clients: int
     prior: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    pixel_mean: tuple[float, ...] = ()
+    pixel_std: tuple[float, ...] = ()
+    """Per-channel mean and std the images were standardized with (empty for features): augmentations that
+    need pixel values in [0, 1] undo the standardization with them (``data/augment/fixmatch.py``)."""
 
 
 @dataclass(frozen=True)
@@ -141,6 +145,9 @@ class Algorithm:
     - ``client_update_many``: optional; many clients at once, equal to mapping ``client_update``;
     - ``inputs``: the client data fields it reads; a client is given those and nothing else,
       so an unsupervised algorithm never sees a label;
+    - ``diagnostics``: fields a client is also given *for reporting only* (e.g. ``y_unlabeled``, to
+      measure pseudo-label accuracy); no training step may depend on them (semi_supervised.py,
+      tested by training with shuffled values);
     - ``stages``: its phases, in order.
     """
 
@@ -153,6 +160,7 @@ class Algorithm:
     evaluate: Callable[[State, ClientData], dict[str, float | list[float]]]
     client_update_many: ClientUpdateMany | None = None
     stages: tuple[Stage, ...] = (Stage("federated"),)
+    diagnostics: tuple[str, ...] = ()
 
     def with_(self, **changes) -> "Algorithm":
         """A copy with some functions replaced (how variants are composed)."""

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import torch
+
 from fedprior.algorithms.base import Algorithm, Broadcast, RoundInfo, State, Task
 from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_accuracy, text_head
+from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 
 
-def zero_shot(task: Task) -> Algorithm:
+def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algorithm:
     """CLIP-ZS: the text-feature head W = T, b = 0, evaluated without any training (fst-cbdg.txt 4.1, Eq. 2)."""
     check_features(task)
     text_head(task)
@@ -22,7 +24,7 @@ def zero_shot(task: Task) -> Algorithm:
 
     return Algorithm(
         name="zero-shot", inputs=(), init=init, broadcast=lambda state, info: Broadcast({}),
-        client_update=unused, aggregate=unused, evaluate=head_accuracy, stages=(),
+        client_update=unused, aggregate=unused, evaluate=head_evaluation(device), stages=(),
     )
 
 
@@ -35,6 +37,7 @@ def linear_probe(
     lr: Lr = 0.01,
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 1e-5,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """CLIP-FC-Centralized: a linear head trained with labels on all the training data (fst-cbdg.txt 4.1).
 
@@ -42,5 +45,6 @@ def linear_probe(
     federation.rounds x federation.local_epochs is its number of epochs.
     """
     return supervised_head_algorithm(
-        "linear-probe", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
+        "linear-probe", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
+        device=device,
     )

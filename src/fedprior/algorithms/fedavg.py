@@ -4,21 +4,26 @@ from __future__ import annotations
 
 from typing import Annotated, Callable, Literal
 
+import torch
 from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
-from fedprior.algorithms.linear_heads import Sgd
+from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.errors import ConfigError
-from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.tensors import model_arrays
 
 Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
 Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
-ModelName = Annotated[Literal["cnn", "linear", "resnet18"], Field(description="the network: 'cnn' (small CNN) or 'resnet18' on images, 'linear' on encoder features")]
+LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
+ModelName = Annotated[
+    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
+]
 HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
 
 
@@ -31,7 +36,9 @@ def fedavg(
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
+    lr_decay: LrDecay = 1.0,
     init: HeadInitField = "random",
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
@@ -41,13 +48,17 @@ def fedavg(
     sampled clients train together as batched tensors; ``init`` applies to it only.
     """
     if model == "linear":
+        check_features(task, "algorithm.model")
+        if lr_decay != 1.0:
+            raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
         return supervised_head_algorithm(
-            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay)
+            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
+            device=device,
         )
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model))
-    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay))
+    net = GlobalModel(model_task(task, model), device=device)
+    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
 
 
 def local_sgd_update(
@@ -58,15 +69,17 @@ def local_sgd_update(
     momentum: float,
     weight_decay: float,
     make_loss: Callable[[nn.Module], LossFn] | None = None,
+    lr_decay: float = 1.0,
 ) -> ClientUpdate:
     """The FedAvg client: SGD from the received model; ``make_loss(global_model)`` may change the local loss."""
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
+        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
-            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
+            local, x, y, epochs=local_epochs, batch_size=batch_size,
+            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
         )
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 

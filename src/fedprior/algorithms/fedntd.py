@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
@@ -26,6 +27,7 @@ def fedntd(
     weight_decay: WeightDecay = 1e-5,
     tau: Tau = 1.0,
     beta: NtdBeta = 1.0,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedNTD on a linear head: local loss CE + beta * KL over not-true classes (Lee et al. 2022, Eq. 5-6).
 
@@ -39,4 +41,5 @@ def fedntd(
         "fedntd", task, init=init, local_epochs=local_epochs, batch_size=batch_size,
         sgd=Sgd(lr, momentum, weight_decay),
         objective=lambda message, labels: NotTrueDistillationObjective(labels, message.arrays[WEIGHT], message.arrays[BIAS], tau, beta),
+        device=device,
     )

@@ -9,7 +9,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay, local_sgd_update
+from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, local_sgd_update
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.supervised import GlobalModel, model_task
 
@@ -36,11 +36,14 @@ def fedprox(
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
+    lr_decay: LrDecay = 1.0,
     mu: Mu = 0.01,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
-    net = GlobalModel(model_task(task, model))
+    net = GlobalModel(model_task(task, model), device=device)
     update = local_sgd_update(
-        net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=lambda g: proximal_loss(g, mu)
+        net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=lambda g: proximal_loss(g, mu),
+        lr_decay=lr_decay,
     )
     return net.algorithm("fedprox", update)

@@ -54,9 +54,9 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.linear_heads import (
-    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_accuracy, masked_mean, text_head,
+    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_evaluation, masked_mean, text_head,
 )
-from fedprior.algorithms.tensors import weighted_mean
+from fedprior.algorithms.tensors import to_device, weighted_mean
 
 LABELS = "labels"
 
@@ -132,11 +132,11 @@ class FstObjective:
 
     @torch.no_grad()
     def _pseudo_counts(self, run: HeadTraining) -> torch.Tensor:
-        """m_k per client (B, K): its images whose pseudo-label (or, with count_source='model', prediction) is k."""
+        """m_k per client (B, K) on the CPU: its images whose pseudo-label (or, with count_source='model', prediction) is k."""
         _, rows, mask = run.padded
         scores = run.all_predictions() if self.count_source == "model" else self.q[rows]
         hits = F.one_hot(scores.argmax(-1), self.k) * mask[..., None]
-        return hits.sum(1)
+        return hits.sum(1).cpu()
 
     # -- one step ---------------------------------------------------------------------------
     def loss(self, run: HeadTraining, step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -177,7 +177,8 @@ class FstObjective:
         'direct' draws z = T_y + sigma e, e ~ N(0, I_d); 'projected' draws only a ~ N(0, sigma^2 I_K)
         (the coordinates of the noise in an orthonormal basis Q of W's rows, which set the
         logits) and a K x d standard normal Z for the orthogonal part (see the module docstring).
-        Only the draws run client by client, each from the client's own generator.
+        Only the draws run client by client, each from the client's own (CPU) generator; the
+        batch then moves to the run's device in one go.
         """
         planned = [self.synthetic_labels[c][step] if step < run.steps[c] else None for c in range(run.num_clients)]
         sizes = torch.tensor([0 if y is None else y.numel() for y in planned])
@@ -195,18 +196,21 @@ class FstObjective:
             for c, generator in enumerate(run.generators):
                 if sizes[c]:
                     noise[c, : sizes[c]] = torch.randn(int(sizes[c]), dim, generator=generator)
-            batch["z"] = self.text[y] + self.sigma * noise
+            batch = to_device({**batch, "noise": noise}, run.device)
+            batch["z"] = self.text[batch["y"]] + self.sigma * batch.pop("noise")
             batch["logits"] = run.logits(batch["z"])
             return batch
-        basis = torch.linalg.qr(run.weight.transpose(1, 2)).Q  # (B, d, K)
         a = torch.zeros(run.num_clients, width, self.k)
         z_perp = torch.zeros(run.num_clients, self.k, dim)
         for c, generator in enumerate(run.generators):
             if sizes[c]:
                 a[c, : sizes[c]] = self.sigma * torch.randn(int(sizes[c]), self.k, generator=generator)
                 z_perp[c] = torch.randn(self.k, dim, generator=generator)
+        batch = to_device({**batch, "a": a, "z_perp": z_perp}, run.device)
+        y, a = batch["y"], batch["a"]
+        basis = torch.linalg.qr(run.weight.transpose(1, 2)).Q  # (B, d, K)
         at_prototypes = torch.einsum("bkd,cd->bck", run.weight, self.text)  # row c: the logits of T_c
-        batch.update(basis=basis, a=a, z_perp=z_perp)
+        batch["basis"] = basis
         batch["logits"] = (
             torch.gather(at_prototypes, 1, y[..., None].expand(-1, -1, self.k))
             + torch.bmm(a, torch.bmm(run.weight, basis).transpose(1, 2))
@@ -239,9 +243,16 @@ class FstObjective:
 
 
 def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
-    """The symmetric square root of (a batch of) positive semi-definite matrices."""
-    values, vectors = torch.linalg.eigh(matrix)
-    return (vectors * values.clamp(min=0).sqrt()[..., None, :]) @ vectors.transpose(-1, -2)
+    """The symmetric square root of (a batch of) positive semi-definite matrices.
+
+    A matrix holding NaN or inf (training has diverged) gets a NaN root instead of
+    ``eigh``'s LinAlgError, so the client returns a non-finite head and the round loop
+    reports the divergence with the round and the client (``runtime/divergence.py``).
+    """
+    finite = torch.isfinite(matrix).flatten(-2).all(-1)
+    values, vectors = torch.linalg.eigh(torch.where(finite[..., None, None], matrix, torch.zeros_like(matrix)))
+    root = (vectors * values.clamp(min=0).sqrt()[..., None, :]) @ vectors.transpose(-1, -2)
+    return torch.where(finite[..., None, None], root, torch.full_like(root, float("nan")))
 
 
 def fst_cbdg(
@@ -263,10 +274,12 @@ def fst_cbdg(
     keep_labels: Annotated[bool, Field(description="a client keeps its soft pseudo-labels between the rounds it is sampled in")] = True,
     noise: Annotated[Literal["projected", "direct"], Field(description="how N(T_k, sigma^2 I) is drawn: 'projected' (exact in distribution, fast) or 'direct' (d numbers per sample)")] = "projected",
     aggregation: Annotated[Literal["mean", "weighted"], Field(description="server average of the heads: plain mean (Algorithm 1, line 22) or example-weighted (FedAvg)")] = "mean",
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FST-CBDG: self-training with moving-average soft labels plus class-balanced synthetic text features (fst-cbdg.txt)."""
     check_features(task)
     text, _ = text_head(task)
+    text = text.to(device)
     sgd = Sgd(lr, momentum, weight_decay)
     settings = dict(beta=beta, gamma=gamma, lam=lam, sigma=sigma, sampling=sampling, losses=losses,
                     label_refresh=label_refresh, count_source=count_source, noise=noise)
@@ -278,17 +291,17 @@ def fst_cbdg(
     def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
                            infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
         run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas],
-                           [i.generator() for i in infos], batch_size, sgd)
+                           [i.generator() for i in infos], batch_size, sgd, device)
         q = zero_shot_probabilities(run.x, text)  # q^0 = p (Eq. 2), replaced below by the labels a client kept
         for c, s in enumerate(states):
             if keep_labels and LABELS in s:
-                q[run.client_rows(c)] = s[LABELS]
+                q[run.client_rows(c)] = s[LABELS].to(device)
         objective = FstObjective(task, text, q, **settings)
         run.run(local_epochs, objective)
         out = []
         for c, reply in enumerate(run.replies()):
             reply.metrics["synthetic_samples"] = float(objective.synthetic_drawn[c])
-            new_state = {LABELS: q[run.client_rows(c)].clone()} if keep_labels else {}
+            new_state = {LABELS: q[run.client_rows(c)].to("cpu", copy=True)} if keep_labels else {}
             out.append((reply, new_state))
         return out
 
@@ -306,6 +319,6 @@ def fst_cbdg(
         broadcast=broadcast_head,
         client_update=client_update,
         aggregate=aggregate,
-        evaluate=head_accuracy,
+        evaluate=head_evaluation(device),
         client_update_many=client_update_many,
     )

@@ -11,6 +11,10 @@ synthetic features). SGD with momentum and weight decay updates the stacked head
 leaving untouched the clients that have finished their epoch (their data is smaller). Each client draws its randomness from its own generator in the
 same order whatever B is, so training one client alone (B = 1, the per-client path)
 gives the same numbers as training it among others (a test checks this).
+
+The heads and the features live on the run's device (moved there once per update);
+the clients' generators are CPU generators, so the batches an epoch visits are drawn
+on the CPU and moved to the device once per epoch. Replies hold CPU tensors.
 """
 
 from __future__ import annotations
@@ -59,19 +63,22 @@ class HeadTraining:
     """One round of local training for B clients' linear heads, started from the same global head."""
 
     def __init__(self, weight: torch.Tensor, bias: torch.Tensor, xs: Sequence[torch.Tensor],
-                 generators: Sequence[torch.Generator], batch_size: int, sgd: Sgd) -> None:
+                 generators: Sequence[torch.Generator], batch_size: int, sgd: Sgd, device: torch.device = torch.device("cpu")) -> None:
+        self.device = device
         self.num_clients = len(xs)
         self.sizes = torch.tensor([x.shape[0] for x in xs])
         if bool((self.sizes == 0).any()):
             raise ValueError("every client needs at least one example")
         self.offsets = torch.cumsum(self.sizes, 0) - self.sizes
-        self.x = torch.cat(list(xs))
+        self.x = torch.cat(list(xs)).to(device)
         self.generators = list(generators)
-        self.batch_size = batch_size
-        self.sgd = sgd
         self.steps = [math.ceil(int(n) / batch_size) for n in self.sizes]
-        self.weight = weight.detach().expand(self.num_clients, *weight.shape).clone()
-        self.bias = bias.detach().expand(self.num_clients, *bias.shape).clone()
+        # a batch never holds more rows than the largest client has: padding every client to a
+        # batch_size of 10^8 would allocate terabytes for the same steps and the same numbers
+        self.batch_size = min(batch_size, int(self.sizes.max()))
+        self.sgd = sgd
+        self.weight = weight.detach().to(device).expand(self.num_clients, *weight.shape).clone()
+        self.bias = bias.detach().to(device).expand(self.num_clients, *bias.shape).clone()
         self._buffers = [torch.zeros_like(self.weight), torch.zeros_like(self.bias)]
         self.epochs_done = 0
 
@@ -81,8 +88,8 @@ class HeadTraining:
         width = int(self.sizes.max()) if self.num_clients else 0
         positions = torch.arange(width)[None, :]
         mask = positions < self.sizes[:, None]
-        rows = torch.where(mask, self.offsets[:, None] + positions, torch.zeros_like(positions))
-        return self.x[rows], rows, mask
+        rows = torch.where(mask, self.offsets[:, None] + positions, torch.zeros_like(positions)).to(self.device)
+        return self.x[rows], rows, mask.to(self.device)
 
     @torch.no_grad()
     def all_predictions(self) -> torch.Tensor:
@@ -92,10 +99,10 @@ class HeadTraining:
     def client_rows(self, client: int) -> torch.Tensor:
         """Positions in ``self.x`` of client ``client``'s examples."""
         start = int(self.offsets[client])
-        return torch.arange(start, start + int(self.sizes[client]))
+        return torch.arange(start, start + int(self.sizes[client]), device=self.device)
 
     def active(self, step: int) -> torch.Tensor:
-        return torch.tensor([step < s for s in self.steps])
+        return torch.tensor([step < s for s in self.steps], device=self.device)
 
     def _batches(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(rows, mask) of every step of one epoch: (steps, B, bs), each client shuffled by its own generator."""
@@ -111,7 +118,7 @@ class HeadTraining:
             valid = torch.zeros(self.steps[c] * self.batch_size, dtype=torch.bool)
             valid[:n] = True
             mask[: self.steps[c], c] = valid.view(self.steps[c], self.batch_size)
-        return rows, mask
+        return rows.to(self.device), mask.to(self.device)
 
     def logits(self, x: torch.Tensor) -> torch.Tensor:
         """(B, n, K) logits of features x (B, n, d) under each client's own head."""
@@ -146,7 +153,7 @@ class HeadTraining:
     def replies(self) -> list[Reply]:
         """Each client's trained head, its example count and its number of local steps."""
         return [
-            Reply({WEIGHT: self.weight[c].clone(), BIAS: self.bias[c].clone()}, int(self.sizes[c]),
+            Reply({WEIGHT: self.weight[c].to("cpu", copy=True), BIAS: self.bias[c].to("cpu", copy=True)}, int(self.sizes[c]),
                   {"steps": float(self.steps[c] * self.epochs_done)})
             for c in range(self.num_clients)
         ]
@@ -179,21 +186,29 @@ def random_head(task: Task, info: RoundInfo) -> tuple[torch.Tensor, torch.Tensor
     return layer.weight.detach().clone(), layer.bias.detach().clone()
 
 
-def head_accuracy(state: State, data: ClientData) -> dict[str, float | list[float]]:
-    """Accuracy, cross-entropy, macro-F1 and per-class accuracy of the head on (x, y)."""
+@torch.inference_mode()
+def head_accuracy(state: State, data: ClientData, device: torch.device = torch.device("cpu")) -> dict[str, float | list[float]]:
+    """Accuracy, cross-entropy, macro-F1 and per-class accuracy of the head on (x, y), computed on ``device``."""
     from fedprior.algorithms.metrics import logit_metrics
 
-    return logit_metrics(data["x"] @ state[WEIGHT].T + state[BIAS], data["y"])
+    x = data["x"].to(device)
+    return logit_metrics(x @ state[WEIGHT].to(device).T + state[BIAS].to(device), data["y"])
+
+
+def head_evaluation(device: torch.device):
+    """``evaluate`` of a linear-head algorithm on ``device``."""
+    return functools.partial(head_accuracy, device=device)
 
 
 def broadcast_head(state: State, info: RoundInfo) -> Broadcast:
     return Broadcast({WEIGHT: state[WEIGHT], BIAS: state[BIAS]})
 
 
-def check_features(task: Task) -> None:
+def check_features(task: Task, field: str = "encoder.name") -> None:
+    """A ConfigError naming ``field`` unless the inputs are feature vectors (a frozen encoder is set)."""
     if len(task.input_shape) != 1:
         raise ConfigError(
-            f"algorithm.model: a linear head needs feature vectors, the data gives {task.input_shape} "
-            "(set encoder.name to a frozen encoder)"
+            f"{field}: this algorithm trains a linear head on feature vectors of a frozen encoder, but the data are "
+            f"images of shape {task.input_shape}; set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER"
         )
 

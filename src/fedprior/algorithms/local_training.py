@@ -32,14 +32,18 @@ def train_epochs(
 ) -> dict[str, float]:
     """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller).
 
-    ``after_backward`` runs between ``backward`` and ``optimizer.step`` (SCAFFOLD
-    corrects gradients there). Returns the mean training loss and the step count.
+    ``x``, ``y`` and ``model`` are on the device already (moved once per update, not
+    per batch); the order comes from the client's CPU ``generator``, so every device
+    visits the same batches. The loss is summed on the device and read once at the end
+    (no per-step synchronization on a GPU). ``after_backward`` runs between
+    ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
+    mean training loss and the step count.
     """
     model.train()
     n = x.shape[0]
-    steps, total = 0, 0.0
+    steps, total = 0, torch.zeros((), dtype=torch.float64, device=x.device)
     for _ in range(epochs):
-        order = torch.randperm(n, generator=generator)
+        order = torch.randperm(n, generator=generator).to(x.device)
         for start in range(0, n, batch_size):
             batch = order[start : start + batch_size]
             optimizer.zero_grad(set_to_none=True)
@@ -49,13 +53,21 @@ def train_epochs(
                 after_backward()
             optimizer.step()
             steps += 1
-            total += float(loss.detach())
-    return {"train_loss": total / max(steps, 1), "steps": float(steps)}
+            total += loss.detach()
+    return {"train_loss": float(total) / max(steps, 1), "steps": float(steps)}
 
 
-@torch.no_grad()
-def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = 2048) -> dict[str, float | list[float]]:
-    """Accuracy, mean cross-entropy, macro-F1 and per-class accuracy of ``model`` on ``(x, y)`` (see ``metrics.py``)."""
+EVALUATION_BATCH = 2048
+
+
+@torch.inference_mode()
+def model_logits(model: nn.Module, x: torch.Tensor, batch_size: int = EVALUATION_BATCH) -> torch.Tensor:
+    """``model``'s logits on ``x`` (on the model's device), in large batches, without autograd; each batch moves there once."""
     model.eval()
-    logits = torch.cat([model(x[start : start + batch_size]) for start in range(0, x.shape[0], batch_size)])
-    return logit_metrics(logits, y)
+    device = next(model.parameters()).device
+    return torch.cat([model(x[start : start + batch_size].to(device)) for start in range(0, x.shape[0], batch_size)])
+
+
+def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVALUATION_BATCH) -> dict[str, float | list[float]]:
+    """Accuracy, mean cross-entropy, macro-F1 and per-class accuracy of ``model`` on ``(x, y)`` (see ``metrics.py``)."""
+    return logit_metrics(model_logits(model, x, batch_size), y)

@@ -19,7 +19,19 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
+from fedprior.algorithms.central import central
 from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.feddb import feddb
+from fedprior.algorithms.fedmatch import fedmatch
+from fedprior.algorithms.fedrgd import fedrgd
+from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
+from fedprior.algorithms.fedbm import fedbm
+from fedprior.algorithms.feddyn import feddyn
+from fedprior.algorithms.fedetf import fedetf
+from fedprior.algorithms.fednh import fednh
+from fedprior.algorithms.fedproto import fedproto
+from fedprior.algorithms.fedrep import fedrep
+from fedprior.algorithms.fedrod import fedrod
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
@@ -29,10 +41,17 @@ from fedprior.algorithms.mfcl import mfcl
 from fedprior.algorithms.moon import moon
 from fedprior.algorithms.orchestra import orchestra
 from fedprior.algorithms.scaffold import scaffold
+from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
-from fedprior.validation import describe_validation_error
+from fedprior.validation import CheckedModel, describe_validation_error
 
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
+
+
+class Hyperparameters(CheckedModel):
+    """The base of every algorithm's hyperparameter model: unknown keys refused, numbers finite and not bool."""
+
+    model_config = ConfigDict(extra="forbid")
 
 
 @dataclass(frozen=True)
@@ -53,7 +72,7 @@ class AlgorithmSpec:
     def config_model(self) -> type[BaseModel]:
         """A pydantic model of the hyperparameters (unknown keys rejected)."""
         fields = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
-        return create_model(f"{self.name}_hyperparameters", __config__=ConfigDict(extra="forbid"), **fields)
+        return create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checked hyperparameters with defaults filled in; ConfigError naming the field otherwise."""
@@ -85,6 +104,20 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fedswav", fedswav),
         AlgorithmSpec("orchestra", orchestra),
         AlgorithmSpec("moon", moon),
+        AlgorithmSpec("feddb", feddb),
+        AlgorithmSpec("fedavg-labeled", fedavg_labeled),
+        AlgorithmSpec("fixmatch", fixmatch),
+        AlgorithmSpec("fedmatch", fedmatch),
+        AlgorithmSpec("fedrgd", fedrgd),
+        AlgorithmSpec("semifl", semifl),
+        AlgorithmSpec("fedbm", fedbm),
+        AlgorithmSpec("feddyn", feddyn),
+        AlgorithmSpec("fedrep", fedrep),
+        AlgorithmSpec("fedrod", fedrod),
+        AlgorithmSpec("fednh", fednh),
+        AlgorithmSpec("fedproto", fedproto),
+        AlgorithmSpec("fedetf", fedetf),
+        AlgorithmSpec("central", central, centralized=True),
     )
 }
 
@@ -93,3 +126,40 @@ def algorithm_spec(name: str) -> AlgorithmSpec:
     if name not in ALGORITHMS:
         raise ConfigError(f"algorithm.name: unknown algorithm '{name}'; accepted: {', '.join(ALGORITHMS)}")
     return ALGORITHMS[name]
+
+
+REGISTERED_HERE: set[str] = set()
+"""Names registered from user code in this process (other processes, e.g. Flower's nodes, do not know them)."""
+
+NAME_PATTERN = r"[a-z0-9][a-z0-9_.-]*"
+"""What an algorithm name may be: lowercase letters, digits, '-', '_', '.' (a config value and a folder name)."""
+
+
+def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> AlgorithmSpec:
+    """Add ``spec`` to ``ALGORITHMS`` (an algorithm from user code), after checking that its factory can be configured.
+
+    The factory takes the :class:`Task` first, then keyword-only hyperparameters, each with
+    an annotation and a default (``Annotated[float, Field(gt=0, description=...)] = 0.1``),
+    and may declare the runtime-provided ``local_epochs``, ``batch_size`` and ``device``.
+    """
+    import re
+
+    if not re.fullmatch(NAME_PATTERN, spec.name):
+        raise ConfigError(f"algorithm name {spec.name!r}: use lowercase letters, digits, '-', '_' or '.' (e.g. 'my-fedavg')")
+    if spec.name in ALGORITHMS and not replace:
+        raise ConfigError(f"algorithm '{spec.name}' is already registered; pass replace=True to replace it")
+    if not callable(spec.factory):
+        raise ConfigError(f"algorithm '{spec.name}': the factory must be a function (task, *, hyperparameters...) -> Algorithm")
+    params = list(inspect.signature(spec.factory).parameters.values())
+    if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
+        raise ConfigError(f"algorithm '{spec.name}': the factory's first parameter must be the task (positional)")
+    for name, param in spec.hyperparameters().items():
+        if param.default is param.empty:
+            raise ConfigError(f"algorithm '{spec.name}': hyperparameter '{name}' needs a default value")
+    try:
+        spec.validate({})  # the defaults pass their own annotations
+    except Exception as error:
+        raise ConfigError(f"algorithm '{spec.name}': its hyperparameters cannot be checked: {error}") from None
+    ALGORITHMS[spec.name] = spec
+    REGISTERED_HERE.add(spec.name)
+    return spec

@@ -8,10 +8,10 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import Lr, ModelName, WeightDecay
+from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
+from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, with_prefix
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
@@ -25,7 +25,9 @@ def scaffold(
     model: ModelName = "cnn",
     lr: Lr = 0.05,
     weight_decay: WeightDecay = 0.0,
+    lr_decay: LrDecay = 1.0,
     global_lr: GlobalLr = 1.0,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
 
@@ -36,7 +38,7 @@ def scaffold(
     x <- x + eta_g mean_S(dy),  c <- c + (|S| / N) mean_S(dc)   (lines 16-17).
     Plain SGD (no momentum), as in the paper's analysis. c and c_i start at zero.
     """
-    net = GlobalModel(model_task(task, model))
+    net = GlobalModel(model_task(task, model), device=device)
     param_names = [name for name, _ in net.build().named_parameters()]
     num_clients = task.num_clients
 
@@ -51,25 +53,28 @@ def scaffold(
         return Broadcast(arrays=dict(state))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        x = message.arrays
+        x = to_device(message.arrays, device)
         c = with_prefix(x, CONTROL)
-        c_i = with_prefix(state, CONTROL) or zeros_like_params(x)
+        c_i = to_device(with_prefix(state, CONTROL), device) or zeros_like_params(x)
         local = net.load(x)
         params = dict(local.named_parameters())
 
+        correction = {n: c[n] - c_i[n] for n in param_names}  # the same every step: computed once
+
         def correct_gradients() -> None:
             for name, p in params.items():
-                p.grad.add_(c[name] - c_i[name])
+                p.grad.add_(correction[name])
 
+        step_lr = round_lr(lr, lr_decay, info.round)
         metrics = train_epochs(
-            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
+            local, data["x"].to(device), data["y"].to(device), epochs=local_epochs, batch_size=batch_size,
+            optimizer=sgd(local, step_lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
         )
         steps = metrics["steps"]
-        new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * lr) for n in param_names}
-        delta_c = {n: new_c_i[n] - c_i[n] for n in param_names}
+        new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}
+        delta_c = to_cpu({n: new_c_i[n] - c_i[n] for n in param_names})
         reply = Reply({**model_arrays(local), **add_prefix(delta_c, "delta_control.")}, int(data["x"].shape[0]), metrics)
-        return reply, add_prefix(new_c_i, CONTROL)
+        return reply, add_prefix(to_cpu(new_c_i), CONTROL)
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = dict(state)

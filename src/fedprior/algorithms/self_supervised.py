@@ -3,7 +3,7 @@
 - Clients receive standardized pixels; SimCLR's colour ops and MFCL's binary
   cross-entropy need images in [0, 1]: :func:`unit_images` undoes the standardization
   with the training set's channel statistics the Task carries
-  (``task.prior["pixel_mean"]``, ``["pixel_std"]``; absent: the data is taken as [0, 1]).
+  (``task.pixel_mean``, ``task.pixel_std``; absent: the data is taken as [0, 1]).
 - :func:`two_view_epochs`: every epoch draws two fresh SimCLR views of all the client's
   images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
   K samples with ``loss_fn(model, view1_batch, view2_batch)``.
@@ -32,11 +32,11 @@ from fedprior.models.peer_norm import peer_views
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
     """A function mapping the Task's standardized images back to [0, 1] pixels."""
-    mean, std = task.prior.get("pixel_mean"), task.prior.get("pixel_std")
-    if mean is None or std is None:
+    if not task.pixel_mean or not task.pixel_std:
         return lambda x: x.clamp(0.0, 1.0)
     shape = (1, -1, 1, 1)
-    mean, std = mean.float().view(shape), std.float().view(shape)
+    mean = torch.tensor(task.pixel_mean, dtype=torch.float32).view(shape)
+    std = torch.tensor(task.pixel_std, dtype=torch.float32).view(shape)
     return lambda x: (x * std.to(x.device) + mean.to(x.device)).clamp(0.0, 1.0)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
@@ -20,11 +20,14 @@ class GlobalModel:
 
     ``build`` returns a fresh module with the architecture (its weights are then
     overwritten); ``initial`` sets the weights of round 0 (default: the module's own
-    initialization under the run's ``init`` stream).
+    initialization under the run's ``init`` stream). Models are built on the CPU (the
+    same initial weights everywhere) and trained and evaluated on ``device``; States
+    and Replies hold CPU tensors.
     """
 
     build: Callable[[], nn.Module]
     initial: Callable[[nn.Module], None] | None = None
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     def init(self, info: RoundInfo) -> State:
         with torch.random.fork_rng(devices=[]):
@@ -47,9 +50,11 @@ class GlobalModel:
         return Algorithm(**{**parts, **overrides})
 
     def load(self, arrays: State) -> nn.Module:
-        return load_model_arrays(self.build(), arrays)
+        """A fresh model with the ``model.``-named weights of ``arrays``, on the device."""
+        return load_model_arrays(self.build(), arrays).to(self.device)
 
     def evaluate(self, state: State, data: ClientData) -> dict[str, float | list[float]]:
+        """Test metrics of the global model, on the device, without autograd, in large batches."""
         return classification_metrics(self.load(state), data["x"], data["y"])
 
     def average(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
@@ -57,6 +62,11 @@ class GlobalModel:
         models = [with_prefix(r.arrays, MODEL) for r in replies]
         mean = weighted_mean(models, [r.num_examples for r in replies])
         return {**state, **{MODEL + k: v for k, v in mean.items()}}
+
+
+def round_lr(lr: float, decay: float, round_: int) -> float:
+    """The client learning rate of a (1-based) round: lr * decay^(round - 1) (FedBM's code decays 0.99 per round)."""
+    return lr * decay ** max(round_ - 1, 0)
 
 
 def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:

@@ -9,9 +9,9 @@ import torch.nn.functional as F
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.linear_heads import (
-    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_accuracy, masked_mean, random_head, text_head,
+    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_evaluation, masked_mean, random_head, text_head,
 )
-from fedprior.algorithms.tensors import weighted_mean
+from fedprior.algorithms.tensors import to_device, weighted_mean
 
 HeadInit = Literal["random", "text"]
 
@@ -61,13 +61,15 @@ class NotTrueDistillationObjective(CrossEntropyObjective):
 
 
 ObjectiveFactory = Callable[[Broadcast, torch.Tensor], object]
+"""``objective(broadcast, labels)``; the broadcast's tensors and the labels are on the run's device."""
 
 
 def supervised_head_algorithm(
     name: str, task: Task, *, init: HeadInit, local_epochs: int, batch_size: int, sgd: Sgd,
     objective: ObjectiveFactory = lambda message, labels: CrossEntropyObjective(labels),
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
-    """A FedAvg-style algorithm on a linear head: local SGD on (x, y), example-weighted averaging."""
+    """A FedAvg-style algorithm on a linear head: local SGD on (x, y), example-weighted averaging, on ``device``."""
     check_features(task)
     if init == "text":
         text_head(task)  # fail early when there are no text features
@@ -79,8 +81,9 @@ def supervised_head_algorithm(
     def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
                            infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
         run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas],
-                           [i.generator() for i in infos], batch_size, sgd)
-        run.run(local_epochs, objective(message, torch.cat([d["y"] for d in datas])))
+                           [i.generator() for i in infos], batch_size, sgd, device)
+        on_device = Broadcast(to_device(message.arrays, device), message.config)
+        run.run(local_epochs, objective(on_device, torch.cat([d["y"] for d in datas]).to(device)))
         return [(reply, state) for reply, state in zip(run.replies(), states)]
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
@@ -91,5 +94,5 @@ def supervised_head_algorithm(
 
     return Algorithm(
         name=name, inputs=("x", "y"), init=initial, broadcast=broadcast_head, client_update=client_update,
-        aggregate=aggregate, evaluate=head_accuracy, client_update_many=client_update_many,
+        aggregate=aggregate, evaluate=head_evaluation(device), client_update_many=client_update_many,
     )

@@ -13,8 +13,18 @@ MODEL = "model."
 
 
 def model_arrays(model: nn.Module, prefix: str = MODEL) -> Arrays:
-    """A detached copy of a model's state dict, names prefixed (``model.conv.weight``)."""
-    return {prefix + name: value.detach().clone() for name, value in model.state_dict().items()}
+    """A detached CPU copy of a model's state dict, names prefixed (``model.conv.weight``), wherever the model lives."""
+    return {prefix + name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
+
+
+def to_device(arrays: Arrays, device: torch.device) -> Arrays:
+    """The tensors moved to ``device`` (the same tensors where they already are there)."""
+    return {name: value.to(device) for name, value in arrays.items()}
+
+
+def to_cpu(arrays: Arrays) -> Arrays:
+    """Detached CPU tensors (what crosses to the server, Flower, or a checkpoint)."""
+    return {name: value.detach().cpu() for name, value in arrays.items()}
 
 
 def load_model_arrays(model: nn.Module, arrays: Arrays, prefix: str = MODEL) -> nn.Module:

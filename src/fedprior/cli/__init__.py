@@ -8,5 +8,7 @@ from fedprior.cli import run as _run  # noqa: F401
 from fedprior.cli import table as _table  # noqa: F401
 from fedprior.cli import encode as _encode  # noqa: F401
 from fedprior.cli import flower as _flower  # noqa: F401
+from fedprior.cli import compare as _compare  # noqa: F401
+from fedprior.cli import standin as _standin  # noqa: F401
 
 __all__ = ["app"]

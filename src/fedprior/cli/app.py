@@ -1,16 +1,27 @@
-"""The typer application every command module registers on, and the error boundary."""
+"""The typer application every command module registers on, and the error boundary.
+
+A user's mistake or a damaged file is one line on stderr (``error: ...``) and exit
+code 2; an interrupted run (Ctrl-C, or SIGTERM) is one line saying how to resume it and
+exit code 128 + the signal number; anything else (a bug) is one line too, exit code 1.
+``fedprior --debug COMMAND`` shows the traceback instead. Python warnings are printed as
+one ``warning: ...`` line each.
+"""
 
 from __future__ import annotations
 
 import functools
+import signal
 import sys
+import threading
+import warnings
 from typing import Callable
 
+import click
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from fedprior.errors import FedpriorError
+from fedprior.errors import FedpriorError, Interrupted
 
 app = typer.Typer(
     name="fedprior",
@@ -21,17 +32,63 @@ app = typer.Typer(
 )
 
 stderr = Console(stderr=True)
+DEBUG = {"on": False}
+"""Set by ``--debug`` for this process: show tracebacks."""
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    stderr.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
+
+
+@app.callback()
+def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks instead of one-line errors.")) -> None:
+    """Federated learning with few or no labels, leaning on prior knowledge (FST-CBDG, FedDB, FedBM, MFCL)."""
+    DEBUG["on"] = debug
+    if not debug:
+        warnings.showwarning = _show_warning
+
+
+def _terminated(signum, frame) -> None:
+    raise Interrupted(signum)
 
 
 def user_errors(command: Callable) -> Callable:
-    """Print a FedpriorError as one line on stderr and exit 2, without a traceback."""
+    """Print an error as one line on stderr and exit non-zero, without a traceback (unless --debug).
+
+    An interrupted run (Ctrl-C, or SIGTERM where it is caught) says how to resume it and
+    exits 128 + the signal number: 130 for SIGINT, 143 for SIGTERM.
+    """
+
+    def fail(text: str, code: int) -> None:
+        stderr.print(f"[bold red]error:[/] {escape(text)}", highlight=False, soft_wrap=True)
+        sys.exit(code)
 
     @functools.wraps(command)
     def wrapper(*args, **kwargs):
+        main = threading.current_thread() is threading.main_thread()
+        previous = signal.signal(signal.SIGTERM, _terminated) if main else None  # a scheduler's stop, like Ctrl-C
         try:
             return command(*args, **kwargs)
+        except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
+            raise
         except FedpriorError as error:
-            stderr.print(f"[bold red]error:[/] {escape(str(error))}", highlight=False, soft_wrap=True)
-            sys.exit(2)
+            if DEBUG["on"]:
+                raise
+            fail(str(error), 2)
+        except Interrupted as error:
+            name = signal.Signals(error.signum).name
+            where = f"resume with `fedprior resume {error.run_dir}`" if error.run_dir else "nothing was saved"
+            stderr.print(f"interrupted ({name}); {escape(where)}", highlight=False, soft_wrap=True)
+            sys.exit(128 + error.signum)
+        except KeyboardInterrupt:  # Ctrl-C in a command that is not a run
+            stderr.print("interrupted (SIGINT)", highlight=False)
+            sys.exit(128 + signal.SIGINT)
+        except Exception as error:  # a bug: one line, and how to see more
+            if DEBUG["on"]:
+                raise
+            fail(f"unexpected {type(error).__name__}: {error} (run `fedprior --debug ...` for the traceback, and report it)", 1)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGTERM, previous)
 
     return wrapper

@@ -7,6 +7,7 @@ from typing import Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fedprior.cli.app import app, user_errors
@@ -28,27 +29,29 @@ def _locators() -> dict[str, Callable[[Path | None], Path]]:
     return locators
 
 
-def availability(name: str, root: Path | None) -> tuple[bool, Path | None]:
-    """Whether dataset ``name`` is found without downloading, and where when that is known cheaply.
+def availability(name: str, root: Path | None) -> tuple[bool, str]:
+    """Whether dataset ``name`` is found without downloading, and where (or why not) when that is known cheaply.
 
-    Datasets without a cheap check are loaded once with ``download=False``.
+    Datasets without a cheap check are loaded once with ``download=False``, so damaged
+    files show up as 'no' with the reason; built-in ones ignore ``root``.
     """
     from fedprior.data.registry import DATASETS
 
+    spec = DATASETS[name]
     locate = _locators().get(name)
     try:
         if locate is not None:
-            return True, locate(root)
-        DATASETS[name].loader(root, False)
-        return True, None
-    except FedpriorError:
-        return False, None
+            return True, str(locate(root))
+        spec.loader(None if spec.builtin else root, False)
+        return True, "built in" if spec.builtin else ""
+    except FedpriorError as error:
+        return False, str(error) if root is not None else ""
 
 
 @app.command()
 @user_errors
 def datasets(
-    root: Optional[Path] = typer.Option(None, "--root", help="Also look in this folder, as data.root would."),
+    root: Optional[Path] = typer.Option(None, "--root", help="Look only in this folder, as data.root does."),
 ) -> None:
     """List the registered datasets and whether each is available here (nothing is downloaded)."""
     from fedprior.data.registry import DATASETS
@@ -57,6 +60,6 @@ def datasets(
     table = Table("dataset", "here", "description")
     for spec in DATASETS.values():
         found, where = availability(spec.name, root)
-        description = spec.description + (f"\n[dim]{where}[/]" if where else "")
+        description = spec.description + (f"\n[dim]{escape(where)}[/]" if where else "")
         table.add_row(spec.name, "[green]yes[/]" if found else "no", description)
     Console().print(table, highlight=False)

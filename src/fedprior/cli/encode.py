@@ -50,6 +50,7 @@ def encode(
     weights: str | None = typer.Option(None, "--weights", help="openclip weights: a local file or a pretrained tag (encoder.weights)."),
     overrides: list[str] = typer.Option([], "--set", help="encoder.KEY=VALUE or data.KEY=VALUE (repeatable)."),
     progress: bool = typer.Option(True, "--progress/--no-progress", help="Show a progress bar on stderr."),
+    device: str = typer.Option("auto", "--device", help="Where the encoder runs: auto, cpu, cuda, cuda:N (as run.device)."),
 ) -> None:
     """Encode a dataset with a frozen encoder into the feature cache (a later run reads it instead of encoding)."""
     from fedprior.data import load_dataset
@@ -57,16 +58,19 @@ def encode(
     from fedprior.encoders.cache import load_or_encode
     from fedprior.encoders.registry import build_encoder, check_encoder_name
     from fedprior.errors import ConfigError
+    from fedprior.runtime.device import resolve_device
 
     if split not in SPLITS:
         raise ConfigError(f"--split: unknown split '{split}'; accepted: {', '.join(SPLITS)}")
     data_config, encoder_config = _sections(dataset, encoder, overrides, batch_size, weights)
     check_dataset_name(data_config.dataset)
     check_encoder_name(encoder_config.name)
+    where = resolve_device(device)
     data = load_dataset(data_config.dataset, data_config.root, data_config.download)
     start = time.perf_counter()
-    model = build_encoder(encoder_config, data)
-    typer.echo(f"encoder {model.name}: dim {model.dim}, fingerprint {model.fingerprint}, ready in {time.perf_counter() - start:.1f} s")
+    model = build_encoder(encoder_config, data, where)
+    weights = f", {model.weights} weights" if hasattr(model, "weights") else ""  # locked-text: shipped, cache or trained
+    typer.echo(f"encoder {model.name}: dim {model.dim}, fingerprint {model.fingerprint}{weights}, ready in {time.perf_counter() - start:.1f} s")
     for name in SPLITS[split]:
         images, labels = getattr(data, f"{name}_images"), getattr(data, f"{name}_labels")
         result = load_or_encode(

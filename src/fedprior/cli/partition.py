@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import numpy as np
 import typer
 
 from fedprior.cli.app import app, user_errors
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, FedpriorError
 
 # The defaults of the matching config fields (tests/test_cli_partition.py checks they agree).
 DEFAULT_DATASET = "fashion-mnist"
@@ -18,6 +19,8 @@ DEFAULT_SHARDS = 2
 DEFAULT_ALPHA = 0.5
 DEFAULT_MIN_SIZE = 0
 DEFAULT_WINDOW = 2
+DEFAULT_LABELED = 0
+DEFAULT_UNLABELED = 0
 
 OPTION_OF_FIELD = {
     "data.dataset": "--dataset",
@@ -27,9 +30,20 @@ OPTION_OF_FIELD = {
     "partition.alpha": "--alpha",
     "partition.min_size": "--min-size",
     "partition.window": "--window",
+    "partition.num_labeled": "--labeled",
+    "partition.num_unlabeled": "--unlabeled",
 }
 
 SPARK = "▁▂▃▄▅▆▇█"
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse, before any work, an output file that is a folder or lies in a folder that cannot be written."""
+    if path.is_dir():
+        raise FedpriorError(f"{option}: {path} is a folder; give a file name such as {path / 'partition.png'}")
+    parent = next((p for p in path.absolute().parents if p.exists()), None)
+    if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise FedpriorError(f"{option}: cannot write {path} ({parent} is not a writable folder)")
 
 
 def _with_option(error: ConfigError) -> ConfigError:
@@ -60,7 +74,7 @@ def _sparkline(row: np.ndarray) -> str:
     return "".join("·" if value == 0 else SPARK[min(len(SPARK) - 1, int(np.ceil(8 * value / top)) - 1)] for value in row)
 
 
-def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, show: int) -> None:
+def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, show: int, role: str = "") -> None:
     from rich.console import Console
     from rich.table import Table
 
@@ -68,9 +82,10 @@ def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, s
     counts = np.asarray(summary["class_counts"])
     names = summary.get("class_names") or [str(i) for i in range(summary["num_classes"])]
     shown = ", ".join(f"{key}={value}" for key, value in parameters.items())
-    console.print(f"[bold]{dataset}[/], scheme [bold]{scheme}[/] ({shown})", highlight=False, soft_wrap=True)
+    heading = f"{role} set of " if role else ""
+    console.print(f"{heading}[bold]{dataset}[/], scheme [bold]{scheme}[/] ({shown})", highlight=False, soft_wrap=True)
     used, total = summary["num_samples"], summary["num_train_samples"]
-    unused = f" ({total - used:,} of {total:,} unused)" if used < total else ""
+    unused = f" ({total - used:,} of {total:,} unused)" if used < total and role != "labeled" else ""
     console.print(
         f"  {used:,} samples over {summary['num_clients']} clients, {summary['num_classes']} classes{unused}",
         highlight=False, soft_wrap=True,
@@ -117,40 +132,70 @@ def partition(
     window: int = typer.Option(DEFAULT_WINDOW, "--window", help="scheme=window: classes per client (partition.window)."),
     min_size: int = typer.Option(DEFAULT_MIN_SIZE, "--min-size", help="scheme=dirichlet: redraw until every client holds this many samples (partition.min_size)."),
     balance: bool = typer.Option(False, "--balance", help="scheme=dirichlet: the FedDB code's variant (full clients get no more classes)."),
+    labeled: int = typer.Option(DEFAULT_LABELED, "--labeled", help="Semi-supervised split: this many class-balanced labeled images, labeled and unlabeled sets partitioned separately (partition.num_labeled; 0 = no split)."),
+    unlabeled: int = typer.Option(DEFAULT_UNLABELED, "--unlabeled", help="With --labeled: keep this many other images as the unlabeled set (partition.num_unlabeled; 0 = all)."),
+    labeled_in_unlabeled: bool = typer.Option(True, "--labeled-in-unlabeled/--labeled-apart", help="With --labeled: each client's unlabeled pool also holds its labeled images without labels (partition.labeled_in_unlabeled)."),
     seed: int = typer.Option(0, "--seed", help="Seed of the partition (run.seed)."),
     root: str | None = typer.Option(None, "--root", help="Folder holding the dataset's files (data.root)."),
     download: bool = typer.Option(False, "--download", help="Allow downloading a missing dataset (data.download)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (statistics, counts, parameters) instead of the summary."),
-    plot: Path | None = typer.Option(None, "--plot", help="Also write a clients x classes heatmap PNG to this file."),
+    plot: Path | None = typer.Option(None, "--plot", help="Also write a clients x classes heatmap PNG to this file (with --labeled: one per set, FILE-labeled.png and FILE-unlabeled.png)."),
     show: int = typer.Option(5, "--show", help="Clients whose class histogram the summary shows."),
 ) -> None:
-    """Partition a dataset's training labels over clients; print sizes, classes per client, beta_cib and beta_hetero."""
+    """Partition a dataset's training labels over clients; print sizes, classes per client, beta_cib and beta_hetero.
+
+    With --labeled N (FedDB's setting) the labeled and the unlabeled set are described
+    separately, each with its own statistics and heatmap.
+    """
     from fedprior.data import load_dataset
     from fedprior.partition.factory import make_partitioner
+    from fedprior.partition.labeled_split import LabeledSplitPartitioner
     from fedprior.partition.statistics import class_counts, describe
 
+    if plot is not None:
+        check_output_file(plot, "--plot")
+    options = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
     try:
-        partitioner = make_partitioner(scheme, clients, seed, shards=shards, alpha=alpha, min_size=min_size,
-                                       window=window, balance=balance)
+        if labeled:
+            splitter = LabeledSplitPartitioner.with_scheme(scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled,
+                                                           add_labeled_to_unlabeled=labeled_in_unlabeled)
+        else:
+            partitioner = make_partitioner(scheme, clients, seed, **options)
         data = load_dataset(dataset, root, download)
         labels = data.train_labels
-        parts = partitioner.split(labels)
+        roles = dict(splitter.partition(labels).roles) if labeled else {"": partitioner.split(labels)}
     except ConfigError as error:
         raise _with_option(error) from None
-    counts = class_counts(labels, parts, data.num_classes)
-    summary = {**describe(counts, data.class_names), "num_train_samples": int(labels.size)}
     parameters = _parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
-    if plot is not None:
-        from fedprior.partition.plot import plot_heatmap
-
-        shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
-        plot_heatmap(counts, plot, class_names=data.class_names, title=f"{dataset}, {scheme} ({shown})")
-    if as_json:
-        record = {"dataset": dataset, "scheme": scheme, "parameters": parameters, **summary}
+    if labeled:
+        parameters.update(num_labeled=labeled, num_unlabeled=unlabeled, labeled_in_unlabeled=labeled_in_unlabeled)
+    summaries, plots = {}, {}
+    for role, parts in roles.items():
+        counts = class_counts(labels, parts, data.num_classes)
+        summaries[role] = {**describe(counts, data.class_names), "num_train_samples": int(labels.size)}
         if plot is not None:
-            record["plot"] = str(plot)
+            from fedprior.partition.plot import plot_heatmap
+
+            path = plot.with_name(f"{plot.stem}-{role}{plot.suffix}") if role else plot
+            shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
+            try:
+                plots[role] = plot_heatmap(counts, path, class_names=data.class_names,
+                                           title=f"{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})")
+            except OSError as error:
+                raise FedpriorError(f"--plot: cannot write {path} ({error.strerror or error})") from None
+    if as_json:
+        record = {"dataset": dataset, "scheme": scheme, "parameters": parameters}
+        if labeled:
+            record.update({role: summary for role, summary in summaries.items()})
+            if plots:
+                record["plots"] = {role: str(path) for role, path in plots.items()}
+        else:
+            record.update(summaries[""])
+            if plot is not None:
+                record["plot"] = str(plot)
         typer.echo(json.dumps(record))
         return
-    _print_summary(dataset, scheme, parameters, summary, show)
-    if plot is not None:
-        typer.echo(f"heatmap written to {plot}")
+    for role, summary in summaries.items():
+        _print_summary(dataset, scheme, parameters, summary, show, role)
+    for path in plots.values():
+        typer.echo(f"heatmap written to {path}")

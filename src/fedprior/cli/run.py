@@ -29,29 +29,37 @@ class RoundProgress:
         )
         self.task = None
 
-    def start(self, experiment, total: int) -> None:
+    def start(self, experiment, total: int, done: int = 0) -> None:
         self.bar.start()
-        self.task = self.bar.add_task(experiment.name, total=total, accuracy="-")
+        self.task = self.bar.add_task(experiment.name, total=total, completed=done, accuracy="-")
 
     def round(self, record: dict[str, Any]) -> None:
         if self.task is None:
             return
-        accuracy = f"{100 * record['accuracy']:.2f}%" if "accuracy" in record else "-"
         completed = record.get("step") or 0
-        self.bar.update(self.task, completed=completed, accuracy=accuracy)
+        if "accuracy" in record:  # rounds without evaluation (federation.evaluate_every) keep the last figure
+            self.bar.update(self.task, completed=completed, accuracy=f"{100 * record['accuracy']:.2f}%")
+        else:
+            self.bar.update(self.task, completed=completed)
 
     def stop(self) -> None:
         self.bar.stop()
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
+    """The summary: one JSON line on stdout, or one line on stderr; warnings (failed or empty clients) on stderr either way."""
+    from fedprior.experiments.report import summary_warnings
+
+    for line in summary_warnings(summary):
+        stderr.print(line, style="yellow", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary))
         return
     stderr.print(
         f"{summary['name']}: final accuracy {100 * summary['final_accuracy']:.2f}% "
         f"(best {100 * summary['best_accuracy']:.2f}%, initial {100 * summary['initial_accuracy']:.2f}%) "
-        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s; run directory {summary['run_dir']}",
+        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s on {summary['device']} "
+        f"({summary['workers']} worker{'s' if summary['workers'] != 1 else ''}); run directory {summary['run_dir']}",
         highlight=False,
     )
 
@@ -89,9 +97,14 @@ def run(
 def resume(
     run_dir: Path = typer.Argument(..., help="The run directory of an interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
+    previous: bool = typer.Option(False, "--previous", help="Continue from the checkpoint before the last one (when the last one is damaged)."),
 ) -> None:
-    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run."""
+    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run.
+
+    The run's config.toml must be the one it started with; federation.rounds may be raised
+    to train a run further (or lowered, down to the rounds already done).
+    """
     from fedprior.experiments.runner import resume as resume_run
 
-    summary = with_progress(lambda **cb: resume_run(run_dir, **cb))
+    summary = with_progress(lambda **cb: resume_run(run_dir, previous=previous, **cb))
     report(summary, as_json)

@@ -15,7 +15,8 @@ from rich.table import Table
 from fedprior.cli.app import app, stderr, user_errors
 
 
-METRIC_LABELS = {"final_accuracy": "acc", "best_accuracy": "best acc", "final_macro_f1": "F1", "best_macro_f1": "best F1"}
+METRIC_LABELS = {"final_accuracy": "acc", "best_accuracy": "best acc", "final_macro_f1": "F1", "best_macro_f1": "best F1",
+                 "selected_accuracy": "sel. acc", "selected_macro_f1": "sel. F1"}
 
 
 def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:

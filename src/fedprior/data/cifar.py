@@ -3,9 +3,9 @@
 CIFAR-10 lives in a folder ``cifar-10-batches-py/`` (``data_batch_1`` .. ``data_batch_5``,
 ``test_batch``, ``batches.meta``); CIFAR-100 in ``cifar-100-python/`` (``train``, ``test``,
 ``meta``; the 100 fine labels are used, the 20 coarse ones are ignored). ``data.root`` may
-point at that folder or at its parent; the user cache is searched too. With
-``download=True`` only, a missing dataset is fetched as the official ``.tar.gz`` into the
-user cache and unpacked there.
+point at that folder or at its parent, and is then the only place looked at; without it,
+the user cache is searched. With ``download=True`` only, a missing dataset is fetched as
+the official ``.tar.gz`` into ``data.root`` (or the user cache) and unpacked there.
 
 Each batch is a pickled dict with bytes keys: ``b'data'`` is an ``N x 3072`` uint8 array
 holding the red, then green, then blue 32x32 plane of each image, row by row, so a
@@ -23,7 +23,7 @@ import numpy as np
 from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
 from fedprior.errors import DatasetNotFoundError
 
 
@@ -115,21 +115,20 @@ def _files(layout: CifarLayout) -> list[str]:
 
 
 def _folders(layout: CifarLayout, root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root/<folder>``, ``root``, then the user cache."""
-    roots = [root / layout.folder, root] if root else []
-    return roots + [dataset_cache_dir(layout.name) / layout.folder]
+    """Folders searched, in order: ``root/<folder>`` and ``root`` if ``root`` is given, else the user cache."""
+    return [root / layout.folder, root] if root else [dataset_cache_dir(layout.name) / layout.folder]
 
 
 def locate_cifar(layout: CifarLayout, root: Path | None) -> Path:
     """The folder holding every batch of ``layout``, without touching the network."""
-    return find_files(layout.name, _folders(layout, root), _files(layout), layout.url)
+    return find_files(layout.name, _folders(layout, root), _files(layout), layout.url, root)
 
 
-def _download(layout: CifarLayout) -> None:
-    """Fetch and unpack the official archive into the user cache (only called with download=True)."""
-    cache = dataset_cache_dir(layout.name)
-    archive = download_file(layout.url, cache / layout.url.rsplit("/", 1)[1])
-    extract_tar(archive, cache)
+def _download(layout: CifarLayout, root: Path | None) -> None:
+    """Fetch and unpack the official archive into ``root`` or the user cache (only called with download=True)."""
+    target = download_dir(layout.name, root)
+    archive = download_file(layout.url, target / layout.url.rsplit("/", 1)[1])
+    extract_tar(archive, target)
     archive.unlink()
 
 
@@ -140,7 +139,7 @@ def load_cifar(layout: CifarLayout, root: Path | None = None, download: bool = F
     except DatasetNotFoundError:
         if not download:
             raise
-        _download(layout)
+        _download(layout, root)
         folder = locate_cifar(layout, root)
     train = [_images_and_labels(folder / name, layout) for name in layout.train_files]
     test_images, test_labels = _images_and_labels(folder / layout.test_file, layout)
@@ -155,6 +154,7 @@ def load_cifar(layout: CifarLayout, root: Path | None = None, download: bool = F
         test_images=test_images,
         test_labels=test_labels,
         class_names=class_names,
+        source=str(folder),
     )
 
 

@@ -4,20 +4,17 @@ The archive unpacks to ``train/<class>/*.png``, ``valid/<class>/*.png`` and
 ``test/<class>/*.png`` (90,000 images each). fedprior uses ``train`` as the train split
 and ``test`` as the test split; ``valid`` is not used (merge it into ``train`` yourself
 if you want the 180,000-image variant). ``data.root`` may point at the folder holding
-``train/`` and ``test/`` or at its parent (``CINIC-10/`` or ``cinic-10/`` inside it); the
-user cache is searched too, and the archive is downloaded there with ``download=True`` only.
+``train/`` and ``test/`` or at its parent (``CINIC-10/`` or ``cinic-10/`` inside it), and is
+then the only place looked at; without it the user cache is searched. The archive is
+downloaded (into ``data.root`` or the user cache) with ``download=True`` only.
 
 Decoding 180,000 PNGs takes a while, so the decoded arrays of each split are cached as
-an ``.npz`` in the user cache, keyed by the split folder's resolved path and its number
-of PNG files: a second load reads one file instead.
+an ``.npz`` in the user cache (:mod:`fedprior.data.image_folder`): a second load reads one
+file instead.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +22,8 @@ import numpy as np
 from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir
+from fedprior.data.image_folder import load_class_folders
+from fedprior.data.locations import dataset_cache_dir, download_dir, missing_in_root
 from fedprior.errors import DatasetNotFoundError
 
 NAME = "cinic10"
@@ -37,10 +35,11 @@ IMAGE_SIZE = 32
 
 
 def _folders(root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root``, ``root/CINIC-10``, ``root/cinic-10``, then the user cache."""
-    roots = [root, root / "CINIC-10", root / "cinic-10"] if root else []
+    """Folders searched, in order: ``root``, ``root/CINIC-10``, ``root/cinic-10`` if ``root`` is given, else the user cache."""
+    if root:
+        return [root, root / "CINIC-10", root / "cinic-10"]
     cache = dataset_cache_dir(NAME)
-    return roots + [cache, cache / "CINIC-10"]
+    return [cache, cache / "CINIC-10"]
 
 
 def locate_cinic10(root: Path | None) -> Path:
@@ -49,6 +48,8 @@ def locate_cinic10(root: Path | None) -> Path:
     for folder in folders:
         if all((folder / split / cls).is_dir() for split in SPLITS.values() for cls in CLASS_NAMES):
             return folder
+    if root is not None:
+        raise missing_in_root(NAME, root, folders, [f"{split}/{cls}/" for split in SPLITS.values() for cls in CLASS_NAMES], URL)
     searched = "\n".join(f"  {folder}" for folder in folders)
     raise DatasetNotFoundError(
         f"dataset '{NAME}' not found: put the folders train/<class>/ and test/<class>/ (classes "
@@ -57,70 +58,9 @@ def locate_cinic10(root: Path | None) -> Path:
     )
 
 
-def _png_files(split_dir: Path) -> list[tuple[Path, int]]:
-    """Every ``<class>/*.png`` under ``split_dir`` with its class index, in a fixed (sorted) order."""
-    files = []
-    for label, cls in enumerate(CLASS_NAMES):
-        names = sorted(entry.name for entry in os.scandir(split_dir / cls) if entry.name.endswith(".png"))
-        files.extend((split_dir / cls / name, label) for name in names)
-    return files
-
-
-def _cache_path(split_dir: Path, count: int) -> Path:
-    """Where the decoded arrays of ``split_dir`` are cached: keyed by its resolved path and file count."""
-    key = hashlib.sha256(f"{split_dir.resolve()}\n{count}".encode("utf-8")).hexdigest()[:16]
-    return dataset_cache_dir(NAME) / "decoded" / f"{split_dir.name}-{count}-{key}.npz"
-
-
-def _decode(files: list[tuple[Path, int]], description: str) -> tuple[np.ndarray, np.ndarray]:
-    """Decode PNGs to ``(N, 3, 32, 32)`` uint8 images (grayscale ones are converted to RGB)."""
-    from PIL import Image
-    from rich.console import Console
-    from rich.progress import track
-
-    images = np.empty((len(files), 3, IMAGE_SIZE, IMAGE_SIZE), dtype=np.uint8)
-    labels = np.fromiter((label for _, label in files), dtype=np.int64, count=len(files))
-    progress = track(files, description=description, transient=True, console=Console(stderr=True), disable=len(files) < 2000)
-    for i, (path, _) in enumerate(progress):
-        try:
-            with Image.open(path) as image:
-                pixels = np.asarray(image.convert("RGB"))
-        except OSError as error:
-            raise DatasetNotFoundError(f"{path} is not a readable PNG image ({error})") from error
-        if pixels.shape != (IMAGE_SIZE, IMAGE_SIZE, 3):
-            raise DatasetNotFoundError(f"{path}: expected a 32x32 image, got {pixels.shape[1]}x{pixels.shape[0]}")
-        images[i] = pixels.transpose(2, 0, 1)
-    return images, labels
-
-
-def _write_cache(path: Path, images: np.ndarray, labels: np.ndarray) -> None:
-    """Save decoded arrays atomically; a cache that cannot be written only costs speed next time."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".npz.part")
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, images=images, labels=labels)
-        os.replace(tmp, path)
-    except OSError as error:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
-        warnings.warn(f"could not cache decoded CINIC-10 images at {path}: {error}", stacklevel=3)
-
-
 def load_split(split_dir: Path) -> tuple[np.ndarray, np.ndarray]:
     """Images and labels of one CINIC-10 split folder, from the decoded cache when it is current."""
-    files = _png_files(split_dir)
-    cached = _cache_path(split_dir, len(files))
-    if cached.is_file():
-        try:
-            with np.load(cached) as arrays:
-                return arrays["images"], arrays["labels"]
-        except (OSError, ValueError, KeyError):
-            pass  # a damaged cache file: decode again and overwrite it
-    images, labels = _decode(files, f"decoding CINIC-10 {split_dir.name}")
-    _write_cache(cached, images, labels)
-    return images, labels
+    return load_class_folders(NAME, split_dir, CLASS_NAMES, size=IMAGE_SIZE, extensions=(".png",), resize=False)
 
 
 def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
@@ -130,9 +70,9 @@ def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
     except DatasetNotFoundError:
         if not download:
             raise
-        cache = dataset_cache_dir(NAME)
-        archive = download_file(ARCHIVE_URL, cache / "CINIC-10.tar.gz", timeout=60.0)
-        extract_tar(archive, cache)
+        target = download_dir(NAME, root)
+        archive = download_file(ARCHIVE_URL, target / "CINIC-10.tar.gz", timeout=60.0)
+        extract_tar(archive, target)
         archive.unlink()
         folder = locate_cinic10(root)
     train_images, train_labels = load_split(folder / SPLITS["train"])
@@ -144,4 +84,5 @@ def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
         test_images=test_images,
         test_labels=test_labels,
         class_names=CLASS_NAMES,
+        source=str(folder),
     )

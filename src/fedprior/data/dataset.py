@@ -6,13 +6,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedprior.errors import DatasetError
+
 
 @dataclass(frozen=True)
 class Dataset:
-    """Images, labels and class names of one dataset, train and test splits.
+    """Images, labels and class names of one dataset, train and test splits (and a validation split where it has one).
 
     Images are ``uint8`` arrays laid out ``(N, C, H, W)`` (channels first, as torch
     wants them); labels are ``int64`` arrays of class indices into ``class_names``.
+    ``source`` says where the files were read (named in the errors of a damaged dataset).
+    ``train_groups`` (optional) gives each training image's natural owner (FEMNIST's
+    writer), for the ``natural`` partition.
     """
 
     name: str
@@ -21,17 +26,30 @@ class Dataset:
     test_images: np.ndarray
     test_labels: np.ndarray
     class_names: tuple[str, ...]
+    source: str = ""
+    val_images: np.ndarray | None = None
+    val_labels: np.ndarray | None = None
+    train_groups: np.ndarray | None = None
 
     def __post_init__(self) -> None:
-        for split in ("train", "test"):
+        where = f"{self.name} ({self.source})" if self.source else self.name
+        damaged = "; the files are damaged or do not belong together"
+        if (self.val_images is None) != (self.val_labels is None):
+            raise DatasetError(f"{where}: give both val_images and val_labels, or neither")
+        if self.train_groups is not None and self.train_groups.shape != self.train_labels.shape:
+            raise DatasetError(f"{where}: train_groups must have one entry per training image{damaged}")
+        for split in ("train", "test") + (("val",) if self.val_images is not None else ()):
             images = getattr(self, f"{split}_images")
             labels = getattr(self, f"{split}_labels")
             if images.ndim != 4 or images.dtype != np.uint8:
-                raise ValueError(f"{self.name}: {split} images must be uint8 (N, C, H, W), got {images.dtype} {images.shape}")
+                raise DatasetError(f"{where}: {split} images must be uint8 (N, C, H, W), got {images.dtype} {images.shape}")
             if labels.shape != (images.shape[0],):
-                raise ValueError(f"{self.name}: {split} has {images.shape[0]} images but labels of shape {labels.shape}")
+                raise DatasetError(f"{where}: {split} has {images.shape[0]} images but labels of shape {labels.shape}{damaged}")
             if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
-                raise ValueError(f"{self.name}: {split} labels fall outside 0..{len(self.class_names) - 1}")
+                raise DatasetError(
+                    f"{where}: {split} labels fall outside 0..{len(self.class_names) - 1} "
+                    f"(found {labels.min()}..{labels.max()}){damaged}"
+                )
 
     @property
     def num_classes(self) -> int:

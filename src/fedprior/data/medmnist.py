@@ -4,12 +4,12 @@ Each file holds ``train_images``, ``train_labels``, ``val_images``, ``val_labels
 ``test_images``, ``test_labels``; images are ``(N, S, S)`` grayscale or ``(N, S, S, 3)``
 RGB uint8 (S = 28 in ``<name>.npz``, 64/128/224 in the MedMNIST+ files
 ``<name>_<S>.npz``), labels ``(N, 1)``. fedprior uses ``train`` as the train split and
-``test`` as the test split; the ``val`` split is ignored.
+``test`` as the test split, and ``val`` as the validation split (``run.model_selection``).
 
-``<name>.npz`` is looked for in ``data.root``, ``data.root/medmnist``, the user cache and
-``~/.medmnist`` (where the ``medmnist`` package downloads to). ``data.root`` may also name
-one ``.npz`` file directly, e.g. ``bloodmnist_64.npz`` for the 64x64 images. Downloads
-(``download=True`` only) go to the user cache. FedBM uses these datasets as stand-ins for
+``<name>.npz`` is looked for in ``data.root`` and ``data.root/medmnist`` when it is given,
+else in the user cache and ``~/.medmnist`` (where the ``medmnist`` package downloads to).
+``data.root`` may also name one ``.npz`` file directly, e.g. ``bloodmnist_64.npz`` for the
+64x64 images. Downloads (``download=True`` only) go to ``data.root`` or the user cache. FedBM uses these datasets as stand-ins for
 its medical benchmarks.
 """
 
@@ -24,12 +24,13 @@ import numpy as np
 
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
 from fedprior.errors import DatasetNotFoundError
 
 URL = "https://zenodo.org/records/10519652"
 CACHE_NAME = "medmnist"
 KEYS = ("train_images", "train_labels", "test_images", "test_labels")
+VAL_KEYS = ("val_images", "val_labels")
 
 
 @dataclass(frozen=True)
@@ -109,9 +110,8 @@ def file_name(flag: str, size: int = 28) -> str:
 
 
 def _folders(root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root``, ``root/medmnist``, the user cache, ``~/.medmnist``."""
-    roots = [root, root / "medmnist"] if root else []
-    return roots + [dataset_cache_dir(CACHE_NAME), Path.home() / ".medmnist"]
+    """Folders searched, in order: ``root`` and ``root/medmnist`` if ``root`` is given, else the user cache and ``~/.medmnist``."""
+    return [root, root / "medmnist"] if root else [dataset_cache_dir(CACHE_NAME), Path.home() / ".medmnist"]
 
 
 def locate_medmnist(flag: str, root: Path | None, size: int = 28) -> Path:
@@ -121,21 +121,22 @@ def locate_medmnist(flag: str, root: Path | None, size: int = 28) -> Path:
             return root
         raise DatasetNotFoundError(f"dataset '{flag}' not found: {root} does not exist (get it from {URL})")
     name = file_name(flag, size)
-    return find_files(flag, _folders(root), [name], URL) / name
+    return find_files(flag, _folders(root), [name], URL, root) / name
 
 
 def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
-    """Read a MedMNIST ``.npz`` as ``(N, C, S, S)`` uint8 images and int64 labels per split (train, test)."""
+    """Read a MedMNIST ``.npz`` as ``(N, C, S, S)`` uint8 images and int64 labels per split (train, test, and val if present)."""
     try:
         with np.load(path) as npz:
             missing = [key for key in KEYS if key not in npz.files]
             if missing:
                 raise DatasetNotFoundError(f"{path} is not a MedMNIST file: it lacks {', '.join(missing)}")
-            raw = {key: npz[key] for key in KEYS}
+            raw = {key: npz[key] for key in KEYS + VAL_KEYS if key in npz.files}
     except (OSError, ValueError, zipfile.BadZipFile) as error:
         raise DatasetNotFoundError(f"{path} is not a readable .npz file ({error})") from error
     arrays = {}
-    for split in ("train", "test"):
+    splits = ("train", "test", "val") if all(key in raw for key in VAL_KEYS) else ("train", "test")
+    for split in splits:
         images, labels = raw[f"{split}_images"], raw[f"{split}_labels"]
         if images.ndim == 3:
             images = images[:, None]
@@ -153,7 +154,7 @@ def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
 
 
 def load_medmnist(flag: str, root: Path | None = None, download: bool = False, size: int = 28) -> Dataset:
-    """Load MedMNIST dataset ``flag`` (train and test splits; val is ignored) with its class names."""
+    """Load MedMNIST dataset ``flag`` (train, test and, when the file has it, val) with its class names."""
     if flag not in INFO:
         raise DatasetNotFoundError(f"unknown MedMNIST dataset '{flag}'; known: {', '.join(INFO)}")
     try:
@@ -162,9 +163,9 @@ def load_medmnist(flag: str, root: Path | None = None, download: bool = False, s
         if not download or (root is not None and root.suffix == ".npz"):
             raise
         name = file_name(flag, size)
-        path = download_file(f"{URL}/files/{name}?download=1", dataset_cache_dir(CACHE_NAME) / name, timeout=60.0)
+        path = download_file(f"{URL}/files/{name}?download=1", download_dir(CACHE_NAME, root) / name, timeout=60.0)
     arrays = read_medmnist_npz(path)
-    return Dataset(name=flag, class_names=INFO[flag].class_names, **arrays)
+    return Dataset(name=flag, class_names=INFO[flag].class_names, source=str(path), **arrays)
 
 
 def medmnist_loader(flag: str) -> Callable[[Path | None, bool], Dataset]:
@@ -174,5 +175,5 @@ def medmnist_loader(flag: str) -> Callable[[Path | None, bool], Dataset]:
         return load_medmnist(flag, root, download)
 
     load.__name__ = f"load_{flag}"
-    load.__doc__ = f"Load {flag} (MedMNIST, 28x28; train and test splits, val ignored)."
+    load.__doc__ = f"Load {flag} (MedMNIST, 28x28; train, val and test splits)."
     return load

@@ -11,7 +11,10 @@ from fedprior.data.cinic import load_cinic10
 from fedprior.data.dataset import Dataset
 from fedprior.data.digits import load_digits
 from fedprior.data.fashion_mnist import load_fashion_mnist
+from fedprior.data.femnist import load_femnist
+from fedprior.data.kvasir import load_kvasir
 from fedprior.data.medmnist import medmnist_loader
+from fedprior.data.oct_c8 import load_oct_c8
 from fedprior.data.svhn import load_svhn
 from fedprior.errors import ConfigError
 
@@ -21,6 +24,8 @@ class DatasetSpec:
     name: str
     loader: Callable[[Path | None, bool], Dataset]
     description: str
+    builtin: bool = False
+    """Shipped inside a Python package: reads no files, so ``data.root`` has no meaning for it."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -31,7 +36,7 @@ def register(spec: DatasetSpec) -> None:
 
 
 register(DatasetSpec("fashion-mnist", load_fashion_mnist, "Fashion-MNIST, 60k/10k 28x28 grayscale, 10 classes (embedded: Debian package)"))
-register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,438/359 8x8 grayscale, 10 classes (embedded)"))
+register(DatasetSpec("digits", load_digits, "scikit-learn digits, 1,438/359 8x8 grayscale, 10 classes (embedded)", builtin=True))
 register(DatasetSpec("cifar10", load_cifar10, "CIFAR-10, 50k/10k 32x32 RGB, 10 classes (python pickle batches)"))
 register(DatasetSpec("cifar100", load_cifar100, "CIFAR-100, 50k/10k 32x32 RGB, 100 fine classes (python pickle batches)"))
 register(DatasetSpec("cinic10", load_cinic10, "CINIC-10, 90k/90k 32x32 RGB, CIFAR-10's classes (PNG folders; train=train/, valid/ unused)"))
@@ -40,6 +45,9 @@ register(DatasetSpec("bloodmnist", medmnist_loader("bloodmnist"), "MedMNIST Bloo
 register(DatasetSpec("dermamnist", medmnist_loader("dermamnist"), "MedMNIST DermaMNIST, 7,007/2,005 28x28 RGB skin lesions, 7 classes (.npz)"))
 register(DatasetSpec("octmnist", medmnist_loader("octmnist"), "MedMNIST OCTMNIST, 97,477/1,000 28x28 grayscale retinal OCT, 4 classes (.npz)"))
 register(DatasetSpec("pathmnist", medmnist_loader("pathmnist"), "MedMNIST PathMNIST, 89,996/7,180 28x28 RGB colon pathology, 9 classes (.npz)"))
+register(DatasetSpec("kvasir", load_kvasir, "Kvasir-v2, 8,000 endoscopic images resized to 128x128 RGB, 8 classes (class folders; split 7:1:2)"))
+register(DatasetSpec("oct-c8", load_oct_c8, "OCT-C8, 18,400/2,800/2,800 retinal OCT images resized to 128x128 RGB, 8 classes (class folders)"))
+register(DatasetSpec("femnist", load_femnist, "FEMNIST (LEAF JSON), FedBM's 35/5/10 writers with < 150 samples, 28x28 grayscale, 62 classes"))
 register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST OrganAMNIST, 34,581/17,778 28x28 grayscale abdominal CT, 11 classes (.npz)"))
 
 
@@ -49,6 +57,8 @@ def check_dataset_name(name: str) -> None:
 
 
 def load_dataset(name: str, root: str | Path | None = None, download: bool = False) -> Dataset:
-    """Load dataset ``name`` from ``root`` (or its default places); download only if ``download``."""
+    """Load dataset ``name`` from ``root`` (only there), or from its default places; download only if ``download``."""
     check_dataset_name(name)
+    if root and DATASETS[name].builtin:
+        raise ConfigError(f"data.root: dataset '{name}' is built into a Python package and reads no files; remove data.root")
     return DATASETS[name].loader(Path(root).expanduser() if root else None, download)

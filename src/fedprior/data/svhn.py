@@ -3,8 +3,8 @@
 Read from ``train_32x32.mat`` and ``test_32x32.mat`` (MATLAB files: ``X`` is
 ``(32, 32, 3, N)`` uint8, ``y`` is ``(N, 1)`` with digits 1..9 as themselves and digit 0
 stored as label 10, which is mapped back to 0). The optional ``extra_32x32.mat`` is not
-used. Looked for in ``data.root``, ``data.root/svhn`` and the user cache; downloaded
-there with ``download=True`` only.
+used. Looked for in ``data.root`` and ``data.root/svhn`` when it is given, else in the user
+cache; downloaded there with ``download=True`` only.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import numpy as np
 
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
 from fedprior.errors import DatasetNotFoundError
 
 NAME = "svhn"
@@ -25,13 +25,13 @@ CLASS_NAMES = tuple(str(d) for d in range(10))
 
 
 def _folders(root: Path | None) -> list[Path]:
-    """Folders searched, in order: ``root``, ``root/svhn``, then the user cache."""
-    return ([root, root / NAME] if root else []) + [dataset_cache_dir(NAME)]
+    """Folders searched, in order: ``root`` and ``root/svhn`` if ``root`` is given, else the user cache."""
+    return [root, root / NAME] if root else [dataset_cache_dir(NAME)]
 
 
 def locate_svhn(root: Path | None) -> Path:
     """The folder holding both .mat files, without touching the network."""
-    return find_files(NAME, _folders(root), list(FILES.values()), URL)
+    return find_files(NAME, _folders(root), list(FILES.values()), URL, root)
 
 
 def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +63,7 @@ def load_svhn(root: Path | None = None, download: bool = False) -> Dataset:
         if not download:
             raise
         for name in FILES.values():
-            target = dataset_cache_dir(NAME) / name
+            target = download_dir(NAME, root) / name
             if not target.is_file():
                 download_file(URL + name, target, timeout=60.0)
         folder = locate_svhn(root)
@@ -76,4 +76,5 @@ def load_svhn(root: Path | None = None, download: bool = False) -> Dataset:
         test_images=test_images,
         test_labels=test_labels,
         class_names=CLASS_NAMES,
+        source=str(folder),
     )

@@ -3,11 +3,16 @@
 Files live at ``<cache>/features/<dataset>/<split>-<encoder fingerprint>-<data fingerprint>.safetensors``
 (``<cache>`` is :func:`fedprior.data.locations.cache_dir`, ``$FEDPRIOR_CACHE`` if set), so a
 different encoder, different weights or preprocessing, or different data never reuse a file.
+Features an encoder computed on a GPU get the device type after the data fingerprint
+(``...-cuda.safetensors``): GPU kernels round differently, and a run on the CPU must get
+the CPU's features whatever ran before it.
 Each file holds one float32 tensor ``features`` (N, dim) and metadata: encoder name, dataset,
 split, count, dim and the SHA-256 of the tensor's bytes. A file that cannot be read, or whose
 metadata, shape or checksum is wrong (a crash mid-write on a filesystem without atomic rename,
 a truncated copy, flipped bits) is reported with a warning and rebuilt. Writes go to a
 temporary file in the same folder followed by ``os.replace``, so readers never see half a file.
+The cache is optional: a cache folder that cannot be written (full, read-only) is a
+warning, and the run goes on with the features it computed.
 """
 
 from __future__ import annotations
@@ -52,7 +57,9 @@ def _safe(text: str) -> str:
 def cache_path(encoder, dataset_name: str, split: str, images: np.ndarray, labels: np.ndarray) -> Path:
     """Where the features of ``encoder`` on these ``images``/``labels`` are (or will be) cached."""
     data = array_fingerprint(images, labels)
-    return features_dir() / _safe(dataset_name) / f"{_safe(split)}-{encoder.fingerprint}-{data}.safetensors"
+    device = torch.device(getattr(encoder, "device", "cpu")).type
+    suffix = "" if device == "cpu" else f"-{device}"
+    return features_dir() / _safe(dataset_name) / f"{_safe(split)}-{encoder.fingerprint}-{data}{suffix}.safetensors"
 
 
 def tensor_checksum(features: torch.Tensor) -> str:
@@ -151,7 +158,11 @@ def load_or_encode(
         "dim": str(encoder.dim),
         "checksum": tensor_checksum(features),
     }
-    write_features(path, features, metadata)
+    try:
+        write_features(path, features, metadata)
+    except OSError as error:
+        warnings.warn(f"feature cache {path} cannot be written ({error.strerror or error}); going on without the cache", stacklevel=2)
+        path = None
     return CacheResult(features, path, False, time.perf_counter() - start)
 
 
@@ -170,3 +181,33 @@ def cached_features(
     return load_or_encode(
         encoder, dataset_name, split, images, labels, batch_size=batch_size, use_cache=use_cache, progress=progress
     ).features
+
+
+def text_cache_path(encoder, texts: list[str]) -> Path:
+    """Where the embeddings of ``texts`` under ``encoder`` are cached: keyed by its fingerprint and the texts."""
+    digest = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:16]
+    return features_dir() / "texts" / f"{encoder.fingerprint}-{len(texts)}-{digest}.safetensors"
+
+
+def cached_text_features(encoder, texts: list[str], *, use_cache: bool = True) -> torch.Tensor:
+    """float32 (len(texts), dim) text embeddings of ``encoder``, read from the cache when a valid file is there.
+
+    The same file format, checks and atomic writes as the image features: a language
+    model embeds a class's prompts once, and every later run (and every Flower client
+    rebuilding the same classifier) reads them back.
+    """
+    if not use_cache:
+        return encoder.encode_texts(list(texts)).float()
+    path = text_cache_path(encoder, texts)
+    if path.exists():
+        features, problem = read_features(path, len(texts), encoder.dim)
+        if features is not None:
+            return features
+        warnings.warn(f"text feature cache {path}: {problem}; rebuilding it", stacklevel=2)
+    features = encoder.encode_texts(list(texts)).float().contiguous()
+    metadata = {
+        "format": FORMAT, "encoder": encoder.name, "encoder_fingerprint": encoder.fingerprint, "dataset": "texts",
+        "split": "texts", "count": str(len(texts)), "dim": str(encoder.dim), "checksum": tensor_checksum(features),
+    }
+    write_features(path, features, metadata)
+    return features

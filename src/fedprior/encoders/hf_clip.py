@@ -34,14 +34,15 @@ FOLDER_HELP = (
 )
 
 
-def resolve_folder(spec: str, download: bool) -> Path:
-    """The local folder of ``hf-clip:SPEC``: SPEC itself, or the cached (or, if allowed, downloaded) hub snapshot."""
+def resolve_folder(spec: str, download: bool, *, prefix: str = "hf-clip", field: str = "encoder.name",
+                   help_text: str = FOLDER_HELP, download_hint: str = "encoder.download=true") -> Path:
+    """The local folder of ``PREFIX:SPEC``: SPEC itself, or the cached (or, if allowed, downloaded) hub snapshot."""
     if not spec:
-        raise ConfigError("encoder.name: 'hf-clip:' needs a folder, e.g. hf-clip:/models/clip-vit-base-patch32")
+        raise ConfigError(f"{field}: '{prefix}:' needs a folder, e.g. {prefix}:/models/clip-vit-base-patch32")
     folder = Path(spec).expanduser()
     if folder.is_dir():
         if not (folder / "config.json").is_file():
-            raise FedpriorError(f"encoder.name: hf-clip folder {folder} has no config.json; {FOLDER_HELP}")
+            raise FedpriorError(f"{field}: {prefix} folder {folder} has no config.json; {help_text}")
         return folder
     if spec.count("/") == 1 and not spec.startswith((".", "/", "~")):
         try:
@@ -53,10 +54,10 @@ def resolve_folder(spec: str, download: bool) -> Path:
                 )
         except Exception as error:
             if download:
-                raise FedpriorError(f"encoder.name: downloading hf-clip:{spec} failed ({error})") from error
+                raise FedpriorError(f"{field}: downloading {prefix}:{spec} failed ({error})") from error
     raise FedpriorError(
-        f"encoder.name: hf-clip folder {folder} does not exist; {FOLDER_HELP}. A Hugging Face hub id loads only "
-        "from the local Hugging Face cache unless encoder.download=true"
+        f"{field}: {prefix} folder {folder} does not exist; {help_text}. A Hugging Face hub id loads only "
+        f"from the local Hugging Face cache unless {download_hint}"
     )
 
 
@@ -116,7 +117,7 @@ class HFClipEncoder:
     reserved_train_indices = np.zeros(0, dtype=np.int64)
     """Training images the encoder used for itself: none for real CLIP."""
 
-    def __init__(self, spec: str, download: bool = False) -> None:
+    def __init__(self, spec: str, download: bool = False, device: torch.device = torch.device("cpu")) -> None:
         from transformers import AutoTokenizer, CLIPModel
 
         folder = resolve_folder(spec, download)
@@ -128,7 +129,7 @@ class HFClipEncoder:
             raise FedpriorError(f"encoder.name: cannot load a CLIP model from {folder} ({error}); {FOLDER_HELP}") from error
         self.name = f"hf-clip:{spec}"
         self.folder = folder
-        self.device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+        self.device = torch.device(device)
         self.model = model.float().eval().requires_grad_(False).to(self.device)
         self.dim = int(model.config.projection_dim)
         self.max_length = int(model.config.text_config.max_position_embeddings)
@@ -154,5 +155,5 @@ class HFClipEncoder:
         return _features(self.model.get_text_features(**tokens)).float().cpu()
 
 
-def build_hf_clip_encoder(spec: str, download: bool) -> HFClipEncoder:
-    return HFClipEncoder(spec, download)
+def build_hf_clip_encoder(spec: str, download: bool, device: torch.device = torch.device("cpu")) -> HFClipEncoder:
+    return HFClipEncoder(spec, download, device)

@@ -37,8 +37,8 @@ The recipe (version :data:`RECIPE_VERSION`; defaults measured on Fashion-MNIST, 
 Zero-shot behaviour, as CLIP in fst-cbdg.txt Figure 2: with Eq. (2) (softmax of raw
 cosine similarities between normalized image features and the normalized text
 feature of "a photo of a {class}.", no logit scale) predictions are near uniform.
-Measured with the defaults on Fashion-MNIST (2 shared CPU cores; pretrain_seed 0 / 1;
-``pytest -m benchmark tests/test_locked_text.py``): build 31-59 s depending on the
+Measured with the defaults on Fashion-MNIST (2 shared CPU cores; pretrain_seed 0, the shipped
+tower, / 1; ``pytest -m benchmark tests/test_locked_text.py``): build 31-59 s depending on the
 machine's load (MiniLM loading excluded, ~4 s), zero-shot accuracy 77.9 / 76.4% on the
 10k test images, mean entropy 2.2990 / 2.2992 against log 10 = 2.3026, and a linear
 probe (logistic regression on the 58k non-reserved training features) 86.4 / 85.6%:
@@ -49,9 +49,23 @@ shortest "few tens" that stays in the regime of the prototype in
 IMPLEMENTATION-NOTES.md (76.1% zero-shot, entropy 2.299, probe 81.7%).
 On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
 
-The tower is built on first use (a progress line goes to stderr) and saved to
-``cache_dir()/encoders/locked-text/<fingerprint>.safetensors``; later builds load
-it. A cache file that cannot be read or does not match is rebuilt with a warning.
+Where the tower comes from, in this order:
+
+1. **shipped**: the recipes in :data:`fedprior.encoders.shipped_towers.RECIPES` (Fashion-MNIST
+   with the defaults, which every shipped preset uses; digits with 300 images, the tests')
+   ship their trained towers inside the package, so every machine uses the identical
+   encoder (training on another CPU kind gives other bits). A run whose recipe fingerprint
+   is a shipped one loads those weights: no training, no text tower. A shipped file that is
+   missing or fails its SHA-256 is an error that says to reinstall, never a silent retrain;
+2. **cache**: ``cache_dir()/encoders/locked-text/<fingerprint>.safetensors``, written by an
+   earlier build of a recipe that does not ship;
+3. **trained** on first use (a progress line goes to stderr), then cached. A cache file that
+   cannot be read, does not match, or whose weights fail their SHA-256 (stored in the
+   file's metadata) is rebuilt with a warning; a cache folder that cannot be written is a
+   warning too (the tower is then trained again next time).
+
+``fedprior standin build`` retrains the shipped recipes and checks them against the shipped
+fingerprints (see :mod:`fedprior.encoders.shipped_towers`).
 """
 
 from __future__ import annotations
@@ -69,12 +83,13 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedprior.atomic import save_tensors
+from fedprior.atomic import save_tensors, tensors_sha256
 from fedprior.data.dataset import Dataset
 from fedprior.data.fingerprint import split_fingerprint
 from fedprior.data.locations import cache_dir
+from fedprior.encoders.shipped_towers import REINSTALL, ShippedTower, shipped_tower_for
 from fedprior.encoders.text import folder_fingerprint, model_folder, text_encoder
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, FedpriorError
 from fedprior.models.image_tower import ImageTower
 from fedprior.seeding import numpy_rng, torch_generator
 
@@ -250,15 +265,26 @@ def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: 
     return tower
 
 
-def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
+def save_tower(tower: ImageTower, path: Path, fingerprint: str) -> None:
+    """Write ``tower`` atomically with its metadata (recipe fingerprint, shape, SHA-256 of the weights); raises ``OSError``."""
+    state = tower.state_dict()
     metadata = {
         "fingerprint": fingerprint,
         "recipe": str(RECIPE_VERSION),
         "in_channels": str(tower.in_channels),
         "image_size": str(tower.image_size),
         "dim": str(tower.out_dim),
+        "checksum": tensors_sha256(state),
     }
-    save_tensors(tower.state_dict(), path, metadata=metadata)
+    save_tensors(state, path, metadata=metadata)
+
+
+def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
+    """:func:`save_tower` into the user cache, where a failure is a warning."""
+    try:
+        save_tower(tower, path, fingerprint)
+    except OSError as error:  # the cache is optional: a full or read-only cache folder costs a rebuild next time
+        warnings.warn(f"locked-text: the image tower cannot be cached at {path} ({error.strerror or error}); going on without the cache", RuntimeWarning, stacklevel=2)
 
 
 def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:
@@ -272,6 +298,8 @@ def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed:
     wrong = {k: (metadata.get(k), v) for k, v in expected.items() if metadata.get(k) != v}
     if wrong:
         raise ValueError("metadata " + ", ".join(f"{k}={got!r} (expected {want!r})" for k, (got, want) in wrong.items()))
+    if metadata.get("checksum") != tensors_sha256(state):
+        raise ValueError("checksum mismatch (the weights changed after they were written, or the file predates checksums)")
     tower = _new_tower(image_shape[0], image_shape[1], int(metadata["dim"]), seed)
     tower.load_state_dict(state, strict=True)
     if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
@@ -290,8 +318,12 @@ class LockedTextEncoder:
 
     name = NAME
 
-    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str) -> None:
-        self.tower = tower
+    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str,
+                 device: torch.device = torch.device("cpu"), weights: str = "trained") -> None:
+        self.device = torch.device(device)
+        self.weights = weights
+        """Where the tower came from: 'shipped' (package data), 'cache' (the user cache) or 'trained' (just now)."""
+        self.tower = tower.to(self.device)
         self.recipe_fingerprint = recipe_fingerprint
         """Names the cached tower file (what determines the training)."""
         self.fingerprint = weights_fingerprint(recipe_fingerprint, tower)
@@ -303,7 +335,8 @@ class LockedTextEncoder:
         self.image_shape = (tower.in_channels, tower.image_size, tower.image_size)
 
     def __repr__(self) -> str:
-        return f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, fingerprint={self.fingerprint})"
+        return (f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, "
+                f"weights={self.weights}, fingerprint={self.fingerprint})")
 
     @torch.no_grad()
     def encode_images(self, images: np.ndarray, batch_size: int = 256) -> torch.Tensor:
@@ -314,8 +347,9 @@ class LockedTextEncoder:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
         self.tower.eval()
-        out = [self.tower(ImageTower.preprocess(torch.from_numpy(images[i : i + batch_size]))) for i in range(0, len(images), batch_size)]
-        return torch.cat(out).float() if out else torch.zeros(0, self.dim)
+        batches = (torch.from_numpy(images[i : i + batch_size]).to(self.device) for i in range(0, len(images), batch_size))
+        out = [self.tower(ImageTower.preprocess(batch)).float().cpu() for batch in batches]
+        return torch.cat(out) if out else torch.zeros(0, self.dim)
 
     def encode_texts(self, texts: list[str]) -> torch.Tensor:
         """Texts -> float32 (len(texts), dim) from the frozen text tower, not normalized here.
@@ -326,21 +360,50 @@ class LockedTextEncoder:
         return text_encoder(self.text_model).encode_texts(list(texts)).float()
 
 
-def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset) -> LockedTextEncoder:
-    """The ``locked-text`` encoder for ``dataset``: loaded from the cache, or trained once and cached."""
+def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device = torch.device("cpu")) -> LockedTextEncoder:
+    """The ``locked-text`` encoder for ``dataset``: the shipped tower, else the cached one, else trained once (on the CPU) and cached.
+
+    Its image tower then runs on ``device``; its text tower (a handful of class prompts) stays on the CPU.
+    """
     split = pretraining_split(config, dataset)
     fingerprint = locked_text_fingerprint(config, dataset)
+    shipped = shipped_tower_for(fingerprint)
+    if shipped is not None:
+        return LockedTextEncoder(load_shipped_tower(shipped), fingerprint, split.indices, config.text_model, device, weights="shipped")
     path = tower_path(fingerprint)
-    tower = None
+    tower: ImageTower | None = None
+    weights = "cache"
     if path.exists():
         try:
             tower = _load(path, fingerprint, dataset.image_shape, config.pretrain_seed)
         except Exception as error:  # unreadable, truncated, or another tower: rebuild
             warnings.warn(f"locked-text: the cached image tower {path} cannot be used ({error}); rebuilding it", RuntimeWarning, stacklevel=2)
     if tower is None:
-        tower = _build(config, dataset, split)
+        print(
+            f"fedprior: training the locked-text stand-in image tower (offline CLIP stand-in) on "
+            f"{split.indices.size:,} {dataset.name} images, once; it is cached afterwards...",
+            file=sys.stderr,
+            flush=True,
+        )
+        tower, weights = train_recipe(config, dataset, split), "trained"
         _save(tower, path, fingerprint)
-    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model)
+    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model, device, weights=weights)
+
+
+def load_shipped_tower(shipped: ShippedTower) -> ImageTower:
+    """The shipped tower, checked against the manifest's SHA-256; a missing or damaged file is a :class:`FedpriorError`.
+
+    (Its recipe fingerprint covers the training images, hence their shape: a run whose
+    fingerprint matches has images of ``shipped.image_shape``.)
+    """
+    try:
+        tower = _load(shipped.path, shipped.recipe_fingerprint, shipped.image_shape, int(shipped.settings["pretrain_seed"]))
+        actual = tensors_sha256(tower.state_dict())
+        if actual != shipped.weights_sha256:
+            raise ValueError(f"weights SHA-256 {actual[:16]}..., the package lists {shipped.weights_sha256[:16]}...")
+    except Exception as error:  # missing, unreadable, truncated, edited: the installation is damaged
+        raise FedpriorError(f"locked-text: the shipped image tower {shipped.path} is damaged ({error}); {REINSTALL}") from None
+    return tower
 
 
 def weights_fingerprint(recipe_fingerprint: str, tower: ImageTower) -> str:
@@ -356,13 +419,9 @@ def weights_fingerprint(recipe_fingerprint: str, tower: ImageTower) -> str:
     return digest.hexdigest()[:16]
 
 
-def _build(config: EncoderConfig, dataset: Dataset, split: PretrainingSplit) -> ImageTower:
-    print(
-        f"fedprior: training the locked-text stand-in image tower (offline CLIP stand-in) on "
-        f"{split.indices.size:,} {dataset.name} images, once; it is cached afterwards...",
-        file=sys.stderr,
-        flush=True,
-    )
+def train_recipe(config: EncoderConfig, dataset: Dataset, split: PretrainingSplit | None = None) -> ImageTower:
+    """Train the image tower of ``config``'s recipe from scratch (no cache, no shipped weights): the whole recipe above."""
+    split = split if split is not None else pretraining_split(config, dataset)
     text = text_encoder(config.text_model)
     distinct = sorted(set(split.captions))  # each distinct caption is encoded once
     row = {caption: i for i, caption in enumerate(distinct)}

@@ -69,10 +69,6 @@ def import_open_clip():
     return open_clip
 
 
-def device_for_inference() -> torch.device:
-    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-
-
 def resolve_arch(open_clip, arch: str) -> str:
     """The open_clip model name for ``arch`` (registering a model-config JSON file first if one is given)."""
     if not arch:
@@ -233,7 +229,7 @@ class OpenClipEncoder:
     reserved_train_indices = np.zeros(0, dtype=np.int64)
     """Training images the encoder used for itself: none for real CLIP."""
 
-    def __init__(self, arch: str, weights: str | None = None, download: bool = False) -> None:
+    def __init__(self, arch: str, weights: str | None = None, download: bool = False, device: torch.device = torch.device("cpu")) -> None:
         if not arch:
             raise ConfigError("encoder.name: 'openclip:' needs an architecture, e.g. openclip:RN50 or openclip:ViT-B-32")
         check_weights_file(arch, weights)  # a missing local file is reported even without open_clip
@@ -251,7 +247,7 @@ class OpenClipEncoder:
             offline = "" if download else " (encoder.download is false: any Hugging Face files it needs must already be cached)"
             raise FedpriorError(f"open_clip could not build {self.arch}{offline}: {error}") from error
         load_weights(open_clip, model, path, self.arch)
-        self.device = device_for_inference()
+        self.device = torch.device(device)
         self.model = model.eval().requires_grad_(False).to(self.device)
         self.weights_path = path
         self.preprocess = preprocess_config(model, pretrained_cfg, open_clip)
@@ -298,5 +294,5 @@ def _maybe_offline(download: bool):
     return nullcontext() if download else hub_offline()
 
 
-def build_openclip_encoder(arch: str, weights: str | None, download: bool) -> OpenClipEncoder:
-    return OpenClipEncoder(arch, weights, download)
+def build_openclip_encoder(arch: str, weights: str | None, download: bool, device: torch.device = torch.device("cpu")) -> OpenClipEncoder:
+    return OpenClipEncoder(arch, weights, download, device)

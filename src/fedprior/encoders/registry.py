@@ -36,8 +36,8 @@ def check_encoder_name(name: str) -> None:
     raise ConfigError(f"encoder.name: unknown encoder '{name}'; accepted: {ACCEPTED}")
 
 
-def build_encoder(config: EncoderConfig, dataset: Dataset):
-    """The frozen encoder named by ``config.name`` (``dataset`` is for encoders that fit themselves to it)."""
+def build_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device = torch.device("cpu")):
+    """The frozen encoder named by ``config.name``, running on ``device`` (``dataset`` is for encoders that fit themselves to it)."""
     name = config.name
     check_encoder_name(name)
     if name == "none":
@@ -45,20 +45,20 @@ def build_encoder(config: EncoderConfig, dataset: Dataset):
     if name == "locked-text":
         from fedprior.encoders.locked_text import build_locked_text_encoder
 
-        return build_locked_text_encoder(config, dataset)
+        return build_locked_text_encoder(config, dataset, device=device)
     if name.startswith("openclip:"):
         from fedprior.encoders.openclip import build_openclip_encoder
 
-        return build_openclip_encoder(name[len("openclip:") :], config.weights, config.download)
+        return build_openclip_encoder(name[len("openclip:") :], config.weights, config.download, device)
     from fedprior.encoders.hf_clip import build_hf_clip_encoder
 
-    return build_hf_clip_encoder(name[len("hf-clip:") :], config.download)
+    return build_hf_clip_encoder(name[len("hf-clip:") :], config.download, device)
 
 
 def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig, *, progress: bool = True) -> torch.Tensor:
-    """float32 (N, dim) image features of ``dataset``'s ``split`` ('train' or 'test'), cached per ``config.cache``."""
-    if split not in ("train", "test"):
-        raise ValueError(f"split must be 'train' or 'test', got {split!r}")
+    """float32 (N, dim) image features of ``dataset``'s ``split`` ('train', 'test' or 'val'), cached per ``config.cache``."""
+    if split not in ("train", "test", "val"):
+        raise ValueError(f"split must be 'train', 'test' or 'val', got {split!r}")
     return cached_features(
         encoder,
         dataset.name,

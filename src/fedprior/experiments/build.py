@@ -1,9 +1,11 @@
-"""From a checked config to everything a run needs: data, partition, task, algorithm."""
+"""From a checked config to everything a run needs: data, partition, task, algorithm, device, threads."""
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 import torch
@@ -17,6 +19,10 @@ from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
 from fedprior.partition.subset import balanced_subset
+from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.sampling import clients_per_round
+from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
+from fedprior.seeding import numpy_rng
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
@@ -35,15 +41,65 @@ class Experiment:
     task: Task
     algorithm: Algorithm
     encoder_name: str = "none"
+    device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    threads: ThreadPolicy = field(default_factory=lambda: ThreadPolicy(1, 1, 1))
+    workers: int = 1
 
     def client_data(self, client_id: int) -> ClientData:
-        """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones)."""
-        out: ClientData = {}
-        for role, indices in self.partition.client(client_id).items():
-            for field, source in zip(ROLE_FIELDS[role], ("x", "y")):
-                if field in self.algorithm.inputs:
-                    out[field] = self.train[source][torch.from_numpy(indices)]
-        return out
+        """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones),
+        plus the ones it takes for diagnostics only (``Algorithm.diagnostics``)."""
+        return select_client_data(self.partition, self.train, client_fields(self.algorithm), client_id)
+
+    def client_size(self, client_id: int) -> int:
+        """How many training examples client ``client_id`` holds (all roles)."""
+        return int(self.partition.holdings(client_id).size)
+
+    def client_side(self) -> "ClientSide":
+        """What a worker process needs to run this experiment's client updates (picklable)."""
+        return ClientSide(self.config, self.task, self.train, self.partition)
+
+
+def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
+    """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
+    return (*algorithm.inputs, *algorithm.diagnostics)
+
+
+def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
+    """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors."""
+    out: ClientData = {}
+    for role, indices in partition.client(client_id).items():
+        for name, source in zip(ROLE_FIELDS[role], ("x", "y")):
+            if name in inputs:
+                out[name] = train[source][torch.from_numpy(indices)]
+    return out
+
+
+def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
+    """The configured algorithm, with the runtime-provided local epochs, batch size and device."""
+    return algorithm_spec(config.algorithm.name).build(
+        task, config.algorithm.hyperparameters(),
+        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=device,
+    )
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """The client half of an experiment, for worker processes (``fedprior.runtime.workers``).
+
+    Picklable (config, task, training tensors, partition; no closures), so a spawned
+    worker (the CUDA case) rebuilds the algorithm from it; a forked worker gets it for free.
+    Calling it gives ``(algorithm, client_data)`` in the worker, on the run's device.
+    """
+
+    config: ExperimentConfig
+    task: Task
+    train: dict[str, torch.Tensor]
+    partition: Partition
+
+    def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
+        set_deterministic(self.config.run.deterministic)
+        algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
+        return algorithm, functools.partial(select_client_data, self.partition, self.train, client_fields(algorithm))
 
 
 def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
@@ -52,21 +108,27 @@ def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tenso
     return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
 
 
-def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor, dict[str, torch.Tensor]]:
-    """Standardized train and test pixels, and the channel statistics used (``pixel_mean``, ``pixel_std``).
-
-    The statistics go into the Task's prior: augmentations that work on [0, 1] images
-    (SimCLR's colour jitter) and MFCL's binary cross-entropy undo the standardization.
-    """
+def pixel_statistics(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel mean and std of the training images scaled to [0, 1]."""
     scaled = dataset.train_images.astype(np.float32) / 255.0
     mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
     std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
-    stats = {"pixel_mean": torch.from_numpy(mean), "pixel_std": torch.from_numpy(std)}
-    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std), stats
+    return mean, std
 
 
-def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray) -> Partition:
-    """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients."""
+def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
+    mean, std = pixel_statistics(dataset)
+    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
+
+
+def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray, groups: np.ndarray | None = None) -> Partition:
+    """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
+
+    With ``partition.num_labeled > 0`` the clients get a labeled and an unlabeled role
+    (feddb.txt 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
+    otherwise one ``train`` role. ``groups`` (each training image's natural owner) serves the
+    ``natural`` scheme.
+    """
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
     if p.scenario is not None:
@@ -76,11 +138,37 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
         if num_classes != named.num_classes:
             raise ConfigError(f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
                               f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead")
-    partitioner = make_partitioner(
-        p.scheme, f.num_clients, config.run.seed, shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window
-    )
-    parts = partitioner.split(labels[pool])
+    options = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
+    if p.num_labeled:
+        from fedprior.partition.labeled_split import LabeledSplitPartitioner
+
+        splitter = LabeledSplitPartitioner.with_scheme(
+            p.scheme, f.num_clients, p.num_labeled, config.run.seed, **options,
+            add_labeled_to_unlabeled=p.labeled_in_unlabeled, num_unlabeled=p.num_unlabeled,
+        )
+        split = splitter.partition(labels[pool])
+        return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
+    options["groups"] = None if groups is None else groups[pool]
+    parts = make_partitioner(p.scheme, f.num_clients, config.run.seed, **options).split(labels[pool])
     return Partition({"train": tuple(pool[part] for part in parts)})
+
+
+def check_inputs(algorithm: Algorithm, partition: Partition, config: ExperimentConfig) -> None:
+    """Every data field the algorithm reads must come from a role of the partition; a ConfigError says which setting fits."""
+    provided = {name for role in partition.roles for name in ROLE_FIELDS[role]}
+    missing = [name for name in algorithm.inputs if name not in provided]
+    if not missing:
+        return
+    if config.partition.num_labeled:
+        raise ConfigError(
+            f"partition.num_labeled: algorithm '{config.algorithm.name}' reads {', '.join(algorithm.inputs)}, which a "
+            f"labeled/unlabeled split does not give; set partition.num_labeled = 0, or use a semi-supervised algorithm "
+            f"(feddb, fixmatch, fedavg-labeled, fedmatch, fedrgd, semifl)"
+        )
+    raise ConfigError(
+        f"partition.num_labeled: algorithm '{config.algorithm.name}' needs a labeled/unlabeled split "
+        f"({', '.join(missing)}); set partition.num_labeled to the number of labeled images (e.g. 4000)"
+    )
 
 
 @dataclass
@@ -92,47 +180,87 @@ class Inputs:
     prior: dict[str, torch.Tensor]
     reserved: np.ndarray
     encoder_name: str = "none"
+    pixel_mean: tuple[float, ...] = ()
+    pixel_std: tuple[float, ...] = ()
+    val_x: torch.Tensor | None = None
+    """The dataset's own validation split, where it has one."""
 
 
-def encoded_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
     """Features of a frozen encoder (cached on disk), L2-normalized if encoder.normalize, and the class text features."""
     from fedprior.encoders.registry import build_encoder, class_text_features, encode_dataset
 
     settings = config.encoder
-    encoder = build_encoder(settings, dataset)
+    encoder = build_encoder(settings, dataset, device)
     train_x = encode_dataset(encoder, dataset, "train", settings)
     test_x = encode_dataset(encoder, dataset, "test", settings)
+    val_x = encode_dataset(encoder, dataset, "val", settings) if dataset.val_images is not None else None
     prior = {}
     if hasattr(encoder, "encode_texts"):
         prior["text_features"] = class_text_features(encoder, dataset.class_names, settings.prompt)
     if settings.normalize:
         train_x, test_x = F.normalize(train_x, dim=1), F.normalize(test_x, dim=1)
+        val_x = None if val_x is None else F.normalize(val_x, dim=1)
         prior = {k: F.normalize(v, dim=1) for k, v in prior.items()}
     reserved = np.asarray(getattr(encoder, "reserved_train_indices", np.zeros(0, dtype=np.int64)), dtype=np.int64)
-    return Inputs(train_x, test_x, prior, reserved, settings.name)
+    return Inputs(train_x, test_x, prior, reserved, settings.name, val_x=val_x)
 
 
-def model_inputs(config: ExperimentConfig, dataset: Dataset) -> Inputs:
+def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
     if config.encoder.name != "none":
-        return encoded_inputs(config, dataset)
-    train_x, test_x, stats = pixel_inputs(dataset)
-    return Inputs(train_x, test_x, stats, np.zeros(0, dtype=np.int64))
+        return encoded_inputs(config, dataset, device)
+    train_x, test_x = pixel_inputs(dataset)
+    mean, std = pixel_statistics(dataset)
+    val_x = pixels(dataset.val_images, mean, std) if dataset.val_images is not None else None
+    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64),
+                  pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std), val_x=val_x)
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
 
 
-def prepared_data(config: ExperimentConfig) -> tuple[Dataset, Inputs]:
-    """The dataset and its model inputs, kept in memory for the last data+encoder setting.
+def prepared_data(config: ExperimentConfig, device: torch.device = torch.device("cpu")) -> tuple[Dataset, Inputs]:
+    """The dataset and its model inputs (the encoder runs on ``device``), kept in memory for the last data+encoder setting.
 
     A table or a test runs many experiments on the same data: they load and encode once.
     """
-    key = json.dumps([config.data.model_dump(), config.encoder.model_dump()], sort_keys=True)
+    key = json.dumps([config.data.model_dump(), config.encoder.model_dump(), device.type], sort_keys=True)
     if key not in _PREPARED:
         _PREPARED.clear()
         dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
-        _PREPARED[key] = (dataset, model_inputs(config, dataset))
+        _PREPARED[key] = (dataset, model_inputs(config, dataset, device))
     return _PREPARED[key]
+
+
+def subset_pool(pool: np.ndarray, labels: np.ndarray, size: int) -> np.ndarray:
+    """``data.train_subset``: a class-balanced random subset of ``size`` pool indices (``size // classes`` per class,
+    :func:`~fedprior.partition.subset.balanced_subset`), a fixed draw (seed 0) that is the same for every run seed,
+    so runs with different seeds differ by their training only."""
+    if size == 0:
+        return pool
+    if size > pool.size:
+        raise ConfigError(f"data.train_subset: {size} is more than the {pool.size} training images available")
+    return balanced_subset(labels, pool, size, seed=0)
+
+
+def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """(rest of the pool, validation indices): ``fraction`` of each class of the pool, drawn from ("validation",)."""
+    rng = numpy_rng(seed, "validation")
+    chosen = [rng.permutation(members)[: int(round(fraction * members.size))]
+              for members in (pool[labels[pool] == k] for k in np.unique(labels[pool]))]
+    validation = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
+    return np.setdiff1d(pool, validation), validation
+
+
+def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
+    """``algorithm`` whose evaluation also reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
+
+    def evaluate(state, data):
+        scores = algorithm.evaluate(state, validation)
+        extra = {f"validation_{k}": v for k, v in scores.items() if not isinstance(v, list)}
+        return {**algorithm.evaluate(state, data), **extra}
+
+    return algorithm.with_(evaluate=evaluate)
 
 
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
@@ -140,32 +268,50 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
 
     Training images an encoder was fitted on (the locked-text stand-in's pretraining
     split) are removed from the pool before partitioning, so no client ever holds them.
-    A centralized baseline gets one client holding the whole pool.
+    A centralized baseline gets one client holding the whole pool. ``run.device`` is
+    resolved first (asking for absent CUDA fails here, before any data is loaded), and
+    the thread policy and worker count are chosen (``fedprior.runtime.threads``).
     """
-    if config.run.threads:
-        torch.set_num_threads(config.run.threads)
+    if config.run.workers > 1 and config.run.runtime != "local":
+        raise ConfigError(f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1")
+    set_deterministic(config.run.deterministic)  # before anything touches the GPU
+    device = resolve_device(config.run.device)
     spec = algorithm_spec(config.algorithm.name)
-    dataset, inputs = prepared_data(config)
+    feature_space = config.encoder.name != "none"
+    threads = thread_policy(config.run.threads, feature_space=feature_space)
+    with torch_threads(threads.encode):
+        dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
-    pool = np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved)
-    if config.data.train_subset:
-        pool = balanced_subset(dataset.train_labels, pool, config.data.train_subset, config.run.seed)
+    pool = subset_pool(np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved), dataset.train_labels, config.data.train_subset)
+    validation = None
+    if config.run.model_selection == "validation":
+        if inputs.val_x is not None:
+            validation = {"x": inputs.val_x, "y": torch.from_numpy(dataset.val_labels)}
+        else:
+            pool, held = hold_out(pool, dataset.train_labels, config.data.validation_fraction, config.run.seed)
+            validation = {"x": train_x[torch.from_numpy(held)], "y": torch.from_numpy(dataset.train_labels[held])}
     if spec.centralized:
         config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
         partition = Partition({"train": (pool,)})
     else:
-        partition = build_partition(config, dataset.train_labels, pool)
+        partition = build_partition(config, dataset.train_labels, pool, dataset.train_groups)
     task = Task(
         num_classes=dataset.num_classes,
         input_shape=tuple(train_x.shape[1:]),
         class_names=dataset.class_names,
         num_clients=config.federation.num_clients,
         prior=inputs.prior,
+        pixel_mean=inputs.pixel_mean,
+        pixel_std=inputs.pixel_std,
     )
-    algorithm = spec.build(
-        task, config.algorithm.hyperparameters(),
-        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=torch.device("cpu"),
+    algorithm = build_algorithm(config, task, device)
+    per_round = clients_per_round(config.federation.num_clients, config.federation.fraction)
+    workers = 1 if config.run.runtime != "local" else default_workers(
+        config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda"
     )
+    check_inputs(algorithm, partition, config)
+    if validation is not None:
+        algorithm = with_validation(algorithm, validation)
     return Experiment(
         name=name,
         config=config,
@@ -177,4 +323,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         task=task,
         algorithm=algorithm,
         encoder_name=inputs.encoder_name,
+        device=device,
+        threads=threads,
+        workers=workers,
     )

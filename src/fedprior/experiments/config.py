@@ -12,14 +12,15 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
-from fedprior.validation import describe_validation_error
+from fedprior.runtime.device import check_device_syntax
+from fedprior.validation import CheckedModel, describe_validation_error
 
 
-class Section(BaseModel):
+class Section(CheckedModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
 
 
@@ -31,12 +32,14 @@ class DataConfig(Section):
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
     train_subset: int = Field(0, ge=0)
-    """Train on a class-balanced random subset of this many training images (seeded by run.seed; rounded down to a multiple of the class count); 0: all of them."""
+    """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
+    validation_fraction: float = Field(0.1, gt=0, lt=1)
+    """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
 
 
 class PartitionConfig(Section):
-    scheme: Literal["iid", "shard", "dirichlet", "window"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows)."""
+    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
     shards: int = Field(2, ge=1)
     """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
@@ -47,6 +50,14 @@ class PartitionConfig(Section):
     """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
     scenario: str | None = None
     """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
+    balance: bool = False
+    """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
+    num_labeled: int = Field(0, ge=0)
+    """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
+    num_unlabeled: int = Field(0, ge=0)
+    """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
+    labeled_in_unlabeled: bool = True
+    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (feddb.txt 5.1)."""
 
 
 class EncoderConfig(Section):
@@ -74,7 +85,7 @@ class EncoderConfig(Section):
     """locked-text: seed of the stand-in's own training (independent of run.seed, so one stand-in serves every run)."""
 
 
-class AlgorithmConfig(BaseModel):
+class AlgorithmConfig(CheckedModel):
     """The algorithm's name plus its hyperparameters (checked against the algorithm's factory)."""
 
     model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
@@ -96,6 +107,10 @@ class FederationConfig(Section):
     """Local epochs per round on each sampled client."""
     batch_size: int = Field(32, ge=1)
     """Local mini-batch size."""
+    evaluate_every: int = Field(1, ge=1)
+    """Evaluate the global model every k rounds, and always after the last round of each stage."""
+    wait_for_clients: float = Field(0.0, ge=0)
+    """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
 
 
 class RunConfig(Section):
@@ -106,7 +121,27 @@ class RunConfig(Section):
     runtime: Literal["local", "flower-sim", "flower-local"] = "local"
     """Where the run executes: 'local' (in-process), 'flower-sim' (Flower's simulation engine) or 'flower-local' (a Flower SuperLink and SuperNodes as processes on this machine; see docs/flower.md)."""
     threads: int = Field(0, ge=0)
-    """Torch CPU threads; 0 keeps torch's default."""
+    """Torch CPU threads per process for all work; 0: by the work's size (one per client update, every core for image evaluation and encoding; see fedprior.runtime.threads)."""
+    workers: int = Field(0, ge=0)
+    """Worker processes that train a round's sampled clients (runtime 'local'); 0: 1 for feature-space heads, min(cores, clients per round) for image models. The numbers do not depend on it."""
+    device: str = "auto"
+    """Where models train and evaluate and frozen encoders run: auto (CUDA when present, else cpu), cpu, cuda, cuda:N."""
+    non_finite: Literal["stop", "drop"] = "stop"
+    """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
+    deterministic: bool = False
+    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+    model_selection: Literal["last", "validation"] = "last"
+    """'validation': also evaluate every round on a validation split and report the test metrics of the round it ranks best (selected_* in the summary, FedBM's code), beside the last round's."""
+    mlflow: str | None = Field(None, min_length=1)
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    mlflow_experiment: str = Field("fedprior", min_length=1)
+    """The MLflow experiment the run is logged under (with run.mlflow)."""
+
+    @field_validator("device")
+    @classmethod
+    def _device_syntax(cls, value: str) -> str:
+        check_device_syntax(value)  # whether CUDA is there is checked when the run starts (resolve_device)
+        return value
 
 
 class ExperimentConfig(Section):
@@ -171,20 +206,45 @@ def list_presets() -> dict[str, str]:
 
 
 def read_toml(source: str) -> tuple[str, dict[str, Any]]:
-    """(name, raw dict) of a preset name or a TOML file path."""
-    path = Path(source)
-    if path.suffix == ".toml" or path.exists():
+    """(name, raw dict) of a preset name or a TOML file path.
+
+    A shipped preset's name wins over a file or folder of that name in the working
+    directory; an argument with a slash or ending in ``.toml`` is always a path. The name is
+    the file's ``name`` key when it has one (a run directory's own ``config.toml``), else
+    its stem. A UTF-8 byte-order mark is accepted.
+    """
+    presets = preset_paths()
+    if source in presets and "/" not in source and not source.endswith(".toml"):
+        path, name = presets[source], source
+    elif "/" in source or source.endswith(".toml") or Path(source).exists():
+        path, name = Path(source), Path(source).stem
+        if path.is_dir():
+            raise ConfigError(f"config file {source} is a folder, not a file; give the path of a .toml file")
         if not path.is_file():
             raise ConfigError(f"config file {source} does not exist")
-        name = path.stem
     else:
-        path = preset_paths().get(source)
-        if path is None:
-            raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
-        name = source
+        raise ConfigError(f"unknown preset '{source}'; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
+    raw = parse_toml_file(path)
+    name = raw.pop("name", name)
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"{path}: name: input should be a non-empty string (got {name!r})")
+    return name, raw
+
+
+def parse_toml_file(path: Path) -> dict[str, Any]:
+    """The TOML table of ``path``, or a ConfigError naming the file and what is wrong with it."""
     try:
-        with path.open("rb") as handle:
-            return name, tomllib.load(handle)
+        data = path.read_bytes()
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot be read ({error.strerror or error})") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at position {error.start}); save it as UTF-8"
+        ) from None
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
 

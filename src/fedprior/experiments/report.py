@@ -2,13 +2,41 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from fedprior.atomic import atomic_write, write_text
 from fedprior.experiments.run_dir import RunDir
 
+if TYPE_CHECKING:
+    from fedprior.experiments.config import ExperimentConfig
 
-def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None:
-    """Accuracy (%) per round for one or more runs; round 0 is the initial model."""
+
+def preset_note(name: str, config: ExperimentConfig) -> str:
+    """A line naming the fields this run changed from the preset it is named after ('' if none or no such preset).
+
+    A preset's description speaks of the preset's own settings ("10 rounds"); with
+    ``--set`` overrides the report says what differs instead of rewriting the description.
+    """
+    from fedprior.experiments.config import load_config, preset_paths
+    from fedprior.experiments.config_fields import config_differences
+
+    if name not in preset_paths():
+        return ""
+    changed = config_differences(load_config(name)[1].to_dict(), config.to_dict())
+    if not changed:
+        return ""
+    listed = ", ".join(f"{field} = {new!r} (preset: {old!r})" for field, (old, new) in changed.items())
+    return f"Changed from the preset '{name}', whose description this is: {listed}."
+
+
+def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
+    """Test accuracy by round of a run summary: round 0 (the initial model) and the evaluated rounds."""
+    rounds = summary.get("evaluated_rounds") or range(1, len(summary["history"]) + 1)
+    return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"]))}
+
+
+def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:
+    """Accuracy (%) by round for one or more runs (``{round: accuracy}``, round 0 the initial model)."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -16,7 +44,8 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for label, values in curves.items():
-        ax.plot(range(len(values)), [100 * v for v in values], marker="o", markersize=3, label=label)
+        ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
@@ -24,19 +53,66 @@ def plot_accuracy(curves: dict[str, list[float]], path, title: str = "") -> None
     if len(curves) > 1:
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
+    atomic_write(path, lambda handle: fig.savefig(handle, format="png"))  # never a half-written PNG
     plt.close(fig)
 
 
-def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "") -> None:
-    curve = [summary["initial_accuracy"], *summary["history"]]
+OPTIONAL_ROWS = (
+    ("final_macro_f1", "final macro-F1"),
+    ("best_macro_f1", "best macro-F1"),
+    ("selected_accuracy", "accuracy at the round chosen on the validation split"),
+    ("selected_macro_f1", "macro-F1 at the round chosen on the validation split"),
+)
+"""Summary keys the report shows when the run has them (macro-F1, validation model selection)."""
+
+
+def failure_warning(summary: dict[str, Any]) -> str:
+    """One line saying which rounds lost client updates, or '' when none did."""
+    per_round = summary.get("failed_clients_per_round") or {}
+    if not per_round:
+        return ""
+    rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
+    return (f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
+            f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)")
+
+
+def summary_warnings(summary: dict[str, Any]) -> list[str]:
+    """The warning lines of a run summary: failed updates, clients without data, rounds that changed nothing."""
+    lines = [failure_warning(summary)]
+    empty = summary.get("empty_clients_per_round") or {}
+    if empty:
+        lines.append(f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
+                     f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}")
+    unchanged = summary.get("rounds_without_update") or []
+    if unchanged:
+        lines.append(f"warning: no client trained in rounds {', '.join(map(str, unchanged))}: the global model was not updated there")
+    return [line for line in lines if line]
+
+
+def problems_section(summary: dict[str, Any]) -> str:
+    """report.md's table of the rounds that lost client updates or had clients without data ('' if none)."""
+    failed, empty = summary.get("failed_clients_per_round") or {}, summary.get("empty_clients_per_round") or {}
+    steps = sorted({*failed, *empty}, key=int)
+    if not steps:
+        return ""
+    rows = "\n".join(f"| {step} | {failed.get(step, 0)} | {empty.get(step, 0)} |" for step in steps)
+    return f"\n## Failed and empty clients\n\n| round | failed updates | clients without data |\n|---|---|---|\n{rows}\n"
+
+
+def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "", notes: str = "") -> None:
+    """report.md and accuracy.png; ``notes`` go under the description (e.g. :func:`preset_note`)."""
+    curve = accuracy_curve(summary)
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
-    rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in enumerate(curve))
+    rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
+    warning = "".join(f"\n**{line}**\n" for line in summary_warnings(summary))
+    more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
+    if "selected_round" in summary:
+        more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
     text = f"""# {summary['name']}
 
 {summary.get('description', '')}
-
+{chr(10) + notes + chr(10) if notes else ''}
 | | |
 |---|---|
 | algorithm | {summary['algorithm']} |
@@ -48,7 +124,11 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | initial accuracy | {100 * summary['initial_accuracy']:.2f}% |
 | final accuracy | {100 * summary['final_accuracy']:.2f}% |
 | best accuracy | {100 * summary['best_accuracy']:.2f}% |
-| wall time | {summary['wall_seconds']:.1f} s |
+{more}| wall time | {summary['wall_seconds']:.1f} s |
+| device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
+| failed client updates | {summary.get('failed_updates', 0)} |
+| clients without data | {summary.get('empty_updates', 0)} |
+{warning}
 
 ![accuracy per round](accuracy.png)
 
@@ -57,5 +137,5 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
 | round | test accuracy (%) |
 |---|---|
 {rows}
-{extra}"""
-    run.report.write_text(text)
+{problems_section(summary)}{extra}"""
+    write_text(run.report, text)

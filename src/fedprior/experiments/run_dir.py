@@ -1,29 +1,41 @@
 """A run directory: everything needed to inspect, resume and report one run.
 
-    config.toml              the resolved config (every field), with the experiment name
-    partition.npz            each client's training indices, by role
-    partition.json           partition statistics (sizes, class counts, beta_cib, beta_hetero)
-    partition.png            clients x classes heatmap
-    metrics.jsonl            one JSON line per round
-    checkpoint.safetensors   the whole run state after the last completed round (atomic)
-    result.json              the summary, once the run has finished
-    report.md, accuracy.png  a short report
+    config.toml                       the resolved config (every field), with the experiment name
+    partition.npz                     each client's training indices, by role
+    partition.json                    partition statistics (sizes, class counts, beta_cib, beta_hetero)
+    partition.png                     clients x classes heatmap
+    metrics.jsonl                     one JSON line per round
+    checkpoint.safetensors            the whole run state after the last completed round (atomic, checksummed)
+    checkpoint.previous.safetensors   the one before it (offered when the last one is damaged)
+    result.json                       the summary, once the run has finished
+    report.md, accuracy.png           a short report
+    run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
+    tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
+    tracking.json                     the MLflow run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import io
 import json
-import tomllib
+import os
+from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 import tomli_w
 
+from fedprior.atomic import atomic_write, write_text
 from fedprior.errors import FedpriorError
-from fedprior.experiments.config import ExperimentConfig, validate_config
-from fedprior.partition import Partition
+from fedprior.runtime.checkpoint import CheckpointError, RunState, load_checkpoint, previous_path
+
+if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
+    from fedprior.experiments.config import ExperimentConfig
+    from fedprior.partition import Partition
 
 
 class RunDir:
@@ -32,6 +44,7 @@ class RunDir:
 
     config = property(lambda self: self.path / "config.toml")
     checkpoint = property(lambda self: self.path / "checkpoint.safetensors")
+    previous_checkpoint = property(lambda self: previous_path(self.checkpoint))
     metrics = property(lambda self: self.path / "metrics.jsonl")
     result = property(lambda self: self.path / "result.json")
     partition_indices = property(lambda self: self.path / "partition.npz")
@@ -39,6 +52,9 @@ class RunDir:
     partition_plot = property(lambda self: self.path / "partition.png")
     report = property(lambda self: self.path / "report.md")
     accuracy_plot = property(lambda self: self.path / "accuracy.png")
+    lock_file = property(lambda self: self.path / "run.lock")
+    tensorboard = property(lambda self: self.path / "tensorboard")
+    tracking = property(lambda self: self.path / "tracking.json")
 
     @classmethod
     def new(cls, name: str, base: Path = Path("runs")) -> "RunDir":
@@ -58,26 +74,135 @@ class RunDir:
             raise FedpriorError(f"{path} is not a fedprior run directory (no config.toml)")
         return run
 
+    def check_new(self) -> None:
+        """Refuse, before any work, a ``--run-dir`` that is a file, holds another run, or holds other files."""
+        if self.path.exists() and not self.path.is_dir():
+            raise FedpriorError(f"--run-dir: {self.path} is a file, not a folder; give a new or empty folder")
+        if self.checkpoint.exists() or self.previous_checkpoint.exists():
+            raise FedpriorError(f"--run-dir: {self.path} already holds a run; resume it with `fedprior resume {self.path}`")
+        if self.path.is_dir() and not self.config.is_file():
+            others = sorted(p.name for p in self.path.iterdir() if p.name != self.lock_file.name)
+            if others:
+                shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
+                raise FedpriorError(f"--run-dir: {self.path} is not empty ({shown}) and is not a fedprior run; give a new or empty folder")
+
+    @contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold ``run.lock`` (an exclusive POSIX lock on a file holding this PID) while the body runs.
+
+        A second process on the same run directory is refused with the PID of the first. The
+        kernel drops the lock when its holder dies, however it dies, so a lock file left by a
+        dead process is simply taken over. A POSIX (``lockf``) lock belongs to this process
+        alone: worker processes forked from it do not hold it, so a killed run's leftover
+        workers never block its resume. Creating the folder and the lock file is also the
+        first write into the run directory: an unwritable one fails here, before any work. A
+        folder this call created and that is still empty at the end (the run stopped before
+        writing anything) is removed.
+        """
+        created = not self.path.exists()
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise FedpriorError(f"--run-dir: cannot create {self.path} ({error.strerror or error})") from None
+        while True:
+            try:
+                handle = open(self.lock_file, "a+")
+            except OSError as error:
+                raise FedpriorError(f"run directory {self.path} is not writable ({error.strerror or error})") from None
+            try:
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as error:
+                handle.seek(0)
+                holder = handle.read().strip() or "another process"
+                handle.close()
+                if error.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise FedpriorError(f"cannot lock {self.lock_file} ({error.strerror or error})") from None
+                raise FedpriorError(
+                    f"run directory {self.path} is in use by process {holder}; wait for it to finish or stop it "
+                    "(two processes must not drive one run)"
+                ) from None
+            try:
+                same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.lock_file))
+            except FileNotFoundError:
+                same = False
+            if same:
+                break
+            handle.close()  # the holder we waited on removed the file: lock the new one
+        try:
+            handle.seek(0)
+            handle.truncate()
+            handle.write(f"{os.getpid()}\n")
+            handle.flush()
+            yield
+        finally:
+            self.lock_file.unlink(missing_ok=True)
+            handle.close()
+            if created and not any(self.path.iterdir()):  # stopped before writing anything: leave no empty folder
+                self.path.rmdir()
+
     def write_config(self, name: str, config: ExperimentConfig) -> None:
-        self.path.mkdir(parents=True, exist_ok=True)
-        self.config.write_text(tomli_w.dumps({"name": name, **config.to_dict()}))
+        write_text(self.config, tomli_w.dumps({"name": name, **config.to_dict()}))
 
     def read_config(self) -> tuple[str, ExperimentConfig]:
-        raw = tomllib.loads(self.config.read_text())
+        """(name, config) of this run; a damaged config.toml is a one-line error naming it."""
+        from fedprior.experiments.config import parse_toml_file, validate_config
+
+        raw = parse_toml_file(self.config)
         name = raw.pop("name", self.path.name)
-        return name, validate_config(raw)
+        return str(name), validate_config(raw)
+
+    def load_checkpoint(self, previous: bool = False) -> RunState | None:
+        """The run state to resume from (None: nothing trained yet), or a CheckpointError that says what to do.
+
+        ``previous``: continue from the checkpoint before the last one (when the last is damaged);
+        it is copied over the last one first, so the run goes on from there.
+        """
+        current, earlier = self.checkpoint, self.previous_checkpoint
+        if previous:
+            if not earlier.is_file():
+                raise CheckpointError(f"{earlier} does not exist: there is no previous checkpoint to resume from")
+            state = load_checkpoint(earlier)
+            atomic_write(current, lambda handle: handle.write(earlier.read_bytes()), durable=True)
+            return state
+        if not current.is_file():
+            if earlier.is_file():
+                raise CheckpointError(f"checkpoint {current} is missing; {self._offer_previous()}")
+            return None
+        try:
+            return load_checkpoint(current)
+        except CheckpointError as error:
+            raise CheckpointError(f"{error}; {self._offer_previous()}") from None
+
+    def _offer_previous(self) -> str:
+        try:
+            state = load_checkpoint(self.previous_checkpoint) if self.previous_checkpoint.is_file() else None
+        except CheckpointError:
+            state = None
+        if state is None:
+            return f"no intact earlier checkpoint: start again with `fedprior run {self.config} --run-dir NEW_FOLDER`"
+        rounds = len(state.progress.history)
+        return f"the previous checkpoint (after {rounds} round{'s' * (rounds != 1)}) is intact: `fedprior resume {self.path} --previous` continues from it"
 
     def write_partition(self, partition: Partition, stats: dict[str, Any]) -> None:
         arrays = {f"{role}/{client}": idx for role, parts in partition.roles.items() for client, idx in enumerate(parts)}
-        np.savez_compressed(self.partition_indices, **arrays)
-        self.partition_stats.write_text(json.dumps(stats))
+        atomic_write(self.partition_indices, lambda handle: np.savez_compressed(handle, **arrays))
+        write_text(self.partition_stats, json.dumps(stats))
+
+    def partition_intact(self, partition: Partition) -> bool:
+        """Whether partition.npz holds exactly ``partition``'s indices."""
+        arrays = {f"{role}/{client}": idx for role, parts in partition.roles.items() for client, idx in enumerate(parts)}
+        try:
+            with np.load(io.BytesIO(self.partition_indices.read_bytes())) as saved:
+                return set(saved.files) == set(arrays) and all(np.array_equal(saved[k], v) for k, v in arrays.items())
+        except Exception:  # missing, truncated, not an npz: rewrite it
+            return False
 
     def append_metrics(self, record: dict[str, Any]) -> None:
         with self.metrics.open("a") as handle:
             handle.write(json.dumps(record) + "\n")
 
     def rewrite_metrics(self, records: list[dict[str, Any]]) -> None:
-        self.metrics.write_text("".join(json.dumps(r) + "\n" for r in records))
+        write_text(self.metrics, "".join(json.dumps(r) + "\n" for r in records))
 
     def write_result(self, summary: dict[str, Any]) -> None:
-        self.result.write_text(json.dumps(summary, indent=2))
+        write_text(self.result, json.dumps(summary, indent=2))

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any, Callable
 
-from fedprior.errors import ConfigError
+from fedprior.algorithms.metrics import selected_round
+from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.report import write_report
+from fedprior.experiments.report import preset_note, write_report
+from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata
 from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
-from fedprior.runtime.checkpoint import Progress, load_checkpoint
-from fedprior.runtime.simulation import simulate, total_rounds
+from fedprior.runtime.checkpoint import Progress
+from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -41,16 +45,42 @@ def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
             "upload_bytes": sum(e["upload_bytes"] for e in stages.values()), "stage_communication": stages}
 
 
+def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sampled client updates, and those that failed or held no data: totals, and counts per round step.
+
+    Failed: a Flower node gone, a timeout, a ClientApp error, a killed worker, or an update
+    with NaN/inf left out under ``run.non_finite = "drop"``. Empty: a client with no data (a
+    Dirichlet partition with a small alpha). ``rounds_without_update``: rounds whose global
+    model did not change because no answering client held data.
+    """
+    rounds = [r for r in history if "clients" in r]
+    failed = {str(r["step"]): len(r["failed_clients"]) for r in rounds if r.get("failed_clients")}
+    empty = {str(r["step"]): len(r["empty_clients"]) for r in rounds if r.get("empty_clients")}
+    return {
+        "client_updates": sum(len(r["clients"]) for r in rounds),
+        "failed_updates": sum(failed.values()),
+        "failed_clients_per_round": failed,
+        "empty_updates": sum(empty.values()),
+        "empty_clients_per_round": empty,
+        "rounds_without_update": [r["step"] for r in rounds if r.get("aggregated") is False],
+    }
+
+
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
     """The run's summary (what ``fedprior run --json`` prints)."""
     config = experiment.config
     history = [r["accuracy"] for r in progress.history if "accuracy" in r]
+    evaluated_rounds = [r["step"] for r in progress.history if "accuracy" in r]
     initial = progress.initial["accuracy"]
     f1 = [r["macro_f1"] for r in progress.history if "macro_f1" in r]
     extra: dict[str, Any] = {}
     if "macro_f1" in progress.initial:
         extra = {"initial_macro_f1": progress.initial["macro_f1"], "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
                  "best_macro_f1": max([progress.initial["macro_f1"], *f1])}
+    chosen = selected_round(progress.history)
+    if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
+        extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"],
+                      "selected_macro_f1": chosen.get("macro_f1", float("nan"))})
     return {
         "name": experiment.name,
         "description": config.description,
@@ -66,9 +96,14 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "final_accuracy": history[-1] if history else initial,
         "best_accuracy": max([initial, *history]),
         "history": history,
+        "evaluated_rounds": evaluated_rounds,
         **extra,
         **communication(progress.history),
+        **client_failures(progress.history),
         "wall_seconds": wall_seconds,
+        "device": str(experiment.device),
+        "workers": experiment.workers,
+        "threads": experiment.threads.as_dict(),
         "run_dir": str(run.path),
     }
 
@@ -79,7 +114,8 @@ def execute(
     run: RunDir,
     *,
     resume: bool = False,
-    on_start: Callable[[Experiment, int], None] | None = None,
+    previous: bool = False,
+    on_start: Callable[[Experiment, int, int], None] | None = None,
     on_round: RoundCallback | None = None,
     report_extras: bool = True,
     runtime_options: dict[str, Any] | None = None,
@@ -88,6 +124,9 @@ def execute(
 
     ``report_extras``: add the algorithm's own report section, registered by its paper
     (``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
+    A resume first checks the checkpoint (``previous``: continue from the one before the
+    last) and that config.toml is still the run's config (``resume_check.py``).
+    ``on_start(experiment, total rounds, rounds already done)`` is called before training.
     """
     from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
 
@@ -96,31 +135,45 @@ def execute(
         from fedprior.flower.runtime import require_flower
 
         require_flower()
+    start_from = None
+    if resume:  # before any long work: a damaged checkpoint or an edited config stops here
+        start_from = run.load_checkpoint(previous)
+        if start_from is not None:
+            check_same_config(start_from.metadata, config, run.config)
+    given, metadata = config, checkpoint_metadata(config)
+    check_trackers(config)  # MLflow installed and its store reachable, before any long work
     experiment = build_experiment(name, config)
     stats = partition_statistics(experiment)
     if not resume:
         run.write_config(name, config)
+    if not resume or not run.partition_intact(experiment.partition):
         run.write_partition(experiment.partition, stats)
+    if not resume or not run.partition_plot.is_file():
         plot_heatmap(
             stats["class_counts"], run.partition_plot, class_names=experiment.dataset.class_names,
             title=f"{config.partition.scheme} partition of {config.data.dataset}",
         )
     config = experiment.config  # as built (a centralized baseline runs one client)
+    if start_from is not None:
+        check_rounds(experiment.algorithm, config.federation.rounds, start_from.progress)
     if on_start:
-        on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds))
+        done = len(start_from.progress.history) if start_from else 0
+        on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds), done)
 
     def record(entry: dict[str, Any]) -> None:
         if entry.get("step") is not None:
             run.append_metrics(entry)
+        trackers.record(entry)
         if on_round:
             on_round(entry)
 
-    start_from = load_checkpoint(run.checkpoint) if resume and run.checkpoint.is_file() else None
     run.rewrite_metrics(start_from.progress.history if start_from else [])
+    trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
         from fedprior.flower.runtime import train_on_flower
 
-        result = train_on_flower(experiment, run, start=start_from, on_round=record, **(runtime_options or {}))
+        result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata,
+                                 **(runtime_options or {}))
     else:
         result = simulate(
             experiment.algorithm,
@@ -134,6 +187,15 @@ def execute(
             checkpoint_path=run.checkpoint,
             start=start_from,
             on_round=record,
+            checkpoint_metadata=metadata,
+            non_finite=config.run.non_finite,
+            evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
+            threads=experiment.threads,
+            workers=experiment.workers,
+            worker_setup=experiment.client_side(),
+            start_method="spawn" if experiment.device.type == "cuda" else None,
+            client_size=experiment.client_size,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""
@@ -142,18 +204,44 @@ def execute(
         additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
     run.write_result(summary)
-    write_report(run, summary, stats, extra)
+    write_report(run, summary, stats, extra, notes=preset_note(name, given))
+    trackers.finish(summary)
     return summary
 
 
+def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    """``action()`` holding the run directory's lock; a stop it can be resumed from names ``run``.
+
+    Ctrl-C and SIGTERM become :class:`Interrupted` (the CLI says how to resume), a round no
+    client could be reached for ends with the resume command, and a failed write (a full
+    disk) is one line naming the file and, once a checkpoint exists, how to go on.
+    """
+    with run.locked():
+        try:
+            return action()
+        except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
+            raise Interrupted(getattr(error, "signum", signal.SIGINT), run.path if run.config.is_file() else None) from None
+        except RoundNotTrained as error:
+            raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
+        except OSError as error:
+            where = error.filename or "a file"
+            after = f"; then `fedprior resume {run.path}` continues the run" if run.checkpoint.is_file() else ""
+            raise FedpriorError(f"cannot write {where} ({error.strerror or error}): free space or fix the permissions{after}") from error
+
+
 def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks) -> dict[str, Any]:
+    """Run the experiment into ``run_dir`` (a new ``runs/NAME-TIMESTAMP`` if None), which must be new or empty."""
     run = RunDir(run_dir) if run_dir else RunDir.new(name)
-    if run.checkpoint.exists():
-        raise ConfigError(f"--run-dir: {run.path} already holds a run; resume it with `fedprior resume {run.path}`")
-    return execute(name, config, run, **callbacks)
+    run.check_new()
+    return resumable(run, lambda: execute(name, config, run, **callbacks))
 
 
-def resume(path: Path, **callbacks) -> dict[str, Any]:
+def resume(path: Path, previous: bool = False, **callbacks) -> dict[str, Any]:
+    """Continue the run in ``path`` from its last checkpoint (``previous``: from the one before)."""
     run = RunDir.existing(path)
-    name, config = run.read_config()
-    return execute(name, config, run, resume=True, **callbacks)
+
+    def action() -> dict[str, Any]:
+        name, config = run.read_config()
+        return execute(name, config, run, resume=True, previous=previous, **callbacks)
+
+    return resumable(run, action)

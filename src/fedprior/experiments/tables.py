@@ -28,6 +28,8 @@ class Column:
     """The column's overrides in the embedded grid, where the paper's cannot apply (e.g. a 100-class scenario on 10 classes)."""
     embedded_setting: str = ""
     """The column's name in the embedded grid when ``embedded_overrides`` change what it is."""
+    real: tuple[str, ...] = ()
+    """Overrides for the paper's setting only (e.g. its number of clients and rounds on that dataset)."""
 
     @property
     def label(self) -> str:
@@ -48,6 +50,8 @@ class Row:
     overrides: tuple[str, ...] = ()
     real: tuple[str, ...] = ()
     """Overrides of the paper's setting for this row only (e.g. the full-size network of its algorithm)."""
+    embedded: bool = True
+    """Whether the row runs in the embedded grid (False: it needs something only the paper's setting has)."""
 
 
 @dataclass(frozen=True)
@@ -75,6 +79,9 @@ class PaperTable:
     """Factor from a summary value to the table's unit, by metric (default 100: fractions shown as %)."""
     derived: Callable[[dict[str, Any]], dict[str, Any]] | None = None
     """Metrics computed from a cell's run summary, added to it before the table reads its metrics."""
+    preset_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
+    """(row preset, column label) -> overrides in the paper's setting for the rows of that preset, before the row's own
+    (the authors' per-dataset settings of their method, e.g. FedBM's temperature on OCT-C8 at beta 0.05)."""
 
 
 @dataclass
@@ -111,14 +118,17 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
     for column, name in zip(chosen, names):
         if columns and name not in columns:
             continue
-        setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}"]
+        setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]
         _, column_overrides = column.in_setting(embedded)
         for row in select_rows(table, rows):
+            if embedded and not row.embedded:
+                continue
+            tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
             out.append(Cell(
                 row=row.label,
                 column=name,
                 preset=row.preset,
-                overrides=[*setting, *column_overrides, *row.overrides, *([] if embedded else row.real), *(extra or [])],
+                overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
                 paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
                                if (row.label, column.label, m) in table.paper_metrics},

@@ -3,7 +3,8 @@
 Needs the optional extra ``fedprior[flower]`` (``flwr[simulation]==1.41.0``). One job per file:
 
 - ``records``: Broadcast / Reply / State <-> ArrayRecord, ConfigRecord, MetricRecord;
-- ``server_app``: the round loop over Flower's Grid, and the ServerApp ``flwr run`` loads;
+- ``server_app``: the round loop over Flower's Grid (the ServerApp ``flwr run`` loads, which
+  builds experiments, is ``fedprior.experiments.flower_app``);
 - ``client_app``: the ClientApp (client updates, per-client state in the node's Context);
 - ``client_state``: that per-client state, with a versioned copy on the node's disk;
 - ``export``: a node's files (the task and its clients' partitions), written and read;

@@ -55,10 +55,13 @@ def task_description(experiment) -> dict[str, Any]:
             "input_shape": list(task.input_shape),
             "class_names": list(task.class_names),
             "num_clients": task.num_clients,
+            "pixel_mean": list(task.pixel_mean),
+            "pixel_std": list(task.pixel_std),
         },
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
         "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
-        "threads": config.run.threads,
+        "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
+        "device": config.run.device,
     }
 
 
@@ -129,17 +132,22 @@ class NodeData:
             class_names=tuple(t["class_names"]),
             num_clients=int(t["num_clients"]),
             prior=prior,
+            pixel_mean=tuple(float(v) for v in t.get("pixel_mean", ())),
+            pixel_std=tuple(float(v) for v in t.get("pixel_std", ())),
         )
 
     @cached_property
     def algorithm(self) -> Algorithm:
         from fedprior.algorithms.registry import algorithm_spec
 
+        from fedprior.runtime.device import resolve_device
+
         if self.description.get("threads"):
             torch.set_num_threads(int(self.description["threads"]))
         a, f = self.description["algorithm"], self.description["federation"]
         return algorithm_spec(a["name"]).build(
-            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"])
+            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"]),
+            device=resolve_device(self.description.get("device", "cpu")),
         )
 
     def client_data(self, client_id: int) -> ClientData:

@@ -27,13 +27,17 @@ def train_on_flower(
     on_round: Callable[[dict[str, Any]], None] | None,
     grid=None,
     run_config: dict[str, Any] | None = None,
+    checkpoint_metadata: dict[str, str] | None = None,
     **options: Any,
 ) -> SimulationResult:
     """Train ``experiment`` on Flower, writing checkpoints into ``run``; returns what ``simulate`` returns.
 
     - inside a ServerApp (``grid`` given, ``flwr run``): the round loop on that grid;
     - ``run.runtime = "flower-sim"``: Flower's simulation engine, one virtual SuperNode per client;
-    - ``run.runtime = "flower-local"``: a SuperLink and SuperNodes as processes on this machine.
+    - ``run.runtime = "flower-local"``: a SuperLink and SuperNodes as processes on this machine
+      (their ServerApp writes the checkpoints, with its own ``checkpoint_metadata``).
+
+    ``checkpoint_metadata`` goes into every checkpoint this process writes (the run's config).
     """
     require_flower()
     runtime = experiment.config.run.runtime
@@ -52,7 +56,9 @@ def train_on_flower(
             grid, experiment.algorithm, experiment.test, num_clients=experiment.task.num_clients,
             seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
             vectorize=config.run.vectorize, checkpoint_path=run.checkpoint, start=start, on_round=on_round,
-            settings=settings,
+            settings=settings, checkpoint_metadata=checkpoint_metadata,
+            evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
         )
         shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
         if data_dir.parent.is_dir() and not any(data_dir.parent.iterdir()):
@@ -61,7 +67,8 @@ def train_on_flower(
     if runtime == "flower-sim":
         from fedprior.flower.simulation import run_flower_simulation
 
-        return run_flower_simulation(experiment, run, start=start, on_round=on_round, **options)
+        return run_flower_simulation(experiment, run, start=start, on_round=on_round,
+                                     checkpoint_metadata=checkpoint_metadata, **options)
     if runtime == "flower-local":
         from fedprior.flower.local import run_local_federation
 

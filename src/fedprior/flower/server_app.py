@@ -1,4 +1,4 @@
-"""The Flower ServerApp that drives any fedprior algorithm: the in-process loop, over Flower's Grid.
+"""The server side of fedprior on Flower: the in-process round loop, over Flower's Grid.
 
 :func:`federate` is the in-process runtime's round loop
 (:func:`fedprior.runtime.simulation.run_rounds`) with :class:`FlowerClients` as its
@@ -24,21 +24,22 @@ Which node hosts which client is asked, not assumed: before the first round and
 whenever new nodes appear (a restarted SuperNode), the server sends them a QUERY
 and maps the client ids they answer to their node ids.
 
-The module-level ``app`` is what ``flwr run`` loads (``[tool.flwr.app.components]``);
-its run config chooses the experiment (see :func:`main`).
+The ServerApp that ``flwr run`` loads, which builds experiments from configs, is one
+layer up: :mod:`fedprior.experiments.flower_app` (so this runtime never imports the
+experiments that use it). Its run config keys and the file it leaves for
+``fedprior flower local`` are defined here, where both sides read them.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from flwr.app import Context, Message, MessageType, RecordDict
-from flwr.serverapp import Grid, ServerApp
+from flwr.app import Message, MessageType, RecordDict
+from flwr.serverapp import Grid
 
 from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo
 from fedprior.errors import FedpriorError
@@ -210,17 +211,23 @@ def federate(
     start: RunState | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
+    checkpoint_metadata: dict[str, str] | None = None,
+    evaluate_every: int = 1,
+    wait_for_clients: float = 0.0,
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
         algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
         fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+        checkpoint_metadata=checkpoint_metadata,
+        evaluate_every=evaluate_every, wait_for_clients=wait_for_clients,
     )
 
 
-# -- the ServerApp that `flwr run` loads ----------------------------------------------------
+# -- what the ServerApp (fedprior.experiments.flower_app) reads and leaves ------------------------
 
 SERVER_DONE = "server-done.json"
+"""In serve mode, the file (under ``<run dir>/flower``) through which the ServerApp tells ``flower local`` it is done."""
 
 RUN_CONFIG_DEFAULTS: dict[str, Any] = {
     "preset": "fedavg-cnn", "overrides": "", "run-dir": "", "runs-dir": "runs", "mode": "standalone",
@@ -237,94 +244,3 @@ def settings_from_run_config(run_config: dict[str, Any], **defaults: Any) -> Set
         if run_config.get(key) not in (None, ""):
             setattr(s, attr, cast(run_config[key]))
     return s
-
-
-def split_overrides(text: str) -> list[str]:
-    """``"data.dataset=digits; federation.rounds=3"`` -> ``["data.dataset=digits", "federation.rounds=3"]``."""
-    return [part.strip() for part in str(text or "").replace("\n", ";").split(";") if part.strip()]
-
-
-def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
-    """Train the experiment of an existing run directory (prepared by ``fedprior flower local``).
-
-    Resumes from the run directory's checkpoint if there is one; writes checkpoints
-    only (the process that prepared the run writes metrics, summary and report).
-    """
-    from fedprior.experiments.build import build_experiment
-    from fedprior.experiments.run_dir import RunDir
-    from fedprior.runtime.checkpoint import load_checkpoint
-
-    run = RunDir.existing(Path(str(run_config["run-dir"])))
-    name, config = run.read_config()
-    experiment = build_experiment(name, config)
-    start = load_checkpoint(run.checkpoint) if run.checkpoint.is_file() else None
-    result = federate(
-        grid, experiment.algorithm, experiment.test,
-        num_clients=experiment.task.num_clients, seed=config.run.seed, rounds=config.federation.rounds,
-        fraction=config.federation.fraction, vectorize=config.run.vectorize,
-        checkpoint_path=run.checkpoint, start=start, settings=settings_from_run_config(run_config),
-    )
-    return {"rounds": len(result.progress.history)}
-
-
-def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
-    """``flwr run .``: build the experiment named by the run config and run it into a new run directory.
-
-    Given a ``run-dir`` that holds a checkpoint, continue that run (a restarted server).
-    """
-    from fedprior.experiments.config import load_config
-    from fedprior.experiments.run_dir import RunDir
-    from fedprior.experiments.runner import execute
-
-    run = RunDir(Path(str(run_config["run-dir"]))) if run_config.get("run-dir") else None
-    resume = run is not None and run.checkpoint.is_file() and run.config.is_file()
-    if resume:  # a restarted server: the run directory's own config, from its last checkpoint
-        name, config = run.read_config()
-    else:
-        overrides = split_overrides(run_config.get("overrides", ""))
-        runtime = str(run_config.get("runtime") or "flower-sim")
-        name, config = load_config(str(run_config.get("preset") or "fedavg-cnn"), [*overrides, f"run.runtime='{runtime}'"])
-        run = run or RunDir.new(name, base=Path(str(run_config.get("runs-dir") or "runs")))
-    options = {"grid": grid, "run_config": dict(run_config)}
-    summary = execute(name, config, run, resume=resume, runtime_options=options)
-    log.info("fedprior: %s", json.dumps(summary))
-    return summary
-
-
-def main(grid: Grid, context: Context) -> None:
-    """The ServerApp's entry point; run config (``flwr run . -c "key=value ..."``):
-
-    - ``preset``: a preset name or a TOML path (default fedavg-cnn);
-    - ``overrides``: ``section.key=value`` overrides separated by ``;``;
-    - ``run-dir``: the run directory (default a new ``runs/NAME-TIMESTAMP`` under ``runs-dir``);
-    - ``mode``: ``standalone`` (default: the ServerApp builds, trains, writes the whole run
-      directory) or ``serve`` (train the experiment of a prepared ``run-dir``; what
-      ``fedprior flower local`` uses);
-    - ``round-timeout``, ``min-nodes``, ``node-wait``: see :class:`Settings`;
-    - ``export-data``: write every client's data where simulated nodes find it (default
-      true; a deployment whose SuperNodes have their own ``data-dir`` sets it false).
-    """
-    run_config = dict(context.run_config)
-    mode = str(run_config.get("mode") or "standalone")
-    # in serve mode, the process that prepared the run learns from this file that the ServerApp is done
-    done_file = Path(str(run_config["run-dir"])) / "flower" / SERVER_DONE if mode == "serve" and run_config.get("run-dir") else None
-    try:
-        if mode == "serve":
-            outcome = serve_run_dir(grid, run_config)
-        elif mode == "standalone":
-            outcome = {"summary": standalone(grid, run_config)}
-        else:
-            raise FedpriorError(f"run config mode: unknown mode '{mode}'; accepted: standalone, serve")
-        status = {"status": "finished", **outcome}
-    except BaseException as error:
-        status = {"status": "failed", "error": f"{type(error).__name__}: {error}"}
-        raise
-    finally:
-        if done_file is not None:
-            done_file.parent.mkdir(parents=True, exist_ok=True)
-            done_file.write_text(json.dumps(status))
-
-
-app = ServerApp()
-"""The ServerApp that ``flwr run`` loads (``fedprior.flower.server_app:app``)."""
-app.main()(main)

@@ -60,6 +60,7 @@ def run_flower_simulation(
     num_cpus_per_client: float = 1.0,
     round_timeout: float = 600.0,
     keep_files: bool = False,
+    checkpoint_metadata: dict[str, str] | None = None,
 ) -> SimulationResult:
     """Run ``experiment`` on Flower's simulation engine; checkpoints go to ``run.checkpoint``.
 
@@ -88,6 +89,8 @@ def run_flower_simulation(
             grid, experiment.algorithm, experiment.test, num_clients=num_clients, seed=config.run.seed,
             rounds=config.federation.rounds, fraction=config.federation.fraction, vectorize=config.run.vectorize,
             checkpoint_path=run.checkpoint, start=start, on_round=on_round, settings=settings,
+            checkpoint_metadata=checkpoint_metadata,
+            evaluate_every=config.federation.evaluate_every, wait_for_clients=config.federation.wait_for_clients,
         )
 
     flwr_logger = logging.getLogger("flwr")

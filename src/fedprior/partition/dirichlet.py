@@ -58,7 +58,7 @@ class DirichletPartitioner:
                  balance: bool = False, max_tries: int = 1000) -> None:
         self.num_clients = check_num_clients(num_clients)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
-            raise ConfigError(f"partition.alpha: must be a positive number, got {alpha!r}")
+            raise ConfigError(f"partition.alpha: must be a positive finite number, got {alpha!r}")
         if isinstance(min_size, bool) or not isinstance(min_size, int) or min_size < 0:
             raise ConfigError(f"partition.min_size: must be a non-negative integer, got {min_size!r}")
         if not isinstance(balance, bool):

@@ -36,16 +36,24 @@ class LabeledSplitPartitioner:
     add_labeled_to_unlabeled:
         FedDB's choice (the default): each client's unlabeled pool also holds its own
         labeled samples, with the labels dropped. When False the two roles are disjoint.
+    num_unlabeled:
+        Keep only this many of the samples that are not labeled, drawn uniformly at random
+        (stream ``("partition", "unlabeled-subset")``) before they are partitioned
+        (``partition.num_unlabeled``); 0 keeps them all (the paper). A budget knob for small
+        machines: the rest of the training set is then held by no client.
 
     ``partition(labels)`` returns a :class:`~fedprior.partition.base.Partition` with roles
     ``"labeled"`` and ``"unlabeled"``, each one sorted ``int64`` array of positions into
-    ``labels`` per client. Every sample is in exactly one client's pools.
+    ``labels`` per client. Every sample is in exactly one client's pools (with ``num_unlabeled``:
+    every labeled and every kept sample).
     """
 
     def __init__(self, num_labeled: int, labeled: Partitioner, unlabeled: Partitioner, seed: int = 0,
-                 add_labeled_to_unlabeled: bool = True) -> None:
+                 add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> None:
         if isinstance(num_labeled, bool) or not isinstance(num_labeled, int) or num_labeled < 1:
             raise ConfigError(f"partition.num_labeled: must be a positive integer, got {num_labeled!r}")
+        if isinstance(num_unlabeled, bool) or not isinstance(num_unlabeled, int) or num_unlabeled < 0:
+            raise ConfigError(f"partition.num_unlabeled: must be a non-negative integer, got {num_unlabeled!r}")
         if labeled.num_clients != unlabeled.num_clients:
             raise ConfigError(
                 f"federation.num_clients: the labeled partitioner has {labeled.num_clients} clients but the "
@@ -56,7 +64,27 @@ class LabeledSplitPartitioner:
         self.unlabeled = unlabeled
         self.seed = seed
         self.add_labeled_to_unlabeled = bool(add_labeled_to_unlabeled)
+        self.num_unlabeled = num_unlabeled
         self.num_clients = labeled.num_clients
+
+    @classmethod
+    def with_scheme(cls, scheme: str, num_clients: int, num_labeled: int, seed: int = 0, *, shards: int = 2,
+                    alpha: float = 0.5, min_size: int = 0, window: int = 2, balance: bool = False,
+                    add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> "LabeledSplitPartitioner":
+        """Both sets partitioned by the same ``scheme`` (``partition.scheme``), each with its own draw.
+
+        The partitioners of the two roles get seeds derived from ``seed`` for "labeled" and
+        "unlabeled" (FedDB: independent Dirichlet draws, or IID); the other keywords are
+        :func:`~fedprior.partition.factory.make_partitioner`'s, ``min_size`` applying to each set.
+        """
+        from fedprior.partition.factory import make_partitioner
+
+        def role(name: str) -> Partitioner:
+            return make_partitioner(scheme, num_clients, derived_seed(seed, "partition", name), shards=shards, alpha=alpha,
+                                    min_size=min_size, window=window, balance=balance)
+
+        return cls(num_labeled, role("labeled"), role("unlabeled"), seed=seed,
+                   add_labeled_to_unlabeled=add_labeled_to_unlabeled, num_unlabeled=num_unlabeled)
 
     @classmethod
     def with_dirichlet(cls, num_clients: int, num_labeled: int, alpha: float, seed: int = 0, *, min_labeled: int = 0,
@@ -105,6 +133,14 @@ class LabeledSplitPartitioner:
         mask = np.ones(labels.size, dtype=bool)
         mask[labeled_pool] = False
         unlabeled_pool = np.flatnonzero(mask).astype(np.int64)
+        if self.num_unlabeled:
+            if self.num_unlabeled > unlabeled_pool.size:
+                raise ConfigError(
+                    f"partition.num_unlabeled: {self.num_unlabeled} unlabeled samples asked but only "
+                    f"{unlabeled_pool.size} are not labeled; use at most {unlabeled_pool.size} (or 0 for all)"
+                )
+            rng = numpy_rng(self.seed, "partition", "unlabeled-subset")
+            unlabeled_pool = np.sort(rng.choice(unlabeled_pool, self.num_unlabeled, replace=False)).astype(np.int64)
         labeled = [labeled_pool[part] for part in self.labeled.split(labels[labeled_pool])]
         unlabeled = [unlabeled_pool[part] for part in self.unlabeled.split(labels[unlabeled_pool])]
         if self.add_labeled_to_unlabeled:

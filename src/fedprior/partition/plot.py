@@ -7,6 +7,8 @@ from pathlib import Path
 
 import numpy as np
 
+from fedprior.atomic import atomic_write
+
 
 def _ticks(count: int, most: int = 25) -> np.ndarray:
     """At most about ``most`` evenly spaced tick positions out of ``count``."""
@@ -72,6 +74,5 @@ def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str
     axes.set_title(f"{title}\n{heading}" if title else heading, fontsize=10)
 
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, format="png")
+    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))  # never a half-written PNG
     return path

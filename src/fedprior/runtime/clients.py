@@ -8,9 +8,13 @@ aggregation, evaluation, records and checkpoints are written once.
 
 from __future__ import annotations
 
-from typing import Callable, Protocol, Sequence
+from contextlib import contextmanager
+from typing import Callable, Iterator, Protocol, Sequence
+
+import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+from fedprior.seeding import derived_seed
 
 
 class ClientPool(Protocol):
@@ -31,6 +35,21 @@ def is_empty(data: ClientData) -> bool:
     return bool(data) and all(value.shape[0] == 0 for value in data.values())
 
 
+@contextmanager
+def global_rng(infos: Sequence[ClientInfo]) -> Iterator[None]:
+    """torch's global generator seeded from the clients' stream for the block, and restored after.
+
+    Algorithms draw from their ClientInfo generators; this covers what cannot take a
+    generator (dropout, a library's own draws), so that such draws too are the same
+    in whichever process, worker or Flower node, and in whatever order, the update runs.
+    """
+    first = infos[0]
+    devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices):
+        torch.manual_seed(derived_seed(first.seed, "client-global", first.stage, first.round, *(i.client_id for i in infos)))
+        yield
+
+
 def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
                    infos: Sequence[ClientInfo], vectorize: bool) -> list[tuple[Reply, State]]:
     """Each client's (reply, new state), in the order given.
@@ -39,7 +58,7 @@ def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[St
     ``vectorize`` is on, one by one otherwise: the numbers are the same. A client with
     no examples (a Dirichlet partition can leave one empty) is not trained: it replies
     with no tensors and ``num_examples = 0``, keeps its state, and is left out of the
-    aggregation.
+    aggregation. Each update runs under :func:`global_rng`.
     """
     results: list[tuple[Reply, State] | None] = [None] * len(datas)
     active = [i for i, data in enumerate(datas) if not is_empty(data)]
@@ -48,9 +67,13 @@ def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[St
     if active:
         pick = lambda items: [items[i] for i in active]  # noqa: E731
         if vectorize and algorithm.client_update_many is not None:
-            out = algorithm.client_update_many(message, pick(states), pick(datas), pick(infos))
+            with global_rng(pick(infos)):
+                out = algorithm.client_update_many(message, pick(states), pick(datas), pick(infos))
         else:
-            out = [algorithm.client_update(message, states[i], datas[i], infos[i]) for i in active]
+            out = []
+            for i in active:
+                with global_rng([infos[i]]):
+                    out.append(algorithm.client_update(message, states[i], datas[i], infos[i]))
         for i, (reply, state) in zip(active, out):
             results[i] = (Reply(reply.arrays, reply.num_examples, reply.metrics, infos[i].client_id), state)
     return results  # type: ignore[return-value]

@@ -1,12 +1,25 @@
 """The round loop, written once for every runtime: sampling, updates, aggregation, evaluation, checkpoints.
 
 The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in this
-process by default (:func:`simulate`), or on Flower SuperNodes. Each round the loop
-samples clients (one stream shared by all algorithms, ``sampling.py``), broadcasts,
-collects the replies, drops the empty and the failed ones (recording both), sorts the
-rest by client id (float sums depend on order) and aggregates them, evaluates the
-global model, and checkpoints the whole run state atomically, so an interrupted run
-resumes where it stopped with the same numbers.
+process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
+SuperNodes. Each round the loop samples clients (one stream shared by all algorithms,
+``sampling.py``), broadcasts, collects the replies, drops the empty and the failed ones
+(recording both), sorts the rest by client id (float sums depend on order) and
+aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
+the last round of each stage (a record without evaluation has no accuracy), and
+checkpoints the whole run state atomically, so an interrupted run resumes where it
+stopped with the same numbers. Given a :class:`~fedprior.runtime.threads.ThreadPolicy`,
+the round runs with its ``train`` threads and the evaluation with its ``evaluate`` threads.
+Replies and the new global model are screened for NaN/inf (``divergence.py``): a
+diverged run stops with a clear error instead of finishing at chance accuracy.
+
+A round in which no sampled client could be reached (every update failed: a node gone,
+a timeout, a ClientApp error) trains nothing, so it is not counted: the loop retries it
+for up to ``wait_for_clients`` seconds (``federation.wait_for_clients``; nodes may come
+back) and, if still nobody answers, reports the round with ``"trained": false`` and
+stops with :class:`RoundNotTrained`, leaving the checkpoint of the last trained round to
+resume from. (A round whose clients all answered but held no data is a trained round
+that changed nothing: ``"aggregated": false``.)
 
 Communication is accounted in every round for every algorithm: ``download_bytes`` is
 what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
@@ -25,9 +38,13 @@ import numpy as np
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.tensors import payload_bytes
+from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
+from fedprior.runtime.divergence import NonFinite, check_global, screen_replies
 from fedprior.runtime.sampling import sample_clients
+from fedprior.runtime.threads import ThreadPolicy, torch_threads
+from fedprior.runtime.workers import WorkerClients, WorkerSetup
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -38,6 +55,10 @@ class SimulationResult:
     client_states: dict[int, State]
     progress: Progress
     wall_seconds: float
+
+
+class RoundNotTrained(FedpriorError):
+    """No sampled client of a round could be reached; the run stopped before that round (resumable)."""
 
 
 def stage_plan(algorithm: Algorithm, rounds: int, fraction: float) -> list[tuple[Stage, int, float]]:
@@ -57,6 +78,31 @@ def mean_client_metrics(replies: list[Reply]) -> dict[str, float]:
     return {f"client_{k}": float(np.mean([r.metrics[k] for r in replies if k in r.metrics])) for k in names}
 
 
+def evaluated(stage: Stage, round_: int, stage_rounds: int, every: int) -> bool:
+    """Whether round ``round_`` of ``stage`` ends with an evaluation: every ``every`` rounds, and the stage's last."""
+    return stage.evaluate and (round_ % every == 0 or round_ == stage_rounds)
+
+
+def reach_clients(pool: ClientPool, message, info: RoundInfo, step: int, sampled: list[int], vectorize: bool,
+                  wait: float, retry_every: float) -> tuple[list[Reply], dict[int, str], int]:
+    """``pool.update``, repeated every ``retry_every`` seconds for up to ``wait`` seconds while no client replies.
+
+    Returns (replies, failures of the last attempt, attempts). Replies empty with failures
+    non-empty means that no client could be reached within ``wait``.
+    """
+    attempts, deadline = 0, None
+    while True:
+        attempts += 1
+        answered, failures = pool.update(message, info, step, sampled, vectorize)
+        if answered or not failures:
+            return answered, failures, attempts
+        deadline = deadline if deadline is not None else time.monotonic() + wait
+        left = deadline - time.monotonic()
+        if left <= 0:
+            return answered, failures, attempts
+        time.sleep(min(retry_every, left))
+
+
 def run_rounds(
     algorithm: Algorithm,
     pool: ClientPool,
@@ -69,71 +115,113 @@ def run_rounds(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    evaluate_every: int = 1,
+    threads: ThreadPolicy | None = None,
+    wait_for_clients: float = 0.0,
+    retry_every: float = 5.0,
+    checkpoint_metadata: dict[str, str] | None = None,
+    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
-    """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` after every round.
+    """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` every ``evaluate_every`` rounds.
 
     Given ``start`` (a loaded checkpoint), training continues after its last round.
+    ``wait_for_clients``: seconds a round in which no sampled client could be reached is
+    retried (every ``retry_every`` seconds) before the run stops with :class:`RoundNotTrained`.
+    ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had);
+    ``non_finite``: what a client update with NaN/inf does (see ``divergence.py``).
     """
-    started = time.perf_counter()
+    evaluate_threads = threads.evaluate if threads else None
+    if checkpoint_metadata is None:
+        checkpoint_metadata = dict(start.metadata) if start is not None else {}
+    with torch_threads(threads.train if threads else None):
+        started = time.perf_counter()
 
-    def save(state: State, progress: Progress) -> None:
-        if checkpoint_path is not None:
-            save_checkpoint(checkpoint_path, RunState(state, pool.states(), progress))
+        def evaluate(state: State) -> dict[str, Any]:
+            with torch_threads(evaluate_threads):
+                return algorithm.evaluate(state, test_data)
 
-    if start is not None:
-        state, progress = start.server, start.progress
-    else:
-        first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
-        state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
-        progress = Progress(initial=algorithm.evaluate(state, test_data))
-        save(state, progress)
-        if on_round:
-            on_round({"stage": first_stage, "round": 0, **progress.initial})
+        def save(state: State, progress: Progress) -> None:
+            if checkpoint_path is not None:
+                save_checkpoint(checkpoint_path, RunState(state, pool.states(), progress, checkpoint_metadata))
 
-    plan = stage_plan(algorithm, rounds, fraction)
-    step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-    if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index:]):
-        pool.prepare()
-    for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
-        if stage_index < progress.stage_index:
-            continue
-        first = progress.round + 1 if stage_index == progress.stage_index else 1
-        for round_ in range(first, stage_rounds + 1):
-            t0 = time.perf_counter()
-            step += 1
-            info = RoundInfo(seed=seed, stage=stage.name, round=round_)
-            if stage.server_only:  # server work alone: no client is sampled, nothing is sent
-                sampled, message, answered, failures = [], Broadcast({}), [], {}
-            else:
-                sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
-                message = algorithm.broadcast(state, info)
-                answered, failures = pool.update(message, info, step, sampled, vectorize)
-            replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
-            empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-            if replies or stage.server_only:
-                state = algorithm.aggregate(state, replies, info)
-            record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
-            if stage.evaluate:
-                record.update(algorithm.evaluate(state, test_data))
-            record.update(mean_client_metrics(replies))
-            record.update({"clients": sampled, "failed_clients": sorted(failures)})
-            record["download_bytes"] = payload_bytes(message.arrays)
-            record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
-            if failures:
-                record["failures"] = {str(c): failures[c] for c in sorted(failures)}
-            if empty:
-                record["empty_clients"] = empty
-            if not replies and not stage.server_only:
-                record["aggregated"] = False
-                record["note"] = "no sampled client trained (all failed or held no data); the previous state is kept"
-            record["seconds"] = time.perf_counter() - t0
-            progress.history.append(record)
-            progress.stage_index, progress.round = stage_index, round_
+        if start is not None:
+            state, progress = start.server, start.progress
+        else:
+            first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
+            state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
+            progress = Progress(initial=evaluate(state))
             save(state, progress)
             if on_round:
-                on_round(record)
-        progress.stage_index, progress.round = stage_index + 1, 0
-    return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
+                on_round({"stage": first_stage, "round": 0, **progress.initial})
+
+        plan = stage_plan(algorithm, rounds, fraction)
+        step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
+        if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index:]):
+            pool.prepare()
+        for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
+            if stage_index < progress.stage_index:
+                continue
+            first = progress.round + 1 if stage_index == progress.stage_index else 1
+            for round_ in range(first, stage_rounds + 1):
+                t0 = time.perf_counter()
+                step += 1
+                info = RoundInfo(seed=seed, stage=stage.name, round=round_)
+                if stage.server_only:  # server work alone: no client is sampled, nothing is sent
+                    sampled, message, answered, failures, attempts = [], Broadcast({}), [], {}, 1
+                else:
+                    sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
+                    message = algorithm.broadcast(state, info)
+                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
+                                                                 wait_for_clients, retry_every)
+                    if failures and not answered:
+                        stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
+                    answered, dropped = screen_replies(answered, stage.name, round_, non_finite)  # reached, but diverged
+                    failures = {**failures, **dropped}
+                replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
+                empty = sorted(r.client_id for r in answered if r.num_examples == 0)
+                if replies or stage.server_only:
+                    state = algorithm.aggregate(state, replies, info)
+                record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
+                if evaluated(stage, round_, stage_rounds, evaluate_every):
+                    record.update(evaluate(state))
+                check_global(state, record, stage.name, round_)
+                record.update(mean_client_metrics(replies))
+                record.update({"clients": sampled, "failed_clients": sorted(failures)})
+                record["download_bytes"] = payload_bytes(message.arrays)
+                record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
+                if failures:
+                    record["failures"] = {str(c): failures[c] for c in sorted(failures)}
+                if empty:
+                    record["empty_clients"] = empty
+                if attempts > 1:
+                    record["attempts"] = attempts
+                if not replies and not stage.server_only:
+                    record["aggregated"] = False
+                    record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
+                record["seconds"] = time.perf_counter() - t0
+                progress.history.append(record)
+                progress.stage_index, progress.round = stage_index, round_
+                save(state, progress)
+                if on_round:
+                    on_round(record)
+            progress.stage_index, progress.round = stage_index + 1, 0
+        return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
+
+
+def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int,
+              on_round: RoundCallback | None) -> None:
+    """Report a round that no client could be reached for (``"trained": false``) and stop the run before it."""
+    reasons = sorted(set(failures.values()))
+    if on_round:
+        on_round({"stage": stage, "round": round_, "step": step, "trained": False, "clients": sampled,
+                  "failed_clients": sorted(failures), "failures": {str(c): failures[c] for c in sorted(failures)},
+                  "attempts": attempts, "note": "no sampled client could be reached; the round is not counted"})
+    raise RoundNotTrained(
+        f"{stage} round {round_}: none of the {len(sampled)} sampled clients could be reached "
+        f"({'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}); the round is not counted and the run "
+        f"stops after the last trained round (federation.wait_for_clients makes a round wait for its clients). "
+        f"Resume it when they are back"
+    )
 
 
 def simulate(
@@ -149,10 +237,36 @@ def simulate(
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
+    evaluate_every: int = 1,
+    threads: ThreadPolicy | None = None,
+    wait_for_clients: float = 0.0,
+    checkpoint_metadata: dict[str, str] | None = None,
+    non_finite: NonFinite = "stop",
+    workers: int = 1,
+    worker_setup: WorkerSetup | None = None,
+    start_method: str | None = None,
+    client_size: Callable[[int], int] | None = None,
 ) -> SimulationResult:
-    """The in-process runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data)."""
-    pool = InProcessClients(algorithm, client_data, num_clients, start.clients if start is not None else None)
-    return run_rounds(
-        algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
-        checkpoint_path=checkpoint_path, start=start, on_round=on_round,
-    )
+    """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
+
+    ``workers > 1`` trains a round's clients in that many worker processes
+    (:mod:`fedprior.runtime.workers`; ``worker_setup``, ``start_method`` and ``client_size`` go there),
+    each with ``threads.train`` torch threads; the numbers are those of ``workers = 1``.
+    """
+    states = start.clients if start is not None else None
+    if workers > 1:
+        pool: InProcessClients = WorkerClients(
+            algorithm, client_data, num_clients, states, workers=workers, setup=worker_setup, start_method=start_method,
+            threads=threads.train if threads else 1, client_size=client_size,
+        )
+    else:
+        pool = InProcessClients(algorithm, client_data, num_clients, states)
+    try:
+        return run_rounds(
+            algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
+            checkpoint_path=checkpoint_path, start=start, on_round=on_round, evaluate_every=evaluate_every, threads=threads,
+            wait_for_clients=wait_for_clients, checkpoint_metadata=checkpoint_metadata, non_finite=non_finite,
+        )
+    finally:
+        if isinstance(pool, WorkerClients):
+            pool.close()

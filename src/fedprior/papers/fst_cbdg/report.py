@@ -19,12 +19,22 @@ from fedprior.runtime.simulation import simulate
 BASELINES = {"FedAvg": "fedavg-linear", "FedNTD": "fedntd-linear"}
 
 
-def zero_shot_entropy(experiment: Experiment) -> np.ndarray:
-    """Entropy of the Eq. (2) zero-shot prediction of every test image (nats)."""
+def zero_shot_predictions(experiment: Experiment):
+    """The Eq. (2) zero-shot prediction p_j of every test image, (N, K)."""
     from fedprior.algorithms.fst_cbdg import zero_shot_probabilities
 
-    p = zero_shot_probabilities(experiment.test["x"], experiment.task.prior["text_features"])
+    return zero_shot_probabilities(experiment.test["x"], experiment.task.prior["text_features"])
+
+
+def zero_shot_entropy(experiment: Experiment) -> np.ndarray:
+    """Entropy of the Eq. (2) zero-shot prediction of every test image (nats)."""
+    p = zero_shot_predictions(experiment)
     return (-(p * p.clamp_min(1e-12).log()).sum(1)).numpy()
+
+
+def zero_shot_accuracy(experiment: Experiment) -> float:
+    """Test accuracy of CLIP's zero-shot classifier, argmax_k I_j . T_k (Eq. 2; the paper's CLIP-ZS row)."""
+    return float((zero_shot_predictions(experiment).argmax(1) == experiment.test["y"]).double().mean())
 
 
 def plot_entropy(entropy: np.ndarray, num_classes: int, path) -> None:
@@ -46,8 +56,8 @@ def plot_entropy(entropy: np.ndarray, num_classes: int, path) -> None:
     plt.close(fig)
 
 
-def baseline_curves(experiment: Experiment) -> dict[str, list[float]]:
-    """Accuracy per round (round 0 first) of the supervised baselines on the run's features and partition."""
+def baseline_curves(experiment: Experiment) -> dict[str, dict[int, float]]:
+    """Accuracy by round (round 0 first) of the supervised baselines on the run's features and partition."""
     curves = {}
     for label, preset in BASELINES.items():
         _, preset_config = load_config(preset)
@@ -56,26 +66,31 @@ def baseline_curves(experiment: Experiment) -> dict[str, list[float]]:
         result = simulate(
             baseline.algorithm, baseline.client_data, baseline.task.num_clients, baseline.test,
             seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
-            vectorize=config.run.vectorize,
+            vectorize=config.run.vectorize, evaluate_every=config.federation.evaluate_every, threads=baseline.threads,
         )
-        curves[label] = [result.progress.initial["accuracy"], *[r["accuracy"] for r in result.progress.history]]
+        evaluated = {r["step"]: r["accuracy"] for r in result.progress.history if "accuracy" in r}
+        curves[label] = {0: result.progress.initial["accuracy"], **evaluated}
     return curves
 
 
 def fst_cbdg_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tuple[dict[str, Any], str]:
     """Draw Figures 2 and 3 into ``folder``; return summary additions and a markdown section."""
-    from fedprior.experiments.report import plot_accuracy
+    from fedprior.experiments.report import accuracy_curve, plot_accuracy
 
     entropy = zero_shot_entropy(experiment)
     plot_entropy(entropy, experiment.task.num_classes, folder / "zero_shot_entropy.png")
-    curves = {"FST-CBDG": [summary["initial_accuracy"], *summary["history"]], **baseline_curves(experiment)}
+    curves = {"FST-CBDG": accuracy_curve(summary), **baseline_curves(experiment)}
     plot_accuracy(curves, folder / "figure3.png", "test accuracy per round (Figure 3)")
     additions = {
+        "zero_shot_accuracy": zero_shot_accuracy(experiment),
         "zero_shot_entropy": float(entropy.mean()),
         "entropy_bound": math.log(experiment.task.num_classes),
-        "baselines": {label: curve[-1] for label, curve in curves.items() if label != "FST-CBDG"},
+        "baselines": {label: list(curve.values())[-1] for label, curve in curves.items() if label != "FST-CBDG"},
     }
-    rows = "\n".join(f"| {label} | {100 * curve[0]:.2f} | {100 * curve[-1]:.2f} | {100 * max(curve):.2f} |" for label, curve in curves.items())
+    rows = "\n".join(
+        f"| {label} | {100 * curve[0]:.2f} | {100 * list(curve.values())[-1]:.2f} | {100 * max(curve.values()):.2f} |"
+        for label, curve in curves.items()
+    )
     section = f"""
 ## FST-CBDG against the supervised baselines (Figure 3)
 

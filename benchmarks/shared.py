@@ -1,0 +1,40 @@
+"""What the benchmarks share: ``--load N`` busy processes, and printing the result.
+
+The busy processes stand for the other jobs of a shared machine. Started and stopped
+by the benchmark; a process of pure Python arithmetic takes one core and no memory
+bandwidth.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from typing import Iterator
+
+SPIN = "x = 0\nwhile True:\n    x = (x + 1) % 1000003\n"
+
+
+@contextmanager
+def busy_processes(count: int) -> Iterator[None]:
+    """Run the block while ``count`` busy processes spin (none for 0)."""
+    processes = [subprocess.Popen([sys.executable, "-c", SPIN]) for _ in range(count)]
+    try:
+        time.sleep(0.5 if processes else 0.0)  # let them get going
+        yield
+    finally:
+        for process in processes:
+            process.terminate()
+        for process in processes:
+            process.wait(timeout=10)
+
+
+def print_result(out: dict, as_json: bool) -> None:
+    """One JSON object, or one ``key: value`` line per figure."""
+    if as_json:
+        print(json.dumps(out))
+    else:
+        for key, value in out.items():
+            print(f"{key}: {value}")

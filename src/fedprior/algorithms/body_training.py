@@ -1,0 +1,161 @@
+"""Local training of a whole network on a client, shared by FedBM and the baselines of its tables.
+
+FedBM's paper (Sec. IV-A2) trains with Adam, lr 1e-2, decayed by 0.99 per epoch; the
+authors' code, which produced the tables (its README commands), uses SGD with lr 0.01,
+momentum 0.9 and weight decay 5e-4, decayed by 0.99 per round, and every baseline
+shares these "common hyperparameters ... determined by FedAvg". Both are
+:class:`LocalOptimizer` settings; the defaults are the code's SGD (SCAFFOLD's control
+variates assume it), ``optimizer='adam'`` gives the paper's.
+
+:func:`train_on_device` moves the model and the client's data to the run's device once,
+trains, and brings the model back to the CPU (what is sent and kept is on the CPU).
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Annotated, Callable, Iterable, Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, ClientData, ClientInfo, Task
+from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
+from fedprior.algorithms.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
+from fedprior.algorithms.supervised import round_lr
+from fedprior.errors import ConfigError
+
+OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
+BodyModel = Annotated[
+    Literal["convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'convnet' / 'convnet-small' (embedded settings) or 'resnet18' (FedBM's backbone)"),
+]
+CPU = torch.device("cpu")
+
+
+@dataclass(frozen=True)
+class LocalOptimizer:
+    kind: str = "sgd"
+    lr: float = 0.01
+    momentum: float = 0.9
+    weight_decay: float = 5e-4
+    lr_decay: float = 0.99
+
+    def build(self, params: Iterable[torch.nn.Parameter], round_: int) -> torch.optim.Optimizer:
+        """The optimizer of a (1-based) round: lr * lr_decay^(round - 1); a fresh one every round."""
+        lr = round_lr(self.lr, self.lr_decay, round_)
+        if self.kind == "sgd":
+            return torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay)
+        if self.kind == "adam":
+            return torch.optim.Adam(params, lr=lr, weight_decay=self.weight_decay)
+        raise ConfigError(f"algorithm.optimizer: unknown optimizer '{self.kind}'; accepted: sgd, adam")
+
+
+def train_on_device(
+    model: nn.Module,
+    data: ClientData,
+    info: ClientInfo,
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: LocalOptimizer,
+    device: torch.device = CPU,
+    loss_fn: LossFn = cross_entropy_loss,
+    params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None,
+    after_backward: Callable[[], None] | None = None,
+) -> dict[str, float]:
+    """``epochs`` of mini-batch training of ``model`` on the client's (x, y), on ``device``; the model ends on the CPU.
+
+    ``params(model)`` picks the trained parameters (default: all that require grad);
+    mini-batches are shuffled by the client's own stream (``info.generator()``).
+    """
+    x = fast_layout(model.to(device), data["x"].to(device))
+    chosen = list(params(model)) if params else [p for p in model.parameters() if p.requires_grad]
+    try:
+        return train_epochs(
+            model, x, data["y"].to(device), epochs=epochs, batch_size=batch_size,
+            optimizer=optimizer.build(chosen, info.round), generator=info.generator(), loss_fn=loss_fn,
+            after_backward=after_backward,
+        )
+    finally:
+        model.to(CPU, memory_format=torch.contiguous_format)
+
+
+@dataclass(frozen=True)
+class LocalTraining:
+    """A client's training and the server's evaluation settings: epochs, batch size, optimizer and device."""
+
+    epochs: int
+    batch_size: int
+    optimizer: LocalOptimizer
+    device: torch.device = CPU
+
+    def fit(self, model: nn.Module, data: ClientData, info: ClientInfo, *, loss_fn: LossFn = cross_entropy_loss,
+            params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None, epochs: int | None = None) -> dict[str, float]:
+        """:func:`train_on_device` with these settings (``epochs`` overrides the number of epochs)."""
+        return train_on_device(model, data, info, epochs=epochs or self.epochs, batch_size=self.batch_size, optimizer=self.optimizer,
+                               device=self.device, loss_fn=loss_fn, params=params)
+
+    def evaluate(self, model: nn.Module, data: ClientData) -> dict[str, float | list[float]]:
+        return evaluate_on_device(model, data, self.device)
+
+
+def fast_layout(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+    """On the CPU, images and convolutions in channels-last order (oneDNN's fast path: 1.6x in training, 3x in
+    evaluation of the embedded ConvNet, measured); ``x`` in that layout, ``model`` converted in place."""
+    if x.device.type != "cpu" or x.ndim != 4:
+        return x
+    model.to(memory_format=torch.channels_last)
+    return x.contiguous(memory_format=torch.channels_last)
+
+
+def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device = CPU) -> dict[str, float | list[float]]:
+    """Test metrics (accuracy, loss, macro-F1, per-class accuracy) of ``model`` on ``device``.
+
+    Batches of 2048 on a GPU, 256 on the CPU (2.4x faster than 2048 there: the activations stay in cache).
+    """
+    x = fast_layout(model.to(device), data["x"].to(device))
+    return classification_metrics(model, x, data["y"].to(device), batch_size=2048 if x.device.type == "cuda" else 256)
+
+
+def _shared(
+    *,
+    local_epochs: int,
+    batch_size: int,
+    device: torch.device = CPU,
+    model: BodyModel = "convnet",
+    optimizer: OptimizerName = "sgd",
+    lr: Lr = 0.01,
+    momentum: Momentum = 0.9,
+    weight_decay: WeightDecay = 5e-4,
+    lr_decay: LrDecay = 0.99,
+) -> None:
+    """The parameters every algorithm of FedBM's tables shares, with the defaults of the authors' code."""
+
+
+SHARED = [p for p in inspect.signature(_shared, eval_str=True).parameters.values()]
+
+
+def trains_locally(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
+    """Give ``factory(task, model, training, *, own hyperparameters)`` the shared keyword parameters.
+
+    The registered factory's signature is the shared parameters (:func:`_shared`: runtime
+    ``local_epochs``, ``batch_size``, ``device``, then ``model``, ``optimizer``, ``lr``,
+    ``momentum``, ``weight_decay``, ``lr_decay``) followed by the method's own, so they are
+    declared once for FedBM and its baselines and still appear as config fields.
+    """
+    own = [p for p in inspect.signature(factory, eval_str=True).parameters.values() if p.kind is p.KEYWORD_ONLY]
+
+    @functools.wraps(factory)
+    def build(task: Task, **values) -> Algorithm:
+        shared = {p.name: values.pop(p.name, p.default) for p in SHARED}
+        optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"])
+        training = LocalTraining(shared["local_epochs"], shared["batch_size"], optimizer, shared["device"])
+        return factory(task, shared["model"], training, **values)
+
+    task = inspect.Parameter("task", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Task)
+    build.__signature__ = inspect.Signature([task, *SHARED, *own], return_annotation=Algorithm)
+    return build

@@ -1,0 +1,29 @@
+"""Central Learning: the same network trained on the pooled training data, FedBM's upper reference (fedbm.txt Tables I-V).
+
+A centralized baseline (``AlgorithmSpec(centralized=True)``): the runtime gives it one
+client holding every training image, so ``federation.rounds x federation.local_epochs``
+is its number of epochs, and its "round" is FedAvg's local SGD with the optimizer
+settings of FedBM's code (SGD, lr 0.01, momentum 0.9, weight decay 5e-4, lr x 0.99 per round).
+"""
+
+from __future__ import annotations
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, fedavg
+
+
+def central(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    model: ModelName = "convnet",
+    lr: Lr = 0.01,
+    momentum: Momentum = 0.9,
+    weight_decay: WeightDecay = 5e-4,
+    lr_decay: LrDecay = 0.99,
+) -> Algorithm:
+    """Central Learning: the network trained with cross-entropy on all the training data in one place."""
+    algorithm = fedavg(task, local_epochs=local_epochs, batch_size=batch_size, model=model, lr=lr, momentum=momentum,
+                       weight_decay=weight_decay, lr_decay=lr_decay)
+    return algorithm.with_(name="central")

@@ -1,0 +1,89 @@
+"""Debiased model aggregation (DMA): aggregation weights that make the weighted APP-U uniform.
+
+feddb.txt Sec. 4.4, Eq. (15)-(17) and Algorithm 2. Given the APP-Us ``p_bar_m`` of the
+clients of a round (rows of ``P``, shape (M, K)), the aggregated APP-U is
+``p_bar_aggr = sum_m beta_m p_bar_m`` (Eq. 15) and DMA looks for weights on the simplex
+minimizing ``L_aggr = || p_bar_aggr - u ||`` with ``u`` uniform over the K classes
+(Eq. 16); the global model is then ``sum_m beta_m w_m`` (Eq. 17).
+
+Two solvers:
+
+- ``algorithm2`` (the paper's, the default): beta starts uniform; ``E_aggr`` times,
+  ``beta <- softmax(beta - eta grad L_aggr)`` (Algorithm 2, lines 1-6), with ``L_aggr``
+  the Euclidean norm of Eq. (16) (``loss="norm"``, the paper) or the mean squared error
+  (``loss="mse"``, the authors' code). The code's optimizer is SGD re-created at every
+  step, so its momentum never acts; a plain gradient step is what remains.
+- ``simplex``: the exact minimizer of Eq. (16) over the simplex (SciPy's SLSQP with
+  ``beta >= 0``, ``sum beta = 1``), for comparison.
+
+What the measurements show (tests/test_feddb_equations.py, docs/feddb.md): because
+Algorithm 2 maps its iterate through a softmax every step, its fixed points satisfy
+``beta = softmax(beta - eta g)``; with the norm loss the gradient keeps unit size near
+the optimum and the iterate cycles around it instead of settling, and with the MSE
+loss the gradient is so small (order 1/K) that beta stays within about 1% of uniform.
+The ``simplex`` solver reaches a uniform weighted APP-U whenever one exists.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+import torch
+
+DmaLoss = Literal["norm", "mse"]
+DmaSolver = Literal["algorithm2", "simplex"]
+
+
+def uniform_distance(appus: torch.Tensor, weights: torch.Tensor) -> float:
+    """``|| sum_m beta_m p_bar_m - u ||``, Eq. (16) (Euclidean, over the K classes)."""
+    k = appus.shape[1]
+    return float(torch.linalg.vector_norm(weights.to(appus.dtype) @ appus - 1.0 / k))
+
+
+def _loss(aggregated: torch.Tensor, loss: DmaLoss) -> torch.Tensor:
+    gap = aggregated - 1.0 / aggregated.shape[0]
+    return torch.linalg.vector_norm(gap) if loss == "norm" else gap.pow(2).mean()
+
+
+def algorithm2(appus: torch.Tensor, steps: int = 100, lr: float = 1.0, loss: DmaLoss = "norm") -> torch.Tensor:
+    """Algorithm 2 of feddb.txt: ``steps`` (E_aggr) gradient steps on beta, each followed by ``beta = softmax(beta)``."""
+    appus = appus.detach().to(torch.float64)
+    beta = torch.full((appus.shape[0],), 1.0 / appus.shape[0], dtype=torch.float64)
+    for _ in range(steps):
+        beta.requires_grad_(True)
+        (grad,) = torch.autograd.grad(_loss(beta @ appus, loss), beta)
+        if not bool(torch.isfinite(grad).all()):  # the norm's gradient at exactly zero distance: stop there
+            beta = beta.detach()
+            break
+        beta = torch.softmax(beta.detach() - lr * grad, dim=0)
+    return beta.detach().float()
+
+
+def simplex_optimum(appus: torch.Tensor) -> torch.Tensor:
+    """The weights on the simplex minimizing Eq. (16) exactly (SciPy SLSQP on the squared distance)."""
+    from scipy.optimize import minimize
+
+    p = appus.detach().to(torch.float64).numpy()
+    m, k = p.shape
+    u = np.full(k, 1.0 / k)
+
+    def objective(beta: np.ndarray) -> tuple[float, np.ndarray]:
+        gap = beta @ p - u
+        return float(gap @ gap), 2.0 * p @ gap
+
+    result = minimize(objective, np.full(m, 1.0 / m), jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * m,
+                      constraints=[{"type": "eq", "fun": lambda b: b.sum() - 1.0, "jac": lambda b: np.ones_like(b)}],
+                      options={"ftol": 1e-14, "maxiter": 500})
+    beta = np.clip(result.x, 0.0, None)
+    return torch.from_numpy(beta / beta.sum()).float()
+
+
+def dma_weights(appus: torch.Tensor, *, solver: DmaSolver = "algorithm2", steps: int = 100, lr: float = 1.0,
+                loss: DmaLoss = "norm") -> torch.Tensor:
+    """The aggregation weights beta (M,) of DMA for the clients' APP-Us (M, K)."""
+    if appus.shape[0] == 1:
+        return torch.ones(1)
+    if solver == "simplex":
+        return simplex_optimum(appus)
+    return algorithm2(appus, steps=steps, lr=lr, loss=loss)

@@ -1,0 +1,247 @@
+"""FedBM: Federated Bias eliMinating with LKCC and CGDE (Zhu et al., MedIA 2025; fedbm.txt; Algorithm 1).
+
+Supervised clients with very skewed labels train only the feature extractor (and a
+projection to the language model's dimension) against a classifier nobody trains:
+
+- **LKCC** (:mod:`fedprior.algorithms.lkcc`, Eq. 1-5): the class concepts in M prompts
+  through a pretrained language model give per-class means and variances (Eq. 2); the
+  classifier F(h) of Eq. 5 is built from them once, in this factory's closure, from the
+  Task's class names: every client rebuilds the same one, so it is never sent, and it
+  has no parameters, so it receives no gradient. Clients minimize Eq. 4 (Algorithm 1,
+  line 21; Eq. 11).
+- **CGDE** (:mod:`fedprior.algorithms.cgde`, Eq. 6-10): after aggregating, every
+  ``generator_every`` rounds, the server trains the conditional generator against the
+  frozen global model (``generator_steps`` Adam steps); the generator is never
+  re-initialized. Once trained it is broadcast with the model (the paper: "the updated
+  generator is sent to all clients"; the round loop counts its bytes), and each client
+  appends ``synthetic_batch`` generated images, with uniformly drawn labels, to every
+  real mini-batch (Eq. 11: the loss on D^c U D^c_hat). The code trains the generator
+  after rounds 5, 10, ..., so synthetic images enter from round 6.
+
+Server state: ``model.*`` (backbone and projection), ``generator.*`` (its parameters and
+BatchNorm statistics), ``cgde.trained`` and, with ``adam_state='kept'``,
+``generator_adam.*``. Aggregation is the example-weighted FedAvg of the whole state dict
+(the code; the paper writes a plain mean).
+
+Defaults follow the authors' code where the paper is silent (tau, generator schedule,
+synthetic batch, SGD with decay 0.99 per round; see ``body_training.py`` for the
+optimizer the paper names instead). Ablations (Tables VI-XII) are switches:
+``classifier`` ('linear' is "w/o LKCC"; 'mean-embedding' and 'random' are Table VIII),
+``cgde=false`` ("w/o CGDE"), ``prompt_fraction`` (Table VII), ``conditions='noise'``,
+``lambda_div=0``, ``lambda_dis=0`` (Table IX), ``lambda_div``/``lambda_dis`` (Tables X, XI),
+``text_model`` (Table XII).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Sequence
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
+from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.lkcc import build_classifier, concept_covariances, concept_distributions, concept_embeddings
+from fedprior.algorithms.supervised import GlobalModel
+from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays, with_prefix
+from fedprior.errors import ConfigError
+from fedprior.models.generator import ConditionalGenerator
+from fedprior.models.projected import ProjectedNet
+from fedprior.seeding import derived_seed, torch_generator
+
+GENERATOR, ADAM, TRAINED = "generator.", "generator_adam.", "cgde.trained"
+
+Tau = Annotated[float, Field(gt=0, description="temperature tau of Eq. 4-5 (code: 7.5-17.5 by dataset and beta)")]
+TextModel = Annotated[str, Field(description="language model: 'minilm' (bundled), a sentence-transformers folder, 'hf:FOLDER' or 'hf-clip:FOLDER'")]
+PromptSet = Annotated[str, Field(description="prompt set (fedprior.encoders.prompts): generic, fashion, handwriting, oct, endoscopy, dermoscopy, microscopy")]
+PromptFraction = Annotated[float, Field(gt=0, le=1, description="fraction of the prompts used (Table VII)")]
+ClassifierKind = Annotated[
+    Literal["lkcc", "linear", "mean-embedding", "random"],
+    Field(description="'lkcc' (Eq. 5), 'linear' (a trained head: 'w/o LKCC'), 'mean-embedding' or 'random' (frozen; Table VIII)"),
+]
+Every = Annotated[int, Field(ge=1, description="train the generator after every K-th round (code: 5)")]
+Steps = Annotated[int, Field(ge=1, description="Adam steps per generator training (code: 100)")]
+GenBatch = Annotated[int, Field(ge=2, description="generated images per generator step (code: 64)")]
+GenLr = Annotated[float, Field(gt=0, description="generator Adam learning rate (code: 3e-4, betas 0.5, 0.999)")]
+GenWidth = Annotated[int, Field(ge=1, description="generator width ngf (code: 64)")]
+SynBatch = Annotated[int, Field(ge=0, description="synthetic images added to each real mini-batch (paper: 8, 16 or 32)")]
+Lambda = Annotated[float, Field(ge=0, description="weight of a generator loss term (Eq. 10)")]
+ConditionKind = Annotated[Literal["concept", "noise"], Field(description="generator conditions: concept embeddings (Eq. 9) or noise + one-hot (Table IX)")]
+Covariance = Annotated[Literal["full", "diagonal"], Field(description="Sigma of the conditions: Eq. 2's full covariance (+1e-4 I, code) or its diagonal")]
+AdamState = Annotated[Literal["fresh", "kept"], Field(description="generator Adam: a fresh optimizer each cycle (code) or its moments kept in the server state")]
+
+
+def pixel_standardizer(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
+    """(mean, std), shaped (1, C, 1, 1), that map [0, 1] images to the model's inputs (the training set's, or 0 and 1)."""
+    if len(task.input_shape) != 3 or task.input_shape[1] != task.input_shape[2]:
+        raise ConfigError(f"fedbm trains on square images (C, H, H); the data gives {task.input_shape} (set encoder.name=none)")
+    channels = task.input_shape[0]
+    mean = torch.tensor(task.pixel_mean or (0.0,) * channels, dtype=torch.float32).view(1, -1, 1, 1)
+    std = torch.tensor(task.pixel_std or (1.0,) * channels, dtype=torch.float32).view(1, -1, 1, 1)
+    return mean, std
+
+
+def adam_arrays(optimizer: torch.optim.Adam, generator: nn.Module) -> State:
+    """Adam's moments and step count as flat named tensors (``exp_avg``/``exp_avg_sq`` per parameter, ``step``)."""
+    out: State = {}
+    for name, p in generator.named_parameters():
+        state = optimizer.state[p]
+        out[f"{name}.exp_avg"] = state["exp_avg"].detach().cpu().contiguous().clone()
+        out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].detach().cpu().contiguous().clone()
+        out["step"] = torch.as_tensor(state["step"]).detach().cpu().float().clone()
+    return out
+
+
+def load_adam(optimizer: torch.optim.Adam, generator: nn.Module, arrays: State) -> None:
+    """Put moments saved by :func:`adam_arrays` back into ``optimizer`` (a no-op when there are none)."""
+    if "step" not in arrays:
+        return
+    for name, p in generator.named_parameters():
+        optimizer.state[p] = {
+            "step": arrays["step"].clone(),
+            "exp_avg": arrays[f"{name}.exp_avg"].to(p.device).clone(),
+            "exp_avg_sq": arrays[f"{name}.exp_avg_sq"].to(p.device).clone(),
+        }
+
+
+def condition_distribution(embeddings: torch.Tensor, kind: str = "concept", covariance: str = "full") -> Conditions:
+    """CGDE's conditions from the (K, M, D) concept embeddings: N(mu_y, Sigma_y) of Eq. 2 (Eq. 9), or noise + one-hot."""
+    mean, var = concept_distributions(embeddings)
+    return concept_conditions(mean, concept_covariances(embeddings) if covariance == "full" else var, kind)
+
+
+@torch.no_grad()
+def generated_images(task: Task, state: State, hyperparameters: dict, per_class: int, seed: int = 0) -> torch.Tensor | None:
+    """(K, per_class, C, H, W) images in [0, 1] from the generator in ``state`` (None if it was never trained).
+
+    ``hyperparameters`` are the run's (``config.algorithm``): they say which language model,
+    prompts and conditions the generator was trained with.
+    """
+    if not int(state.get(TRAINED, torch.tensor(0))):
+        return None
+    h = hyperparameters
+    embeddings = concept_embeddings(task.class_names, h["text_model"], h["prompts"], h["prompt_fraction"])
+    sampler = condition_distribution(embeddings, h["conditions"], h["condition_covariance"])
+    generator = ConditionalGenerator(sampler.dim, task.input_shape[0], task.input_shape[1], h["generator_width"])
+    load_model_arrays(generator, state, GENERATOR).eval()
+    labels = torch.arange(task.num_classes).repeat_interleave(per_class)
+    images = generator(sampler.sample(labels, torch_generator(seed, "report", "generated")))
+    return images.view(task.num_classes, per_class, *images.shape[1:])
+
+
+@trains_locally
+def fedbm(
+    task: Task,
+    model: str,
+    training: LocalTraining,
+    *,
+    tau: Tau = 12.5,
+    text_model: TextModel = "minilm",
+    prompts: PromptSet = "generic",
+    prompt_fraction: PromptFraction = 1.0,
+    classifier: ClassifierKind = "lkcc",
+    classifier_seed: Annotated[int, Field(ge=0, description="stream of the 'random' classifier")] = 0,
+    cgde: Annotated[bool, Field(description="train and use the generator (false: 'w/o CGDE')")] = True,
+    generator_every: Every = 5,
+    generator_steps: Steps = 100,
+    generator_batch: GenBatch = 64,
+    generator_lr: GenLr = 3e-4,
+    generator_width: GenWidth = 64,
+    synthetic_batch: SynBatch = 16,
+    lambda_div: Lambda = 1.0,
+    lambda_dis: Lambda = 0.1,
+    conditions: ConditionKind = "concept",
+    condition_covariance: Covariance = "full",
+    adam_state: AdamState = "fresh",
+    augment_synthetic: Annotated[bool, Field(description="crop and flip the generated images, as the code")] = True,
+) -> Algorithm:
+    """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
+    from fedprior.models import build_model
+
+    device = training.device
+    pixel_mean, pixel_std = pixel_standardizer(task)
+    build_model(model, task)  # a wrong shape fails here, naming algorithm.model
+    embeddings = concept_embeddings(task.class_names, text_model, prompts, prompt_fraction)
+    text_dim = embeddings.shape[-1]
+    condition_sampler = condition_distribution(embeddings, conditions, condition_covariance)
+    channels, side = task.input_shape[0], task.input_shape[1]
+    settings = GeneratorTraining(generator_steps, generator_batch, generator_lr, (0.5, 0.999), lambda_div, lambda_dis, augment_synthetic)
+    if cgde and lambda_dis > 0 and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in build_model(model, task).modules()):
+        raise ConfigError("algorithm.lambda_dis: Eq. 8 needs a model with BatchNorm; set lambda_dis = 0")
+
+    def build() -> nn.Module:
+        backbone = build_model(model, task)
+        if classifier == "linear":
+            return backbone
+        return ProjectedNet(backbone, text_dim, build_classifier(classifier, embeddings, tau, classifier_seed))
+
+    def train_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Eq. 4 under LKCC (Eq. 11 when x holds synthetic images too); cross-entropy for the other classifiers."""
+        if isinstance(net, ProjectedNet):
+            return net.head.loss(net.embed(x), y)
+        return F.cross_entropy(net(x), y)
+
+    def to_input(images: torch.Tensor) -> torch.Tensor:
+        return (images - pixel_mean.to(images.device)) / pixel_std.to(images.device)
+
+    def new_generator() -> ConditionalGenerator:
+        return ConditionalGenerator(condition_sampler.dim, channels, side, generator_width)
+
+    net = GlobalModel(build)
+
+    def init(info: RoundInfo) -> State:
+        state = net.init(info)
+        if not cgde:
+            return state
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derived_seed(info.seed, "init", "generator"))
+            generator = new_generator()
+        return {**state, **model_arrays(generator, GENERATOR), TRAINED: torch.tensor(0)}
+
+    def broadcast(state: State, info: RoundInfo) -> Broadcast:
+        sent = net.broadcast(state, info).arrays
+        if cgde and int(state[TRAINED]):
+            sent = {**sent, **{k: v for k, v in state.items() if k.startswith(GENERATOR)}}
+        return Broadcast(arrays=sent)
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(message.arrays)
+        loss_fn = train_loss
+        if synthetic_batch > 0 and any(k.startswith(GENERATOR) for k in message.arrays):
+            generator = load_model_arrays(new_generator(), message.arrays, GENERATOR).to(device)
+            if device.type == "cpu":
+                generator.to(memory_format=torch.channels_last)
+            sampler, rng = condition_sampler.to(device), info.generator("synthetic")
+
+            def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+                labels = torch.randint(0, task.num_classes, (synthetic_batch,), generator=rng).to(device)
+                fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic)
+                return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]))
+
+        metrics = training.fit(local, data, info, loss_fn=loss_fn)
+        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        state = net.average(state, replies, info)
+        if not cgde or info.round % generator_every:
+            return state
+        teacher = net.load(state).to(device)
+        generator = load_model_arrays(new_generator(), state, GENERATOR).to(device)
+        if device.type == "cpu":  # oneDNN's fast path for convolutions (see body_training.fast_layout)
+            teacher.to(memory_format=torch.channels_last)
+            generator.to(memory_format=torch.channels_last)
+        adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
+        if adam_state == "kept":
+            load_adam(adam, generator, with_prefix(state, ADAM))
+        train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings,
+                        to_input, info.generator("cgde"), adam)
+        new = {**state, **model_arrays(generator.to(CPU, memory_format=torch.contiguous_format), GENERATOR), TRAINED: torch.tensor(1)}
+        if adam_state == "kept":
+            new.update(add_prefix(adam_arrays(adam, generator), ADAM))
+        return new
+
+    return Algorithm(name="fedbm", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update,
+                     aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))

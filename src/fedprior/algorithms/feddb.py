@@ -1,0 +1,72 @@
+"""FedDB (Zhu et al., "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated
+Semi-Supervised Learning", IJCAI 2024; feddb.txt): APP-U, debiased pseudo-labeling (DPL) and debiased model
+aggregation (DMA).
+
+Algorithm 3 of the paper, on the shared semi-supervised client and server
+(:mod:`fedprior.algorithms.semi_supervised`):
+
+- each sampled client labels the weak view of its unlabeled images with the received
+  model, estimates the prior bias by APP-U (Eq. 8) and keeps the images whose *debiased*
+  prediction (Eq. 14) reaches tau = 0.95 (DPL, Algorithm 1);
+- it trains E = 5 full-batch steps of L_s + lambda L_u (Eq. 2, 4, 6), updating APP-U
+  by a moving average with gamma each epoch (Algorithm 3, lines 14 and 20; computed on
+  every unlabeled image as the paper writes, or on the pseudo-labeled ones as the code
+  does: ``appu_subset``), and sends its model and APP-U;
+- the server finds weights beta making the weighted APP-U uniform (DMA, Algorithm 2,
+  Eq. 15-16: ``dma_steps`` = E_aggr = 100 steps, ``dma_lr`` = 1.0, softmax after each
+  step, the paper's norm or the code's MSE as ``dma_loss``; ``dma_solver = simplex``
+  solves Eq. 16 exactly instead) and aggregates w = sum_m beta_m w_m (Eq. 17).
+
+Switches for Table 4's ablation: ``dpl = false`` labels with the plain prediction
+(Eq. 3), ``dma = false`` averages uniformly (Eq. 7); with both off this is FixMatch.
+The code's server momentum (0.5) is ``server_momentum``; the paper has none.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Sequence
+
+import torch
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
+from fedprior.algorithms.dma import DmaLoss, DmaSolver, dma_weights
+from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
+from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+
+Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
+DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]
+DmaLr = Annotated[float, Field(gt=0, description="eta_aggr, DMA's step size (feddb.txt 5.1: 1.0)")]
+DmaLossField = Annotated[DmaLoss, Field(description="DMA's objective: 'norm' (Eq. 16, the paper) or 'mse' (the code)")]
+DmaSolverField = Annotated[DmaSolver, Field(description="'algorithm2' (the paper's softmax-projected gradient steps) or 'simplex' (Eq. 16 solved exactly)")]
+
+
+def dma_aggregation_weights(steps: int, lr: float, loss: DmaLoss, solver: DmaSolver):
+    """The server's weights: DMA on the APP-Us the clients of the round sent (Eq. 15-16)."""
+
+    def weights(state: State, replies: Sequence[Reply], info: RoundInfo) -> torch.Tensor:
+        appus = torch.stack([r.arrays[APPU] for r in replies])
+        return dma_weights(appus, solver=solver, steps=steps, lr=lr, loss=loss)
+
+    return weights
+
+
+@with_shared(SEMI_SUPERVISED)
+def feddb(
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    dpl: Dpl = True,
+    dma: Dma = True,
+    dma_steps: DmaSteps = 100,
+    dma_lr: DmaLr = 1.0,
+    dma_loss: DmaLossField = "norm",
+    dma_solver: DmaSolverField = "algorithm2",
+    **shared,
+) -> Algorithm:
+    """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
+    weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights
+    return semi_supervised_algorithm("feddb", task, shared, local_epochs=local_epochs, device=device,
+                                     method=Method(weights=weights), dpl=dpl)

@@ -1,0 +1,120 @@
+"""FedProto (Tan et al., "FedProto: Federated Prototype Learning across Heterogeneous Clients", AAAI 2022).
+
+Clients never share their models, only class prototypes (Algorithm 1). Each client
+keeps its own model (client state; it starts from the run's initial model, which
+every client can rebuild from the seed) and minimizes
+
+    L = CE(f(x), y) + lambda * || phi(x) - C_bar_y ||^2        (Eq. 5; the squared distance as a mean-squared error)
+
+where C_bar_y is the global prototype of class y (a class without one adds no term);
+after training it sends C_k, the mean representation of each class it holds, with its
+count. The server's global prototype of class k is the count-weighted mean of the
+clients' C_k (Eq. 6), kept for classes no client of the round holds. Inference is by
+the nearest global prototype (Sec. 4: Inference). lambda = 0.1 as the FedETF code FedBM's
+tables come from (MSE over the feature dimensions). The global test metrics average the
+personalized models of the latest round's clients (:mod:`fedprior.algorithms.personal`):
+to be tested, those clients also upload their models, whose bytes the round loop counts.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Sequence
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
+from fedprior.algorithms.fednh import class_means
+from fedprior.algorithms.local_training import classification_metrics
+from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays
+
+PROTOS, PRESENT = "prototypes", "prototype_present"
+Lambda = Annotated[float, Field(ge=0, description="weight lambda of the prototype distance (FedETF code: 0.1, as MSE)")]
+
+
+def prototype_loss(features: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between features and their class's global prototype, over the rows whose class has one."""
+    keep = present[y]
+    if not bool(keep.any()):
+        return features.new_zeros(())
+    return F.mse_loss(features[keep], prototypes[y[keep]])
+
+
+def aggregate_prototypes(old: torch.Tensor, old_present: torch.Tensor, means: Sequence[torch.Tensor],
+                         counts: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. 6: per class, the count-weighted mean of the clients' prototypes; classes nobody holds keep the old one."""
+    weights = torch.stack(list(counts))  # (clients, K)
+    totals = weights.sum(0)
+    mean = (torch.stack(list(means)) * weights.unsqueeze(-1)).sum(0) / totals.clamp_min(1).unsqueeze(1)
+    held = totals > 0
+    return torch.where(held.unsqueeze(1), mean, old), old_present | held
+
+
+NO_PROTOTYPE = -1e6
+"""The logit of a class without a global prototype (finite, so the test loss stays a number)."""
+
+
+def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    """-||z - C_k||^2 as logits; a class without a prototype gets :data:`NO_PROTOTYPE`."""
+    distances = torch.cdist(features, prototypes.to(features.device)) ** 2
+    return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
+
+
+@trains_locally
+def fedproto(
+    task: Task,
+    model: str,
+    training: LocalTraining,
+    *,
+    proto_weight: Lambda = 0.1,
+) -> Algorithm:
+    """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
+    device = training.device
+    net = GlobalModel(model_task(task, model))
+    dim = net.build().feature_dim
+
+    def init(info: RoundInfo) -> State:
+        return {**net.init(info), PROTOS: torch.zeros(task.num_classes, dim), PRESENT: torch.zeros(task.num_classes, dtype=torch.bool)}
+
+    def broadcast(state: State, info: RoundInfo) -> Broadcast:
+        return Broadcast({PROTOS: state[PROTOS], PRESENT: state[PRESENT]})
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(state) if state else load_model_arrays(net.build(), net.init(info))
+        prototypes, present = message.arrays[PROTOS].to(device), message.arrays[PRESENT].to(device)
+
+        def loss_fn(m, x, y):
+            z = m.embed(x)
+            return F.cross_entropy(m.head(z), y) + proto_weight * prototype_loss(z, y, prototypes, present)
+
+        metrics = training.fit(local, data, info, loss_fn=loss_fn)
+        means, counts = class_means(local.to(device), data["x"].to(device), data["y"].to(device), task.num_classes)
+        mine = model_arrays(local.to(CPU))
+        arrays = {"class_means": means.cpu(), "class_counts": counts.cpu(), **add_prefix(mine, f"{EVAL}{info.client_id}.")}
+        return Reply(arrays, int(data["x"].shape[0]), metrics), mine
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        protos, present = aggregate_prototypes(state[PROTOS], state[PRESENT], [r.arrays["class_means"] for r in replies],
+                                               [r.arrays["class_counts"] for r in replies])
+        return {**without_eval(state), PROTOS: protos, PRESENT: present, **eval_entries(replies)}
+
+    @torch.no_grad()
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        x, y = data["x"].to(device), data["y"].to(device)
+        if not bool(state[PRESENT].any()):  # nothing learned yet: the initial model's own head
+            return classification_metrics(net.load(without_eval(state)).to(device), x, y)
+
+        def one(arrays):
+            personal = load_model_arrays(net.build(), arrays).to(device).eval()
+            features = torch.cat([personal.embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+            return logit_metrics(nearest_prototype_logits(features, state[PROTOS], state[PRESENT]), y)
+
+        return mean_metrics(personal_evaluation(state, one))
+
+    return Algorithm(name="fedproto", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update,
+                     aggregate=aggregate, evaluate=evaluate)

@@ -1,0 +1,85 @@
+"""FedREP (Collins et al., "Exploiting Shared Representations for Personalized Federated Learning", ICML 2021).
+
+The network splits into a shared body (the representation phi) and a head h_i each
+client keeps (Algorithm 1): a sampled client first trains its own head for
+``head_epochs`` with the received body frozen (lines 5-6), then the body for
+``local_epochs`` with its head frozen (lines 7-8), and uploads the body only; the server
+averages the bodies (line 11; example-weighted, as the code FedBM's tables come from).
+A client's head starts from the server's initial head the first time it is sampled and
+is client state afterwards. The global test metrics are those of the personalized
+models (the shared body with each client's head), averaged over the clients of the
+latest round (:mod:`fedprior.algorithms.personal`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Sequence
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
+from fedprior.algorithms.local_training import classification_metrics
+from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+
+HEAD = "head."
+HeadEpochs = Annotated[int, Field(ge=0, description="epochs on the head before the body's (0: as many as federation.local_epochs, the code FedBM follows)")]
+
+
+def set_trainable(model: nn.Module, head: bool) -> None:
+    """Train the head only (``head=True``) or the body only, as FedREP's two local phases."""
+    for name, p in model.named_parameters():
+        p.requires_grad_(name.startswith(HEAD) == head)
+
+
+@torch.no_grad()
+def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch.Tensor) -> dict[str, float | list[float]]:
+    """Test metrics of a linear head on precomputed features."""
+    return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
+
+
+@trains_locally
+def fedrep(
+    task: Task,
+    model: str,
+    training: LocalTraining,
+    *,
+    head_epochs: HeadEpochs = 0,
+) -> Algorithm:
+    """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
+    device = training.device
+    net = GlobalModel(model_task(task, model))
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(message.arrays)
+        if state:
+            local.head.load_state_dict(with_prefix(state, HEAD))
+        set_trainable(local, head=True)
+        training.fit(local, data, info, epochs=head_epochs or training.epochs)
+        set_trainable(local, head=False)
+        metrics = training.fit(local, data, info)
+        local.requires_grad_(True)
+        arrays = model_arrays(local)
+        body = {k: v for k, v in arrays.items() if not k.startswith(MODEL + HEAD)}
+        head = model_arrays(local.head, HEAD)
+        personal = add_prefix(with_prefix(head, HEAD), f"{EVAL}{info.client_id}.")
+        return Reply({**body, **personal}, int(data["x"].shape[0]), metrics), head
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        return {**net.average(without_eval(state), replies, info), **eval_entries(replies)}
+
+    @torch.no_grad()
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        body = net.load(without_eval(state)).to(device).eval()
+        x, y = data["x"].to(device), data["y"].to(device)
+        if not any(k.startswith(EVAL) for k in state):
+            return classification_metrics(body, x, y)
+        features = torch.cat([body.embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+        return mean_metrics(personal_evaluation(state, lambda head: head_metrics(features, head, y)))
+
+    return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate)

@@ -1,0 +1,87 @@
+"""FedROD (Chen & Chao, "On Bridging Generic and Personalized Federated Learning for Image Classification", ICLR 2022).
+
+Two heads on one body (Sec. 4, Figure 2): the generic head (G-head) and the body are
+trained with a class-balanced loss and averaged by the server; the personalized head
+(P-head) stays on the client and is trained with plain cross-entropy on the sum of the
+two heads' logits, its input detached, so it never changes the body or the G-head:
+
+    L_G = BSM(G(z), y)           = CE(G(z) + gamma log n_y', y), n' = the client's class counts
+    L_P = CE(G(z).detach() + P(z.detach()), y)
+
+(balanced softmax, Ren et al. 2020, the code FedBM follows; gamma = 1 as FedBM sets it;
+a class the client lacks counts as 1, as the code). Both losses are minimized in one
+step each batch (their gradients touch disjoint parameters); the P-head has its own
+plain SGD (no momentum, no weight decay), as the code. The global test metrics are the
+generic model's (body + G-head).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.body_training import LocalTraining, trains_locally
+from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.tensors import model_arrays, with_prefix
+
+PERSONAL = "personal."
+Gamma = Annotated[float, Field(ge=0, description="weight of log class counts in the balanced softmax (FedBM: 1)")]
+
+
+def class_counts(y: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """The client's class counts, 1 for a class it lacks (as the code), so log counts are finite."""
+    counts = torch.bincount(y, minlength=num_classes).float()
+    return torch.where(counts > 0, counts, torch.ones_like(counts))
+
+
+def balanced_softmax_loss(logits: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
+    """CE(logits + gamma log n, y): the balanced softmax of Ren et al. (2020) that FedROD and FedETF train with."""
+    return F.cross_entropy(logits + gamma * counts.to(logits.device).log(), y)
+
+
+class TwoHeads(nn.Module):
+    """The client's network during training: the shared model (body + G-head) and its P-head."""
+
+    def __init__(self, shared: nn.Module, personal: nn.Module) -> None:
+        super().__init__()
+        self.shared, self.personal = shared, personal
+
+    def losses(self, x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
+        z = self.shared.embed(x)
+        generic = self.shared.head(z)
+        personal = generic.detach() + self.personal(z.detach())
+        return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
+
+
+@trains_locally
+def fedrod(
+    task: Task,
+    model: str,
+    training: LocalTraining,
+    *,
+    gamma: Gamma = 1.0,
+) -> Algorithm:
+    """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
+    net = GlobalModel(model_task(task, model))
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        shared = net.load(message.arrays)
+        personal = nn.Linear(shared.feature_dim, task.num_classes)
+        personal.load_state_dict(with_prefix(state, PERSONAL) or with_prefix(message.arrays, "model.head."))
+        both = TwoHeads(shared, personal)
+        counts = class_counts(data["y"], task.num_classes)
+
+        def loss_fn(m: TwoHeads, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            generic_loss, personal_loss = m.losses(x, y, counts, gamma)
+            return generic_loss + personal_loss
+
+        groups = lambda m: [{"params": m.shared.parameters()}, {"params": m.personal.parameters(), "momentum": 0.0, "weight_decay": 0.0}]  # noqa: E731
+        metrics = training.fit(both, data, info, loss_fn=loss_fn, params=groups)
+        return Reply(model_arrays(shared), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL)
+
+    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))

@@ -1,0 +1,41 @@
+"""FixMatch within FedAvg, and FedAvg on the labeled data alone: FedDB's first two baselines (feddb.txt 5.1).
+
+- ``fixmatch``: FixMatch (Sohn et al., NeurIPS 2020) on every client, FedAvg on the
+  server: hard pseudo-labels of the weak view where the confidence reaches tau, the
+  cross-entropy of the strong view against them (Eq. 3-6 of feddb.txt). With
+  ``dpl = true`` it is "FixMatch-FedDPL": the pseudo-labels come from the debiased
+  prediction (Eq. 14, Algorithm 1) - the one switch of the paper's X-FedDPL rows.
+- ``fedavg-labeled``: FedAvg (McMahan et al., 2017) "applied in a constrained scenario
+  where each client utilizes only the small labeled dataset" (feddb.txt 5.1). Its
+  clients are never given the unlabeled images; the optimizer, the network and the
+  full-batch local steps are FedDB's, so the comparison is paired.
+
+Both are :mod:`fedprior.algorithms.semi_supervised` with its default steps.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.semi_supervised import semi_supervised_algorithm
+from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, SUPERVISED, with_shared
+
+Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
+CPU = torch.device("cpu")
+
+
+@with_shared(SEMI_SUPERVISED)
+def fixmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, **shared) -> Algorithm:
+    """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (feddb.txt 5.1)."""
+    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl)
+
+
+@with_shared(SUPERVISED)
+def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, **shared) -> Algorithm:
+    """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
+    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device,
+                                     use_unlabeled=False)

@@ -1,0 +1,61 @@
+"""Pseudo-labels for semi-supervised FL: APP-U, debiased pseudo-labeling (DPL), the confidence mask, diagnostics.
+
+FedDB (feddb.txt, Sec. 4.2-4.3, Algorithm 1):
+
+- APP-U, Eq. (8): the average prediction probability of a client's unlabeled data,
+  ``p_bar = (1 / N_u) sum_n p(y | alpha(x_u^n))``, the estimate of the model's label-prior bias;
+- DPL, Eq. (14): the debiased prediction ``p_hat = (p / p_bar) / sum_k (p_k / p_bar_k)``
+  (Bayes' rule with a uniform target prior, Eq. 13), then a hard label where
+  ``max p_hat >= tau`` (Algorithm 1, lines 4-9);
+- FixMatch's plain pseudo-label, Eq. (3)-(4): the same threshold on ``p`` itself.
+
+Everything here is a pure function of tensors, so the tests check it on hand-made
+numbers, and "X-FedDPL" (feddb.txt 5.1) is X with :func:`debias` switched on.
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def app_u(probabilities: torch.Tensor) -> torch.Tensor:
+    """Eq. (8): the mean of the rows of ``probabilities`` (N, K); uniform when N = 0."""
+    if probabilities.shape[0] == 0:
+        return torch.full((probabilities.shape[1],), 1.0 / probabilities.shape[1], dtype=probabilities.dtype,
+                          device=probabilities.device)
+    return probabilities.mean(dim=0)
+
+
+def debias(probabilities: torch.Tensor, prior: torch.Tensor, eps: float = 1e-12) -> torch.Tensor:
+    """Eq. (14): ``p / p_bar`` renormalized per row (``prior`` = APP-U, shape (K,))."""
+    scaled = probabilities / prior.clamp_min(eps)
+    return scaled / scaled.sum(dim=1, keepdim=True)
+
+
+def hard_labels(probabilities: torch.Tensor, threshold: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(argmax labels, mask of rows whose largest probability is >= ``threshold``): Algorithm 1 lines 5-9, Eq. (4)."""
+    confidence, labels = probabilities.max(dim=1)
+    return labels, confidence >= threshold
+
+
+def moving_average(previous: torch.Tensor, current: torch.Tensor, gamma: float) -> torch.Tensor:
+    """Algorithm 3, line 20: ``p_bar <- gamma p_bar + (1 - gamma) p_bar^e`` (gamma, the momentum accumulation coefficient)."""
+    return gamma * previous + (1.0 - gamma) * current
+
+
+def label_quality(labels: torch.Tensor, mask: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, float]:
+    """How good a pseudo-labeling is (Figures 6 and 7 of feddb.txt).
+
+    ``coverage``: the fraction of unlabeled images that received a label (Figure 7);
+    with the true labels ``truth``: ``accuracy``, the accuracy of the labels they
+    received (Figure 6), left out when none did, and ``accuracy_all``, the accuracy of
+    the argmax on every image.
+    """
+    out = {"coverage": float(mask.float().mean()) if mask.numel() else 0.0}
+    if truth is None:
+        return out
+    if labels.numel():
+        out["accuracy_all"] = float((labels == truth).float().mean())
+    if bool(mask.any()):
+        out["accuracy"] = float((labels[mask] == truth[mask]).float().mean())
+    return out

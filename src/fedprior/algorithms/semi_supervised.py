@@ -1,0 +1,382 @@
+"""The semi-supervised FL client and server that FedDB and its baselines share (feddb.txt Sec. 3.2 and 4).
+
+A client holds a few labeled images ``x_labeled, y_labeled`` and many unlabeled ones
+``x_unlabeled``; it never receives ``y_unlabeled`` for training. Each round
+(Algorithm 3, ``ClientUpdate``):
+
+1. the received model labels the weak view of every unlabeled image: APP-U (Eq. 8) and
+   hard pseudo-labels where the (optionally debiased, Eq. 14) prediction reaches tau
+   (Eq. 3-4, Algorithm 1);
+2. ``E`` local epochs, each one step on *all* local data at once (feddb.txt 5.1, "we
+   feed all training data simultaneously"): the supervised cross-entropy on the weak view
+   of the labeled images (Eq. 2) plus lambda times the cross-entropy of the strong view of
+   the pseudo-labeled images (Eq. 4-6); each epoch also refreshes APP-U with a moving
+   average (Algorithm 3, lines 14 and 20);
+3. the client sends its model and its APP-U.
+
+The server weights the client models (uniformly, Eq. 7 with beta = 1; by DMA in FedDB,
+Eq. 17; by groups in FedRGD), optionally with the code's server momentum, and records
+what the report draws. A baseline changes one step through a :class:`Method`; the rest
+is this module. The optimizer state (momentum buffers) of a client stays in its client
+State between the rounds it is sampled in (the code). The learning rate follows the
+code's cosine schedule over ``lr_decay_rounds`` rounds.
+
+Diagnostics, and why labels do not leak: with ``diagnostics`` on, the runtime also gives
+the client ``y_unlabeled`` (``Algorithm.diagnostics``). It is read once, after the
+pseudo-labels are fixed, to report their accuracy and coverage (Figures 6-7) for the
+plain and the debiased rule; no training step, label or APP-U depends on it (a test
+trains with the true and with shuffled ``y_unlabeled`` and gets identical models).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.bias import bias_diagnostics
+from fedprior.algorithms.dma import uniform_distance
+from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
+from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
+from fedprior.algorithms.ssl_hyperparameters import SHARED
+from fedprior.algorithms.supervised import GlobalModel
+from fedprior.algorithms.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.data.augment.fixmatch import FixMatchAugment
+from fedprior.errors import ConfigError
+
+LABELED = ("x_labeled", "y_labeled")
+UNLABELED = ("x_unlabeled",)
+HIDDEN = ("y_unlabeled",)
+"""Given to a client for diagnostics only (see the module docstring)."""
+
+APPU = "appu"
+LABEL_COUNTS = "diag.labeled"
+DIAG = "diag."
+VELOCITY = "server.velocity."
+EVAL_BATCH = 1024
+
+
+@dataclass(frozen=True)
+class Training:
+    """The local training every semi-supervised algorithm shares (fields and defaults of ``ssl_hyperparameters.SHARED``)."""
+
+    epochs: int
+    optimizer: str = SHARED["optimizer"][1]
+    lr: float = SHARED["lr"][1]
+    momentum: float = SHARED["momentum"][1]
+    weight_decay: float = SHARED["weight_decay"][1]
+    nesterov: bool = SHARED["nesterov"][1]
+    clip: float = SHARED["clip"][1]
+    lr_decay_rounds: int = SHARED["lr_decay_rounds"][1]
+    keep_optimizer_state: bool = SHARED["keep_optimizer_state"][1]
+    flip: bool = SHARED["flip"][1]
+    server_momentum: float = SHARED["server_momentum"][1]
+    threshold: float = SHARED["threshold"][1]
+    unlabeled_weight: float = SHARED["unlabeled_weight"][1]
+    unlabeled_mean: str = SHARED["unlabeled_mean"][1]
+    appu_subset: str = SHARED["appu_subset"][1]
+    appu_gamma: float = SHARED["appu_gamma"][1]
+    diagnostics: bool = SHARED["diagnostics"][1]
+    dpl: bool = False
+    use_unlabeled: bool = True
+
+    def lr_at(self, round_: int) -> float:
+        """The code's CosineAnnealingLR(T_max = lr_decay_rounds, eta_min = 0), stepped after each round (round 1: lr)."""
+        if self.lr_decay_rounds <= 0:
+            return self.lr
+        t = min(round_ - 1, self.lr_decay_rounds)
+        return self.lr * 0.5 * (1.0 + math.cos(math.pi * t / self.lr_decay_rounds))
+
+
+@dataclass
+class Context:
+    """What one client update works with; ``extra`` holds a method's own per-update objects (e.g. helper models)."""
+
+    model: nn.Module
+    message: Broadcast
+    state: State
+    info: ClientInfo
+    training: Training
+    augment: FixMatchAugment
+    generator: torch.Generator
+    device: torch.device
+    x_labeled: torch.Tensor
+    y_labeled: torch.Tensor
+    x_unlabeled: torch.Tensor
+    weak_unlabeled: torch.Tensor | None = None
+    probabilities: torch.Tensor | None = None
+    appu: torch.Tensor | None = None
+    labels: torch.Tensor | None = None
+    mask: torch.Tensor | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def default_pseudo_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eq. (3)-(4) on p, or with DPL (``training.dpl``) Algorithm 1 on the debiased p (Eq. 14)."""
+    p = debias(ctx.probabilities, ctx.appu) if ctx.training.dpl else ctx.probabilities
+    return hard_labels(p, ctx.training.threshold)
+
+
+def plain_backward(ctx: Context, loss_labeled: torch.Tensor, loss_unlabeled: torch.Tensor) -> None:
+    """Eq. (6): one backward pass of L_s + lambda L_u (the unlabeled part already weighted)."""
+    (loss_labeled + loss_unlabeled).backward()
+
+
+def uniform_weights(state: State, replies: Sequence[Reply], info: RoundInfo) -> torch.Tensor:
+    """Eq. (7) with beta_m = 1: every client model counts the same (the code's averaging)."""
+    return torch.full((len(replies),), 1.0 / len(replies))
+
+
+@dataclass(frozen=True)
+class Method:
+    """The steps a semi-supervised algorithm may change; the defaults are FixMatch within FedAvg.
+
+    - ``start(ctx)``: after the model is loaded (FedMatch: build the helper models);
+    - ``pseudo_labels(ctx) -> (labels, mask)``: after APP-U (FedMatch: agreement with helpers);
+    - ``extra_loss(ctx, epoch) -> tensor``: added to lambda L_u each epoch (SemiFL: MixUp; FedMatch: consistency);
+    - ``backward(ctx, loss_s, loss_u)``: how the losses reach the parameters (FedMatch: disjoint);
+    - ``finish(ctx) -> (reply arrays, client state)``: extra uploads and state (FedMatch: its embedding);
+    - ``weights(state, replies, info)``: the aggregation weights (FedDB: DMA; FedRGD: groups);
+    - ``after_aggregate(state, replies, info) -> state`` and ``broadcast_extra(state, info) -> arrays``: server-side extras.
+    """
+
+    start: Callable[[Context], None] | None = None
+    pseudo_labels: Callable[[Context], tuple[torch.Tensor, torch.Tensor]] = default_pseudo_labels
+    extra_loss: Callable[[Context, int], torch.Tensor] | None = None
+    backward: Callable[[Context, torch.Tensor, torch.Tensor], None] = plain_backward
+    finish: Callable[[Context], tuple[dict[str, torch.Tensor], State]] | None = None
+    weights: Callable[[State, Sequence[Reply], RoundInfo], torch.Tensor] = uniform_weights
+    after_aggregate: Callable[[State, Sequence[Reply], RoundInfo], State] | None = None
+    broadcast_extra: Callable[[State, RoundInfo], dict[str, torch.Tensor]] | None = None
+
+
+# -- small pieces ---------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH) -> torch.Tensor:
+    """Logits of ``x`` in batches, in eval mode (the model is put back in train mode)."""
+    was_training = model.training
+    model.eval()
+    out = torch.cat([model(x[i : i + batch]) for i in range(0, x.shape[0], batch)]) if x.shape[0] else torch.zeros(0)
+    model.train(was_training)
+    return out
+
+
+def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float) -> torch.optim.Optimizer:
+    if training.optimizer == "adam":
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay)
+    return torch.optim.SGD(parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay,
+                           nesterov=training.nesterov and training.momentum > 0)
+
+
+def class_counts(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
+    return torch.bincount(labels.cpu().long(), minlength=num_classes).float()
+
+
+# -- the algorithm ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SemiSupervised:
+    """Builds an :class:`Algorithm` from the shared client and server and a :class:`Method`."""
+
+    task: Task
+    net: GlobalModel
+    training: Training
+    method: Method = Method()
+    device: torch.device = torch.device("cpu")
+
+    @property
+    def augment(self) -> FixMatchAugment:
+        if not self.task.pixel_mean:
+            raise ConfigError("encoder.name: the semi-supervised algorithms train on images; set encoder.name = 'none'")
+        return FixMatchAugment(self.task.pixel_mean, self.task.pixel_std, flip=self.training.flip)
+
+    def algorithm(self, name: str) -> Algorithm:
+        t = self.training
+        inputs = (*LABELED, *UNLABELED) if t.use_unlabeled else LABELED
+        hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
+        augment = self.augment
+        return Algorithm(
+            name=name, inputs=inputs, diagnostics=hidden, init=self.net.init, broadcast=self.broadcast,
+            client_update=lambda m, s, d, i: self.client_update(m, s, d, i, augment),
+            aggregate=self.aggregate, evaluate=self.evaluate,
+        )
+
+    # -- server --
+
+    def broadcast(self, state: State, info: RoundInfo) -> Broadcast:
+        arrays = {k: v for k, v in state.items() if k.startswith(MODEL)}
+        if self.method.broadcast_extra is not None:
+            arrays.update(self.method.broadcast_extra(state, info))
+        return Broadcast(arrays=arrays)
+
+    def aggregate(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        """w = sum_m beta_m w_m (Eq. 7 / 17), then the code's server momentum if set; records what the report draws."""
+        beta = self.method.weights(state, replies, info).float()
+        mean = weighted_mean([with_prefix(r.arrays, MODEL) for r in replies], beta)
+        out = dict(state)
+        mu = self.training.server_momentum
+        for name, value in mean.items():
+            key = MODEL + name
+            if mu > 0 and value.is_floating_point():
+                velocity = mu * state.get(VELOCITY + name, torch.zeros_like(value)) + (state[key] - value)
+                out[VELOCITY + name] = velocity
+                out[key] = state[key] - velocity
+            else:
+                out[key] = value
+        if APPU in replies[0].arrays:
+            appus = torch.stack([r.arrays[APPU] for r in replies])
+            uniform = torch.full_like(beta, 1.0 / len(replies))
+            out.update({
+                f"{DIAG}appu": appus, f"{DIAG}weights": beta, f"{DIAG}distance_uniform": torch.tensor(uniform_distance(appus, uniform)),
+                f"{DIAG}distance": torch.tensor(uniform_distance(appus, beta)),
+            })
+            if all(LABEL_COUNTS in r.arrays for r in replies):
+                out[f"{DIAG}labeled"] = torch.stack([r.arrays[LABEL_COUNTS] for r in replies])
+        if self.method.after_aggregate is not None:
+            out = self.method.after_aggregate(out, replies, info)
+        return out
+
+    def evaluate(self, state: State, data: ClientData) -> dict[str, Any]:
+        """Test metrics of the global model, and the last aggregation's diagnostics (DMA weights, Figure 3's JS)."""
+        model = self.net.load(state).to(self.device)
+        logits = predict(model, data["x"].to(self.device)).cpu()
+        metrics: dict[str, Any] = logit_metrics(logits, data["y"])
+        if f"{DIAG}weights" in state:
+            weights = state[f"{DIAG}weights"]
+            metrics["aggregation_weights"] = [round(float(w), 6) for w in weights]
+            metrics["appu_distance_uniform"] = float(state[f"{DIAG}distance_uniform"])
+            metrics["appu_distance"] = float(state[f"{DIAG}distance"])
+            labeled = state.get(f"{DIAG}labeled")
+            if labeled is not None:
+                metrics.update(bias_diagnostics(metrics["class_accuracy"], state[f"{DIAG}appu"].numpy(),
+                                                labeled.numpy(), weights.numpy()))
+        return metrics
+
+    # -- client --
+
+    def client_update(self, message: Broadcast, state: State, data: ClientData, info: ClientInfo,
+                      augment: FixMatchAugment) -> tuple[Reply, State]:
+        t, device = self.training, self.device
+        model = self.net.load(message.arrays).to(device)
+        model.train()
+        x_l = data["x_labeled"].to(device)
+        y_l = data["y_labeled"].to(device)
+        x_u = data["x_unlabeled"].to(device) if t.use_unlabeled else x_l[:0]
+        ctx = Context(model, message, state, info, t, augment, info.generator("augment"), device, x_l, y_l, x_u)
+        if self.method.start is not None:
+            self.method.start(ctx)
+        metrics: dict[str, float] = {}
+        if t.use_unlabeled:
+            metrics.update(self._label(ctx, data.get("y_unlabeled")))
+        lr = t.lr_at(info.round)
+        parameters = [p for p in model.parameters() if p.requires_grad]
+        optimizer = make_optimizer(parameters, t, lr)
+        if t.keep_optimizer_state:
+            load_optimizer_state(optimizer, model, state)
+        metrics.update(self._train(ctx, optimizer, parameters))
+        arrays = model_arrays(model)
+        arrays = {k: v.cpu() for k, v in arrays.items()}
+        new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
+        if t.use_unlabeled:
+            arrays[APPU] = ctx.appu.cpu().float()
+            if t.diagnostics:
+                arrays[LABEL_COUNTS] = class_counts(y_l, self.task.num_classes)
+        if self.method.finish is not None:
+            more_arrays, more_state = self.method.finish(ctx)
+            arrays.update(more_arrays)
+            new_state.update(more_state)
+        return Reply(arrays, num_examples=int(x_l.shape[0] + x_u.shape[0]), metrics=metrics), new_state
+
+    def _label(self, ctx: Context, truth: torch.Tensor | None) -> dict[str, float]:
+        """Algorithm 1: APP-U and pseudo-labels of the received model on one weak view of the unlabeled images."""
+        t = ctx.training
+        ctx.weak_unlabeled = ctx.augment.weak(ctx.x_unlabeled, ctx.generator)
+        ctx.probabilities = torch.softmax(predict(ctx.model, ctx.weak_unlabeled), dim=1) if ctx.x_unlabeled.shape[0] else \
+            torch.zeros(0, self.task.num_classes, device=ctx.device)
+        ctx.appu = app_u(ctx.probabilities)
+        ctx.labels, ctx.mask = self.method.pseudo_labels(ctx)
+        metrics = {"pl_confident": float(ctx.mask.sum())}
+        if not t.diagnostics:
+            return metrics
+        truth = truth.to(ctx.device) if truth is not None and truth.shape[0] else None
+        for tag, labeling in (("", (ctx.labels, ctx.mask)),
+                              ("_plain", hard_labels(ctx.probabilities, t.threshold)),
+                              ("_dpl", hard_labels(debias(ctx.probabilities, ctx.appu), t.threshold))):
+            metrics.update({f"pl_{k}{tag}": v for k, v in label_quality(*labeling, truth).items()})
+        return metrics
+
+    def _train(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
+        """``E`` full-batch steps of Eq. (6), refreshing APP-U each epoch (Algorithm 3, lines 13-20)."""
+        t, model = ctx.training, ctx.model
+        totals = {"loss_labeled": 0.0, "loss_unlabeled": 0.0}
+        zero = torch.zeros((), device=ctx.device)
+        for epoch in range(t.epochs):
+            refreshed = None
+            optimizer.zero_grad(set_to_none=True)
+            loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled, ctx.generator)), ctx.y_labeled) \
+                if ctx.x_labeled.shape[0] else zero
+            loss_u = zero
+            if t.use_unlabeled:
+                loss_u = t.unlabeled_weight * self._unlabeled_loss(ctx)
+                refreshed = self._epoch_appu(ctx)
+                if self.method.extra_loss is not None:
+                    loss_u = loss_u + self.method.extra_loss(ctx, epoch)
+            if loss_s.requires_grad or loss_u.requires_grad:
+                self.method.backward(ctx, loss_s, loss_u)
+                if t.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(parameters, t.clip)
+                optimizer.step()
+            if refreshed is not None:
+                ctx.appu = moving_average(ctx.appu, refreshed, t.appu_gamma)
+            totals["loss_labeled"] += float(loss_s.detach()) / t.epochs
+            totals["loss_unlabeled"] += float(loss_u.detach()) / t.epochs
+        return totals
+
+    def _unlabeled_loss(self, ctx: Context) -> torch.Tensor:
+        """Eq. (4): CE of the strong view against the pseudo-label, over the confident images."""
+        confident = ctx.mask.nonzero().flatten()
+        if confident.numel() == 0:
+            return torch.zeros((), device=ctx.device)
+        logits = ctx.model(ctx.augment.strong(ctx.x_unlabeled[confident], ctx.generator))
+        total = F.cross_entropy(logits, ctx.labels[confident], reduction="sum")
+        return total / (ctx.x_unlabeled.shape[0] if ctx.training.unlabeled_mean == "all" else confident.numel())
+
+    def _epoch_appu(self, ctx: Context) -> torch.Tensor | None:
+        """Algorithm 3, line 14: APP-U of the current local model on a fresh weak view (all, or the confident images)."""
+        x = ctx.x_unlabeled if ctx.training.appu_subset == "all" else ctx.x_unlabeled[ctx.mask]
+        if x.shape[0] == 0:
+            return None
+        return app_u(torch.softmax(predict(ctx.model, ctx.augment.weak(x, ctx.generator)), dim=1))
+
+
+def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Module], nn.Module] | None = None) -> Callable[[], nn.Module]:
+    """A builder of the algorithm's network (checked once here, so a wrong input shape fails before training)."""
+    from fedprior.models import build_model
+
+    options: dict[str, Any] = {"norm": norm, **({"width": width} if model == "convnet" else {})}
+    build_model(model, task, **options)
+
+    def build() -> nn.Module:
+        net = build_model(model, task, **options)
+        return wrap(net) if wrap is not None else net
+
+    return build
+
+
+def semi_supervised_algorithm(name: str, task: Task, shared: dict[str, Any], *, local_epochs: int, device: torch.device,
+                              method: Method = Method(), dpl: bool = False, use_unlabeled: bool = True,
+                              wrap: Callable[[nn.Module], nn.Module] | None = None) -> Algorithm:
+    """The algorithm ``name`` from the shared hyperparameters (``ssl_hyperparameters.SHARED``) and a method's steps."""
+    shared = dict(shared)
+    build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
+    training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
+    return SemiSupervised(task, GlobalModel(build), training, method, device).algorithm(name)

@@ -1,0 +1,62 @@
+"""SemiFL's client-side training (Diao, Ding & Tarokh, "SemiFL: Semi-Supervised Federated Learning for Unlabeled
+Clients with Alternate Training", NeurIPS 2022), as FedDB compares with it (feddb.txt 5.1: "we adopt its
+client-side training due to the lack of training samples on the server").
+
+On top of FixMatch's client (:mod:`fedprior.algorithms.semi_supervised`), the SemiFL
+client adds a MixUp loss (its code's ``fix-mix`` mode, ``src/modules/modules.py``): each
+epoch, lambda ~ Beta(a, a) with a = 0.75; every confident image's weak view is mixed
+with the weak view of an unlabeled image drawn at random (with replacement) from all
+of the client's unlabeled images, x_mix = lambda x + (1 - lambda) x', and
+
+    L_mix = lambda CE(f(x_mix), y_hat) + (1 - lambda) CE(f(x_mix), y_hat'),
+
+where y_hat' is the argmax pseudo-label of x' (confident or not, as in the code's
+``MixDataset``). As in its code the FixMatch part is averaged over the confident
+images (``unlabeled_mean = confident``). The server's alternate training (fine-tuning on
+server labels, static BatchNorm) has no labels to use in FedDB's setting and is left out.
+``dpl = true`` gives SemiFL-FedDPL: both pseudo-labels come from the debiased prediction.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.semi_supervised import Context, Method, semi_supervised_algorithm
+from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.data.augment import seed_from, seeded
+
+MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
+MixWeight = Annotated[float, Field(ge=0, description="weight of the MixUp loss (SemiFL's code: 1)")]
+
+
+def mixup_loss(alpha: float, weight: float):
+    """SemiFL's MixUp term on the confident images, one lambda per epoch (see the module docstring)."""
+
+    def extra(ctx: Context, epoch: int) -> torch.Tensor:
+        confident = ctx.mask.nonzero().flatten()
+        if confident.numel() == 0 or weight == 0:
+            return torch.zeros((), device=ctx.device)
+        with seeded(seed_from(ctx.generator), ctx.device):
+            lam = float(torch.distributions.Beta(alpha, alpha).sample())
+        partners = torch.randint(0, ctx.x_unlabeled.shape[0], (confident.numel(),), generator=ctx.generator).to(ctx.device)
+        x = lam * ctx.augment.weak(ctx.x_unlabeled[confident], ctx.generator) \
+            + (1 - lam) * ctx.augment.weak(ctx.x_unlabeled[partners], ctx.generator)
+        logits = ctx.model(x)
+        loss = lam * F.cross_entropy(logits, ctx.labels[confident]) + (1 - lam) * F.cross_entropy(logits, ctx.labels[partners])
+        return weight * loss
+
+    return extra
+
+
+@with_shared(SEMI_SUPERVISED, unlabeled_mean="confident")
+def semifl(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, mix_alpha: MixAlpha = 0.75,
+           mix_weight: MixWeight = 1.0, **shared) -> Algorithm:
+    """SemiFL's client-side training (Diao et al. 2022): FixMatch plus MixUp; dpl = true gives SemiFL-FedDPL."""
+    return semi_supervised_algorithm("semifl", task, shared, local_epochs=local_epochs, device=device, dpl=dpl,
+                                     method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)))

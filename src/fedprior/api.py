@@ -1,0 +1,277 @@
+"""fedprior's Python API: what the command line does, as functions that return typed results.
+
+Everything here is exported from :mod:`fedprior` (``import fedprior; fedprior.run(...)``) and
+shown in ``docs/python-api.md``, whose examples the test suite runs:
+
+- :func:`load_config` a preset or TOML file plus overrides -> :class:`Config`;
+- :func:`run` it (in this process or on Flower), :func:`resume` an interrupted run,
+  :func:`open_run` a finished one -> :class:`RunResult` (summary, per-round history, folder);
+- :func:`compare` run directories side by side (``fedprior compare``);
+- :func:`build_partition` a dataset's partition and its statistics -> :class:`PartitionResult`;
+- :func:`list_algorithms`, :func:`list_presets`, :func:`list_datasets`, :func:`list_tables`;
+- :func:`register_algorithm` a method written in user code, runnable by name like the shipped ones.
+
+Bad input raises :class:`~fedprior.errors.ConfigError` (a :class:`~fedprior.errors.FedpriorError`)
+with one line naming the field and what it accepts, before any long work.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from fedprior.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedprior.algorithms.base import Algorithm
+    from fedprior.algorithms.registry import AlgorithmSpec
+    from fedprior.experiments.compare import Comparison
+    from fedprior.experiments.config import ExperimentConfig
+
+Overrides = Mapping[str, Any] | Sequence[str] | None
+"""``{"section.key": value}`` (Python values; ``{"section": {...}}`` replaces a whole section), or
+``["section.key=value", ...]`` as on the command line."""
+
+
+@dataclass(frozen=True)
+class Config:
+    """A named, checked experiment config: what ``fedprior run NAME --set ...`` would run."""
+
+    name: str
+    settings: ExperimentConfig
+    """The six sections (``settings.federation.rounds``, ...); every field is documented by ``fedprior presets --fields``."""
+
+    def override(self, overrides: Overrides) -> Config:
+        """A copy with some fields changed (checked again, like the original)."""
+        from fedprior.experiments.config import validate_config
+
+        return Config(self.name, validate_config(_apply(self.settings.to_dict(), overrides)))
+
+    def to_toml(self) -> str:
+        """The config as TOML (a file ``fedprior run FILE.toml`` and :func:`load_config` accept)."""
+        import tomli_w
+
+        return tomli_w.dumps(self.settings.to_dict())
+
+
+def _apply(raw: dict[str, Any], overrides: Overrides) -> dict[str, Any]:
+    from fedprior.experiments.config import SECTIONS, apply_overrides
+
+    if overrides is None:
+        return raw
+    if isinstance(overrides, str) or not isinstance(overrides, (Mapping, Sequence)):
+        raise ConfigError(f"overrides: expected a mapping {{'section.key': value}} or a list of 'section.key=value', got {overrides!r}")
+    if not isinstance(overrides, Mapping):
+        return apply_overrides(raw, list(overrides))
+    raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
+    for key, value in overrides.items():
+        section, _, name = str(key).partition(".")
+        if section in SECTIONS and not name and isinstance(value, Mapping):  # a whole section, e.g. {"algorithm": {...}}
+            raw[section] = dict(value)
+            continue
+        if section not in SECTIONS or not name or "." in name:
+            raise ConfigError(f"overrides[{key!r}]: the key must be section.key with a section among {', '.join(SECTIONS)}")
+        raw.setdefault(section, {})[name] = value
+    return raw
+
+
+def load_config(source: str | Path | Config, overrides: Overrides = None) -> Config:
+    """A preset name (``list_presets()``), a TOML file, or a :class:`Config`, with ``overrides`` applied and checked."""
+    from fedprior.experiments.config import read_toml, validate_config
+
+    if isinstance(source, Config):
+        return source.override(overrides)
+    name, raw = read_toml(str(source))
+    return Config(name, validate_config(_apply(raw, overrides)))
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """A run's outcome: its summary (``fedprior run --json``), its per-round records and its folder."""
+
+    run_dir: Path
+    summary: dict[str, Any]
+    """final/best/initial accuracy (and macro-F1 where evaluated), bytes sent, wall time, ... (``result.json``)."""
+    history: list[dict[str, Any]] = field(default_factory=list)
+    """One record per round (``metrics.jsonl``): accuracy, loss, macro_f1, clients, bytes, seconds, ..."""
+
+    @property
+    def final_accuracy(self) -> float:
+        return self.summary["final_accuracy"]
+
+    @property
+    def best_accuracy(self) -> float:
+        return self.summary["best_accuracy"]
+
+    @property
+    def curve(self) -> dict[int, float]:
+        """Test accuracy by round: round 0 (the initial model) and every evaluated round."""
+        from fedprior.experiments.report import accuracy_curve
+
+        return accuracy_curve(self.summary)
+
+    @classmethod
+    def load(cls, run_dir: str | Path) -> RunResult:
+        from fedprior.errors import FedpriorError
+        from fedprior.experiments.compare import read_metrics
+        from fedprior.experiments.run_dir import RunDir
+
+        run = RunDir.existing(Path(run_dir))
+        if not run.result.is_file():
+            raise FedpriorError(f"{run.path} has not finished (no result.json); resume it with fedprior.resume({str(run.path)!r})")
+        return cls(run.path, json.loads(run.result.read_text()), read_metrics(run.metrics))
+
+
+RoundCallback = Callable[[dict[str, Any]], None]
+
+
+def run(
+    config: str | Path | Config,
+    overrides: Overrides = None,
+    *,
+    run_dir: str | Path | None = None,
+    runtime: str | None = None,
+    on_round: RoundCallback | None = None,
+) -> RunResult:
+    """Run an experiment into a run directory (default ``runs/NAME-TIMESTAMP``) and return its result.
+
+    ``runtime``: "local" (this process, the default), "flower-sim" (Flower's simulation
+    engine) or "flower-local" (a SuperLink and SuperNodes on this machine); it sets
+    ``run.runtime``. ``on_round(record)`` is called after every round (round 0: the
+    initial model) with the record ``metrics.jsonl`` gets.
+    """
+    from fedprior.experiments.runner import start
+
+    cfg = load_config(config, overrides)
+    if runtime is not None:
+        cfg = cfg.override({"run.runtime": runtime})
+    _check_runtime(cfg)
+    summary = start(cfg.name, cfg.settings, Path(run_dir) if run_dir is not None else None, on_round=on_round)
+    return RunResult.load(summary["run_dir"])
+
+
+def resume(run_dir: str | Path, *, on_round: RoundCallback | None = None) -> RunResult:
+    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run."""
+    from fedprior.experiments.runner import resume as resume_run
+
+    summary = resume_run(Path(run_dir), on_round=on_round)
+    return RunResult.load(summary["run_dir"])
+
+
+def open_run(run_dir: str | Path) -> RunResult:
+    """The result of a finished run directory."""
+    return RunResult.load(run_dir)
+
+
+def compare(run_dirs: Sequence[str | Path]) -> Comparison:
+    """Run directories side by side: ``.differences`` (config), ``.runs`` (numbers, curves), ``.plot(path)``, ``.to_dict()``."""
+    from fedprior.experiments.compare import compare_runs
+
+    return compare_runs(list(run_dirs))
+
+
+def _check_runtime(cfg: Config) -> None:
+    """An algorithm registered from user code lives in this process only: the Flower runtimes' nodes would not know it."""
+    from fedprior.algorithms.registry import REGISTERED_HERE
+
+    name, runtime = cfg.settings.algorithm.name, cfg.settings.run.runtime
+    if runtime != "local" and name in REGISTERED_HERE:
+        raise ConfigError(
+            f"run.runtime: '{runtime}' runs clients in other processes, which do not know the algorithm "
+            f"'{name}' registered here; accepted for it: local"
+        )
+
+
+@dataclass(frozen=True)
+class PartitionResult:
+    """A partition of a dataset's training set over clients, with its statistics (``fedprior partition``)."""
+
+    dataset: str
+    scheme: str
+    parts: list[np.ndarray]
+    """Client i's training-set indices."""
+    counts: np.ndarray
+    """The (clients, classes) matrix of sample counts."""
+    statistics: dict[str, Any]
+    """Sizes, classes per client, beta_cib and beta_hetero (mfcl.md Appendix B), ... (see ``partition.statistics.describe``)."""
+    class_names: tuple[str, ...] = ()
+
+    def plot(self, path: str | Path) -> Path:
+        """The clients x classes heatmap as a PNG."""
+        from fedprior.partition.plot import plot_heatmap
+
+        return plot_heatmap(self.counts, path, class_names=self.class_names or None, title=f"{self.dataset}, {self.scheme}")
+
+
+def build_partition(
+    dataset: str = "fashion-mnist",
+    scheme: str = "iid",
+    *,
+    num_clients: int = 100,
+    seed: int = 0,
+    shards: int = 2,
+    alpha: float = 0.5,
+    min_size: int = 0,
+    window: int = 2,
+    balance: bool = False,
+    root: str | Path | None = None,
+    download: bool = False,
+) -> PartitionResult:
+    """Split ``dataset``'s training labels over ``num_clients`` clients by ``scheme`` (the config's partition fields)."""
+    from fedprior.data import load_dataset
+    from fedprior.partition.factory import make_partitioner
+    from fedprior.partition.statistics import class_counts, describe
+
+    partitioner = make_partitioner(scheme, num_clients, seed, shards=shards, alpha=alpha, min_size=min_size,
+                                   window=window, balance=balance)
+    data = load_dataset(dataset, root, download)
+    parts = [np.asarray(p) for p in partitioner.split(data.train_labels)]
+    counts = class_counts(data.train_labels, parts, data.num_classes)
+    return PartitionResult(dataset, scheme, parts, counts, describe(counts, data.class_names), tuple(data.class_names))
+
+
+def list_algorithms() -> dict[str, str]:
+    """Algorithm name -> its one-line summary (the shipped ones and any registered here)."""
+    from fedprior.algorithms.registry import ALGORITHMS
+
+    return {name: spec.summary for name, spec in ALGORITHMS.items()}
+
+
+def list_presets() -> dict[str, str]:
+    """Shipped preset name -> its description."""
+    from fedprior.experiments.config import list_presets as presets
+
+    return presets()
+
+
+def list_datasets() -> dict[str, str]:
+    """Dataset name -> its description (``fedprior datasets`` also says which are on this machine)."""
+    from fedprior.data.registry import DATASETS
+
+    return {name: spec.description for name, spec in DATASETS.items()}
+
+
+def list_tables() -> dict[str, str]:
+    """Paper table name -> its title (``fedprior table NAME`` runs one)."""
+    from fedprior.papers import all_tables
+
+    return {name: table.title for name, table in all_tables().items()}
+
+
+def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centralized: bool = False,
+                       replace: bool = False) -> AlgorithmSpec:
+    """Make ``factory`` runnable as ``algorithm.name = name`` in this process, like a shipped algorithm.
+
+    ``factory(task, *, hyperparameters...) -> Algorithm``: keyword-only hyperparameters with an
+    annotation and a default (they become the ``[algorithm]`` config fields, checked like
+    the shipped ones'); it may declare ``local_epochs``, ``batch_size`` and ``device``, which
+    the runtime provides. ``centralized``: train on the pooled data as one client.
+    """
+    from fedprior.algorithms.registry import AlgorithmSpec, register_algorithm as register
+
+    return register(AlgorithmSpec(name, factory, centralized=centralized), replace=replace)

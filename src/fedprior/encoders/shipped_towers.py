@@ -1,0 +1,118 @@
+"""The ``locked-text`` stand-in's trained image towers, shipped inside the package.
+
+Training the stand-in's image tower is deterministic on one machine, but another CPU
+(another instruction set, other kernels) rounds differently and ends with another
+encoder: zero-shot 76.7% on one machine and 77.9% on another for the same seed. So the
+towers of the shipped recipes are trained once and shipped as package data, and every
+machine whose recipe matches uses those very weights:
+
+- :data:`RECIPES`: the recipes that ship (the one every shipped preset uses, Fashion-MNIST
+  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults, and the one the
+  tests use, digits with 300 pretraining images);
+- ``towers/<name>.safetensors``: each trained tower (the format of the user cache's tower files);
+- ``towers/towers.json`` (:data:`MANIFEST`): per recipe, its settings, its recipe fingerprint
+  (:func:`fedprior.encoders.locked_text.locked_text_fingerprint`: the training data, the text
+  tower, the settings and the recipe version), the SHA-256 of its weights
+  (:func:`fedprior.atomic.tensors_sha256` of the state dict) and the machine kind it was
+  built on (:func:`machine_kind`).
+
+A run uses a shipped tower when its recipe fingerprint is one of the manifest's; any other
+recipe (other settings, other data files, another text model) is trained and cached as
+before. ``fedprior standin build`` retrains the shipped recipes, compares the weights with the
+shipped SHA-256 (``--check``) and refreshes the files (``--write``).
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from fedprior.atomic import write_text
+from fedprior.errors import FedpriorError
+
+FOLDER = Path(__file__).resolve().parent / "towers"
+MANIFEST = FOLDER / "towers.json"
+FORMAT = "fedprior-shipped-towers-v1"
+REINSTALL = "reinstall fedprior (pip install --force-reinstall --no-deps fedprior; in a source checkout: git checkout src/fedprior/encoders/towers)"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """A shipped recipe: the dataset and the ``encoder.*`` settings that determine the tower."""
+
+    name: str
+    dataset: str
+    pretrain_images: int
+    caption_noise: float = 0.4
+    pretrain_seed: int = 0
+    text_model: str = "minilm"
+
+    def settings(self) -> dict[str, Any]:
+        """The ``encoder.*`` values of this recipe (with ``name = "locked-text"``)."""
+        fields = asdict(self)
+        del fields["name"], fields["dataset"]
+        return {"name": "locked-text", **fields}
+
+
+RECIPES: dict[str, Recipe] = {
+    recipe.name: recipe
+    for recipe in (
+        Recipe("fashion-mnist", "fashion-mnist", pretrain_images=2000),  # every shipped locked-text preset
+        Recipe("digits-300", "digits", pretrain_images=300),  # the tests' stand-in (tests/conftest.py STANDIN)
+    )
+}
+
+
+@dataclass(frozen=True)
+class ShippedTower:
+    """One entry of the manifest."""
+
+    name: str
+    file: str
+    dataset: str
+    settings: dict[str, Any]
+    image_shape: tuple[int, int, int]
+    recipe_version: int
+    recipe_fingerprint: str
+    weights_sha256: str
+    bytes: int
+    built_on: str
+
+    @property
+    def path(self) -> Path:
+        return FOLDER / self.file
+
+
+def machine_kind() -> str:
+    """What decides whether training gives the same bits: OS, architecture, torch build and the CPU kernels it picks."""
+    import torch
+
+    return f"{platform.system()} {platform.machine()}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+
+
+def shipped_towers() -> dict[str, ShippedTower]:
+    """The manifest's entries by recipe name (empty when nothing ships); a damaged manifest is a :class:`FedpriorError`."""
+    if not MANIFEST.exists():
+        return {}
+    try:
+        data = json.loads(MANIFEST.read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT:
+            raise ValueError(f"format {data.get('format')!r}, expected {FORMAT!r}")
+        return {name: ShippedTower(name=name, **{**entry, "image_shape": tuple(entry["image_shape"])}) for name, entry in data["towers"].items()}
+    except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+        raise FedpriorError(f"locked-text: the shipped tower list {MANIFEST} is damaged ({error}); {REINSTALL}") from None
+
+
+def shipped_tower_for(recipe_fingerprint: str) -> ShippedTower | None:
+    """The shipped tower trained with this recipe fingerprint, if one ships."""
+    return next((t for t in shipped_towers().values() if t.recipe_fingerprint == recipe_fingerprint), None)
+
+
+def record(tower: ShippedTower) -> None:
+    """Add or replace ``tower``'s entry in the manifest (``fedprior standin build --write``)."""
+    towers = {**shipped_towers(), tower.name: tower}
+    entries = {name: {k: v for k, v in asdict(entry).items() if k != "name"} for name, entry in sorted(towers.items())}
+    write_text(MANIFEST, json.dumps({"format": FORMAT, "towers": entries}, indent=2) + "\n")

@@ -1,0 +1,188 @@
+"""Runs side by side (``fedprior compare``): their config differences, accuracy, F1, bytes sent, wall time, curves.
+
+A finished run is read from its ``result.json``. A run that has not finished (interrupted,
+or still going) is read from what its ``metrics.jsonl`` holds, with the initial accuracy
+from its checkpoint, and is marked as such. Whether two runs trained on the same
+partition (a paired comparison) shows as a fingerprint of each run's ``partition.npz``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedprior.errors import FedpriorError
+from fedprior.experiments.config_fields import flatten
+from fedprior.experiments.report import accuracy_curve
+from fedprior.experiments.run_dir import RunDir
+
+METRICS = ("initial_accuracy", "final_accuracy", "best_accuracy", "final_macro_f1", "best_macro_f1",
+           "download_bytes", "upload_bytes", "wall_seconds")
+"""The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it)."""
+
+
+@dataclass
+class RunView:
+    """One run as a comparison sees it."""
+
+    path: Path
+    name: str
+    config: dict[str, Any]
+    """The resolved config, flattened to ``section.key``."""
+    finished: bool
+    rounds: int
+    metrics: dict[str, Any]
+    """The ``METRICS`` the run has (an unfinished run: computed from metrics.jsonl)."""
+    curve: dict[int, float] = field(default_factory=dict)
+    """Test accuracy by round: round 0 (the initial model) and the evaluated rounds."""
+    """Test accuracy per round, round 0 (the initial model) first; NaN where unknown."""
+    partition: str = ""
+    """A fingerprint of partition.npz: equal for runs on the same partition."""
+
+    @property
+    def status(self) -> str:
+        return "finished" if self.finished else f"unfinished: {self.rounds} rounds in metrics.jsonl"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_dir": str(self.path), "name": self.name, "finished": self.finished, "status": self.status,
+                "rounds": self.rounds, **self.metrics, "curve": {str(k): v for k, v in self.curve.items()}, "partition": self.partition, "config": self.config}
+
+
+def fingerprint(path: Path) -> str:
+    """A short hash of the partition's index arrays (same partition, same fingerprint)."""
+    if not path.is_file():
+        return ""
+    digest = hashlib.sha256()
+    with np.load(path) as arrays:
+        for key in sorted(arrays.files):
+            digest.update(key.encode())
+            digest.update(np.ascontiguousarray(arrays[key], dtype=np.int64).tobytes())
+    return digest.hexdigest()[:10]
+
+
+def initial_metrics(checkpoint: Path) -> dict[str, Any]:
+    """The initial model's evaluation, from the checkpoint's metadata (no tensor is read)."""
+    if not checkpoint.is_file():
+        return {}
+    from safetensors import safe_open
+
+    with safe_open(str(checkpoint), framework="numpy") as handle:
+        return json.loads((handle.metadata() or {}).get("progress", "{}")).get("initial", {})
+
+
+def partial_metrics(records: list[dict[str, Any]], initial: dict[str, Any]) -> dict[str, Any]:
+    """What a finished run's summary would say, from the rounds an unfinished run has recorded so far."""
+    from fedprior.experiments.runner import communication
+
+    accuracy = [initial["accuracy"]] if "accuracy" in initial else []
+    accuracy += [r["accuracy"] for r in records if "accuracy" in r]
+    f1 = [initial["macro_f1"]] if "macro_f1" in initial else []
+    f1 += [r["macro_f1"] for r in records if "macro_f1" in r]
+    out: dict[str, Any] = {**communication(records), "wall_seconds": sum(r.get("seconds", 0.0) for r in records)}
+    if "accuracy" in initial:
+        out["initial_accuracy"] = initial["accuracy"]
+    if accuracy:
+        out.update(final_accuracy=accuracy[-1], best_accuracy=max(accuracy))
+    if f1:
+        out.update(final_macro_f1=f1[-1], best_macro_f1=max(f1))
+    return out
+
+
+def read_metrics(path: Path) -> list[dict[str, Any]]:
+    if not path.is_file():
+        return []
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for line in lines:
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:  # a line cut by a kill: the rounds before it stand
+            break
+    return records
+
+
+def read_run(path: str | Path) -> RunView:
+    """One run directory; a FedpriorError if ``path`` is not one."""
+    path = Path(path)
+    if not path.is_dir():
+        raise FedpriorError(f"{path} is not a fedprior run directory (no such folder)")
+    run = RunDir.existing(path)
+    try:
+        raw = tomllib.loads(run.config.read_text())
+    except tomllib.TOMLDecodeError as error:
+        raise FedpriorError(f"{run.config}: not valid TOML ({error})") from None
+    name = raw.pop("name", path.name)
+    records = read_metrics(run.metrics)
+    if run.result.is_file():
+        summary = json.loads(run.result.read_text())
+        metrics = {k: summary[k] for k in METRICS if k in summary}
+        curve = accuracy_curve(summary)
+        finished, rounds = True, summary["rounds"]
+    else:
+        initial = initial_metrics(run.checkpoint)
+        metrics = partial_metrics(records, initial)
+        curve = {0: initial.get("accuracy", math.nan), **{r["step"]: r["accuracy"] for r in records if "accuracy" in r}}
+        finished, rounds = False, len(records)
+    return RunView(path, name, flatten(raw), finished, rounds, metrics, curve, fingerprint(run.partition_indices))
+
+
+def labels(runs: list[RunView]) -> list[str]:
+    """A distinct label per run: its folder name (with its parent where two folders share a name)."""
+    names = [r.path.name for r in runs]
+    return [f"{r.path.parent.name}/{r.path.name}" if names.count(r.path.name) > 1 else r.path.name for r in runs]
+
+
+@dataclass
+class Comparison:
+    """Runs side by side: their labels, config differences, numbers and curves."""
+
+    runs: list[RunView]
+
+    @property
+    def labels(self) -> list[str]:
+        return labels(self.runs)
+
+    @property
+    def differences(self) -> dict[str, list[Any]]:
+        """Config keys (but the description) whose values differ between the runs, with each run's value (None: no such key)."""
+        out = {}
+        for key in dict.fromkeys(k for r in self.runs for k in r.config if k != "description"):
+            values = [r.config.get(key) for r in self.runs]
+            if any(v != values[0] for v in values):
+                out[key] = values
+        return out
+
+    @property
+    def same_partition(self) -> bool:
+        """Whether every run trained on the same partition (a paired comparison)."""
+        return bool(self.runs[0].partition) and len({r.partition for r in self.runs}) == 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "runs": [{"label": label, **run.to_dict()} for label, run in zip(self.labels, self.runs)],
+            "differences": self.differences,
+            "same_partition": self.same_partition,
+        }
+
+    def plot(self, path: str | Path) -> Path:
+        """The runs' accuracy curves overlaid in one PNG at ``path``."""
+        from fedprior.experiments.report import plot_accuracy
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        plot_accuracy(dict(zip(self.labels, (r.curve for r in self.runs))), path, "test accuracy per round")
+        return path
+
+
+def compare_runs(paths: list[str | Path]) -> Comparison:
+    """Read the run directories ``paths`` (finished or not) for a side-by-side comparison."""
+    if not paths:
+        raise FedpriorError("compare: name at least one run directory")
+    return Comparison([read_run(p) for p in paths])

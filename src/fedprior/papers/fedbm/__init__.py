@@ -1,0 +1,12 @@
+"""FedBM (fedbm.txt): Tables I-XII as grids, the generated-image grid in a run's report, its presets.
+
+The algorithm is :mod:`fedprior.algorithms.fedbm` (LKCC: :mod:`fedprior.algorithms.lkcc`,
+CGDE: :mod:`fedprior.algorithms.cgde`); its baselines are one module each in
+:mod:`fedprior.algorithms`.
+"""
+
+from fedprior.papers.fedbm.report import fedbm_extras
+from fedprior.papers.fedbm.tables import FEDBM_TABLES
+
+TABLES = FEDBM_TABLES
+REPORT_EXTRAS = {"fedbm": fedbm_extras}

@@ -1,0 +1,12 @@
+"""FedDB (feddb.txt): Tables 1-4 as grids, its diagnostics (Figures 1, 3, 6, 7) in a run's report, its presets.
+
+The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
+(:mod:`~fedprior.algorithms.fixmatch`, :mod:`~fedprior.algorithms.fedmatch`,
+:mod:`~fedprior.algorithms.fedrgd`, :mod:`~fedprior.algorithms.semifl`).
+"""
+
+from fedprior.papers.feddb.report import ALGORITHMS, feddb_extras
+from fedprior.papers.feddb.tables import FEDDB_TABLES
+
+TABLES = FEDDB_TABLES
+REPORT_EXTRAS = {name: feddb_extras for name in ALGORITHMS}

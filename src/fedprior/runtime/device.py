@@ -1,0 +1,73 @@
+"""``run.device`` and ``run.deterministic``: where tensors live and how reproducible the kernels are.
+
+``run.device`` is ``auto`` (CUDA when this machine has it, else the CPU), ``cpu``,
+``cuda`` or ``cuda:N``. It is resolved once, before any data is loaded, so asking for
+CUDA where there is none is a one-line :class:`ConfigError`, not a failure mid-run.
+Algorithms receive the resolved :class:`torch.device` (the runtime-provided ``device``
+keyword of their factory): they move the model and a client's data there once per
+update and hand back CPU tensors, so what crosses to the server or Flower never
+depends on the device.
+
+``run.deterministic`` asks torch for deterministic kernels
+(``torch.use_deterministic_algorithms``, cuDNN's deterministic mode, no cuDNN
+benchmarking, and cuBLAS's fixed workspace). On the CPU fedprior's numbers are
+already reproducible for a given thread count; on CUDA some kernels (atomic adds in
+backward passes, cuDNN's algorithm search) are not, and this switch trades speed for
+bit-for-bit repeatability on the same GPU model and software.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+import torch
+
+from fedprior.errors import ConfigError
+
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:[0-9]+)?)$"
+ACCEPTED = "auto, cpu, cuda, cuda:N"
+CPU = torch.device("cpu")
+
+
+def check_device_syntax(spec: str) -> None:
+    """ValueError unless ``spec`` is one of the accepted forms (the config's check, before CUDA is asked)."""
+    if not re.match(DEVICE_PATTERN, spec):
+        raise ValueError(f"unknown device '{spec}'; accepted: {ACCEPTED}")
+
+
+def resolve_device(spec: str) -> torch.device:
+    """The torch device ``run.device`` names on this machine; ConfigError if it names CUDA and there is none."""
+    try:
+        check_device_syntax(spec)
+    except ValueError as error:
+        raise ConfigError(f"run.device: {error}") from None
+    if spec == "cpu":
+        return CPU
+    available = torch.cuda.is_available()
+    if spec == "auto":
+        return torch.device("cuda", torch.cuda.current_device()) if available else CPU
+    if not available:
+        raise ConfigError(
+            f"run.device: '{spec}' asks for CUDA, but this machine has no usable CUDA device "
+            "(a CPU-only torch build or no GPU driver); accepted here: auto, cpu"
+        )
+    index = int(spec.split(":")[1]) if ":" in spec else torch.cuda.current_device()
+    count = torch.cuda.device_count()
+    if index >= count:
+        raise ConfigError(f"run.device: '{spec}' but this machine has {count} CUDA device(s); accepted: auto, cpu, cuda, cuda:0..cuda:{count - 1}")
+    return torch.device("cuda", index)
+
+
+def set_deterministic(enabled: bool) -> None:
+    """Deterministic kernels on (or back to torch's defaults): see the module docstring.
+
+    cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when CUDA starts, so this must run before
+    anything touches the GPU (``build_experiment`` calls it first thing).
+    """
+    if enabled:
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if enabled != torch.are_deterministic_algorithms_enabled():  # the call imports torch._inductor: seconds
+        torch.use_deterministic_algorithms(enabled)
+    torch.backends.cudnn.deterministic = enabled
+    torch.backends.cudnn.benchmark = False

@@ -1,0 +1,242 @@
+"""``run.workers = N``: a round's sampled clients trained in N long-lived worker processes.
+
+The pfl-style design: the workers start once per run (at the first round), each builds
+the algorithm once and keeps it, and a round costs one message per worker (the
+broadcast) plus one per client (its id and state) and one reply per client; no process
+starts per message. Client states stay in this process, as with
+:class:`~fedprior.runtime.clients.InProcessClients`: each sampled client's state travels
+with it and its new state comes back, so checkpoints and resume work unchanged, and
+the numbers are those of ``workers = 1`` whichever worker trains which client (a
+client update is a pure function of the broadcast, its state, its data and its
+ClientInfo). Workers run ``run.threads`` torch threads (one by default); on a GPU they
+share it.
+
+How workers start: by ``fork`` on the CPU, which gives them the built experiment (its
+tensors, the algorithm) for free, shared copy-on-write; by ``spawn`` where CUDA is
+used, since CUDA cannot be used in a process forked after CUDA started. A spawned
+worker gets a picklable *setup* (``fedprior.experiments.build.ClientSide``) and
+rebuilds the algorithm from it.
+
+Faults: a worker that dies (killed, out of memory, a crash in native code) fails the
+clients it had in hand; they are reported as failures of that round, like a failing
+Flower client, a replacement worker is started, and the run goes on. A Python
+exception in a client update is a bug, not a fault: it stops the run, as it does with
+``workers = 1``, with the worker's traceback in the message.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+import sys
+import traceback
+from collections import deque
+from dataclasses import dataclass
+from multiprocessing.connection import Connection, wait
+from typing import Any, Callable, Sequence
+
+import torch
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, State
+from fedprior.runtime.clients import InProcessClients, update_clients
+
+WorkerSetup = Callable[[], tuple[Algorithm, Callable[[int], ClientData]]]
+"""Called once in each worker: the algorithm and the client-data function it trains with."""
+
+
+class WorkerError(RuntimeError):
+    """A client update raised in a worker process (the message holds the worker's traceback)."""
+
+
+def _send(conn: Connection, message: Any) -> None:
+    conn.send_bytes(pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _receive(conn: Connection) -> Any:
+    return pickle.loads(conn.recv_bytes())
+
+
+def serve(conn: Connection, setup: WorkerSetup, threads: int) -> None:
+    """A worker's main loop: build once, then train the groups of clients it is sent until told to stop."""
+    torch.set_num_threads(threads)
+    try:
+        algorithm, client_data = setup()
+    except BaseException:
+        _send(conn, ("setup-failed", traceback.format_exc()))
+        return
+    _send(conn, ("ready", os.getpid()))
+    broadcast: Broadcast | None = None
+    info: RoundInfo | None = None
+    vectorize = True
+    while True:
+        try:
+            message = _receive(conn)
+        except EOFError:  # the main process is gone
+            return
+        kind = message[0]
+        if kind == "stop":
+            return
+        if kind == "round":
+            _, broadcast, info, vectorize = message
+            continue
+        _, group, items = message
+        try:
+            ids = [c for c, _ in items]
+            results = update_clients(
+                algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize
+            )
+            answer = ("done", group, results)
+        except Exception:
+            answer = ("error", group, traceback.format_exc())
+        _send(conn, answer)
+
+
+def default_start_method() -> str:
+    """``fork`` where it is safe and available (Linux), else ``spawn``."""
+    return "fork" if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+
+
+@dataclass
+class Worker:
+    process: multiprocessing.process.BaseProcess
+    conn: Connection
+    step: int = -1
+    """The round whose broadcast this worker holds."""
+
+
+class WorkerClients(InProcessClients):
+    """The client pool of ``run.workers = N`` (see the module docstring); ``close()`` stops the workers."""
+
+    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int,
+                 states: dict[int, State] | None = None, *, workers: int, setup: WorkerSetup | None = None,
+                 start_method: str | None = None, threads: int = 1, client_size: Callable[[int], int] | None = None) -> None:
+        super().__init__(algorithm, client_data, num_clients, states)
+        self.size, self.threads, self.client_size = workers, threads, client_size
+        self.context = multiprocessing.get_context(start_method or default_start_method())
+        if setup is None:
+            if self.context.get_start_method() != "fork":
+                raise ValueError("worker processes that are not forked need a picklable setup")
+            setup = lambda: (algorithm, client_data)  # noqa: E731  (inherited by fork, never pickled)
+        self.setup = setup
+        self.workers: list[Worker] = []
+
+    # -- lifecycle ----------------------------------------------------------------------
+    def prepare(self) -> None:
+        """Start the workers (once per run) and wait until each has built the algorithm."""
+        while len(self.workers) < self.size:
+            self.workers.append(self._start())
+
+    def _start(self) -> Worker:
+        parent, child = self.context.Pipe()
+        process = self.context.Process(target=serve, args=(child, self.setup, self.threads), daemon=True, name="fedprior-worker")
+        process.start()
+        child.close()
+        try:
+            kind, detail = _receive(parent)
+        except EOFError:
+            raise WorkerError(f"a worker process exited while starting (exit code {process.exitcode})") from None
+        if kind != "ready":
+            raise WorkerError(f"a worker process could not build the experiment:\n{detail}")
+        return Worker(process, parent)
+
+    def close(self) -> None:
+        """Stop the workers (they also stop by themselves when this process goes away)."""
+        for worker in self.workers:
+            try:
+                _send(worker.conn, ("stop",))
+            except OSError:
+                pass
+        for worker in self.workers:
+            worker.process.join(timeout=5)
+            if worker.process.is_alive():
+                worker.process.terminate()
+                worker.process.join(timeout=5)
+            worker.conn.close()
+        self.workers = []
+
+    def __enter__(self) -> "WorkerClients":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- a round ------------------------------------------------------------------------
+    def groups(self, clients: Sequence[int], vectorize: bool) -> list[list[int]]:
+        """One client per message, or, for a vectorized algorithm, one contiguous group per worker.
+
+        The largest come first (``client_size``, where given), so that no worker is left
+        with a big client while the others idle at the end of the round.
+        """
+        if vectorize and self.algorithm.client_update_many is not None:
+            count = min(self.size, len(clients))
+            bounds = [round(i * len(clients) / count) for i in range(count + 1)]
+            groups = [list(clients[a:b]) for a, b in zip(bounds, bounds[1:])]
+        else:
+            groups = [[c] for c in clients]
+        if self.client_size is not None:
+            groups.sort(key=lambda group: -sum(self.client_size(c) for c in group))
+        return groups
+
+    def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        self.prepare()
+        pending = deque(self.groups(clients, vectorize))
+        idle = list(self.workers)
+        busy: dict[int, tuple[Worker, list[int]]] = {}
+        results: dict[int, tuple[Reply, State]] = {}
+        failures: dict[int, str] = {}
+        while pending or busy:
+            while pending and idle:
+                worker = idle.pop()
+                group = pending.popleft()
+                worker = self._dispatch(worker, message, info, step, vectorize, group)
+                busy[id(worker)] = (worker, group)
+            ready = wait([w.conn for w, _ in busy.values()] + [w.process.sentinel for w, _ in busy.values()])
+            for key, (worker, group) in list(busy.items()):
+                if worker.conn not in ready and worker.process.sentinel not in ready:
+                    continue
+                del busy[key]
+                try:
+                    kind, _, payload = _receive(worker.conn)
+                except (EOFError, OSError, pickle.UnpicklingError):
+                    reason = self._died(worker)
+                    failures.update({c: reason for c in group})
+                    idle.append(self._replace(worker))
+                    continue
+                if kind == "error":
+                    raise WorkerError(f"a client update failed in worker process {worker.process.pid}:\n{payload}")
+                results.update({reply.client_id: (reply, state) for reply, state in payload})
+                idle.append(worker)
+        for client_id, (_, state) in results.items():
+            if state:
+                self._states[client_id] = state
+        return [results[c][0] for c in clients if c in results], failures
+
+    def _dispatch(self, worker: Worker, message: Broadcast, info: RoundInfo, step: int, vectorize: bool, group: list[int]) -> Worker:
+        """Send ``group`` (and the round's broadcast, if this worker lacks it); a worker found dead is replaced first."""
+        for attempt in range(2):
+            try:
+                if not worker.process.is_alive():
+                    raise BrokenPipeError
+                if worker.step != step:
+                    _send(worker.conn, ("round", message, info, vectorize))
+                    worker.step = step
+                _send(worker.conn, ("train", group, [(c, self._states.get(c, {})) for c in group]))
+                return worker
+            except OSError:  # it died between rounds: nothing of this round was lost
+                self._died(worker)
+                worker = self._replace(worker)
+        raise WorkerError("worker processes die as soon as they start")
+
+    def _died(self, worker: Worker) -> str:
+        worker.process.join(timeout=5)
+        code = worker.process.exitcode
+        how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
+        return f"worker process {worker.process.pid} died ({how}) during the update"
+
+    def _replace(self, worker: Worker) -> Worker:
+        """Start a new worker in place of a dead one."""
+        worker.conn.close()
+        fresh = self._start()
+        self.workers[self.workers.index(worker)] = fresh
+        return fresh

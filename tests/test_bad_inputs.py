@@ -1,0 +1,276 @@
+"""Damaged files and environmental faults through the command line (issue 7, item 9).
+
+Every row builds one bad input (a damaged checkpoint or config, an unusable --run-dir or
+--plot, damaged dataset files, a full disk) and runs the CLI on it in this process: the
+command must exit non-zero with exactly one ``error:`` line that names the file or field,
+and no traceback (the CLI's own SystemExit, not an exception escaping it). The optional
+caches are the exception: a cache that cannot be written is one ``warning:`` line and the
+run succeeds.
+"""
+
+from __future__ import annotations
+
+import errno
+import gzip
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from cli import TINY, error_line
+from cli import invoke as cli
+from fedprior.cli import app
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    """Two finished 2-round runs of different experiments (copied, then damaged, by each row)."""
+    root = tmp_path_factory.mktemp("bases")
+    for preset in ("fedavg-cnn", "fedprox-cnn"):
+        result = cli("run", preset, *TINY, "--run-dir", root / preset, cache=root / "cache")
+        assert result.exit_code == 0, result.stderr
+    return root
+
+
+def copy_run(bases: Path, tmp: Path, preset: str = "fedavg-cnn") -> Path:
+    target = tmp / "run"
+    shutil.copytree(bases / preset, target)
+    return target
+
+
+def fashion_root(tmp: Path, damage: Callable[[Path], None] | None = None) -> Path:
+    """A tiny Fashion-MNIST folder (20 train, 10 test images) in the real gzipped IDX format, then damaged."""
+    folder = tmp / "fashion"
+    folder.mkdir()
+    rng = np.random.default_rng(0)
+
+    def idx(name: str, array: np.ndarray) -> None:
+        header = bytes([0, 0, 0x08, array.ndim]) + b"".join(d.to_bytes(4, "big") for d in array.shape)
+        with gzip.open(folder / name, "wb") as handle:
+            handle.write(header + array.astype(np.uint8).tobytes())
+
+    idx("train-images-idx3-ubyte.gz", rng.integers(0, 256, (20, 28, 28)))
+    idx("train-labels-idx1-ubyte.gz", np.arange(20) % 10)
+    idx("t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (10, 28, 28)))
+    idx("t10k-labels-idx1-ubyte.gz", np.arange(10))
+    if damage:
+        damage(folder)
+    return folder
+
+
+def rewrite_gz(path: Path, change: Callable[[bytes], bytes]) -> None:
+    raw = gzip.decompress(path.read_bytes())
+    path.write_bytes(gzip.compress(change(raw)))
+
+
+def flip_tensor_bytes(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    for i in range(len(data) - 400, len(data), 97):  # the tensor data sits at the end of a safetensors file
+        data[i] ^= 0xA5
+    path.write_bytes(bytes(data))
+
+
+def strip_metadata(path: Path) -> None:
+    from safetensors.torch import load_file, save_file
+
+    save_file(load_file(str(path)), str(path))
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    make: Callable[[Path, Path], list]  # (tmp_path, bases) -> CLI arguments, after building the bad input
+    expect: str  # in the one error line ({tmp}: the test's folder)
+
+
+def resume_after(damage: Callable[[Path], None], preset: str = "fedavg-cnn"):
+    def make(tmp: Path, bases: Path) -> list:
+        run = copy_run(bases, tmp, preset)
+        damage(run)
+        return ["resume", run]
+
+    return make
+
+
+def run_fashion(damage: Callable[[Path], None]):
+    return lambda tmp, bases: ["run", "fedavg-cnn", "--set", f"data.root={fashion_root(tmp, damage)}",
+                               "--set", "federation.num_clients=2", "--set", "federation.rounds=0", "--run-dir", tmp / "r"]
+
+
+CASES = [
+    # damaged checkpoints (resume)
+    Case("checkpoint-truncated", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(
+        (r / "checkpoint.safetensors").read_bytes()[:3000])), "checkpoint.safetensors is unreadable"),
+    Case("checkpoint-empty", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(b"")),
+         "checkpoint.safetensors is unreadable"),
+    Case("checkpoint-random", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(
+        np.random.default_rng(0).bytes(5000))), "checkpoint.safetensors is unreadable"),
+    Case("checkpoint-no-metadata", resume_after(lambda r: strip_metadata(r / "checkpoint.safetensors")),
+         "checkpoint.safetensors lacks its metadata"),
+    Case("checkpoint-flipped-bytes", resume_after(lambda r: flip_tensor_bytes(r / "checkpoint.safetensors")),
+         "checkpoint.safetensors is damaged: checksum mismatch"),
+    Case("checkpoint-of-another-experiment", resume_after(lambda r: shutil.copy(
+        r.parent / "other.safetensors", r / "checkpoint.safetensors")),
+        "algorithm.name ('fedprox' in the checkpoint, 'fedavg' now)"),
+    # damaged run config (resume)
+    Case("config-truncated", resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes()[:60])),
+         "config.toml: not valid TOML"),
+    Case("config-not-utf8", resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes() + b"\xff\xfe")),
+         "config.toml: not UTF-8 text (byte 0xff"),
+    # run: config, --run-dir, --plot
+    Case("run-config-not-utf8", lambda tmp, b: ["run", _write(tmp / "bad.toml", b'description = "\xff\xfe"\n'), "--run-dir", tmp / "r"],
+         "bad.toml: not UTF-8 text (byte 0xff at position 15)"),
+    Case("run-dir-is-a-file", lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", _write(tmp / "afile", b"x")],
+         "--run-dir: {tmp}/afile is a file, not a folder"),
+    Case("run-dir-cannot-be-created", lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", "/proc/fedprior-test/run"],
+         "--run-dir: cannot create /proc/fedprior-test/run"),
+    Case("plot-to-a-folder", lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", tmp],
+         "--plot: {tmp} is a folder"),
+    Case("plot-unwritable", lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", "/proc/fedprior.png"],
+         "--plot: cannot write /proc/fedprior.png"),
+    # damaged dataset files (data.root)
+    Case("gzip-truncated", run_fashion(lambda f: _cut(f / "train-images-idx3-ubyte.gz", 300)),
+         "train-images-idx3-ubyte.gz is damaged (EOFError"),
+    Case("gzip-not-gzip", run_fashion(lambda f: (f / "t10k-labels-idx1-ubyte.gz").write_bytes(b"\x0ek" + bytes(100))),
+         "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile"),
+    Case("gzip-bad-crc", run_fashion(lambda f: _flip_byte(f / "t10k-labels-idx1-ubyte.gz", -6)),
+         "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile: CRC check failed"),
+    Case("label-count-mismatch", run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz",
+                                                                  lambda raw: raw[:4] + (10).to_bytes(4, "big") + raw[8:18])),
+         "train has 20 images but labels of shape (10,)"),
+    Case("labels-out-of-range", run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz",
+                                                                 lambda raw: raw[:8] + bytes([200]) + raw[9:])),
+         "train labels fall outside 0..9 (found 0..200)"),
+    Case("idx-header-huge", run_fashion(lambda f: rewrite_gz(f / "t10k-images-idx3-ubyte.gz",
+                                                             lambda raw: raw[:4] + (2**32 - 1).to_bytes(4, "big") + (2**31).to_bytes(4, "big") + raw[12:])),
+         f"t10k-images-idx3-ubyte.gz is truncated: expected {(2**32 - 1) * 2**31 * 28} values"),
+]
+
+
+def _write(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _cut(path: Path, size: int) -> None:
+    path.write_bytes(path.read_bytes()[:size])
+
+
+def _flip_byte(path: Path, position: int) -> None:
+    data = bytearray(path.read_bytes())
+    data[position] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+def test_bad_input_is_one_line_naming_the_file_or_field(tmp_path, bases, case):
+    shutil.copy(bases / "fedprox-cnn" / "checkpoint.safetensors", tmp_path / "other.safetensors")
+    result = cli(*case.make(tmp_path, bases))
+    line = error_line(result)
+    assert result.exit_code == 2, line  # a user's problem, not a crash
+    assert case.expect.format(tmp=tmp_path) in line, line
+
+
+def test_debug_shows_the_traceback(tmp_path, bases):
+    run = copy_run(bases, tmp_path)
+    (run / "checkpoint.safetensors").write_bytes(b"")
+    result = cli("--debug", "resume", run)
+    assert result.exit_code != 0
+    from fedprior.runtime.checkpoint import CheckpointError
+
+    assert isinstance(result.exception, CheckpointError)  # raised through, so Python prints the traceback
+
+
+def test_datasets_root_reports_damaged_files(tmp_path):
+    root = fashion_root(tmp_path, lambda f: _cut(f / "train-images-idx3-ubyte.gz", 300))
+    result = CliRunner().invoke(app, ["datasets", "--root", str(root)], env={"COLUMNS": "400"})
+    assert result.exit_code == 0 and "Traceback" not in result.output and "Aborted" not in result.output, result.output
+    row = next(line for line in result.output.splitlines() if "fashion-mnist" in line)
+    assert row.split("│")[2].strip() == "no"
+    assert "train-images-idx3-ubyte.gz is damaged" in result.output
+
+
+# --------------------------------------------------------------------------- a full disk
+
+
+def no_space(real: Callable, after: int = 0):
+    """A stand-in for a writer that fails with ENOSPC once it has been called ``after`` times."""
+    calls = {"n": 0}
+
+    def write(tensors, path, *args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > after:
+            raise OSError(errno.ENOSPC, "No space left on device", str(path))
+        return real(tensors, path, *args, **kwargs)
+
+    return write
+
+
+def test_disk_full_during_run_and_resume(tmp_path, monkeypatch):
+    import fedprior.runtime.checkpoint as checkpoint
+
+    monkeypatch.setattr(checkpoint, "save_tensors", no_space(checkpoint.save_tensors, after=2))
+    run = tmp_path / "run"
+    line = error_line(cli("run", "fedavg-cnn", *TINY, "--run-dir", run))
+    assert f"cannot write {run / 'checkpoint.safetensors'} (No space left on device)" in line
+    assert f"then `fedprior resume {run}` continues the run" in line
+    line = error_line(cli("resume", run))  # the disk is still full
+    assert "(No space left on device)" in line and "fedprior resume" in line
+    monkeypatch.undo()
+    assert cli("resume", run).exit_code == 0  # space freed: the run goes on from its last checkpoint
+
+
+# --------------------------------------------------------------------------- optional caches and huge batches
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    from tiny_clip import make_tiny_clip
+
+    return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
+
+
+@pytest.fixture
+def encode_again():
+    """Forget the features kept in memory by an earlier test, so this one encodes (and writes the cache)."""
+    from fedprior.experiments.build import _PREPARED
+
+    _PREPARED.clear()
+
+
+LINEAR = ["--set", "encoder.name=hf-clip:{clip}", *TINY, "--set", "federation.rounds=1"]
+
+
+def linear_args(clip: Path, run: Path, *extra: str) -> list:
+    return ["run", "fedavg-linear", *[a.format(clip=clip) for a in LINEAR], *extra, "--run-dir", run]
+
+
+def test_unwritable_cache_folder_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, encode_again):
+    blocker = _write(tmp_path / "not-a-folder", b"x")
+    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=blocker / "cache")
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: feature cache")]
+    assert len(warnings) == 2 and all("going on without the cache" in w for w in warnings), result.stderr
+
+
+def test_full_cache_disk_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, monkeypatch, encode_again):
+    import fedprior.encoders.cache as cache
+
+    monkeypatch.setattr(cache, "save_tensors", no_space(cache.save_tensors))
+    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=tmp_path / "cache")
+    assert result.exit_code == 0, result.stderr
+    assert "(No space left on device); going on without the cache" in result.stderr
+
+
+def test_batch_size_larger_than_any_client_runs(tmp_path, tiny_clip):
+    """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); now one batch per client
+    (tests/test_linear_heads.py checks the batches equal those of a batch size of the largest client).
+    Runs after the cache tests, on the features they left in memory."""
+    result = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["rounds"] == 1

@@ -1,0 +1,156 @@
+"""run.device resolution, the CUDA-missing error, data moved once per update, CPU tensors out; the thread policy."""
+
+import os
+
+import pytest
+import torch
+
+from conftest import toy_images
+from fedprior.algorithms.base import ClientInfo, Task
+from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.fst_cbdg import fst_cbdg
+from fedprior.algorithms.scaffold import scaffold
+from fedprior.errors import ConfigError
+from fedprior.experiments.config import load_config
+from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
+
+TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
+
+
+@pytest.fixture
+def no_cuda(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
+
+@pytest.fixture
+def two_gpus(monkeypatch):
+    """A CPU stand-in for a machine with two CUDA devices (torch.device('cuda', i) needs no GPU)."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+
+
+def test_device_resolution_without_cuda(no_cuda):
+    assert resolve_device("cpu") == torch.device("cpu") and resolve_device("auto") == torch.device("cpu")
+    for spec in ("cuda", "cuda:0"):
+        with pytest.raises(ConfigError, match=rf"run.device: '{spec}' asks for CUDA, but this machine has no usable CUDA device.*accepted here: auto, cpu"):
+            resolve_device(spec)
+
+
+def test_device_resolution_with_cuda(two_gpus):
+    assert resolve_device("auto") == torch.device("cuda", 0) and resolve_device("cuda") == torch.device("cuda", 0)
+    assert resolve_device("cuda:1") == torch.device("cuda", 1) and resolve_device("cpu") == torch.device("cpu")
+    with pytest.raises(ConfigError, match=r"run.device: 'cuda:2' but this machine has 2 CUDA device\(s\); accepted: .*cuda:0..cuda:1"):
+        resolve_device("cuda:2")
+
+
+def test_a_bad_device_name_is_a_config_error_naming_the_field():
+    with pytest.raises(ConfigError, match=r"run.device: .*unknown device 'gpu'; accepted: auto, cpu, cuda, cuda:n"):
+        load_config("fedavg-cnn", ["run.device=gpu"])
+    assert load_config("fedavg-cnn", ["run.device='cuda:3'"])[1].run.device == "cuda:3"  # CUDA itself is asked at run start
+
+
+def test_cuda_asked_for_and_absent_fails_before_any_data_is_loaded(no_cuda, monkeypatch, tmp_path):
+    from fedprior.experiments import build
+    from fedprior.experiments.runner import start
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("data was loaded before the device was checked")
+
+    monkeypatch.setattr(build, "load_dataset", no_loading)
+    name, config = load_config("fedavg-cnn", ["run.device=cuda"])
+    with pytest.raises(ConfigError, match="run.device: 'cuda' asks for CUDA"):
+        start(name, config, tmp_path / "run")
+    assert not (tmp_path / "run" / "config.toml").exists()
+
+
+class Moves(torch.Tensor):
+    """Client data that counts how often it (or anything computed from it) is sent to a device with ``.to``."""
+
+    count = 0
+
+    @classmethod
+    def __torch_function__(cls, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.Tensor.to and ("device" in kwargs or any(isinstance(a, (torch.device, str)) for a in args[1:])):
+            Moves.count += 1
+        return super().__torch_function__(func, types, args, kwargs)
+
+
+def counted(data):
+    return {k: v.as_subclass(Moves) for k, v in data.items()}
+
+
+FEATURES = Task(3, (5,), ("a", "b", "c"), 4, prior={"text_features": torch.eye(3, 5)})
+
+
+@pytest.mark.parametrize("make, features", [
+    (lambda e, b: fedavg(TASK, local_epochs=e, batch_size=b), False),
+    (lambda e, b: scaffold(TASK, local_epochs=e, batch_size=b), False),
+    (lambda e, b: fedavg(FEATURES, local_epochs=e, batch_size=b, model="linear"), True),
+    (lambda e, b: fst_cbdg(FEATURES, local_epochs=e, batch_size=b), True),
+], ids=["fedavg-cnn", "scaffold-cnn", "fedavg-linear", "fst-cbdg"])
+def test_client_data_moves_to_the_device_once_per_update_and_replies_are_on_the_cpu(make, features):
+    data = toy_images(24, seed=1)
+    if features:
+        data = {"x": torch.randn(24, 5, generator=torch.Generator().manual_seed(0)), "y": data["y"]}
+    moves = {}
+    for epochs, batch_size in ((1, 24), (2, 4)):  # 1 step, then 12 steps
+        algo = make(epochs, batch_size)
+        state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
+        Moves.count = 0
+        reply, client_state = algo.client_update(algo.broadcast(state, ClientInfo(0, "federated", 1)), {},
+                                                 counted({k: v for k, v in data.items() if k in algo.inputs}),
+                                                 ClientInfo(0, "federated", 1, client_id=0))
+        moves[reply.metrics["steps"]] = Moves.count
+        for tensor in [*reply.arrays.values(), *client_state.values()]:
+            assert tensor.device.type == "cpu"
+    assert moves.keys() == {1.0, 12.0}
+    assert moves[12.0] == moves[1.0] and 1 <= moves[1.0] <= 3  # the data in (once per field at most), results out
+
+
+def test_thread_policy_by_the_size_of_the_work(monkeypatch):
+    monkeypatch.setattr("fedprior.runtime.threads.available_cores", lambda: 8)
+    heads, cnn = thread_policy(0, feature_space=True), thread_policy(0, feature_space=False)
+    assert (heads.train, heads.evaluate, heads.encode) == (1, 1, 8)
+    assert (cnn.train, cnn.evaluate, cnn.encode) == (1, 8, 8)
+    assert thread_policy(3, feature_space=True).as_dict() == {"train": 3, "evaluate": 3, "encode": 3}
+    assert default_workers(0, feature_space=True, clients_per_round=10, cuda=False) == 1
+    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=False) == 8
+    assert default_workers(0, feature_space=False, clients_per_round=3, cuda=False) == 3
+    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=True) == 4
+    assert default_workers(2, feature_space=True, clients_per_round=10, cuda=False) == 2
+
+
+def test_torch_threads_sets_and_restores():
+    before = torch.get_num_threads()
+    with torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with torch_threads(None):
+        assert torch.get_num_threads() == before
+
+
+def test_evaluation_does_not_depend_on_the_thread_count():
+    """Why evaluation may use every core by default: forward passes give the same logits with 1 or 2 threads."""
+    algo = fedavg(TASK, local_epochs=1, batch_size=8)
+    state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
+    test = toy_images(300, seed=5)
+    with torch_threads(1):
+        one = algo.evaluate(state, test)
+    with torch_threads(2):
+        two = algo.evaluate(state, test)
+    assert one == two
+
+
+def test_run_deterministic_switches_torch_to_deterministic_kernels(monkeypatch):
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    try:
+        set_deterministic(True)
+        assert torch.are_deterministic_algorithms_enabled()
+        assert torch.backends.cudnn.deterministic and not torch.backends.cudnn.benchmark
+        assert os.environ["CUBLAS_WORKSPACE_CONFIG"] == ":4096:8"  # cuBLAS's condition for deterministic results
+    finally:
+        set_deterministic(False)
+    assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic

@@ -1,0 +1,269 @@
+"""The semi-supervised client and server of FedDB and its baselines: what they keep, send and never see."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from fedprior.algorithms.base import Reply, RoundInfo, Task
+from fedprior.algorithms.registry import algorithm_spec
+
+TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
+INFO = RoundInfo(seed=0, stage="federated", round=1)
+SMALL = {"model": "convnet", "width": 4}
+
+
+def client_data(seed: int = 0, labeled: int = 12, unlabeled: int = 40) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    y = torch.randint(0, 3, (labeled + unlabeled,), generator=g)
+    x = 0.3 * torch.randn(labeled + unlabeled, 1, 8, 8, generator=g)
+    for k in range(3):
+        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
+    return {"x_labeled": x[:labeled], "y_labeled": y[:labeled], "x_unlabeled": x[labeled:], "y_unlabeled": y[labeled:]}
+
+
+def build(name: str, **values):
+    return algorithm_spec(name).build(TASK, {**SMALL, **values}, local_epochs=2, batch_size=8)
+
+
+def one_update(algorithm, data, state=None, info=INFO):
+    server = algorithm.init(info)
+    return algorithm.client_update(algorithm.broadcast(server, info), state or {}, data, info.for_client(1))
+
+
+@pytest.mark.parametrize("name", ["feddb", "semifl", "fedmatch"])
+def test_hidden_labels_never_change_training(name):
+    algorithm = build(name, threshold=0.34)  # low threshold: images are pseudo-labeled from round 1
+    assert "y_unlabeled" not in algorithm.inputs and algorithm.diagnostics == ("y_unlabeled",)
+    data = client_data()
+    reply, state = one_update(algorithm, data)
+    assert reply.metrics["pl_confident"] > 0, "the check needs pseudo-labeled images"
+    shuffled = dict(data, y_unlabeled=data["y_unlabeled"][torch.randperm(40, generator=torch.Generator().manual_seed(1))])
+    hidden_away = {k: v for k, v in data.items() if k != "y_unlabeled"}
+    for other in (shuffled, hidden_away):
+        reply2, state2 = one_update(algorithm, other)
+        assert reply2.arrays.keys() == reply.arrays.keys()
+        assert all(torch.equal(reply.arrays[k], reply2.arrays[k]) for k in reply.arrays)
+        assert all(torch.equal(state[k], state2[k]) for k in state)
+        if other is hidden_away:
+            assert "pl_accuracy_plain" not in reply2.metrics and "pl_coverage" in reply2.metrics
+
+
+def test_pseudo_label_diagnostics_read_the_hidden_labels():
+    algorithm = build("fixmatch", threshold=0.34)
+    data = client_data()
+    replies = [one_update(algorithm, dict(data, y_unlabeled=(data["y_unlabeled"] + s) % 3))[0] for s in range(3)]
+    # Each image's argmax matches exactly one of three shifted label sets.
+    for key in ("pl_accuracy_all", "pl_accuracy_all_plain", "pl_accuracy_all_dpl"):
+        assert sum(r.metrics[key] for r in replies) == pytest.approx(1.0)
+    assert replies[0].metrics["pl_accuracy_all"] == replies[0].metrics["pl_accuracy_all_plain"]  # dpl off: the plain rule
+
+
+def test_inputs_of_the_labeled_only_baseline_and_switching_diagnostics_off():
+    assert build("fedavg-labeled").inputs == ("x_labeled", "y_labeled")
+    assert build("fedavg-labeled").diagnostics == ()
+    assert build("feddb", diagnostics=False).diagnostics == ()
+    reply, _ = one_update(build("feddb", diagnostics=False), client_data())
+    assert "diag.labeled" not in reply.arrays and not any(k.startswith("pl_accuracy") for k in reply.metrics)
+
+
+def test_a_client_keeps_its_optimizer_state_between_rounds():
+    algorithm = build("fixmatch")
+    data = client_data()
+    _, state = one_update(algorithm, data)
+    assert state and all(k.startswith("opt.") and k.endswith(":momentum_buffer") for k in state)
+    second = RoundInfo(seed=0, stage="federated", round=2)
+    with_state, _ = one_update(algorithm, data, state, second)
+    fresh, _ = one_update(algorithm, data, {}, second)
+    assert any(not torch.equal(with_state.arrays[k], fresh.arrays[k]) for k in with_state.arrays if k.startswith("model."))
+    off, none = one_update(build("fixmatch", keep_optimizer_state=False), data)
+    assert none == {}
+
+
+def test_server_momentum_applies_the_averaged_update_as_a_pseudo_gradient():
+    algorithm = build("fixmatch", server_momentum=0.5)
+    state = algorithm.init(INFO)
+    name = next(k for k in state if k.startswith("model.") and state[k].is_floating_point())
+    w = state[name]
+    replies = [Reply({**{k: v.clone() for k, v in state.items() if k.startswith("model.")}, name: w + d, "appu": torch.full((3,), 1 / 3)},
+                     10, client_id=c) for c, d in enumerate((1.0, 3.0))]
+    first = algorithm.aggregate(state, replies, INFO)
+    # velocity v = 0.5 * 0 + (w - mean) = -2; w' = w - v = w + 2 (plain averaging on the first step)
+    assert torch.allclose(first[name], w + 2.0)
+    replies2 = [Reply({**r.arrays, name: first[name] + d}, 10, client_id=r.client_id) for r, d in zip(replies, (1.0, 3.0))]
+    second = algorithm.aggregate(first, replies2, RoundInfo(0, "federated", 2))
+    # v = 0.5 * (-2) + (-2) = -3; w'' = w' + 3
+    assert torch.allclose(second[name], first[name] + 3.0)
+    plain = build("fixmatch").aggregate(state, replies, INFO)
+    assert torch.allclose(plain[name], w + 2.0) and not any(k.startswith("server.velocity.") for k in plain)
+
+
+def test_feddb_aggregates_with_dma_weights_and_reports_them():
+    algorithm = build("feddb", dma_solver="simplex")
+    state = algorithm.init(INFO)
+    models = {k: v for k, v in state.items() if k.startswith("model.")}
+    name = next(k for k in models if models[k].is_floating_point())
+    appus = [torch.tensor([0.9, 0.05, 0.05]), torch.tensor([0.05, 0.9, 0.05]), torch.tensor([0.05, 0.05, 0.9]),
+             torch.tensor([0.45, 0.45, 0.1])]
+    replies = [Reply({**models, name: models[name] + float(c), "appu": a}, 10, client_id=c) for c, a in enumerate(appus)]
+    out = algorithm.aggregate(state, replies, INFO)
+    beta = out["diag.weights"]
+    assert float(out["diag.distance"]) < 1e-4 < float(out["diag.distance_uniform"])
+    assert torch.allclose(out[name], models[name] + (beta * torch.arange(4.0)).sum(), atol=1e-5)
+    metrics = algorithm.evaluate(out, {"x": torch.randn(6, 1, 8, 8), "y": torch.tensor([0, 1, 2, 0, 1, 2])})
+    assert metrics["aggregation_weights"] == pytest.approx(beta.tolist(), abs=1e-6)
+    assert metrics["appu_distance"] < metrics["appu_distance_uniform"]
+    off = build("feddb", dma=False).aggregate(state, replies, INFO)
+    assert torch.allclose(off["diag.weights"], torch.full((4,), 0.25))
+
+
+def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
+    from fedprior.algorithms.semifl import mixup_loss
+    from fedprior.algorithms.semi_supervised import Context, Training
+    from fedprior.data.augment.fixmatch import FixMatchAugment
+
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
+    x = torch.ones(5, 1, 8, 8)
+    ctx = Context(model, None, {}, INFO.for_client(0), Training(epochs=1), FixMatchAugment((0.5,), (0.25,), flip=False),
+                  torch.Generator().manual_seed(0), torch.device("cpu"), x[:0], torch.zeros(0, dtype=torch.long), x,
+                  labels=torch.full((5,), 2), mask=torch.tensor([True, True, False, False, False]))
+    loss = mixup_loss(0.75, 1.0)(ctx, 0)
+    expected = torch.nn.functional.cross_entropy(model(x[:1]), torch.tensor([2]))
+    assert torch.allclose(loss, expected, atol=1e-5)  # identical images and labels: lambda drops out
+    assert float(mixup_loss(0.75, 0.0)(ctx, 0)) == 0.0
+    ctx.mask = torch.zeros(5, dtype=torch.bool)
+    assert float(mixup_loss(0.75, 1.0)(ctx, 0)) == 0.0
+
+
+# ---------------------------------------------------------------- FedMatch
+
+
+def test_decomposition_computes_the_same_and_learns_disjointly():
+    from fedprior.algorithms.fedmatch import disjoint_backward
+    from fedprior.algorithms.semi_supervised import Context, Training
+    from fedprior.models.convnet import ConvNet
+    from fedprior.models.decomposed import decompose, sigma_psi_pairs
+
+    torch.manual_seed(0)
+    plain = ConvNet(1, 3, width=4, depth=2, norm="bn-batch")
+    split = decompose(copy.deepcopy(plain))
+    x, y = torch.randn(6, 1, 8, 8), torch.tensor([0, 1, 2, 0, 1, 2])
+    assert torch.allclose(plain(x), split(x))
+    pairs = sigma_psi_pairs(split)
+    assert len(pairs) == len(list(plain.parameters())) and all(float(p.detach().abs().sum()) == 0 for _, p in pairs)
+    ctx = Context(split, None, {}, INFO.for_client(0), Training(epochs=1), None, None, torch.device("cpu"), x, y, x)
+    loss_s = torch.nn.functional.cross_entropy(split(x), y)
+    disjoint_backward(ctx, loss_s, torch.zeros(()))
+    assert all(s.grad is not None and p.grad is None for s, p in pairs)
+    for s, p in pairs:
+        s.grad = None
+    loss_u = sum(p.pow(2).sum() - (s.detach() * p).sum() for s, p in pairs)
+    disjoint_backward(ctx, torch.zeros(()), loss_u)
+    assert all(s.grad is None and p.grad is not None for s, p in pairs)
+
+
+def test_agreement_labels_follow_the_vote_of_own_and_helper_predictions():
+    from fedprior.algorithms.fedmatch import agreement_labels
+    from fedprior.algorithms.semi_supervised import Context, Training
+
+    class Fixed(torch.nn.Module):
+        def __init__(self, logits):
+            super().__init__()
+            self.logits = logits
+
+        def forward(self, x):
+            return self.logits
+
+    own = torch.tensor([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.4, 0.3, 0.3]])
+    helper_a = torch.tensor([[0.0, 5.0, 0.0], [0.0, 5.0, 0.0], [0.0, 0.0, 5.0]])  # logits
+    helper_b = torch.tensor([[0.0, 5.0, 0.0], [5.0, 0.0, 0.0], [0.0, 0.0, 5.0]])
+    ctx = Context(None, None, {}, INFO.for_client(0), Training(epochs=1, threshold=0.75), None, None, torch.device("cpu"),
+                  torch.zeros(0), torch.zeros(0), torch.zeros(3, 1, 8, 8), weak_unlabeled=torch.zeros(3, 1, 8, 8),
+                  probabilities=own, appu=own.mean(0))
+    labels, mask = agreement_labels(ctx)
+    assert labels.tolist() == [0, 1, 0] and mask.tolist() == [True, True, False]  # no helpers: own argmax
+    ctx.extra["helpers"] = [Fixed(helper_a), Fixed(helper_b)]
+    labels, mask = agreement_labels(ctx)
+    # votes: row 0 own 0, helpers 1, 1 -> 1; row 1 own 1, helpers 1, 0 -> 1; row 2 own 0, helpers 2, 2 -> 2
+    assert labels.tolist() == [1, 1, 2] and mask.tolist() == [True, True, False]
+
+
+def test_fedmatch_sends_helpers_every_interval_and_clients_pick_the_nearest():
+    from fedprior.algorithms.fedmatch import EMBEDDING, HELPERS
+
+    algorithm = build("fedmatch", helper_interval=2, helpers=1, threshold=0.34)
+    state = algorithm.init(INFO)
+    replies = []
+    for c in range(3):
+        reply, client_state = algorithm.client_update(algorithm.broadcast(state, INFO), {}, client_data(c), INFO.for_client(c))
+        assert EMBEDDING in reply.arrays and torch.equal(client_state[EMBEDDING], reply.arrays[EMBEDDING])
+        replies.append(Reply(reply.arrays, reply.num_examples, reply.metrics, c))
+    state = algorithm.aggregate(state, replies, INFO)
+    assert state[f"{HELPERS}ids"].tolist() == [0, 1, 2]
+    assert not any(k.startswith(HELPERS) for k in algorithm.broadcast(state, RoundInfo(0, "federated", 3)).arrays)
+    message = algorithm.broadcast(state, RoundInfo(0, "federated", 2))
+    assert f"{HELPERS}embedding" in message.arrays and any(k.startswith(f"{HELPERS}2.model.") for k in message.arrays)
+    # Client 0 whose last embedding equals client 2's picks client 2 as its helper (never itself).
+    own = {EMBEDDING: state[f"{HELPERS}embedding"][2].clone()}
+    from fedprior.algorithms.fedmatch import choose_helpers
+    from fedprior.algorithms.semi_supervised import Context, Training
+
+    model = algorithm_spec("fedmatch")  # noqa: F841 (the registry entry exists)
+    net_state = {k[len("model."):]: v for k, v in message.arrays.items() if k.startswith("model.")}
+    from fedprior.models import build_model
+    from fedprior.models.decomposed import decompose
+
+    local = decompose(build_model("convnet", TASK, norm="bn-batch", width=4))
+    local.load_state_dict(net_state)
+    ctx = Context(local, message, own, RoundInfo(0, "federated", 2).for_client(0), Training(epochs=1), None, None,
+                  torch.device("cpu"), torch.zeros(0), torch.zeros(0), torch.zeros(0))
+    choose_helpers(1)(ctx)
+    helper = ctx.extra["helpers"][0]
+    psi = {k: v for k, v in helper.state_dict().items() if k.endswith(".psi")}
+    expected = {k[len(f"{HELPERS}2.model."):]: v for k, v in message.arrays.items() if k.startswith(f"{HELPERS}2.model.")}
+    assert psi.keys() == expected.keys() and all(torch.equal(psi[k], expected[k]) for k in psi)
+    ctx.state = {EMBEDDING: state[f"{HELPERS}embedding"][0].clone()}
+    ctx.info = RoundInfo(0, "federated", 2).for_client(0)
+    choose_helpers(1)(ctx)
+    assert len(ctx.extra["helpers"]) == 1  # its own entry is skipped, another one is taken
+
+
+def test_wrn28_2_shape_and_batch_statistics_norm():
+    from fedprior.models.wrn import WideResNet
+
+    net = WideResNet(3, 10)
+    assert sum(p.numel() for p in net.parameters()) == 1467610  # WRN-28-2 on CIFAR-10: 1.47M
+    assert net.feature_dim == 128 and net(torch.randn(2, 3, 32, 32)).shape == (2, 10)
+    assert not any("running" in k for k in net.state_dict())  # bn-batch: no running statistics
+    assert any("running_mean" in k for k in WideResNet(1, 10, norm="bn").state_dict())
+    assert net.embed(torch.randn(2, 3, 32, 32)).shape == (2, 128)
+
+
+@pytest.mark.parametrize("kind", ["sgd", "adam"])
+def test_optimizer_state_round_trips_through_client_state(kind):
+    from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
+    from fedprior.algorithms.semi_supervised import Training, make_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 2)
+    x = torch.randn(8, 4)
+    training = Training(epochs=1, optimizer=kind)
+
+    def step(opt):
+        opt.zero_grad()
+        model(x).pow(2).mean().backward()
+        opt.step()
+
+    opt = make_optimizer(list(model.parameters()), training, 0.1)
+    step(opt)
+    saved = optimizer_state(opt, model)
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    step(opt)
+    expected = {k: v.clone() for k, v in model.state_dict().items()}
+    model.load_state_dict(before)
+    fresh = make_optimizer(list(model.parameters()), training, 0.1)
+    load_optimizer_state(fresh, model, saved)
+    step(fresh)
+    assert all(torch.allclose(model.state_dict()[k], expected[k]) for k in expected)

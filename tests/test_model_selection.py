@@ -1,0 +1,62 @@
+"""Model selection on a validation split (run.model_selection), and data.train_subset."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from fedprior.algorithms.metrics import selected_round, selection_score
+from fedprior.experiments.build import build_experiment
+from fedprior.experiments.config import load_config
+from fedprior.experiments.runner import start
+
+DIGITS = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=1.0"]
+
+
+def record(round_, acc, f1, prec=0.5, auc=0.5, test=0.0):
+    return {"round": round_, "accuracy": test, "validation_accuracy": acc, "validation_macro_f1": f1,
+            "validation_macro_precision": prec, "validation_auc": auc}
+
+
+def test_the_round_with_the_highest_code_score_is_selected_first_one_on_ties():
+    history = [record(1, 0.5, 0.4, test=0.1), record(2, 0.6, 0.1, test=0.2), record(3, 0.5, 0.4, test=0.3), {"round": 4}]
+    # scores: acc + acc + precision + f1 + auc = 2.4, 2.3, 2.4 -> round 1 (the first best, as the code's strict '>')
+    assert selection_score(history[0]) == pytest.approx(2.4)
+    assert selected_round(history)["round"] == 1
+    assert selected_round([{"round": 1, "accuracy": 0.5}]) is None
+
+
+def test_validation_is_held_out_of_the_pool_and_the_summary_reports_the_selected_round(tmp_path):
+    name, config = load_config("fedavg-cnn", [*DIGITS, "federation.rounds=2", "run.model_selection=validation",
+                                              "data.validation_fraction=0.2"])
+    experiment = build_experiment(name, config)
+    held = np.setdiff1d(np.arange(experiment.dataset.train_labels.size), experiment.pool)
+    assert held.size == pytest.approx(0.2 * experiment.dataset.train_labels.size, abs=10)
+    assert np.bincount(experiment.dataset.train_labels[held]).min() >= 25  # stratified: every class gives its share
+    clients = np.concatenate([experiment.partition.holdings(c) for c in range(4)])
+    assert np.intersect1d(clients, held).size == 0
+    summary = start(name, config, tmp_path / "run")
+    lines = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    best = max(lines, key=selection_score)
+    assert summary["selected_round"] == best["round"] and summary["selected_accuracy"] == best["accuracy"]
+    assert summary["selected_macro_f1"] == best["macro_f1"] and "final_macro_f1" in summary
+    assert "chosen on the validation split" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_without_model_selection_nothing_is_held_out_and_subsets_are_fixed():
+    name, config = load_config("fedavg-cnn", DIGITS)
+    experiment = build_experiment(name, config)
+    assert experiment.pool.size == experiment.dataset.train_labels.size
+    assert "validation_accuracy" not in experiment.algorithm.evaluate(experiment.algorithm.init(_info()), experiment.test)
+    pools = [build_experiment(*load_config("fedavg-cnn", [*DIGITS, "data.train_subset=300", f"run.seed={s}"])).pool for s in (0, 1)]
+    assert pools[0].size == 300 and np.array_equal(pools[0], pools[1])
+    with pytest.raises(Exception, match="data.train_subset"):
+        build_experiment(*load_config("fedavg-cnn", [*DIGITS, "data.train_subset=100000"]))
+
+
+def _info():
+    from fedprior.algorithms.base import RoundInfo
+
+    return RoundInfo(0, "federated", 0)

@@ -1,0 +1,156 @@
+"""The Python API: docs/python-api.md's examples run as written; light import; user algorithms; bad input."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import fedprior
+from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE
+
+PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
+
+
+def blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", PAGE.read_text(), flags=re.S)
+
+
+def is_flower(code: str) -> bool:
+    return 'runtime="flower-' in code
+
+
+@pytest.fixture
+def registry():
+    """Algorithms registered by a test are removed after it (the registry-wide tests see the shipped ones only)."""
+    shipped, here = dict(ALGORITHMS), set(REGISTERED_HERE)
+    yield ALGORITHMS
+    ALGORITHMS.clear()
+    ALGORITHMS.update(shipped)
+    REGISTERED_HERE.clear()
+    REGISTERED_HERE.update(here)
+
+
+def run_blocks(codes: list[str]) -> dict:
+    namespace: dict = {}
+    for index, code in enumerate(codes):
+        exec(compile(code, f"{PAGE.name}, python block {index + 1}", "exec"), namespace)
+    return namespace
+
+
+def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_db):
+    """Every python block but the Flower one, in order, in a folder holding only an empty MLflow store (digits, 6 clients, 2 rounds)."""
+    monkeypatch.chdir(tmp_path)
+    codes = [code for code in blocks() if not is_flower(code)]
+    assert len(codes) >= 8
+    namespace = run_blocks(codes)
+    out = capsys.readouterr().out
+    assert out.startswith(fedprior.__version__ + "\n")
+    assert "federation.fraction: input should be less than or equal to 1 (got 1.5)" in out
+    assert "interrupted after round 1" in out and "['fedavg', 'scaffold']\nTrue\n" in out
+    result = namespace["result"]
+    assert result.run_dir == Path("runs/fedavg") and len(result.history) == 2 and len(result.curve) == 3
+    assert namespace["mine"].summary["algorithm"] == "uniform-fedavg" and "uniform-fedavg" in registry
+    assert namespace["split"].counts.sum() == 1438
+    for made in ("compare.png", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
+        assert (tmp_path / made).is_file(), made
+
+
+@pytest.mark.benchmark
+def test_the_pages_flower_example_runs(tmp_path, monkeypatch, shared_cache):
+    """The Flower block (Flower's simulation engine), after the block that makes the config; same numbers as in process.
+
+    A benchmark (excluded by default): Ray's start-up makes it the slowest of these tests, and
+    tests/test_flower_sim.py already checks that the Flower runtimes give the in-process numbers.
+    """
+    monkeypatch.chdir(tmp_path)
+    first, flower = blocks()[0], next(code for code in blocks() if is_flower(code))
+    namespace = run_blocks([first, flower])
+    local = fedprior.run(namespace["config"].override({"federation.rounds": 1}), run_dir="runs/local")
+    assert namespace["on_flower"].summary["history"] == local.summary["history"]
+
+
+def test_import_fedprior_is_light():
+    code = "import sys, fedprior; print('torch' in sys.modules, fedprior.__version__)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert out[0] == "False" and out[1] != "0+unknown"
+    assert set(fedprior.__all__) <= set(dir(fedprior))
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        fedprior.nope
+
+
+def unannotated(task, *, bias=0.0):
+    """A hyperparameter without its type: cannot be registered."""
+
+
+def no_default(task, *, lr: float):
+    """A hyperparameter without a default: cannot be registered."""
+
+
+@pytest.mark.parametrize("name, factory, message", [
+    ("fedavg", ALGORITHMS["fedavg"].factory, "algorithm 'fedavg' is already registered; pass replace=True"),
+    ("My Algo", ALGORITHMS["fedavg"].factory, "algorithm name 'My Algo': use lowercase letters"),
+    ("no-default", no_default, "algorithm 'no-default': hyperparameter 'lr' needs a default value"),
+    ("no-task", lambda *, lr=0.1: None, "the factory's first parameter must be the task"),
+    ("unannotated", unannotated, "algorithm 'unannotated': its hyperparameters cannot be checked"),
+])
+def test_register_algorithm_rejects_what_could_not_be_configured(registry, name, factory, message):
+    with pytest.raises(fedprior.ConfigError, match=re.escape(message)):
+        fedprior.register_algorithm(name, factory)
+    assert name not in registry or name == "fedavg"
+
+
+def test_a_registered_algorithm_is_configured_and_checked_like_a_shipped_one(registry, tmp_path):
+    fedavg = ALGORITHMS["fedavg"].factory
+    spec = fedprior.register_algorithm("my-fedavg", fedavg)
+    assert fedprior.list_algorithms()["my-fedavg"] == spec.summary
+    config = fedprior.load_config("fedavg-cnn", {"algorithm.name": "my-fedavg", "data.dataset": "digits"})
+    assert config.settings.algorithm.name == "my-fedavg"
+    with pytest.raises(fedprior.ConfigError, match=r"algorithm.lr: input should be greater than 0"):
+        config.override({"algorithm.lr": -1})
+    with pytest.raises(fedprior.ConfigError, match="run.runtime: 'flower-sim' runs clients in other processes, which do not know"):
+        fedprior.run(config, run_dir=tmp_path / "run", runtime="flower-sim")
+    assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("overrides, message", [
+    ({"federation": 3}, "overrides['federation']: the key must be section.key"),
+    ({"nope.key": 1}, "overrides['nope.key']: the key must be section.key"),
+    ("federation.rounds=2", "overrides: expected a mapping"),
+    (["federation.roundz=2"], "federation.roundz: unknown key; accepted: rounds"),
+])
+def test_bad_overrides_name_the_key(overrides, message):
+    with pytest.raises(fedprior.ConfigError, match=re.escape(message)):
+        fedprior.load_config("fedavg-cnn", overrides)
+
+
+def test_open_run_of_an_unfinished_run_says_resume(tmp_path):
+    (tmp_path / "config.toml").write_text('name = "x"\n')
+    with pytest.raises(fedprior.FedpriorError, match=r"has not finished \(no result.json\); resume it with fedprior.resume"):
+        fedprior.open_run(tmp_path)
+
+
+def test_the_uniform_mean_of_the_pages_algorithm_is_unweighted(registry):
+    """The page's example aggregation on hand-made replies: the plain mean, whatever the clients' sizes."""
+    from fedprior.algorithms.base import Reply, RoundInfo, Task
+
+    namespace = run_blocks([blocks()[-1].split("fedprior.register_algorithm")[0]])
+    task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
+    algorithm = namespace["uniform_fedavg"](task, local_epochs=1, batch_size=4)
+    state = algorithm.init(RoundInfo(seed=0, stage="federated", round=0))
+    key = next(k for k, v in state.items() if v.is_floating_point())
+    replies = [Reply({k: torch.full_like(v, float(i)) for k, v in state.items() if v.is_floating_point()}, num_examples=n)
+               for i, n in ((1, 10), (3, 990))]
+    merged = algorithm.aggregate(state, replies, RoundInfo(seed=0, stage="federated", round=1))
+    assert torch.equal(merged[key], torch.full_like(state[key], 2.0))
+
+
+def test_a_config_round_trips_through_toml(tmp_path):
+    config = fedprior.load_config("fedavg-cnn", {"federation.rounds": 3, "algorithm": {"name": "fedprox", "mu": 0.1}})
+    assert config.settings.algorithm.name == "fedprox" and config.settings.algorithm.mu == 0.1
+    assert "init" not in config.settings.algorithm.hyperparameters()  # fedavg's own key: the whole section was replaced
+    (tmp_path / "mine.toml").write_text(config.to_toml())
+    again = fedprior.load_config(tmp_path / "mine.toml")
+    assert again.name == "mine" and again.settings == config.settings

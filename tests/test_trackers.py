@@ -1,0 +1,103 @@
+"""TensorBoard and MLflow tracking, read back from real local stores (no mocks)."""
+
+import sys
+
+import pytest
+from mlflow.tracking import MlflowClient
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from fedprior.errors import FedpriorError
+from fedprior.experiments.config import load_config
+from fedprior.experiments.runner import resume, start
+from fedprior.experiments.trackers import check_trackers, scalars
+
+TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2",
+        "federation.batch_size=64", "run.threads=1"]
+
+
+def tensorboard(run_dir):
+    events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "images": 0})
+    events.Reload()
+    return events
+
+
+def curve(events, tag):
+    return [(e.step, e.value) for e in events.Scalars(tag)]
+
+
+def test_scalars_of_a_round_record():
+    record = {"stage": "train", "round": 2, "step": 2, "accuracy": 0.5, "class_accuracy": [0.1, 0.9],
+              "upload_bytes": {"0": 10, "3": 5}, "download_bytes": 7, "aggregated": False, "clients": [0, 3]}
+    assert scalars(record) == {"round": 2.0, "accuracy": 0.5, "upload_bytes": 15.0, "download_bytes": 7.0}
+
+
+def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch, mlflow_db):
+    monkeypatch.chdir(tmp_path)  # MLflow's default artifact root for a sqlite store is ./mlruns
+    uri = f"sqlite:///{mlflow_db}"
+    name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'", "run.mlflow_experiment='tiny'"])
+    summary = start(name, config, tmp_path / "run")
+    accuracies = [summary["initial_accuracy"], *summary["history"]]
+
+    events = tensorboard(tmp_path / "run")
+    assert curve(events, "accuracy") == [(s, pytest.approx(a)) for s, a in enumerate(accuracies)]
+    assert [s for s, _ in curve(events, "upload_bytes")] == [1, 2]
+    assert curve(events, "summary/final_accuracy") == [(2, pytest.approx(summary["final_accuracy"]))]
+    images = events.Tags()["images"]
+    assert {"figures/accuracy", "figures/partition"} <= set(images)
+    assert events.Images("figures/accuracy")[0].width > 100
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("tiny")
+    (run,) = client.search_runs([experiment.experiment_id])
+    assert run.info.status == "FINISHED" and run.info.run_name == "run"
+    assert run.data.params["federation.rounds"] == "2" and run.data.params["algorithm.name"] == "fedavg"
+    history = client.get_metric_history(run.info.run_id, "accuracy")
+    assert sorted((m.step, m.value) for m in history) == [(s, pytest.approx(a)) for s, a in enumerate(accuracies)]
+    assert run.data.metrics["best_accuracy"] == pytest.approx(summary["best_accuracy"])
+    artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
+    assert {"config.toml", "metrics.jsonl", "result.json", "report.md", "accuracy.png", "tensorboard"} <= artifacts
+    assert "checkpoint.safetensors" not in artifacts
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch, mlflow_db):
+    monkeypatch.chdir(tmp_path)
+    uri = f"sqlite:///{mlflow_db}"
+    name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'"])
+
+    def stop_after_round_1(record):
+        if record.get("step") == 1:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        start(name, config, tmp_path / "cut", on_round=stop_after_round_1)
+    resumed = resume(tmp_path / "cut")
+    whole = start(name, config, tmp_path / "whole")
+    assert resumed["history"] == whole["history"]
+
+    assert curve(tensorboard(tmp_path / "cut"), "accuracy") == curve(tensorboard(tmp_path / "whole"), "accuracy")
+    client = MlflowClient(uri)
+    runs = {r.info.run_name: r for r in client.search_runs([client.get_experiment_by_name("fedprior").experiment_id])}
+    assert set(runs) == {"cut", "whole"}  # resuming continued the MLflow run "cut" started
+    steps = {k: sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "accuracy")) for k, r in runs.items()}
+    assert steps["cut"] == steps["whole"] and [s for s, _ in steps["cut"]] == [0, 1, 2]
+    assert runs["cut"].info.status == "FINISHED"
+
+
+def test_mlflow_missing_is_one_clear_line(monkeypatch):
+    _, config = load_config("fedavg-cnn", ["run.mlflow='sqlite:///x.db'"])
+    monkeypatch.setitem(sys.modules, "mlflow", None)  # as if MLflow were not installed
+    monkeypatch.delitem(sys.modules, "mlflow.tracking", raising=False)
+    with pytest.raises(FedpriorError, match=r"run.mlflow: logging to MLflow needs MLflow: pip install 'fedprior\[mlflow\]'"):
+        check_trackers(config)
+
+
+def test_an_unusable_store_stops_the_run_before_training(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    name, config = load_config("fedavg-cnn", [*TINY, "run.mlflow='sqlit:///m.db'"])
+    with pytest.raises(FedpriorError, match=r"^run.mlflow: cannot open the MLflow store 'sqlit:///m.db': [^\n]+$"):
+        start(name, config, tmp_path / "run")
+    assert not (tmp_path / "run").exists() and not (tmp_path / "m.db").exists()
