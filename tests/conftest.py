@@ -28,6 +28,15 @@ def shared_cache(session_cache, monkeypatch):
     return session_cache
 
 
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One torch thread for a module of small convolutions: as fast, and far faster when other jobs share the cores."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 # The small stand-in most tests use: digits, 300 pretraining images.
 STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.pretrain_images=300"]
 

@@ -18,7 +18,8 @@ What the runtimes provide, so that all four methods fit:
 - custom aggregation and server-side training: ``aggregate`` is server code and may
   train (it gets a seeded generator through :class:`RoundInfo`);
 - more than one stage: ``stages`` lists them, each with its own round count and
-  participation, and every function learns the stage from its RoundInfo;
+  participation, and every function learns the stage from its RoundInfo; a stage may be
+  server work alone (``Stage.server_only``);
 - frozen parts never sent: whatever both sides can rebuild from the :class:`Task`
   (text features, a fixed classifier) lives in the factory's closure, not in a Broadcast.
 """
@@ -85,12 +86,18 @@ class Reply:
 
 @dataclass(frozen=True)
 class Stage:
-    """One phase of training: ``rounds``/``fraction`` of None take ``federation.rounds``/``federation.fraction``."""
+    """One phase of training: ``rounds``/``fraction`` of None take ``federation.rounds``/``federation.fraction``.
+
+    ``server_only``: no client takes part (nothing is sampled or broadcast); each round
+    is server work alone, ``aggregate(state, [], info)`` (e.g. MFCL's discriminator
+    training, one epoch per round, so it shows progress and is checkpointed like any round).
+    """
 
     name: str
     rounds: int | None = None
     fraction: float | None = None
     evaluate: bool = True
+    server_only: bool = False
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,11 @@ from fedprior.algorithms.fedrod import fedrod
 from fedprior.algorithms.fedntd import fedntd
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.fedprox import fedprox
+from fedprior.algorithms.fedsimclr import fedsimclr
+from fedprior.algorithms.fedswav import fedswav
+from fedprior.algorithms.mfcl import mfcl
+from fedprior.algorithms.moon import moon
+from fedprior.algorithms.orchestra import orchestra
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
@@ -94,6 +99,11 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fst-cbdg", fst_cbdg),
         AlgorithmSpec("zero-shot", zero_shot),
         AlgorithmSpec("linear-probe", linear_probe, centralized=True),
+        AlgorithmSpec("mfcl", mfcl),
+        AlgorithmSpec("fedsimclr", fedsimclr),
+        AlgorithmSpec("fedswav", fedswav),
+        AlgorithmSpec("orchestra", orchestra),
+        AlgorithmSpec("moon", moon),
         AlgorithmSpec("feddb", feddb),
         AlgorithmSpec("fedavg-labeled", fedavg_labeled),
         AlgorithmSpec("fixmatch", fixmatch),

@@ -31,9 +31,14 @@ def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
     if r is None:
         return ""
     value = r.get("metrics", {}).get(metric) or {"mean": r["ours"], "std": r["std"], "paper": r["paper"]}
-    spread = f" {plus_minus} {value['std']:.1f}" if r.get("seeds", 1) > 1 else ""
-    paper = "-" if value["paper"] is None else f"{value['paper']:.1f}"
-    return f"{value['mean']:.1f}{spread} ({paper})"
+    spread = f" {plus_minus} {number(value['std'])}" if r.get("seeds", 1) > 1 else ""
+    paper = "-" if value["paper"] is None else number(value["paper"])
+    return f"{number(value['mean'])}{spread} ({paper})"
+
+
+def number(value: float) -> str:
+    """A percentage with one decimal; a large count (bits, bytes) in three significant digits."""
+    return f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.1f}"
 
 
 def column_label(column: str, metric: str, several: bool) -> str:
@@ -70,6 +75,8 @@ def table(
     set_: list[str] = typer.Option([], "--set", help="Override a config field in every cell: section.key=value (repeatable)."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
+    rows: Optional[str] = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
+    columns: Optional[str] = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of cells (row, column, ours, paper) on stdout."),
 ) -> None:
     """Run every cell of a paper's table and print our number beside the paper's."""
@@ -79,7 +86,9 @@ def table(
     from fedprior.papers import table_by_name
 
     paper_table = table_by_name(name)
-    planned = cells(paper_table, embedded, set_)
+    chosen = [r.strip() for r in rows.split(",")] if rows else None
+    chosen_columns = [c.strip() for c in columns.split(",")] if columns else None
+    planned = cells(paper_table, embedded, set_, chosen, chosen_columns)
     for cell in planned:  # every config is checked before anything runs
         load_config(cell.preset, cell.overrides)
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
@@ -92,11 +101,11 @@ def table(
         return start(cell_name, config, folder / slug, report_extras=False)
 
     def on_cell(cell, result):
-        paper = "-" if result["paper"] is None else f"{result['paper']:.1f}"
-        spread = f" +- {result['std']:.1f}" if seeds > 1 else ""
-        stderr.print(f"  {cell.row:<24} {cell.column:<18} ours {result['ours']:5.1f}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False)
+        paper = "-" if result["paper"] is None else number(result["paper"])
+        spread = f" +- {number(result['std'])}" if seeds > 1 else ""
+        stderr.print(f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False)
 
-    results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds)
+    results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.json").write_text(json.dumps(results, indent=2))
     (folder / "table.md").write_text(markdown(paper_table.title, results))

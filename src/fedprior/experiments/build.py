@@ -18,6 +18,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
+from fedprior.partition.subset import balanced_subset
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.sampling import clients_per_round
 from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
@@ -130,6 +131,13 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
     """
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
+    if p.scenario is not None:
+        from fedprior.partition.scenarios import scenario
+
+        named, num_classes = scenario(p.scenario), int(labels.max()) + 1
+        if num_classes != named.num_classes:
+            raise ConfigError(f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
+                              f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead")
     options = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
     if p.num_labeled:
         from fedprior.partition.labeled_split import LabeledSplitPartitioner
@@ -224,13 +232,15 @@ def prepared_data(config: ExperimentConfig, device: torch.device = torch.device(
     return _PREPARED[key]
 
 
-def subset_pool(pool: np.ndarray, size: int) -> np.ndarray:
-    """``data.train_subset``: a fixed random subset of ``size`` pool indices (stream ("train-subset",), seed 0), sorted."""
+def subset_pool(pool: np.ndarray, labels: np.ndarray, size: int) -> np.ndarray:
+    """``data.train_subset``: a class-balanced random subset of ``size`` pool indices (``size // classes`` per class,
+    :func:`~fedprior.partition.subset.balanced_subset`), a fixed draw (seed 0) that is the same for every run seed,
+    so runs with different seeds differ by their training only."""
     if size == 0:
         return pool
     if size > pool.size:
         raise ConfigError(f"data.train_subset: {size} is more than the {pool.size} training images available")
-    return np.sort(numpy_rng(0, "train-subset").choice(pool, size=size, replace=False))
+    return balanced_subset(labels, pool, size, seed=0)
 
 
 def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -272,7 +282,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     with torch_threads(threads.encode):
         dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
-    pool = subset_pool(np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved), config.data.train_subset)
+    pool = subset_pool(np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved), dataset.train_labels, config.data.train_subset)
     validation = None
     if config.run.model_selection == "validation":
         if inputs.val_x is not None:

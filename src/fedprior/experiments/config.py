@@ -32,7 +32,7 @@ class DataConfig(Section):
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
     train_subset: int = Field(0, ge=0)
-    """Train on a random subset of this many training images (a fixed draw, the same for every run seed); 0 uses them all."""
+    """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
     """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
 
@@ -48,6 +48,8 @@ class PartitionConfig(Section):
     """For scheme=dirichlet: redraw until every client holds at least this many samples."""
     window: int = Field(2, ge=1)
     """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+    scenario: str | None = None
+    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
     balance: bool = False
     """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
     num_labeled: int = Field(0, ge=0)
@@ -159,7 +161,20 @@ class ExperimentConfig(Section):
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
-        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values)})
+        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values),
+                                       "partition": self.scenario_partition()})
+
+    def scenario_partition(self) -> PartitionConfig:
+        """The partition section with ``partition.scenario`` applied (scheme = window, its window), checked against the federation."""
+        if not self.partition.scenario:  # unset, or "" (how an override clears a preset's scenario)
+            return self.partition.model_copy(update={"scenario": None})
+        from fedprior.partition.scenarios import scenario
+
+        named = scenario(self.partition.scenario)
+        if self.federation.num_clients != named.num_clients:
+            raise ConfigError(f"partition.scenario: {named.name} is defined for {named.num_clients} clients (mfcl.md {named.table}); "
+                              f"federation.num_clients is {self.federation.num_clients}")
+        return self.partition.model_copy(update={"scenario": named.name, "scheme": "window", "window": named.window})
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

@@ -29,11 +29,20 @@ def partition_statistics(experiment: Experiment) -> dict[str, Any]:
     return describe(class_counts(labels, parts, experiment.dataset.num_classes))
 
 
-def communication(history: list[dict[str, Any]]) -> dict[str, int]:
-    """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server."""
-    down = sum(r.get("download_bytes", 0) * len(r.get("clients", [])) for r in history)
-    up = sum(sum(r.get("upload_bytes", {}).values()) for r in history)
-    return {"download_bytes": int(down), "upload_bytes": int(up)}
+def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server.
+
+    ``stage_communication`` splits them by stage, with the number of (round, client)
+    participations, so per-round and per-client figures (mfcl.md Table 8) follow.
+    """
+    stages: dict[str, dict[str, int]] = {}
+    for r in history:
+        entry = stages.setdefault(r.get("stage", ""), {"participations": 0, "download_bytes": 0, "upload_bytes": 0})
+        entry["participations"] += len(r.get("clients", []))
+        entry["download_bytes"] += int(r.get("download_bytes", 0) * len(r.get("clients", [])))
+        entry["upload_bytes"] += int(sum(r.get("upload_bytes", {}).values()))
+    return {"download_bytes": sum(e["download_bytes"] for e in stages.values()),
+            "upload_bytes": sum(e["upload_bytes"] for e in stages.values()), "stage_communication": stages}
 
 
 def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:

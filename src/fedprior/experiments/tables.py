@@ -14,6 +14,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from fedprior.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -23,6 +24,10 @@ class Column:
     overrides: tuple[str, ...]
     embedded: bool = True
     """Whether the column is part of the embedded grid (one column per distinct setting)."""
+    embedded_overrides: tuple[str, ...] | None = None
+    """The column's overrides in the embedded grid, where the paper's cannot apply (e.g. a 100-class scenario on 10 classes)."""
+    embedded_setting: str = ""
+    """The column's name in the embedded grid when ``embedded_overrides`` change what it is."""
     real: tuple[str, ...] = ()
     """Overrides for the paper's setting only (e.g. its number of clients and rounds on that dataset)."""
 
@@ -31,12 +36,20 @@ class Column:
         """The paper's column name, e.g. 'CIFAR-10 s=2'."""
         return f"{self.dataset} {self.setting}".strip()
 
+    def in_setting(self, embedded: bool) -> tuple[str, tuple[str, ...]]:
+        """(name, overrides) of the column in the embedded grid or the paper's."""
+        if embedded and self.embedded_overrides is not None:
+            return self.embedded_setting or self.setting, self.embedded_overrides
+        return (self.setting if embedded else self.label), self.overrides
+
 
 @dataclass(frozen=True)
 class Row:
     label: str
     preset: str
     overrides: tuple[str, ...] = ()
+    real: tuple[str, ...] = ()
+    """Overrides of the paper's setting for this row only (e.g. the full-size network of its algorithm)."""
     embedded: bool = True
     """Whether the row runs in the embedded grid (False: it needs something only the paper's setting has)."""
 
@@ -62,6 +75,10 @@ class PaperTable:
     """(row label, column label, metric) -> the paper's number for a metric other than the first (e.g. its F1)."""
     embedded_note: str = ""
     """What the embedded setting is, next to what the paper's numbers are (printed by ``fedprior table --embedded``)."""
+    scales: dict[str, float] = field(default_factory=dict)
+    """Factor from a summary value to the table's unit, by metric (default 100: fractions shown as %)."""
+    derived: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    """Metrics computed from a cell's run summary, added to it before the table reads its metrics."""
     preset_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """(row preset, column label) -> overrides in the paper's setting for the rows of that preset, before the row's own
     (the authors' per-dataset settings of their method, e.g. FedBM's temperature on OCT-C8 at beta 0.05)."""
@@ -78,22 +95,40 @@ class Cell:
     """The paper's numbers for the table's other metrics, by metric."""
 
 
-def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> list[Cell]:
-    """The cells to run, in row-major order, with every override resolved."""
+def select_rows(table: PaperTable, rows: list[str] | None) -> tuple[Row, ...]:
+    """The table's rows, or those named in ``rows`` (ConfigError listing the accepted labels otherwise)."""
+    if not rows:
+        return table.rows
+    labels = [r.label for r in table.rows]
+    unknown = [r for r in rows if r not in labels]
+    if unknown:
+        raise ConfigError(f"--rows: unknown row(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(labels)}")
+    return tuple(r for r in table.rows if r.label in rows)
+
+
+def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None,
+          columns: list[str] | None = None) -> list[Cell]:
+    """The cells to run, in row-major order, with every override resolved (only ``rows`` and ``columns`` if given)."""
     out = []
-    for column in table.columns:
-        if embedded and not column.embedded:
+    chosen = [c for c in table.columns if not (embedded and not c.embedded)]
+    names = [c.in_setting(embedded)[0] for c in chosen]
+    unknown = [c for c in columns or [] if c not in names]
+    if unknown:
+        raise ConfigError(f"--columns: unknown column(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(names)}")
+    for column, name in zip(chosen, names):
+        if columns and name not in columns:
             continue
         setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]
-        for row in table.rows:
+        _, column_overrides = column.in_setting(embedded)
+        for row in select_rows(table, rows):
             if embedded and not row.embedded:
                 continue
             tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
             out.append(Cell(
                 row=row.label,
-                column=column.setting if embedded else column.label,
+                column=name,
                 preset=row.preset,
-                overrides=[*setting, *column.overrides, *tuned, *row.overrides, *(extra or [])],
+                overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or [])],
                 paper=table.paper.get((row.label, column.label)),
                 paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
                                if (row.label, column.label, m) in table.paper_metrics},
@@ -104,19 +139,22 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None) -> 
 
 def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
               run_cell: Callable[[Cell, int], dict[str, Any]], on_cell: Callable[[Cell, dict], None] | None = None,
-              seeds: int = 1) -> list[dict[str, Any]]:
+              seeds: int = 1, rows: list[str] | None = None, columns: list[str] | None = None) -> list[dict[str, Any]]:
     """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
 
-    ``ours`` is the mean over the seeds of the table's first metric (%), ``std`` their
+    ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
+    ``scales`` say otherwise), ``std`` their
     standard deviation, ``finals`` the per-seed values; ``metrics`` holds the same for
     every metric of the table (``{name: {"mean", "std", "values", "paper"}}``).
     """
     results = []
-    for cell in cells(table, embedded, extra):
+    for cell in cells(table, embedded, extra, rows, columns):
         summaries = [run_cell(cell, seed) for seed in range(seeds)]
+        if table.derived is not None:
+            summaries = [{**s, **table.derived(s)} for s in summaries]
         metrics = {}
         for name in table.metrics:
-            values = np.array([100 * s[name] for s in summaries], dtype=float)
+            values = np.array([table.scales.get(name, 100.0) * s[name] for s in summaries], dtype=float)
             metrics[name] = {
                 "mean": round(float(values.mean()), 2),
                 "std": round(float(values.std()), 2),

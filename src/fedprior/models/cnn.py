@@ -27,5 +27,13 @@ class SmallCNN(nn.Module):
             nn.Flatten(), nn.Linear(2 * width * side * side, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
         )
 
+    @property
+    def head(self) -> nn.Module:
+        return self.classifier[-1]
+
+    def embed(self, x: torch.Tensor) -> torch.Tensor:
+        """Images -> the hidden layer's (N, hidden) features, before the last linear layer (``head``)."""
+        return self.classifier[:-1](self.features(x))
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(self.features(x))

@@ -27,7 +27,7 @@ from fedprior.errors import ConfigError
 if TYPE_CHECKING:
     from fedprior.experiments.tables import PaperTable
 
-PAPERS: tuple[str, ...] = ("fst_cbdg", "feddb", "fedbm")
+PAPERS: tuple[str, ...] = ("fst_cbdg", "feddb", "fedbm", "mfcl")
 """The paper packages, in the README's order."""
 
 ReportExtra = Callable[[Any, dict[str, Any], Path], tuple[dict[str, Any], str]]

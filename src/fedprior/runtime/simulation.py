@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, Stage, State
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.tensors import payload_bytes
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
@@ -156,7 +156,7 @@ def run_rounds(
 
         plan = stage_plan(algorithm, rounds, fraction)
         step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-        if any(r > 0 for _, r, _ in plan[progress.stage_index:]):
+        if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index:]):
             pool.prepare()
         for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
             if stage_index < progress.stage_index:
@@ -166,17 +166,20 @@ def run_rounds(
                 t0 = time.perf_counter()
                 step += 1
                 info = RoundInfo(seed=seed, stage=stage.name, round=round_)
-                sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
-                message = algorithm.broadcast(state, info)
-                answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
-                                                             wait_for_clients, retry_every)
-                if failures and not answered:
-                    stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
-                answered, dropped = screen_replies(answered, stage.name, round_, non_finite)  # reached, but diverged
-                failures = {**failures, **dropped}
+                if stage.server_only:  # server work alone: no client is sampled, nothing is sent
+                    sampled, message, answered, failures, attempts = [], Broadcast({}), [], {}, 1
+                else:
+                    sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
+                    message = algorithm.broadcast(state, info)
+                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
+                                                                 wait_for_clients, retry_every)
+                    if failures and not answered:
+                        stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
+                    answered, dropped = screen_replies(answered, stage.name, round_, non_finite)  # reached, but diverged
+                    failures = {**failures, **dropped}
                 replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                 empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-                if replies:
+                if replies or stage.server_only:
                     state = algorithm.aggregate(state, replies, info)
                 record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
                 if evaluated(stage, round_, stage_rounds, evaluate_every):
@@ -192,7 +195,7 @@ def run_rounds(
                     record["empty_clients"] = empty
                 if attempts > 1:
                     record["attempts"] = attempts
-                if not replies:
+                if not replies and not stage.server_only:
                     record["aggregated"] = False
                     record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
                 record["seconds"] = time.perf_counter() - t0

@@ -1,0 +1,60 @@
+"""FedSimCLR: SimCLR trained end to end by FedAvg, the contrastive baseline of mfcl.md Tables 2, 3, 7 and 8."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+import torch
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.contrastive import nt_xent
+from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, NormGroups, ProjectionDim, Temperature
+from fedprior.algorithms.self_supervised import two_view_fedavg
+from fedprior.errors import ConfigError
+from fedprior.models.contrastive_net import ContrastiveNet
+
+StemNorm = Annotated[Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")]
+Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone (64 is the standard network)")]
+
+
+def fedsimclr(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    device: torch.device = torch.device("cpu"),
+    norm: StemNorm = "bn",
+    norm_groups: NormGroups = 32,
+    width: Width = 64,
+    projection_dim: ProjectionDim = 128,
+    lr: ClientLr = 1e-3,
+    temperature: Temperature = 0.5,
+    eval_features: EvalFeatures = "projection",
+    min_scale: MinScale = 0.08,
+) -> Algorithm:
+    """FedSimCLR: every client minimizes NT-Xent (SimCLR) on two views of its images; FedAvg averages the ResNet-18.
+
+    SimCLR (Chen et al., ICML 2020) combined with FedAvg, as mfcl.md Sec. 3 builds its
+    baseline (credited to Luo et al., 2021): a ResNet-18 with the projection head of
+    Table 6, trained on each client with NT-Xent (mfcl.md Eq. 5) over its mini-batches of
+    K images (2K views), Adam; the server takes the client-size-weighted mean (Eq. 1).
+    Luo et al.'s classifier calibration re-fits the classifier on class-balanced virtual
+    features; the linear evaluation here already fits it centrally on class-balanced
+    labelled features, so nothing is added. ``norm = "pn"`` is Table 7's FedSimCLR with
+    PN ("after the first two Conv2D layers ... PN is used in lieu of BN"), ``"gn"`` its GN
+    column. Scored like MFCL, by linear evaluation.
+    """
+    if len(task.input_shape) != 3:
+        raise ConfigError(f"algorithm.name: fedsimclr trains on images (C, H, W); the data gives {task.input_shape}")
+
+    def loss(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
+        h = model(torch.cat([view1, view2]))  # view-major, so PN pools each image's two views
+        return nt_xent(h[: view1.shape[0]], h[view1.shape[0] :], temperature)
+
+    return two_view_fedavg(
+        "fedsimclr", task, lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_groups), loss,
+        local_epochs=local_epochs, batch_size=batch_size, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
+        device=device, eval_features=eval_features, min_scale=min_scale,
+    )

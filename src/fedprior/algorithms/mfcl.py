@@ -1,0 +1,248 @@
+"""MFCL, Modular Federated Contrastive Learning with Peer Normalization (mfcl.md).
+
+Two modules, trained one after the other in one run (three stages):
+
+1. ``sensor`` (training phase 1, Sec. 2.1): every sampled client trains the sensor
+   module, the convolutional autoencoder of Table 5 normalized by PN (Eq. 3-4; or GN,
+   BN), to reconstruct two SimCLR views of each of its images, A(x) in Eq. 2, with
+   binary cross-entropy, Adam (lr 1e-3, fresh each round) and mini-batches of K images
+   (2K rows, view-major: PN pools the two views of a sample); the server averages the
+   modules weighted by client size, theta^fed = sum_m |D^m| theta^m / sum_m |D^m| (Eq. 1).
+2. ``upload`` (phase 2, one round): the server sends the trained encoder f; each client
+   that takes part draws two views of each image once and sends z_{i,j} = f(x~_{i,j}),
+   j = 1, 2, the "contrastive client representation mini-batches". Clients whose
+   representations never arrive (Figure 7, Appendix D.2) are the field ``drop``: the
+   stage's participation is 1 - drop, drawn from the run's shared sampling stream.
+3. ``server`` (phase 2, ``server_epochs`` rounds, no client involved): the server trains
+   the discriminator, a ResNet-18 whose stem takes the representation's channels (BN, as
+   the paper's server uses), with Table 6's projection head on top, by minimizing NT-Xent
+   (Appendix A, Eq. 5) over large batches of representation pairs; one round = one epoch
+   over all received pairs, so the progress bar and ``metrics.jsonl`` advance per epoch
+   and each epoch is checkpointed (Adam's moments are in the server State), and a run
+   killed in phase 2 resumes with the same numbers.
+
+Evaluation (stage ``server`` and the initial model): linear evaluation
+(:mod:`fedprior.algorithms.linear_eval`) of the features of the test images through
+the frozen encoder (one view: PN with a single view is GN), the discriminator and, as
+the paper reads them ("one linear Dense layer ... on top of the projection layers"),
+the projection head (``eval_features = "backbone"`` reads the discriminator's pooled
+features instead, as SimCLR does). ``server_loss`` is the last epoch's mean NT-Xent.
+
+The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
+(discriminator and head), ``opt.*`` (their Adam state), and after the upload
+``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Sequence
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
+from fedprior.algorithms.contrastive import nt_xent
+from fedprior.algorithms.optim_state import load_optimizer_arrays, optimizer_arrays
+from fedprior.algorithms.self_supervised import linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.data.augment import seed_from
+from fedprior.data.augment.simclr import simclr_views
+from fedprior.errors import ConfigError
+from fedprior.models.autoencoder import SensorModule
+from fedprior.models.projection import ProjectionHead
+from fedprior.models.resnet import ResNet18
+from fedprior.seeding import derived_seed
+
+SENSOR, ENCODER, DISC, PROJ, REPS = "sensor.", "sensor.encoder.", "disc.", "proj.", "reps."
+STAGES = ("sensor", "upload", "server")
+
+SensorNorm = Annotated[Literal["pn", "gn", "bn"], Field(description="normalization of the sensor module: pn (Peer Normalization, Eq. 3-4), gn, bn")]
+NormGroups = Annotated[int, Field(ge=1, description="channel groups Lambda of PN and GN (at most the channels; 32 as GroupNorm's default)")]
+SensorWidth = Annotated[int, Field(ge=1, description="channels of the sensor module (Table 5: 64)")]
+ClientLr = Annotated[float, Field(gt=0, description="phase 1 Adam learning rate on the clients (Appendix C.3: 1e-3)")]
+Drop = Annotated[float, Field(ge=0, lt=1, description="fraction of clients whose representations never reach the server in phase 2 (Figure 7's delta)")]
+ServerEpochs = Annotated[int, Field(ge=0, description="phase 2: epochs of discriminator training over the received representations (one round each)")]
+ServerBatch = Annotated[int, Field(ge=2, description="phase 2: representation pairs per server mini-batch (2x rows)")]
+ServerLr = Annotated[float, Field(gt=0, description="phase 2: Adam learning rate of the discriminator and projection head")]
+Temperature = Annotated[float, Field(gt=0, description="NT-Xent temperature tau (Eq. 5; SimCLR's 0.5 for CIFAR)")]
+DiscWidth = Annotated[int, Field(ge=1, description="width of the ResNet-18 discriminator (64 is the standard network)")]
+ProjectionDim = Annotated[int, Field(ge=1, description="output size of the projection head (Table 6; SimCLR's 128)")]
+EvalFeatures = Annotated[Literal["projection", "backbone"], Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output")]
+MinScale = Annotated[float, Field(gt=0, le=1, description="smallest area fraction of SimCLR's random resized crop")]
+
+
+def mfcl(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    device: torch.device = torch.device("cpu"),
+    norm: SensorNorm = "pn",
+    norm_groups: NormGroups = 32,
+    sensor_width: SensorWidth = 64,
+    lr: ClientLr = 1e-3,
+    drop: Drop = 0.0,
+    server_epochs: ServerEpochs = 100,
+    server_batch_size: ServerBatch = 512,
+    server_lr: ServerLr = 1e-3,
+    temperature: Temperature = 0.5,
+    disc_width: DiscWidth = 64,
+    projection_dim: ProjectionDim = 128,
+    eval_features: EvalFeatures = "projection",
+    min_scale: MinScale = 0.08,
+) -> Algorithm:
+    """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (mfcl.md).
+
+    Phase 1 trains the sensor module with FedAvg (Eq. 1-2), phase 2 sends each client's
+    representations once and trains a ResNet-18 with NT-Xent (Eq. 5) at the server;
+    scored by linear evaluation. See the module docstring for the three stages.
+    """
+    if len(task.input_shape) != 3:
+        raise ConfigError(f"algorithm.name: mfcl trains on images (C, H, W); the data gives {task.input_shape} (set encoder.name = 'none')")
+    channels = task.input_shape[0]
+    to_unit = unit_images(task)
+
+    def sensor() -> SensorModule:
+        return SensorModule(channels, sensor_width, norm, norm_groups)
+
+    rep_channels = sensor_width
+
+    def discriminator() -> tuple[ResNet18, ProjectionHead]:
+        body = ResNet18(rep_channels, num_classes=0, width=disc_width, norm="bn")
+        return body, ProjectionHead(body.feature_dim, projection_dim)
+
+    def server_modules(state: State) -> tuple[ResNet18, ProjectionHead]:
+        body, head = discriminator()
+        load_model_arrays(body, state, DISC)
+        load_model_arrays(head, state, PROJ)
+        return body.to(device), head.to(device)
+
+    def server_optimizer(body: nn.Module, head: nn.Module) -> torch.optim.Adam:
+        return torch.optim.Adam([*body.parameters(), *head.parameters()], lr=server_lr)
+
+    def init(info: RoundInfo) -> State:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(derived_seed(info.seed, "init", "model"))
+            module = sensor()
+            body, head = discriminator()
+        return {**model_arrays(module, SENSOR), **model_arrays(body, DISC), **model_arrays(head, PROJ)}
+
+    def broadcast(state: State, info: RoundInfo) -> Broadcast:
+        """Phase 1: the whole sensor module; the upload: the trained encoder f only; the server stage: nothing."""
+        prefix = {"sensor": SENSOR, "upload": ENCODER}.get(info.stage)
+        return Broadcast({k: v for k, v in state.items() if k.startswith(prefix)} if prefix else {})
+
+    def train_sensor(message: Broadcast, data: ClientData, info: ClientInfo) -> Reply:
+        """Eq. 2: local Adam epochs on the BCE between the two views and their reconstructions."""
+        module = load_model_arrays(sensor(), message.arrays, SENSOR).to(device)
+        images = to_unit(data["x"].to(device))
+
+        def reconstruction(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
+            pairs = torch.cat([view1, view2])
+            return F.binary_cross_entropy_with_logits(model(pairs), pairs)
+
+        module.train()
+        metrics = two_view_epochs(
+            module, images, epochs=local_epochs, batch_size=batch_size, optimizer=torch.optim.Adam(module.parameters(), lr=lr),
+            generator=info.generator(), loss_fn=reconstruction, min_scale=min_scale,
+        )
+        return Reply(model_arrays(module.cpu(), SENSOR), int(images.shape[0]), metrics)
+
+    @torch.no_grad()
+    def encode_views(message: Broadcast, data: ClientData, info: ClientInfo) -> Reply:
+        """Phase 2, client side: z_{i,j} = f(x~_{i,j}) for two fresh views of every image, sent once."""
+        module = sensor()
+        module.encoder.load_state_dict(with_prefix(message.arrays, ENCODER))
+        module.to(device).eval()
+        images = to_unit(data["x"].to(device))
+        view1, view2 = simclr_views(images, seed_from(info.generator("views")), min_scale=min_scale)
+        z1, z2 = [], []
+        for i in range(0, images.shape[0], 512):
+            z = module.encode(torch.cat([view1[i : i + 512], view2[i : i + 512]]), views=2)
+            half = z.shape[0] // 2
+            z1.append(z[:half].cpu())
+            z2.append(z[half:].cpu())
+        return Reply({REPS + "view1": torch.cat(z1), REPS + "view2": torch.cat(z2)}, int(images.shape[0]))
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        if info.stage == "sensor":
+            return train_sensor(message, data, info), state
+        if info.stage == "upload":
+            return encode_views(message, data, info), state
+        raise ValueError(f"mfcl: no client work in stage '{info.stage}'")
+
+    def receive(state: State, replies: Sequence[Reply]) -> State:
+        """Concatenate the clients' representation pairs (in client order) into the server State."""
+        owners = torch.cat([torch.full((r.num_examples,), r.client_id, dtype=torch.int64) for r in replies])
+        return {
+            **state,
+            REPS + "view1": torch.cat([r.arrays[REPS + "view1"] for r in replies]),
+            REPS + "view2": torch.cat([r.arrays[REPS + "view2"] for r in replies]),
+            REPS + "client": owners,
+        }
+
+    def train_discriminator(state: State, info: RoundInfo) -> State:
+        """One epoch of NT-Xent (Eq. 5) over shuffled batches of the received pairs; Adam state carried in the State."""
+        if REPS + "view1" not in state:  # no representation arrived (every client of the upload failed)
+            return state
+        body, head = server_modules(state)
+        pair = nn.ModuleDict({"disc": body, "proj": head})
+        optimizer = server_optimizer(body, head)
+        load_optimizer_arrays(optimizer, pair, state)
+        z1, z2 = state[REPS + "view1"], state[REPS + "view2"]
+        order = torch.randperm(z1.shape[0], generator=info.generator("epoch"))
+        pair.train()
+        total, steps = 0.0, 0
+        for start in range(0, z1.shape[0], server_batch_size):
+            rows = order[start : start + server_batch_size]
+            if rows.numel() < 2:
+                continue
+            batch = torch.cat([z1[rows], z2[rows]]).to(device)
+            h = head(body.embed(batch))
+            loss = nt_xent(h[: rows.numel()], h[rows.numel() :], temperature)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            total, steps = total + float(loss.detach()), steps + 1
+        pair.cpu()
+        return {**state, **model_arrays(body, DISC), **model_arrays(head, PROJ), **optimizer_arrays(optimizer, pair),
+                "server.loss": torch.tensor(total / max(steps, 1))}
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        if info.stage == "sensor":
+            mean = weighted_mean([with_prefix(r.arrays, SENSOR) for r in replies], [r.num_examples for r in replies])
+            return {**state, **{SENSOR + k: v for k, v in mean.items()}}
+        if info.stage == "upload":
+            return receive(state, replies)
+        return train_discriminator(state, info)
+
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        module = load_model_arrays(sensor(), state, SENSOR)
+        body, head = server_modules(state)
+
+        def features(x: torch.Tensor) -> torch.Tensor:
+            h = body.embed(module.encoder(x))
+            return head(h) if eval_features == "projection" else h
+
+        parts = nn.ModuleDict({"sensor": module, "disc": body, "proj": head})
+        metrics = linear_evaluate(features, parts, data, task, device)
+        if "server.loss" in state:
+            metrics["server_loss"] = float(state["server.loss"])
+        return metrics
+
+    return Algorithm(
+        name="mfcl",
+        inputs=("x",),
+        init=init,
+        broadcast=broadcast,
+        client_update=client_update,
+        aggregate=aggregate,
+        evaluate=evaluate,
+        stages=(
+            Stage("sensor", evaluate=False),
+            Stage("upload", rounds=1, fraction=1.0 - drop, evaluate=False),
+            Stage("server", rounds=server_epochs, server_only=True),
+        ),
+    )

@@ -1,0 +1,83 @@
+"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import torch
+import torch.nn.functional as F
+from pydantic import Field
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
+from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
+from fedprior.algorithms.tensors import model_arrays
+from fedprior.errors import ConfigError
+
+MoonMu = Annotated[float, Field(ge=0, description="weight mu of the model-contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100)")]
+MoonTemperature = Annotated[float, Field(gt=0, description="temperature tau of the model-contrastive loss (MOON: 0.5)")]
+
+
+def model_contrastive_loss(z: torch.Tensor, z_global: torch.Tensor, z_previous: torch.Tensor, tau: float) -> torch.Tensor:
+    """l_con = -log [ exp(sim(z, z_glob)/tau) / (exp(sim(z, z_glob)/tau) + exp(sim(z, z_prev)/tau)) ] (MOON, Eq. 2), batch mean."""
+    positive = F.cosine_similarity(z, z_global, dim=1) / tau
+    negative = F.cosine_similarity(z, z_previous, dim=1) / tau
+    return F.cross_entropy(torch.stack([positive, negative], dim=1), torch.zeros(z.shape[0], dtype=torch.long, device=z.device))
+
+
+def moon_loss(global_model: nn.Module, previous_model: nn.Module, mu: float, tau: float) -> LossFn:
+    """Local objective CE + mu l_con (MOON, Eq. 3); representations are the networks' ``embed`` features."""
+    for frozen in (global_model, previous_model):
+        frozen.eval()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+
+    def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        z = model.embed(x)
+        with torch.no_grad():
+            z_global, z_previous = global_model.embed(x), previous_model.embed(x)
+        return cross_entropy_loss(model, x, y) + mu * model_contrastive_loss(z, z_global, z_previous, tau)
+
+    return loss
+
+
+def moon(
+    task: Task,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    model: ModelName = "cnn",
+    lr: Lr = 0.05,
+    momentum: Momentum = 0.0,
+    weight_decay: WeightDecay = 0.0,
+    mu: MoonMu = 5.0,
+    temperature: MoonTemperature = 0.5,
+) -> Algorithm:
+    """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
+
+    Li, He and Song, "Model-Contrastive Federated Learning", CVPR 2021, Eq. 2-3: for each
+    input, z (local model), z_glob (received global model, frozen) and z_prev (this
+    client's model at the end of its last round, frozen; the global model the first
+    time) give l_con, added with weight mu to the cross-entropy. The client keeps its
+    last local model as client state. Representation: the network's ``embed`` features
+    (the CNN's hidden layer, ResNet-18's pooled features); MOON's extra projection head
+    is left out. Supervised: clients use their labels (an upper reference in mfcl.md).
+    """
+    if model == "linear":
+        raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
+    net = GlobalModel(model_task(task, model))
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(message.arrays)
+        previous = net.load(state if state else message.arrays)
+        metrics = train_epochs(
+            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
+            optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(),
+            loss_fn=moon_loss(net.load(message.arrays), previous, mu, temperature),
+        )
+        arrays = model_arrays(local)
+        return Reply(arrays, num_examples=int(data["x"].shape[0]), metrics=metrics), {k: v.clone() for k, v in arrays.items()}
+
+    return net.algorithm("moon", client_update)

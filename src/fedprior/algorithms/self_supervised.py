@@ -1,0 +1,103 @@
+"""What the self-supervised algorithms share (MFCL and its baselines): [0, 1] images, two-view epochs, frozen features.
+
+- Clients receive standardized pixels; SimCLR's colour ops and MFCL's binary
+  cross-entropy need images in [0, 1]: :func:`unit_images` undoes the standardization
+  with the training set's channel statistics the Task carries
+  (``task.pixel_mean``, ``task.pixel_std``; absent: the data is taken as [0, 1]).
+- :func:`two_view_epochs`: every epoch draws two fresh SimCLR views of all the client's
+  images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
+  K samples with ``loss_fn(model, view1_batch, view2_batch)``.
+- :func:`frozen_features`: features of many images in large batches, under no_grad, on a device;
+  :func:`linear_evaluate`: their linear evaluation on the test set.
+- :func:`two_view_fedavg`: an end-to-end self-supervised baseline (FedSimCLR, FedSwAV) is
+  FedAvg whose clients run :func:`two_view_epochs` with its own loss.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.linear_eval import linear_evaluation
+from fedprior.algorithms.local_training import LossFn, train_epochs
+from fedprior.algorithms.supervised import GlobalModel
+from fedprior.algorithms.tensors import model_arrays
+from fedprior.data.augment import seed_from
+from fedprior.data.augment.simclr import simclr_views
+from fedprior.models.peer_norm import peer_views
+
+
+def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
+    """A function mapping the Task's standardized images back to [0, 1] pixels."""
+    if not task.pixel_mean or not task.pixel_std:
+        return lambda x: x.clamp(0.0, 1.0)
+    shape = (1, -1, 1, 1)
+    mean = torch.tensor(task.pixel_mean, dtype=torch.float32).view(shape)
+    std = torch.tensor(task.pixel_std, dtype=torch.float32).view(shape)
+    return lambda x: (x * std.to(x.device) + mean.to(x.device)).clamp(0.0, 1.0)
+
+
+def two_view_epochs(model: nn.Module, images: torch.Tensor, *, epochs: int, batch_size: int,
+                    optimizer: torch.optim.Optimizer, generator: torch.Generator, loss_fn: LossFn,
+                    min_scale: float = 0.08) -> dict[str, float]:
+    """``epochs`` passes over ``images`` ([0, 1]) with fresh SimCLR view pairs each epoch; mean loss and steps."""
+    losses, steps = 0.0, 0.0
+    for _ in range(epochs):
+        view1, view2 = simclr_views(images, seed_from(generator), min_scale=min_scale)
+        metrics = train_epochs(model, view1, view2, epochs=1, batch_size=batch_size, optimizer=optimizer,
+                               generator=generator, loss_fn=loss_fn)
+        losses += metrics["train_loss"] * metrics["steps"]
+        steps += metrics["steps"]
+    return {"train_loss": losses / max(steps, 1.0), "steps": steps}
+
+
+@torch.no_grad()
+def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,
+                    batch_size: int = 1024) -> torch.Tensor:
+    """``features(batch)`` over all of ``x`` in batches moved to ``device``; CPU result."""
+    return torch.cat([features(x[i : i + batch_size].to(device)).cpu() for i in range(0, x.shape[0], batch_size)])
+
+
+def linear_evaluate(features: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, data: ClientData,
+                    task: Task, device: torch.device) -> dict[str, float | list[float]]:
+    """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` of the test images ([0, 1] in).
+
+    ``model`` is put in eval mode and its Peer Normalization layers read one view per
+    image (PN with a single view is GN).
+    """
+    to_unit = unit_images(task)
+    model.to(device).eval()
+    with peer_views(model, 1):
+        encoded = frozen_features(lambda x: features(to_unit(x)), data["x"], device)
+    return linear_evaluation(encoded, data["y"], task.num_classes)
+
+
+def two_view_fedavg(name: str, task: Task, build: Callable[[], nn.Module], loss_fn: LossFn, *, local_epochs: int,
+                    batch_size: int, optimizer: Callable[[nn.Module], torch.optim.Optimizer], device: torch.device,
+                    eval_features: str, min_scale: float) -> Algorithm:
+    """An end-to-end self-supervised FedAvg baseline: clients minimize ``loss_fn`` on two SimCLR views, the server averages.
+
+    ``build()`` returns a network with ``embed`` (backbone features) and ``forward``
+    (projection); FedAvg (Eq. 1, weighted by client size) averages every parameter and
+    buffer; the optimizer is fresh each round; evaluation is the linear evaluation of
+    the projection (``eval_features = "projection"``, as MFCL's) or the backbone features.
+    """
+    net = GlobalModel(build)
+    to_unit = unit_images(task)
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        model = net.load(message.arrays).to(device)
+        model.train()
+        images = to_unit(data["x"].to(device))
+        metrics = two_view_epochs(model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer(model),
+                                  generator=info.generator(), loss_fn=loss_fn, min_scale=min_scale)
+        return Reply(model_arrays(model.cpu()), int(images.shape[0]), metrics), state
+
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        model = net.load(state)
+        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device)
+
+    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate)

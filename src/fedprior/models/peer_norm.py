@@ -1,0 +1,83 @@
+"""Peer Normalization (PN), mfcl.md Sec. 2.2, Eq. 3-4.
+
+A contrastive client mini-batch holds two augmented views of each of K samples,
+laid out ``B = (x_{1,1}, ..., x_{K,1}, x_{1,2}, ..., x_{K,2})`` (first every sample's
+view 1, then every sample's view 2). PN is Group Normalization (Wu & He, 2018)
+whose statistics are pooled over the two views of the same sample: for sample i and
+a group Phi of Lambda channels at layer l,
+
+    mu_i      = 1/(2 Lambda) sum_{j=1,2} sum_{c in Phi} w_{i,j}^c                 (Eq. 3)
+    sigma_i^2 = 1/(2 Lambda) sum_{j=1,2} sum_{c in Phi} ||w_{i,j}^c - mu_i||^2
+    w_bar_{i,j}^c = eps_1 (w_{i,j}^c - mu_i) / sqrt(sigma_i^2) + eps_2            (Eq. 4)
+
+with eps_1, eps_2 a learned per-channel scale and shift. As in GN (and as Figure 3
+draws it: each block spans the spatial axes and is "normalized together with the same
+mean and variance"), mu_i and sigma_i^2 are scalars over the group's channels, the
+spatial positions and, for PN, both views; a small constant is added under the root
+for numerical safety. With identical views PN equals GN, and with ``views = 1`` it
+*is* GN; that is how a single image (a test image, no pair) is normalized
+(:func:`peer_views`).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+import torch
+from torch import nn
+
+
+def group_count(channels: int, groups: int) -> int:
+    """min(groups, channels), lowered until it divides ``channels`` (the rule GroupNorm layers use here)."""
+    g = max(1, min(groups, channels))
+    while channels % g:
+        g -= 1
+    return g
+
+
+class PeerNorm(nn.Module):
+    """PN over ``channels`` in groups; the batch is ``views`` blocks of K rows each (view-major, Eq. 3-4).
+
+    ``views`` is an attribute, not state: 2 while training on contrastive pairs, 1 for
+    single images (then PN is GN). Use :func:`peer_views` to change it for a block of code.
+    """
+
+    def __init__(self, channels: int, groups: int = 32, eps: float = 1e-5, views: int = 2) -> None:
+        super().__init__()
+        self.channels = channels
+        self.groups = group_count(channels, groups)
+        self.eps = eps
+        self.views = views
+        self.weight = nn.Parameter(torch.ones(channels))  # eps_1 of Eq. 4
+        self.bias = nn.Parameter(torch.zeros(channels))  # eps_2 of Eq. 4
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        n, c = x.shape[0], x.shape[1]
+        if c != self.channels:
+            raise ValueError(f"PeerNorm over {self.channels} channels got input with {c}")
+        if n % self.views:
+            raise ValueError(f"PeerNorm: a batch of {n} rows cannot hold {self.views} views of each sample")
+        grouped = x.reshape(self.views, n // self.views, self.groups, -1)
+        mean = grouped.mean(dim=(0, 3), keepdim=True)
+        var = grouped.var(dim=(0, 3), unbiased=False, keepdim=True)
+        out = ((grouped - mean) / torch.sqrt(var + self.eps)).reshape_as(x)
+        shape = (1, c) + (1,) * (x.dim() - 2)
+        return out * self.weight.view(shape) + self.bias.view(shape)
+
+    def extra_repr(self) -> str:
+        return f"{self.channels}, groups={self.groups}, views={self.views}"
+
+
+@contextmanager
+def peer_views(model: nn.Module, views: int) -> Iterator[nn.Module]:
+    """Run a block with every PeerNorm of ``model`` reading its batches as ``views`` views per sample."""
+    layers = [m for m in model.modules() if isinstance(m, PeerNorm)]
+    before = [m.views for m in layers]
+    for m in layers:
+        m.views = views
+    try:
+        yield model
+    finally:
+        for m, v in zip(layers, before):
+            m.views = v
