@@ -36,8 +36,8 @@ import time
 from pathlib import Path
 
 import torch
-
 from shared import busy_processes, print_result
+
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start

@@ -25,8 +25,8 @@ import time
 
 import torch
 import torch.nn.functional as F
-
 from shared import busy_processes, print_result
+
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.partition.shard import ShardPartitioner

@@ -11,8 +11,8 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 SPIN = "x = 0\nwhile True:\n    x = (x + 1) % 1000003\n"
 

@@ -14,16 +14,16 @@ import errno
 import gzip
 import json
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
-
 from cli import TINY, error_line
 from cli import invoke as cli
+from typer.testing import CliRunner
+
 from fedprior.cli import app
 
 

@@ -8,7 +8,6 @@ import sys
 import time
 
 import pytest
-
 from cli import SMALL, fedprior, summary
 
 KEYS = {"algorithm", "dataset", "rounds", "final_accuracy", "best_accuracy", "history", "wall_seconds", "run_dir"}

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 import torch
-
 from cli import TINY, invoke
+
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.experiments.report import summary_warnings

@@ -3,10 +3,9 @@
 import json
 
 import pytest
-
+from cli import fedprior
 from typer.testing import CliRunner
 
-from cli import fedprior
 from fedprior.cli import app
 from fedprior.errors import FedpriorError
 from fedprior.experiments.compare import compare_runs

@@ -4,8 +4,8 @@ import os
 
 import pytest
 import torch
-
 from conftest import toy_images
+
 from fedprior.algorithms.base import ClientInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg

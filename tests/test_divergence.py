@@ -10,9 +10,9 @@ import typing
 import pytest
 import torch
 import torch.nn.functional as F
-
 from cli import TINY, error_line, invoke
 from conftest import toy_images
+
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg

@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 import torch
-
 from conftest import STANDIN
+
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config

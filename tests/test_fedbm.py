@@ -12,13 +12,17 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import toy_images
 from torch import nn
 
-from conftest import toy_images
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
 from fedprior.algorithms.cgde import (
-    BatchNormStatistics, GeneratorTraining, concept_conditions, diversity_loss, train_generator,
+    BatchNormStatistics,
+    GeneratorTraining,
+    concept_conditions,
+    diversity_loss,
+    train_generator,
 )
 from fedprior.algorithms.fedbm import ADAM, GENERATOR, TRAINED, fedbm
 from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, lkcc_logits, lkcc_loss

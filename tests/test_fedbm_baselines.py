@@ -12,9 +12,9 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from conftest import toy_images
 from torch import nn
 
-from conftest import toy_images
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
 from fedprior.algorithms.feddyn import dynamic_loss, server_update
 from fedprior.algorithms.fedetf import simplex_etf

@@ -120,8 +120,8 @@ def test_feddb_aggregates_with_dma_weights_and_reports_them():
 
 
 def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
-    from fedprior.algorithms.semifl import mixup_loss
     from fedprior.algorithms.semi_supervised import Context, Training
+    from fedprior.algorithms.semifl import mixup_loss
     from fedprior.data.augment.fixmatch import FixMatchAugment
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))

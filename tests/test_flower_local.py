@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from cli import fedprior, summary  # noqa: E402
+
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.experiments.runner import start  # noqa: E402
 from fedprior.flower.processes import command_line  # noqa: E402

@@ -19,8 +19,15 @@ from fedprior.flower.client_app import client_app  # noqa: E402
 from fedprior.flower.client_state import ClientStateStore  # noqa: E402
 from fedprior.flower.export import NodeData, export_nodes, node_of  # noqa: E402
 from fedprior.flower.records import (  # noqa: E402
-    RoundOrder, from_array_record, hosted_content, read_hosted_content, read_reply_content, read_train_content,
-    reply_content, to_array_record, train_content,
+    RoundOrder,
+    from_array_record,
+    hosted_content,
+    read_hosted_content,
+    read_reply_content,
+    read_train_content,
+    reply_content,
+    to_array_record,
+    train_content,
 )
 from fedprior.runtime.threads import torch_threads  # noqa: E402
 

@@ -8,7 +8,13 @@ import torch.nn.functional as F
 
 from fedprior.algorithms.base import RoundInfo, Task
 from fedprior.algorithms.fst_cbdg import (
-    FstObjective, balanced_counts, equal_counts, fst_cbdg, moving_average, self_training_loss, zero_shot_probabilities,
+    FstObjective,
+    balanced_counts,
+    equal_counts,
+    fst_cbdg,
+    moving_average,
+    self_training_loss,
+    zero_shot_probabilities,
 )
 from fedprior.algorithms.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
 
@@ -186,6 +192,7 @@ def test_aggregation_is_the_plain_mean_by_default():
 def test_the_run_summary_reports_zero_shot_accuracy(shared_cache, tmp_path):
     """--json gains zero_shot_accuracy (Eq. 2's argmax): the accuracy of the text-initialized head before round 1."""
     from conftest import STANDIN
+
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 

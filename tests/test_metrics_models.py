@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from conftest import toy_images
+
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.metrics import logit_metrics

@@ -2,13 +2,12 @@
 
 import math
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientInfo, Reply, RoundInfo, Stage, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
 from fedprior.algorithms.contrastive import nt_xent, sinkhorn
 from fedprior.algorithms.linear_eval import linear_evaluation
 from fedprior.algorithms.mfcl import mfcl
@@ -19,7 +18,6 @@ from fedprior.models.autoencoder import SensorModule
 from fedprior.models.peer_norm import PeerNorm, peer_views
 from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.simulation import simulate
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -16,7 +16,6 @@ from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 from fedprior.models.peer_norm import PeerNorm
 
-
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 

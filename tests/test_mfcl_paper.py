@@ -4,7 +4,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import load_config
@@ -13,7 +12,6 @@ from fedprior.papers import table_by_name
 from fedprior.papers.mfcl import communication
 from fedprior.partition.scenarios import scenario
 from fedprior.partition.subset import balanced_subset
-
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli import TINY, error_line, invoke
 
 REFERENCE_ROUNDS = 3

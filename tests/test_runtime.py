@@ -2,8 +2,8 @@
 
 import pytest
 import torch
-
 from conftest import toy_images
+
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold

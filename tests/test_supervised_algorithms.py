@@ -3,8 +3,8 @@
 import pytest
 import torch
 import torch.nn.functional as F
-
 from conftest import toy_images
+
 from fedprior.algorithms.base import Reply, RoundInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedprox import fedprox, proximal_loss

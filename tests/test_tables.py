@@ -1,7 +1,8 @@
 """The paper tables as grids, and fedprior table end to end on a tiny setting."""
 
-from conftest import STANDIN
 from cli import fedprior, summary
+from conftest import STANDIN
+
 from fedprior.experiments.config import load_config
 from fedprior.experiments.tables import cells
 from fedprior.papers import all_tables, table_by_name

@@ -6,8 +6,8 @@ import signal
 
 import pytest
 import torch
-
 from conftest import toy_images
+
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold

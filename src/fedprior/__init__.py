@@ -31,8 +31,20 @@ __all__ = ["__version__", "ConfigError", "DatasetNotFoundError", "FedpriorError"
 
 if TYPE_CHECKING:
     from fedprior.api import (  # noqa: F401
-        Config, PartitionResult, RunResult, build_partition, compare, list_algorithms, list_datasets, list_presets,
-        list_tables, load_config, open_run, register_algorithm, resume, run,
+        Config,
+        PartitionResult,
+        RunResult,
+        build_partition,
+        compare,
+        list_algorithms,
+        list_datasets,
+        list_presets,
+        list_tables,
+        load_config,
+        open_run,
+        register_algorithm,
+        resume,
+        run,
     )
 
 

@@ -18,10 +18,10 @@ with one line naming the field and what it accepts, before any long work.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -272,6 +272,7 @@ def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centrali
     the shipped ones'); it may declare ``local_epochs``, ``batch_size`` and ``device``, which
     the runtime provides. ``centralized``: train on the pooled data as one client.
     """
-    from fedprior.algorithms.registry import AlgorithmSpec, register_algorithm as register
+    from fedprior.algorithms.registry import AlgorithmSpec
+    from fedprior.algorithms.registry import register_algorithm as register
 
     return register(AlgorithmSpec(name, factory, centralized=centralized), replace=replace)

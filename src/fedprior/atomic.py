@@ -17,8 +17,9 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, Mapping
+from typing import TYPE_CHECKING, BinaryIO
 
 if TYPE_CHECKING:  # torch is imported where tensors are written: reading run folders does not need it
     import torch

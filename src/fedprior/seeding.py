@@ -41,7 +41,7 @@ def derived_seed(seed: int, *keys: str | int) -> int:
     return int(seed_sequence(seed, *keys).generate_state(1, dtype=np.uint64)[0] >> np.uint64(1))
 
 
-def torch_generator(seed: int, *keys: str | int) -> "torch.Generator":
+def torch_generator(seed: int, *keys: str | int) -> torch.Generator:
     """A CPU torch generator for the stream named ``keys`` (torch is imported here only: partitions stay NumPy)."""
     import torch
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
 from pydantic_core import PydanticCustomError

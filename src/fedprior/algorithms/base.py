@@ -26,8 +26,8 @@ What the runtimes provide, so that all four methods fit:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Callable, Mapping, Sequence
 
 import torch
 
@@ -112,7 +112,7 @@ class RoundInfo:
         """A generator for server-side randomness in this round (e.g. server training)."""
         return torch_generator(self.seed, "server", self.stage, self.round, *keys)
 
-    def for_client(self, client_id: int) -> "ClientInfo":
+    def for_client(self, client_id: int) -> ClientInfo:
         return ClientInfo(seed=self.seed, stage=self.stage, round=self.round, client_id=client_id)
 
 
@@ -162,6 +162,6 @@ class Algorithm:
     stages: tuple[Stage, ...] = (Stage("federated"),)
     diagnostics: tuple[str, ...] = ()
 
-    def with_(self, **changes) -> "Algorithm":
+    def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""
         return replace(self, **changes)

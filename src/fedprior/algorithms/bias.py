@@ -12,7 +12,7 @@ The JS divergence is SciPy's (``jensenshannon`` returns its square root), in bit
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import functools
 import inspect
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Annotated, Callable, Iterable, Literal
+from typing import Annotated, Literal
 
 import torch
 from pydantic import Field

@@ -23,15 +23,15 @@ and at the clients, and creates a fresh Adam optimizer at every training cycle
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.data.augment import seeded, seed_from
+from fedprior.data.augment import seed_from, seeded
 from fedprior.data.augment.crop_flip import crop_flip
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -67,7 +67,7 @@ class Conditions:
             z[rows] += eps[rows] @ self.scale[k].T
         return z
 
-    def to(self, device: torch.device) -> "Conditions":
+    def to(self, device: torch.device) -> Conditions:
         return Conditions(self.mean.to(device), self.scale.to(device), self.kind)
 
 
@@ -113,7 +113,7 @@ class BatchNormStatistics:
         self.terms.append(torch.linalg.vector_norm(module.running_mean - mean) + torch.linalg.vector_norm(module.running_var - var))
 
     @contextmanager
-    def recording(self) -> Iterator["BatchNormStatistics"]:
+    def recording(self) -> Iterator[BatchNormStatistics]:
         self.terms = []
         self.handles = [m.register_forward_hook(self._hook) for m in self.layers]
         try:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Callable, Literal
+from collections.abc import Callable
+from typing import Annotated, Literal
 
 import torch
 from pydantic import Field
@@ -11,10 +12,10 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
 from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
-from fedprior.algorithms.supervised_heads import supervised_head_algorithm
-from fedprior.errors import ConfigError
 from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
+from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.algorithms.tensors import model_arrays
+from fedprior.errors import ConfigError
 
 Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
 Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]

@@ -34,7 +34,8 @@ optimizer the paper names instead). Ablations (Tables VI-XII) are switches:
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F

@@ -24,7 +24,8 @@ The code's server momentum (0.5) is ``server_momentum``; the paper has none.
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from pydantic import Field

@@ -18,7 +18,8 @@ paper's square is used here. g_k is client state; h is server state.
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from pydantic import Field

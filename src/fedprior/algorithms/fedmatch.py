@@ -32,7 +32,8 @@ the client's APP-U (Eq. 14) before the threshold and the vote.
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F

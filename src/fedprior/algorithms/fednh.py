@@ -18,7 +18,8 @@ with the model and every client uses the same one.
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F

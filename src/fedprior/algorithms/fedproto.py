@@ -18,7 +18,8 @@ to be tested, those clients also upload their models, whose bytes the round loop
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F

@@ -13,7 +13,8 @@ latest round (:mod:`fedprior.algorithms.personal`).
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from pydantic import Field

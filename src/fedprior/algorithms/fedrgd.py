@@ -23,7 +23,8 @@ The source paper was not available offline; the number of groups is a field (2 h
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from pydantic import Field

@@ -46,7 +46,8 @@ Gaussians is otherwise most of the run time.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F
@@ -54,7 +55,15 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.linear_heads import (
-    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_evaluation, masked_mean, text_head,
+    BIAS,
+    WEIGHT,
+    HeadTraining,
+    Sgd,
+    broadcast_head,
+    check_features,
+    head_evaluation,
+    masked_mean,
+    text_head,
 )
 from fedprior.algorithms.tensors import to_device, weighted_mean
 

@@ -21,8 +21,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 import torch
 
@@ -45,17 +46,17 @@ class Sgd:
 class HeadObjective(Protocol):
     """The per-method part of local training (the loss); the trainer does the rest."""
 
-    def start_epoch(self, run: "HeadTraining", epoch: int) -> None:
+    def start_epoch(self, run: HeadTraining, epoch: int) -> None:
         """Called before each local epoch (e.g. to plan synthetic samples)."""
 
-    def loss(self, run: "HeadTraining", step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def loss(self, run: HeadTraining, step: int, logits: torch.Tensor, rows: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         """Sum over clients of each client's mean loss on its mini-batch, as a function of ``logits``.
 
         ``logits`` (B, bs, K) of the batch (a leaf requiring grad); ``rows`` (B, bs)
         positions into ``run.x``; ``mask`` (B, bs) marks real (not padding) rows.
         """
 
-    def add_gradients(self, run: "HeadTraining", step: int, weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> None:
+    def add_gradients(self, run: HeadTraining, step: int, weight_grad: torch.Tensor, bias_grad: torch.Tensor) -> None:
         """Add, in place, gradient terms that do not go through the batch's logits."""
 
 

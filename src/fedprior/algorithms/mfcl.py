@@ -35,7 +35,8 @@ The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Sequence
+from collections.abc import Sequence
+from typing import Annotated, Literal
 
 import torch
 import torch.nn.functional as F

@@ -36,7 +36,8 @@ Scored, like MFCL, by linear evaluation.
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 import torch.nn.functional as F

@@ -12,7 +12,7 @@ never-updated head and model instead (hence FedREP's and FedProto's very low num
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import torch

@@ -12,8 +12,9 @@ so these keys mean the same for every algorithm.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
@@ -21,22 +22,22 @@ from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.baselines import linear_probe, zero_shot
 from fedprior.algorithms.central import central
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.feddb import feddb
-from fedprior.algorithms.fedmatch import fedmatch
-from fedprior.algorithms.fedrgd import fedrgd
-from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
 from fedprior.algorithms.fedbm import fedbm
+from fedprior.algorithms.feddb import feddb
 from fedprior.algorithms.feddyn import feddyn
 from fedprior.algorithms.fedetf import fedetf
+from fedprior.algorithms.fedmatch import fedmatch
 from fedprior.algorithms.fednh import fednh
-from fedprior.algorithms.fedproto import fedproto
-from fedprior.algorithms.fedrep import fedrep
-from fedprior.algorithms.fedrod import fedrod
 from fedprior.algorithms.fedntd import fedntd
-from fedprior.algorithms.fst_cbdg import fst_cbdg
+from fedprior.algorithms.fedproto import fedproto
 from fedprior.algorithms.fedprox import fedprox
+from fedprior.algorithms.fedrep import fedrep
+from fedprior.algorithms.fedrgd import fedrgd
+from fedprior.algorithms.fedrod import fedrod
 from fedprior.algorithms.fedsimclr import fedsimclr
 from fedprior.algorithms.fedswav import fedswav
+from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
+from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.mfcl import mfcl
 from fedprior.algorithms.moon import moon
 from fedprior.algorithms.orchestra import orchestra

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Sequence
+from collections.abc import Sequence
+from typing import Annotated
 
 import torch
 from pydantic import Field

@@ -31,8 +31,9 @@ trains with the true and with shuffled ``y_unlabeled`` and gets identical models
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import functools
 import inspect
-from typing import Annotated, Any, Callable, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from pydantic import Field
 

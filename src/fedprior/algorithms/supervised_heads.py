@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Callable, Literal, Sequence
+from collections.abc import Callable, Sequence
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.linear_heads import (
-    BIAS, WEIGHT, HeadTraining, Sgd, broadcast_head, check_features, head_evaluation, masked_mean, random_head, text_head,
+    BIAS,
+    WEIGHT,
+    HeadTraining,
+    Sgd,
+    broadcast_head,
+    check_features,
+    head_evaluation,
+    masked_mean,
+    random_head,
+    text_head,
 )
 from fedprior.algorithms.tensors import to_device, weighted_mean
 

@@ -14,7 +14,7 @@ import signal
 import sys
 import threading
 import warnings
-from typing import Callable
+from collections.abc import Callable
 
 import click
 import typer

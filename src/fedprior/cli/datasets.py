@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -51,7 +51,7 @@ def availability(name: str, root: Path | None) -> tuple[bool, str]:
 @app.command()
 @user_errors
 def datasets(
-    root: Optional[Path] = typer.Option(None, "--root", help="Look only in this folder, as data.root does."),
+    root: Path | None = typer.Option(None, "--root", help="Look only in this folder, as data.root does."),
 ) -> None:
     """List the registered datasets and whether each is available here (nothing is downloaded)."""
     from fedprior.data.registry import DATASETS

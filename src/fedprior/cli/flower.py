@@ -8,7 +8,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -28,7 +27,7 @@ def local(
     nodes: int = typer.Option(3, "--nodes", min=1, help="SuperNodes to start; client c is hosted by node c mod N."),
     tls: bool = typer.Option(False, "--tls/--insecure", help="TLS with certificates made for localhost, or plain HTTP (development)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
     round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0, help="Seconds to wait for a round's replies; clients that miss it fail for that round."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:

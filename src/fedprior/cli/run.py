@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
@@ -77,9 +77,9 @@ def with_progress(action) -> dict[str, Any]:
 def run(
     preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
-    run_dir: Optional[Path] = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
+    run_dir: Path | None = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
-    runtime: Optional[str] = typer.Option(
+    runtime: str | None = typer.Option(
         None, "--runtime", help="Where to run (sets run.runtime): local (in-process), flower-sim (Flower's simulation engine), flower-local (a SuperLink and SuperNodes on this machine)."
     ),
 ) -> None:

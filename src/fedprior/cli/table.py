@@ -6,14 +6,12 @@ import json
 import re
 from datetime import datetime
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from fedprior.cli.app import app, stderr, user_errors
-
 
 METRIC_LABELS = {"final_accuracy": "acc", "best_accuracy": "best acc", "final_macro_f1": "F1", "best_macro_f1": "best F1",
                  "selected_accuracy": "sel. acc", "selected_macro_f1": "sel. F1"}
@@ -73,10 +71,10 @@ def table(
     name: str = typer.Argument(..., help="A paper's table, e.g. fst-cbdg-table2 (an unknown name lists them all)."),
     embedded: bool = typer.Option(False, "--embedded", help="Run offline on an embedded dataset (Fashion-MNIST) instead of the paper's setting."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field in every cell: section.key=value (repeatable)."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
+    out: Path | None = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
-    rows: Optional[str] = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
-    columns: Optional[str] = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
+    rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
+    columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of cells (row, column, ours, paper) on stdout."),
 ) -> None:
     """Run every cell of a paper's table and print our number beside the paper's."""

@@ -12,8 +12,8 @@ import hashlib
 import os
 import tempfile
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 
@@ -58,7 +58,7 @@ def decode_images(files: Sequence[tuple[Path, int]], size: int, channels: int, d
 
 
 def _cache_path(cache_name: str, split_dir: Path, count: int, size: int) -> Path:
-    key = hashlib.sha256(f"{split_dir.resolve()}\n{count}\n{size}".encode("utf-8")).hexdigest()[:16]
+    key = hashlib.sha256(f"{split_dir.resolve()}\n{count}\n{size}".encode()).hexdigest()[:16]
     return dataset_cache_dir(cache_name) / "decoded" / f"{split_dir.name}-{count}-{key}.npz"
 
 

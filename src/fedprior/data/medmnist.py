@@ -16,9 +16,9 @@ its medical benchmarks.
 from __future__ import annotations
 
 import zipfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from fedprior.data.cifar import load_cifar10, load_cifar100
 from fedprior.data.cinic import load_cinic10

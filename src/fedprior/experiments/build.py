@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import numpy as np
 import torch
@@ -54,7 +54,7 @@ class Experiment:
         """How many training examples client ``client_id`` holds (all roles)."""
         return int(self.partition.holdings(client_id).size)
 
-    def client_side(self) -> "ClientSide":
+    def client_side(self) -> ClientSide:
         """What a worker process needs to run this experiment's client updates (picklable)."""
         return ClientSide(self.config, self.task, self.train, self.partition)
 

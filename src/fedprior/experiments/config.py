@@ -154,7 +154,7 @@ class ExperimentConfig(Section):
     federation: FederationConfig = FederationConfig()
     run: RunConfig = RunConfig()
 
-    def checked(self) -> "ExperimentConfig":
+    def checked(self) -> ExperimentConfig:
         """Check the algorithm's hyperparameters too (they are free-form until the algorithm is known)."""
         from fedprior.encoders.registry import check_encoder_name
 

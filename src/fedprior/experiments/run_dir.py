@@ -21,10 +21,11 @@ import fcntl
 import io
 import json
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import tomli_w
@@ -57,7 +58,7 @@ class RunDir:
     tracking = property(lambda self: self.path / "tracking.json")
 
     @classmethod
-    def new(cls, name: str, base: Path = Path("runs")) -> "RunDir":
+    def new(cls, name: str, base: Path = Path("runs")) -> RunDir:
         """A fresh folder ``runs/<name>-<timestamp>`` (suffixed if it exists)."""
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
         path = base / f"{name}-{stamp}"
@@ -68,7 +69,7 @@ class RunDir:
         return cls(path)
 
     @classmethod
-    def existing(cls, path: Path) -> "RunDir":
+    def existing(cls, path: Path) -> RunDir:
         run = cls(path)
         if not run.config.is_file():
             raise FedpriorError(f"{path} is not a fedprior run directory (no config.toml)")

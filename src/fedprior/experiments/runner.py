@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import signal
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from fedprior.algorithms.metrics import selected_round
 from fedprior.errors import FedpriorError, Interrupted

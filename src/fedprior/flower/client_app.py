@@ -33,11 +33,11 @@ from flwr.app import Context, Message
 from flwr.clientapp import ClientApp
 
 from fedprior.algorithms.base import Reply
-from fedprior.runtime.clients import update_clients
 from fedprior.errors import FedpriorError
 from fedprior.flower.client_state import ClientStateStore
 from fedprior.flower.export import NodeData, node_data
 from fedprior.flower.records import hosted_content, read_hint, read_train_content, reply_content
+from fedprior.runtime.clients import update_clients
 
 PARTITION_ID = "partition-id"
 DATA_DIR = "data-dir"

@@ -26,8 +26,8 @@ from pathlib import Path
 from flwr.app import ConfigRecord, Context
 from safetensors.torch import load_file
 
-from fedprior.atomic import save_tensors
 from fedprior.algorithms.base import State
+from fedprior.atomic import save_tensors
 from fedprior.flower.records import from_array_record, to_array_record
 
 STATE = "client-state.{}"

@@ -21,15 +21,16 @@ from __future__ import annotations
 import json
 import os
 import threading
+from collections.abc import Iterable
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import torch
 from safetensors import safe_open
 
-from fedprior.atomic import save_tensors
 from fedprior.algorithms.base import Algorithm, ClientData, Task
+from fedprior.atomic import save_tensors
 from fedprior.errors import FedpriorError
 
 TASK_FILE = "task.json"
@@ -139,7 +140,6 @@ class NodeData:
     @cached_property
     def algorithm(self) -> Algorithm:
         from fedprior.algorithms.registry import algorithm_spec
-
         from fedprior.runtime.device import resolve_device
 
         if self.description.get("threads"):

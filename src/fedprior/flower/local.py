@@ -41,9 +41,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import tomli_w
 
@@ -149,7 +150,7 @@ class LocalFederation:
                                     preexec_fn=processes.die_with_parent)
 
     # start / stop --------------------------------------------------------------------------
-    def start(self, startup_timeout: float = 90.0) -> "LocalFederation":
+    def start(self, startup_timeout: float = 90.0) -> LocalFederation:
         """Start the watcher, then the SuperLink and the SuperNodes (call :meth:`take_over` first)."""
         with open(self.logs / "reaper.log", "ab") as log:  # not marked: it must outlive the others
             self.watcher = subprocess.Popen([sys.executable, "-m", "fedprior.flower.reaper", str(os.getpid()), self.mark],
@@ -217,7 +218,7 @@ class LocalFederation:
             stop_process(self.watcher, grace=2.0)
         (self.work / processes.PID_FILE).unlink(missing_ok=True)
 
-    def __enter__(self) -> "LocalFederation":
+    def __enter__(self) -> LocalFederation:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import shutil
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fedprior.errors import ConfigError, FedpriorError
 from fedprior.runtime.checkpoint import RunState

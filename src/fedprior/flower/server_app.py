@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from flwr.app import Message, MessageType, RecordDict
 from flwr.serverapp import Grid
@@ -44,7 +45,12 @@ from flwr.serverapp import Grid
 from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo
 from fedprior.errors import FedpriorError
 from fedprior.flower.records import (
-    DATA_HINT, RoundOrder, hint_record, read_hosted_content, read_reply_content, train_content,
+    DATA_HINT,
+    RoundOrder,
+    hint_record,
+    read_hosted_content,
+    read_reply_content,
+    train_content,
 )
 from fedprior.runtime.checkpoint import RunState
 from fedprior.runtime.simulation import SimulationResult, run_rounds

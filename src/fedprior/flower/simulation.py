@@ -17,7 +17,8 @@ import hashlib
 import logging
 import os
 import shutil
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import RunState
@@ -67,8 +68,8 @@ def run_flower_simulation(
     ``client_app``: a ClientApp to use instead of fedprior's (tests wrap it with fault mods).
     """
     quiet_environment()
-    from flwr.serverapp import Grid, ServerApp
     from flwr.app import Context
+    from flwr.serverapp import Grid, ServerApp
     from flwr.simulation import run_simulation
 
     from fedprior.flower.client_app import client_app as make_client_app

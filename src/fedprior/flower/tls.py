@@ -39,7 +39,7 @@ def generate_certificates(directory: Path, hosts: tuple[str, ...] = (), days: in
 
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    now = datetime.datetime.now(datetime.timezone.utc)
+    now = datetime.datetime.now(datetime.UTC)
     valid = dict(not_valid_before=now - datetime.timedelta(minutes=5), not_valid_after=now + datetime.timedelta(days=days))
 
     ca_key = ec.generate_private_key(ec.SECP256R1())

@@ -21,8 +21,8 @@ for numerical safety. With identical views PN equals GN, and with ``views = 1`` 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 import torch
 from torch import nn

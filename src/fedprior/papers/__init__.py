@@ -17,10 +17,11 @@ runs) stay in ``fedprior/presets/``.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from functools import cache
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from fedprior.errors import ConfigError
 
@@ -45,12 +46,12 @@ def preset_dirs() -> list[Path]:
     return [root.parent / "presets", *(root / name / "presets" for name in PAPERS)]
 
 
-def all_tables() -> dict[str, "PaperTable"]:
+def all_tables() -> dict[str, PaperTable]:
     """Every paper table by name (``fedprior table NAME``)."""
     return {table.name: table for name in PAPERS for table in paper_module(name).TABLES}
 
 
-def table_by_name(name: str) -> "PaperTable":
+def table_by_name(name: str) -> PaperTable:
     tables = all_tables()
     if name not in tables:
         raise ConfigError(f"unknown table '{name}'; accepted: {', '.join(tables)}")

@@ -70,7 +70,7 @@ class LabeledSplitPartitioner:
     @classmethod
     def with_scheme(cls, scheme: str, num_clients: int, num_labeled: int, seed: int = 0, *, shards: int = 2,
                     alpha: float = 0.5, min_size: int = 0, window: int = 2, balance: bool = False,
-                    add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> "LabeledSplitPartitioner":
+                    add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> LabeledSplitPartitioner:
         """Both sets partitioned by the same ``scheme`` (``partition.scheme``), each with its own draw.
 
         The partitioners of the two roles get seeds derived from ``seed`` for "labeled" and
@@ -89,7 +89,7 @@ class LabeledSplitPartitioner:
     @classmethod
     def with_dirichlet(cls, num_clients: int, num_labeled: int, alpha: float, seed: int = 0, *, min_labeled: int = 0,
                        min_unlabeled: int = 0, balance: bool = False,
-                       add_labeled_to_unlabeled: bool = True) -> "LabeledSplitPartitioner":
+                       add_labeled_to_unlabeled: bool = True) -> LabeledSplitPartitioner:
         """FedDB's setting: both sets partitioned by independent Dirichlet draws.
 
         The two draws use seeds derived from ``seed`` for the roles "labeled" and

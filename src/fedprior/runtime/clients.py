@@ -8,8 +8,9 @@ aggregation, evaluation, records and checkpoints are written once.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Callable, Iterator, Protocol, Sequence
+from typing import Protocol
 
 import torch
 

@@ -15,7 +15,8 @@ and metrics) before aggregating, and the new global state and its test metrics a
 from __future__ import annotations
 
 import math
-from typing import Any, Literal, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import torch
 

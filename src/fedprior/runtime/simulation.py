@@ -30,9 +30,10 @@ tensors' buffers (mfcl.md Table 8 counts the same payloads).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 

@@ -23,9 +23,9 @@ process and in each worker.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from typing import Iterator
 
 import torch
 

@@ -32,9 +32,10 @@ import pickle
 import sys
 import traceback
 from collections import deque
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -155,7 +156,7 @@ class WorkerClients(InProcessClients):
             worker.conn.close()
         self.workers = []
 
-    def __enter__(self) -> "WorkerClients":
+    def __enter__(self) -> WorkerClients:
         return self
 
     def __exit__(self, *exc) -> None:
