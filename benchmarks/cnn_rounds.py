@@ -27,6 +27,7 @@ quiet, 1 worker; target <= 2 with one busy process) and ``load_slowdown_2_worker
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import statistics
@@ -51,7 +52,7 @@ QUIET = {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_U
 
 def steady(ends: list[float]) -> float:
     """Median seconds of rounds 2 .. R-1, from the times at which rounds 0 (initial evaluation) .. R ended."""
-    durations = [b - a for a, b in zip(ends, ends[1:])]  # durations[i] is round i + 1
+    durations = [b - a for a, b in itertools.pairwise(ends)]  # durations[i] is round i + 1
     return statistics.median(durations[1:-1])
 
 
@@ -93,7 +94,7 @@ def plain_round_seconds(experiment: Experiment, rounds: int, device: torch.devic
             trained.append({k: v.detach().clone() for k, v in model.state_dict().items()})
             sizes.append(x.shape[0])
         total = sum(sizes)
-        global_weights = {k: sum(w[k] * (n / total) for w, n in zip(trained, sizes)) for k in global_weights}
+        global_weights = {k: sum(w[k] * (n / total) for w, n in zip(trained, sizes, strict=True)) for k in global_weights}
         ends.append(time.perf_counter())
     return steady(ends), steps
 

@@ -58,7 +58,7 @@ def test_weak_view_is_a_flip_and_a_translation_of_the_image(flip):
     weak = unit(augment.weak(x, torch.Generator().manual_seed(1)))
     pad = 2  # 12.5% of 16 pixels
     moved = 0
-    for original, view in zip(unit(x), weak):
+    for original, view in zip(unit(x), weak, strict=True):
         errors = [float((view - c).abs().max()) for c in candidates(original, pad, flip)]
         assert min(errors) < 1e-5, "the weak view is one of the padded crops"
         moved += min(errors) < 1e-5 and errors[2 * pad * (pad + 1)] > 1e-5  # not the centred, unflipped crop
@@ -73,7 +73,7 @@ def test_strong_view_adds_randaugment_and_a_gray_cutout_square():
     assert float(strong.min()) >= -1e-6 and float(strong.max()) <= 1 + 1e-6  # made in [0, 1], standardized back
     plain_crops = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0).strong(x, torch.Generator().manual_seed(3))
     not_a_crop = [min(float((v - c).abs().max()) for c in candidates(o, 2, False)) > 1e-3
-                  for o, v in zip(unit(x), unit(plain_crops))]
+                  for o, v in zip(unit(x), unit(plain_crops), strict=True)]
     assert sum(not_a_crop) >= 8, "RandAugment changes most images beyond a weak view"
     for view in strong:
         gray = (view[0] - 0.5).abs() < 1e-6

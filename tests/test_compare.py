@@ -48,7 +48,7 @@ def test_finished_runs_side_by_side(runs):
     assert comparison.differences["algorithm.name"] == ["fedavg", "scaffold"]
     assert comparison.differences["algorithm.global_lr"] == [None, 1.0]  # a hyperparameter only scaffold has
     assert "federation.rounds" not in comparison.differences and "description" not in comparison.differences
-    for view, preset in zip(comparison.runs, ("fedavg-cnn", "scaffold-cnn")):
+    for view, preset in zip(comparison.runs, ("fedavg-cnn", "scaffold-cnn"), strict=True):
         summary = summaries[preset]
         assert view.finished and view.rounds == 2
         for key in ("final_accuracy", "best_accuracy", "final_macro_f1", "download_bytes", "upload_bytes", "wall_seconds"):

@@ -290,7 +290,7 @@ def test_openclip_torchscript_file_like_openai(tmp_path, digits, cache):
 
 
 def test_openclip_weights_of_another_architecture_are_refused(tmp_path, digits, cache):
-    open_clip = open_clip_or_skip()
+    open_clip_or_skip()
     config = tmp_path / "TinyViT-fedprior-test.json"
     config.write_text(json.dumps(TINY_OPEN_CLIP))
     weights = tmp_path / "wrong.pt"

@@ -69,7 +69,10 @@ def test_one_round_is_finite_and_reproducible(shared_cache, name):
     experiment, first = run_once(name)
     _, again = run_once(name)
     assert all(torch.isfinite(v).all() for v in first.state.values())
-    strip = lambda h: [{k: v for k, v in r.items() if k != "seconds"} for r in h]
+
+    def strip(history):
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in history]
+
     assert strip(first.progress.history) == strip(again.progress.history)
     assert all(torch.equal(first.state[k], again.state[k]) for k in first.state)
     expected_rounds = total_rounds(experiment.algorithm, 1)  # one round of every stage (MFCL: phase 1, upload, one server epoch)

@@ -92,7 +92,7 @@ def test_server_momentum_applies_the_averaged_update_as_a_pseudo_gradient():
     first = algorithm.aggregate(state, replies, INFO)
     # velocity v = 0.5 * 0 + (w - mean) = -2; w' = w - v = w + 2 (plain averaging on the first step)
     assert torch.allclose(first[name], w + 2.0)
-    replies2 = [Reply({**r.arrays, name: first[name] + d}, 10, client_id=r.client_id) for r, d in zip(replies, (1.0, 3.0))]
+    replies2 = [Reply({**r.arrays, name: first[name] + d}, 10, client_id=r.client_id) for r, d in zip(replies, (1.0, 3.0), strict=True)]
     second = algorithm.aggregate(first, replies2, RoundInfo(0, "federated", 2))
     # v = 0.5 * (-2) + (-2) = -3; w'' = w' + 3
     assert torch.allclose(second[name], first[name] + 3.0)
@@ -157,7 +157,7 @@ def test_decomposition_computes_the_same_and_learns_disjointly():
     loss_s = torch.nn.functional.cross_entropy(split(x), y)
     disjoint_backward(ctx, loss_s, torch.zeros(()))
     assert all(s.grad is not None and p.grad is None for s, p in pairs)
-    for s, p in pairs:
+    for s, _ in pairs:
         s.grad = None
     loss_u = sum(p.pow(2).sum() - (s.detach() * p).sum() for s, p in pairs)
     disjoint_backward(ctx, torch.zeros(()), loss_u)

@@ -25,7 +25,7 @@ def test_config_split_gives_two_roles_class_balanced_and_nested():
     labels = experiment.dataset.train_labels
     labeled = np.concatenate(roles["labeled"])
     assert labeled.size == 200 and set(np.bincount(labels[labeled], minlength=10).tolist()) == {20}
-    for mine, pool in zip(roles["labeled"], roles["unlabeled"]):
+    for mine, pool in zip(roles["labeled"], roles["unlabeled"], strict=True):
         assert np.isin(mine, pool).all()
     assert np.concatenate(roles["unlabeled"]).size == labels.size  # every image is somebody's unlabeled image
     data = experiment.client_data(3)

@@ -73,7 +73,7 @@ def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs)
     ours, theirs = records(flower_dir), records(local_dir)
     assert [r["clients"] for r in ours] == [r["clients"] for r in theirs]
     assert all(r["failed_clients"] == [] for r in ours)
-    for a, b in zip(map(comparable, ours), map(comparable, theirs)):
+    for a, b in zip(map(comparable, ours), map(comparable, theirs), strict=True):
         assert a.keys() == b.keys()
         # Ray's actors train with one thread: a client's mean training loss may differ in the 8th digit
         assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)

@@ -129,7 +129,7 @@ def test_vectorized_equals_per_client(label_refresh, count_source, sampling, los
     datas = [client_features(task, n, c) for c, n in enumerate([9, 4, 13])]
     infos = [INFO.for_client(c) for c in range(3)]
     together = algo.client_update_many(message, [{}, {}, {}], datas, infos)
-    for (reply, new_state), data, info in zip(together, datas, infos):
+    for (reply, new_state), data, info in zip(together, datas, infos, strict=True):
         alone, alone_state = algo.client_update(message, {}, data, info)
         for name in (WEIGHT, BIAS):
             assert torch.allclose(reply.arrays[name], alone.arrays[name], atol=1e-5)

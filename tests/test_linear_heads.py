@@ -24,9 +24,9 @@ def data(n, seed):
 
 def test_not_true_distillation_by_hand():
     local, teacher, y = torch.tensor([[1.0, 2.0, 3.0]]), torch.tensor([[3.0, 2.0, 1.0]]), torch.tensor([0])
-    l = torch.softmax(torch.tensor([2.0, 3.0]) / 2.0, 0)
+    p_local = torch.softmax(torch.tensor([2.0, 3.0]) / 2.0, 0)
     g = torch.softmax(torch.tensor([2.0, 1.0]) / 2.0, 0)
-    expected = float((g * (g / l).log()).sum())
+    expected = float((g * (g / p_local).log()).sum())
     assert not_true_distillation(local, teacher, y, tau=2.0).item() == pytest.approx(expected, rel=1e-6)
     # the true class's logit does not matter
     moved = torch.tensor([[9.0, 2.0, 3.0]])
@@ -44,7 +44,10 @@ def test_fedntd_with_beta_zero_is_fedavg_and_beta_keeps_not_true_predictions_clo
            {"plain": plain, "ntd0": ntd0, "ntd": ntd}.items()}
     assert torch.allclose(out["plain"].arrays[WEIGHT], out["ntd0"].arrays[WEIGHT], atol=1e-6)
     teacher = d["x"] @ state[WEIGHT].T + state[BIAS]
-    gap = lambda r: not_true_distillation(d["x"] @ r.arrays[WEIGHT].T + r.arrays[BIAS], teacher, d["y"], 1.0).mean()
+
+    def gap(r):
+        return not_true_distillation(d["x"] @ r.arrays[WEIGHT].T + r.arrays[BIAS], teacher, d["y"], 1.0).mean()
+
     assert gap(out["ntd"]) < gap(out["plain"])
 
 
@@ -76,7 +79,7 @@ def test_vectorized_equals_per_client_with_uneven_sizes(factory):
     datas = [data(n, s) for s, n in enumerate([3, 11, 7, 1])]
     infos = [INFO.for_client(c) for c in range(4)]
     together = algo.client_update_many(message, [{}] * 4, datas, infos)
-    for (reply, _), d, info in zip(together, datas, infos):
+    for (reply, _), d, info in zip(together, datas, infos, strict=True):
         alone, _ = algo.client_update(message, {}, d, info)
         assert torch.allclose(reply.arrays[WEIGHT], alone.arrays[WEIGHT], atol=1e-6)
         assert reply.num_examples == d["x"].shape[0] and reply.metrics == alone.metrics

@@ -172,7 +172,7 @@ def test_reserved_indices_are_the_pretraining_split(digits, trained, cache, monk
     # exactly 40% of the captions name a wrong class; the others the true class, through several templates
     wrong = split.caption_classes != digits.train_labels[reserved]
     assert wrong.sum() == round(0.4 * PRETRAIN)
-    assert all(f" {digits.class_names[c]}." in caption for c, caption in zip(split.caption_classes, split.captions))
+    assert all(f" {digits.class_names[c]}." in caption for c, caption in zip(split.caption_classes, split.captions, strict=True))
     assert len({caption.rsplit(" ", 1)[0] for caption in split.captions}) >= 4
 
 

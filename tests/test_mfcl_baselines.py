@@ -93,14 +93,14 @@ def test_orchestra_rotation_and_target_ema():
     turned = rotate(images, torch.tensor([0, 1]))
     assert torch.equal(turned[0], images[0]) and torch.equal(turned[1], torch.rot90(images[1], 1, dims=(1, 2)))
     net = OrchestraNet(ContrastiveNet(1, 4, 8), ContrastiveNet(1, 4, 8), 5)
-    assert all(torch.equal(a, b) for a, b in zip(net.online.parameters(), net.target.parameters()))
+    assert all(torch.equal(a, b) for a, b in zip(net.online.parameters(), net.target.parameters(), strict=True))
     assert torch.allclose(net.centroids.weight.norm(dim=1), torch.ones(5))
     with torch.no_grad():
         for p in net.online.parameters():
             p.add_(1.0)
     before = [p.clone() for p in net.target.parameters()]
     net.update_target(0.9)
-    assert all(torch.allclose(t, b + 0.1) for t, b in zip(net.target.parameters(), before))
+    assert all(torch.allclose(t, b + 0.1) for t, b in zip(net.target.parameters(), before, strict=True))
 
 
 def test_orchestra_clusterings():

@@ -60,9 +60,9 @@ def test_every_scheme_is_disjoint_deterministic_and_seeded(case):
     parts = make(0).split(labels)
     assert_well_formed(parts, labels.size, 12, covers=case != "window")
     again = make(0).split(labels)
-    assert all(np.array_equal(a, b) for a, b in zip(parts, again)), "same seed must give the same partition"
+    assert all(np.array_equal(a, b) for a, b in zip(parts, again, strict=True)), "same seed must give the same partition"
     other = make(1).split(labels)
-    assert any(not np.array_equal(a, b) for a, b in zip(parts, other)), "another seed must give another partition"
+    assert any(not np.array_equal(a, b) for a, b in zip(parts, other, strict=True)), "another seed must give another partition"
 
 
 # ---------------------------------------------------------------- shards (fst-cbdg.txt 4.1)
@@ -250,7 +250,7 @@ def test_labeled_split_is_class_balanced_and_nested():
     all_labeled = np.concatenate(labeled)
     assert all_labeled.size == 100
     np.testing.assert_array_equal(np.bincount(labels[all_labeled], minlength=10), np.full(10, 10))
-    for mine, pool in zip(labeled, unlabeled):
+    for mine, pool in zip(labeled, unlabeled, strict=True):
         assert np.isin(mine, pool).all(), "a client's labeled samples are in its own unlabeled pool"
     assert partition.client_sizes().sum() == labels.size
 
@@ -269,7 +269,7 @@ def test_labeled_split_without_adding_keeps_roles_apart():
     sizes = [p.size for p in partition.roles["unlabeled"]]
     assert max(sizes) - min(sizes) <= 1
     again = splitter.partition(labels)
-    assert all(np.array_equal(a, b) for a, b in zip(partition.roles["labeled"], again.roles["labeled"]))
+    assert all(np.array_equal(a, b) for a, b in zip(partition.roles["labeled"], again.roles["labeled"], strict=True))
 
 
 def test_labeled_split_draws_the_two_sets_independently():

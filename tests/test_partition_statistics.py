@@ -156,7 +156,7 @@ TABLE_1_TYPOS = {
 
 
 def table_1_cases():
-    for scenario, row in TABLE_1.items():
+    for scenario in TABLE_1:
         for measure in ("cib", "hetero"):
             marks = [typo(TABLE_1_TYPOS[(scenario, measure)])] if (scenario, measure) in TABLE_1_TYPOS else []
             yield pytest.param(scenario, measure, marks=marks, id=f"Sc{scenario}-{measure}")
@@ -254,7 +254,7 @@ def test_table_4_published_betas(table_4_counts, scenario, measure):
 @pytest.mark.parametrize("scenario", sorted(TABLE_4))
 def test_table_4_client_windows(scenario):
     window, *clients, _, _ = TABLE_4[scenario]
-    for client, text in zip((0, 1, 98, 99), clients):
+    for client, text in zip((0, 1, 98, 99), clients, strict=True):
         if text is not None:
             assert set(window_classes(client, window, 100)) == ab(text, 100)
 

@@ -78,7 +78,7 @@ def test_import_fedprior_is_light():
     assert out[0] == "False" and out[1] != "0+unknown"
     assert set(fedprior.__all__) <= set(dir(fedprior))
     with pytest.raises(AttributeError, match="no attribute 'nope'"):
-        fedprior.nope
+        _ = fedprior.nope
 
 
 def unannotated(task, *, bias=0.0):

@@ -80,7 +80,10 @@ def test_fedprox_mu_zero_equals_fedavg_and_mu_pulls_towards_global():
     state = runs["fedavg"][0]
     for k in state:
         assert torch.allclose(runs["fedavg"][1][k], runs["prox0"][1][k], atol=1e-7)
-    drift = lambda arrays: sum(((arrays[k] - state[k]) ** 2).sum() for k in state)
+
+    def drift(arrays):
+        return sum(((arrays[k] - state[k]) ** 2).sum() for k in state)
+
     assert drift(runs["prox"][1]) < drift(runs["fedavg"][1])
 
 

@@ -148,7 +148,7 @@ def disjoint_backward(ctx: Context, loss_labeled: torch.Tensor, loss_unlabeled: 
         if not loss.requires_grad:
             continue
         grads = torch.autograd.grad(loss, parameters, allow_unused=True)
-        for parameter, grad in zip(parameters, grads):
+        for parameter, grad in zip(parameters, grads, strict=True):
             parameter.grad = grad
 
 

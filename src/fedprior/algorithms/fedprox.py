@@ -21,7 +21,7 @@ def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
     anchors = [p.detach().clone() for p in global_model.parameters()]
 
     def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        drift = sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchors))
+        drift = sum(((p - a) ** 2).sum() for p, a in zip(model.parameters(), anchors, strict=True))
         return cross_entropy_loss(model, x, y) + 0.5 * mu * drift
 
     return loss

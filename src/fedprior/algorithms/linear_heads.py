@@ -126,7 +126,7 @@ class HeadTraining:
         return torch.baddbmm(self.bias[:, None, :], x, self.weight.transpose(1, 2))
 
     def _sgd_step(self, grads: tuple[torch.Tensor, torch.Tensor], active: torch.Tensor) -> None:
-        for param, grad, buf in zip((self.weight, self.bias), grads, self._buffers):
+        for param, grad, buf in zip((self.weight, self.bias), grads, self._buffers, strict=True):
             grad = grad + self.sgd.weight_decay * param
             new_buf = self.sgd.momentum * buf + grad
             keep = active.view(-1, *([1] * (param.dim() - 1)))

@@ -89,7 +89,7 @@ class OrchestraNet(nn.Module):
 
     @torch.no_grad()
     def update_target(self, ema: float) -> None:
-        for t, o in zip(self.target.parameters(), self.online.parameters()):
+        for t, o in zip(self.target.parameters(), self.online.parameters(), strict=True):
             t.mul_(ema).add_(o, alpha=1 - ema)
 
 

@@ -94,7 +94,7 @@ def supervised_head_algorithm(
                            [i.generator() for i in infos], batch_size, sgd, device)
         on_device = Broadcast(to_device(message.arrays, device), message.config)
         run.run(local_epochs, objective(on_device, torch.cat([d["y"] for d in datas]).to(device)))
-        return [(reply, state) for reply, state in zip(run.replies(), states)]
+        return [(reply, state) for reply, state in zip(run.replies(), states, strict=True)]
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         return client_update_many(message, [state], [data], [info])[0]

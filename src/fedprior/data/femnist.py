@@ -90,7 +90,7 @@ def load_femnist(root: Path | None = None, download: bool = False) -> Dataset:
         writers = read_writers(files)
         parts = select_writers(writers)
         arrays = {}
-        for split, users in zip(("train", "val", "test"), parts):
+        for split, users in zip(("train", "val", "test"), parts, strict=True):
             arrays[f"{split}_images"] = np.concatenate([writers[u][0] for u in users])
             arrays[f"{split}_labels"] = np.concatenate([writers[u][1] for u in users])
         groups = np.concatenate([np.full(writers[u][1].size, i, dtype=np.int64) for i, u in enumerate(parts[0])])

@@ -97,7 +97,7 @@ def split_dataset(name: str, class_names: tuple[str, ...], parts: dict[str, tupl
     """A Dataset from ``{"train": (images, labels), "val": ..., "test": ...}``."""
     from fedprior.data.dataset import Dataset
 
-    arrays = {f"{split}_{kind}": array for split, pair in parts.items() for kind, array in zip(("images", "labels"), pair)}
+    arrays = {f"{split}_{kind}": array for split, pair in parts.items() for kind, array in zip(("images", "labels"), pair, strict=True)}
     return Dataset(name=name, class_names=class_names, **arrays)
 
 

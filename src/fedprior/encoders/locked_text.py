@@ -164,7 +164,7 @@ def pretraining_split(config: EncoderConfig, dataset: Dataset) -> PretrainingSpl
     noisy = rng.permutation(n)[: int(round(config.caption_noise * n))]
     caption_classes[noisy] = (caption_classes[noisy] + rng.integers(1, k, size=noisy.size)) % k
     templates = rng.integers(0, len(TEMPLATES), size=n)
-    captions = tuple(TEMPLATES[t].format(dataset.class_names[c]) for t, c in zip(templates, caption_classes))
+    captions = tuple(TEMPLATES[t].format(dataset.class_names[c]) for t, c in zip(templates, caption_classes, strict=True))
     return PretrainingSplit(indices=indices, caption_classes=caption_classes, captions=captions)
 
 

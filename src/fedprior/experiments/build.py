@@ -68,7 +68,7 @@ def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inp
     """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors."""
     out: ClientData = {}
     for role, indices in partition.client(client_id).items():
-        for name, source in zip(ROLE_FIELDS[role], ("x", "y")):
+        for name, source in zip(ROLE_FIELDS[role], ("x", "y"), strict=True):
             if name in inputs:
                 out[name] = train[source][torch.from_numpy(indices)]
     return out

@@ -166,7 +166,7 @@ class Comparison:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "runs": [{"label": label, **run.to_dict()} for label, run in zip(self.labels, self.runs)],
+            "runs": [{"label": label, **run.to_dict()} for label, run in zip(self.labels, self.runs, strict=True)],
             "differences": self.differences,
             "same_partition": self.same_partition,
         }
@@ -177,7 +177,7 @@ class Comparison:
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        plot_accuracy(dict(zip(self.labels, (r.curve for r in self.runs))), path, "test accuracy per round")
+        plot_accuracy(dict(zip(self.labels, (r.curve for r in self.runs), strict=True)), path, "test accuracy per round")
         return path
 
 

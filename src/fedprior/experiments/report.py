@@ -32,7 +32,7 @@ def preset_note(name: str, config: ExperimentConfig) -> str:
 def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
     """Test accuracy by round of a run summary: round 0 (the initial model) and the evaluated rounds."""
     rounds = summary.get("evaluated_rounds") or range(1, len(summary["history"]) + 1)
-    return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"]))}
+    return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"], strict=True))}
 
 
 def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:

@@ -116,7 +116,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
     unknown = [c for c in columns or [] if c not in names]
     if unknown:
         raise ConfigError(f"--columns: unknown column(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(names)}")
-    for column, name in zip(chosen, names):
+    for column, name in zip(chosen, names, strict=True):
         if columns and name not in columns:
             continue
         setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]

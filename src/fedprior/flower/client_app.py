@@ -75,7 +75,7 @@ def train_clients(node: NodeData, store: ClientStateStore, broadcast, order) -> 
         datas = [node.client_data(c) for c in client_ids]
         infos = [order.info.for_client(c) for c in client_ids]
         results = update_clients(algorithm, broadcast, states, datas, infos, order.vectorize)
-        for client_id, (reply, new_state) in zip(client_ids, results):
+        for client_id, (reply, new_state) in zip(client_ids, results, strict=True):
             store.save(client_id, order.step, new_state)
             replies[client_id] = reply
 

@@ -170,8 +170,8 @@ class NodeData:
 def _restride(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     if strides is None or tuple(strides) == tensor.stride() or len(strides) != tensor.dim():
         return tensor
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, strides) if n > 0)
-    if tensor.numel() == 0 or span != tensor.numel() or any(s == 0 for n, s in zip(tensor.shape, strides) if n > 1):
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(tensor.shape, strides, strict=True) if n > 0)
+    if tensor.numel() == 0 or span != tensor.numel() or any(s == 0 for n, s in zip(tensor.shape, strides, strict=True) if n > 1):
         return tensor  # not a dense layout: keep the standard one
     out = torch.empty_strided(tensor.shape, tuple(strides), dtype=tensor.dtype)
     return out.copy_(tensor)

@@ -143,7 +143,7 @@ def read_reply_content(content: RecordDict) -> tuple[list[Reply], dict[int, str]
         metrics = dict(content[metrics_key])
         num_examples = int(metrics.pop(NUM_EXAMPLES))
         replies.append(Reply(from_array_record(content[arrays_key]), num_examples, {k: float(v) for k, v in metrics.items()}, client_id))
-    failures = {int(c): str(r) for c, r in zip(listing["failed"], listing["reasons"])}
+    failures = {int(c): str(r) for c, r in zip(listing["failed"], listing["reasons"], strict=True)}
     return replies, failures
 
 

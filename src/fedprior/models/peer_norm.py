@@ -79,5 +79,5 @@ def peer_views(model: nn.Module, views: int) -> Iterator[nn.Module]:
     try:
         yield model
     finally:
-        for m, v in zip(layers, before):
+        for m, v in zip(layers, before, strict=True):
             m.views = v

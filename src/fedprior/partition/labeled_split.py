@@ -124,7 +124,7 @@ class LabeledSplitPartitioner:
                 f"partition.num_labeled: {self.num_labeled} class-balanced labeled samples need {per_class[k]} of "
                 f"class {classes[k]}, which has only {sizes[k]}; use at most {int(sizes.min()) * classes.size}"
             )
-        chosen = [rng.permutation(np.flatnonzero(labels == c))[:count] for c, count in zip(classes, per_class)]
+        chosen = [rng.permutation(np.flatnonzero(labels == c))[:count] for c, count in zip(classes, per_class, strict=True)]
         return np.sort(np.concatenate(chosen)).astype(np.int64)
 
     def partition(self, labels: np.ndarray) -> Partition:
@@ -144,5 +144,5 @@ class LabeledSplitPartitioner:
         labeled = [labeled_pool[part] for part in self.labeled.split(labels[labeled_pool])]
         unlabeled = [unlabeled_pool[part] for part in self.unlabeled.split(labels[unlabeled_pool])]
         if self.add_labeled_to_unlabeled:
-            unlabeled = [np.union1d(u, l).astype(np.int64) for u, l in zip(unlabeled, labeled)]
+            unlabeled = [np.union1d(u, lab).astype(np.int64) for u, lab in zip(unlabeled, labeled, strict=True)]
         return Partition({"labeled": tuple(labeled), "unlabeled": tuple(unlabeled)})

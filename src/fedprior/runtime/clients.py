@@ -75,7 +75,7 @@ def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[St
             for i in active:
                 with global_rng([infos[i]]):
                     out.append(algorithm.client_update(message, states[i], datas[i], infos[i]))
-        for i, (reply, state) in zip(active, out):
+        for i, (reply, state) in zip(active, out, strict=True):
             results[i] = (Reply(reply.arrays, reply.num_examples, reply.metrics, infos[i].client_id), state)
     return results  # type: ignore[return-value]
 
@@ -96,7 +96,7 @@ class InProcessClients:
             self.algorithm, message, [self._states.get(c, {}) for c in clients], [self.client_data(c) for c in clients],
             [info.for_client(c) for c in clients], vectorize,
         )
-        for client_id, (_, state) in zip(clients, results):
+        for client_id, (_, state) in zip(clients, results, strict=True):
             if state:
                 self._states[client_id] = state
         return [reply for reply, _ in results], {}

@@ -26,6 +26,7 @@ exception in a client update is a bug, not a fault: it stops the run, as it does
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import pickle
@@ -172,7 +173,7 @@ class WorkerClients(InProcessClients):
         if vectorize and self.algorithm.client_update_many is not None:
             count = min(self.size, len(clients))
             bounds = [round(i * len(clients) / count) for i in range(count + 1)]
-            groups = [list(clients[a:b]) for a, b in zip(bounds, bounds[1:])]
+            groups = [list(clients[a:b]) for a, b in itertools.pairwise(bounds)]
         else:
             groups = [[c] for c in clients]
         if self.client_size is not None:
@@ -215,7 +216,7 @@ class WorkerClients(InProcessClients):
 
     def _dispatch(self, worker: Worker, message: Broadcast, info: RoundInfo, step: int, vectorize: bool, group: list[int]) -> Worker:
         """Send ``group`` (and the round's broadcast, if this worker lacks it); a worker found dead is replaced first."""
-        for attempt in range(2):
+        for _attempt in range(2):
             try:
                 if not worker.process.is_alive():
                     raise BrokenPipeError

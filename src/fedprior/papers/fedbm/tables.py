@@ -94,7 +94,7 @@ LABELS = [r.label for r in COMPARISON]
 
 def comparison(name: str, roman: str, dataset: str, values: list[list[float]], embedded: bool = False) -> PaperTable:
     cols = (column(dataset, None, embedded),) if dataset == "FEMNIST" else tuple(column(dataset, b, embedded) for b in BETAS)
-    return table(name, f"Table {roman}: comparison with existing methods on {dataset}", COMPARISON, cols, dict(zip(LABELS, values)))
+    return table(name, f"Table {roman}: comparison with existing methods on {dataset}", COMPARISON, cols, dict(zip(LABELS, values, strict=True)))
 
 
 TABLE1 = comparison("fedbm-table1", "I", "OCT-C8", [
@@ -127,7 +127,7 @@ OCT = columns("OCT-C8")
 
 
 def two_datasets(oct_rows: list[list[float]], kvasir_rows: list[list[float]]) -> list[list[float]]:
-    return [a + b for a, b in zip(oct_rows, kvasir_rows)]
+    return [a + b for a, b in zip(oct_rows, kvasir_rows, strict=True)]
 
 
 TABLE6 = table("fedbm-table6", "Table VI: FedBM with different modules", (
@@ -135,7 +135,7 @@ TABLE6 = table("fedbm-table6", "Table VI: FedBM with different modules", (
 ), TWO, dict(zip(["w/o LKCC", "w/o CGDE", "FedBM"], two_datasets(
     [[83.02, 82.94, 85.20, 84.92], [79.14, 77.13, 85.00, 84.56], [84.84, 84.55, 88.32, 88.16]],
     [[28.04, 21.18, 23.68, 16.07], [65.00, 61.67, 70.90, 68.73], [71.31, 69.51, 74.14, 73.75]],
-))))
+), strict=True)))
 
 LKCC_ONLY = ("algorithm.cgde=false",)
 TABLE7 = table("fedbm-table7", "Table VII: LKCC with a fraction of the prompts (no CGDE)", tuple(
@@ -160,19 +160,19 @@ TABLE9 = table("fedbm-table9", "Table IX: CGDE's components", (
 ), TWO, dict(zip(["w/o Concept Conditions", "w/o L_div", "w/o L_dis", "FedBM"], two_datasets(
     [[81.19, 80.18, 84.09, 83.43], [84.26, 83.65, 87.60, 87.65], [82.13, 81.54, 85.91, 85.99], [84.84, 84.55, 88.32, 88.16]],
     [[64.29, 63.05, 71.16, 70.25], [70.00, 68.14, 74.52, 74.03], [67.95, 65.39, 72.10, 71.54], [71.31, 69.51, 74.14, 73.75]],
-))))
+), strict=True)))
 TABLE10 = table("fedbm-table10", "Table X: FedBM with different lambda_div", tuple(
     Row(f"lambda_div={v}", "fedbm", (f"algorithm.lambda_div={v}",)) for v in ("0.1", "1.0", "10")
 ), TWO, dict(zip(["lambda_div=0.1", "lambda_div=1.0", "lambda_div=10"], two_datasets(
     [[83.90, 83.64, 86.92, 87.10], [84.84, 84.55, 88.32, 88.16], [83.26, 82.68, 87.51, 87.39]],
     [[69.31, 67.40, 73.77, 73.26], [71.31, 69.51, 74.14, 73.75], [69.62, 67.90, 74.35, 73.71]],
-))))
+), strict=True)))
 TABLE11 = table("fedbm-table11", "Table XI: FedBM with different lambda_dis", tuple(
     Row(f"lambda_dis={v}", "fedbm", (f"algorithm.lambda_dis={v}",)) for v in ("0.1", "1", "10")
 ), TWO, dict(zip(["lambda_dis=0.1", "lambda_dis=1", "lambda_dis=10"], two_datasets(
     [[84.84, 84.55, 88.32, 88.16], [83.50, 83.33, 87.05, 87.12], [83.00, 82.46, 86.17, 86.33]],
     [[70.14, 67.72, 74.14, 73.75], [71.31, 69.51, 72.33, 71.50], [69.97, 68.55, 72.39, 71.39]],
-))))
+), strict=True)))
 TABLE12 = table("fedbm-table12", "Table XII: FedBM with different language models", (
     Row("MiniLM (bundled)", "fedbm", ("algorithm.text_model=minilm",)),
     Row("Bert", "fedbm", ("algorithm.text_model=hf:google-bert/bert-base-uncased",), embedded=False),
@@ -183,6 +183,6 @@ TABLE12 = table("fedbm-table12", "Table XII: FedBM with different language model
 ), TWO, dict(zip(["Bert", "RoBERTa", "BiomedCLIP (text backbone)"], two_datasets(
     [[84.83, 84.35, 87.82, 87.73], [83.59, 82.78, 88.40, 88.35], [84.84, 84.55, 88.32, 88.16]],
     [[69.48, 67.64, 73.83, 73.19], [70.73, 69.99, 73.25, 71.52], [71.31, 69.51, 74.14, 73.75]],
-))))
+), strict=True)))
 
 FEDBM_TABLES = (TABLE1, TABLE2, TABLE3, TABLE4, TABLE5, TABLE6, TABLE7, TABLE8, TABLE9, TABLE10, TABLE11, TABLE12)

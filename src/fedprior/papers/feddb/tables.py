@@ -56,7 +56,7 @@ ROWS = (
 
 
 def _paper(cols: tuple[Column, ...], values: list[list[float]], rows=ROWS) -> dict[tuple[str, str], float]:
-    return {(r.label, c.label): v for r, line in zip(rows, values) for c, v in zip(cols, line)}
+    return {(r.label, c.label): v for r, line in zip(rows, values, strict=True) for c, v in zip(cols, line, strict=True)}
 
 
 def _table(number: int, title: str, cols: tuple[Column, ...], values: list[list[float]]) -> PaperTable:

@@ -36,7 +36,7 @@ OURS = Row("FST-CBDG", "fst-cbdg")
 
 
 def _paper(rows: list[str], columns: list[str], values: list[list[float]]) -> dict[tuple[str, str], float]:
-    return {(r, c): v for r, line in zip(rows, values) for c, v in zip(columns, line)}
+    return {(r, c): v for r, line in zip(rows, values, strict=True) for c, v in zip(columns, line, strict=True)}
 
 
 TABLE1 = PaperTable(

@@ -81,13 +81,13 @@ def figure6(experiment: Experiment, state: dict[str, torch.Tensor], path: Path) 
     first = experiment.partition.client(int(state["reps.client"][0]))["train"]
     raw_rows = np.sort(rng.permutation(first.size)[:TSNE_POINTS])
     panels = [
-        ("(a) raw images of client %d" % int(state["reps.client"][0]),
+        (f"(a) raw images of client {int(state['reps.client'][0])}",
          experiment.train["x"][torch.from_numpy(first[raw_rows])].flatten(1).numpy(), experiment.train["y"][torch.from_numpy(first[raw_rows])].numpy()),
         ("(b) server representations (after the projection head)", server_embeddings(experiment, state, rows), labels[rows]),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), dpi=110)
     names = experiment.dataset.class_names
-    for ax, (title, points, classes) in zip(axes, panels):
+    for ax, (title, points, classes) in zip(axes, panels, strict=True):
         xy = tsne(points, seed)
         for k in np.unique(classes):
             ax.scatter(*xy[classes == k].T, s=5, label=names[k], color=plt.cm.tab10(k % 10))

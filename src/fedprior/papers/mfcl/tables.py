@@ -43,7 +43,7 @@ ROWS_2_3 = (FEDAVG, FEDPROX, MOON, FEDSWAV, FEDSIMCLR, ORCHESTRA, MFCL_BN, MFCL_
 
 def _paper(rows: tuple[Row, ...], columns: tuple[Column, ...], values: list[list[float]]) -> dict[tuple[str, str], float]:
     """(row, column) -> number from a table printed one line per column (scenario), one entry per row."""
-    return {(r.label, c.label): v for c, line in zip(columns, values) for r, v in zip(rows, line)}
+    return {(r.label, c.label): v for c, line in zip(columns, values, strict=True) for r, v in zip(rows, line, strict=True)}
 
 
 def scenario(number: int, embedded: bool = True) -> Column:
