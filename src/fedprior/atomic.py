@@ -44,7 +44,7 @@ def _alive(pid: int) -> bool:
 
 def remove_stale_temp_files(folder: Path) -> list[Path]:
     """Delete the temporary files in ``folder`` whose writer is gone; returns what was deleted."""
-    removed = []
+    removed: list[Path] = []
     pattern = re.compile(rf"^.+\.{re.escape(_host())}\.(\d+)\.[0-9a-f]+\.tmp$")
     try:
         entries = list(os.scandir(folder))
@@ -64,7 +64,7 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     return removed
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], None], durable: bool = False) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], object], durable: bool = False) -> None:
     """Create or replace ``path`` with what ``write(handle)`` writes, atomically.
 
     ``durable``: flush the file and its folder to disk before returning (checkpoints).

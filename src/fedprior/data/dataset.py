@@ -57,4 +57,4 @@ class Dataset:
 
     @property
     def image_shape(self) -> tuple[int, int, int]:
-        return tuple(self.train_images.shape[1:])  # type: ignore[return-value]
+        return tuple(self.train_images.shape[1:])

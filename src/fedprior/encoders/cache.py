@@ -143,9 +143,9 @@ def load_or_encode(
         return CacheResult(features, None, False, time.perf_counter() - start)
     path = cache_path(encoder, dataset_name, split, images, labels)
     if path.exists():
-        features, problem = read_features(path, len(images), encoder.dim)
-        if features is not None:
-            return CacheResult(features, path, True, time.perf_counter() - start)
+        cached, problem = read_features(path, len(images), encoder.dim)
+        if cached is not None:
+            return CacheResult(cached, path, True, time.perf_counter() - start)
         warnings.warn(f"feature cache {path}: {problem}; rebuilding it", stacklevel=2)
     features = encode_with_progress(encoder, images, batch_size, progress, label).contiguous()
     metadata = {
@@ -158,12 +158,13 @@ def load_or_encode(
         "dim": str(encoder.dim),
         "checksum": tensor_checksum(features),
     }
+    written: Path | None = path
     try:
         write_features(path, features, metadata)
     except OSError as error:
         warnings.warn(f"feature cache {path} cannot be written ({error.strerror or error}); going on without the cache", stacklevel=2)
-        path = None
-    return CacheResult(features, path, False, time.perf_counter() - start)
+        written = None
+    return CacheResult(features, written, False, time.perf_counter() - start)
 
 
 def cached_features(

@@ -54,7 +54,8 @@ class PreprocessConfig:
 
     @property
     def crop_size(self) -> int:
-        return self.crop  # type: ignore[return-value]  (never None after __post_init__)
+        assert self.crop is not None, "set by __post_init__"
+        return self.crop
 
     def describe(self) -> str:
         """A stable text form (enters encoder fingerprints)."""

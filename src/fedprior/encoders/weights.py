@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 
 from fedprior.data.locations import cache_dir
@@ -29,7 +30,7 @@ def file_sha256(path: Path, chunk: int = 1 << 22) -> str:
     return digest.hexdigest()
 
 
-def fingerprint(*parts: str, files: list[Path] = (), root: Path | None = None) -> str:
+def fingerprint(*parts: str, files: Sequence[Path] = (), root: Path | None = None) -> str:
     """16 hex digits over text ``parts`` and the names and full contents of ``files``.
 
     Names are taken relative to ``root`` when given (so moving a model folder keeps its

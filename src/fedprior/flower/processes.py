@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -158,7 +159,7 @@ def stop_process(process: subprocess.Popen, grace: float = 5.0, hard: bool = Fal
         pass
 
 
-def sweep(mark: str, pids: list[int] = (), timeout: float = 10.0) -> list[int]:
+def sweep(mark: str, pids: Sequence[int] = (), timeout: float = 10.0) -> list[int]:
     """SIGKILL every member of the federation ``mark`` (and ``pids``), again until none is left; returns those killed."""
     killed: list[int] = []
     deadline = time.monotonic() + timeout

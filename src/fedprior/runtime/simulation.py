@@ -168,7 +168,9 @@ def run_rounds(
                 step += 1
                 info = RoundInfo(seed=seed, stage=stage.name, round=round_)
                 if stage.server_only:  # server work alone: no client is sampled, nothing is sent
-                    sampled, message, answered, failures, attempts = [], Broadcast({}), [], {}, 1
+                    answered: list[Reply] = []
+                    failures: dict[int, str] = {}
+                    sampled, message, attempts = [], Broadcast({}), 1
                 else:
                     sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
                     message = algorithm.broadcast(state, info)

@@ -85,10 +85,11 @@ def serve(conn: Connection, setup: WorkerSetup, threads: int) -> None:
         _, group, items = message
         try:
             ids = [c for c, _ in items]
+            assert broadcast is not None and info is not None, "a round message comes before its groups"
             results = update_clients(
                 algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize
             )
-            answer = ("done", group, results)
+            answer: tuple[str, Any, Any] = ("done", group, results)
         except Exception:
             answer = ("error", group, traceback.format_exc())
         _send(conn, answer)
@@ -131,7 +132,7 @@ class WorkerClients(InProcessClients):
 
     def _start(self) -> Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=serve, args=(child, self.setup, self.threads), daemon=True, name="fedprior-worker")
+        process = self.context.Process(target=serve, args=(child, self.setup, self.threads), daemon=True, name="fedprior-worker")  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete kinds all have Process
         process.start()
         child.close()
         try:
@@ -176,8 +177,9 @@ class WorkerClients(InProcessClients):
             groups = [list(clients[a:b]) for a, b in itertools.pairwise(bounds)]
         else:
             groups = [[c] for c in clients]
-        if self.client_size is not None:
-            groups.sort(key=lambda group: -sum(self.client_size(c) for c in group))
+        size = self.client_size
+        if size is not None:
+            groups.sort(key=lambda group: -sum(size(c) for c in group))
         return groups
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
