@@ -23,12 +23,12 @@ import re
 import shutil
 from pathlib import Path
 
-from flwr.app import ConfigRecord, Context
+from flwr.app import ArrayRecord, ConfigRecord, Context
 from safetensors.torch import load_file
 
 from fedprior.algorithms.base import State
 from fedprior.atomic import save_tensors
-from fedprior.flower.records import from_array_record, to_array_record
+from fedprior.flower.records import config_scalar, from_array_record, to_array_record
 
 STATE = "client-state.{}"
 META = "client-state-meta.{}"
@@ -63,9 +63,9 @@ class ClientStateStore:
     def load(self, client_id: int, step: int) -> State:
         """The client's latest state from a step before ``step`` (``{}`` if it never trained)."""
         meta = self.context.state.get(META.format(client_id))
-        if isinstance(meta, ConfigRecord) and meta.get("run-key") == self.run_key and int(meta["step"]) < step:
+        if isinstance(meta, ConfigRecord) and meta.get("run-key") == self.run_key and int(config_scalar(meta["step"])) < step:
             record = self.context.state.get(STATE.format(client_id))
-            if record is not None:
+            if isinstance(record, ArrayRecord):
                 return from_array_record(record)
         earlier = [(s, p) for s, p in self._versions(client_id) if s < step]
         if earlier:

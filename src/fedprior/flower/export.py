@@ -177,7 +177,7 @@ def _restride(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
     return out.copy_(tensor)
 
 
-_NODES: dict[str, NodeData] = {}
+_NODES: dict[str, tuple[int, NodeData]] = {}  # folder: (its task file's mtime, its NodeData)
 _NODES_LOCK = threading.Lock()
 
 
@@ -187,8 +187,7 @@ def node_data(directory: Path) -> NodeData:
     stamp = (Path(key) / TASK_FILE).stat().st_mtime_ns if (Path(key) / TASK_FILE).is_file() else 0
     with _NODES_LOCK:
         cached = _NODES.get(key)
-        if cached is None or getattr(cached, "_stamp", None) != stamp:
-            cached = NodeData(Path(key))
-            cached._stamp = stamp
+        if cached is None or cached[0] != stamp:
+            cached = (stamp, NodeData(Path(key)))
             _NODES[key] = cached
-        return cached
+        return cached[1]

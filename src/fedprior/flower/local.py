@@ -152,9 +152,9 @@ class LocalFederation:
     # start / stop --------------------------------------------------------------------------
     def start(self, startup_timeout: float = 90.0) -> LocalFederation:
         """Start the watcher, then the SuperLink and the SuperNodes (call :meth:`take_over` first)."""
-        with open(self.logs / "reaper.log", "ab") as log:  # not marked: it must outlive the others
+        with open(self.logs / "reaper.log", "ab") as reaper_log:  # not marked: it must outlive the others
             self.watcher = subprocess.Popen([sys.executable, "-m", "fedprior.flower.reaper", str(os.getpid()), self.mark],
-                                            stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, stdout=reaper_log, stderr=subprocess.STDOUT, start_new_session=True)
         self.record_processes()
         if self.tls:
             from fedprior.flower.tls import generate_certificates
@@ -363,8 +363,10 @@ def run_local_federation(
             if time.monotonic() - last_record > 5.0:
                 last_record = time.monotonic()
                 federation.record_processes()
-            if federation.superlink.poll() is not None:
-                raise FedpriorError(f"flower-superlink exited with code {federation.superlink.returncode}; see {federation.logs}")
+            superlink = federation.superlink
+            assert superlink is not None, "federation.start() spawned it"
+            if superlink.poll() is not None:
+                raise FedpriorError(f"flower-superlink exited with code {superlink.returncode}; see {federation.logs}")
             if time.monotonic() - last_status > 15.0:
                 last_status = time.monotonic()
                 status = federation.status(run_id)

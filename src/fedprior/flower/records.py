@@ -52,7 +52,21 @@ def to_config_record(values: Scalars) -> ConfigRecord:
 
 
 def from_config_record(record: ConfigRecord) -> Scalars:
-    return {k: v for k, v in record.items()}
+    return {k: config_scalar(v) for k, v in record.items()}
+
+
+def config_scalar(value: object) -> bool | int | float | str:
+    """A ConfigRecord value fedprior wrote as a number, a flag or a string (what ``Scalars`` holds)."""
+    if not isinstance(value, bool | int | float | str):
+        raise TypeError(f"expected a number or a string in the record, got {type(value).__name__}")
+    return value
+
+
+def config_list(value: object) -> list:
+    """A ConfigRecord value fedprior wrote as a list."""
+    if not isinstance(value, list):
+        raise TypeError(f"expected a list in the record, got {type(value).__name__}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -85,9 +99,9 @@ def order_to_config(order: RoundOrder) -> ConfigRecord:
 
 
 def order_from_config(record: ConfigRecord) -> RoundOrder:
-    info = RoundInfo(seed=int(record["seed"]), stage=str(record["stage"]), round=int(record["round"]))
-    clients = tuple(int(c) for c in record["clients"])
-    return RoundOrder(info, int(record["step"]), clients, str(record["run-key"]), bool(record["vectorize"]))
+    info = RoundInfo(seed=int(config_scalar(record["seed"])), stage=str(record["stage"]), round=int(config_scalar(record["round"])))
+    clients = tuple(int(c) for c in config_list(record["clients"]))
+    return RoundOrder(info, int(config_scalar(record["step"])), clients, str(record["run-key"]), bool(record["vectorize"]))
 
 
 def hint_record(data_dir: str) -> ConfigRecord:
@@ -111,8 +125,8 @@ def train_content(broadcast: Broadcast, order: RoundOrder, data_hint: str = "") 
 
 
 def read_train_content(content: RecordDict) -> tuple[Broadcast, RoundOrder]:
-    broadcast = Broadcast(from_array_record(content[BROADCAST_ARRAYS]), from_config_record(content[BROADCAST_CONFIG]))
-    return broadcast, order_from_config(content[ROUND])
+    broadcast = Broadcast(from_array_record(content.array_records[BROADCAST_ARRAYS]), from_config_record(content.config_records[BROADCAST_CONFIG]))
+    return broadcast, order_from_config(content.config_records[ROUND])
 
 
 def _reply_keys(client_id: int) -> tuple[str, str]:
@@ -136,14 +150,14 @@ def reply_content(replies: dict[int, Reply], failures: dict[int, str] | None = N
 
 def read_reply_content(content: RecordDict) -> tuple[list[Reply], dict[int, str]]:
     """(replies with their client ids, {client id: reason} of the clients that raised) of a TRAIN reply."""
-    listing = content["clients"]
+    listing = content.config_records["clients"]
     replies = []
-    for client_id in (int(c) for c in listing["replied"]):
+    for client_id in (int(c) for c in config_list(listing["replied"])):
         arrays_key, metrics_key = _reply_keys(client_id)
-        metrics = dict(content[metrics_key])
+        metrics = {k: config_scalar(v) for k, v in content.metric_records[metrics_key].items()}
         num_examples = int(metrics.pop(NUM_EXAMPLES))
-        replies.append(Reply(from_array_record(content[arrays_key]), num_examples, {k: float(v) for k, v in metrics.items()}, client_id))
-    failures = {int(c): str(r) for c, r in zip(listing["failed"], listing["reasons"], strict=True)}
+        replies.append(Reply(from_array_record(content.array_records[arrays_key]), num_examples, {k: float(v) for k, v in metrics.items()}, client_id))
+    failures = {int(c): str(r) for c, r in zip(config_list(listing["failed"]), config_list(listing["reasons"]), strict=True)}
     return replies, failures
 
 
@@ -153,4 +167,4 @@ def hosted_content(client_ids: list[int]) -> RecordDict:
 
 
 def read_hosted_content(content: RecordDict) -> list[int]:
-    return [int(c) for c in content[HOSTED]["clients"]]
+    return [int(c) for c in config_list(content.config_records[HOSTED]["clients"])]
