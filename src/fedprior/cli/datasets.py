@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from pathlib import Path
 
@@ -25,7 +26,7 @@ def _locators() -> dict[str, Callable[[Path | None], Path]]:
         "svhn": svhn.locate_svhn,
     }
     for flag in medmnist.INFO:
-        locators[flag] = lambda root, flag=flag: medmnist.locate_medmnist(flag, root)
+        locators[flag] = functools.partial(medmnist.locate_medmnist, flag)
     return locators
 
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import functools
 import time
+from typing import TYPE_CHECKING
 
 import typer
 
 from fedprior.cli.app import app, user_errors
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
 
 SPLITS = {"train": ("train",), "test": ("test",), "all": ("train", "test")}
 
@@ -36,9 +41,14 @@ def _sections(dataset: str, encoder: str, overrides: list[str], batch_size: int 
         try:
             out.append(model(**values[section]))
         except ValidationError as error:
-            raise ConfigError(describe_validation_error(error, (section,), lambda _parent, m=model: list(m.model_fields))) from None
+            raise ConfigError(describe_validation_error(error, (section,), functools.partial(_field_names, model))) from None
     return tuple(out)
 
+
+
+def _field_names(model: type[BaseModel], _parent: tuple[str, ...]) -> list[str]:
+    """The keys a config section accepts (its pydantic fields), for the error message."""
+    return list(model.model_fields)
 
 @app.command()
 @user_errors

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import typer
@@ -154,7 +155,7 @@ def partition(
 
     if plot is not None:
         check_output_file(plot, "--plot")
-    options = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
+    options: dict[str, Any] = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
     try:
         if labeled:
             splitter = LabeledSplitPartitioner.with_scheme(scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import typer
+from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
@@ -22,7 +23,7 @@ def presets(fields: bool = typer.Option(False, "--fields", help="Also list every
         table = Table("field", "default", "meaning")
         for section, info in ExperimentConfig.model_fields.items():
             model = info.annotation
-            if not hasattr(model, "model_fields"):
+            if not (isinstance(model, type) and issubclass(model, BaseModel)):
                 continue
             for key, field in model.model_fields.items():
                 table.add_row(f"{section}.{key}", repr(field.default), field.description or "")

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
 from fedprior.cli.app import app, stderr, user_errors
 
@@ -27,7 +27,7 @@ class RoundProgress:
             console=stderr,
             transient=False,
         )
-        self.task = None
+        self.task: TaskID | None = None
 
     def start(self, experiment, total: int, done: int = 0) -> None:
         self.bar.start()

@@ -6,6 +6,7 @@ import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import torch
@@ -138,7 +139,7 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
         if num_classes != named.num_classes:
             raise ConfigError(f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
                               f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead")
-    options = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
+    options: dict[str, Any] = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
     if p.num_labeled:
         from fedprior.partition.labeled_split import LabeledSplitPartitioner
 

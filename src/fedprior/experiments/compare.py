@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -181,7 +182,7 @@ class Comparison:
         return path
 
 
-def compare_runs(paths: list[str | Path]) -> Comparison:
+def compare_runs(paths: Sequence[str | Path]) -> Comparison:
     """Read the run directories ``paths`` (finished or not) for a side-by-side comparison."""
     if not paths:
         raise FedpriorError("compare: name at least one run directory")

@@ -12,7 +12,7 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
@@ -284,6 +284,7 @@ def validate_config(raw: dict[str, Any]) -> ExperimentConfig:
 
 def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
     owner = ExperimentConfig if not parent else ExperimentConfig.model_fields[parent[0]].annotation
+    assert isinstance(owner, type) and issubclass(owner, BaseModel), f"{parent[0]} is a section of the config"
     return list(owner.model_fields)
 
 

@@ -56,7 +56,7 @@ def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     """
     run = RunDir(Path(str(run_config["run-dir"]))) if run_config.get("run-dir") else None
     resume = run is not None and run.checkpoint.is_file() and run.config.is_file()
-    if resume:  # a restarted server: the run directory's own config, from its last checkpoint
+    if run is not None and resume:  # a restarted server: the run directory's own config, from its last checkpoint
         name, config = run.read_config()
     else:
         overrides = split_overrides(run_config.get("overrides", ""))

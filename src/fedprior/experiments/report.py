@@ -41,11 +41,14 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
     for label, values in curves.items():
         ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
-    ax.xaxis.get_major_locator().set_params(integer=True)
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator), "matplotlib's default AutoLocator is a MaxNLocator"
+    locator.set_params(integer=True)
     ax.set_xlabel("round")
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)

@@ -186,7 +186,8 @@ class RunDir:
 
     def write_partition(self, partition: Partition, stats: dict[str, Any]) -> None:
         arrays = {f"{role}/{client}": idx for role, parts in partition.roles.items() for client, idx in enumerate(parts)}
-        atomic_write(self.partition_indices, lambda handle: np.savez_compressed(handle, **arrays))
+        # numpy's stub types **kwds as if a key could be its allow_pickle flag; these keys are "role/client"
+        atomic_write(self.partition_indices, lambda handle: np.savez_compressed(handle, **arrays))  # type: ignore[arg-type]
         write_text(self.partition_stats, json.dumps(stats))
 
     def partition_intact(self, partition: Partition) -> bool:

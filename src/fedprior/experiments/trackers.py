@@ -120,6 +120,7 @@ class MlflowTracker:
         from mlflow.entities import Param, RunStatus
 
         settings = config.run
+        assert settings.mlflow is not None, "an MLflow tracker is made only when run.mlflow is set"
         self.client = require_mlflow(settings.mlflow)
         known = json.loads(run.tracking.read_text()).get("mlflow", {}) if run.tracking.is_file() else {}
         self.logged_until = -1
