@@ -120,9 +120,15 @@ def main() -> None:
 
     name, config = load_config(PRESET, [*common, "run.workers=1"])
     experiment = build_experiment(name, config)
-    out: dict = {"preset": PRESET, "device": str(experiment.device), "rounds": args.rounds, "timed_rounds": args.rounds - 2,
-                 "clients_per_round": len(sample_clients(0, "federated", 1, config.federation.num_clients, config.federation.fraction)),
-                 "cpus": os.cpu_count(), "threads_per_update": experiment.threads.train}
+    out: dict = {
+        "preset": PRESET,
+        "device": str(experiment.device),
+        "rounds": args.rounds,
+        "timed_rounds": args.rounds - 2,
+        "clients_per_round": len(sample_clients(0, "federated", 1, config.federation.num_clients, config.federation.fraction)),
+        "cpus": os.cpu_count(),
+        "threads_per_update": experiment.threads.train,
+    }
     with tempfile.TemporaryDirectory(prefix="fedprior-cnn-rounds-") as folder:
         work = Path(folder)
         torch.set_num_threads(experiment.threads.train)
@@ -131,26 +137,30 @@ def main() -> None:
         two, _ = fedprior_round_seconds([*common, "run.workers=2"], work, "w2")
         if fedprior_steps(work / "w1") != plain_steps:
             sys.exit(f"the plain loop took {plain_steps} steps, fedprior {fedprior_steps(work / 'w1')}: not the same work")
-        out.update({
-            "plain_seconds_per_round": round(plain, 3),
-            "fedprior_1_worker_seconds_per_round": round(one, 3),
-            "fedprior_2_workers_seconds_per_round": round(two, 3),
-            "overhead": round(one / plain, 3),
-            "workers_speedup": round(one / two, 3),
-            "steps_per_round": plain_steps / args.rounds,
-            "final_accuracy": summary["final_accuracy"],
-        })
+        out.update(
+            {
+                "plain_seconds_per_round": round(plain, 3),
+                "fedprior_1_worker_seconds_per_round": round(one, 3),
+                "fedprior_2_workers_seconds_per_round": round(two, 3),
+                "overhead": round(one / plain, 3),
+                "workers_speedup": round(one / two, 3),
+                "steps_per_round": plain_steps / args.rounds,
+                "final_accuracy": summary["final_accuracy"],
+            }
+        )
         if args.load:
             with busy_processes(args.load):
                 loaded_one, _ = fedprior_round_seconds([*common, "run.workers=1"], work, "w1-loaded")
                 loaded_two, _ = fedprior_round_seconds([*common, "run.workers=2"], work, "w2-loaded")
-            out.update({
-                "load": args.load,
-                "loaded_fedprior_1_worker_seconds_per_round": round(loaded_one, 3),
-                "loaded_fedprior_2_workers_seconds_per_round": round(loaded_two, 3),
-                "load_slowdown": round(loaded_one / one, 3),
-                "load_slowdown_2_workers": round(loaded_two / two, 3),
-            })
+            out.update(
+                {
+                    "load": args.load,
+                    "loaded_fedprior_1_worker_seconds_per_round": round(loaded_one, 3),
+                    "loaded_fedprior_2_workers_seconds_per_round": round(loaded_two, 3),
+                    "load_slowdown": round(loaded_one / one, 3),
+                    "load_slowdown_2_workers": round(loaded_two / two, 3),
+                }
+            )
         if not args.no_flower:
             flower, _ = fedprior_round_seconds([*common, "run.runtime='flower-sim'"], work, "flower")
             out.update({"flower_seconds_per_round": round(flower, 3), "flower_ratio": round(flower / one, 3)})

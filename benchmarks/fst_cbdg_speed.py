@@ -40,9 +40,11 @@ def synthetic_features(seed: int = 0):
     """Unit-norm features around random class centres, and text prototypes that only roughly match them."""
     g = torch.Generator().manual_seed(seed)
     centres = F.normalize(torch.randn(CLASSES, DIM, generator=g), dim=1)
+
     def draw(n):
         y = torch.randint(0, CLASSES, (n,), generator=g)
         return F.normalize(centres[y] + 0.9 * torch.randn(n, DIM, generator=g) / DIM**0.5 * 4, dim=1), y
+
     train_x, train_y = draw(SAMPLES)
     test_x, test_y = draw(TEST)
     text = F.normalize(centres + 0.6 * torch.randn(CLASSES, DIM, generator=g) / DIM**0.5 * 4, dim=1)
@@ -51,12 +53,20 @@ def synthetic_features(seed: int = 0):
 
 def run(vectorize: bool, setup, noise: str = "projected") -> tuple[float, dict]:
     train_x, train_y, test_x, test_y, text, parts, threads = setup
-    task = Task(num_classes=CLASSES, input_shape=(DIM,), class_names=tuple(map(str, range(CLASSES))),
-                num_clients=CLIENTS, prior={"text_features": text})
+    task = Task(num_classes=CLASSES, input_shape=(DIM,), class_names=tuple(map(str, range(CLASSES))), num_clients=CLIENTS, prior={"text_features": text})
     start = time.perf_counter()
     algorithm = fst_cbdg(task, local_epochs=1, batch_size=50, noise=noise)
-    result = simulate(algorithm, lambda c: {"x": train_x[parts[c]]}, CLIENTS, {"x": test_x, "y": test_y},
-                      seed=0, rounds=ROUNDS, fraction=FRACTION, vectorize=vectorize, threads=threads)
+    result = simulate(
+        algorithm,
+        lambda c: {"x": train_x[parts[c]]},
+        CLIENTS,
+        {"x": test_x, "y": test_y},
+        seed=0,
+        rounds=ROUNDS,
+        fraction=FRACTION,
+        vectorize=vectorize,
+        threads=threads,
+    )
     return time.perf_counter() - start, result
 
 
@@ -91,8 +101,7 @@ def main() -> None:
     if args.load:
         with busy_processes(args.load):
             loaded_seconds, _ = run(True, setup)
-        out.update({"load": args.load, "loaded_vectorized_seconds": round(loaded_seconds, 3),
-                    "load_slowdown": round(loaded_seconds / vectorized_seconds, 2)})
+        out.update({"load": args.load, "loaded_vectorized_seconds": round(loaded_seconds, 3), "load_slowdown": round(loaded_seconds / vectorized_seconds, 2)})
     print_result(out, args.json)
 
 

@@ -8,16 +8,28 @@ import subprocess
 import sys
 
 SMALL = [
-    "--set", "data.dataset=digits", "--set", "partition.scheme=iid", "--set", "federation.num_clients=6",
-    "--set", "federation.fraction=0.5", "--set", "federation.rounds=3", "--set", "federation.batch_size=16",
-    "--set", "federation.local_epochs=2", "--set", "algorithm.lr=0.1",
+    "--set",
+    "data.dataset=digits",
+    "--set",
+    "partition.scheme=iid",
+    "--set",
+    "federation.num_clients=6",
+    "--set",
+    "federation.fraction=0.5",
+    "--set",
+    "federation.rounds=3",
+    "--set",
+    "federation.batch_size=16",
+    "--set",
+    "federation.local_epochs=2",
+    "--set",
+    "algorithm.lr=0.1",
 ]
 
 
 def fedprior(*args: str, cache=None, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
     env = {**os.environ, "FEDPRIOR_CACHE": str(cache)} if cache else dict(os.environ)
-    return subprocess.run([sys.executable, "-m", "fedprior", *args], capture_output=True, text=True, env=env,
-                          timeout=timeout, **kwargs)
+    return subprocess.run([sys.executable, "-m", "fedprior", *args], capture_output=True, text=True, env=env, timeout=timeout, **kwargs)
 
 
 def summary(result: subprocess.CompletedProcess) -> dict:
@@ -28,9 +40,20 @@ def summary(result: subprocess.CompletedProcess) -> dict:
 
 
 TINY = [
-    "--set", "data.dataset=digits", "--set", "partition.scheme=iid", "--set", "federation.num_clients=4",
-    "--set", "federation.fraction=0.5", "--set", "federation.rounds=2", "--set", "federation.batch_size=32",
-    "--set", "run.workers=1",
+    "--set",
+    "data.dataset=digits",
+    "--set",
+    "partition.scheme=iid",
+    "--set",
+    "federation.num_clients=4",
+    "--set",
+    "federation.fraction=0.5",
+    "--set",
+    "federation.rounds=2",
+    "--set",
+    "federation.batch_size=32",
+    "--set",
+    "run.workers=1",
 ]
 """A 2-round digits run that takes a second or two (in-process tests: no worker processes)."""
 

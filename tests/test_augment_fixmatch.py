@@ -45,7 +45,7 @@ def candidates(image: torch.Tensor, pad: int, flip: bool) -> list[torch.Tensor]:
     """Every crop of the reflect-padded image (and of its mirror): what a weak view may be."""
     side = image.shape[-1]
     out = []
-    for source in ([image, image.flip(-1)] if flip else [image]):
+    for source in [image, image.flip(-1)] if flip else [image]:
         padded = F.pad(source[None], (pad, pad, pad, pad), mode="reflect")[0]
         out += [padded[:, i : i + side, j : j + side] for i in range(2 * pad + 1) for j in range(2 * pad + 1)]
     return out
@@ -72,8 +72,7 @@ def test_strong_view_adds_randaugment_and_a_gray_cutout_square():
     strong = unit(augment.strong(x, generator))
     assert float(strong.min()) >= -1e-6 and float(strong.max()) <= 1 + 1e-6  # made in [0, 1], standardized back
     plain_crops = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0).strong(x, torch.Generator().manual_seed(3))
-    not_a_crop = [min(float((v - c).abs().max()) for c in candidates(o, 2, False)) > 1e-3
-                  for o, v in zip(unit(x), unit(plain_crops), strict=True)]
+    not_a_crop = [min(float((v - c).abs().max()) for c in candidates(o, 2, False)) > 1e-3 for o, v in zip(unit(x), unit(plain_crops), strict=True)]
     assert sum(not_a_crop) >= 8, "RandAugment changes most images beyond a weak view"
     for view in strong:
         gray = (view[0] - 0.5).abs() < 1e-6

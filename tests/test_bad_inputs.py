@@ -98,57 +98,102 @@ def resume_after(damage: Callable[[Path], None], preset: str = "fedavg-cnn"):
 
 
 def run_fashion(damage: Callable[[Path], None]):
-    return lambda tmp, bases: ["run", "fedavg-cnn", "--set", f"data.root={fashion_root(tmp, damage)}",
-                               "--set", "federation.num_clients=2", "--set", "federation.rounds=0", "--run-dir", tmp / "r"]
+    return lambda tmp, bases: [
+        "run",
+        "fedavg-cnn",
+        "--set",
+        f"data.root={fashion_root(tmp, damage)}",
+        "--set",
+        "federation.num_clients=2",
+        "--set",
+        "federation.rounds=0",
+        "--run-dir",
+        tmp / "r",
+    ]
 
 
 CASES = [
     # damaged checkpoints (resume)
-    Case("checkpoint-truncated", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(
-        (r / "checkpoint.safetensors").read_bytes()[:3000])), "checkpoint.safetensors is unreadable"),
-    Case("checkpoint-empty", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(b"")),
-         "checkpoint.safetensors is unreadable"),
-    Case("checkpoint-random", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(
-        np.random.default_rng(0).bytes(5000))), "checkpoint.safetensors is unreadable"),
-    Case("checkpoint-no-metadata", resume_after(lambda r: strip_metadata(r / "checkpoint.safetensors")),
-         "checkpoint.safetensors lacks its metadata"),
-    Case("checkpoint-flipped-bytes", resume_after(lambda r: flip_tensor_bytes(r / "checkpoint.safetensors")),
-         "checkpoint.safetensors is damaged: checksum mismatch"),
-    Case("checkpoint-of-another-experiment", resume_after(lambda r: shutil.copy(
-        r.parent / "other.safetensors", r / "checkpoint.safetensors")),
-        "algorithm.name ('fedprox' in the checkpoint, 'fedavg' now)"),
+    Case(
+        "checkpoint-truncated",
+        resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes((r / "checkpoint.safetensors").read_bytes()[:3000])),
+        "checkpoint.safetensors is unreadable",
+    ),
+    Case("checkpoint-empty", resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(b"")), "checkpoint.safetensors is unreadable"),
+    Case(
+        "checkpoint-random",
+        resume_after(lambda r: (r / "checkpoint.safetensors").write_bytes(np.random.default_rng(0).bytes(5000))),
+        "checkpoint.safetensors is unreadable",
+    ),
+    Case("checkpoint-no-metadata", resume_after(lambda r: strip_metadata(r / "checkpoint.safetensors")), "checkpoint.safetensors lacks its metadata"),
+    Case(
+        "checkpoint-flipped-bytes",
+        resume_after(lambda r: flip_tensor_bytes(r / "checkpoint.safetensors")),
+        "checkpoint.safetensors is damaged: checksum mismatch",
+    ),
+    Case(
+        "checkpoint-of-another-experiment",
+        resume_after(lambda r: shutil.copy(r.parent / "other.safetensors", r / "checkpoint.safetensors")),
+        "algorithm.name ('fedprox' in the checkpoint, 'fedavg' now)",
+    ),
     # damaged run config (resume)
-    Case("config-truncated", resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes()[:60])),
-         "config.toml: not valid TOML"),
-    Case("config-not-utf8", resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes() + b"\xff\xfe")),
-         "config.toml: not UTF-8 text (byte 0xff"),
+    Case("config-truncated", resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes()[:60])), "config.toml: not valid TOML"),
+    Case(
+        "config-not-utf8",
+        resume_after(lambda r: (r / "config.toml").write_bytes((r / "config.toml").read_bytes() + b"\xff\xfe")),
+        "config.toml: not UTF-8 text (byte 0xff",
+    ),
     # run: config, --run-dir, --plot
-    Case("run-config-not-utf8", lambda tmp, b: ["run", _write(tmp / "bad.toml", b'description = "\xff\xfe"\n'), "--run-dir", tmp / "r"],
-         "bad.toml: not UTF-8 text (byte 0xff at position 15)"),
-    Case("run-dir-is-a-file", lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", _write(tmp / "afile", b"x")],
-         "--run-dir: {tmp}/afile is a file, not a folder"),
-    Case("run-dir-cannot-be-created", lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", "/proc/fedprior-test/run"],
-         "--run-dir: cannot create /proc/fedprior-test/run"),
-    Case("plot-to-a-folder", lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", tmp],
-         "--plot: {tmp} is a folder"),
-    Case("plot-unwritable", lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", "/proc/fedprior.png"],
-         "--plot: cannot write /proc/fedprior.png"),
+    Case(
+        "run-config-not-utf8",
+        lambda tmp, b: ["run", _write(tmp / "bad.toml", b'description = "\xff\xfe"\n'), "--run-dir", tmp / "r"],
+        "bad.toml: not UTF-8 text (byte 0xff at position 15)",
+    ),
+    Case(
+        "run-dir-is-a-file",
+        lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", _write(tmp / "afile", b"x")],
+        "--run-dir: {tmp}/afile is a file, not a folder",
+    ),
+    Case(
+        "run-dir-cannot-be-created",
+        lambda tmp, b: ["run", "fedavg-cnn", *TINY, "--run-dir", "/proc/fedprior-test/run"],
+        "--run-dir: cannot create /proc/fedprior-test/run",
+    ),
+    Case("plot-to-a-folder", lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", tmp], "--plot: {tmp} is a folder"),
+    Case(
+        "plot-unwritable",
+        lambda tmp, b: ["partition", "--dataset", "digits", "--clients", "4", "--plot", "/proc/fedprior.png"],
+        "--plot: cannot write /proc/fedprior.png",
+    ),
     # damaged dataset files (data.root)
-    Case("gzip-truncated", run_fashion(lambda f: _cut(f / "train-images-idx3-ubyte.gz", 300)),
-         "train-images-idx3-ubyte.gz is damaged (EOFError"),
-    Case("gzip-not-gzip", run_fashion(lambda f: (f / "t10k-labels-idx1-ubyte.gz").write_bytes(b"\x0ek" + bytes(100))),
-         "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile"),
-    Case("gzip-bad-crc", run_fashion(lambda f: _flip_byte(f / "t10k-labels-idx1-ubyte.gz", -6)),
-         "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile: CRC check failed"),
-    Case("label-count-mismatch", run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz",
-                                                                  lambda raw: raw[:4] + (10).to_bytes(4, "big") + raw[8:18])),
-         "train has 20 images but labels of shape (10,)"),
-    Case("labels-out-of-range", run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz",
-                                                                 lambda raw: raw[:8] + bytes([200]) + raw[9:])),
-         "train labels fall outside 0..9 (found 0..200)"),
-    Case("idx-header-huge", run_fashion(lambda f: rewrite_gz(f / "t10k-images-idx3-ubyte.gz",
-                                                             lambda raw: raw[:4] + (2**32 - 1).to_bytes(4, "big") + (2**31).to_bytes(4, "big") + raw[12:])),
-         f"t10k-images-idx3-ubyte.gz is truncated: expected {(2**32 - 1) * 2**31 * 28} values"),
+    Case("gzip-truncated", run_fashion(lambda f: _cut(f / "train-images-idx3-ubyte.gz", 300)), "train-images-idx3-ubyte.gz is damaged (EOFError"),
+    Case(
+        "gzip-not-gzip",
+        run_fashion(lambda f: (f / "t10k-labels-idx1-ubyte.gz").write_bytes(b"\x0ek" + bytes(100))),
+        "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile",
+    ),
+    Case(
+        "gzip-bad-crc",
+        run_fashion(lambda f: _flip_byte(f / "t10k-labels-idx1-ubyte.gz", -6)),
+        "t10k-labels-idx1-ubyte.gz is damaged (BadGzipFile: CRC check failed",
+    ),
+    Case(
+        "label-count-mismatch",
+        run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz", lambda raw: raw[:4] + (10).to_bytes(4, "big") + raw[8:18])),
+        "train has 20 images but labels of shape (10,)",
+    ),
+    Case(
+        "labels-out-of-range",
+        run_fashion(lambda f: rewrite_gz(f / "train-labels-idx1-ubyte.gz", lambda raw: raw[:8] + bytes([200]) + raw[9:])),
+        "train labels fall outside 0..9 (found 0..200)",
+    ),
+    Case(
+        "idx-header-huge",
+        run_fashion(
+            lambda f: rewrite_gz(f / "t10k-images-idx3-ubyte.gz", lambda raw: raw[:4] + (2**32 - 1).to_bytes(4, "big") + (2**31).to_bytes(4, "big") + raw[12:])
+        ),
+        f"t10k-images-idx3-ubyte.gz is truncated: expected {(2**32 - 1) * 2**31 * 28} values",
+    ),
 ]
 
 

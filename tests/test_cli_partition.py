@@ -52,8 +52,7 @@ def test_json_is_one_object_with_statistics_and_parameters(digits_labels):
     assert counts.sum() == digits_labels.size, "Dirichlet uses every training sample"
     np.testing.assert_array_equal(counts.sum(axis=0), np.bincount(digits_labels, minlength=10))
     assert record["client_sizes"] == counts.sum(axis=1).tolist() and min(record["client_sizes"]) >= 5
-    again = json.loads(invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--min-size", "5",
-                              "--seed", "7", "--json").stdout)
+    again = json.loads(invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--min-size", "5", "--seed", "7", "--json").stdout)
     assert again["class_counts"] == record["class_counts"]
     other = json.loads(invoke("--scheme", "dirichlet", "--clients", "12", "--alpha", "0.3", "--seed", "8", "--json").stdout)
     assert other["class_counts"] != record["class_counts"]
@@ -114,7 +113,11 @@ def test_defaults_match_the_config_fields():
 
     partition = PartitionConfig()
     assert (command.DEFAULT_SHARDS, command.DEFAULT_ALPHA, command.DEFAULT_MIN_SIZE, command.DEFAULT_WINDOW) == (
-        partition.shards, partition.alpha, partition.min_size, partition.window)
+        partition.shards,
+        partition.alpha,
+        partition.min_size,
+        partition.window,
+    )
     assert command.DEFAULT_CLIENTS == FederationConfig().num_clients
     assert command.DEFAULT_DATASET == DataConfig().dataset
 
@@ -125,11 +128,12 @@ def test_installed_command_runs(tmp_path):
         pytest.skip("no fedprior entry point next to this interpreter")
     done = subprocess.run(
         [str(fedprior), "partition", "--dataset", "digits", "--scheme", "shard", "--clients", "10", "--shards", "2", "--json"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert len(record["client_sizes"]) == 10 and max(record["classes_per_client"]) <= 4
-    failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"],
-                            capture_output=True, text=True, timeout=120)
+    failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"], capture_output=True, text=True, timeout=120)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr and failed.stderr.count("\n") == 1

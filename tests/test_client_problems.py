@@ -66,9 +66,24 @@ def test_cli_summary_and_report_show_failed_clients(tmp_path, monkeypatch):
 
 
 def test_empty_clients_are_counted_and_warned_about(tmp_path):
-    result = invoke("run", "fedavg-cnn", *TINY, "--set", "partition.scheme=dirichlet", "--set", "partition.alpha=0.001",
-                    "--set", "federation.num_clients=12", "--set", "federation.fraction=1.0", "--set", "federation.rounds=1",
-                    "--run-dir", tmp_path / "run", "--json")
+    result = invoke(
+        "run",
+        "fedavg-cnn",
+        *TINY,
+        "--set",
+        "partition.scheme=dirichlet",
+        "--set",
+        "partition.alpha=0.001",
+        "--set",
+        "federation.num_clients=12",
+        "--set",
+        "federation.fraction=1.0",
+        "--set",
+        "federation.rounds=1",
+        "--run-dir",
+        tmp_path / "run",
+        "--json",
+    )
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     sizes = json.loads((tmp_path / "run" / "partition.json").read_text())["client_sizes"]

@@ -12,8 +12,7 @@ from fedprior.experiments.compare import compare_runs
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 
-TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2",
-        "federation.batch_size=64", "run.threads=1"]
+TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
 
 class Interrupt(Exception):

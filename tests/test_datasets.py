@@ -457,8 +457,12 @@ def test_cli_datasets_lists_every_dataset_and_availability(tmp_path):
 
 def write_fashion(folder: Path) -> None:
     folder.mkdir(parents=True)
-    for name, array in {"train-images-idx3-ubyte.gz": np.zeros((4, 28, 28)), "train-labels-idx1-ubyte.gz": np.arange(4),
-                        "t10k-images-idx3-ubyte.gz": np.zeros((2, 28, 28)), "t10k-labels-idx1-ubyte.gz": np.arange(2)}.items():
+    for name, array in {
+        "train-images-idx3-ubyte.gz": np.zeros((4, 28, 28)),
+        "train-labels-idx1-ubyte.gz": np.arange(4),
+        "t10k-images-idx3-ubyte.gz": np.zeros((2, 28, 28)),
+        "t10k-labels-idx1-ubyte.gz": np.arange(2),
+    }.items():
         with gzip.open(folder / name, "wb") as handle:
             handle.write(_idx_bytes(array))
 
@@ -466,8 +470,11 @@ def write_fashion(folder: Path) -> None:
 CACHED_COPY = {  # a valid copy where the loader looks when data.root is unset
     "fashion-mnist": lambda cache: write_fashion(cache / "fashion-mnist"),
     "cifar10": lambda cache: write_cifar10(cache / "cifar10" / "cifar-10-batches-py"),
-    "svhn": lambda cache: [(cache / "svhn").mkdir(parents=True), write_svhn_mat(cache / "svhn" / "train_32x32.mat", [1]),
-                           write_svhn_mat(cache / "svhn" / "test_32x32.mat", [2])],
+    "svhn": lambda cache: [
+        (cache / "svhn").mkdir(parents=True),
+        write_svhn_mat(cache / "svhn" / "train_32x32.mat", [1]),
+        write_svhn_mat(cache / "svhn" / "test_32x32.mat", [2]),
+    ],
     "octmnist": lambda cache: [(cache / "medmnist").mkdir(parents=True), write_medmnist(cache / "medmnist" / "octmnist.npz", channels=1)],
 }
 

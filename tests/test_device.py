@@ -85,12 +85,16 @@ def counted(data):
 FEATURES = Task(3, (5,), ("a", "b", "c"), 4, prior={"text_features": torch.eye(3, 5)})
 
 
-@pytest.mark.parametrize("make, features", [
-    (lambda e, b: fedavg(TASK, local_epochs=e, batch_size=b), False),
-    (lambda e, b: scaffold(TASK, local_epochs=e, batch_size=b), False),
-    (lambda e, b: fedavg(FEATURES, local_epochs=e, batch_size=b, model="linear"), True),
-    (lambda e, b: fst_cbdg(FEATURES, local_epochs=e, batch_size=b), True),
-], ids=["fedavg-cnn", "scaffold-cnn", "fedavg-linear", "fst-cbdg"])
+@pytest.mark.parametrize(
+    "make, features",
+    [
+        (lambda e, b: fedavg(TASK, local_epochs=e, batch_size=b), False),
+        (lambda e, b: scaffold(TASK, local_epochs=e, batch_size=b), False),
+        (lambda e, b: fedavg(FEATURES, local_epochs=e, batch_size=b, model="linear"), True),
+        (lambda e, b: fst_cbdg(FEATURES, local_epochs=e, batch_size=b), True),
+    ],
+    ids=["fedavg-cnn", "scaffold-cnn", "fedavg-linear", "fst-cbdg"],
+)
 def test_client_data_moves_to_the_device_once_per_update_and_replies_are_on_the_cpu(make, features):
     data = toy_images(24, seed=1)
     if features:
@@ -100,9 +104,12 @@ def test_client_data_moves_to_the_device_once_per_update_and_replies_are_on_the_
         algo = make(epochs, batch_size)
         state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
         Moves.count = 0
-        reply, client_state = algo.client_update(algo.broadcast(state, ClientInfo(0, "federated", 1)), {},
-                                                 counted({k: v for k, v in data.items() if k in algo.inputs}),
-                                                 ClientInfo(0, "federated", 1, client_id=0))
+        reply, client_state = algo.client_update(
+            algo.broadcast(state, ClientInfo(0, "federated", 1)),
+            {},
+            counted({k: v for k, v in data.items() if k in algo.inputs}),
+            ClientInfo(0, "federated", 1, client_id=0),
+        )
         moves[reply.metrics["steps"]] = Moves.count
         for tensor in [*reply.arrays.values(), *client_state.values()]:
             assert tensor.device.type == "cpu"

@@ -25,8 +25,13 @@ from fedprior.runtime.simulation import simulate
 
 def float_fields() -> list[str]:
     """Every float field of the config, each algorithm's hyperparameters included (as 'algorithm:NAME.key')."""
-    fields = [f"{section}.{key}" for section in SECTIONS if section != "algorithm"
-              for key, info in ExperimentConfig.model_fields[section].annotation.model_fields.items() if info.annotation is float]
+    fields = [
+        f"{section}.{key}"
+        for section in SECTIONS
+        if section != "algorithm"
+        for key, info in ExperimentConfig.model_fields[section].annotation.model_fields.items()
+        if info.annotation is float
+    ]
     for name, spec in ALGORITHMS.items():
         for key, parameter in spec.hyperparameters().items():
             if typing.get_args(parameter.annotation)[:1] == (float,) or parameter.annotation is float:
@@ -46,7 +51,7 @@ def test_the_float_fields_include_the_probes():
 def test_non_finite_values_fail_validation_for_every_float_field(field, value):
     overrides = [f"{field}={value}"]
     if field.startswith("algorithm:"):
-        name, key = field[len("algorithm:"):].split(".")
+        name, key = field[len("algorithm:") :].split(".")
         overrides = [f"algorithm.name='{name}'", f"algorithm.{key}={value}"]
         field = f"algorithm.{key}"
     # the non-finite value is named (other errors of the combination, e.g. a model the algorithm does not take, may come first)
@@ -69,8 +74,7 @@ def test_fedavg_cnn_with_a_huge_lr_stops_naming_round_and_client(tmp_path):
 
 
 def test_drop_leaves_non_finite_clients_out_and_counts_them(tmp_path):
-    result = invoke("run", "fedavg-cnn", *TINY, "--set", "algorithm.lr=1e30", "--set", "run.non_finite='drop'",
-                 "--run-dir", tmp_path / "run", "--json")
+    result = invoke("run", "fedavg-cnn", *TINY, "--set", "algorithm.lr=1e30", "--set", "run.non_finite='drop'", "--run-dir", tmp_path / "run", "--json")
     assert result.exit_code == 0, result.stderr
     summary = json.loads(result.stdout)
     assert summary["failed_updates"] == summary["client_updates"] == 4  # every update diverged: none aggregated

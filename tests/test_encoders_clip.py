@@ -157,9 +157,7 @@ def test_encode_dataset_uses_the_cache(tiny_folder, digits, cache):
 def test_unknown_encoder_names(name, digits):
     with pytest.raises(ConfigError) as error:
         build_encoder(EncoderConfig(name=name), digits)
-    assert str(error.value) == (
-        f"encoder.name: unknown encoder '{name}'; accepted: none, locked-text, openclip:ARCH, hf-clip:FOLDER"
-    )
+    assert str(error.value) == (f"encoder.name: unknown encoder '{name}'; accepted: none, locked-text, openclip:ARCH, hf-clip:FOLDER")
 
 
 @pytest.mark.parametrize("name", ["openclip:", "hf-clip:", "none"])

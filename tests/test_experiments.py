@@ -16,8 +16,7 @@ from fedprior.runtime.simulation import simulate, total_rounds
 SMALL_IMAGES = ["data.dataset=digits", "data.train_subset=0", 'partition.scenario=""', "partition.scheme=window"]
 
 # The semi-supervised algorithms (FedDB and its baselines) on a small labeled/unlabeled split of digits.
-SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlabeled=0", "federation.local_epochs=1",
-        "algorithm.width=8"]
+SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlabeled=0", "federation.local_epochs=1", "algorithm.width=8"]
 
 FEDBM_SMALL = ["data.dataset=digits", "data.train_subset=0"]
 # How each registered algorithm is exercised: a preset plus overrides on small embedded data.
@@ -30,16 +29,44 @@ SETUPS = {
     "fst-cbdg": ("fst-cbdg", STANDIN),
     "zero-shot": ("zero-shot", STANDIN),
     "linear-probe": ("linear-probe", STANDIN),
-    "mfcl": ("mfcl", [*SMALL_IMAGES, "algorithm.sensor_width=4", "algorithm.disc_width=4", "algorithm.projection_dim=8",
-                      "algorithm.server_epochs=1", "algorithm.server_batch_size=64"]),
+    "mfcl": (
+        "mfcl",
+        [
+            *SMALL_IMAGES,
+            "algorithm.sensor_width=4",
+            "algorithm.disc_width=4",
+            "algorithm.projection_dim=8",
+            "algorithm.server_epochs=1",
+            "algorithm.server_batch_size=64",
+        ],
+    ),
     "fedsimclr": ("fedsimclr-pn", [*SMALL_IMAGES, "algorithm.width=4", "algorithm.projection_dim=8"]),
     "fedswav": ("fedswav", [*SMALL_IMAGES, "algorithm.width=4", "algorithm.projection_dim=8", "algorithm.prototypes=10"]),
-    "orchestra": ("orchestra", [*SMALL_IMAGES, "algorithm.width=4", "algorithm.projection_dim=8", "algorithm.global_clusters=8",
-                                "algorithm.local_clusters=4", "algorithm.memory=32", "algorithm.global_iterations=20"]),
+    "orchestra": (
+        "orchestra",
+        [
+            *SMALL_IMAGES,
+            "algorithm.width=4",
+            "algorithm.projection_dim=8",
+            "algorithm.global_clusters=8",
+            "algorithm.local_clusters=4",
+            "algorithm.memory=32",
+            "algorithm.global_iterations=20",
+        ],
+    ),
     "moon": ("mfcl-moon", SMALL_IMAGES),
     **{name: (name, SEMI) for name in ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")},
-    "fedbm": ("fedbm", [*FEDBM_SMALL, "algorithm.generator_every=1", "algorithm.generator_steps=2", "algorithm.generator_batch=8",
-                        "algorithm.generator_width=8", "algorithm.synthetic_batch=4"]),
+    "fedbm": (
+        "fedbm",
+        [
+            *FEDBM_SMALL,
+            "algorithm.generator_every=1",
+            "algorithm.generator_steps=2",
+            "algorithm.generator_batch=8",
+            "algorithm.generator_width=8",
+            "algorithm.synthetic_batch=4",
+        ],
+    ),
     "central": ("fedbm-central", [*FEDBM_SMALL, "data.train_subset=300"]),
     "feddyn": ("fedbm-feddyn", FEDBM_SMALL),
     "fedrep": ("fedbm-fedrep", FEDBM_SMALL),
@@ -59,8 +86,15 @@ def run_once(name, seed=0):
     preset, overrides = SETUPS[name]
     config_name, config = load_config(preset, [*overrides, *SMALL, f"run.seed={seed}"])
     experiment = build_experiment(config_name, config)
-    result = simulate(experiment.algorithm, experiment.client_data, experiment.task.num_clients, experiment.test,
-                      seed=seed, rounds=config.federation.rounds, fraction=config.federation.fraction)
+    result = simulate(
+        experiment.algorithm,
+        experiment.client_data,
+        experiment.task.num_clients,
+        experiment.test,
+        seed=seed,
+        rounds=config.federation.rounds,
+        fraction=config.federation.fraction,
+    )
     return experiment, result
 
 

@@ -16,9 +16,21 @@ HISTORY = [
 
 
 def summary(history):
-    base = {"name": "x", "algorithm": "fedavg", "dataset": "digits", "encoder": "none", "partition": "iid",
-            "num_clients": 3, "seed": 0, "rounds": 3, "initial_accuracy": 0.1, "final_accuracy": 0.5,
-            "best_accuracy": 0.5, "history": [0.2, 0.4, 0.5], "wall_seconds": 1.0}
+    base = {
+        "name": "x",
+        "algorithm": "fedavg",
+        "dataset": "digits",
+        "encoder": "none",
+        "partition": "iid",
+        "num_clients": 3,
+        "seed": 0,
+        "rounds": 3,
+        "initial_accuracy": 0.1,
+        "final_accuracy": 0.5,
+        "best_accuracy": 0.5,
+        "history": [0.2, 0.4, 0.5],
+        "wall_seconds": 1.0,
+    }
     return {**base, **client_failures(history)}
 
 

@@ -44,11 +44,18 @@ def test_embedded_grids_run_on_fashion_mnist_with_the_oct_columns_only():
 
 
 def test_a_fedbm_run_reports_the_generated_images(tmp_path, monkeypatch):
-    monkeypatch.setattr(fedbm_module, "concept_embeddings",
-                        lambda names, *a, **k: torch.randn(len(names), 5, 12, generator=torch.Generator().manual_seed(0)))
-    overrides = ["data.dataset=digits", "data.train_subset=0", "federation.num_clients=4", "federation.rounds=2",
-                 "algorithm.generator_every=1", "algorithm.generator_steps=2", "algorithm.generator_batch=8",
-                 "algorithm.generator_width=8", "algorithm.synthetic_batch=4"]
+    monkeypatch.setattr(fedbm_module, "concept_embeddings", lambda names, *a, **k: torch.randn(len(names), 5, 12, generator=torch.Generator().manual_seed(0)))
+    overrides = [
+        "data.dataset=digits",
+        "data.train_subset=0",
+        "federation.num_clients=4",
+        "federation.rounds=2",
+        "algorithm.generator_every=1",
+        "algorithm.generator_steps=2",
+        "algorithm.generator_batch=8",
+        "algorithm.generator_width=8",
+        "algorithm.synthetic_batch=4",
+    ]
     name, config = load_config("fedbm", overrides)
     summary = start(name, config, tmp_path / "run")
     assert (tmp_path / "run" / "generated.png").stat().st_size > 1000

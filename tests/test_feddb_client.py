@@ -87,8 +87,10 @@ def test_server_momentum_applies_the_averaged_update_as_a_pseudo_gradient():
     state = algorithm.init(INFO)
     name = next(k for k in state if k.startswith("model.") and state[k].is_floating_point())
     w = state[name]
-    replies = [Reply({**{k: v.clone() for k, v in state.items() if k.startswith("model.")}, name: w + d, "appu": torch.full((3,), 1 / 3)},
-                     10, client_id=c) for c, d in enumerate((1.0, 3.0))]
+    replies = [
+        Reply({**{k: v.clone() for k, v in state.items() if k.startswith("model.")}, name: w + d, "appu": torch.full((3,), 1 / 3)}, 10, client_id=c)
+        for c, d in enumerate((1.0, 3.0))
+    ]
     first = algorithm.aggregate(state, replies, INFO)
     # velocity v = 0.5 * 0 + (w - mean) = -2; w' = w - v = w + 2 (plain averaging on the first step)
     assert torch.allclose(first[name], w + 2.0)
@@ -105,8 +107,7 @@ def test_feddb_aggregates_with_dma_weights_and_reports_them():
     state = algorithm.init(INFO)
     models = {k: v for k, v in state.items() if k.startswith("model.")}
     name = next(k for k in models if models[k].is_floating_point())
-    appus = [torch.tensor([0.9, 0.05, 0.05]), torch.tensor([0.05, 0.9, 0.05]), torch.tensor([0.05, 0.05, 0.9]),
-             torch.tensor([0.45, 0.45, 0.1])]
+    appus = [torch.tensor([0.9, 0.05, 0.05]), torch.tensor([0.05, 0.9, 0.05]), torch.tensor([0.05, 0.05, 0.9]), torch.tensor([0.45, 0.45, 0.1])]
     replies = [Reply({**models, name: models[name] + float(c), "appu": a}, 10, client_id=c) for c, a in enumerate(appus)]
     out = algorithm.aggregate(state, replies, INFO)
     beta = out["diag.weights"]
@@ -126,9 +127,21 @@ def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
     x = torch.ones(5, 1, 8, 8)
-    ctx = Context(model, None, {}, INFO.for_client(0), Training(epochs=1), FixMatchAugment((0.5,), (0.25,), flip=False),
-                  torch.Generator().manual_seed(0), torch.device("cpu"), x[:0], torch.zeros(0, dtype=torch.long), x,
-                  labels=torch.full((5,), 2), mask=torch.tensor([True, True, False, False, False]))
+    ctx = Context(
+        model,
+        None,
+        {},
+        INFO.for_client(0),
+        Training(epochs=1),
+        FixMatchAugment((0.5,), (0.25,), flip=False),
+        torch.Generator().manual_seed(0),
+        torch.device("cpu"),
+        x[:0],
+        torch.zeros(0, dtype=torch.long),
+        x,
+        labels=torch.full((5,), 2),
+        mask=torch.tensor([True, True, False, False, False]),
+    )
     loss = mixup_loss(0.75, 1.0)(ctx, 0)
     expected = torch.nn.functional.cross_entropy(model(x[:1]), torch.tensor([2]))
     assert torch.allclose(loss, expected, atol=1e-5)  # identical images and labels: lambda drops out
@@ -179,9 +192,22 @@ def test_agreement_labels_follow_the_vote_of_own_and_helper_predictions():
     own = torch.tensor([[0.8, 0.1, 0.1], [0.1, 0.8, 0.1], [0.4, 0.3, 0.3]])
     helper_a = torch.tensor([[0.0, 5.0, 0.0], [0.0, 5.0, 0.0], [0.0, 0.0, 5.0]])  # logits
     helper_b = torch.tensor([[0.0, 5.0, 0.0], [5.0, 0.0, 0.0], [0.0, 0.0, 5.0]])
-    ctx = Context(None, None, {}, INFO.for_client(0), Training(epochs=1, threshold=0.75), None, None, torch.device("cpu"),
-                  torch.zeros(0), torch.zeros(0), torch.zeros(3, 1, 8, 8), weak_unlabeled=torch.zeros(3, 1, 8, 8),
-                  probabilities=own, appu=own.mean(0))
+    ctx = Context(
+        None,
+        None,
+        {},
+        INFO.for_client(0),
+        Training(epochs=1, threshold=0.75),
+        None,
+        None,
+        torch.device("cpu"),
+        torch.zeros(0),
+        torch.zeros(0),
+        torch.zeros(3, 1, 8, 8),
+        weak_unlabeled=torch.zeros(3, 1, 8, 8),
+        probabilities=own,
+        appu=own.mean(0),
+    )
     labels, mask = agreement_labels(ctx)
     assert labels.tolist() == [0, 1, 0] and mask.tolist() == [True, True, False]  # no helpers: own argmax
     ctx.extra["helpers"] = [Fixed(helper_a), Fixed(helper_b)]
@@ -211,18 +237,29 @@ def test_fedmatch_sends_helpers_every_interval_and_clients_pick_the_nearest():
     from fedprior.algorithms.semi_supervised import Context, Training
 
     model = algorithm_spec("fedmatch")  # noqa: F841 (the registry entry exists)
-    net_state = {k[len("model."):]: v for k, v in message.arrays.items() if k.startswith("model.")}
+    net_state = {k[len("model.") :]: v for k, v in message.arrays.items() if k.startswith("model.")}
     from fedprior.models import build_model
     from fedprior.models.decomposed import decompose
 
     local = decompose(build_model("convnet", TASK, norm="bn-batch", width=4))
     local.load_state_dict(net_state)
-    ctx = Context(local, message, own, RoundInfo(0, "federated", 2).for_client(0), Training(epochs=1), None, None,
-                  torch.device("cpu"), torch.zeros(0), torch.zeros(0), torch.zeros(0))
+    ctx = Context(
+        local,
+        message,
+        own,
+        RoundInfo(0, "federated", 2).for_client(0),
+        Training(epochs=1),
+        None,
+        None,
+        torch.device("cpu"),
+        torch.zeros(0),
+        torch.zeros(0),
+        torch.zeros(0),
+    )
     choose_helpers(1)(ctx)
     helper = ctx.extra["helpers"][0]
     psi = {k: v for k, v in helper.state_dict().items() if k.endswith(".psi")}
-    expected = {k[len(f"{HELPERS}2.model."):]: v for k, v in message.arrays.items() if k.startswith(f"{HELPERS}2.model.")}
+    expected = {k[len(f"{HELPERS}2.model.") :]: v for k, v in message.arrays.items() if k.startswith(f"{HELPERS}2.model.")}
     assert psi.keys() == expected.keys() and all(torch.equal(psi[k], expected[k]) for k in psi)
     ctx.state = {EMBEDDING: state[f"{HELPERS}embedding"][0].clone()}
     ctx.info = RoundInfo(0, "federated", 2).for_client(0)

@@ -13,8 +13,15 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 
-SPLIT = ["data.dataset=digits", "federation.num_clients=10", "partition.scheme=dirichlet", "partition.alpha=0.3",
-         "partition.num_labeled=200", "partition.num_unlabeled=0", "algorithm.model=convnet"]
+SPLIT = [
+    "data.dataset=digits",
+    "federation.num_clients=10",
+    "partition.scheme=dirichlet",
+    "partition.alpha=0.3",
+    "partition.num_labeled=200",
+    "partition.num_unlabeled=0",
+    "algorithm.model=convnet",
+]
 
 
 def test_config_split_gives_two_roles_class_balanced_and_nested():
@@ -54,8 +61,7 @@ def test_algorithms_and_partitions_that_do_not_fit_fail_with_one_line():
     name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=10", "partition.num_labeled=100"])
     with pytest.raises(ConfigError, match=r"partition\.num_labeled: algorithm 'fedavg' reads x, y"):
         build_experiment(name, config)
-    name, config = load_config("feddb", ["data.dataset=digits", "federation.num_clients=10", "partition.num_labeled=0",
-                                         "partition.num_unlabeled=0"])
+    name, config = load_config("feddb", ["data.dataset=digits", "federation.num_clients=10", "partition.num_labeled=0", "partition.num_unlabeled=0"])
     with pytest.raises(ConfigError, match=r"partition\.num_labeled: algorithm 'feddb' needs a labeled/unlabeled split"):
         build_experiment(name, config)
     with pytest.raises(ConfigError, match=r"partition\.num_unlabeled"):

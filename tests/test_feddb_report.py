@@ -7,9 +7,17 @@ import json
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 
-TINY = ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=2",
-        "federation.local_epochs=1", "partition.num_labeled=120", "partition.num_unlabeled=0", "algorithm.width=4",
-        "algorithm.threshold=0.3"]
+TINY = [
+    "data.dataset=digits",
+    "federation.num_clients=6",
+    "federation.fraction=0.5",
+    "federation.rounds=2",
+    "federation.local_epochs=1",
+    "partition.num_labeled=120",
+    "partition.num_unlabeled=0",
+    "algorithm.width=4",
+    "algorithm.threshold=0.3",
+]
 
 
 def test_feddb_run_logs_diagnostics_and_draws_them(tmp_path):
@@ -26,7 +34,6 @@ def test_feddb_run_logs_diagnostics_and_draws_them(tmp_path):
             assert 0 <= record[key] <= 1
     report = (tmp_path / "run" / "report.md").read_text()
     assert "## Diagnostics" in report
-    for figure in ("pseudo_labels.png", "class_accuracy.png", "bias.png", "augment.png", "partition-labeled.png",
-                   "partition-unlabeled.png"):
+    for figure in ("pseudo_labels.png", "class_accuracy.png", "bias.png", "augment.png", "partition-labeled.png", "partition-unlabeled.png"):
         assert (tmp_path / "run" / figure).read_bytes()[:4] == b"\x89PNG" and f"]({figure})" in report
     assert 0 <= summary["mean_client_pl_coverage_dpl"] <= 1 and "mean_appu_distance" in summary

@@ -75,8 +75,9 @@ def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_p
     reference = start(*load_config("fedavg-cnn", DIGITS), tmp_path / "ref")
     sets = [arg for item in DIGITS for arg in ("--set", item)]
     # a relative run directory, as a user would give it: the processes started must still find their files
-    result = fedprior("flower", "local", "--nodes", "3", "fedavg-cnn", *sets, "--tls", "--json",
-                      "--run-dir", "run", cache=tmp_path / "cache", timeout=400, cwd=tmp_path)
+    result = fedprior(
+        "flower", "local", "--nodes", "3", "fedavg-cnn", *sets, "--tls", "--json", "--run-dir", "run", cache=tmp_path / "cache", timeout=400, cwd=tmp_path
+    )
     out = summary(result)
     assert out["runtime"] == "flower-local" and out.keys() == reference.keys()
     assert out["history"] == reference["history"] and abs(out["final_accuracy"] - reference["final_accuracy"]) <= 1e-4
@@ -95,8 +96,9 @@ def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path,
     clients 1 and 4, and aggregates the other four.
     """
     monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
-    name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=2",
-                                              "federation.fraction=1.0", "run.runtime='flower-local'"])
+    name, config = load_config(
+        "fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=2", "federation.fraction=1.0", "run.runtime='flower-local'"]
+    )
     killed = threading.Event()
     federation_box = {}
     round_one_done = threading.Event()
@@ -106,8 +108,11 @@ def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path,
         federation = federation_box["federation"]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:  # wait until node 1 runs its ClientApp for round 2, then kill it
-            if any("flwr-clientapp" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
-                   for p in federation.node_tree(1)[1:] if Path(f"/proc/{p}").exists()):
+            if any(
+                "flwr-clientapp" in Path(f"/proc/{p}/cmdline").read_bytes().decode(errors="replace")
+                for p in federation.node_tree(1)[1:]
+                if Path(f"/proc/{p}").exists()
+            ):
                 break
             time.sleep(0.05)
         federation.kill_node(1)
@@ -121,8 +126,14 @@ def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path,
         if record.get("round") == 1:
             round_one_done.set()
 
-    out = start(name, config, tmp_path / "run", report_extras=False, on_round=on_round,
-                runtime_options={"nodes": 3, "tls": False, "round_timeout": 45.0, "on_started": on_started})
+    out = start(
+        name,
+        config,
+        tmp_path / "run",
+        report_extras=False,
+        on_round=on_round,
+        runtime_options={"nodes": 3, "tls": False, "round_timeout": 45.0, "on_started": on_started},
+    )
     assert killed.is_set()
     assert out["runtime"] == "flower-local" and out["rounds"] == 2 and len(out["history"]) == 2
     first, second = records(tmp_path / "run")
@@ -138,14 +149,12 @@ def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path,
 
 # -- interruptions of the command --------------------------------------------------------------
 
-LEARNING = [*DIGITS[:2], "federation.rounds=3", "federation.fraction=0.5", "algorithm.lr=0.1",
-            "federation.local_epochs=2", "federation.batch_size=16"]
+LEARNING = [*DIGITS[:2], "federation.rounds=3", "federation.fraction=0.5", "algorithm.lr=0.1", "federation.local_epochs=2", "federation.batch_size=16"]
 
 
 def launch(tmp_path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
-    return subprocess.Popen([sys.executable, "-m", "fedprior", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=env, cwd=tmp_path)
+    return subprocess.Popen([sys.executable, "-m", "fedprior", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
 
 
 def wait_for_rounds(run: Path, process: subprocess.Popen, rounds: int, timeout: float = 300) -> None:
@@ -174,8 +183,10 @@ def test_sigint_then_sigterm_stop_flower_local_resumably_and_the_resumed_run_end
     reference = start(*load_config("fedavg-cnn", LEARNING), tmp_path / "ref", report_extras=False)
     run = tmp_path / "run"
     sets = [arg for item in LEARNING for arg in ("--set", item)]
-    for rounds, signum, command in ((1, signal.SIGINT, ["flower", "local", "--nodes", "1", "fedavg-cnn", *sets, "--run-dir", str(run)]),
-                                    (2, signal.SIGTERM, ["resume", str(run)])):
+    for rounds, signum, command in (
+        (1, signal.SIGINT, ["flower", "local", "--nodes", "1", "fedavg-cnn", *sets, "--run-dir", str(run)]),
+        (2, signal.SIGTERM, ["resume", str(run)]),
+    ):
         process = launch(tmp_path, *command, "--json")
         wait_for_rounds(run, process, rounds)
         process.send_signal(signum)

@@ -78,8 +78,7 @@ def test_a_federation_whose_parent_still_runs_is_refused_and_left_alone(tmp_path
 def test_the_watcher_stops_the_federation_when_its_parent_is_killed(tmp_path):
     """The parent (a shell here) starts the watcher and a marked process, then gets SIGKILL."""
     mark = str(tmp_path)
-    script = (f"{sys.executable} -m fedprior.flower.reaper $$ '{mark}' & "
-              f"{processes.MARK}='{mark}' sleep 60 & wait")
+    script = f"{sys.executable} -m fedprior.flower.reaper $$ '{mark}' & {processes.MARK}='{mark}' sleep 60 & wait"
     parent = subprocess.Popen(["sh", "-c", script], start_new_session=True)
     deadline = time.monotonic() + 10
     while not processes.members(mark) and time.monotonic() < deadline:
@@ -93,8 +92,10 @@ def test_the_watcher_stops_the_federation_when_its_parent_is_killed(tmp_path):
 
 
 def test_a_child_started_with_die_with_parent_is_killed_by_the_kernel_with_its_parent(tmp_path):
-    code = ("import subprocess, sys, time; from fedprior.flower.processes import die_with_parent; "
-            "p = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent); print(p.pid, flush=True); time.sleep(60)")
+    code = (
+        "import subprocess, sys, time; from fedprior.flower.processes import die_with_parent; "
+        "p = subprocess.Popen(['sleep', '60'], preexec_fn=die_with_parent); print(p.pid, flush=True); time.sleep(60)"
+    )
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     child = int(parent.stdout.readline())
     assert processes.alive(child)

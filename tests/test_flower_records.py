@@ -126,8 +126,9 @@ def test_client_app_answers_query_and_train_and_reports_unknown_clients(tmp_path
     context = Context(run_id=1, node_id=7, node_config={"data-dir": str(folder)}, state=RecordDict(), run_config={})
 
     def ask(content, kind):
-        metadata = Metadata(run_id=1, message_id="m", src_node_id=0, dst_node_id=7, reply_to_message_id="",
-                            group_id="", created_at=0.0, ttl=3600.0, message_type=kind)
+        metadata = Metadata(
+            run_id=1, message_id="m", src_node_id=0, dst_node_id=7, reply_to_message_id="", group_id="", created_at=0.0, ttl=3600.0, message_type=kind
+        )
         return app(Message(content=content, metadata=metadata), context)
 
     assert read_hosted_content(ask(RecordDict({"data-hint": ConfigRecord({"data-dir": ""})}), MessageType.QUERY).content) == [0, 2, 4]

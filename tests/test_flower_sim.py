@@ -23,8 +23,7 @@ from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 pytestmark = pytest.mark.slow
 
 CNN = ("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=3", "federation.fraction=0.5"])
-FST = ("fst-cbdg", ["data.dataset=digits", "encoder.pretrain_images=300", "federation.num_clients=8",
-                    "federation.rounds=3", "federation.fraction=0.5"])
+FST = ("fst-cbdg", ["data.dataset=digits", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"])
 
 
 @pytest.fixture(autouse=True)
@@ -105,8 +104,7 @@ def faulty_mods(flags):
     return [mod]
 
 
-def test_failing_clients_are_logged_the_round_aggregates_the_others_and_a_round_nobody_answered_is_retried(
-        tmp_path, shared_cache):
+def test_failing_clients_are_logged_the_round_aggregates_the_others_and_a_round_nobody_answered_is_retried(tmp_path, shared_cache):
     """Round 1: every client fails, so the round is not counted and is retried (federation.wait_for_clients);
     the second time only client 2 fails. Whenever client 2 is sampled its failure is recorded and the others
     are aggregated."""
@@ -114,8 +112,12 @@ def test_failing_clients_are_logged_the_round_aggregates_the_others_and_a_round_
 
     (tmp_path / "flags").mkdir()
     preset, overrides = CNN
-    summary = run((preset, [*overrides, "federation.wait_for_clients=60"]), "flower-sim", tmp_path / "run",
-                  runtime_options={"client_app": client_app(mods=faulty_mods(tmp_path / "flags"))})
+    summary = run(
+        (preset, [*overrides, "federation.wait_for_clients=60"]),
+        "flower-sim",
+        tmp_path / "run",
+        runtime_options={"client_app": client_app(mods=faulty_mods(tmp_path / "flags"))},
+    )
     rounds = records(tmp_path / "run")
     assert summary["rounds"] == 3 and len(rounds) == 3
     first, second, third = rounds
@@ -167,8 +169,7 @@ def test_the_server_app_flwr_run_loads_runs_the_experiment_its_run_config_names(
     from fedprior.flower.simulation import backend_config
 
     preset, overrides = CNN
-    run_config = {**RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides),
-                  "run-dir": str(tmp_path / "run"), "min-nodes": 6}
+    run_config = {**RUN_CONFIG_DEFAULTS, "preset": preset, "overrides": "; ".join(overrides), "run-dir": str(tmp_path / "run"), "min-nodes": 6}
     wrapper = ServerApp()
 
     @wrapper.main()

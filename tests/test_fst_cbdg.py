@@ -63,9 +63,20 @@ def test_eq7_balanced_counts_by_hand():
 
 
 def objective_for(task, noise, sigma, lam=1.0, rows=4):
-    return FstObjective(task, task.prior["text_features"], torch.full((rows, K), 1 / K), beta=0.9, gamma=0.0, lam=lam,
-                        sigma=sigma, sampling="balanced", losses="synthetic", label_refresh="batch",
-                        count_source="labels", noise=noise)
+    return FstObjective(
+        task,
+        task.prior["text_features"],
+        torch.full((rows, K), 1 / K),
+        beta=0.9,
+        gamma=0.0,
+        lam=lam,
+        sigma=sigma,
+        sampling="balanced",
+        losses="synthetic",
+        label_refresh="batch",
+        count_source="labels",
+        noise=noise,
+    )
 
 
 def test_eq6_synthetic_loss_is_the_mean_ce_at_the_text_prototypes_when_sigma_is_zero():
@@ -115,15 +126,17 @@ def gradient_samples(noise: str, draws: int, orthogonal: bool = True) -> torch.T
     return grad.flatten(1)
 
 
-@pytest.mark.parametrize("label_refresh, count_source, sampling, losses", [
-    ("batch", "labels", "balanced", "both"),
-    ("all", "model", "equal", "both"),
-    ("batch", "labels", "balanced", "synthetic"),
-])
+@pytest.mark.parametrize(
+    "label_refresh, count_source, sampling, losses",
+    [
+        ("batch", "labels", "balanced", "both"),
+        ("all", "model", "equal", "both"),
+        ("batch", "labels", "balanced", "synthetic"),
+    ],
+)
 def test_vectorized_equals_per_client(label_refresh, count_source, sampling, losses):
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=2, batch_size=4, label_refresh=label_refresh, count_source=count_source,
-                    sampling=sampling, losses=losses, sigma=0.3)
+    algo = fst_cbdg(task, local_epochs=2, batch_size=4, label_refresh=label_refresh, count_source=count_source, sampling=sampling, losses=losses, sigma=0.3)
     state = algo.init(INFO)
     message = algo.broadcast(state, INFO)
     datas = [client_features(task, n, c) for c, n in enumerate([9, 4, 13])]

@@ -16,13 +16,40 @@ def make_tiny_bert(folder, seed: int = 0):
     from transformers import BertConfig, BertModel, BertTokenizer
 
     folder.mkdir(parents=True, exist_ok=True)
-    words = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "an", "the", "of", "image", "photo", "this", "is", "shows",
-             "presented", "in", "presence", "picture", "close", "-", "up", "cat", "dog", "bird", ".", "long", "sentence", "here"]
+    words = [
+        "[PAD]",
+        "[UNK]",
+        "[CLS]",
+        "[SEP]",
+        "[MASK]",
+        "a",
+        "an",
+        "the",
+        "of",
+        "image",
+        "photo",
+        "this",
+        "is",
+        "shows",
+        "presented",
+        "in",
+        "presence",
+        "picture",
+        "close",
+        "-",
+        "up",
+        "cat",
+        "dog",
+        "bird",
+        ".",
+        "long",
+        "sentence",
+        "here",
+    ]
     (folder / "vocab.txt").write_text("\n".join(words) + "\n")
     tokenizer = BertTokenizer(str(folder / "vocab.txt"))
     torch.manual_seed(seed)
-    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
+    config = BertConfig(vocab_size=len(words), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_position_embeddings=64)
     BertModel(config).eval().save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     return folder

@@ -1,6 +1,5 @@
 """Linear heads on features: FedNTD's loss by hand, batched = per-client, SGD as torch computes it."""
 
-
 import pytest
 import torch
 import torch.nn.functional as F
@@ -40,8 +39,7 @@ def test_fedntd_with_beta_zero_is_fedavg_and_beta_keeps_not_true_predictions_clo
     ntd0 = fedntd(TASK, local_epochs=3, batch_size=8, lr=0.5, beta=0.0)
     ntd = fedntd(TASK, local_epochs=3, batch_size=8, lr=0.5, beta=5.0)
     state = plain.init(INFO)
-    out = {n: a.client_update(a.broadcast(state, INFO), {}, d, INFO.for_client(0))[0] for n, a in
-           {"plain": plain, "ntd0": ntd0, "ntd": ntd}.items()}
+    out = {n: a.client_update(a.broadcast(state, INFO), {}, d, INFO.for_client(0))[0] for n, a in {"plain": plain, "ntd0": ntd0, "ntd": ntd}.items()}
     assert torch.allclose(out["plain"].arrays[WEIGHT], out["ntd0"].arrays[WEIGHT], atol=1e-6)
     teacher = d["x"] @ state[WEIGHT].T + state[BIAS]
 
@@ -68,10 +66,13 @@ def test_sgd_with_momentum_and_weight_decay_matches_torch():
     assert torch.allclose(reply.arrays[BIAS], layer.bias.detach(), atol=1e-6)
 
 
-@pytest.mark.parametrize("factory", [
-    lambda: fedavg(TASK, local_epochs=2, batch_size=4, model="linear", init="text", lr=0.1, momentum=0.9),
-    lambda: fedntd(TASK, local_epochs=2, batch_size=4, lr=0.1),
-])
+@pytest.mark.parametrize(
+    "factory",
+    [
+        lambda: fedavg(TASK, local_epochs=2, batch_size=4, model="linear", init="text", lr=0.1, momentum=0.9),
+        lambda: fedntd(TASK, local_epochs=2, batch_size=4, lr=0.1),
+    ],
+)
 def test_vectorized_equals_per_client_with_uneven_sizes(factory):
     algo = factory()
     state = algo.init(INFO)

@@ -35,8 +35,7 @@ def test_the_lock_covers_pyproject_and_satisfies_its_ranges():
     pins = locked()
     missing = [str(r) for r in wanted if canonicalize_name(r.name) not in pins]
     assert not missing, f"refresh requirements.lock (README, 'Refreshing the lock'): {missing} are not in it"
-    outside = [f"{r} (locked {pins[canonicalize_name(r.name)]})" for r in wanted
-               if not r.specifier.contains(pins[canonicalize_name(r.name)], prereleases=True)]
+    outside = [f"{r} (locked {pins[canonicalize_name(r.name)]})" for r in wanted if not r.specifier.contains(pins[canonicalize_name(r.name)], prereleases=True)]
     assert not outside, f"refresh requirements.lock: {outside}"
 
 

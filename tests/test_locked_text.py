@@ -277,7 +277,9 @@ def test_fashion_mnist_defaults(tmp_path, monkeypatch, seed):
     keep = np.setdiff1d(np.arange(data.train_labels.size), encoder.reserved_train_indices)
     train = F.normalize(encoder.encode_images(data.train_images[keep]), dim=1)
     probe = linear_probe_accuracy(train, torch.from_numpy(data.train_labels[keep]), image, labels)
-    print(f"\nlocked-text on fashion-mnist (pretrain_seed {seed}, {encoder.weights}): build {build:.1f} s, zero-shot {zero_shot:.4f}, entropy {entropy:.4f}, probe {probe:.4f}")
+    print(
+        f"\nlocked-text on fashion-mnist (pretrain_seed {seed}, {encoder.weights}): build {build:.1f} s, zero-shot {zero_shot:.4f}, entropy {entropy:.4f}, probe {probe:.4f}"
+    )
     assert build < 120
     assert entropy > 0.99 * math.log(10)
     assert 0.6 < zero_shot < probe - 0.04

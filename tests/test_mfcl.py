@@ -180,7 +180,10 @@ def build(**changes) -> Algorithm:
 def test_stages_are_the_two_phases():
     algorithm = build(drop=0.5)
     assert [(s.name, s.rounds, s.fraction, s.server_only, s.evaluate) for s in algorithm.stages] == [
-        ("sensor", None, None, False, False), ("upload", 1, 0.5, False, False), ("server", 2, None, True, True)]
+        ("sensor", None, None, False, False),
+        ("upload", 1, 0.5, False, False),
+        ("server", 2, None, True, True),
+    ]
 
 
 def test_phase_1_fedavg_is_example_weighted():
@@ -208,7 +211,7 @@ def test_representations_sent_are_the_encoders_output(norm):
     reply, _ = algorithm.client_update(message, {}, {"x": DATA[1]["x"]}, client)
     # The same views, from the client's documented stream, through the trained encoder.
     module = SensorModule(1, 4, norm, 2)
-    module.encoder.load_state_dict({k[len("sensor.encoder."):]: v for k, v in message.arrays.items()})
+    module.encoder.load_state_dict({k[len("sensor.encoder.") :]: v for k, v in message.arrays.items()})
     module.eval()
     v1, v2 = simclr_views(DATA[1]["x"], seed_from(client.generator("views")))
     with peer_views(module, 2), torch.no_grad():
@@ -229,8 +232,18 @@ def run(tmp_path=None, stop_after=None, start=None, **changes):
         if stop_after is not None and (record["stage"], record["round"]) == stop_after:
             raise KeyboardInterrupt
 
-    return simulate(algorithm, lambda c: {"x": DATA[c]["x"]}, 4, TEST, seed=2, rounds=1, fraction=1.0,
-                    checkpoint_path=tmp_path / "checkpoint.safetensors" if tmp_path else None, start=start, on_round=stop)
+    return simulate(
+        algorithm,
+        lambda c: {"x": DATA[c]["x"]},
+        4,
+        TEST,
+        seed=2,
+        rounds=1,
+        fraction=1.0,
+        checkpoint_path=tmp_path / "checkpoint.safetensors" if tmp_path else None,
+        start=start,
+        on_round=stop,
+    )
 
 
 def strip(history):
@@ -276,7 +289,9 @@ def test_a_server_only_stage_trains_without_clients():
         return Reply({"v": message.arrays["v"] + 1}, 1), state
 
     algorithm = Algorithm(
-        name="toy", inputs=("x",), init=lambda info: {"v": torch.zeros(())},
+        name="toy",
+        inputs=("x",),
+        init=lambda info: {"v": torch.zeros(())},
         broadcast=lambda state, info: Broadcast(dict(state)),
         client_update=client_update,
         aggregate=lambda state, replies, info: {"v": state["v"] + (10 if not replies else sum(r.arrays["v"] for r in replies))},

@@ -106,8 +106,10 @@ def test_orchestra_rotation_and_target_ema():
 def test_orchestra_clusterings():
     g = torch.Generator().manual_seed(0)
     # Two tight groups of unit vectors: equal-size local clustering finds them.
-    memory = F.normalize(torch.cat([torch.tensor([[1.0, 0.0]]) + 0.05 * torch.randn(6, 2, generator=g),
-                                    torch.tensor([[0.0, 1.0]]) + 0.05 * torch.randn(6, 2, generator=g)]), dim=1)
+    memory = F.normalize(
+        torch.cat([torch.tensor([[1.0, 0.0]]) + 0.05 * torch.randn(6, 2, generator=g), torch.tensor([[0.0, 1.0]]) + 0.05 * torch.randn(6, 2, generator=g)]),
+        dim=1,
+    )
     centroids = local_clustering(memory, 2, torch.Generator().manual_seed(1))
     assert torch.allclose(centroids.norm(dim=1), torch.ones(2))
     assert sorted(centroids.argmax(1).tolist()) == [0, 1]
@@ -125,8 +127,7 @@ def test_orchestra_clusterings():
 
 
 def test_orchestra_setup_round_sends_only_local_centroids():
-    algorithm = orchestra(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, global_clusters=4,
-                          local_clusters=2, memory=8, global_iterations=5)
+    algorithm = orchestra(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, global_clusters=4, local_clusters=2, memory=8, global_iterations=5)
     assert [(s.name, s.rounds) for s in algorithm.stages] == [("setup", 1), ("federated", None)]
     state = algorithm.init(RoundInfo(0, "setup", 0))
     info = RoundInfo(0, "setup", 1)

@@ -43,8 +43,7 @@ def test_scenario_in_a_config_sets_the_window_and_checks_the_clients():
 def test_a_scenario_needs_its_number_of_classes():
     from fedprior.experiments.build import build_experiment
 
-    name, config = load_config("mfcl", ["partition.scenario=Sc11", "federation.num_clients=100", "data.dataset=digits",
-                                        "data.train_subset=0"])
+    name, config = load_config("mfcl", ["partition.scenario=Sc11", "federation.num_clients=100", "data.dataset=digits", "data.train_subset=0"])
     with pytest.raises(ConfigError, match="Sc11 is defined on 100 classes.*digits has 10"):
         build_experiment(name, config)
 
@@ -83,7 +82,8 @@ def test_table_8_phase_2_rows_do_not_follow_from_the_papers_sizes():
 
 def test_table_8_measured_from_a_summary():
     summary = {
-        "algorithm": "mfcl", "num_clients": 2,
+        "algorithm": "mfcl",
+        "num_clients": 2,
         "stage_communication": {
             "sensor": {"participations": 4, "download_bytes": 4 * 400, "upload_bytes": 4 * 400},
             "upload": {"participations": 2, "download_bytes": 2 * 100, "upload_bytes": 3000 + 1000},
@@ -95,8 +95,7 @@ def test_table_8_measured_from_a_summary():
     assert rows["bits_per_round"] == 800 * 24  # both ways, 8 bits x 3 (code rate 1/3) a byte
     assert rows["phase1_bits"] == 3200 / 2 * 24 and rows["rep_elements"] == 4000 / 2 / 4 and rows["rep_bits"] == 2000 * 24
     assert rows["total_bits"] == (3200 + 200 + 4000) * 24
-    fedsimclr = communication.measured({**summary, "algorithm": "fedsimclr",
-                                        "stage_communication": {"federated": summary["stage_communication"]["sensor"]}})
+    fedsimclr = communication.measured({**summary, "algorithm": "fedsimclr", "stage_communication": {"federated": summary["stage_communication"]["sensor"]}})
     assert fedsimclr["rep_bits"] == 0 and fedsimclr["total_bits"] == 3200 * 24
 
 
@@ -127,8 +126,7 @@ def test_table_2_grid_and_paper_numbers():
 def test_table_3_embedded_columns_keep_the_class_fraction():
     table = table_by_name("mfcl-table3")
     embedded = cells(table, embedded=True, rows=["MFCL(PN)"])
-    assert [c.column for c in embedded] == ["W=1/10, M=100 (as Sc11)", "W=2/10, M=100 (as Sc30)", "W=6/10, M=100 (as Sc70)",
-                                            "W=10/10, M=100 (as Sc110)"]
+    assert [c.column for c in embedded] == ["W=1/10, M=100 (as Sc11)", "W=2/10, M=100 (as Sc30)", "W=6/10, M=100 (as Sc70)", "W=10/10, M=100 (as Sc110)"]
     _, config = load_config(embedded[2].preset, embedded[2].overrides)
     assert (config.partition.scheme, config.partition.window, config.federation.num_clients) == ("window", 6, 100)
     real = cells(table, embedded=False, rows=["MFCL(PN)"])
@@ -144,8 +142,13 @@ def test_table_8_grid_reports_bits_from_derived_metrics():
     def fake_run(cell, seed):
         algorithm = "mfcl" if cell.row == "MFCL" else "fedsimclr"
         stage = "sensor" if algorithm == "mfcl" else "federated"
-        return {"algorithm": algorithm, "num_clients": 10, "initial_accuracy": 0.1, "wall_seconds": 1.0,
-                "stage_communication": {stage: {"participations": 10, "download_bytes": 1000, "upload_bytes": 1000}}}
+        return {
+            "algorithm": algorithm,
+            "num_clients": 10,
+            "initial_accuracy": 0.1,
+            "wall_seconds": 1.0,
+            "stage_communication": {stage: {"participations": 10, "download_bytes": 1000, "upload_bytes": 1000}},
+        }
 
     results = run_table(table, True, None, fake_run)
     mfcl = next(r for r in results if r["row"] == "MFCL")
@@ -162,10 +165,19 @@ def test_mfcl_run_report_has_figures_6_7_and_table_8(tmp_path, monkeypatch):
 
     monkeypatch.setattr(report, "TSNE_POINTS", 60)
     monkeypatch.setattr(report, "DROPS", (0.5,))
-    name, config = load_config("mfcl", [
-        "data.dataset=digits", "data.train_subset=300", "algorithm.sensor_width=4", "algorithm.disc_width=4",
-        "algorithm.projection_dim=8", "algorithm.server_epochs=1", "federation.rounds=1", "run.threads=1",
-    ])
+    name, config = load_config(
+        "mfcl",
+        [
+            "data.dataset=digits",
+            "data.train_subset=300",
+            "algorithm.sensor_width=4",
+            "algorithm.disc_width=4",
+            "algorithm.projection_dim=8",
+            "algorithm.server_epochs=1",
+            "federation.rounds=1",
+            "run.threads=1",
+        ],
+    )
     summary = start(name, config, tmp_path / "run")
     folder = tmp_path / "run"
     text = (folder / "report.md").read_text()
@@ -185,8 +197,16 @@ def test_mfcl_run_report_has_figures_6_7_and_table_8(tmp_path, monkeypatch):
 def test_table_8_prints_bits_in_three_digits():
     from fedprior.cli.table import markdown
 
-    results = [{"row": "MFCL", "column": "Sc2", "ours": 2.88e8, "std": 0.0, "paper": 30e11, "seeds": 1,
-                "metrics": {"total_bits": {"mean": 2.88e8, "std": 0.0, "paper": 30e11},
-                            "rep_bits": {"mean": 1.23e7, "std": 0.0, "paper": None}}}]
+    results = [
+        {
+            "row": "MFCL",
+            "column": "Sc2",
+            "ours": 2.88e8,
+            "std": 0.0,
+            "paper": 30e11,
+            "seeds": 1,
+            "metrics": {"total_bits": {"mean": 2.88e8, "std": 0.0, "paper": 30e11}, "rep_bits": {"mean": 1.23e7, "std": 0.0, "paper": None}},
+        }
+    ]
     text = markdown("Table 8", results)
     assert "| MFCL | 2.88e+08 (3e+12) | 1.23e+07 (-) |" in text

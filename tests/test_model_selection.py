@@ -16,8 +16,7 @@ DIGITS = ["data.dataset=digits", "federation.num_clients=4", "federation.fractio
 
 
 def record(round_, acc, f1, prec=0.5, auc=0.5, test=0.0):
-    return {"round": round_, "accuracy": test, "validation_accuracy": acc, "validation_macro_f1": f1,
-            "validation_macro_precision": prec, "validation_auc": auc}
+    return {"round": round_, "accuracy": test, "validation_accuracy": acc, "validation_macro_f1": f1, "validation_macro_precision": prec, "validation_auc": auc}
 
 
 def test_the_round_with_the_highest_code_score_is_selected_first_one_on_ties():
@@ -29,8 +28,7 @@ def test_the_round_with_the_highest_code_score_is_selected_first_one_on_ties():
 
 
 def test_validation_is_held_out_of_the_pool_and_the_summary_reports_the_selected_round(tmp_path):
-    name, config = load_config("fedavg-cnn", [*DIGITS, "federation.rounds=2", "run.model_selection=validation",
-                                              "data.validation_fraction=0.2"])
+    name, config = load_config("fedavg-cnn", [*DIGITS, "federation.rounds=2", "run.model_selection=validation", "data.validation_fraction=0.2"])
     experiment = build_experiment(name, config)
     held = np.setdiff1d(np.arange(experiment.dataset.train_labels.size), experiment.pool)
     assert held.size == pytest.approx(0.2 * experiment.dataset.train_labels.size, abs=10)

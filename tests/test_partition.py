@@ -169,14 +169,12 @@ def test_dirichlet_min_size_must_be_non_negative():
 
 @pytest.mark.parametrize("bad", [0, -3, 2.0])
 def test_client_count_must_be_a_positive_integer(bad):
-    for make in (IidPartitioner, lambda n: ShardPartitioner(n, 2), lambda n: DirichletPartitioner(n, 0.5),
-                 lambda n: ClassWindowPartitioner(n, 2)):
+    for make in (IidPartitioner, lambda n: ShardPartitioner(n, 2), lambda n: DirichletPartitioner(n, 0.5), lambda n: ClassWindowPartitioner(n, 2)):
         with pytest.raises(ConfigError, match=r"federation\.num_clients: must be a positive integer, got"):
             make(bad)
 
 
-@pytest.mark.parametrize("make", [lambda: ShardPartitioner(50, 1), lambda: DirichletPartitioner(50, 0.5),
-                                  lambda: ClassWindowPartitioner(50, 1)])
+@pytest.mark.parametrize("make", [lambda: ShardPartitioner(50, 1), lambda: DirichletPartitioner(50, 0.5), lambda: ClassWindowPartitioner(50, 1)])
 def test_more_clients_than_samples_names_the_field(make):
     with pytest.raises(ConfigError, match=r"federation\.num_clients: 50 clients but only 40 training samples"):
         make().split(balanced_labels(4, 10))
@@ -257,8 +255,7 @@ def test_labeled_split_is_class_balanced_and_nested():
 
 def test_labeled_split_without_adding_keeps_roles_apart():
     labels = skewed_labels()
-    splitter = LabeledSplitPartitioner(105, DirichletPartitioner(6, 0.5, seed=1), IidPartitioner(6, seed=2),
-                                       seed=3, add_labeled_to_unlabeled=False)
+    splitter = LabeledSplitPartitioner(105, DirichletPartitioner(6, 0.5, seed=1), IidPartitioner(6, seed=2), seed=3, add_labeled_to_unlabeled=False)
     partition = splitter.partition(labels)
     labeled, unlabeled = np.concatenate(partition.roles["labeled"]), np.concatenate(partition.roles["unlabeled"])
     assert np.intersect1d(labeled, unlabeled).size == 0

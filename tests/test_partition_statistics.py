@@ -146,12 +146,10 @@ TABLE_1 = {
 
 TABLE_1_TYPOS = {
     # (scenario, measure): why the printed value does not reproduce.
-    (4, "hetero"): "printed 10.82, above 0.6 log2(250000) = 10.759, the largest beta^hetero any layout of "
-                   "4-class uniform clients can reach",
+    (4, "hetero"): "printed 10.82, above 0.6 log2(250000) = 10.759, the largest beta^hetero any layout of 4-class uniform clients can reach",
     (5, "hetero"): "printed 8.81, above 0.5 log2(2e5) = 8.8048 (8.80 rounded or truncated), the largest "
-                   "beta^hetero any layout of 5-class uniform clients can reach; off by 0.005",
-    (6, "hetero"): "printed 6.97, above 0.4 log2(1e6/6) = 6.939, the largest beta^hetero any layout of "
-                   "6-class uniform clients can reach",
+    "beta^hetero any layout of 5-class uniform clients can reach; off by 0.005",
+    (6, "hetero"): "printed 6.97, above 0.4 log2(1e6/6) = 6.939, the largest beta^hetero any layout of 6-class uniform clients can reach",
 }
 
 
@@ -215,10 +213,9 @@ TABLE_4 = {
 TABLE_4_TYPOS = {
     (12, "cib"): "printed 5.63, below log2(100/2) = 5.644, the least beta^CIB of any client with 2 classes",
     (12, "hetero"): "printed 18.54; the windows the table describes (every class held by 2 clients) give "
-                    "0.98 log2(5e5) = 18.553, as the same formula does for every other row",
+    "0.98 log2(5e5) = 18.553, as the same formula does for every other row",
     (20, "hetero"): "printed 14.99, above 0.9 log2(1e5) = 14.949, the largest value any 10-class layout can reach",
-    (30, "hetero"): "printed 13.81, far from 0.8 log2(5e4) = 12.488, the largest value any 20-class layout can "
-                    "reach (apparently a copy slip)",
+    (30, "hetero"): "printed 13.81, far from 0.8 log2(5e4) = 12.488, the largest value any 20-class layout can reach (apparently a copy slip)",
     (109, "cib"): "printed 0.00 (copied from Sc110): 99-class clients have log2(100/99) = 0.0145",
     (109, "hetero"): "printed 0.00 (copied from Sc110): 99-class clients give 0.01 log2(1e6/99) = 0.133",
 }

@@ -89,13 +89,16 @@ def no_default(task, *, lr: float):
     """A hyperparameter without a default: cannot be registered."""
 
 
-@pytest.mark.parametrize("name, factory, message", [
-    ("fedavg", ALGORITHMS["fedavg"].factory, "algorithm 'fedavg' is already registered; pass replace=True"),
-    ("My Algo", ALGORITHMS["fedavg"].factory, "algorithm name 'My Algo': use lowercase letters"),
-    ("no-default", no_default, "algorithm 'no-default': hyperparameter 'lr' needs a default value"),
-    ("no-task", lambda *, lr=0.1: None, "the factory's first parameter must be the task"),
-    ("unannotated", unannotated, "algorithm 'unannotated': its hyperparameters cannot be checked"),
-])
+@pytest.mark.parametrize(
+    "name, factory, message",
+    [
+        ("fedavg", ALGORITHMS["fedavg"].factory, "algorithm 'fedavg' is already registered; pass replace=True"),
+        ("My Algo", ALGORITHMS["fedavg"].factory, "algorithm name 'My Algo': use lowercase letters"),
+        ("no-default", no_default, "algorithm 'no-default': hyperparameter 'lr' needs a default value"),
+        ("no-task", lambda *, lr=0.1: None, "the factory's first parameter must be the task"),
+        ("unannotated", unannotated, "algorithm 'unannotated': its hyperparameters cannot be checked"),
+    ],
+)
 def test_register_algorithm_rejects_what_could_not_be_configured(registry, name, factory, message):
     with pytest.raises(fedprior.ConfigError, match=re.escape(message)):
         fedprior.register_algorithm(name, factory)
@@ -115,12 +118,15 @@ def test_a_registered_algorithm_is_configured_and_checked_like_a_shipped_one(reg
     assert not (tmp_path / "run").exists()
 
 
-@pytest.mark.parametrize("overrides, message", [
-    ({"federation": 3}, "overrides['federation']: the key must be section.key"),
-    ({"nope.key": 1}, "overrides['nope.key']: the key must be section.key"),
-    ("federation.rounds=2", "overrides: expected a mapping"),
-    (["federation.roundz=2"], "federation.roundz: unknown key; accepted: rounds"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        ({"federation": 3}, "overrides['federation']: the key must be section.key"),
+        ({"nope.key": 1}, "overrides['nope.key']: the key must be section.key"),
+        ("federation.rounds=2", "overrides: expected a mapping"),
+        (["federation.roundz=2"], "federation.roundz: unknown key; accepted: rounds"),
+    ],
+)
 def test_bad_overrides_name_the_key(overrides, message):
     with pytest.raises(fedprior.ConfigError, match=re.escape(message)):
         fedprior.load_config("fedavg-cnn", overrides)
@@ -141,8 +147,7 @@ def test_the_uniform_mean_of_the_pages_algorithm_is_unweighted(registry):
     algorithm = namespace["uniform_fedavg"](task, local_epochs=1, batch_size=4)
     state = algorithm.init(RoundInfo(seed=0, stage="federated", round=0))
     key = next(k for k, v in state.items() if v.is_floating_point())
-    replies = [Reply({k: torch.full_like(v, float(i)) for k, v in state.items() if v.is_floating_point()}, num_examples=n)
-               for i, n in ((1, 10), (3, 990))]
+    replies = [Reply({k: torch.full_like(v, float(i)) for k, v in state.items() if v.is_floating_point()}, num_examples=n) for i, n in ((1, 10), (3, 990))]
     merged = algorithm.aggregate(state, replies, RoundInfo(seed=0, stage="federated", round=1))
     assert torch.equal(merged[key], torch.full_like(state[key], 2.0))
 

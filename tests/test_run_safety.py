@@ -31,8 +31,7 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("runs")
     cache = root / "cache"
     two = invoke("run", "fedavg-cnn", *TINY, "--run-dir", root / "two", "--json", cache=cache)
-    three = invoke("run", "fedavg-cnn", *TINY, "--set", f"federation.rounds={REFERENCE_ROUNDS}",
-                   "--run-dir", root / "three", "--json", cache=cache)
+    three = invoke("run", "fedavg-cnn", *TINY, "--set", f"federation.rounds={REFERENCE_ROUNDS}", "--run-dir", root / "three", "--json", cache=cache)
     return {"root": root, "two": history(two), "three": history(three)}
 
 
@@ -77,10 +76,13 @@ def test_no_intact_checkpoint_says_how_to_start_again(runs, tmp_path):
 # ----------------------------------------------------------------------------- item 4: the config is the run's
 
 
-@pytest.mark.parametrize("edit, field", [
-    (("\nseed = 0", "\nseed = 7"), "run.seed (0 in the checkpoint, 7 now)"),
-    (("num_clients = 4", "num_clients = 3"), "federation.num_clients (4 in the checkpoint, 3 now)"),
-])
+@pytest.mark.parametrize(
+    "edit, field",
+    [
+        (("\nseed = 0", "\nseed = 7"), "run.seed (0 in the checkpoint, 7 now)"),
+        (("num_clients = 4", "num_clients = 3"), "federation.num_clients (4 in the checkpoint, 3 now)"),
+    ],
+)
 def test_resume_refuses_an_edited_config_naming_the_fields(runs, tmp_path, edit, field):
     run = copy(runs, tmp_path)
     text = (run / "config.toml").read_text()
@@ -128,9 +130,15 @@ def test_rounds_of_a_finished_stage_cannot_change():
 def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(runs, tmp_path):
     run = copy(runs, tmp_path)
     holder = subprocess.Popen(
-        [sys.executable, "-c", "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.lockf(f, fcntl.LOCK_EX); "
-         "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(120)", str(run / "run.lock")],
-        stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.lockf(f, fcntl.LOCK_EX); "
+            "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(120)",
+            str(run / "run.lock"),
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout.readline().strip() == "locked"
@@ -194,8 +202,13 @@ def test_resume_rewrites_a_damaged_partition_file(runs, tmp_path, damage):
 def test_ctrl_c_says_how_to_resume(tmp_path):
     run = tmp_path / "run"
     env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
-    process = subprocess.Popen([sys.executable, "-m", "fedprior", "run", "fedavg-cnn", *TINY, "--set", "federation.rounds=500",
-                                "--run-dir", str(run)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "fedprior", "run", "fedavg-cnn", *TINY, "--set", "federation.rounds=500", "--run-dir", str(run)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     deadline = time.time() + 120
     while time.time() < deadline and not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text()):
         time.sleep(0.05)

@@ -64,7 +64,9 @@ def counting_algorithm(calls: list) -> Algorithm:
         return [client_update(message, s, d, i) for s, d, i in zip(states, datas, infos, strict=True)]
 
     return Algorithm(
-        name="toy", inputs=("x",), init=lambda info: {"v": torch.zeros(1)},
+        name="toy",
+        inputs=("x",),
+        init=lambda info: {"v": torch.zeros(1)},
         broadcast=lambda state, info: Broadcast(dict(state)),
         client_update=client_update,
         aggregate=lambda state, replies, info: {"v": torch.stack([r.arrays["v"] for r in replies]).mean(0)},

@@ -33,11 +33,13 @@ def test_embedded_setting_keeps_the_cifar10_columns_on_the_stand_in():
 
 def test_table_command_runs_every_cell(shared_cache, tmp_path):
     extra = [arg for o in [*STANDIN, "federation.num_clients=10", "federation.rounds=2"] for arg in ("--set", o)]
-    result = fedprior("table", "fst-cbdg-table4", "--embedded", *extra, "--seeds", "2", "--out", str(tmp_path / "t"), "--json",
-                      cache=shared_cache)
+    result = fedprior("table", "fst-cbdg-table4", "--embedded", *extra, "--seeds", "2", "--out", str(tmp_path / "t"), "--json", cache=shared_cache)
     cells_out = summary(result)
     assert [(c["row"], c["column"]) for c in cells_out] == [
-        ("Equal sampling", "s=10"), ("Equal sampling", "iid"), ("Balanced sampling", "s=10"), ("Balanced sampling", "iid"),
+        ("Equal sampling", "s=10"),
+        ("Equal sampling", "iid"),
+        ("Balanced sampling", "s=10"),
+        ("Balanced sampling", "iid"),
     ]
     for c in cells_out:
         assert len(c["finals"]) == 2 and abs(c["ours"] - sum(c["finals"]) / 2) < 0.01

@@ -11,8 +11,7 @@ from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import resume, start
 from fedprior.experiments.trackers import check_trackers, scalars
 
-TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2",
-        "federation.batch_size=64", "run.threads=1"]
+TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
 
 def tensorboard(run_dir):
@@ -26,8 +25,17 @@ def curve(events, tag):
 
 
 def test_scalars_of_a_round_record():
-    record = {"stage": "train", "round": 2, "step": 2, "accuracy": 0.5, "class_accuracy": [0.1, 0.9],
-              "upload_bytes": {"0": 10, "3": 5}, "download_bytes": 7, "aggregated": False, "clients": [0, 3]}
+    record = {
+        "stage": "train",
+        "round": 2,
+        "step": 2,
+        "accuracy": 0.5,
+        "class_accuracy": [0.1, 0.9],
+        "upload_bytes": {"0": 10, "3": 5},
+        "download_bytes": 7,
+        "aggregated": False,
+        "clients": [0, 3],
+    }
     assert scalars(record) == {"round": 2.0, "accuracy": 0.5, "upload_bytes": 15.0, "download_bytes": 7.0}
 
 

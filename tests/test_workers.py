@@ -40,10 +40,14 @@ def assert_same_run(a, b):
         assert state.keys() == b.client_states[c].keys() and all(torch.equal(v, b.client_states[c][k]) for k, v in state.items())
 
 
-@pytest.mark.parametrize("make", [
-    lambda: fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1),
-    lambda: scaffold(TASK, local_epochs=1, batch_size=8, lr=0.05),
-], ids=["fedavg-cnn", "scaffold-cnn"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1),
+        lambda: scaffold(TASK, local_epochs=1, batch_size=8, lr=0.05),
+    ],
+    ids=["fedavg-cnn", "scaffold-cnn"],
+)
 def test_two_workers_give_the_history_and_client_states_of_one_process(make):
     algo = make()
     alone, pooled = run(algo), run(algo, workers=2)
@@ -55,13 +59,13 @@ def test_two_workers_give_the_history_and_client_states_of_one_process(make):
 @pytest.mark.slow
 def test_a_spawned_worker_rebuilds_the_experiment_and_gives_the_same_numbers(shared_cache):
     """The CUDA path starts workers by spawn from the picklable ClientSide; here on the CPU, one worker."""
-    name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5",
-                                              "federation.rounds=1", "run.device=cpu"])
+    name, config = load_config(
+        "fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=1", "run.device=cpu"]
+    )
     experiment = build_experiment(name, config)
     kw = dict(seed=0, rounds=1, fraction=0.5, threads=ONE_THREAD)
     alone = simulate(experiment.algorithm, experiment.client_data, 6, experiment.test, **kw)
-    with WorkerClients(experiment.algorithm, experiment.client_data, 6, workers=1, setup=experiment.client_side(),
-                       start_method="spawn") as pool:
+    with WorkerClients(experiment.algorithm, experiment.client_data, 6, workers=1, setup=experiment.client_side(), start_method="spawn") as pool:
         spawned = run_rounds(experiment.algorithm, pool, experiment.test, **kw)
         assert pool.workers[0].process.pid != os.getpid()
     assert_same_run(alone, spawned)
@@ -78,8 +82,11 @@ def suicidal_algorithm(victim: int, fatal_round: int, parent: int) -> Algorithm:
         return Reply({"v": message.arrays["v"] + info.client_id + draw, "draw": draw}, int(data["x"].shape[0])), {"seen": seen}
 
     return Algorithm(
-        name="toy", inputs=("x",), init=lambda info: {"v": torch.zeros(())},
-        broadcast=lambda state, info: Broadcast(dict(state)), client_update=client_update,
+        name="toy",
+        inputs=("x",),
+        init=lambda info: {"v": torch.zeros(())},
+        broadcast=lambda state, info: Broadcast(dict(state)),
+        client_update=client_update,
         aggregate=lambda state, replies, info: {"v": torch.stack([r.arrays["v"] for r in replies]).mean()},
         evaluate=lambda state, data: {"accuracy": 0.5},
     )
@@ -88,8 +95,7 @@ def suicidal_algorithm(victim: int, fatal_round: int, parent: int) -> Algorithm:
 def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker():
     victim = 1
     algo = suicidal_algorithm(victim, fatal_round=2, parent=os.getpid())
-    result = simulate(algo, lambda c: DATA[c], 6, TEST, seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2,
-                      vectorize=False)
+    result = simulate(algo, lambda c: DATA[c], 6, TEST, seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2, vectorize=False)
     history = result.progress.history
     assert [r["failed_clients"] for r in history] == [[], [victim], [], []]
     assert "died (killed by signal 9)" in history[1]["failures"][str(victim)]
@@ -102,7 +108,11 @@ def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker
 def test_draws_from_the_global_generator_are_the_same_in_any_process():
     algo = suicidal_algorithm(-1, 0, os.getpid())
     draws = []
-    algo = algo.with_(aggregate=lambda state, replies, info: draws.append([float(r.arrays["draw"]) for r in replies]) or {"v": torch.stack([r.arrays["v"] for r in replies]).mean()})
+    algo = algo.with_(
+        aggregate=lambda state, replies, info: (
+            draws.append([float(r.arrays["draw"]) for r in replies]) or {"v": torch.stack([r.arrays["v"] for r in replies]).mean()}
+        )
+    )
     alone, pooled = run(algo, vectorize=False), run(algo, workers=2, vectorize=False)
     assert_same_run(alone, pooled)
     assert draws[:3] == draws[3:] and len(set(draws[0])) == len(draws[0]) and draws[0] != draws[1]
@@ -132,8 +142,10 @@ def test_evaluate_every_k_rounds_and_the_last_round_of_each_stage():
 
 
 def test_a_run_with_workers_and_evaluate_every_reports_them(tmp_path, shared_cache):
-    name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5",
-                                              "federation.rounds=3", "federation.evaluate_every=2", "run.workers=2"])
+    name, config = load_config(
+        "fedavg-cnn",
+        ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=3", "federation.evaluate_every=2", "run.workers=2"],
+    )
     summary = start(name, config, tmp_path / "run")
     assert summary["workers"] == 2 and summary["device"] == "cpu" and summary["threads"]["train"] == 1
     assert summary["evaluated_rounds"] == [2, 3] and len(summary["history"]) == 2 and summary["rounds"] == 3

@@ -41,9 +41,7 @@ def make_tiny_clip(folder: Path, seed: int = 0, preprocessor: dict | None = None
             eos_token_id=eos,
             pad_token_id=eos,
         ),
-        vision_config=dict(
-            hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=IMAGE_SIZE, patch_size=4
-        ),
+        vision_config=dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2, image_size=IMAGE_SIZE, patch_size=4),
         projection_dim=PROJECTION_DIM,
     )
     torch.manual_seed(seed)

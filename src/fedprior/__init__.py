@@ -23,8 +23,20 @@ except _metadata.PackageNotFoundError:  # running from a source tree that was ne
     __version__ = "0+unknown"
 
 _API = (
-    "Config", "RunResult", "PartitionResult", "load_config", "run", "resume", "open_run", "compare",
-    "build_partition", "list_algorithms", "list_presets", "list_datasets", "list_tables", "register_algorithm",
+    "Config",
+    "RunResult",
+    "PartitionResult",
+    "load_config",
+    "run",
+    "resume",
+    "open_run",
+    "compare",
+    "build_partition",
+    "list_algorithms",
+    "list_presets",
+    "list_datasets",
+    "list_tables",
+    "register_algorithm",
 )
 
 __all__ = ["__version__", "ConfigError", "DatasetNotFoundError", "FedpriorError", *_API]

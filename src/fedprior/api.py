@@ -182,8 +182,7 @@ def _check_runtime(cfg: Config) -> None:
     name, runtime = cfg.settings.algorithm.name, cfg.settings.run.runtime
     if runtime != "local" and name in REGISTERED_HERE:
         raise ConfigError(
-            f"run.runtime: '{runtime}' runs clients in other processes, which do not know the algorithm "
-            f"'{name}' registered here; accepted for it: local"
+            f"run.runtime: '{runtime}' runs clients in other processes, which do not know the algorithm '{name}' registered here; accepted for it: local"
         )
 
 
@@ -227,8 +226,7 @@ def build_partition(
     from fedprior.partition.factory import make_partitioner
     from fedprior.partition.statistics import class_counts, describe
 
-    partitioner = make_partitioner(scheme, num_clients, seed, shards=shards, alpha=alpha, min_size=min_size,
-                                   window=window, balance=balance)
+    partitioner = make_partitioner(scheme, num_clients, seed, shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
     data = load_dataset(dataset, root, download)
     parts = [np.asarray(p) for p in partitioner.split(data.train_labels)]
     counts = class_counts(data.train_labels, parts, data.num_classes)
@@ -263,8 +261,7 @@ def list_tables() -> dict[str, str]:
     return {name: table.title for name, table in all_tables().items()}
 
 
-def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centralized: bool = False,
-                       replace: bool = False) -> AlgorithmSpec:
+def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centralized: bool = False, replace: bool = False) -> AlgorithmSpec:
     """Make ``factory`` runnable as ``algorithm.name = name`` in this process, like a shipped algorithm.
 
     ``factory(task, *, hyperparameters...) -> Algorithm``: keyword-only hyperparameters with an

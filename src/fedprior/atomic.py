@@ -103,8 +103,7 @@ def write_text(path: Path, text: str, durable: bool = False) -> None:
     write_bytes(path, text.encode("utf-8"), durable)
 
 
-def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None,
-                 durable: bool = False) -> None:
+def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None, durable: bool = False) -> None:
     """Save ``tensors`` as a safetensors file at ``path``, atomically (see the module docstring).
 
     Tensors are detached and made contiguous (but not copied when they already are).

@@ -41,9 +41,7 @@ class CheckedModel(BaseModel):
         return value
 
 
-def describe_validation_error(
-    error: ValidationError, prefix: tuple[str, ...], accepted_keys: Callable[[tuple[str, ...]], Iterable[str]]
-) -> str:
+def describe_validation_error(error: ValidationError, prefix: tuple[str, ...], accepted_keys: Callable[[tuple[str, ...]], Iterable[str]]) -> str:
     """``field.path: what is wrong (got value)``; unknown keys list ``accepted_keys(parent path)``."""
     lines = []
     for problem in error.errors():

@@ -127,9 +127,7 @@ class ClientInfo(RoundInfo):
 
 
 ClientUpdate = Callable[[Broadcast, State, ClientData, ClientInfo], tuple[Reply, State]]
-ClientUpdateMany = Callable[
-    [Broadcast, Sequence[State], Sequence[ClientData], Sequence[ClientInfo]], list[tuple[Reply, State]]
-]
+ClientUpdateMany = Callable[[Broadcast, Sequence[State], Sequence[ClientData], Sequence[ClientInfo]], list[tuple[Reply, State]]]
 
 
 @dataclass(frozen=True)

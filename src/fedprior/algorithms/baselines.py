@@ -23,8 +23,14 @@ def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algo
         raise RuntimeError("zero-shot has no rounds")
 
     return Algorithm(
-        name="zero-shot", inputs=(), init=init, broadcast=lambda state, info: Broadcast({}),
-        client_update=unused, aggregate=unused, evaluate=head_evaluation(device), stages=(),
+        name="zero-shot",
+        inputs=(),
+        init=init,
+        broadcast=lambda state, info: Broadcast({}),
+        client_update=unused,
+        aggregate=unused,
+        evaluate=head_evaluation(device),
+        stages=(),
     )
 
 
@@ -45,6 +51,11 @@ def linear_probe(
     federation.rounds x federation.local_epochs is its number of epochs.
     """
     return supervised_head_algorithm(
-        "linear-probe", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
+        "linear-probe",
+        task,
+        init=init,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
+        sgd=Sgd(lr, momentum, weight_decay),
         device=device,
     )

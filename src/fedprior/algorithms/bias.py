@@ -31,8 +31,7 @@ def normalized(values: Sequence[float]) -> np.ndarray:
     return v / total if total > 0 else np.full(v.size, 1.0 / v.size)
 
 
-def bias_diagnostics(class_accuracy: Sequence[float], appus: np.ndarray, labeled: np.ndarray,
-                     weights: np.ndarray) -> dict[str, float]:
+def bias_diagnostics(class_accuracy: Sequence[float], appus: np.ndarray, labeled: np.ndarray, weights: np.ndarray) -> dict[str, float]:
     """JS divergences of Figure 3 (global model) for one round.
 
     ``appus`` (M, K): the APP-U each client of the round sent; ``labeled`` (M, K): their
@@ -50,8 +49,7 @@ def bias_diagnostics(class_accuracy: Sequence[float], appus: np.ndarray, labeled
     }
     for name, values in per_client.items():
         if values:
-            out.update({f"js_{name}_mean": float(np.mean(values)), f"js_{name}_min": float(np.min(values)),
-                        f"js_{name}_max": float(np.max(values))})
+            out.update({f"js_{name}_mean": float(np.mean(values)), f"js_{name}_min": float(np.min(values)), f"js_{name}_max": float(np.max(values))})
     out["js_appu_aggregated"] = js_divergence(truth, normalized(weights @ appus))
     shares = labeled / np.clip(labeled.sum(axis=1, keepdims=True), 1.0, None)
     if labeled.sum() > 0:

@@ -77,8 +77,14 @@ def train_on_device(
     chosen = list(params(model)) if params else [p for p in model.parameters() if p.requires_grad]
     try:
         return train_epochs(
-            model, x, data["y"].to(device), epochs=epochs, batch_size=batch_size,
-            optimizer=optimizer.build(chosen, info.round), generator=info.generator(), loss_fn=loss_fn,
+            model,
+            x,
+            data["y"].to(device),
+            epochs=epochs,
+            batch_size=batch_size,
+            optimizer=optimizer.build(chosen, info.round),
+            generator=info.generator(),
+            loss_fn=loss_fn,
             after_backward=after_backward,
         )
     finally:
@@ -94,11 +100,28 @@ class LocalTraining:
     optimizer: LocalOptimizer
     device: torch.device = CPU
 
-    def fit(self, model: nn.Module, data: ClientData, info: ClientInfo, *, loss_fn: LossFn = cross_entropy_loss,
-            params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None, epochs: int | None = None) -> dict[str, float]:
+    def fit(
+        self,
+        model: nn.Module,
+        data: ClientData,
+        info: ClientInfo,
+        *,
+        loss_fn: LossFn = cross_entropy_loss,
+        params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None,
+        epochs: int | None = None,
+    ) -> dict[str, float]:
         """:func:`train_on_device` with these settings (``epochs`` overrides the number of epochs)."""
-        return train_on_device(model, data, info, epochs=epochs or self.epochs, batch_size=self.batch_size, optimizer=self.optimizer,
-                               device=self.device, loss_fn=loss_fn, params=params)
+        return train_on_device(
+            model,
+            data,
+            info,
+            epochs=epochs or self.epochs,
+            batch_size=self.batch_size,
+            optimizer=self.optimizer,
+            device=self.device,
+            loss_fn=loss_fn,
+            params=params,
+        )
 
     def evaluate(self, model: nn.Module, data: ClientData) -> dict[str, float | list[float]]:
         return evaluate_on_device(model, data, self.device)

@@ -24,6 +24,7 @@ def central(
     lr_decay: LrDecay = 0.99,
 ) -> Algorithm:
     """Central Learning: the network trained with cross-entropy on all the training data in one place."""
-    algorithm = fedavg(task, local_epochs=local_epochs, batch_size=batch_size, model=model, lr=lr, momentum=momentum,
-                       weight_decay=weight_decay, lr_decay=lr_decay)
+    algorithm = fedavg(
+        task, local_epochs=local_epochs, batch_size=batch_size, model=model, lr=lr, momentum=momentum, weight_decay=weight_decay, lr_decay=lr_decay
+    )
     return algorithm.with_(name="central")

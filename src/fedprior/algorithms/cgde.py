@@ -189,8 +189,9 @@ def train_generator(
 
 
 @torch.no_grad()
-def synthesize(generator: nn.Module, conditions: Conditions, labels: torch.Tensor, rng: torch.Generator,
-               to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool) -> torch.Tensor:
+def synthesize(
+    generator: nn.Module, conditions: Conditions, labels: torch.Tensor, rng: torch.Generator, to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool
+) -> torch.Tensor:
     """Client-side synthetic inputs for ``labels``: G in eval mode (running BatchNorm statistics), as the code."""
     generator.eval()
     images = generator(conditions.sample(labels, rng))

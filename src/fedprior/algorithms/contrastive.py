@@ -41,12 +41,10 @@ def sinkhorn(scores: torch.Tensor, epsilon: float, iterations: int) -> torch.Ten
     return (q * n).T
 
 
-def swapped_prediction(scores1: torch.Tensor, scores2: torch.Tensor, codes1: torch.Tensor, codes2: torch.Tensor,
-                       temperature: float) -> torch.Tensor:
+def swapped_prediction(scores1: torch.Tensor, scores2: torch.Tensor, codes1: torch.Tensor, codes2: torch.Tensor, temperature: float) -> torch.Tensor:
     """SwAV's swapped prediction (Caron et al. 2020, Eq. 1-2): predict each view's code from the other view.
 
     L = -1/2 mean_i [ q2_i . log softmax(s1_i / tau) + q1_i . log softmax(s2_i / tau) ],
     with s the prototype scores and q the Sinkhorn codes of each view.
     """
-    return -0.5 * ((codes2 * F.log_softmax(scores1 / temperature, dim=1)).sum(1).mean()
-                   + (codes1 * F.log_softmax(scores2 / temperature, dim=1)).sum(1).mean())
+    return -0.5 * ((codes2 * F.log_softmax(scores1 / temperature, dim=1)).sum(1).mean() + (codes1 * F.log_softmax(scores2 / temperature, dim=1)).sum(1).mean())

@@ -72,15 +72,20 @@ def simplex_optimum(appus: torch.Tensor) -> torch.Tensor:
         gap = beta @ p - u
         return float(gap @ gap), 2.0 * p @ gap
 
-    result = minimize(objective, np.full(m, 1.0 / m), jac=True, method="SLSQP", bounds=[(0.0, 1.0)] * m,
-                      constraints=[{"type": "eq", "fun": lambda b: b.sum() - 1.0, "jac": lambda b: np.ones_like(b)}],
-                      options={"ftol": 1e-14, "maxiter": 500})
+    result = minimize(
+        objective,
+        np.full(m, 1.0 / m),
+        jac=True,
+        method="SLSQP",
+        bounds=[(0.0, 1.0)] * m,
+        constraints=[{"type": "eq", "fun": lambda b: b.sum() - 1.0, "jac": lambda b: np.ones_like(b)}],
+        options={"ftol": 1e-14, "maxiter": 500},
+    )
     beta = np.clip(result.x, 0.0, None)
     return torch.from_numpy(beta / beta.sum()).float()
 
 
-def dma_weights(appus: torch.Tensor, *, solver: DmaSolver = "algorithm2", steps: int = 100, lr: float = 1.0,
-                loss: DmaLoss = "norm") -> torch.Tensor:
+def dma_weights(appus: torch.Tensor, *, solver: DmaSolver = "algorithm2", steps: int = 100, lr: float = 1.0, loss: DmaLoss = "norm") -> torch.Tensor:
     """The aggregation weights beta (M,) of DMA for the clients' APP-Us (M, K)."""
     if appus.shape[0] == 1:
         return torch.ones(1)

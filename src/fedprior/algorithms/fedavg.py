@@ -25,7 +25,9 @@ ModelName = Annotated[
     Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
     Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
 ]
-HeadInitField = Annotated[Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")]
+HeadInitField = Annotated[
+    Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")
+]
 
 
 def fedavg(
@@ -53,7 +55,12 @@ def fedavg(
         if lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
         return supervised_head_algorithm(
-            "fedavg", task, init=init, local_epochs=local_epochs, batch_size=batch_size, sgd=Sgd(lr, momentum, weight_decay),
+            "fedavg",
+            task,
+            init=init,
+            local_epochs=local_epochs,
+            batch_size=batch_size,
+            sgd=Sgd(lr, momentum, weight_decay),
             device=device,
         )
     if init != "random":
@@ -79,8 +86,14 @@ def local_sgd_update(
         loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
         x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
-            local, x, y, epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay), generator=info.generator(), loss_fn=loss_fn,
+            local,
+            x,
+            y,
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
+            generator=info.generator(),
+            loss_fn=loss_fn,
         )
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 

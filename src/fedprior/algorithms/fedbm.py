@@ -72,7 +72,9 @@ SynBatch = Annotated[int, Field(ge=0, description="synthetic images added to eac
 Lambda = Annotated[float, Field(ge=0, description="weight of a generator loss term (Eq. 10)")]
 ConditionKind = Annotated[Literal["concept", "noise"], Field(description="generator conditions: concept embeddings (Eq. 9) or noise + one-hot (Table IX)")]
 Covariance = Annotated[Literal["full", "diagonal"], Field(description="Sigma of the conditions: Eq. 2's full covariance (+1e-4 I, code) or its diagonal")]
-AdamState = Annotated[Literal["fresh", "kept"], Field(description="generator Adam: a fresh optimizer each cycle (code) or its moments kept in the server state")]
+AdamState = Annotated[
+    Literal["fresh", "kept"], Field(description="generator Adam: a fresh optimizer each cycle (code) or its moments kept in the server state")
+]
 
 
 def pixel_standardizer(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
@@ -237,12 +239,18 @@ def fedbm(
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
             load_adam(adam, generator, with_prefix(state, ADAM))
-        train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings,
-                        to_input, info.generator("cgde"), adam)
+        train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings, to_input, info.generator("cgde"), adam)
         new = {**state, **model_arrays(generator.to(CPU, memory_format=torch.contiguous_format), GENERATOR), TRAINED: torch.tensor(1)}
         if adam_state == "kept":
             new.update(add_prefix(adam_arrays(adam, generator), ADAM))
         return new
 
-    return Algorithm(name="fedbm", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update,
-                     aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return Algorithm(
+        name="fedbm",
+        inputs=("x", "y"),
+        init=init,
+        broadcast=broadcast,
+        client_update=client_update,
+        aggregate=aggregate,
+        evaluate=lambda state, data: training.evaluate(net.load(state), data),
+    )

@@ -69,5 +69,4 @@ def feddb(
 ) -> Algorithm:
     """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
     weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights
-    return semi_supervised_algorithm("feddb", task, shared, local_epochs=local_epochs, device=device,
-                                     method=Method(weights=weights), dpl=dpl)
+    return semi_supervised_algorithm("feddb", task, shared, local_epochs=local_epochs, device=device, method=Method(weights=weights), dpl=dpl)

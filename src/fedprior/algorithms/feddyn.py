@@ -48,8 +48,9 @@ def dynamic_loss(global_params: dict[str, torch.Tensor], grad: dict[str, torch.T
     return loss
 
 
-def server_update(state: State, models: Sequence[dict[str, torch.Tensor]], params: list[str], alpha: float, num_clients: int,
-                  weights: Sequence[float]) -> State:
+def server_update(
+    state: State, models: Sequence[dict[str, torch.Tensor]], params: list[str], alpha: float, num_clients: int, weights: Sequence[float]
+) -> State:
     """Lines 9-10 on the parameters; the other entries (BatchNorm statistics) get the example-weighted mean."""
     new = dict(state)
     mean = weighted_mean(list(models), weights)
@@ -92,5 +93,4 @@ def feddyn(
         models = [with_prefix(r.arrays, MODEL) for r in replies]
         return server_update(state, models, params, alpha, task.num_clients, [r.num_examples for r in replies])
 
-    return net.algorithm("feddyn", client_update, init=init, aggregate=aggregate,
-                         evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm("feddyn", client_update, init=init, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))

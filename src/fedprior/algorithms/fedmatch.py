@@ -100,7 +100,7 @@ def choose_helpers(count: int):
         helpers = []
         for j in chosen:
             prefix = f"{HELPERS}{j}.{MODEL}"
-            psi = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
+            psi = {k[len(prefix) :]: v for k, v in arrays.items() if k.startswith(prefix)}
             helper = copy.deepcopy(ctx.model)
             helper.load_state_dict({**helper.state_dict(), **psi})
             helpers.append(helper.eval())
@@ -160,16 +160,28 @@ def report_embedding(task: Task):
     return finish
 
 
-@with_shared(SEMI_SUPERVISED, optimizer="adam", lr=1e-3, weight_decay=1e-4, threshold=0.75, unlabeled_weight=1e-2,
-             unlabeled_mean="confident")
-def fedmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False,
-             consistency_weight: ConsistencyWeight = 1e-2, l1_weight: L1Weight = 1e-4, l2_weight: L2Weight = 10.0,
-             helpers: HelperCount = 2, helper_interval: HelperInterval = 10, **shared) -> Algorithm:
+@with_shared(SEMI_SUPERVISED, optimizer="adam", lr=1e-3, weight_decay=1e-4, threshold=0.75, unlabeled_weight=1e-2, unlabeled_mean="confident")
+def fedmatch(
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    dpl: Dpl = False,
+    consistency_weight: ConsistencyWeight = 1e-2,
+    l1_weight: L1Weight = 1e-4,
+    l2_weight: L2Weight = 10.0,
+    helpers: HelperCount = 2,
+    helper_interval: HelperInterval = 10,
+    **shared,
+) -> Algorithm:
     """FedMatch (Jeong et al. 2021): inter-client consistency and disjoint learning; dpl = true gives FedMatch-FedDPL."""
     method = Method(
-        start=choose_helpers(helpers), pseudo_labels=agreement_labels,
-        extra_loss=consistency_and_regularizers(consistency_weight, l1_weight, l2_weight), backward=disjoint_backward,
-        finish=report_embedding(task), after_aggregate=keep_helpers, broadcast_extra=send_helpers(helper_interval),
+        start=choose_helpers(helpers),
+        pseudo_labels=agreement_labels,
+        extra_loss=consistency_and_regularizers(consistency_weight, l1_weight, l2_weight),
+        backward=disjoint_backward,
+        finish=report_embedding(task),
+        after_aggregate=keep_helpers,
+        broadcast_extra=send_helpers(helper_interval),
     )
-    return semi_supervised_algorithm("fedmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl,
-                                     method=method, wrap=decompose)
+    return semi_supervised_algorithm("fedmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=method, wrap=decompose)

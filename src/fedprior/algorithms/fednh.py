@@ -110,9 +110,7 @@ def fednh(
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = net.average(state, replies, info)
-        new[PROTOTYPES] = update_prototypes(state[PROTOTYPES], [r.arrays["class_means"] for r in replies],
-                                            [r.arrays["class_counts"] for r in replies], rho)
+        new[PROTOTYPES] = update_prototypes(state[PROTOTYPES], [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies], rho)
         return new
 
-    return net.algorithm("fednh", client_update, aggregate=aggregate,
-                         evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm("fednh", client_update, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))

@@ -38,7 +38,11 @@ def fedntd(
     config (tau 1, beta 1; SGD lr 0.01, momentum 0.9, wd 1e-5, as FST-CBDG's paper uses).
     """
     return supervised_head_algorithm(
-        "fedntd", task, init=init, local_epochs=local_epochs, batch_size=batch_size,
+        "fedntd",
+        task,
+        init=init,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
         sgd=Sgd(lr, momentum, weight_decay),
         objective=lambda message, labels: NotTrueDistillationObjective(labels, message.arrays[WEIGHT], message.arrays[BIAS], tau, beta),
         device=device,

@@ -46,8 +46,9 @@ def prototype_loss(features: torch.Tensor, y: torch.Tensor, prototypes: torch.Te
     return F.mse_loss(features[keep], prototypes[y[keep]])
 
 
-def aggregate_prototypes(old: torch.Tensor, old_present: torch.Tensor, means: Sequence[torch.Tensor],
-                         counts: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+def aggregate_prototypes(
+    old: torch.Tensor, old_present: torch.Tensor, means: Sequence[torch.Tensor], counts: Sequence[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. 6: per class, the count-weighted mean of the clients' prototypes; classes nobody holds keep the old one."""
     weights = torch.stack(list(counts))  # (clients, K)
     totals = weights.sum(0)
@@ -100,8 +101,9 @@ def fedproto(
         return Reply(arrays, int(data["x"].shape[0]), metrics), mine
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        protos, present = aggregate_prototypes(state[PROTOS], state[PRESENT], [r.arrays["class_means"] for r in replies],
-                                               [r.arrays["class_counts"] for r in replies])
+        protos, present = aggregate_prototypes(
+            state[PROTOS], state[PRESENT], [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies]
+        )
         return {**without_eval(state), PROTOS: protos, PRESENT: present, **eval_entries(replies)}
 
     @torch.no_grad()
@@ -117,5 +119,4 @@ def fedproto(
 
         return mean_metrics(personal_evaluation(state, one))
 
-    return Algorithm(name="fedproto", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update,
-                     aggregate=aggregate, evaluate=evaluate)
+    return Algorithm(name="fedproto", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update, aggregate=aggregate, evaluate=evaluate)

@@ -43,7 +43,13 @@ def fedprox(
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
     net = GlobalModel(model_task(task, model), device=device)
     update = local_sgd_update(
-        net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=lambda g: proximal_loss(g, mu),
+        net,
+        local_epochs,
+        batch_size,
+        lr,
+        momentum,
+        weight_decay,
+        make_loss=lambda g: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
     return net.algorithm("fedprox", update)

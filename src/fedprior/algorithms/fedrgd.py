@@ -54,8 +54,6 @@ def grouped_weights(groups: int):
 
 
 @with_shared(SEMI_SUPERVISED, norm="gn")
-def fedrgd(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, groups: Groups = 2,
-           **shared) -> Algorithm:
+def fedrgd(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, groups: Groups = 2, **shared) -> Algorithm:
     """FedRGD (Zhang et al. 2021): consistency loss, GroupNorm, grouping-based averaging; dpl = true gives FedRGD-FedDPL."""
-    return semi_supervised_algorithm("fedrgd", task, shared, local_epochs=local_epochs, device=device, dpl=dpl,
-                                     method=Method(weights=grouped_weights(groups)))
+    return semi_supervised_algorithm("fedrgd", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=Method(weights=grouped_weights(groups)))

@@ -15,7 +15,9 @@ from fedprior.algorithms.self_supervised import two_view_fedavg
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
-StemNorm = Annotated[Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")]
+StemNorm = Annotated[
+    Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")
+]
 Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone (64 is the standard network)")]
 
 
@@ -54,7 +56,14 @@ def fedsimclr(
         return nt_xent(h[: view1.shape[0]], h[view1.shape[0] :], temperature)
 
     return two_view_fedavg(
-        "fedsimclr", task, lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_groups), loss,
-        local_epochs=local_epochs, batch_size=batch_size, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=device, eval_features=eval_features, min_scale=min_scale,
+        "fedsimclr",
+        task,
+        lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_groups),
+        loss,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
+        optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
+        device=device,
+        eval_features=eval_features,
+        min_scale=min_scale,
     )

@@ -78,7 +78,14 @@ def fedswav(
         return swapped_prediction(s1, s2, q1, q2, temperature)
 
     return two_view_fedavg(
-        "fedswav", task, lambda: SwavNet(ContrastiveNet(task.input_shape[0], width, projection_dim), prototypes), loss,
-        local_epochs=local_epochs, batch_size=batch_size, optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=device, eval_features=eval_features, min_scale=min_scale,
+        "fedswav",
+        task,
+        lambda: SwavNet(ContrastiveNet(task.input_shape[0], width, projection_dim), prototypes),
+        loss,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
+        optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
+        device=device,
+        eval_features=eval_features,
+        min_scale=min_scale,
     )

@@ -37,5 +37,4 @@ def fixmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: 
 @with_shared(SUPERVISED)
 def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, **shared) -> Algorithm:
     """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
-    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device,
-                                     use_unlabeled=False)
+    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, use_unlabeled=False)

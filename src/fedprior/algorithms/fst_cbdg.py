@@ -113,8 +113,9 @@ def self_training_loss(logits: torch.Tensor, q: torch.Tensor) -> torch.Tensor:
 class FstObjective:
     """Eq. (3)-(8) for a batch of clients (see the module docstring)."""
 
-    def __init__(self, task: Task, text: torch.Tensor, q: torch.Tensor, *, beta, gamma, lam, sigma, sampling,
-                 losses, label_refresh, count_source, noise) -> None:
+    def __init__(
+        self, task: Task, text: torch.Tensor, q: torch.Tensor, *, beta, gamma, lam, sigma, sampling, losses, label_refresh, count_source, noise
+    ) -> None:
         self.text, self.q, self.k = text, q, task.num_classes
         self.beta, self.gamma, self.lam, self.sigma = beta, gamma, lam, sigma
         self.sampling, self.losses, self.label_refresh = sampling, losses, label_refresh
@@ -277,12 +278,26 @@ def fst_cbdg(
     lam: Lam = 1.0,
     sigma: Sigma = 0.1,
     sampling: Annotated[Literal["balanced", "equal"], Field(description="synthetic counts per class: 'balanced' (Eq. 7) or 'equal' (Table 4)")] = "balanced",
-    losses: Annotated[Literal["both", "self-training", "synthetic"], Field(description="ablation (Table 3): both losses, L_iST only, or L_tSamp only")] = "both",
-    label_refresh: Annotated[Literal["batch", "all"], Field(description="Eq. 4 each iteration on all the client's images ('all', Algorithm 1 line 14; costs a pass over the client's data per iteration) or on the mini-batch's images only ('batch')")] = "all",
-    count_source: Annotated[Literal["labels", "model"], Field(description="m_k of Eq. 7 from the soft pseudo-labels (paper) or the current model's predictions")] = "labels",
+    losses: Annotated[
+        Literal["both", "self-training", "synthetic"], Field(description="ablation (Table 3): both losses, L_iST only, or L_tSamp only")
+    ] = "both",
+    label_refresh: Annotated[
+        Literal["batch", "all"],
+        Field(
+            description="Eq. 4 each iteration on all the client's images ('all', Algorithm 1 line 14; costs a pass over the client's data per iteration) or on the mini-batch's images only ('batch')"
+        ),
+    ] = "all",
+    count_source: Annotated[
+        Literal["labels", "model"], Field(description="m_k of Eq. 7 from the soft pseudo-labels (paper) or the current model's predictions")
+    ] = "labels",
     keep_labels: Annotated[bool, Field(description="a client keeps its soft pseudo-labels between the rounds it is sampled in")] = True,
-    noise: Annotated[Literal["projected", "direct"], Field(description="how N(T_k, sigma^2 I) is drawn: 'projected' (exact in distribution, fast) or 'direct' (d numbers per sample)")] = "projected",
-    aggregation: Annotated[Literal["mean", "weighted"], Field(description="server average of the heads: plain mean (Algorithm 1, line 22) or example-weighted (FedAvg)")] = "mean",
+    noise: Annotated[
+        Literal["projected", "direct"],
+        Field(description="how N(T_k, sigma^2 I) is drawn: 'projected' (exact in distribution, fast) or 'direct' (d numbers per sample)"),
+    ] = "projected",
+    aggregation: Annotated[
+        Literal["mean", "weighted"], Field(description="server average of the heads: plain mean (Algorithm 1, line 22) or example-weighted (FedAvg)")
+    ] = "mean",
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FST-CBDG: self-training with moving-average soft labels plus class-balanced synthetic text features (fst-cbdg.txt)."""
@@ -290,17 +305,16 @@ def fst_cbdg(
     text, _ = text_head(task)
     text = text.to(device)
     sgd = Sgd(lr, momentum, weight_decay)
-    settings = dict(beta=beta, gamma=gamma, lam=lam, sigma=sigma, sampling=sampling, losses=losses,
-                    label_refresh=label_refresh, count_source=count_source, noise=noise)
+    settings = dict(
+        beta=beta, gamma=gamma, lam=lam, sigma=sigma, sampling=sampling, losses=losses, label_refresh=label_refresh, count_source=count_source, noise=noise
+    )
 
     def init(info: RoundInfo) -> State:
         weight, bias = text_head(task)
         return {WEIGHT: weight, BIAS: bias}
 
-    def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
-                           infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
-        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas],
-                           [i.generator() for i in infos], batch_size, sgd, device)
+    def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData], infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
+        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas], [i.generator() for i in infos], batch_size, sgd, device)
         q = zero_shot_probabilities(run.x, text)  # q^0 = p (Eq. 2), replaced below by the labels a client kept
         for c, s in enumerate(states):
             if keep_labels and LABELS in s:

@@ -53,8 +53,7 @@ def _standardize(train: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor
     return (train - mean) / std, (other - mean) / std
 
 
-def linear_evaluation(features: torch.Tensor, labels: torch.Tensor, num_classes: int, folds: int = 2,
-                      iterations: int = 100) -> dict[str, float | list[float]]:
+def linear_evaluation(features: torch.Tensor, labels: torch.Tensor, num_classes: int, folds: int = 2, iterations: int = 100) -> dict[str, float | list[float]]:
     """Out-of-fold metrics of a linear classifier on ``features`` (N, D) against ``labels`` (N,)."""
     x = features.detach().cpu().float()
     y = labels.detach().cpu().long()

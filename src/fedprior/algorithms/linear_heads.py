@@ -63,8 +63,16 @@ class HeadObjective(Protocol):
 class HeadTraining:
     """One round of local training for B clients' linear heads, started from the same global head."""
 
-    def __init__(self, weight: torch.Tensor, bias: torch.Tensor, xs: Sequence[torch.Tensor],
-                 generators: Sequence[torch.Generator], batch_size: int, sgd: Sgd, device: torch.device = torch.device("cpu")) -> None:
+    def __init__(
+        self,
+        weight: torch.Tensor,
+        bias: torch.Tensor,
+        xs: Sequence[torch.Tensor],
+        generators: Sequence[torch.Generator],
+        batch_size: int,
+        sgd: Sgd,
+        device: torch.device = torch.device("cpu"),
+    ) -> None:
         self.device = device
         self.num_clients = len(xs)
         self.sizes = torch.tensor([x.shape[0] for x in xs])
@@ -154,8 +162,11 @@ class HeadTraining:
     def replies(self) -> list[Reply]:
         """Each client's trained head, its example count and its number of local steps."""
         return [
-            Reply({WEIGHT: self.weight[c].to("cpu", copy=True), BIAS: self.bias[c].to("cpu", copy=True)}, int(self.sizes[c]),
-                  {"steps": float(self.steps[c] * self.epochs_done)})
+            Reply(
+                {WEIGHT: self.weight[c].to("cpu", copy=True), BIAS: self.bias[c].to("cpu", copy=True)},
+                int(self.sizes[c]),
+                {"steps": float(self.steps[c] * self.epochs_done)},
+            )
             for c in range(self.num_clients)
         ]
 
@@ -170,8 +181,7 @@ def text_head(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
     """W = [T_1, ..., T_K]^T, b = 0: the head that predicts CLIP's zero-shot classes (fst-cbdg.txt 3.1, Algorithm 1 line 6)."""
     if "text_features" not in task.prior:
         raise ConfigError(
-            "algorithm.init: 'text' needs class text features from a vision-language encoder "
-            "(set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER)"
+            "algorithm.init: 'text' needs class text features from a vision-language encoder (set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER)"
         )
     weight = task.prior["text_features"].float().clone()
     return weight, torch.zeros(weight.shape[0])
@@ -212,4 +222,3 @@ def check_features(task: Task, field: str = "encoder.name") -> None:
             f"{field}: this algorithm trains a linear head on feature vectors of a frozen encoder, but the data are "
             f"images of shape {task.input_shape}; set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER"
         )
-

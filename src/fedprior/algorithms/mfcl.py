@@ -70,7 +70,10 @@ ServerLr = Annotated[float, Field(gt=0, description="phase 2: Adam learning rate
 Temperature = Annotated[float, Field(gt=0, description="NT-Xent temperature tau (Eq. 5; SimCLR's 0.5 for CIFAR)")]
 DiscWidth = Annotated[int, Field(ge=1, description="width of the ResNet-18 discriminator (64 is the standard network)")]
 ProjectionDim = Annotated[int, Field(ge=1, description="output size of the projection head (Table 6; SimCLR's 128)")]
-EvalFeatures = Annotated[Literal["projection", "backbone"], Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output")]
+EvalFeatures = Annotated[
+    Literal["projection", "backbone"],
+    Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output"),
+]
 MinScale = Annotated[float, Field(gt=0, le=1, description="smallest area fraction of SimCLR's random resized crop")]
 
 
@@ -146,8 +149,14 @@ def mfcl(
 
         module.train()
         metrics = two_view_epochs(
-            module, images, epochs=local_epochs, batch_size=batch_size, optimizer=torch.optim.Adam(module.parameters(), lr=lr),
-            generator=info.generator(), loss_fn=reconstruction, min_scale=min_scale,
+            module,
+            images,
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=torch.optim.Adam(module.parameters(), lr=lr),
+            generator=info.generator(),
+            loss_fn=reconstruction,
+            min_scale=min_scale,
         )
         return Reply(model_arrays(module.cpu(), SENSOR), int(images.shape[0]), metrics)
 
@@ -208,8 +217,13 @@ def mfcl(
             optimizer.step()
             total, steps = total + float(loss.detach()), steps + 1
         pair.cpu()
-        return {**state, **model_arrays(body, DISC), **model_arrays(head, PROJ), **optimizer_arrays(optimizer, pair),
-                "server.loss": torch.tensor(total / max(steps, 1))}
+        return {
+            **state,
+            **model_arrays(body, DISC),
+            **model_arrays(head, PROJ),
+            **optimizer_arrays(optimizer, pair),
+            "server.loss": torch.tensor(total / max(steps, 1)),
+        }
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         if info.stage == "sensor":

@@ -73,8 +73,13 @@ def moon(
         local = net.load(message.arrays)
         previous = net.load(state if state else message.arrays)
         metrics = train_epochs(
-            local, data["x"], data["y"], epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, lr, momentum, weight_decay), generator=info.generator(),
+            local,
+            data["x"],
+            data["y"],
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=sgd(local, lr, momentum, weight_decay),
+            generator=info.generator(),
             loss_fn=moon_loss(net.load(message.arrays), previous, mu, temperature),
         )
         arrays = model_arrays(local)

@@ -30,6 +30,6 @@ def load_optimizer_arrays(optimizer: torch.optim.Optimizer, model: nn.Module, ar
     """Put the entries saved by :func:`optimizer_arrays` back (a parameter with none starts fresh)."""
     for name, param in model.named_parameters():
         head = f"{prefix}{name}."
-        entries = {k[len(head):]: v for k, v in arrays.items() if k.startswith(head) and "." not in k[len(head):]}
+        entries = {k[len(head) :]: v for k, v in arrays.items() if k.startswith(head) and "." not in k[len(head) :]}
         if entries:
             optimizer.state[param] = {k: v.clone() if k == "step" else v.to(param.device).clone() for k, v in entries.items()}

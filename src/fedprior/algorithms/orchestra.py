@@ -161,8 +161,7 @@ def orchestra(
     if len(task.input_shape) != 3 or task.input_shape[1] != task.input_shape[2]:
         raise ConfigError(f"algorithm.name: orchestra trains on square images (C, H, H); the data gives {task.input_shape}")
     channels = task.input_shape[0]
-    net = GlobalModel(lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim),
-                                           ContrastiveNet(channels, width, projection_dim), global_clusters))
+    net = GlobalModel(lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim), ContrastiveNet(channels, width, projection_dim), global_clusters))
     to_unit = unit_images(task)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
@@ -192,11 +191,11 @@ def orchestra(
             return clustering + rotation
 
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
-        metrics = two_view_epochs(model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer,
-                                  generator=g, loss_fn=loss, min_scale=min_scale)
+        metrics = two_view_epochs(
+            model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
+        )
         recent = torch.cat(bank)[-memory:]
-        return Reply({**model_arrays(model.cpu()), LOCAL: local_clustering(recent, local_clusters, g)},
-                     int(images.shape[0]), metrics), state
+        return Reply({**model_arrays(model.cpu()), LOCAL: local_clustering(recent, local_clusters, g)}, int(images.shape[0]), metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = state if info.stage == "setup" else net.average(state, replies, info)
@@ -207,5 +206,6 @@ def orchestra(
         model = net.load(state)
         return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device)
 
-    return net.algorithm("orchestra", client_update, inputs=("x",), aggregate=aggregate, evaluate=evaluate,
-                         stages=(Stage("setup", rounds=1, evaluate=False), Stage("federated")))
+    return net.algorithm(
+        "orchestra", client_update, inputs=("x",), aggregate=aggregate, evaluate=evaluate, stages=(Stage("setup", rounds=1, evaluate=False), Stage("federated"))
+    )

@@ -21,8 +21,7 @@ import torch
 def app_u(probabilities: torch.Tensor) -> torch.Tensor:
     """Eq. (8): the mean of the rows of ``probabilities`` (N, K); uniform when N = 0."""
     if probabilities.shape[0] == 0:
-        return torch.full((probabilities.shape[1],), 1.0 / probabilities.shape[1], dtype=probabilities.dtype,
-                          device=probabilities.device)
+        return torch.full((probabilities.shape[1],), 1.0 / probabilities.shape[1], dtype=probabilities.dtype, device=probabilities.device)
     return probabilities.mean(dim=0)
 
 

@@ -68,8 +68,14 @@ def scaffold(
 
         step_lr = round_lr(lr, lr_decay, info.round)
         metrics = train_epochs(
-            local, data["x"].to(device), data["y"].to(device), epochs=local_epochs, batch_size=batch_size,
-            optimizer=sgd(local, step_lr, 0.0, weight_decay), generator=info.generator(), after_backward=correct_gradients,
+            local,
+            data["x"].to(device),
+            data["y"].to(device),
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=sgd(local, step_lr, 0.0, weight_decay),
+            generator=info.generator(),
+            after_backward=correct_gradients,
         )
         steps = metrics["steps"]
         new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}

@@ -40,29 +40,36 @@ def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
     return lambda x: (x * std.to(x.device) + mean.to(x.device)).clamp(0.0, 1.0)
 
 
-def two_view_epochs(model: nn.Module, images: torch.Tensor, *, epochs: int, batch_size: int,
-                    optimizer: torch.optim.Optimizer, generator: torch.Generator, loss_fn: LossFn,
-                    min_scale: float = 0.08) -> dict[str, float]:
+def two_view_epochs(
+    model: nn.Module,
+    images: torch.Tensor,
+    *,
+    epochs: int,
+    batch_size: int,
+    optimizer: torch.optim.Optimizer,
+    generator: torch.Generator,
+    loss_fn: LossFn,
+    min_scale: float = 0.08,
+) -> dict[str, float]:
     """``epochs`` passes over ``images`` ([0, 1]) with fresh SimCLR view pairs each epoch; mean loss and steps."""
     losses, steps = 0.0, 0.0
     for _ in range(epochs):
         view1, view2 = simclr_views(images, seed_from(generator), min_scale=min_scale)
-        metrics = train_epochs(model, view1, view2, epochs=1, batch_size=batch_size, optimizer=optimizer,
-                               generator=generator, loss_fn=loss_fn)
+        metrics = train_epochs(model, view1, view2, epochs=1, batch_size=batch_size, optimizer=optimizer, generator=generator, loss_fn=loss_fn)
         losses += metrics["train_loss"] * metrics["steps"]
         steps += metrics["steps"]
     return {"train_loss": losses / max(steps, 1.0), "steps": steps}
 
 
 @torch.no_grad()
-def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device,
-                    batch_size: int = 1024) -> torch.Tensor:
+def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device, batch_size: int = 1024) -> torch.Tensor:
     """``features(batch)`` over all of ``x`` in batches moved to ``device``; CPU result."""
     return torch.cat([features(x[i : i + batch_size].to(device)).cpu() for i in range(0, x.shape[0], batch_size)])
 
 
-def linear_evaluate(features: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, data: ClientData,
-                    task: Task, device: torch.device) -> dict[str, float | list[float]]:
+def linear_evaluate(
+    features: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, data: ClientData, task: Task, device: torch.device
+) -> dict[str, float | list[float]]:
     """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` of the test images ([0, 1] in).
 
     ``model`` is put in eval mode and its Peer Normalization layers read one view per
@@ -75,9 +82,19 @@ def linear_evaluate(features: Callable[[torch.Tensor], torch.Tensor], model: nn.
     return linear_evaluation(encoded, data["y"], task.num_classes)
 
 
-def two_view_fedavg(name: str, task: Task, build: Callable[[], nn.Module], loss_fn: LossFn, *, local_epochs: int,
-                    batch_size: int, optimizer: Callable[[nn.Module], torch.optim.Optimizer], device: torch.device,
-                    eval_features: str, min_scale: float) -> Algorithm:
+def two_view_fedavg(
+    name: str,
+    task: Task,
+    build: Callable[[], nn.Module],
+    loss_fn: LossFn,
+    *,
+    local_epochs: int,
+    batch_size: int,
+    optimizer: Callable[[nn.Module], torch.optim.Optimizer],
+    device: torch.device,
+    eval_features: str,
+    min_scale: float,
+) -> Algorithm:
     """An end-to-end self-supervised FedAvg baseline: clients minimize ``loss_fn`` on two SimCLR views, the server averages.
 
     ``build()`` returns a network with ``embed`` (backbone features) and ``forward``
@@ -92,8 +109,16 @@ def two_view_fedavg(name: str, task: Task, build: Callable[[], nn.Module], loss_
         model = net.load(message.arrays).to(device)
         model.train()
         images = to_unit(data["x"].to(device))
-        metrics = two_view_epochs(model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer(model),
-                                  generator=info.generator(), loss_fn=loss_fn, min_scale=min_scale)
+        metrics = two_view_epochs(
+            model,
+            images,
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=optimizer(model),
+            generator=info.generator(),
+            loss_fn=loss_fn,
+            min_scale=min_scale,
+        )
         return Reply(model_arrays(model.cpu()), int(images.shape[0]), metrics), state
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:

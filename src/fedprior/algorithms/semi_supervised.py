@@ -173,8 +173,9 @@ def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH) -> torch
 def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float) -> torch.optim.Optimizer:
     if training.optimizer == "adam":
         return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay)
-    return torch.optim.SGD(parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay,
-                           nesterov=training.nesterov and training.momentum > 0)
+    return torch.optim.SGD(
+        parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay, nesterov=training.nesterov and training.momentum > 0
+    )
 
 
 def class_counts(labels: torch.Tensor, num_classes: int) -> torch.Tensor:
@@ -206,9 +207,14 @@ class SemiSupervised:
         hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
         augment = self.augment
         return Algorithm(
-            name=name, inputs=inputs, diagnostics=hidden, init=self.net.init, broadcast=self.broadcast,
+            name=name,
+            inputs=inputs,
+            diagnostics=hidden,
+            init=self.net.init,
+            broadcast=self.broadcast,
             client_update=lambda m, s, d, i: self.client_update(m, s, d, i, augment),
-            aggregate=self.aggregate, evaluate=self.evaluate,
+            aggregate=self.aggregate,
+            evaluate=self.evaluate,
         )
 
     # -- server --
@@ -236,10 +242,14 @@ class SemiSupervised:
         if APPU in replies[0].arrays:
             appus = torch.stack([r.arrays[APPU] for r in replies])
             uniform = torch.full_like(beta, 1.0 / len(replies))
-            out.update({
-                f"{DIAG}appu": appus, f"{DIAG}weights": beta, f"{DIAG}distance_uniform": torch.tensor(uniform_distance(appus, uniform)),
-                f"{DIAG}distance": torch.tensor(uniform_distance(appus, beta)),
-            })
+            out.update(
+                {
+                    f"{DIAG}appu": appus,
+                    f"{DIAG}weights": beta,
+                    f"{DIAG}distance_uniform": torch.tensor(uniform_distance(appus, uniform)),
+                    f"{DIAG}distance": torch.tensor(uniform_distance(appus, beta)),
+                }
+            )
             if all(LABEL_COUNTS in r.arrays for r in replies):
                 out[f"{DIAG}labeled"] = torch.stack([r.arrays[LABEL_COUNTS] for r in replies])
         if self.method.after_aggregate is not None:
@@ -258,14 +268,12 @@ class SemiSupervised:
             metrics["appu_distance"] = float(state[f"{DIAG}distance"])
             labeled = state.get(f"{DIAG}labeled")
             if labeled is not None:
-                metrics.update(bias_diagnostics(metrics["class_accuracy"], state[f"{DIAG}appu"].numpy(),
-                                                labeled.numpy(), weights.numpy()))
+                metrics.update(bias_diagnostics(metrics["class_accuracy"], state[f"{DIAG}appu"].numpy(), labeled.numpy(), weights.numpy()))
         return metrics
 
     # -- client --
 
-    def client_update(self, message: Broadcast, state: State, data: ClientData, info: ClientInfo,
-                      augment: FixMatchAugment) -> tuple[Reply, State]:
+    def client_update(self, message: Broadcast, state: State, data: ClientData, info: ClientInfo, augment: FixMatchAugment) -> tuple[Reply, State]:
         t, device = self.training, self.device
         model = self.net.load(message.arrays).to(device)
         model.train()
@@ -301,17 +309,22 @@ class SemiSupervised:
         """Algorithm 1: APP-U and pseudo-labels of the received model on one weak view of the unlabeled images."""
         t = ctx.training
         ctx.weak_unlabeled = ctx.augment.weak(ctx.x_unlabeled, ctx.generator)
-        ctx.probabilities = torch.softmax(predict(ctx.model, ctx.weak_unlabeled), dim=1) if ctx.x_unlabeled.shape[0] else \
-            torch.zeros(0, self.task.num_classes, device=ctx.device)
+        ctx.probabilities = (
+            torch.softmax(predict(ctx.model, ctx.weak_unlabeled), dim=1)
+            if ctx.x_unlabeled.shape[0]
+            else torch.zeros(0, self.task.num_classes, device=ctx.device)
+        )
         ctx.appu = app_u(ctx.probabilities)
         ctx.labels, ctx.mask = self.method.pseudo_labels(ctx)
         metrics = {"pl_confident": float(ctx.mask.sum())}
         if not t.diagnostics:
             return metrics
         truth = truth.to(ctx.device) if truth is not None and truth.shape[0] else None
-        for tag, labeling in (("", (ctx.labels, ctx.mask)),
-                              ("_plain", hard_labels(ctx.probabilities, t.threshold)),
-                              ("_dpl", hard_labels(debias(ctx.probabilities, ctx.appu), t.threshold))):
+        for tag, labeling in (
+            ("", (ctx.labels, ctx.mask)),
+            ("_plain", hard_labels(ctx.probabilities, t.threshold)),
+            ("_dpl", hard_labels(debias(ctx.probabilities, ctx.appu), t.threshold)),
+        ):
             metrics.update({f"pl_{k}{tag}": v for k, v in label_quality(*labeling, truth).items()})
         return metrics
 
@@ -323,8 +336,7 @@ class SemiSupervised:
         for epoch in range(t.epochs):
             refreshed = None
             optimizer.zero_grad(set_to_none=True)
-            loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled, ctx.generator)), ctx.y_labeled) \
-                if ctx.x_labeled.shape[0] else zero
+            loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled, ctx.generator)), ctx.y_labeled) if ctx.x_labeled.shape[0] else zero
             loss_u = zero
             if t.use_unlabeled:
                 loss_u = t.unlabeled_weight * self._unlabeled_loss(ctx)
@@ -373,9 +385,18 @@ def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Mo
     return build
 
 
-def semi_supervised_algorithm(name: str, task: Task, shared: dict[str, Any], *, local_epochs: int, device: torch.device,
-                              method: Method = Method(), dpl: bool = False, use_unlabeled: bool = True,
-                              wrap: Callable[[nn.Module], nn.Module] | None = None) -> Algorithm:
+def semi_supervised_algorithm(
+    name: str,
+    task: Task,
+    shared: dict[str, Any],
+    *,
+    local_epochs: int,
+    device: torch.device,
+    method: Method = Method(),
+    dpl: bool = False,
+    use_unlabeled: bool = True,
+    wrap: Callable[[nn.Module], nn.Module] | None = None,
+) -> Algorithm:
     """The algorithm ``name`` from the shared hyperparameters (``ssl_hyperparameters.SHARED``) and a method's steps."""
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)

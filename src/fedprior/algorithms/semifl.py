@@ -45,8 +45,7 @@ def mixup_loss(alpha: float, weight: float):
         with seeded(seed_from(ctx.generator), ctx.device):
             lam = float(torch.distributions.Beta(alpha, alpha).sample())
         partners = torch.randint(0, ctx.x_unlabeled.shape[0], (confident.numel(),), generator=ctx.generator).to(ctx.device)
-        x = lam * ctx.augment.weak(ctx.x_unlabeled[confident], ctx.generator) \
-            + (1 - lam) * ctx.augment.weak(ctx.x_unlabeled[partners], ctx.generator)
+        x = lam * ctx.augment.weak(ctx.x_unlabeled[confident], ctx.generator) + (1 - lam) * ctx.augment.weak(ctx.x_unlabeled[partners], ctx.generator)
         logits = ctx.model(x)
         loss = lam * F.cross_entropy(logits, ctx.labels[confident]) + (1 - lam) * F.cross_entropy(logits, ctx.labels[partners])
         return weight * loss
@@ -55,8 +54,10 @@ def mixup_loss(alpha: float, weight: float):
 
 
 @with_shared(SEMI_SUPERVISED, unlabeled_mean="confident")
-def semifl(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, mix_alpha: MixAlpha = 0.75,
-           mix_weight: MixWeight = 1.0, **shared) -> Algorithm:
+def semifl(
+    task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, mix_alpha: MixAlpha = 0.75, mix_weight: MixWeight = 1.0, **shared
+) -> Algorithm:
     """SemiFL's client-side training (Diao et al. 2022): FixMatch plus MixUp; dpl = true gives SemiFL-FedDPL."""
-    return semi_supervised_algorithm("semifl", task, shared, local_epochs=local_epochs, device=device, dpl=dpl,
-                                     method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)))
+    return semi_supervised_algorithm(
+        "semifl", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight))
+    )

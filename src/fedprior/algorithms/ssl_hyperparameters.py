@@ -22,8 +22,22 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 SHARED: dict[str, tuple[Any, Any]] = {
-    "model": (Annotated[Literal["convnet", "wrn28-2"], Field(description="the network: 'wrn28-2' (the paper's WRN-28-2) or 'convnet' (the small CNN of the embedded settings)")], "wrn28-2"),
-    "norm": (Annotated[Literal["bn-batch", "bn", "gn", "none"], Field(description="normalization layers: 'bn-batch' (BatchNorm without running statistics, the authors' code), 'bn', 'gn' (GroupNorm, FedRGD), 'none'")], "bn-batch"),
+    "model": (
+        Annotated[
+            Literal["convnet", "wrn28-2"],
+            Field(description="the network: 'wrn28-2' (the paper's WRN-28-2) or 'convnet' (the small CNN of the embedded settings)"),
+        ],
+        "wrn28-2",
+    ),
+    "norm": (
+        Annotated[
+            Literal["bn-batch", "bn", "gn", "none"],
+            Field(
+                description="normalization layers: 'bn-batch' (BatchNorm without running statistics, the authors' code), 'bn', 'gn' (GroupNorm, FedRGD), 'none'"
+            ),
+        ],
+        "bn-batch",
+    ),
     "width": (Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")], 32),
     "optimizer": (Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1) or 'adam' (FedMatch's code)")], "sgd"),
     "lr": (Annotated[float, Field(gt=0, description="local learning rate eta (feddb.txt 5.1: 0.03)")], 0.03),
@@ -31,21 +45,79 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "weight_decay": (Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")], 5e-4),
     "nesterov": (Annotated[bool, Field(description="Nesterov momentum (the code: true)")], True),
     "clip": (Annotated[float, Field(ge=0, description="clip the local gradient to this norm, 0 = off (the code: 1)")], 1.0),
-    "lr_decay_rounds": (Annotated[int, Field(ge=0, description="cosine decay of the local lr over this many rounds, as the code's scheduler over its 800 rounds (set it to federation.rounds); 0 = constant lr")], 800),
-    "keep_optimizer_state": (Annotated[bool, Field(description="each client keeps its optimizer state (momentum buffers) between the rounds it is sampled in (the code)")], True),
+    "lr_decay_rounds": (
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                description="cosine decay of the local lr over this many rounds, as the code's scheduler over its 800 rounds (set it to federation.rounds); 0 = constant lr",
+            ),
+        ],
+        800,
+    ),
+    "keep_optimizer_state": (
+        Annotated[bool, Field(description="each client keeps its optimizer state (momentum buffers) between the rounds it is sampled in (the code)")],
+        True,
+    ),
     "flip": (Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")], True),
-    "server_momentum": (Annotated[float, Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)")], 0.0),
+    "server_momentum": (
+        Annotated[
+            float,
+            Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)"),
+        ],
+        0.0,
+    ),
     "threshold": (Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (feddb.txt 5.1: 0.95)")], 0.95),
     "unlabeled_weight": (Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")], 1.0),
-    "unlabeled_mean": (Annotated[Literal["all", "confident"], Field(description="the unlabeled loss is averaged over all unlabeled images (Eq. 4, FixMatch) or over the confident ones only (the code)")], "all"),
-    "appu_subset": (Annotated[Literal["all", "confident"], Field(description="each local epoch's APP-U (Algorithm 3, line 14) over all unlabeled images (the paper) or over the pseudo-labeled ones (the code)")], "all"),
-    "appu_gamma": (Annotated[float, Field(ge=0, le=1, description="gamma, the momentum of APP-U's moving average over the local epochs (Algorithm 3, line 20; the code: 0.5)")], 0.5),
-    "diagnostics": (Annotated[bool, Field(description="clients report pseudo-label accuracy (from labels the training never sees) and their labeled class counts, for the report's figures")], True),
+    "unlabeled_mean": (
+        Annotated[
+            Literal["all", "confident"],
+            Field(description="the unlabeled loss is averaged over all unlabeled images (Eq. 4, FixMatch) or over the confident ones only (the code)"),
+        ],
+        "all",
+    ),
+    "appu_subset": (
+        Annotated[
+            Literal["all", "confident"],
+            Field(
+                description="each local epoch's APP-U (Algorithm 3, line 14) over all unlabeled images (the paper) or over the pseudo-labeled ones (the code)"
+            ),
+        ],
+        "all",
+    ),
+    "appu_gamma": (
+        Annotated[
+            float, Field(ge=0, le=1, description="gamma, the momentum of APP-U's moving average over the local epochs (Algorithm 3, line 20; the code: 0.5)")
+        ],
+        0.5,
+    ),
+    "diagnostics": (
+        Annotated[
+            bool,
+            Field(
+                description="clients report pseudo-label accuracy (from labels the training never sees) and their labeled class counts, for the report's figures"
+            ),
+        ],
+        True,
+    ),
 }
 """Shared hyperparameter -> (annotated type, default)."""
 
-SUPERVISED = ("model", "norm", "width", "optimizer", "lr", "momentum", "weight_decay", "nesterov", "clip",
-              "lr_decay_rounds", "keep_optimizer_state", "flip", "server_momentum")
+SUPERVISED = (
+    "model",
+    "norm",
+    "width",
+    "optimizer",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "nesterov",
+    "clip",
+    "lr_decay_rounds",
+    "keep_optimizer_state",
+    "flip",
+    "server_momentum",
+)
 """What an algorithm trained on the labeled data alone uses."""
 
 SEMI_SUPERVISED = (*SUPERVISED, "threshold", "unlabeled_weight", "unlabeled_mean", "appu_subset", "appu_gamma", "diagnostics")
@@ -67,9 +139,7 @@ def with_shared(names: tuple[str, ...], **defaults: Any) -> Callable[[Callable],
         signature = inspect.signature(factory, eval_str=True)
         own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
         shared = [
-            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name, SHARED[name][1]),
-                              annotation=SHARED[name][0])
-            for name in names
+            inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=defaults.get(name, SHARED[name][1]), annotation=SHARED[name][0]) for name in names
         ]
         full = signature.replace(parameters=[*own, *shared])
 

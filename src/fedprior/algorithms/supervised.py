@@ -44,8 +44,13 @@ class GlobalModel:
     def algorithm(self, name: str, client_update: ClientUpdate, **overrides) -> Algorithm:
         """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden."""
         parts = dict(
-            name=name, inputs=("x", "y"), init=self.init, broadcast=self.broadcast,
-            client_update=client_update, aggregate=self.average, evaluate=self.evaluate,
+            name=name,
+            inputs=("x", "y"),
+            init=self.init,
+            broadcast=self.broadcast,
+            client_update=client_update,
+            aggregate=self.average,
+            evaluate=self.evaluate,
         )
         return Algorithm(**{**parts, **overrides})
 

@@ -75,7 +75,13 @@ ObjectiveFactory = Callable[[Broadcast, torch.Tensor], object]
 
 
 def supervised_head_algorithm(
-    name: str, task: Task, *, init: HeadInit, local_epochs: int, batch_size: int, sgd: Sgd,
+    name: str,
+    task: Task,
+    *,
+    init: HeadInit,
+    local_epochs: int,
+    batch_size: int,
+    sgd: Sgd,
     objective: ObjectiveFactory = lambda message, labels: CrossEntropyObjective(labels),
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
@@ -88,10 +94,8 @@ def supervised_head_algorithm(
         weight, bias = text_head(task) if init == "text" else random_head(task, info)
         return {WEIGHT: weight, BIAS: bias}
 
-    def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
-                           infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
-        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas],
-                           [i.generator() for i in infos], batch_size, sgd, device)
+    def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData], infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
+        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas], [i.generator() for i in infos], batch_size, sgd, device)
         on_device = Broadcast(to_device(message.arrays, device), message.config)
         run.run(local_epochs, objective(on_device, torch.cat([d["y"] for d in datas]).to(device)))
         return [(reply, state) for reply, state in zip(run.replies(), states, strict=True)]
@@ -103,6 +107,12 @@ def supervised_head_algorithm(
         return weighted_mean([{WEIGHT: r.arrays[WEIGHT], BIAS: r.arrays[BIAS]} for r in replies], [r.num_examples for r in replies])
 
     return Algorithm(
-        name=name, inputs=("x", "y"), init=initial, broadcast=broadcast_head, client_update=client_update,
-        aggregate=aggregate, evaluate=head_evaluation(device), client_update_many=client_update_many,
+        name=name,
+        inputs=("x", "y"),
+        init=initial,
+        broadcast=broadcast_head,
+        client_update=client_update,
+        aggregate=aggregate,
+        evaluate=head_evaluation(device),
+        client_update_many=client_update_many,
     )

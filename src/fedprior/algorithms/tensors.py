@@ -64,7 +64,6 @@ def weighted_mean(arrays: Sequence[Arrays], weights: Sequence[float] | torch.Ten
     return out
 
 
-
 def payload_bytes(arrays: Arrays) -> int:
     """Bytes of a message's tensors as sent: elements x element size (Flower ships raw tensor buffers)."""
     return sum(t.numel() * t.element_size() for t in arrays.values())

@@ -69,8 +69,9 @@ def compare(
     comparison = compare_runs(runs)
     for run in comparison.runs:
         if not run.finished:
-            stderr.print(f"note: {run.path} has not finished; its numbers come from the {run.rounds} rounds in its metrics.jsonl",
-                         highlight=False, soft_wrap=True)
+            stderr.print(
+                f"note: {run.path} has not finished; its numbers come from the {run.rounds} rounds in its metrics.jsonl", highlight=False, soft_wrap=True
+            )
     path = comparison.plot(plot)
     if as_json:
         typer.echo(json.dumps({**comparison.to_dict(), "plot": str(path)}))

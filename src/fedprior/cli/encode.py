@@ -45,10 +45,10 @@ def _sections(dataset: str, encoder: str, overrides: list[str], batch_size: int 
     return tuple(out)
 
 
-
 def _field_names(model: type[BaseModel], _parent: tuple[str, ...]) -> list[str]:
     """The keys a config section accepts (its pydantic fields), for the error message."""
     return list(model.model_fields)
+
 
 @app.command()
 @user_errors
@@ -100,7 +100,4 @@ def encode(
             status = f"encoded, cached: {result.path}"
         else:
             status = "encoded, not cached (encoder.cache=false)"
-        typer.echo(
-            f"{data.name} {name}: {len(images):,} images, dim {result.features.shape[1]}, "
-            f"{result.seconds:.2f} s, {rate:,.0f} images/s, {status}"
-        )
+        typer.echo(f"{data.name} {name}: {len(images):,} images, dim {result.features.shape[1]}, {result.seconds:.2f} s, {rate:,.0f} images/s, {status}")

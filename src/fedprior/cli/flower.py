@@ -14,8 +14,11 @@ import typer
 from fedprior.cli.app import app, stderr, user_errors
 
 flower_app = typer.Typer(
-    name="flower", help="Run experiments on Flower: a local federation of processes, node folders, TLS certificates.",
-    no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False,
+    name="flower",
+    help="Run experiments on Flower: a local federation of processes, node folders, TLS certificates.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
 )
 app.add_typer(flower_app, name="flower")
 
@@ -28,7 +31,9 @@ def local(
     tls: bool = typer.Option(False, "--tls/--insecure", help="TLS with certificates made for localhost, or plain HTTP (development)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
-    round_timeout: float = typer.Option(300.0, "--round-timeout", min=1.0, help="Seconds to wait for a round's replies; clients that miss it fail for that round."),
+    round_timeout: float = typer.Option(
+        300.0, "--round-timeout", min=1.0, help="Seconds to wait for a round's replies; clients that miss it fail for that round."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Start a SuperLink and N SuperNodes on loopback, run the experiment across them, stop every process."""

@@ -52,12 +52,11 @@ def _with_option(error: ConfigError) -> ConfigError:
     message = str(error)
     field = message.split(":", 1)[0]
     if field in OPTION_OF_FIELD:
-        return ConfigError(f"{OPTION_OF_FIELD[field]} ({field}){message[len(field):]}")
+        return ConfigError(f"{OPTION_OF_FIELD[field]} ({field}){message[len(field) :]}")
     return error
 
 
-def _parameters(scheme: str, clients: int, seed: int, shards: int, alpha: float, min_size: int, window: int,
-                balance: bool) -> dict:
+def _parameters(scheme: str, clients: int, seed: int, shards: int, alpha: float, min_size: int, window: int, balance: bool) -> dict:
     """The parameters that shape the partition of ``scheme`` (the rest are ignored by it)."""
     parameters: dict = {"num_clients": clients, "seed": seed}
     if scheme == "shard":
@@ -89,31 +88,45 @@ def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, s
     unused = f" ({total - used:,} of {total:,} unused)" if used < total and role != "labeled" else ""
     console.print(
         f"  {used:,} samples over {summary['num_clients']} clients, {summary['num_classes']} classes{unused}",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
     per_client = np.asarray(summary["classes_per_client"])
     console.print(
         f"  client size       min {summary['min_client_size']}, mean {summary['mean_client_size']:.1f}, "
         f"max {summary['max_client_size']}" + (f"  ({summary['empty_clients']} empty)" if summary["empty_clients"] else ""),
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
     console.print(
         f"  classes/client    min {per_client.min()}, mean {per_client.mean():.2f}, max {per_client.max()}",
-        highlight=False, soft_wrap=True,
+        highlight=False,
+        soft_wrap=True,
     )
     if summary["beta_cib"] is not None:
         console.print(
-            f"  beta_cib          {summary['beta_cib']:.3f} bits  (0 = class-balanced clients, "
-            f"{np.log2(summary['num_classes']):.2f} = one class each)", highlight=False, soft_wrap=True,
+            f"  beta_cib          {summary['beta_cib']:.3f} bits  (0 = class-balanced clients, {np.log2(summary['num_classes']):.2f} = one class each)",
+            highlight=False,
+            soft_wrap=True,
         )
         console.print(
             f"  beta_hetero       {summary['beta_hetero']:.3f} bits  (mean KL between clients, 0 = identical)",
-            highlight=False, soft_wrap=True,
+            highlight=False,
+            soft_wrap=True,
         )
     if show <= 0:
         return
-    table = Table("client", "size", "classes", "histogram", "largest classes", title=f"first {min(show, len(counts))} clients",
-                  title_justify="left", box=None, pad_edge=False)
+    table = Table(
+        "client",
+        "size",
+        "classes",
+        "histogram",
+        "largest classes",
+        title=f"first {min(show, len(counts))} clients",
+        title_justify="left",
+        box=None,
+        pad_edge=False,
+    )
     for client, row in enumerate(counts[:show]):
         top = np.argsort(-row, kind="stable")[:3]
         largest = ", ".join(f"{names[c]}: {row[c]}" for c in top if row[c] > 0)
@@ -131,16 +144,30 @@ def partition(
     shards: int = typer.Option(DEFAULT_SHARDS, "--shards", help="scheme=shard: shards per client (partition.shards)."),
     alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha", help="scheme=dirichlet: concentration; smaller is more skewed (partition.alpha)."),
     window: int = typer.Option(DEFAULT_WINDOW, "--window", help="scheme=window: classes per client (partition.window)."),
-    min_size: int = typer.Option(DEFAULT_MIN_SIZE, "--min-size", help="scheme=dirichlet: redraw until every client holds this many samples (partition.min_size)."),
+    min_size: int = typer.Option(
+        DEFAULT_MIN_SIZE, "--min-size", help="scheme=dirichlet: redraw until every client holds this many samples (partition.min_size)."
+    ),
     balance: bool = typer.Option(False, "--balance", help="scheme=dirichlet: the FedDB code's variant (full clients get no more classes)."),
-    labeled: int = typer.Option(DEFAULT_LABELED, "--labeled", help="Semi-supervised split: this many class-balanced labeled images, labeled and unlabeled sets partitioned separately (partition.num_labeled; 0 = no split)."),
-    unlabeled: int = typer.Option(DEFAULT_UNLABELED, "--unlabeled", help="With --labeled: keep this many other images as the unlabeled set (partition.num_unlabeled; 0 = all)."),
-    labeled_in_unlabeled: bool = typer.Option(True, "--labeled-in-unlabeled/--labeled-apart", help="With --labeled: each client's unlabeled pool also holds its labeled images without labels (partition.labeled_in_unlabeled)."),
+    labeled: int = typer.Option(
+        DEFAULT_LABELED,
+        "--labeled",
+        help="Semi-supervised split: this many class-balanced labeled images, labeled and unlabeled sets partitioned separately (partition.num_labeled; 0 = no split).",
+    ),
+    unlabeled: int = typer.Option(
+        DEFAULT_UNLABELED, "--unlabeled", help="With --labeled: keep this many other images as the unlabeled set (partition.num_unlabeled; 0 = all)."
+    ),
+    labeled_in_unlabeled: bool = typer.Option(
+        True,
+        "--labeled-in-unlabeled/--labeled-apart",
+        help="With --labeled: each client's unlabeled pool also holds its labeled images without labels (partition.labeled_in_unlabeled).",
+    ),
     seed: int = typer.Option(0, "--seed", help="Seed of the partition (run.seed)."),
     root: str | None = typer.Option(None, "--root", help="Folder holding the dataset's files (data.root)."),
     download: bool = typer.Option(False, "--download", help="Allow downloading a missing dataset (data.download)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (statistics, counts, parameters) instead of the summary."),
-    plot: Path | None = typer.Option(None, "--plot", help="Also write a clients x classes heatmap PNG to this file (with --labeled: one per set, FILE-labeled.png and FILE-unlabeled.png)."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also write a clients x classes heatmap PNG to this file (with --labeled: one per set, FILE-labeled.png and FILE-unlabeled.png)."
+    ),
     show: int = typer.Option(5, "--show", help="Clients whose class histogram the summary shows."),
 ) -> None:
     """Partition a dataset's training labels over clients; print sizes, classes per client, beta_cib and beta_hetero.
@@ -158,8 +185,9 @@ def partition(
     options: dict[str, Any] = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
     try:
         if labeled:
-            splitter = LabeledSplitPartitioner.with_scheme(scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled,
-                                                           add_labeled_to_unlabeled=labeled_in_unlabeled)
+            splitter = LabeledSplitPartitioner.with_scheme(
+                scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled, add_labeled_to_unlabeled=labeled_in_unlabeled
+            )
         else:
             partitioner = make_partitioner(scheme, clients, seed, **options)
         data = load_dataset(dataset, root, download)
@@ -180,8 +208,7 @@ def partition(
             path = plot.with_name(f"{plot.stem}-{role}{plot.suffix}") if role else plot
             shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
             try:
-                plots[role] = plot_heatmap(counts, path, class_names=data.class_names,
-                                           title=f"{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})")
+                plots[role] = plot_heatmap(counts, path, class_names=data.class_names, title=f"{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})")
             except OSError as error:
                 raise FedpriorError(f"--plot: cannot write {path} ({error.strerror or error})") from None
     if as_json:

@@ -80,7 +80,9 @@ def run(
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
     runtime: str | None = typer.Option(
-        None, "--runtime", help="Where to run (sets run.runtime): local (in-process), flower-sim (Flower's simulation engine), flower-local (a SuperLink and SuperNodes on this machine)."
+        None,
+        "--runtime",
+        help="Where to run (sets run.runtime): local (in-process), flower-sim (Flower's simulation engine), flower-local (a SuperLink and SuperNodes on this machine).",
     ),
 ) -> None:
     """Run an experiment: train with a progress bar, write a run directory, print a summary."""

@@ -94,12 +94,23 @@ def build(
             try:
                 save_tower(tower, path, fingerprint)
             except OSError as error:
-                raise FedpriorError(f"--write: cannot write {path} ({error.strerror or error}); refresh the towers from a source checkout (pip install -e .)") from None
-            shipped.record(shipped.ShippedTower(
-                name=name, file=path.name, dataset=recipe.dataset, settings=recipe.settings(), image_shape=data.image_shape,
-                recipe_version=RECIPE_VERSION,
-                recipe_fingerprint=fingerprint, weights_sha256=sha, bytes=path.stat().st_size, built_on=kind,
-            ))
+                raise FedpriorError(
+                    f"--write: cannot write {path} ({error.strerror or error}); refresh the towers from a source checkout (pip install -e .)"
+                ) from None
+            shipped.record(
+                shipped.ShippedTower(
+                    name=name,
+                    file=path.name,
+                    dataset=recipe.dataset,
+                    settings=recipe.settings(),
+                    image_shape=data.image_shape,
+                    recipe_version=RECIPE_VERSION,
+                    recipe_fingerprint=fingerprint,
+                    weights_sha256=sha,
+                    bytes=path.stat().st_size,
+                    built_on=kind,
+                )
+            )
             typer.echo(f"{name}: wrote {path} ({path.stat().st_size / 1e6:.2f} MB) and its fingerprint in {shipped.MANIFEST}")
         elif old is None or old.recipe_fingerprint != fingerprint or old.weights_sha256 != sha:
             failures.append(name)

@@ -13,8 +13,14 @@ from rich.table import Table
 
 from fedprior.cli.app import app, stderr, user_errors
 
-METRIC_LABELS = {"final_accuracy": "acc", "best_accuracy": "best acc", "final_macro_f1": "F1", "best_macro_f1": "best F1",
-                 "selected_accuracy": "sel. acc", "selected_macro_f1": "sel. F1"}
+METRIC_LABELS = {
+    "final_accuracy": "acc",
+    "best_accuracy": "best acc",
+    "final_macro_f1": "F1",
+    "best_macro_f1": "best F1",
+    "selected_accuracy": "sel. acc",
+    "selected_macro_f1": "sel. F1",
+}
 
 
 def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
@@ -101,7 +107,9 @@ def table(
     def on_cell(cell, result):
         paper = "-" if result["paper"] is None else number(result["paper"])
         spread = f" +- {number(result['std'])}" if seeds > 1 else ""
-        stderr.print(f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False)
+        stderr.print(
+            f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False
+        )
 
     results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
     folder.mkdir(parents=True, exist_ok=True)

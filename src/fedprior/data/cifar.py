@@ -104,9 +104,7 @@ def _images_and_labels(path: Path, layout: CifarLayout) -> tuple[np.ndarray, np.
     data = np.asarray(batch[b"data"], dtype=np.uint8)
     labels = np.asarray(batch[layout.label_key], dtype=np.int64)
     if data.ndim != 2 or data.shape[1] != 3 * 32 * 32 or data.shape[0] != labels.size:
-        raise DatasetNotFoundError(
-            f"{path}: expected data of shape (N, 3072) and N labels, got {data.shape} and {labels.size} labels"
-        )
+        raise DatasetNotFoundError(f"{path}: expected data of shape (N, 3072) and N labels, got {data.shape} and {labels.size} labels")
     return data.reshape(-1, 3, 32, 32), labels
 
 

@@ -46,10 +46,7 @@ class Dataset:
             if labels.shape != (images.shape[0],):
                 raise DatasetError(f"{where}: {split} has {images.shape[0]} images but labels of shape {labels.shape}{damaged}")
             if labels.size and (labels.min() < 0 or labels.max() >= len(self.class_names)):
-                raise DatasetError(
-                    f"{where}: {split} labels fall outside 0..{len(self.class_names) - 1} "
-                    f"(found {labels.min()}..{labels.max()}){damaged}"
-                )
+                raise DatasetError(f"{where}: {split} labels fall outside 0..{len(self.class_names) - 1} (found {labels.min()}..{labels.max()}){damaged}")
 
     @property
     def num_classes(self) -> int:

@@ -17,7 +17,5 @@ def download_file(url: str, destination: Path, timeout: float = 30.0) -> Path:
         with urllib.request.urlopen(url, timeout=timeout) as response:
             atomic_write(destination, lambda out: shutil.copyfileobj(response, out, 1 << 20))
     except (urllib.error.URLError, TimeoutError, OSError) as error:
-        raise FedpriorError(
-            f"could not download {url} ({error}); on a machine without network put the file at {destination}"
-        ) from error
+        raise FedpriorError(f"could not download {url} ({error}); on a machine without network put the file at {destination}") from error
     return destination

@@ -32,9 +32,7 @@ NAME = "femnist"
 URL = "https://github.com/TalwalkarLab/leaf (data/femnist: ./preprocess.sh -s niid --sf 1.0 -k 0 -t sample)"
 MAX_SAMPLES, WRITERS, SPLIT = 150, 50, (35, 5, 10)
 CLASS_NAMES = tuple(
-    [f"digit {d}" for d in string.digits]
-    + [f"capital letter {c}" for c in string.ascii_uppercase]
-    + [f"small letter {c}" for c in string.ascii_lowercase]
+    [f"digit {d}" for d in string.digits] + [f"capital letter {c}" for c in string.ascii_uppercase] + [f"small letter {c}" for c in string.ascii_lowercase]
 )
 
 
@@ -48,11 +46,14 @@ def locate_femnist(root: Path | None) -> list[Path]:
             return files
     if root:
         state = "does not exist" if not root.exists() else "is empty" if root.is_dir() and not any(root.iterdir()) else "lacks them"
-        raise DatasetNotFoundError(f"data.root {root} {state}: dataset '{NAME}' needs LEAF's all_data_*.json files there "
-                                   f"(or in {folders[1]}, {folders[2]}); make them with {URL}, or leave data.root unset to use the default places")
+        raise DatasetNotFoundError(
+            f"data.root {root} {state}: dataset '{NAME}' needs LEAF's all_data_*.json files there "
+            f"(or in {folders[1]}, {folders[2]}); make them with {URL}, or leave data.root unset to use the default places"
+        )
     searched = "\n".join(f"  {folder}" for folder in folders)
-    raise DatasetNotFoundError(f"dataset '{NAME}' not found: put LEAF's all_data_*.json files in one of\n{searched}\n"
-                               f"(make them with {URL}, or pass --set data.root=FOLDER)")
+    raise DatasetNotFoundError(
+        f"dataset '{NAME}' not found: put LEAF's all_data_*.json files in one of\n{searched}\n(make them with {URL}, or pass --set data.root=FOLDER)"
+    )
 
 
 def read_writers(files: list[Path]) -> dict[str, tuple[np.ndarray, np.ndarray]]:

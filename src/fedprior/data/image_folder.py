@@ -30,8 +30,7 @@ def image_files(split_dir: Path, class_folders: Sequence[str], extensions: tuple
     return files
 
 
-def decode_images(files: Sequence[tuple[Path, int]], size: int, channels: int, description: str,
-                  resize: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def decode_images(files: Sequence[tuple[Path, int]], size: int, channels: int, description: str, resize: bool = True) -> tuple[np.ndarray, np.ndarray]:
     """Decode images to ``(N, channels, size, size)`` uint8 (converted to RGB or grayscale; resized bilinearly when
     ``resize``, else required to be ``size`` x ``size``) and their int64 labels."""
     from PIL import Image
@@ -77,8 +76,16 @@ def write_npz(path: Path, **arrays: np.ndarray) -> None:
         warnings.warn(f"could not cache decoded images at {path}: {error}", stacklevel=3)
 
 
-def load_class_folders(cache_name: str, split_dir: Path, class_folders: Sequence[str], *, size: int, channels: int = 3,
-                       extensions: tuple[str, ...] = (".png", ".jpg", ".jpeg"), resize: bool = True) -> tuple[np.ndarray, np.ndarray]:
+def load_class_folders(
+    cache_name: str,
+    split_dir: Path,
+    class_folders: Sequence[str],
+    *,
+    size: int,
+    channels: int = 3,
+    extensions: tuple[str, ...] = (".png", ".jpg", ".jpeg"),
+    resize: bool = True,
+) -> tuple[np.ndarray, np.ndarray]:
     """Images and labels of one split folder (``<class>/*``), from the decoded cache when it is current."""
     files = image_files(split_dir, class_folders, extensions)
     cached = _cache_path(cache_name, split_dir, len(files), size)
@@ -113,8 +120,9 @@ def stratified_split(labels: np.ndarray, fractions: Sequence[float], rng: np.ran
     return [np.sort(np.concatenate(p)).astype(np.int64) for p in parts]
 
 
-def find_class_root(name: str, candidates: Sequence[Path], layouts: Sequence[Sequence[str]], class_folders: Sequence[str],
-                    url: str, root: Path | None = None) -> tuple[Path, tuple[str, ...]]:
+def find_class_root(
+    name: str, candidates: Sequence[Path], layouts: Sequence[Sequence[str]], class_folders: Sequence[str], url: str, root: Path | None = None
+) -> tuple[Path, tuple[str, ...]]:
     """The first candidate folder holding ``<split>/<class>/`` for every split of one of ``layouts`` (a layout of
     ``("",)`` means the class folders directly), with the layout found; else a clear error naming both.
 

@@ -22,10 +22,8 @@ from fedprior.seeding import numpy_rng
 
 NAME = "kvasir"
 URL = "https://datasets.simula.no/kvasir/"
-FOLDERS = ("dyed-lifted-polyps", "dyed-resection-margins", "esophagitis", "normal-cecum", "normal-pylorus",
-           "normal-z-line", "polyps", "ulcerative-colitis")
-CLASS_NAMES = ("dyed lifted polyp", "dyed resection margin", "esophagitis", "cecum", "pylorus", "Z-line", "polyps",
-               "ulcerative colitis")
+FOLDERS = ("dyed-lifted-polyps", "dyed-resection-margins", "esophagitis", "normal-cecum", "normal-pylorus", "normal-z-line", "polyps", "ulcerative-colitis")
+CLASS_NAMES = ("dyed lifted polyp", "dyed resection margin", "esophagitis", "cecum", "pylorus", "Z-line", "polyps", "ulcerative colitis")
 """The concepts FedBM's code gives the classes (its ``Kvasir_Concepts``), in the folders' order."""
 IMAGE_SIZE = 128
 SPLIT = (0.7, 0.1, 0.2)

@@ -35,6 +35,7 @@ def download_dir(name: str, root: Path | None) -> Path:
 
 def missing_in_root(name: str, root: Path, folders: list[Path], wanted: list[str], url: str) -> DatasetNotFoundError:
     """The error for a ``data.root`` that lacks files: which are missing, in the folder that holds the most of them."""
+
     def present(folder: Path) -> int:
         return sum((folder / f).exists() for f in wanted)
 
@@ -68,7 +69,4 @@ def find_files(name: str, folders: list[Path], files: list[str], url: str, root:
         raise missing_in_root(name, root, folders, files, url)
     searched = "\n".join(f"  {folder}" for folder in folders)
     wanted = ", ".join(files)
-    raise DatasetNotFoundError(
-        f"dataset '{name}' not found: put {wanted} in one of\n{searched}\n"
-        f"(get them from {url}, or pass --set data.root=FOLDER)"
-    )
+    raise DatasetNotFoundError(f"dataset '{name}' not found: put {wanted} in one of\n{searched}\n(get them from {url}, or pass --set data.root=FOLDER)")

@@ -145,9 +145,7 @@ def read_medmnist_npz(path: Path) -> dict[str, np.ndarray]:
         else:
             raise DatasetNotFoundError(f"{path}: {split}_images must be (N, S, S) or (N, S, S, 3), got {images.shape}")
         if labels.shape not in ((images.shape[0],), (images.shape[0], 1)):
-            raise DatasetNotFoundError(
-                f"{path}: {split}_labels must be (N, 1) with N = {images.shape[0]} (one class per image), got {labels.shape}"
-            )
+            raise DatasetNotFoundError(f"{path}: {split}_labels must be (N, 1) with N = {images.shape[0]} (one class per image), got {labels.shape}")
         arrays[f"{split}_images"] = np.ascontiguousarray(images, dtype=np.uint8)
         arrays[f"{split}_labels"] = labels.reshape(-1).astype(np.int64)
     return arrays

@@ -24,8 +24,16 @@ from fedprior.data.locations import dataset_cache_dir
 NAME = "oct-c8"
 URL = "https://www.kaggle.com/datasets/obulisainaren/retinal-oct-c8"
 FOLDERS = ("AMD", "CNV", "CSR", "DME", "DR", "DRUSEN", "MH", "NORMAL")
-CLASS_NAMES = ("age-related macular degeneration", "choroidal neovascularization", "central serous retinopathy",
-               "diabetic macular edema", "diabetic retinopathy", "drusen", "macular hole", "normal retina")
+CLASS_NAMES = (
+    "age-related macular degeneration",
+    "choroidal neovascularization",
+    "central serous retinopathy",
+    "diabetic macular edema",
+    "diabetic retinopathy",
+    "drusen",
+    "macular hole",
+    "normal retina",
+)
 IMAGE_SIZE = 128
 SPLITS = ("train", "val", "test")
 

@@ -115,10 +115,7 @@ def encode_with_progress(encoder, images: np.ndarray, batch_size: int, progress:
             chunk = images[start : start + batch_size]
             out = encoder.encode_images(chunk, batch_size=batch_size)
             if out.shape != (len(chunk), encoder.dim):
-                raise RuntimeError(
-                    f"{encoder.name} returned features of shape {tuple(out.shape)} for {len(chunk)} images, "
-                    f"expected dim {encoder.dim}"
-                )
+                raise RuntimeError(f"{encoder.name} returned features of shape {tuple(out.shape)} for {len(chunk)} images, expected dim {encoder.dim}")
             parts.append(out.detach().to("cpu", torch.float32))
             bar.advance(task, len(chunk))
     return torch.cat(parts) if parts else torch.zeros(0, encoder.dim)
@@ -179,9 +176,7 @@ def cached_features(
     progress: bool = True,
 ) -> torch.Tensor:
     """float32 (N, dim) features of ``images`` under ``encoder``; a second call with the same inputs encodes nothing."""
-    return load_or_encode(
-        encoder, dataset_name, split, images, labels, batch_size=batch_size, use_cache=use_cache, progress=progress
-    ).features
+    return load_or_encode(encoder, dataset_name, split, images, labels, batch_size=batch_size, use_cache=use_cache, progress=progress).features
 
 
 def text_cache_path(encoder, texts: list[str]) -> Path:
@@ -207,8 +202,14 @@ def cached_text_features(encoder, texts: list[str], *, use_cache: bool = True) -
         warnings.warn(f"text feature cache {path}: {problem}; rebuilding it", stacklevel=2)
     features = encoder.encode_texts(list(texts)).float().contiguous()
     metadata = {
-        "format": FORMAT, "encoder": encoder.name, "encoder_fingerprint": encoder.fingerprint, "dataset": "texts",
-        "split": "texts", "count": str(len(texts)), "dim": str(encoder.dim), "checksum": tensor_checksum(features),
+        "format": FORMAT,
+        "encoder": encoder.name,
+        "encoder_fingerprint": encoder.fingerprint,
+        "dataset": "texts",
+        "split": "texts",
+        "count": str(len(texts)),
+        "dim": str(encoder.dim),
+        "checksum": tensor_checksum(features),
     }
     write_features(path, features, metadata)
     return features

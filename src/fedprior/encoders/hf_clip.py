@@ -34,8 +34,15 @@ FOLDER_HELP = (
 )
 
 
-def resolve_folder(spec: str, download: bool, *, prefix: str = "hf-clip", field: str = "encoder.name",
-                   help_text: str = FOLDER_HELP, download_hint: str = "encoder.download=true") -> Path:
+def resolve_folder(
+    spec: str,
+    download: bool,
+    *,
+    prefix: str = "hf-clip",
+    field: str = "encoder.name",
+    help_text: str = FOLDER_HELP,
+    download_hint: str = "encoder.download=true",
+) -> Path:
     """The local folder of ``PREFIX:SPEC``: SPEC itself, or the cached (or, if allowed, downloaded) hub snapshot."""
     if not spec:
         raise ConfigError(f"{field}: '{prefix}:' needs a folder, e.g. {prefix}:/models/clip-vit-base-patch32")
@@ -49,9 +56,7 @@ def resolve_folder(spec: str, download: bool, *, prefix: str = "hf-clip", field:
             from huggingface_hub import snapshot_download
 
             with nullcontext() if download else hub_offline():
-                return Path(
-                    snapshot_download(spec, local_files_only=not download, allow_patterns=["*.json", "*.txt", "*.safetensors"])
-                )
+                return Path(snapshot_download(spec, local_files_only=not download, allow_patterns=["*.json", "*.txt", "*.safetensors"]))
         except Exception as error:
             if download:
                 raise FedpriorError(f"{field}: downloading {prefix}:{spec} failed ({error})") from error

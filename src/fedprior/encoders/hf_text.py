@@ -32,8 +32,7 @@ class HFTextEncoder:
     def __init__(self, spec: str, batch_size: int = 64) -> None:
         from transformers import AutoModel, AutoTokenizer
 
-        folder = resolve_folder(spec, False, prefix="hf", field="algorithm.text_model", help_text=FOLDER_HELP,
-                                download_hint="you copy the model there")
+        folder = resolve_folder(spec, False, prefix="hf", field="algorithm.text_model", help_text=FOLDER_HELP, download_hint="you copy the model there")
         try:
             with hub_offline(), _quiet_transformers():
                 model = AutoModel.from_pretrained(str(folder), local_files_only=True)
@@ -52,8 +51,9 @@ class HFTextEncoder:
         """Texts -> float32 (len(texts), hidden_size): mean of the last hidden states over each text's tokens."""
         out = [torch.zeros(0, self.dim)]
         for start in range(0, len(texts), self.batch_size):
-            tokens = self.tokenizer(list(texts[start : start + self.batch_size]), padding=True, truncation=True,
-                                    max_length=self.max_length, return_tensors="pt")
+            tokens = self.tokenizer(
+                list(texts[start : start + self.batch_size]), padding=True, truncation=True, max_length=self.max_length, return_tensors="pt"
+            )
             hidden = self.model(input_ids=tokens["input_ids"], attention_mask=tokens["attention_mask"]).last_hidden_state
             mask = tokens["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             out.append(((hidden * mask).sum(1) / mask.sum(1).clamp_min(1.0)).float())

@@ -284,7 +284,9 @@ def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
     try:
         save_tower(tower, path, fingerprint)
     except OSError as error:  # the cache is optional: a full or read-only cache folder costs a rebuild next time
-        warnings.warn(f"locked-text: the image tower cannot be cached at {path} ({error.strerror or error}); going on without the cache", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"locked-text: the image tower cannot be cached at {path} ({error.strerror or error}); going on without the cache", RuntimeWarning, stacklevel=2
+        )
 
 
 def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:
@@ -318,8 +320,15 @@ class LockedTextEncoder:
 
     name = NAME
 
-    def __init__(self, tower: ImageTower, recipe_fingerprint: str, reserved_train_indices: np.ndarray, text_model: str,
-                 device: torch.device = torch.device("cpu"), weights: str = "trained") -> None:
+    def __init__(
+        self,
+        tower: ImageTower,
+        recipe_fingerprint: str,
+        reserved_train_indices: np.ndarray,
+        text_model: str,
+        device: torch.device = torch.device("cpu"),
+        weights: str = "trained",
+    ) -> None:
         self.device = torch.device(device)
         self.weights = weights
         """Where the tower came from: 'shipped' (package data), 'cache' (the user cache) or 'trained' (just now)."""
@@ -335,8 +344,9 @@ class LockedTextEncoder:
         self.image_shape = (tower.in_channels, tower.image_size, tower.image_size)
 
     def __repr__(self) -> str:
-        return (f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, "
-                f"weights={self.weights}, fingerprint={self.fingerprint})")
+        return (
+            f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, weights={self.weights}, fingerprint={self.fingerprint})"
+        )
 
     @torch.no_grad()
     def encode_images(self, images: np.ndarray, batch_size: int = 256) -> torch.Tensor:

@@ -85,8 +85,7 @@ def resolve_arch(open_clip, arch: str) -> str:
     if open_clip.get_model_config(name) is None:
         known = ", ".join(m for m in COMMON_ARCHS if m in open_clip.list_models())
         raise ConfigError(
-            f"encoder.name: open_clip has no architecture '{arch}'; e.g. {known} "
-            "(all: open_clip.list_models()), or the path of an open_clip model-config .json"
+            f"encoder.name: open_clip has no architecture '{arch}'; e.g. {known} (all: open_clip.list_models()), or the path of an open_clip model-config .json"
         )
     return name
 
@@ -168,9 +167,7 @@ def resolve_weights(open_clip, arch: str, weights: str | None, download: bool) -
     pretrained_cfg = open_clip.get_pretrained_cfg(arch, weights) or {}
     if not pretrained_cfg:
         tags = ", ".join(open_clip.list_pretrained_tags_by_model(arch)) or "none"
-        raise ConfigError(
-            f"encoder.weights: open_clip has no pretrained weights '{weights}' for {arch}; accepted: {tags}, or a local weights file"
-        )
+        raise ConfigError(f"encoder.weights: open_clip has no pretrained weights '{weights}' for {arch}; accepted: {tags}, or a local weights file")
     for candidate in local_candidates(arch, weights, pretrained_cfg):
         if candidate.is_file():
             return candidate, pretrained_cfg
@@ -199,9 +196,7 @@ def load_weights(open_clip, model: torch.nn.Module, path: Path, arch: str) -> No
             open_clip.load_checkpoint(model, str(path))
     except (RuntimeError, KeyError, ValueError, OSError, StopIteration) as error:
         text = str(error)
-        raise FedpriorError(
-            f"encoder.weights: {path} does not fit open_clip architecture {arch}: {text[:400]}{'...' if len(text) > 400 else ''}"
-        ) from error
+        raise FedpriorError(f"encoder.weights: {path} does not fit open_clip architecture {arch}: {text[:400]}{'...' if len(text) > 400 else ''}") from error
 
 
 def preprocess_config(model: torch.nn.Module, pretrained_cfg: dict[str, Any], open_clip) -> PreprocessConfig:

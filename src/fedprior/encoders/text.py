@@ -48,8 +48,7 @@ def model_folder(name: str) -> Path:
     folder = Path(name).expanduser()
     if not (folder / "modules.json").is_file() and not (folder / "config.json").is_file():
         raise FedpriorError(
-            f"text model '{name}' not found: give 'minilm' or a folder holding a sentence-transformers model "
-            "(modules.json, config.json and the weights)"
+            f"text model '{name}' not found: give 'minilm' or a folder holding a sentence-transformers model (modules.json, config.json and the weights)"
         )
     return folder
 

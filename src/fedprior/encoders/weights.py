@@ -49,6 +49,4 @@ def fingerprint(*parts: str, files: Sequence[Path] = (), root: Path | None = Non
 
 def folder_files(folder: Path) -> list[Path]:
     """The regular files of a model folder, sorted, skipping hidden ones (e.g. ``.cache/``)."""
-    return sorted(
-        p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts)
-    )
+    return sorted(p for p in folder.rglob("*") if p.is_file() and not any(part.startswith(".") for part in p.relative_to(folder).parts))

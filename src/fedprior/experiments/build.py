@@ -78,8 +78,11 @@ def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inp
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
     """The configured algorithm, with the runtime-provided local epochs, batch size and device."""
     return algorithm_spec(config.algorithm.name).build(
-        task, config.algorithm.hyperparameters(),
-        local_epochs=config.federation.local_epochs, batch_size=config.federation.batch_size, device=device,
+        task,
+        config.algorithm.hyperparameters(),
+        local_epochs=config.federation.local_epochs,
+        batch_size=config.federation.batch_size,
+        device=device,
     )
 
 
@@ -137,15 +140,22 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
 
         named, num_classes = scenario(p.scenario), int(labels.max()) + 1
         if num_classes != named.num_classes:
-            raise ConfigError(f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
-                              f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead")
+            raise ConfigError(
+                f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
+                f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead"
+            )
     options: dict[str, Any] = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
     if p.num_labeled:
         from fedprior.partition.labeled_split import LabeledSplitPartitioner
 
         splitter = LabeledSplitPartitioner.with_scheme(
-            p.scheme, f.num_clients, p.num_labeled, config.run.seed, **options,
-            add_labeled_to_unlabeled=p.labeled_in_unlabeled, num_unlabeled=p.num_unlabeled,
+            p.scheme,
+            f.num_clients,
+            p.num_labeled,
+            config.run.seed,
+            **options,
+            add_labeled_to_unlabeled=p.labeled_in_unlabeled,
+            num_unlabeled=p.num_unlabeled,
         )
         split = splitter.partition(labels[pool])
         return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
@@ -213,8 +223,9 @@ def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.devic
     train_x, test_x = pixel_inputs(dataset)
     mean, std = pixel_statistics(dataset)
     val_x = pixels(dataset.val_images, mean, std) if dataset.val_images is not None else None
-    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64),
-                  pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std), val_x=val_x)
+    return Inputs(
+        train_x, test_x, {}, np.zeros(0, dtype=np.int64), pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std), val_x=val_x
+    )
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}
@@ -247,8 +258,7 @@ def subset_pool(pool: np.ndarray, labels: np.ndarray, size: int) -> np.ndarray:
 def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """(rest of the pool, validation indices): ``fraction`` of each class of the pool, drawn from ("validation",)."""
     rng = numpy_rng(seed, "validation")
-    chosen = [rng.permutation(members)[: int(round(fraction * members.size))]
-              for members in (pool[labels[pool] == k] for k in np.unique(labels[pool]))]
+    chosen = [rng.permutation(members)[: int(round(fraction * members.size))] for members in (pool[labels[pool] == k] for k in np.unique(labels[pool]))]
     validation = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)
     return np.setdiff1d(pool, validation), validation
 
@@ -274,7 +284,9 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     the thread policy and worker count are chosen (``fedprior.runtime.threads``).
     """
     if config.run.workers > 1 and config.run.runtime != "local":
-        raise ConfigError(f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1")
+        raise ConfigError(
+            f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1"
+        )
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
     spec = algorithm_spec(config.algorithm.name)
@@ -307,8 +319,10 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     )
     algorithm = build_algorithm(config, task, device)
     per_round = clients_per_round(config.federation.num_clients, config.federation.fraction)
-    workers = 1 if config.run.runtime != "local" else default_workers(
-        config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda"
+    workers = (
+        1
+        if config.run.runtime != "local"
+        else default_workers(config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda")
     )
     check_inputs(algorithm, partition, config)
     if validation is not None:

@@ -24,8 +24,7 @@ from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.report import accuracy_curve
 from fedprior.experiments.run_dir import RunDir
 
-METRICS = ("initial_accuracy", "final_accuracy", "best_accuracy", "final_macro_f1", "best_macro_f1",
-           "download_bytes", "upload_bytes", "wall_seconds")
+METRICS = ("initial_accuracy", "final_accuracy", "best_accuracy", "final_macro_f1", "best_macro_f1", "download_bytes", "upload_bytes", "wall_seconds")
 """The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it)."""
 
 
@@ -52,8 +51,17 @@ class RunView:
         return "finished" if self.finished else f"unfinished: {self.rounds} rounds in metrics.jsonl"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"run_dir": str(self.path), "name": self.name, "finished": self.finished, "status": self.status,
-                "rounds": self.rounds, **self.metrics, "curve": {str(k): v for k, v in self.curve.items()}, "partition": self.partition, "config": self.config}
+        return {
+            "run_dir": str(self.path),
+            "name": self.name,
+            "finished": self.finished,
+            "status": self.status,
+            "rounds": self.rounds,
+            **self.metrics,
+            "curve": {str(k): v for k, v in self.curve.items()},
+            "partition": self.partition,
+            "config": self.config,
+        }
 
 
 def fingerprint(path: Path) -> str:

@@ -161,8 +161,7 @@ class ExperimentConfig(Section):
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
-        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values),
-                                       "partition": self.scenario_partition()})
+        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
         """The partition section with ``partition.scenario`` applied (scheme = window, its window), checked against the federation."""
@@ -172,8 +171,10 @@ class ExperimentConfig(Section):
 
         named = scenario(self.partition.scenario)
         if self.federation.num_clients != named.num_clients:
-            raise ConfigError(f"partition.scenario: {named.name} is defined for {named.num_clients} clients (mfcl.md {named.table}); "
-                              f"federation.num_clients is {self.federation.num_clients}")
+            raise ConfigError(
+                f"partition.scenario: {named.name} is defined for {named.num_clients} clients (mfcl.md {named.table}); "
+                f"federation.num_clients is {self.federation.num_clients}"
+            )
         return self.partition.model_copy(update={"scenario": named.name, "scheme": "window", "window": named.window})
 
     def to_dict(self) -> dict[str, Any]:
@@ -240,9 +241,7 @@ def parse_toml_file(path: Path) -> dict[str, Any]:
     try:
         text = data.decode("utf-8").removeprefix("\ufeff")
     except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at position {error.start}); save it as UTF-8"
-        ) from None
+        raise ConfigError(f"{path}: not UTF-8 text (byte 0x{data[error.start]:02x} at position {error.start}); save it as UTF-8") from None
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:

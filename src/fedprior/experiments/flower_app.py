@@ -44,8 +44,9 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     name, config = run.read_config()
     experiment = build_experiment(name, config)
     start = load_checkpoint(run.checkpoint) if run.checkpoint.is_file() else None
-    result = train_on_flower(experiment, run, start=start, on_round=None, grid=grid,
-                             run_config={**run_config, "export-data": False}, checkpoint_metadata=checkpoint_metadata(config))
+    result = train_on_flower(
+        experiment, run, start=start, on_round=None, grid=grid, run_config={**run_config, "export-data": False}, checkpoint_metadata=checkpoint_metadata(config)
+    )
     return {"rounds": len(result.progress.history)}
 
 
@@ -95,8 +96,7 @@ def main(grid: Grid, context: Context) -> None:
             raise FedpriorError(f"run config mode: unknown mode '{mode}'; accepted: standalone, serve")
         status = {"status": "finished", **outcome}
     except BaseException as error:
-        status = {"status": "failed", "error": f"{type(error).__name__}: {error}", "kind": type(error).__name__,
-                  "message": str(error)}
+        status = {"status": "failed", "error": f"{type(error).__name__}: {error}", "kind": type(error).__name__, "message": str(error)}
         raise
     finally:
         if done_file is not None:

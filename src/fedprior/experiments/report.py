@@ -75,8 +75,10 @@ def failure_warning(summary: dict[str, Any]) -> str:
     if not per_round:
         return ""
     rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
-    return (f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
-            f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)")
+    return (
+        f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
+        f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)"
+    )
 
 
 def summary_warnings(summary: dict[str, Any]) -> list[str]:
@@ -84,8 +86,10 @@ def summary_warnings(summary: dict[str, Any]) -> list[str]:
     lines = [failure_warning(summary)]
     empty = summary.get("empty_clients_per_round") or {}
     if empty:
-        lines.append(f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
-                     f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}")
+        lines.append(
+            f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
+            f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}"
+        )
     unchanged = summary.get("rounds_without_update") or []
     if unchanged:
         lines.append(f"warning: no client trained in rounds {', '.join(map(str, unchanged))}: the global model was not updated there")
@@ -112,25 +116,25 @@ def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
     if "selected_round" in summary:
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
-    text = f"""# {summary['name']}
+    text = f"""# {summary["name"]}
 
-{summary.get('description', '')}
-{chr(10) + notes + chr(10) if notes else ''}
+{summary.get("description", "")}
+{chr(10) + notes + chr(10) if notes else ""}
 | | |
 |---|---|
-| algorithm | {summary['algorithm']} |
-| dataset | {summary['dataset']} |
-| encoder | {summary['encoder']} |
-| partition | {summary['partition']} over {summary['num_clients']} clients (sizes {min(sizes, default=0)}..{max(sizes, default=0)}, beta_cib {partition_stats.get('beta_cib', float('nan')):.2f}, beta_hetero {partition_stats.get('beta_hetero', float('nan')):.2f}) |
-| seed | {summary['seed']} |
-| rounds | {summary['rounds']} |
-| initial accuracy | {100 * summary['initial_accuracy']:.2f}% |
-| final accuracy | {100 * summary['final_accuracy']:.2f}% |
-| best accuracy | {100 * summary['best_accuracy']:.2f}% |
-{more}| wall time | {summary['wall_seconds']:.1f} s |
-| device, workers, threads | {summary.get('device', 'cpu')}, {summary.get('workers', 1)}, {summary.get('threads', {})} |
-| failed client updates | {summary.get('failed_updates', 0)} |
-| clients without data | {summary.get('empty_updates', 0)} |
+| algorithm | {summary["algorithm"]} |
+| dataset | {summary["dataset"]} |
+| encoder | {summary["encoder"]} |
+| partition | {summary["partition"]} over {summary["num_clients"]} clients (sizes {min(sizes, default=0)}..{max(sizes, default=0)}, beta_cib {partition_stats.get("beta_cib", float("nan")):.2f}, beta_hetero {partition_stats.get("beta_hetero", float("nan")):.2f}) |
+| seed | {summary["seed"]} |
+| rounds | {summary["rounds"]} |
+| initial accuracy | {100 * summary["initial_accuracy"]:.2f}% |
+| final accuracy | {100 * summary["final_accuracy"]:.2f}% |
+| best accuracy | {100 * summary["best_accuracy"]:.2f}% |
+{more}| wall time | {summary["wall_seconds"]:.1f} s |
+| device, workers, threads | {summary.get("device", "cpu")}, {summary.get("workers", 1)}, {summary.get("threads", {})} |
+| failed client updates | {summary.get("failed_updates", 0)} |
+| clients without data | {summary.get("empty_updates", 0)} |
 {warning}
 
 ![accuracy per round](accuracy.png)

@@ -27,11 +27,24 @@ from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import stage_plan
 
 CONFIG_KEY = "config"
-RESUME_MAY_CHANGE = frozenset({
-    "description", "data.root", "data.download", "encoder.download", "encoder.cache", "run.threads", "run.vectorize",
-    "run.workers", "run.device", "run.deterministic", "run.mlflow", "run.mlflow_experiment", "federation.evaluate_every",
-    "federation.wait_for_clients",
-})
+RESUME_MAY_CHANGE = frozenset(
+    {
+        "description",
+        "data.root",
+        "data.download",
+        "encoder.download",
+        "encoder.cache",
+        "run.threads",
+        "run.vectorize",
+        "run.workers",
+        "run.device",
+        "run.deterministic",
+        "run.mlflow",
+        "run.mlflow_experiment",
+        "federation.evaluate_every",
+        "federation.wait_for_clients",
+    }
+)
 """Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
 workers, device, evaluation cadence) and how long a round waits for its clients. ``run.device`` may change
 because 'auto' resolves per machine anyway."""
@@ -51,7 +64,8 @@ def check_same_config(metadata: dict[str, str], config: ExperimentConfig, config
     if CONFIG_KEY not in metadata:
         return  # a checkpoint of Flower's standalone ServerApp or an older fedprior: nothing recorded to compare
     changed = {
-        field: values for field, values in config_differences(json.loads(metadata[CONFIG_KEY]), config.to_dict()).items()
+        field: values
+        for field, values in config_differences(json.loads(metadata[CONFIG_KEY]), config.to_dict()).items()
         if field not in RESUME_MAY_CHANGE and field != "federation.rounds"
     }
     if changed:

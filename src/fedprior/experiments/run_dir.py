@@ -1,17 +1,17 @@
 """A run directory: everything needed to inspect, resume and report one run.
 
-    config.toml                       the resolved config (every field), with the experiment name
-    partition.npz                     each client's training indices, by role
-    partition.json                    partition statistics (sizes, class counts, beta_cib, beta_hetero)
-    partition.png                     clients x classes heatmap
-    metrics.jsonl                     one JSON line per round
-    checkpoint.safetensors            the whole run state after the last completed round (atomic, checksummed)
-    checkpoint.previous.safetensors   the one before it (offered when the last one is damaged)
-    result.json                       the summary, once the run has finished
-    report.md, accuracy.png           a short report
-    run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
-    tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
-    tracking.json                     the MLflow run this run logs to, when run.mlflow is set
+config.toml                       the resolved config (every field), with the experiment name
+partition.npz                     each client's training indices, by role
+partition.json                    partition statistics (sizes, class counts, beta_cib, beta_hetero)
+partition.png                     clients x classes heatmap
+metrics.jsonl                     one JSON line per round
+checkpoint.safetensors            the whole run state after the last completed round (atomic, checksummed)
+checkpoint.previous.safetensors   the one before it (offered when the last one is damaged)
+result.json                       the summary, once the run has finished
+report.md, accuracy.png           a short report
+run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
+tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
+tracking.json                     the MLflow run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations
@@ -119,8 +119,7 @@ class RunDir:
                 if error.errno not in (errno.EAGAIN, errno.EACCES):
                     raise FedpriorError(f"cannot lock {self.lock_file} ({error.strerror or error})") from None
                 raise FedpriorError(
-                    f"run directory {self.path} is in use by process {holder}; wait for it to finish or stop it "
-                    "(two processes must not drive one run)"
+                    f"run directory {self.path} is in use by process {holder}; wait for it to finish or stop it (two processes must not drive one run)"
                 ) from None
             try:
                 same = os.path.samestat(os.fstat(handle.fileno()), os.stat(self.lock_file))

@@ -42,8 +42,11 @@ def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
         entry["participations"] += len(r.get("clients", []))
         entry["download_bytes"] += int(r.get("download_bytes", 0) * len(r.get("clients", [])))
         entry["upload_bytes"] += int(sum(r.get("upload_bytes", {}).values()))
-    return {"download_bytes": sum(e["download_bytes"] for e in stages.values()),
-            "upload_bytes": sum(e["upload_bytes"] for e in stages.values()), "stage_communication": stages}
+    return {
+        "download_bytes": sum(e["download_bytes"] for e in stages.values()),
+        "upload_bytes": sum(e["upload_bytes"] for e in stages.values()),
+        "stage_communication": stages,
+    }
 
 
 def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -76,12 +79,14 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     f1 = [r["macro_f1"] for r in progress.history if "macro_f1" in r]
     extra: dict[str, Any] = {}
     if "macro_f1" in progress.initial:
-        extra = {"initial_macro_f1": progress.initial["macro_f1"], "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
-                 "best_macro_f1": max([progress.initial["macro_f1"], *f1])}
+        extra = {
+            "initial_macro_f1": progress.initial["macro_f1"],
+            "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
+            "best_macro_f1": max([progress.initial["macro_f1"], *f1]),
+        }
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
-        extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"],
-                      "selected_macro_f1": chosen.get("macro_f1", float("nan"))})
+        extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"], "selected_macro_f1": chosen.get("macro_f1", float("nan"))})
     return {
         "name": experiment.name,
         "description": config.description,
@@ -151,7 +156,9 @@ def execute(
         run.write_partition(experiment.partition, stats)
     if not resume or not run.partition_plot.is_file():
         plot_heatmap(
-            stats["class_counts"], run.partition_plot, class_names=experiment.dataset.class_names,
+            stats["class_counts"],
+            run.partition_plot,
+            class_names=experiment.dataset.class_names,
             title=f"{config.partition.scheme} partition of {config.data.dataset}",
         )
     config = experiment.config  # as built (a centralized baseline runs one client)
@@ -173,8 +180,7 @@ def execute(
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
         from fedprior.flower.runtime import train_on_flower
 
-        result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata,
-                                 **(runtime_options or {}))
+        result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata, **(runtime_options or {}))
     else:
         result = simulate(
             experiment.algorithm,

@@ -107,8 +107,7 @@ def select_rows(table: PaperTable, rows: list[str] | None) -> tuple[Row, ...]:
     return tuple(r for r in table.rows if r.label in rows)
 
 
-def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None,
-          columns: list[str] | None = None) -> list[Cell]:
+def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None, columns: list[str] | None = None) -> list[Cell]:
     """The cells to run, in row-major order, with every override resolved (only ``rows`` and ``columns`` if given)."""
     out = []
     chosen = [c for c in table.columns if not (embedded and not c.embedded)]
@@ -125,22 +124,32 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
             if embedded and not row.embedded:
                 continue
             tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
-            out.append(Cell(
-                row=row.label,
-                column=name,
-                preset=row.preset,
-                overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or [])],
-                paper=table.paper.get((row.label, column.label)),
-                paper_metrics={m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:]
-                               if (row.label, column.label, m) in table.paper_metrics},
-            ))
+            out.append(
+                Cell(
+                    row=row.label,
+                    column=name,
+                    preset=row.preset,
+                    overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or [])],
+                    paper=table.paper.get((row.label, column.label)),
+                    paper_metrics={
+                        m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:] if (row.label, column.label, m) in table.paper_metrics
+                    },
+                )
+            )
     order = {r.label: i for i, r in enumerate(table.rows)}
     return sorted(out, key=lambda c: order[c.row])
 
 
-def run_table(table: PaperTable, embedded: bool, extra: list[str] | None,
-              run_cell: Callable[[Cell, int], dict[str, Any]], on_cell: Callable[[Cell, dict], None] | None = None,
-              seeds: int = 1, rows: list[str] | None = None, columns: list[str] | None = None) -> list[dict[str, Any]]:
+def run_table(
+    table: PaperTable,
+    embedded: bool,
+    extra: list[str] | None,
+    run_cell: Callable[[Cell, int], dict[str, Any]],
+    on_cell: Callable[[Cell, dict], None] | None = None,
+    seeds: int = 1,
+    rows: list[str] | None = None,
+    columns: list[str] | None = None,
+) -> list[dict[str, Any]]:
     """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
 
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's

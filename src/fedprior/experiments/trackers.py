@@ -28,8 +28,17 @@ from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress
 
-SUMMARY_KEYS = ("initial_accuracy", "final_accuracy", "best_accuracy", "initial_macro_f1", "final_macro_f1",
-                "best_macro_f1", "download_bytes", "upload_bytes", "wall_seconds")
+SUMMARY_KEYS = (
+    "initial_accuracy",
+    "final_accuracy",
+    "best_accuracy",
+    "initial_macro_f1",
+    "final_macro_f1",
+    "best_macro_f1",
+    "download_bytes",
+    "upload_bytes",
+    "wall_seconds",
+)
 """The summary's numbers logged at the end of a run."""
 
 

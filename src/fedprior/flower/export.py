@@ -99,10 +99,7 @@ def export_nodes(experiment, root: Path, nodes: int) -> list[Path]:
     num_clients = experiment.task.num_clients
     if not 1 <= nodes <= num_clients:
         raise FedpriorError(f"--nodes: {nodes} nodes for {num_clients} clients; accepted: 1..{num_clients}")
-    return [
-        export_node(experiment, Path(root) / f"node-{k}", [c for c in range(num_clients) if node_of(c, nodes) == k])
-        for k in range(nodes)
-    ]
+    return [export_node(experiment, Path(root) / f"node-{k}", [c for c in range(num_clients) if node_of(c, nodes) == k]) for k in range(nodes)]
 
 
 def export_all(experiment, directory: Path) -> Path:
@@ -146,7 +143,10 @@ class NodeData:
             torch.set_num_threads(int(self.description["threads"]))
         a, f = self.description["algorithm"], self.description["federation"]
         return algorithm_spec(a["name"]).build(
-            self.task, a["hyperparameters"], local_epochs=int(f["local_epochs"]), batch_size=int(f["batch_size"]),
+            self.task,
+            a["hyperparameters"],
+            local_epochs=int(f["local_epochs"]),
+            batch_size=int(f["batch_size"]),
             device=resolve_device(self.description.get("device", "cpu")),
         )
 
@@ -161,7 +161,7 @@ class NodeData:
         prefix = f"{int(client_id)}/"
         with self._lock, safe_open(str(self.directory / CLIENTS_FILE), framework="pt") as handle:
             strides = json.loads((handle.metadata() or {}).get("strides", "{}"))
-            data = {k[len(prefix):]: _restride(handle.get_tensor(k), strides.get(k)) for k in handle.keys() if k.startswith(prefix)}
+            data = {k[len(prefix) :]: _restride(handle.get_tensor(k), strides.get(k)) for k in handle.keys() if k.startswith(prefix)}
         if not data:
             raise FedpriorError(f"client {client_id} is not hosted in {self.directory}")
         return data

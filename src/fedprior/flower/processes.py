@@ -55,6 +55,7 @@ def die_with_parent() -> None:
 
 # -- /proc ---------------------------------------------------------------------------------------
 
+
 def _stat(pid: int) -> list[str] | None:
     """The fields of ``/proc/<pid>/stat`` after the command name (state first), or None if gone."""
     try:
@@ -131,6 +132,7 @@ def members(mark: str) -> list[int]:
 
 # -- stopping ------------------------------------------------------------------------------------
 
+
 def _signal(pids: list[int], signum: int) -> None:
     for pid in pids:
         try:
@@ -175,14 +177,14 @@ def sweep(mark: str, pids: Sequence[int] = (), timeout: float = 10.0) -> list[in
 
 # -- the pid file --------------------------------------------------------------------------------
 
+
 def _describe(pid: int) -> dict[str, Any]:
     return {"pid": pid, "start": start_time(pid), "command": command_line(pid)[:300]}
 
 
 def write_pid_file(folder: Path, mark: str, watcher: int | None, pids: list[int]) -> None:
     """``folder/processes.json``: this process (the parent), the watcher, and the federation's processes."""
-    record = {"mark": mark, "parent": _describe(os.getpid()), "watcher": _describe(watcher) if watcher else None,
-              "processes": [_describe(p) for p in pids]}
+    record = {"mark": mark, "parent": _describe(os.getpid()), "watcher": _describe(watcher) if watcher else None, "processes": [_describe(p) for p in pids]}
     path = Path(folder) / PID_FILE
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(record, indent=1))
@@ -212,13 +214,15 @@ def take_over(folder: Path, mark: str, run_dir: Path) -> list[int]:
     parent = _same(record.get("parent"))
     if parent is not None and parent != os.getpid():
         raise FedpriorError(
-            f"{run_dir}: a `fedprior flower local` (process {parent}) is still running this federation; "
-            f"stop it first (kill {parent}) or wait for it to end"
+            f"{run_dir}: a `fedprior flower local` (process {parent}) is still running this federation; stop it first (kill {parent}) or wait for it to end"
         )
     listed = [p for p in (_same(e) for e in [record.get("watcher"), *(record.get("processes") or [])]) if p is not None]
     stopped = sweep(mark, listed)
     if stopped:
-        warnings.warn(f"stopped {len(stopped)} processes left running by an earlier `fedprior flower local` on "
-                      f"{run_dir} (PIDs {', '.join(map(str, stopped))})", RuntimeWarning, stacklevel=2)
+        warnings.warn(
+            f"stopped {len(stopped)} processes left running by an earlier `fedprior flower local` on {run_dir} (PIDs {', '.join(map(str, stopped))})",
+            RuntimeWarning,
+            stacklevel=2,
+        )
     path.unlink(missing_ok=True)
     return stopped

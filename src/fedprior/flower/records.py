@@ -87,15 +87,17 @@ class RoundOrder:
 
 
 def order_to_config(order: RoundOrder) -> ConfigRecord:
-    return ConfigRecord({
-        "seed": int(order.info.seed),
-        "stage": order.info.stage,
-        "round": int(order.info.round),
-        "step": int(order.step),
-        "clients": [int(c) for c in order.clients],
-        "run-key": order.run_key,
-        "vectorize": bool(order.vectorize),
-    })
+    return ConfigRecord(
+        {
+            "seed": int(order.info.seed),
+            "stage": order.info.stage,
+            "round": int(order.info.round),
+            "step": int(order.step),
+            "clients": [int(c) for c in order.clients],
+            "run-key": order.run_key,
+            "vectorize": bool(order.vectorize),
+        }
+    )
 
 
 def order_from_config(record: ConfigRecord) -> RoundOrder:
@@ -116,12 +118,14 @@ def read_hint(content: RecordDict) -> str:
 
 def train_content(broadcast: Broadcast, order: RoundOrder, data_hint: str = "") -> RecordDict:
     """The content of a TRAIN message: the broadcast once, the round order, the data hint."""
-    return RecordDict({
-        BROADCAST_ARRAYS: to_array_record(broadcast.arrays),
-        BROADCAST_CONFIG: to_config_record(broadcast.config),
-        ROUND: order_to_config(order),
-        DATA_HINT: hint_record(data_hint),
-    })
+    return RecordDict(
+        {
+            BROADCAST_ARRAYS: to_array_record(broadcast.arrays),
+            BROADCAST_CONFIG: to_config_record(broadcast.config),
+            ROUND: order_to_config(order),
+            DATA_HINT: hint_record(data_hint),
+        }
+    )
 
 
 def read_train_content(content: RecordDict) -> tuple[Broadcast, RoundOrder]:
@@ -140,11 +144,13 @@ def reply_content(replies: dict[int, Reply], failures: dict[int, str] | None = N
         arrays_key, metrics_key = _reply_keys(client_id)
         content[arrays_key] = to_array_record(reply.arrays)
         content[metrics_key] = MetricRecord({**{k: float(v) for k, v in reply.metrics.items()}, NUM_EXAMPLES: int(reply.num_examples)})
-    content["clients"] = ConfigRecord({
-        "replied": [int(c) for c in replies],
-        "failed": [int(c) for c in (failures or {})],
-        "reasons": [str(r) for r in (failures or {}).values()],
-    })
+    content["clients"] = ConfigRecord(
+        {
+            "replied": [int(c) for c in replies],
+            "failed": [int(c) for c in (failures or {})],
+            "reasons": [str(r) for r in (failures or {}).values()],
+        }
+    )
     return content
 
 

@@ -54,10 +54,19 @@ def train_on_flower(
         settings = settings_from_run_config(run_config, data_hint=str(data_dir) if data_dir.exists() else "", run_key=run_key(run))
         config = experiment.config
         result = federate(
-            grid, experiment.algorithm, experiment.test, num_clients=experiment.task.num_clients,
-            seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
-            vectorize=config.run.vectorize, checkpoint_path=run.checkpoint, start=start, on_round=on_round,
-            settings=settings, checkpoint_metadata=checkpoint_metadata,
+            grid,
+            experiment.algorithm,
+            experiment.test,
+            num_clients=experiment.task.num_clients,
+            seed=config.run.seed,
+            rounds=config.federation.rounds,
+            fraction=config.federation.fraction,
+            vectorize=config.run.vectorize,
+            checkpoint_path=run.checkpoint,
+            start=start,
+            on_round=on_round,
+            settings=settings,
+            checkpoint_metadata=checkpoint_metadata,
             evaluate_every=config.federation.evaluate_every,
             wait_for_clients=config.federation.wait_for_clients,
         )
@@ -68,8 +77,7 @@ def train_on_flower(
     if runtime == "flower-sim":
         from fedprior.flower.simulation import run_flower_simulation
 
-        return run_flower_simulation(experiment, run, start=start, on_round=on_round,
-                                     checkpoint_metadata=checkpoint_metadata, **options)
+        return run_flower_simulation(experiment, run, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata, **options)
     if runtime == "flower-local":
         from fedprior.flower.local import run_local_federation
 

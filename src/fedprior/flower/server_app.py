@@ -142,8 +142,9 @@ class NodeDirectory:
         for i, node in enumerate(new):
             reply = replies.get(i)
             if reply is None or reply.has_error():
-                log.warning("node %d did not say which clients it hosts (%s); asking again next round",
-                            node, error_reason(reply) if reply is not None else "no reply")
+                log.warning(
+                    "node %d did not say which clients it hosts (%s); asking again next round", node, error_reason(reply) if reply is not None else "no reply"
+                )
                 continue
             for client_id in read_hosted_content(reply.content):
                 self.hosts[client_id] = node
@@ -178,7 +179,9 @@ class FlowerClients:
         messages = [
             Message(
                 content=train_content(message, RoundOrder(info, step, tuple(by_node[n]), settings.run_key, vectorize), settings.data_hint),
-                dst_node_id=n, message_type=MessageType.TRAIN, group_id=f"{info.stage}/{info.round}",
+                dst_node_id=n,
+                message_type=MessageType.TRAIN,
+                group_id=f"{info.stage}/{info.round}",
                 ttl=settings.round_timeout + 30.0,  # a late node does not train for a round that is over
             )
             for n in nodes
@@ -198,8 +201,14 @@ class FlowerClients:
                 missing = set(by_node[node]) - {r.client_id for r in got} - set(failed)
                 failures.update({c: "the node's reply left this client out" for c in missing})
         if failures:
-            log.warning("%s round %d: %d of %d clients failed: %s", info.stage, info.round, len(failures), len(clients),
-                        "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())))
+            log.warning(
+                "%s round %d: %d of %d clients failed: %s",
+                info.stage,
+                info.round,
+                len(failures),
+                len(clients),
+                "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())),
+            )
         return replies, failures
 
 
@@ -223,10 +232,19 @@ def federate(
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
-        algorithm, FlowerClients(grid, num_clients, settings or Settings()), test_data, seed=seed, rounds=rounds,
-        fraction=fraction, vectorize=vectorize, checkpoint_path=checkpoint_path, start=start, on_round=on_round,
+        algorithm,
+        FlowerClients(grid, num_clients, settings or Settings()),
+        test_data,
+        seed=seed,
+        rounds=rounds,
+        fraction=fraction,
+        vectorize=vectorize,
+        checkpoint_path=checkpoint_path,
+        start=start,
+        on_round=on_round,
         checkpoint_metadata=checkpoint_metadata,
-        evaluate_every=evaluate_every, wait_for_clients=wait_for_clients,
+        evaluate_every=evaluate_every,
+        wait_for_clients=wait_for_clients,
     )
 
 
@@ -236,8 +254,16 @@ SERVER_DONE = "server-done.json"
 """In serve mode, the file (under ``<run dir>/flower``) through which the ServerApp tells ``flower local`` it is done."""
 
 RUN_CONFIG_DEFAULTS: dict[str, Any] = {
-    "preset": "fedavg-cnn", "overrides": "", "run-dir": "", "runs-dir": "runs", "mode": "standalone",
-    "runtime": "flower-sim", "round-timeout": 600.0, "min-nodes": 1, "node-wait": 120.0, "run-key": "",
+    "preset": "fedavg-cnn",
+    "overrides": "",
+    "run-dir": "",
+    "runs-dir": "runs",
+    "mode": "standalone",
+    "runtime": "flower-sim",
+    "round-timeout": 600.0,
+    "min-nodes": 1,
+    "node-wait": 120.0,
+    "run-key": "",
     "export-data": True,
 }
 """The run config keys the ServerApp reads, with their defaults (pyproject.toml's [tool.flwr.app.config])."""
@@ -245,8 +271,12 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {
 
 def settings_from_run_config(run_config: dict[str, Any], **defaults: Any) -> Settings:
     s = Settings(**defaults)
-    for key, attr, cast in (("round-timeout", "round_timeout", float), ("min-nodes", "min_nodes", int),
-                            ("node-wait", "node_wait", float), ("run-key", "run_key", str)):
+    for key, attr, cast in (
+        ("round-timeout", "round_timeout", float),
+        ("min-nodes", "min_nodes", int),
+        ("node-wait", "node_wait", float),
+        ("run-key", "run_key", str),
+    ):
         if run_config.get(key) not in (None, ""):
             setattr(s, attr, cast(run_config[key]))
     return s

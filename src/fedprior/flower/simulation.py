@@ -87,11 +87,21 @@ def run_flower_simulation(
     @server.main()
     def main(grid: Grid, context: Context) -> None:
         outcome["result"] = federate(
-            grid, experiment.algorithm, experiment.test, num_clients=num_clients, seed=config.run.seed,
-            rounds=config.federation.rounds, fraction=config.federation.fraction, vectorize=config.run.vectorize,
-            checkpoint_path=run.checkpoint, start=start, on_round=on_round, settings=settings,
+            grid,
+            experiment.algorithm,
+            experiment.test,
+            num_clients=num_clients,
+            seed=config.run.seed,
+            rounds=config.federation.rounds,
+            fraction=config.federation.fraction,
+            vectorize=config.run.vectorize,
+            checkpoint_path=run.checkpoint,
+            start=start,
+            on_round=on_round,
+            settings=settings,
             checkpoint_metadata=checkpoint_metadata,
-            evaluate_every=config.federation.evaluate_every, wait_for_clients=config.federation.wait_for_clients,
+            evaluate_every=config.federation.evaluate_every,
+            wait_for_clients=config.federation.wait_for_clients,
         )
 
     flwr_logger = logging.getLogger("flwr")

@@ -46,13 +46,27 @@ def generate_certificates(directory: Path, hosts: tuple[str, ...] = (), days: in
     ca_name = _name("fedprior local CA")
     ca_cert = (
         x509.CertificateBuilder()
-        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+        .not_valid_before(valid["not_valid_before"])
+        .not_valid_after(valid["not_valid_after"])
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
@@ -66,9 +80,12 @@ def generate_certificates(directory: Path, hosts: tuple[str, ...] = (), days: in
     key = ec.generate_private_key(ec.SECP256R1())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(_name("localhost")).issuer_name(ca_name).public_key(key.public_key())
+        .subject_name(_name("localhost"))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(valid["not_valid_before"]).not_valid_after(valid["not_valid_after"])
+        .not_valid_before(valid["not_valid_before"])
+        .not_valid_after(valid["not_valid_after"])
         .add_extension(x509.SubjectAlternativeName(names), critical=False)
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.ExtendedKeyUsage([x509.oid.ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
@@ -79,7 +96,6 @@ def generate_certificates(directory: Path, hosts: tuple[str, ...] = (), days: in
     out = Certificates(directory / "ca.pem", directory / "server.pem", directory / "server.key")
     out.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
     out.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                          serialization.NoEncryption()))
+    out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     os.chmod(out.key, 0o600)
     return out

@@ -38,13 +38,21 @@ class SensorModule(nn.Module):
         super().__init__()
         self.in_channels, self.width = in_channels, width
         self.encoder = nn.Sequential(
-            nn.Conv2d(in_channels, width, 3, 1, 1), norm2d(norm, width, groups), nn.ReLU(), nn.MaxPool2d(2, 2),
-            nn.Conv2d(width, width, 3, 1, 1), norm2d(norm, width, groups), nn.ReLU(),
+            nn.Conv2d(in_channels, width, 3, 1, 1),
+            norm2d(norm, width, groups),
+            nn.ReLU(),
+            nn.MaxPool2d(2, 2),
+            nn.Conv2d(width, width, 3, 1, 1),
+            norm2d(norm, width, groups),
+            nn.ReLU(),
         )
         self.up = nn.ConvTranspose2d(width, width, 3, 2, 1)
         self.decoder = nn.Sequential(
-            norm2d(norm, width, groups), nn.ReLU(),
-            nn.ConvTranspose2d(width, in_channels, 3, 1, 1), norm2d(norm, in_channels, groups), nn.ReLU(),
+            norm2d(norm, width, groups),
+            nn.ReLU(),
+            nn.ConvTranspose2d(width, in_channels, 3, 1, 1),
+            norm2d(norm, in_channels, groups),
+            nn.ReLU(),
             nn.Conv2d(in_channels, in_channels, 3, 1, 1),
         )
 

@@ -23,9 +23,7 @@ class SmallCNN(nn.Module):
             nn.MaxPool2d(2),
         )
         side = image_size // 4
-        self.classifier = nn.Sequential(
-            nn.Flatten(), nn.Linear(2 * width * side * side, hidden), nn.ReLU(), nn.Linear(hidden, num_classes)
-        )
+        self.classifier = nn.Sequential(nn.Flatten(), nn.Linear(2 * width * side * side, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
 
     @property
     def head(self) -> nn.Module:

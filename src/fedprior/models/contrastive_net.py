@@ -22,8 +22,7 @@ from fedprior.models.resnet import ResNet18
 class ContrastiveNet(nn.Module):
     """``backbone`` (ResNet-18, images -> (N, feature_dim)) and ``projector`` (Table 6); forward = projector(backbone)."""
 
-    def __init__(self, in_channels: int, width: int = 64, projection_dim: int = 128, stem_norm: str = "bn",
-                 groups: int = 32) -> None:
+    def __init__(self, in_channels: int, width: int = 64, projection_dim: int = 128, stem_norm: str = "bn", groups: int = 32) -> None:
         super().__init__()
         self.backbone = ResNet18(in_channels, num_classes=0, width=width, norm="bn")
         if stem_norm != "bn":

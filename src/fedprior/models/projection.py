@@ -18,8 +18,13 @@ class ProjectionHead(nn.Sequential):
     def __init__(self, in_dim: int, out_dim: int = 128, hidden_dim: int | None = None) -> None:
         hidden = hidden_dim or in_dim
         super().__init__(
-            nn.Linear(in_dim, hidden), nn.BatchNorm1d(hidden), nn.ReLU(),
-            nn.Linear(hidden, hidden), nn.BatchNorm1d(hidden), nn.ReLU(),
-            nn.Linear(hidden, out_dim), nn.BatchNorm1d(out_dim),
+            nn.Linear(in_dim, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, hidden),
+            nn.BatchNorm1d(hidden),
+            nn.ReLU(),
+            nn.Linear(hidden, out_dim),
+            nn.BatchNorm1d(out_dim),
         )
         self.out_dim = out_dim

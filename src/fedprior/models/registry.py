@@ -32,13 +32,8 @@ def _resnet18(task: Task) -> nn.Module:
 
 def _linear(task: Task) -> nn.Module:
     if len(task.input_shape) != 1:
-        raise ConfigError(
-            f"algorithm.model: 'linear' needs feature vectors; the data gives {task.input_shape} "
-            "(set encoder.name to a frozen encoder)"
-        )
+        raise ConfigError(f"algorithm.model: 'linear' needs feature vectors; the data gives {task.input_shape} (set encoder.name to a frozen encoder)")
     return nn.Linear(task.input_shape[0], task.num_classes)
-
-
 
 
 def _convnet(task: Task, norm: str = "bn", width: int = 32) -> nn.Module:
@@ -58,8 +53,14 @@ def _wrn28_2(task: Task, norm: str = "bn-batch") -> nn.Module:
     return WideResNet(_square_images(task, "wrn28-2")[0], task.num_classes, depth=28, widen=2, norm=norm)
 
 
-MODELS: dict[str, Callable[..., nn.Module]] = {"cnn": _cnn, "linear": _linear, "convnet": _convnet, "convnet-small": _convnet_small,
-                                               "resnet18": _resnet18, "wrn28-2": _wrn28_2}
+MODELS: dict[str, Callable[..., nn.Module]] = {
+    "cnn": _cnn,
+    "linear": _linear,
+    "convnet": _convnet,
+    "convnet-small": _convnet_small,
+    "resnet18": _resnet18,
+    "wrn28-2": _wrn28_2,
+}
 """Every network here but 'cnn' and 'linear' splits into ``embed`` and ``head`` (body/head methods need it)."""
 
 

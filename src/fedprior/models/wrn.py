@@ -53,8 +53,7 @@ class WideResNet(nn.Module):
         layers: list[nn.Module] = [nn.Conv2d(in_channels, widths[0], 3, 1, 1, bias=False)]
         for group, stride in enumerate((1, 2, 2)):
             for i in range(blocks_per_group):
-                layers.append(WideBasicBlock(widths[group] if i == 0 else widths[group + 1], widths[group + 1],
-                                             stride if i == 0 else 1, norm))
+                layers.append(WideBasicBlock(widths[group] if i == 0 else widths[group + 1], widths[group + 1], stride if i == 0 else 1, norm))
         layers += [norm2d(norm, widths[-1]), nn.ReLU(), nn.AdaptiveAvgPool2d(1), nn.Flatten()]
         self.body = nn.Sequential(*layers)
         self.feature_dim = widths[-1]

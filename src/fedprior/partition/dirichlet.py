@@ -54,8 +54,7 @@ class DirichletPartitioner:
       draws per class over clients, as here (IMPLEMENTATION-NOTES.md).
     """
 
-    def __init__(self, num_clients: int, alpha: float = 0.5, seed: int = 0, min_size: int = 0,
-                 balance: bool = False, max_tries: int = 1000) -> None:
+    def __init__(self, num_clients: int, alpha: float = 0.5, seed: int = 0, min_size: int = 0, balance: bool = False, max_tries: int = 1000) -> None:
         self.num_clients = check_num_clients(num_clients)
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not math.isfinite(alpha) or alpha <= 0:
             raise ConfigError(f"partition.alpha: must be a positive finite number, got {alpha!r}")

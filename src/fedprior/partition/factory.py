@@ -15,8 +15,9 @@ SCHEMES: dict[str, str] = {
 """The partition schemes ``partition.scheme`` accepts, with a line each."""
 
 
-def make_partitioner(scheme: str, num_clients: int, seed: int, *, shards: int = 2, alpha: float = 0.5,
-                     min_size: int = 0, window: int = 2, balance: bool = False, groups=None) -> Partitioner:
+def make_partitioner(
+    scheme: str, num_clients: int, seed: int, *, shards: int = 2, alpha: float = 0.5, min_size: int = 0, window: int = 2, balance: bool = False, groups=None
+) -> Partitioner:
     """The partitioner named ``scheme`` with the config's parameters.
 
     ``shards`` serves scheme ``shard``, ``alpha``, ``min_size`` and ``balance`` (the FedDB

@@ -48,8 +48,9 @@ class LabeledSplitPartitioner:
     every labeled and every kept sample).
     """
 
-    def __init__(self, num_labeled: int, labeled: Partitioner, unlabeled: Partitioner, seed: int = 0,
-                 add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> None:
+    def __init__(
+        self, num_labeled: int, labeled: Partitioner, unlabeled: Partitioner, seed: int = 0, add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0
+    ) -> None:
         if isinstance(num_labeled, bool) or not isinstance(num_labeled, int) or num_labeled < 1:
             raise ConfigError(f"partition.num_labeled: must be a positive integer, got {num_labeled!r}")
         if isinstance(num_unlabeled, bool) or not isinstance(num_unlabeled, int) or num_unlabeled < 0:
@@ -68,9 +69,21 @@ class LabeledSplitPartitioner:
         self.num_clients = labeled.num_clients
 
     @classmethod
-    def with_scheme(cls, scheme: str, num_clients: int, num_labeled: int, seed: int = 0, *, shards: int = 2,
-                    alpha: float = 0.5, min_size: int = 0, window: int = 2, balance: bool = False,
-                    add_labeled_to_unlabeled: bool = True, num_unlabeled: int = 0) -> LabeledSplitPartitioner:
+    def with_scheme(
+        cls,
+        scheme: str,
+        num_clients: int,
+        num_labeled: int,
+        seed: int = 0,
+        *,
+        shards: int = 2,
+        alpha: float = 0.5,
+        min_size: int = 0,
+        window: int = 2,
+        balance: bool = False,
+        add_labeled_to_unlabeled: bool = True,
+        num_unlabeled: int = 0,
+    ) -> LabeledSplitPartitioner:
         """Both sets partitioned by the same ``scheme`` (``partition.scheme``), each with its own draw.
 
         The partitioners of the two roles get seeds derived from ``seed`` for "labeled" and
@@ -80,16 +93,25 @@ class LabeledSplitPartitioner:
         from fedprior.partition.factory import make_partitioner
 
         def role(name: str) -> Partitioner:
-            return make_partitioner(scheme, num_clients, derived_seed(seed, "partition", name), shards=shards, alpha=alpha,
-                                    min_size=min_size, window=window, balance=balance)
+            return make_partitioner(
+                scheme, num_clients, derived_seed(seed, "partition", name), shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance
+            )
 
-        return cls(num_labeled, role("labeled"), role("unlabeled"), seed=seed,
-                   add_labeled_to_unlabeled=add_labeled_to_unlabeled, num_unlabeled=num_unlabeled)
+        return cls(num_labeled, role("labeled"), role("unlabeled"), seed=seed, add_labeled_to_unlabeled=add_labeled_to_unlabeled, num_unlabeled=num_unlabeled)
 
     @classmethod
-    def with_dirichlet(cls, num_clients: int, num_labeled: int, alpha: float, seed: int = 0, *, min_labeled: int = 0,
-                       min_unlabeled: int = 0, balance: bool = False,
-                       add_labeled_to_unlabeled: bool = True) -> LabeledSplitPartitioner:
+    def with_dirichlet(
+        cls,
+        num_clients: int,
+        num_labeled: int,
+        alpha: float,
+        seed: int = 0,
+        *,
+        min_labeled: int = 0,
+        min_unlabeled: int = 0,
+        balance: bool = False,
+        add_labeled_to_unlabeled: bool = True,
+    ) -> LabeledSplitPartitioner:
         """FedDB's setting: both sets partitioned by independent Dirichlet draws.
 
         The two draws use seeds derived from ``seed`` for the roles "labeled" and
@@ -99,11 +121,11 @@ class LabeledSplitPartitioner:
         from fedprior.partition.dirichlet import DirichletPartitioner
 
         def dirichlet(role: str, size: int) -> DirichletPartitioner:
-            return DirichletPartitioner(num_clients, alpha, derived_seed(seed, "partition", role), min_size=size,
-                                        balance=balance)
+            return DirichletPartitioner(num_clients, alpha, derived_seed(seed, "partition", role), min_size=size, balance=balance)
 
-        return cls(num_labeled, dirichlet("labeled", min_labeled), dirichlet("unlabeled", min_unlabeled), seed=seed,
-                   add_labeled_to_unlabeled=add_labeled_to_unlabeled)
+        return cls(
+            num_labeled, dirichlet("labeled", min_labeled), dirichlet("unlabeled", min_unlabeled), seed=seed, add_labeled_to_unlabeled=add_labeled_to_unlabeled
+        )
 
     def labeled_indices(self, labels: np.ndarray) -> np.ndarray:
         """The sorted positions of the class-balanced labeled set."""
@@ -111,8 +133,7 @@ class LabeledSplitPartitioner:
         classes, sizes = np.unique(labels, return_counts=True)
         if self.num_labeled >= labels.size:
             raise ConfigError(
-                f"partition.num_labeled: {self.num_labeled} labeled samples leave none of the {labels.size} "
-                f"training samples unlabeled; use fewer"
+                f"partition.num_labeled: {self.num_labeled} labeled samples leave none of the {labels.size} training samples unlabeled; use fewer"
             )
         rng = numpy_rng(self.seed, "partition", "labeled-split")
         per_class = np.full(classes.size, self.num_labeled // classes.size, dtype=np.int64)

@@ -29,7 +29,6 @@ class NaturalPartitioner:
         owners = np.unique(self.groups)
         if owners.size != self.num_clients:
             raise ConfigError(
-                f"federation.num_clients: the natural partition has {owners.size} owners in the training pool, "
-                f"set federation.num_clients = {owners.size}"
+                f"federation.num_clients: the natural partition has {owners.size} owners in the training pool, set federation.num_clients = {owners.size}"
             )
         return [np.flatnonzero(self.groups == owner).astype(np.int64) for owner in owners]

@@ -16,8 +16,7 @@ def _ticks(count: int, most: int = 25) -> np.ndarray:
     return np.arange(0, count, step)
 
 
-def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str] | None = None,
-                 title: str | None = None) -> Path:
+def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str] | None = None, title: str | None = None) -> Path:
     """Write a PNG heatmap of ``counts`` (rows: clients, columns: classes) to ``path``; return the path.
 
     Cells with no samples are white, so a sparse partition reads at a glance; counts are
@@ -45,8 +44,7 @@ def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str
     from matplotlib import colormaps
 
     cmap = colormaps["viridis"].with_extremes(bad="white")
-    image = axes.imshow(np.ma.masked_equal(counts, 0), aspect="auto", interpolation="nearest", cmap=cmap,
-                        vmin=0, vmax=max(int(counts.max()), 1))
+    image = axes.imshow(np.ma.masked_equal(counts, 0), aspect="auto", interpolation="nearest", cmap=cmap, vmin=0, vmax=max(int(counts.max()), 1))
     colorbar = figure.colorbar(image, ax=axes, fraction=0.05, pad=0.02)
     colorbar.set_label("samples")
 
@@ -63,8 +61,7 @@ def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str
         threshold = counts.max() / 2
         for (row, col), value in np.ndenumerate(counts):
             if value:
-                axes.text(col, row, str(value), ha="center", va="center", fontsize=7,
-                          color="black" if value > threshold else "white")
+                axes.text(col, row, str(value), ha="center", va="center", fontsize=7, color="black" if value > threshold else "white")
 
     if summary["beta_cib"] is None:
         betas = "no samples"

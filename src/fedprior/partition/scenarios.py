@@ -41,5 +41,6 @@ def scenario(name: str) -> Scenario:
         return Scenario(f"Sc{number}", number, 10, 10)
     if 11 <= number <= 110:
         return Scenario(f"Sc{number}", number - 10, 100, 100)
-    raise ConfigError(f"partition.scenario: unknown scenario {name!r}; accepted: Sc1..Sc10 (mfcl.md Table 1, 10 clients) "
-                      "and Sc11..Sc110 (Table 4, 100 clients)")
+    raise ConfigError(
+        f"partition.scenario: unknown scenario {name!r}; accepted: Sc1..Sc10 (mfcl.md Table 1, 10 clients) and Sc11..Sc110 (Table 4, 100 clients)"
+    )

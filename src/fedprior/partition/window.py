@@ -62,9 +62,7 @@ class ClassWindowPartitioner:
         self.num_clients = check_num_clients(num_clients)
         if isinstance(window, bool) or not isinstance(window, int) or window < 1:
             raise ConfigError(f"partition.window: must be a positive integer, got {window!r}")
-        if samples_per_class is not None and (
-            isinstance(samples_per_class, bool) or not isinstance(samples_per_class, int) or samples_per_class < 1
-        ):
+        if samples_per_class is not None and (isinstance(samples_per_class, bool) or not isinstance(samples_per_class, int) or samples_per_class < 1):
             raise ConfigError(f"partition.samples_per_class: must be a positive integer or unset, got {samples_per_class!r}")
         self.window = window
         self.seed = seed
@@ -79,10 +77,7 @@ class ClassWindowPartitioner:
         check_num_clients(self.num_clients, labels.size)
         num_classes = int(labels.max()) + 1
         if self.window > num_classes:
-            raise ConfigError(
-                f"partition.window: {self.window} classes per client but the data has only {num_classes} classes; "
-                f"use 1..{num_classes}"
-            )
+            raise ConfigError(f"partition.window: {self.window} classes per client but the data has only {num_classes} classes; use 1..{num_classes}")
         windows = self.client_classes(num_classes)
         holders: dict[int, list[int]] = {}
         for client, classes in enumerate(windows):

@@ -51,8 +51,9 @@ def global_rng(infos: Sequence[ClientInfo]) -> Iterator[None]:
         yield
 
 
-def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[State], datas: Sequence[ClientData],
-                   infos: Sequence[ClientInfo], vectorize: bool) -> list[tuple[Reply, State]]:
+def update_clients(
+    algorithm: Algorithm, message: Broadcast, states: Sequence[State], datas: Sequence[ClientData], infos: Sequence[ClientInfo], vectorize: bool
+) -> list[tuple[Reply, State]]:
     """Each client's (reply, new state), in the order given.
 
     The clients train together when the algorithm can (``client_update_many``) and
@@ -83,8 +84,7 @@ def update_clients(algorithm: Algorithm, message: Broadcast, states: Sequence[St
 class InProcessClients:
     """Every client simulated in this process; their states kept here (and checkpointed with the server)."""
 
-    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int,
-                 states: dict[int, State] | None = None) -> None:
+    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int, states: dict[int, State] | None = None) -> None:
         self.algorithm, self.client_data, self.num_clients = algorithm, client_data, num_clients
         self._states: dict[int, State] = dict(states or {})
 
@@ -93,8 +93,12 @@ class InProcessClients:
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
         results = update_clients(
-            self.algorithm, message, [self._states.get(c, {}) for c in clients], [self.client_data(c) for c in clients],
-            [info.for_client(c) for c in clients], vectorize,
+            self.algorithm,
+            message,
+            [self._states.get(c, {}) for c in clients],
+            [self.client_data(c) for c in clients],
+            [info.for_client(c) for c in clients],
+            vectorize,
         )
         for client_id, (_, state) in zip(clients, results, strict=True):
             if state:

@@ -64,10 +64,7 @@ class RoundNotTrained(FedpriorError):
 
 def stage_plan(algorithm: Algorithm, rounds: int, fraction: float) -> list[tuple[Stage, int, float]]:
     """(stage, its rounds, its fraction) for each stage, with the federation defaults filled in."""
-    return [
-        (s, rounds if s.rounds is None else s.rounds, fraction if s.fraction is None else s.fraction)
-        for s in algorithm.stages
-    ]
+    return [(s, rounds if s.rounds is None else s.rounds, fraction if s.fraction is None else s.fraction) for s in algorithm.stages]
 
 
 def total_rounds(algorithm: Algorithm, rounds: int) -> int:
@@ -84,8 +81,9 @@ def evaluated(stage: Stage, round_: int, stage_rounds: int, every: int) -> bool:
     return stage.evaluate and (round_ % every == 0 or round_ == stage_rounds)
 
 
-def reach_clients(pool: ClientPool, message, info: RoundInfo, step: int, sampled: list[int], vectorize: bool,
-                  wait: float, retry_every: float) -> tuple[list[Reply], dict[int, str], int]:
+def reach_clients(
+    pool: ClientPool, message, info: RoundInfo, step: int, sampled: list[int], vectorize: bool, wait: float, retry_every: float
+) -> tuple[list[Reply], dict[int, str], int]:
     """``pool.update``, repeated every ``retry_every`` seconds for up to ``wait`` seconds while no client replies.
 
     Returns (replies, failures of the last attempt, attempts). Replies empty with failures
@@ -157,7 +155,7 @@ def run_rounds(
 
         plan = stage_plan(algorithm, rounds, fraction)
         step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-        if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index:]):
+        if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index :]):
             pool.prepare()
         for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
             if stage_index < progress.stage_index:
@@ -174,8 +172,7 @@ def run_rounds(
                 else:
                     sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
                     message = algorithm.broadcast(state, info)
-                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize,
-                                                                 wait_for_clients, retry_every)
+                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize, wait_for_clients, retry_every)
                     if failures and not answered:
                         stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
                     answered, dropped = screen_replies(answered, stage.name, round_, non_finite)  # reached, but diverged
@@ -211,14 +208,23 @@ def run_rounds(
         return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
 
 
-def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int,
-              on_round: RoundCallback | None) -> None:
+def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int, on_round: RoundCallback | None) -> None:
     """Report a round that no client could be reached for (``"trained": false``) and stop the run before it."""
     reasons = sorted(set(failures.values()))
     if on_round:
-        on_round({"stage": stage, "round": round_, "step": step, "trained": False, "clients": sampled,
-                  "failed_clients": sorted(failures), "failures": {str(c): failures[c] for c in sorted(failures)},
-                  "attempts": attempts, "note": "no sampled client could be reached; the round is not counted"})
+        on_round(
+            {
+                "stage": stage,
+                "round": round_,
+                "step": step,
+                "trained": False,
+                "clients": sampled,
+                "failed_clients": sorted(failures),
+                "failures": {str(c): failures[c] for c in sorted(failures)},
+                "attempts": attempts,
+                "note": "no sampled client could be reached; the round is not counted",
+            }
+        )
     raise RoundNotTrained(
         f"{stage} round {round_}: none of the {len(sampled)} sampled clients could be reached "
         f"({'; '.join(reasons[:3])}{'; ...' if len(reasons) > 3 else ''}); the round is not counted and the run "
@@ -259,16 +265,35 @@ def simulate(
     states = start.clients if start is not None else None
     if workers > 1:
         pool: InProcessClients = WorkerClients(
-            algorithm, client_data, num_clients, states, workers=workers, setup=worker_setup, start_method=start_method,
-            threads=threads.train if threads else 1, client_size=client_size,
+            algorithm,
+            client_data,
+            num_clients,
+            states,
+            workers=workers,
+            setup=worker_setup,
+            start_method=start_method,
+            threads=threads.train if threads else 1,
+            client_size=client_size,
         )
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states)
     try:
         return run_rounds(
-            algorithm, pool, test_data, seed=seed, rounds=rounds, fraction=fraction, vectorize=vectorize,
-            checkpoint_path=checkpoint_path, start=start, on_round=on_round, evaluate_every=evaluate_every, threads=threads,
-            wait_for_clients=wait_for_clients, checkpoint_metadata=checkpoint_metadata, non_finite=non_finite,
+            algorithm,
+            pool,
+            test_data,
+            seed=seed,
+            rounds=rounds,
+            fraction=fraction,
+            vectorize=vectorize,
+            checkpoint_path=checkpoint_path,
+            start=start,
+            on_round=on_round,
+            evaluate_every=evaluate_every,
+            threads=threads,
+            wait_for_clients=wait_for_clients,
+            checkpoint_metadata=checkpoint_metadata,
+            non_finite=non_finite,
         )
     finally:
         if isinstance(pool, WorkerClients):

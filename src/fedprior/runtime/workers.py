@@ -86,9 +86,7 @@ def serve(conn: Connection, setup: WorkerSetup, threads: int) -> None:
         try:
             ids = [c for c, _ in items]
             assert broadcast is not None and info is not None, "a round message comes before its groups"
-            results = update_clients(
-                algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize
-            )
+            results = update_clients(algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize)
             answer: tuple[str, Any, Any] = ("done", group, results)
         except Exception:
             answer = ("error", group, traceback.format_exc())
@@ -111,9 +109,19 @@ class Worker:
 class WorkerClients(InProcessClients):
     """The client pool of ``run.workers = N`` (see the module docstring); ``close()`` stops the workers."""
 
-    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int,
-                 states: dict[int, State] | None = None, *, workers: int, setup: WorkerSetup | None = None,
-                 start_method: str | None = None, threads: int = 1, client_size: Callable[[int], int] | None = None) -> None:
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        client_data: Callable[[int], ClientData],
+        num_clients: int,
+        states: dict[int, State] | None = None,
+        *,
+        workers: int,
+        setup: WorkerSetup | None = None,
+        start_method: str | None = None,
+        threads: int = 1,
+        client_size: Callable[[int], int] | None = None,
+    ) -> None:
         super().__init__(algorithm, client_data, num_clients, states)
         self.size, self.threads, self.client_size = workers, threads, client_size
         self.context = multiprocessing.get_context(start_method or default_start_method())

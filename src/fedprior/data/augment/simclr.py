@@ -39,8 +39,7 @@ def simclr_pipeline(channels: int, height: int, width: int, min_scale: float = 0
 
 
 @torch.no_grad()
-def simclr_views(images: torch.Tensor, seed: int, views: int = 2, *, min_scale: float = 0.08, strength: float = 0.5,
-                 chunk: int = 4096) -> list[torch.Tensor]:
+def simclr_views(images: torch.Tensor, seed: int, views: int = 2, *, min_scale: float = 0.08, strength: float = 0.5, chunk: int = 4096) -> list[torch.Tensor]:
     """``views`` independently augmented copies of ``images`` (N, C, H, W) in [0, 1], drawn from ``seed``."""
     if images.shape[0] == 0:
         return [images.clone() for _ in range(views)]

@@ -58,8 +58,7 @@ def plot_pseudo_labels(rounds: list[dict[str, Any]], path: Path) -> bool:
     if not series(rounds, "client_pl_coverage_plain")[0]:
         return False
     plt, fig, (row,) = _axes(1, 2)
-    for ax, metric, label in ((row[0], "accuracy", "accuracy of the pseudo-labels (Fig. 6)"),
-                              (row[1], "coverage", "unlabeled images pseudo-labeled (Fig. 7)")):
+    for ax, metric, label in ((row[0], "accuracy", "accuracy of the pseudo-labels (Fig. 6)"), (row[1], "coverage", "unlabeled images pseudo-labeled (Fig. 7)")):
         for tag, name in (("_plain", "without DPL"), ("_dpl", "with DPL")):
             x, y = series(rounds, f"client_pl_{metric}{tag}")
             ax.plot(x, [100 * v for v in y], marker="o", markersize=3, label=name)
@@ -82,8 +81,9 @@ def plot_class_accuracy(rounds: list[dict[str, Any]], class_names: tuple[str, ..
     plt, fig, axes = _axes(1, 1, (7, 4))
     ax = axes[0][0]
     extent = (kept[0]["step"] - 0.5, kept[-1]["step"] + 0.5, len(class_names) - 0.5, -0.5)
-    image = ax.imshow(100 * np.asarray([r["class_accuracy"] for r in kept]).T, aspect="auto", cmap="viridis", vmin=0,
-                      vmax=100, interpolation="nearest", extent=extent)
+    image = ax.imshow(
+        100 * np.asarray([r["class_accuracy"] for r in kept]).T, aspect="auto", cmap="viridis", vmin=0, vmax=100, interpolation="nearest", extent=extent
+    )
     ax.set_yticks(range(len(class_names)))
     ax.set_yticklabels(class_names, fontsize=7)
     ax.set_xlabel("round")
@@ -181,8 +181,9 @@ def plot_roles(experiment: Experiment, folder: Path) -> list[str]:
         if role == "train":
             continue
         name = f"partition-{role}.png"
-        plot_heatmap(class_counts(labels, parts, experiment.dataset.num_classes), folder / name,
-                     class_names=experiment.dataset.class_names, title=f"{role} set")
+        plot_heatmap(
+            class_counts(labels, parts, experiment.dataset.num_classes), folder / name, class_names=experiment.dataset.class_names, title=f"{role} set"
+        )
         names.append(name)
     return names
 
@@ -195,8 +196,10 @@ def _value(r: dict[str, Any], key: str, percent: bool = True) -> str:
 
 
 def round_table(rounds: list[dict[str, Any]], every: int) -> str:
-    header = ("| round | acc | PL acc (plain) | PL acc (DPL) | coverage (plain) | coverage (DPL) | JS APP-U | JS labeled "
-              "| dist. before | dist. after |\n|---|---|---|---|---|---|---|---|---|---|")
+    header = (
+        "| round | acc | PL acc (plain) | PL acc (DPL) | coverage (plain) | coverage (DPL) | JS APP-U | JS labeled "
+        "| dist. before | dist. after |\n|---|---|---|---|---|---|---|---|---|---|"
+    )
     lines = [header]
     for r in rounds:
         if r["step"] % every and r is not rounds[-1]:
@@ -212,9 +215,18 @@ def round_table(rounds: list[dict[str, Any]], every: int) -> str:
 
 def diagnostics_summary(rounds: list[dict[str, Any]]) -> dict[str, float]:
     """Means over the run of the per-round diagnostics (what the closing tables quote)."""
-    keys = ("client_pl_accuracy_plain", "client_pl_accuracy_dpl", "client_pl_coverage_plain", "client_pl_coverage_dpl",
-            "client_pl_accuracy", "client_pl_coverage", "js_appu_mean", "js_labeled_mean", "appu_distance_uniform",
-            "appu_distance")
+    keys = (
+        "client_pl_accuracy_plain",
+        "client_pl_accuracy_dpl",
+        "client_pl_coverage_plain",
+        "client_pl_coverage_dpl",
+        "client_pl_accuracy",
+        "client_pl_coverage",
+        "js_appu_mean",
+        "js_labeled_mean",
+        "appu_distance_uniform",
+        "appu_distance",
+    )
     out = {}
     for key in keys:
         _, values = series(rounds, key)
@@ -236,7 +248,7 @@ def feddb_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tup
         figures.append(("Prior bias: JS divergences (Figure 3), distance from uniform and aggregation weights (DMA)", "bias.png"))
     if plot_views(experiment, folder / "augment.png"):
         figures.append(("Weak and strong views", "augment.png"))
-    figures += [(f"Partition: {name[len('partition-'):-4]} set", name) for name in plot_roles(experiment, folder)]
+    figures += [(f"Partition: {name[len('partition-') : -4]} set", name) for name in plot_roles(experiment, folder)]
     additions = diagnostics_summary(rounds)
     body = "\n\n".join(f"### {title}\n\n![{title}]({name})" for title, name in figures)
     table = round_table(rounds, max(1, len(rounds) // 10)) if rounds else ""

@@ -17,12 +17,10 @@ from __future__ import annotations
 
 from fedprior.experiments.tables import Column, PaperTable, Row
 
-REAL = ("algorithm.model=wrn28-2", "federation.rounds=800", "algorithm.lr_decay_rounds=800",
-        "partition.num_unlabeled=0", "federation.local_epochs=5")
+REAL = ("algorithm.model=wrn28-2", "federation.rounds=800", "algorithm.lr_decay_rounds=800", "partition.num_unlabeled=0", "federation.local_epochs=5")
 EMBEDDED = ("data.dataset=fashion-mnist",)
 DATASETS = {"CIFAR10": "cifar10", "SVHN": "svhn", "CIFAR100": "cifar100"}
-NOTE = ("Fashion-MNIST, small CNN, 4000 labels + 20000 unlabeled images, 40 rounds; the paper's numbers are CIFAR-10 "
-        "with WRN-28-2, 4000 labels, 800 rounds")
+NOTE = "Fashion-MNIST, small CNN, 4000 labels + 20000 unlabeled images, 40 rounds; the paper's numbers are CIFAR-10 with WRN-28-2, 4000 labels, 800 rounds"
 METRICS = ("best_accuracy", "final_accuracy")
 
 IID = ("partition.scheme=iid",)
@@ -61,8 +59,16 @@ def _paper(cols: tuple[Column, ...], values: list[list[float]], rows=ROWS) -> di
 
 def _table(number: int, title: str, cols: tuple[Column, ...], values: list[list[float]]) -> PaperTable:
     return PaperTable(
-        name=f"feddb-table{number}", title=title, rows=ROWS, columns=cols, paper=_paper(cols, values),
-        real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, metrics=METRICS, embedded_note=NOTE,
+        name=f"feddb-table{number}",
+        title=title,
+        rows=ROWS,
+        columns=cols,
+        paper=_paper(cols, values),
+        real=REAL,
+        embedded=EMBEDDED,
+        real_datasets=DATASETS,
+        metrics=METRICS,
+        embedded_note=NOTE,
     )
 
 
@@ -71,18 +77,57 @@ _D03 = columns("δ=0.3", dirichlet(0.3), 4000)
 _D01 = columns("δ=0.1", dirichlet(0.1), 4000)
 
 # Means of Tables 1-3 (CIFAR10, SVHN, CIFAR100), rows in ROWS order; the standard deviations are left out.
-TABLE1 = _table(1, "Table 1: best test accuracy (%) in the IID setting", _IID, [
-    [58.42, 25.10, 32.00], [65.80, 87.44, 24.72], [39.63, 25.09, 9.44], [63.27, 81.04, 14.45], [57.24, 85.58, 22.61],
-    [66.97, 88.00, 26.44], [43.06, 25.90, 9.47], [64.75, 81.24, 17.17], [68.46, 86.77, 27.67], [67.32, 86.75, 26.71],
-])
-TABLE2 = _table(2, "Table 2: best test accuracy (%), non-IID, delta = 0.3", _D03, [
-    [47.72, 69.44, 31.34], [50.99, 86.61, 25.47], [38.64, 26.04, 8.77], [51.45, 86.89, 14.83], [50.07, 76.11, 26.40],
-    [53.92, 85.87, 28.47], [39.17, 27.02, 8.87], [51.57, 87.00, 19.94], [55.42, 87.61, 28.29], [55.00, 85.99, 29.28],
-])
-TABLE3 = _table(3, "Table 3: best test accuracy (%), non-IID, delta = 0.1", _D01, [
-    [33.53, 32.21, 28.78], [35.14, 74.31, 25.90], [31.12, 12.66, 7.50], [35.33, 38.20, 18.04], [33.72, 72.76, 25.82],
-    [37.13, 76.29, 27.76], [32.26, 16.94, 7.66], [35.59, 38.76, 18.98], [37.84, 74.54, 27.62], [37.95, 76.20, 27.99],
-])
+TABLE1 = _table(
+    1,
+    "Table 1: best test accuracy (%) in the IID setting",
+    _IID,
+    [
+        [58.42, 25.10, 32.00],
+        [65.80, 87.44, 24.72],
+        [39.63, 25.09, 9.44],
+        [63.27, 81.04, 14.45],
+        [57.24, 85.58, 22.61],
+        [66.97, 88.00, 26.44],
+        [43.06, 25.90, 9.47],
+        [64.75, 81.24, 17.17],
+        [68.46, 86.77, 27.67],
+        [67.32, 86.75, 26.71],
+    ],
+)
+TABLE2 = _table(
+    2,
+    "Table 2: best test accuracy (%), non-IID, delta = 0.3",
+    _D03,
+    [
+        [47.72, 69.44, 31.34],
+        [50.99, 86.61, 25.47],
+        [38.64, 26.04, 8.77],
+        [51.45, 86.89, 14.83],
+        [50.07, 76.11, 26.40],
+        [53.92, 85.87, 28.47],
+        [39.17, 27.02, 8.87],
+        [51.57, 87.00, 19.94],
+        [55.42, 87.61, 28.29],
+        [55.00, 85.99, 29.28],
+    ],
+)
+TABLE3 = _table(
+    3,
+    "Table 3: best test accuracy (%), non-IID, delta = 0.1",
+    _D01,
+    [
+        [33.53, 32.21, 28.78],
+        [35.14, 74.31, 25.90],
+        [31.12, 12.66, 7.50],
+        [35.33, 38.20, 18.04],
+        [33.72, 72.76, 25.82],
+        [37.13, 76.29, 27.76],
+        [32.26, 16.94, 7.66],
+        [35.59, 38.76, 18.98],
+        [37.84, 74.54, 27.62],
+        [37.95, 76.20, 27.99],
+    ],
+)
 
 ABLATION_ROWS = (
     Row("no DPL, no DMA (FixMatch)", "feddb", ("algorithm.dpl=false", "algorithm.dma=false")),
@@ -91,13 +136,24 @@ ABLATION_ROWS = (
 )
 _T4 = (*_IID, *_D03, *_D01)
 TABLE4 = PaperTable(
-    name="feddb-table4", title="Table 4: ablation of DPL and DMA (best test accuracy %)", rows=ABLATION_ROWS, columns=_T4,
-    paper=_paper(_T4, [
-        [65.80, 87.44, 24.72, 50.99, 86.61, 25.47, 35.14, 74.31, 25.90],
-        [66.97, 88.00, 26.44, 53.92, 85.87, 28.47, 37.13, 76.29, 27.76],
-        [67.32, 86.75, 26.71, 55.00, 85.99, 29.28, 37.95, 76.20, 27.99],
-    ], ABLATION_ROWS),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, metrics=METRICS, embedded_note=NOTE,
+    name="feddb-table4",
+    title="Table 4: ablation of DPL and DMA (best test accuracy %)",
+    rows=ABLATION_ROWS,
+    columns=_T4,
+    paper=_paper(
+        _T4,
+        [
+            [65.80, 87.44, 24.72, 50.99, 86.61, 25.47, 35.14, 74.31, 25.90],
+            [66.97, 88.00, 26.44, 53.92, 85.87, 28.47, 37.13, 76.29, 27.76],
+            [67.32, 86.75, 26.71, 55.00, 85.99, 29.28, 37.95, 76.20, 27.99],
+        ],
+        ABLATION_ROWS,
+    ),
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    metrics=METRICS,
+    embedded_note=NOTE,
 )
 
 FEDDB_TABLES = (TABLE1, TABLE2, TABLE3, TABLE4)

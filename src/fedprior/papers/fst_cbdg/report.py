@@ -64,9 +64,16 @@ def baseline_curves(experiment: Experiment) -> dict[str, dict[int, float]]:
         config = experiment.config.model_copy(update={"algorithm": AlgorithmConfig(**preset_config.algorithm.model_dump())})
         baseline = build_experiment(preset, config.checked())
         result = simulate(
-            baseline.algorithm, baseline.client_data, baseline.task.num_clients, baseline.test,
-            seed=config.run.seed, rounds=config.federation.rounds, fraction=config.federation.fraction,
-            vectorize=config.run.vectorize, evaluate_every=config.federation.evaluate_every, threads=baseline.threads,
+            baseline.algorithm,
+            baseline.client_data,
+            baseline.task.num_clients,
+            baseline.test,
+            seed=config.run.seed,
+            rounds=config.federation.rounds,
+            fraction=config.federation.fraction,
+            vectorize=config.run.vectorize,
+            evaluate_every=config.federation.evaluate_every,
+            threads=baseline.threads,
         )
         evaluated = {r["step"]: r["accuracy"] for r in result.progress.history if "accuracy" in r}
         curves[label] = {0: result.progress.initial["accuracy"], **evaluated}
@@ -88,8 +95,7 @@ def fst_cbdg_extras(experiment: Experiment, summary: dict[str, Any], folder) -> 
         "baselines": {label: list(curve.values())[-1] for label, curve in curves.items() if label != "FST-CBDG"},
     }
     rows = "\n".join(
-        f"| {label} | {100 * curve[0]:.2f} | {100 * list(curve.values())[-1]:.2f} | {100 * max(curve.values()):.2f} |"
-        for label, curve in curves.items()
+        f"| {label} | {100 * curve[0]:.2f} | {100 * list(curve.values())[-1]:.2f} | {100 * max(curve.values()):.2f} |" for label, curve in curves.items()
     )
     section = f"""
 ## FST-CBDG against the supervised baselines (Figure 3)
@@ -110,6 +116,3 @@ Mean entropy of the zero-shot predictions on the test set: {entropy.mean():.3f} 
 ![zero-shot entropy](zero_shot_entropy.png)
 """
     return additions, section
-
-
-

@@ -53,7 +53,10 @@ TABLE1 = PaperTable(
         ["CIFAR-10 iid", "CIFAR-100 iid", "CINIC-10 iid"],
         [[68.7, 39.0, 63.2], [77.5, 42.9, 70.4], [73.3, 37.8, 66.0], [72.8, 39.8, 66.2], [74.0, 43.2, 66.3]],
     ),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 _T2_COLUMNS = (
@@ -85,7 +88,10 @@ TABLE2 = PaperTable(
             [72.0, 72.8, 73.6, 73.2, 43.3, 65.9, 71.5, 71.9, 72.2, 72.4, 43.1, 65.0],
         ],
     ),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 _T3_COLUMNS = (
@@ -104,8 +110,11 @@ TABLE3 = PaperTable(
         Row("L_tSamp", "fst-cbdg", ("algorithm.losses=synthetic",)),
         # One client holds everything: refreshing all its pseudo-labels every iteration would cost
         # O(n^2 / batch); with L_tSamp alone they only set the epoch's counts, so refresh per batch.
-        Row("L_tSamp (Centralized)", "fst-cbdg", ("algorithm.losses=synthetic", "algorithm.label_refresh=batch",
-                                                  "federation.num_clients=1", "federation.fraction=1.0")),
+        Row(
+            "L_tSamp (Centralized)",
+            "fst-cbdg",
+            ("algorithm.losses=synthetic", "algorithm.label_refresh=batch", "federation.num_clients=1", "federation.fraction=1.0"),
+        ),
         Row("L_iST + L_tSamp", "fst-cbdg"),
     ),
     columns=_T3_COLUMNS,
@@ -114,7 +123,10 @@ TABLE3 = PaperTable(
         [c.label for c in _T3_COLUMNS],
         [[68.7, 68.7, 39.0, 39.0], [68.9, 68.2, 37.5, 37.5], [68.9, 65.7, 37.3, 35.5], [69.4, 69.4, 39.1, 39.1], [72.0, 74.0, 43.3, 43.2]],
     ),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 _T4_COLUMNS = (
@@ -137,7 +149,10 @@ TABLE4 = PaperTable(
         [c.label for c in _T4_COLUMNS],
         [[68.6, 68.6, 37.4, 37.4], [73.2, 74.0, 43.3, 43.2]],
     ),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 FST_CBDG_TABLES = (TABLE1, TABLE2, TABLE3, TABLE4)

@@ -81,8 +81,11 @@ def figure6(experiment: Experiment, state: dict[str, torch.Tensor], path: Path) 
     first = experiment.partition.client(int(state["reps.client"][0]))["train"]
     raw_rows = np.sort(rng.permutation(first.size)[:TSNE_POINTS])
     panels = [
-        (f"(a) raw images of client {int(state['reps.client'][0])}",
-         experiment.train["x"][torch.from_numpy(first[raw_rows])].flatten(1).numpy(), experiment.train["y"][torch.from_numpy(first[raw_rows])].numpy()),
+        (
+            f"(a) raw images of client {int(state['reps.client'][0])}",
+            experiment.train["x"][torch.from_numpy(first[raw_rows])].flatten(1).numpy(),
+            experiment.train["y"][torch.from_numpy(first[raw_rows])].numpy(),
+        ),
         ("(b) server representations (after the projection head)", server_embeddings(experiment, state, rows), labels[rows]),
     ]
     fig, axes = plt.subplots(1, 2, figsize=(11, 5), dpi=110)
@@ -147,8 +150,12 @@ def table8_section(experiment: Experiment, summary: dict[str, Any], state: dict[
     ours = communication.measured(summary)
     expected = communication.formula(params, rounds, samples, rep, clients, views=2)
     method = "MFCL" if mfcl else "FedSimCLR"
-    columns = {"measured (this run)": ours, "formula, this run's sizes": expected,
-               f"paper {method} (CIFAR-10)": communication.PAPER[method], "formula, paper's sizes": communication.paper_formula(method)}
+    columns = {
+        "measured (this run)": ours,
+        "formula, this run's sizes": expected,
+        f"paper {method} (CIFAR-10)": communication.PAPER[method],
+        "formula, paper's sizes": communication.paper_formula(method),
+    }
     section = f"""
 ## Communication burden (Table 8)
 
@@ -191,7 +198,7 @@ def mfcl_extras(experiment: Experiment, summary: dict[str, Any], folder: Path) -
 ## Clients dropped in phase 2 (Figure 7)
 
 Phase 1 as in this run; phase 2 replayed without the representations of a fraction
-delta of the clients (same initial discriminator, {params['server_epochs']} server epochs as the run).
+delta of the clients (same initial discriminator, {params["server_epochs"]} server epochs as the run).
 {note}
 | delta (%) | accuracy (%) |
 |---|---|

@@ -22,8 +22,9 @@ from fedprior.papers.mfcl.communication import PAPER, ROWS, measured
 REAL = ("data.train_subset=0",)
 EMBEDDED = ("data.dataset=fashion-mnist",)
 DATASETS = {"CIFAR-10": "cifar10", "CIFAR-100": "cifar100"}
-NOTE = ("Fashion-MNIST, 2,000 training images, sensor module 16 wide and ResNet-18 8 wide, 15 rounds, 10 server epochs; "
-        "paper numbers are CIFAR-10/100 at full size")
+NOTE = (
+    "Fashion-MNIST, 2,000 training images, sensor module 16 wide and ResNet-18 8 wide, 15 rounds, 10 server epochs; paper numbers are CIFAR-10/100 at full size"
+)
 
 FULL_MFCL = ("algorithm.sensor_width=64", "algorithm.disc_width=64", "algorithm.server_epochs=100", "algorithm.server_batch_size=512")
 FULL_SSL = ("algorithm.width=64",)
@@ -57,19 +58,26 @@ TABLE2 = PaperTable(
     title="Table 2: top-1 accuracy (%) on CIFAR-10, M = 10, scenarios Sc1-Sc10 (self-supervised: linear evaluation)",
     rows=ROWS_2_3,
     columns=_T2_COLUMNS,
-    paper=_paper(ROWS_2_3, _T2_COLUMNS, [
-        [57, 57, 58, 75, 71, 73, 10, 79, 83],
-        [64, 64, 64, 75, 73, 78, 17, 79, 84],
-        [67, 68, 69, 77, 74, 78, 29, 79, 84],
-        [73, 73, 74, 78, 75, 79, 39, 80, 84],
-        [77, 78, 78, 79, 75, 79, 47, 80, 84],
-        [82, 82, 84, 79, 76, 80, 58, 81, 84],
-        [86, 88, 88, 80, 77, 80, 67, 81, 84],
-        [90, 91, 91, 81, 79, 81, 77, 81, 85],
-        [92, 92, 93, 82, 81, 82, 85, 82, 85],
-        [92, 93, 94, 83, 83, 82, 88, 82, 85],
-    ]),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    paper=_paper(
+        ROWS_2_3,
+        _T2_COLUMNS,
+        [
+            [57, 57, 58, 75, 71, 73, 10, 79, 83],
+            [64, 64, 64, 75, 73, 78, 17, 79, 84],
+            [67, 68, 69, 77, 74, 78, 29, 79, 84],
+            [73, 73, 74, 78, 75, 79, 39, 80, 84],
+            [77, 78, 78, 79, 75, 79, 47, 80, 84],
+            [82, 82, 84, 79, 76, 80, 58, 81, 84],
+            [86, 88, 88, 80, 77, 80, 67, 81, 84],
+            [90, 91, 91, 81, 79, 81, 77, 81, 85],
+            [92, 92, 93, 82, 81, 82, 85, 82, 85],
+            [92, 93, 94, 83, 83, 82, 88, 82, 85],
+        ],
+    ),
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 
@@ -77,17 +85,24 @@ def cifar100_scenario(number: int, embedded_window: int | None) -> Column:
     """Table 3's column Sc<number> (100 clients); embedded: 100 clients holding ``embedded_window`` of Fashion-MNIST's 10 classes."""
     window = embedded_window or 1
     return Column(
-        "CIFAR-100", f"Sc{number}", (f"partition.scenario=Sc{number}", "federation.num_clients=100"),
+        "CIFAR-100",
+        f"Sc{number}",
+        (f"partition.scenario=Sc{number}", "federation.num_clients=100"),
         embedded=embedded_window is not None,
-        embedded_overrides=('partition.scenario=""', "partition.scheme=window", f"partition.window={window}",
-                            "federation.num_clients=100"),
+        embedded_overrides=('partition.scenario=""', "partition.scheme=window", f"partition.window={window}", "federation.num_clients=100"),
         embedded_setting=f"W={window}/10, M=100 (as Sc{number})",
     )
 
 
 _T3_COLUMNS = (
-    cifar100_scenario(11, 1), cifar100_scenario(12, None), cifar100_scenario(13, None), cifar100_scenario(20, None),
-    cifar100_scenario(30, 2), cifar100_scenario(70, 6), cifar100_scenario(109, None), cifar100_scenario(110, 10),
+    cifar100_scenario(11, 1),
+    cifar100_scenario(12, None),
+    cifar100_scenario(13, None),
+    cifar100_scenario(20, None),
+    cifar100_scenario(30, 2),
+    cifar100_scenario(70, 6),
+    cifar100_scenario(109, None),
+    cifar100_scenario(110, 10),
 )
 
 TABLE3 = PaperTable(
@@ -95,17 +110,23 @@ TABLE3 = PaperTable(
     title="Table 3: top-1 accuracy (%) on CIFAR-100, M = 100, scenarios Sc11-Sc110 (self-supervised: linear evaluation)",
     rows=ROWS_2_3,
     columns=_T3_COLUMNS,
-    paper=_paper(ROWS_2_3, _T3_COLUMNS, [
-        [18, 18, 20, 31, 31, 37, 2, 40, 43],
-        [20, 21, 22, 34, 34, 40, 4, 43, 45],
-        [21, 22, 23, 36, 35, 40, 7, 44, 45],
-        [27, 27, 28, 37, 36, 40, 14, 44, 45],
-        [31, 31, 33, 37, 38, 41, 18, 45, 46],
-        [47, 47, 48, 40, 40, 42, 45, 45, 47],
-        [57, 57, 57, 44, 46, 49, 50, 48, 49],
-        [57, 57, 58, 45, 46, 49, 51, 49, 49],
-    ]),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS,
+    paper=_paper(
+        ROWS_2_3,
+        _T3_COLUMNS,
+        [
+            [18, 18, 20, 31, 31, 37, 2, 40, 43],
+            [20, 21, 22, 34, 34, 40, 4, 43, 45],
+            [21, 22, 23, 36, 35, 40, 7, 44, 45],
+            [27, 27, 28, 37, 36, 40, 14, 44, 45],
+            [31, 31, 33, 37, 38, 41, 18, 45, 46],
+            [47, 47, 48, 40, 40, 42, 45, 45, 47],
+            [57, 57, 57, 44, 46, 49, 50, 48, 49],
+            [57, 57, 58, 45, 46, 49, 51, 49, 49],
+        ],
+    ),
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
     embedded_note=NOTE + "; Table 3's columns become 100 clients holding W' of 10 classes",
 )
 
@@ -125,7 +146,10 @@ TABLE7 = PaperTable(
     rows=_T7_ROWS,
     columns=_T7_COLUMNS,
     paper=_paper(_T7_ROWS, _T7_COLUMNS, [[73, 17, 74, 79, 75, 84], [82, 88, 82, 83, 84, 85]]),
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS, embedded_note=NOTE,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
+    embedded_note=NOTE,
 )
 
 _T8_ROWS = (
@@ -145,7 +169,9 @@ TABLE8 = PaperTable(
     paper_metrics={(row.label, _T8_COLUMN.label, m): PAPER[row.label][m] for row in _T8_ROWS for m in _T8_METRICS[1:]},
     scales={m: 1.0 for m in _T8_METRICS},
     derived=measured,
-    real=REAL, embedded=EMBEDDED, real_datasets=DATASETS,
+    real=REAL,
+    embedded=EMBEDDED,
+    real_datasets=DATASETS,
     embedded_note=NOTE + "; the paper's clients hold 5,000 images each, these 200",
 )
 
