@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
+from shared import timed
+
 FEDPRIOR = [sys.executable, "-m", "fedprior"]
-
-
-def timed(command: list[str]) -> tuple[float, str]:
-    started = time.perf_counter()
-    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - started, out
 
 
 def main() -> None:

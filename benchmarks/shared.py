@@ -1,4 +1,4 @@
-"""What the benchmarks share: ``--load N`` busy processes, and printing the result.
+"""What the benchmarks share: ``--load N`` busy processes, timing a command, and printing the result.
 
 The busy processes stand for the other jobs of a shared machine. Started and stopped
 by the benchmark; a process of pure Python arithmetic takes one core and no memory
@@ -38,3 +38,10 @@ def print_result(out: dict, as_json: bool) -> None:
     else:
         for key, value in out.items():
             print(f"{key}: {value}")
+
+
+def timed(command: list[str]) -> tuple[float, str]:
+    """Run ``command`` to its end (an error if it fails); its wall seconds and stdout."""
+    started = time.perf_counter()
+    out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+    return time.perf_counter() - started, out
