@@ -39,11 +39,23 @@ def main() -> None:
         keys = ("final_accuracy", "upload_bytes", "download_bytes")
         print(json.dumps({"wall_seconds": round(seconds, 1), **{k: summary.get(k) for k in keys}}))
         return
-    command = [*FEDPRIOR, "table", "mfcl-table2", "--embedded", "--seeds", str(args.seeds), "--rows", ROWS,
-               "--columns", args.scenarios, "--out", str(args.out / "mfcl-table2"), "--json"]
+    command = [
+        *FEDPRIOR,
+        "table",
+        "mfcl-table2",
+        "--embedded",
+        "--seeds",
+        str(args.seeds),
+        "--rows",
+        ROWS,
+        "--columns",
+        args.scenarios,
+        "--out",
+        str(args.out / "mfcl-table2"),
+        "--json",
+    ]
     seconds, _ = timed(command)
-    print(f"mfcl-table2 ({ROWS}; {args.scenarios}): {seconds:.0f} s for {args.seeds} seed(s); "
-          f"see {args.out / 'mfcl-table2' / 'table.md'}")
+    print(f"mfcl-table2 ({ROWS}; {args.scenarios}): {seconds:.0f} s for {args.seeds} seed(s); see {args.out / 'mfcl-table2' / 'table.md'}")
 
 
 if __name__ == "__main__":
