@@ -120,8 +120,7 @@ def agreement_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     raw = [torch.softmax(predict(h, ctx.weak_unlabeled), dim=1) for h in helpers]
     ctx.extra["helper_probabilities"] = raw
     k = own.shape[1]
-    appu = ctx.appu
-    votes = sum((F.one_hot((debias(p, appu) if ctx.training.dpl else p).argmax(1), k) for p in raw), F.one_hot(labels, k))
+    votes = sum((F.one_hot((debias(p, ctx.appu) if ctx.training.dpl else p).argmax(1), k) for p in raw), F.one_hot(labels, k))
     return votes.argmax(1), mask
 
 
