@@ -17,7 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 
-def js_divergence(p: Sequence[float], q: Sequence[float]) -> float:
+def js_divergence(p: Sequence[float] | np.ndarray, q: Sequence[float] | np.ndarray) -> float:
     """JS(p || q) in bits (0 for equal distributions, at most 1); inputs are normalized first."""
     from scipy.spatial.distance import jensenshannon
 

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
 import torch
 from pydantic import Field
 from torch import nn
+from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, ClientData, ClientInfo, Task
 from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
@@ -45,7 +46,7 @@ class LocalOptimizer:
     weight_decay: float = 5e-4
     lr_decay: float = 0.99
 
-    def build(self, params: Iterable[torch.nn.Parameter], round_: int) -> torch.optim.Optimizer:
+    def build(self, params: ParamsT, round_: int) -> torch.optim.Optimizer:
         """The optimizer of a (1-based) round: lr * lr_decay^(round - 1); a fresh one every round."""
         lr = round_lr(self.lr, self.lr_decay, round_)
         if self.kind == "sgd":
@@ -65,16 +66,16 @@ def train_on_device(
     optimizer: LocalOptimizer,
     device: torch.device = CPU,
     loss_fn: LossFn = cross_entropy_loss,
-    params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None,
+    params: Callable[[nn.Module], ParamsT] | None = None,
     after_backward: Callable[[], None] | None = None,
 ) -> dict[str, float]:
     """``epochs`` of mini-batch training of ``model`` on the client's (x, y), on ``device``; the model ends on the CPU.
 
-    ``params(model)`` picks the trained parameters (default: all that require grad);
+    ``params(model)`` picks the trained parameters or parameter groups (default: all that require grad);
     mini-batches are shuffled by the client's own stream (``info.generator()``).
     """
     x = fast_layout(model.to(device), data["x"].to(device))
-    chosen = list(params(model)) if params else [p for p in model.parameters() if p.requires_grad]
+    chosen = params(model) if params else [p for p in model.parameters() if p.requires_grad]
     try:
         return train_epochs(
             model,
@@ -88,7 +89,7 @@ def train_on_device(
             after_backward=after_backward,
         )
     finally:
-        model.to(CPU, memory_format=torch.contiguous_format)
+        model.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
 
 
 @dataclass(frozen=True)
@@ -107,7 +108,7 @@ class LocalTraining:
         info: ClientInfo,
         *,
         loss_fn: LossFn = cross_entropy_loss,
-        params: Callable[[nn.Module], Iterable[torch.nn.Parameter]] | None = None,
+        params: Callable[[nn.Module], ParamsT] | None = None,
         epochs: int | None = None,
     ) -> dict[str, float]:
         """:func:`train_on_device` with these settings (``epochs`` overrides the number of epochs)."""
@@ -132,7 +133,7 @@ def fast_layout(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     evaluation of the embedded ConvNet, measured); ``x`` in that layout, ``model`` converted in place."""
     if x.device.type != "cpu" or x.ndim != 4:
         return x
-    model.to(memory_format=torch.channels_last)
+    model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
     return x.contiguous(memory_format=torch.channels_last)
 
 
@@ -181,5 +182,5 @@ def trains_locally(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm
         return factory(task, shared["model"], training, **values)
 
     task = inspect.Parameter("task", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Task)
-    build.__signature__ = inspect.Signature([task, *SHARED, *own], return_annotation=Algorithm)
+    build.__signature__ = inspect.Signature([task, *SHARED, *own], return_annotation=Algorithm)  # type: ignore[attr-defined]  # inspect reads __signature__; functools' _Wrapped type does not declare it
     return build

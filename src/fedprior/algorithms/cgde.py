@@ -104,7 +104,7 @@ class BatchNormStatistics:
     def __init__(self, model: nn.Module) -> None:
         self.layers = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
         self.terms: list[torch.Tensor] = []
-        self.handles = []
+        self.handles: list[torch.utils.hooks.RemovableHandle] = []
 
     def _hook(self, module: nn.Module, inputs, output) -> None:
         x = inputs[0]

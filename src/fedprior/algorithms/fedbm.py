@@ -45,7 +45,8 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
-from fedprior.algorithms.lkcc import build_classifier, concept_covariances, concept_distributions, concept_embeddings
+from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
+from fedprior.algorithms.local_training import LossFn
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays, with_prefix
 from fedprior.errors import ConfigError
@@ -184,6 +185,7 @@ def fedbm(
     def train_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Eq. 4 under LKCC (Eq. 11 when x holds synthetic images too); cross-entropy for the other classifiers."""
         if isinstance(net, ProjectedNet):
+            assert isinstance(net.head, FixedClassifier)  # build() gives every ProjectedNet one
             return net.head.loss(net.embed(x), y)
         return F.cross_entropy(net(x), y)
 
@@ -212,17 +214,19 @@ def fedbm(
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
-        loss_fn = train_loss
+        loss_fn: LossFn = train_loss
         if synthetic_batch > 0 and any(k.startswith(GENERATOR) for k in message.arrays):
             generator = load_model_arrays(new_generator(), message.arrays, GENERATOR).to(device)
             if device.type == "cpu":
-                generator.to(memory_format=torch.channels_last)
+                generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
             sampler, rng = condition_sampler.to(device), info.generator("synthetic")
 
-            def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            def with_synthetic(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 labels = torch.randint(0, task.num_classes, (synthetic_batch,), generator=rng).to(device)
                 fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic)
                 return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]))
+
+            loss_fn = with_synthetic
 
         metrics = training.fit(local, data, info, loss_fn=loss_fn)
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
@@ -234,13 +238,14 @@ def fedbm(
         teacher = net.load(state).to(device)
         generator = load_model_arrays(new_generator(), state, GENERATOR).to(device)
         if device.type == "cpu":  # oneDNN's fast path for convolutions (see body_training.fast_layout)
-            teacher.to(memory_format=torch.channels_last)
-            generator.to(memory_format=torch.channels_last)
+            teacher.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
+            generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
             load_adam(adam, generator, with_prefix(state, ADAM))
         train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings, to_input, info.generator("cgde"), adam)
-        new = {**state, **model_arrays(generator.to(CPU, memory_format=torch.contiguous_format), GENERATOR), TRAINED: torch.tensor(1)}
+        generator.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
+        new = {**state, **model_arrays(generator, GENERATOR), TRAINED: torch.tensor(1)}
         if adam_state == "kept":
             new.update(add_prefix(adam_arrays(adam, generator), ADAM))
         return new

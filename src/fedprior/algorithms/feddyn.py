@@ -39,7 +39,8 @@ def dynamic_loss(global_params: dict[str, torch.Tensor], grad: dict[str, torch.T
     """L_k(theta) - <g_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2 (Algorithm 1, line 6) as a local loss."""
 
     def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        linear, proximal = 0.0, 0.0
+        linear: torch.Tensor | float = 0.0
+        proximal: torch.Tensor | float = 0.0
         for name, p in model.named_parameters():
             linear = linear + (grad[name].to(p.device) * p).sum()
             proximal = proximal + ((p - global_params[name].to(p.device)) ** 2).sum()

@@ -49,6 +49,8 @@ def simplex_etf(num_classes: int, dim: int, seed: int = 0) -> torch.Tensor:
 class EtfHead(nn.Module):
     """logits = s h W: W a non-persistent buffer (fixed, rebuilt everywhere), s a learnable temperature."""
 
+    etf: torch.Tensor
+
     def __init__(self, etf: torch.Tensor) -> None:
         super().__init__()
         self.register_buffer("etf", etf, persistent=False)

@@ -111,6 +111,7 @@ def choose_helpers(count: int):
 
 def agreement_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     """FedMatch's agreement-based labels: the most voted class of the own and the helpers' argmax; confidence from the own."""
+    assert ctx.probabilities is not None and ctx.appu is not None and ctx.weak_unlabeled is not None  # set by _label
     own = debias(ctx.probabilities, ctx.appu) if ctx.training.dpl else ctx.probabilities
     labels, mask = hard_labels(own, ctx.training.threshold)
     helpers = ctx.extra.get("helpers", [])
@@ -119,7 +120,7 @@ def agreement_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     raw = [torch.softmax(predict(h, ctx.weak_unlabeled), dim=1) for h in helpers]
     ctx.extra["helper_probabilities"] = raw
     k = own.shape[1]
-    votes = F.one_hot(labels, k) + sum(F.one_hot((debias(p, ctx.appu) if ctx.training.dpl else p).argmax(1), k) for p in raw)
+    votes = sum((F.one_hot((debias(p, ctx.appu) if ctx.training.dpl else p).argmax(1), k) for p in raw), F.one_hot(labels, k))
     return votes.argmax(1), mask
 
 
@@ -128,6 +129,7 @@ def consistency_and_regularizers(consistency: float, l1: float, l2: float):
 
     def extra(ctx: Context, epoch: int) -> torch.Tensor:
         loss = torch.zeros((), device=ctx.device)
+        assert ctx.mask is not None and ctx.weak_unlabeled is not None  # pseudo-labeled before any unlabeled loss
         confident = ctx.mask.nonzero().flatten()
         helper_probabilities = ctx.extra.get("helper_probabilities", [])
         if helper_probabilities and confident.numel() and consistency > 0:

@@ -30,6 +30,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays
+from fedprior.models.split import split
 from fedprior.seeding import torch_generator
 
 PROTOTYPES = MODEL + "head.prototypes"
@@ -39,6 +40,8 @@ Scale = Annotated[float, Field(gt=0, description="initial value of the learnable
 
 class CosineHead(nn.Module):
     """logits = s <h / |h|, P_k>; P a buffer (not trained locally), s a parameter."""
+
+    prototypes: torch.Tensor
 
     def __init__(self, prototypes: torch.Tensor, scale: float) -> None:
         super().__init__()
@@ -60,7 +63,7 @@ def orthogonal_prototypes(num_classes: int, dim: int, seed: int) -> torch.Tensor
 def class_means(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
     """(K, D) mean feature per class (zero where absent) and (K,) counts, with the model in eval mode."""
     model.eval()
-    features = torch.cat([model.embed(x[s : s + batch]) for s in range(0, x.shape[0], batch)])
+    features = torch.cat([split(model).embed(x[s : s + batch]) for s in range(0, x.shape[0], batch)])
     counts = torch.bincount(y, minlength=num_classes).to(features.dtype)
     sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device).index_add_(0, y, features)
     return sums / counts.clamp_min(1).unsqueeze(1), counts
@@ -93,11 +96,13 @@ def fednh(
 
     def build() -> nn.Module:
         network = build_model(model, task)
-        network.head = CosineHead(torch.zeros(task.num_classes, network.feature_dim), scale)
+        network.head = CosineHead(torch.zeros(task.num_classes, split(network).feature_dim), scale)
         return network
 
     def initial(network: nn.Module) -> None:
-        network.head.prototypes.copy_(orthogonal_prototypes(task.num_classes, network.feature_dim, 0))
+        head = split(network).head
+        assert isinstance(head, CosineHead)  # build() put it there
+        head.prototypes.copy_(orthogonal_prototypes(task.num_classes, split(network).feature_dim, 0))
 
     net = GlobalModel(build, initial)
 

@@ -33,6 +33,7 @@ from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays
+from fedprior.models.split import split
 
 PROTOS, PRESENT = "prototypes", "prototype_present"
 Lambda = Annotated[float, Field(ge=0, description="weight lambda of the prototype distance (FedETF code: 0.1, as MSE)")]
@@ -78,7 +79,7 @@ def fedproto(
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
     device = training.device
     net = GlobalModel(model_task(task, model))
-    dim = net.build().feature_dim
+    dim = split(net.build()).feature_dim
 
     def init(info: RoundInfo) -> State:
         return {**net.init(info), PROTOS: torch.zeros(task.num_classes, dim), PRESENT: torch.zeros(task.num_classes, dtype=torch.bool)}
@@ -114,7 +115,7 @@ def fedproto(
 
         def one(arrays):
             personal = load_model_arrays(net.build(), arrays).to(device).eval()
-            features = torch.cat([personal.embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+            features = torch.cat([split(personal).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
             return logit_metrics(nearest_prototype_logits(features, state[PROTOS], state[PRESENT]), y)
 
         return mean_metrics(personal_evaluation(state, one))

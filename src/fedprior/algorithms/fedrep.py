@@ -27,6 +27,7 @@ from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.models.split import split
 
 HEAD = "head."
 HeadEpochs = Annotated[int, Field(ge=0, description="epochs on the head before the body's (0: as many as federation.local_epochs, the code FedBM follows)")]
@@ -59,7 +60,7 @@ def fedrep(
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         if state:
-            local.head.load_state_dict(with_prefix(state, HEAD))
+            split(local).head.load_state_dict(with_prefix(state, HEAD))
         set_trainable(local, head=True)
         training.fit(local, data, info, epochs=head_epochs or training.epochs)
         set_trainable(local, head=False)
@@ -67,7 +68,7 @@ def fedrep(
         local.requires_grad_(True)
         arrays = model_arrays(local)
         body = {k: v for k, v in arrays.items() if not k.startswith(MODEL + HEAD)}
-        head = model_arrays(local.head, HEAD)
+        head = model_arrays(split(local).head, HEAD)
         personal = add_prefix(with_prefix(head, HEAD), f"{EVAL}{info.client_id}.")
         return Reply({**body, **personal}, int(data["x"].shape[0]), metrics), head
 
@@ -80,7 +81,7 @@ def fedrep(
         x, y = data["x"].to(device), data["y"].to(device)
         if not any(k.startswith(EVAL) for k in state):
             return classification_metrics(body, x, y)
-        features = torch.cat([body.embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+        features = torch.cat([split(body).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
         return mean_metrics(personal_evaluation(state, lambda head: head_metrics(features, head, y)))
 
     return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate)

@@ -17,17 +17,19 @@ generic model's (body + G-head).
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
+from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.body_training import LocalTraining, trains_locally
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import model_arrays, with_prefix
+from fedprior.models.split import split
 
 PERSONAL = "personal."
 Gamma = Annotated[float, Field(ge=0, description="weight of log class counts in the balanced softmax (FedBM: 1)")]
@@ -52,8 +54,8 @@ class TwoHeads(nn.Module):
         self.shared, self.personal = shared, personal
 
     def losses(self, x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, gamma: float) -> tuple[torch.Tensor, torch.Tensor]:
-        z = self.shared.embed(x)
-        generic = self.shared.head(z)
+        z = split(self.shared).embed(x)
+        generic = split(self.shared).head(z)
         personal = generic.detach() + self.personal(z.detach())
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
@@ -71,16 +73,21 @@ def fedrod(
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         shared = net.load(message.arrays)
-        personal = nn.Linear(shared.feature_dim, task.num_classes)
+        personal = nn.Linear(split(shared).feature_dim, task.num_classes)
         personal.load_state_dict(with_prefix(state, PERSONAL) or with_prefix(message.arrays, "model.head."))
         both = TwoHeads(shared, personal)
         counts = class_counts(data["y"], task.num_classes)
 
-        def loss_fn(m: TwoHeads, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            assert isinstance(m, TwoHeads)  # fit passes the model it trains: both
             generic_loss, personal_loss = m.losses(x, y, counts, gamma)
             return generic_loss + personal_loss
 
-        groups = lambda m: [{"params": m.shared.parameters()}, {"params": m.personal.parameters(), "momentum": 0.0, "weight_decay": 0.0}]  # noqa: E731
+        def groups(m: nn.Module) -> ParamsT:
+            assert isinstance(m, TwoHeads)
+            shared_group: dict[str, Any] = {"params": m.shared.parameters()}
+            return [shared_group, {"params": m.personal.parameters(), "momentum": 0.0, "weight_decay": 0.0}]
+
         metrics = training.fit(both, data, info, loss_fn=loss_fn, params=groups)
         return Reply(model_arrays(shared), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL)
 

@@ -69,6 +69,7 @@ def fedswav(
         raise ConfigError(f"algorithm.name: fedswav trains on images (C, H, W); the data gives {task.input_shape}")
 
     def loss(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
+        assert isinstance(model, SwavNet)  # two_view_fedavg trains the network build() gives
         with torch.no_grad():
             model.prototypes.weight.copy_(F.normalize(model.prototypes.weight, dim=1))
         z = F.normalize(model(torch.cat([view1, view2])), dim=1)

@@ -321,9 +321,11 @@ def fst_cbdg(
                 q[run.client_rows(c)] = s[LABELS].to(device)
         objective = FstObjective(task, text, q, **settings)
         run.run(local_epochs, objective)
+        drawn = objective.synthetic_drawn
+        assert drawn is not None  # set by start_epoch; local_epochs >= 1
         out = []
         for c, reply in enumerate(run.replies()):
-            reply.metrics["synthetic_samples"] = float(objective.synthetic_drawn[c])
+            reply.metrics["synthetic_samples"] = float(drawn[c])
             new_state = {LABELS: q[run.client_rows(c)].to("cpu", copy=True)} if keep_labels else {}
             out.append((reply, new_state))
         return out

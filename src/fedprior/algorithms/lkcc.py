@@ -75,6 +75,9 @@ class FixedClassifier(nn.Module):
     with cross-entropy (Table VIII). Inputs are the L2-normalized representations h.
     """
 
+    weight: torch.Tensor
+    var: torch.Tensor
+
     def __init__(self, kind: str, weight: torch.Tensor, var: torch.Tensor, tau: float) -> None:
         super().__init__()
         if kind not in CLASSIFIERS:

@@ -15,6 +15,7 @@ from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train
 from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
 from fedprior.algorithms.tensors import model_arrays
 from fedprior.errors import ConfigError
+from fedprior.models.split import split
 
 MoonMu = Annotated[float, Field(ge=0, description="weight mu of the model-contrastive loss (MOON: 5 on CIFAR-10, 1 on CIFAR-100)")]
 MoonTemperature = Annotated[float, Field(gt=0, description="temperature tau of the model-contrastive loss (MOON: 0.5)")]
@@ -35,9 +36,9 @@ def moon_loss(global_model: nn.Module, previous_model: nn.Module, mu: float, tau
             p.requires_grad_(False)
 
     def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        z = model.embed(x)
+        z = split(model).embed(x)
         with torch.no_grad():
-            z_global, z_previous = global_model.embed(x), previous_model.embed(x)
+            z_global, z_previous = split(global_model).embed(x), split(previous_model).embed(x)
         return cross_entropy_loss(model, x, y) + mu * model_contrastive_loss(z, z_global, z_previous, tau)
 
     return loss

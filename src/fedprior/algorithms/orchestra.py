@@ -172,12 +172,13 @@ def orchestra(
         if info.stage == "setup":  # no training: centroids of the target projections of up to `memory` images
             with torch.no_grad():
                 rows = torch.randperm(images.shape[0], generator=g)[:memory]
-                bank = F.normalize(model.target(images[rows]), dim=1)
-            return Reply({LOCAL: local_clustering(bank.cpu(), local_clusters, g)}, int(images.shape[0])), state
+                targets = F.normalize(model.target(images[rows]), dim=1)
+            return Reply({LOCAL: local_clustering(targets.cpu(), local_clusters, g)}, int(images.shape[0])), state
         bank: list[torch.Tensor] = []
         turns = info.generator("rotation")
 
         def loss(m: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
+            assert isinstance(m, OrchestraNet)  # two_view_epochs passes the model it trains
             centroids = m.centroids.weight.detach()
             z2 = F.normalize(m.online(view2), dim=1)
             with torch.no_grad():

@@ -72,7 +72,7 @@ class AlgorithmSpec:
 
     def config_model(self) -> type[BaseModel]:
         """A pydantic model of the hyperparameters (unknown keys rejected)."""
-        fields = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
+        fields: dict[str, Any] = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
         return create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:

@@ -64,6 +64,7 @@ def scaffold(
 
         def correct_gradients() -> None:
             for name, p in params.items():
+                assert p.grad is not None  # called after backward: every parameter of the model has a gradient
                 p.grad.add_(correction[name])
 
         step_lr = round_lr(lr, lr_decay, info.round)

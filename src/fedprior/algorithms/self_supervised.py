@@ -28,6 +28,7 @@ from fedprior.algorithms.tensors import model_arrays
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.models.peer_norm import peer_views
+from fedprior.models.split import split
 
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -123,6 +124,6 @@ def two_view_fedavg(
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.load(state)
-        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device)
+        return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device)
 
     return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate)

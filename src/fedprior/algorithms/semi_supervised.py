@@ -120,6 +120,7 @@ class Context:
 
 def default_pseudo_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     """Eq. (3)-(4) on p, or with DPL (``training.dpl``) Algorithm 1 on the debiased p (Eq. 14)."""
+    assert ctx.probabilities is not None and ctx.appu is not None  # set by _label before it asks for labels
     p = debias(ctx.probabilities, ctx.appu) if ctx.training.dpl else ctx.probabilities
     return hard_labels(p, ctx.training.threshold)
 
@@ -296,6 +297,7 @@ class SemiSupervised:
         arrays = {k: v.cpu() for k, v in arrays.items()}
         new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
         if t.use_unlabeled:
+            assert ctx.appu is not None  # set by _label
             arrays[APPU] = ctx.appu.cpu().float()
             if t.diagnostics:
                 arrays[LABEL_COUNTS] = class_counts(y_l, self.task.num_classes)
@@ -349,6 +351,7 @@ class SemiSupervised:
                     torch.nn.utils.clip_grad_norm_(parameters, t.clip)
                 optimizer.step()
             if refreshed is not None:
+                assert ctx.appu is not None  # set by _label (refreshed only with unlabeled data)
                 ctx.appu = moving_average(ctx.appu, refreshed, t.appu_gamma)
             totals["loss_labeled"] += float(loss_s.detach()) / t.epochs
             totals["loss_unlabeled"] += float(loss_u.detach()) / t.epochs
@@ -356,6 +359,7 @@ class SemiSupervised:
 
     def _unlabeled_loss(self, ctx: Context) -> torch.Tensor:
         """Eq. (4): CE of the strong view against the pseudo-label, over the confident images."""
+        assert ctx.mask is not None and ctx.labels is not None  # set by _label
         confident = ctx.mask.nonzero().flatten()
         if confident.numel() == 0:
             return torch.zeros((), device=ctx.device)

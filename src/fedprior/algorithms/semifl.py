@@ -39,6 +39,7 @@ def mixup_loss(alpha: float, weight: float):
     """SemiFL's MixUp term on the confident images, one lambda per epoch (see the module docstring)."""
 
     def extra(ctx: Context, epoch: int) -> torch.Tensor:
+        assert ctx.mask is not None and ctx.labels is not None  # pseudo-labeled before any unlabeled loss
         confident = ctx.mask.nonzero().flatten()
         if confident.numel() == 0 or weight == 0:
             return torch.zeros((), device=ctx.device)

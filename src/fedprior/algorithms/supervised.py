@@ -4,29 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Generic
 
 import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientUpdate, Reply, RoundInfo, State, Task
 from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.tensors import MODEL, load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.tensors import MODEL, M, load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.seeding import derived_seed
 
 
 @dataclass(frozen=True)
-class GlobalModel:
+class GlobalModel(Generic[M]):
     """The global model of an algorithm: how to build it, and the pure functions around it.
 
     ``build`` returns a fresh module with the architecture (its weights are then
     overwritten); ``initial`` sets the weights of round 0 (default: the module's own
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``; States
-    and Replies hold CPU tensors.
+    and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
     """
 
-    build: Callable[[], nn.Module]
-    initial: Callable[[nn.Module], None] | None = None
+    build: Callable[[], M]
+    initial: Callable[[M], None] | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
 
     def init(self, info: RoundInfo) -> State:
@@ -54,7 +55,7 @@ class GlobalModel:
         )
         return Algorithm(**{**parts, **overrides})
 
-    def load(self, arrays: State) -> nn.Module:
+    def load(self, arrays: State) -> M:
         """A fresh model with the ``model.``-named weights of ``arrays``, on the device."""
         return load_model_arrays(self.build(), arrays).to(self.device)
 

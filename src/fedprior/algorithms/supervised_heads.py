@@ -12,6 +12,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.linear_heads import (
     BIAS,
     WEIGHT,
+    HeadObjective,
     HeadTraining,
     Sgd,
     broadcast_head,
@@ -70,7 +71,7 @@ class NotTrueDistillationObjective(CrossEntropyObjective):
         return super().loss(run, step, logits, rows, mask) + self.beta * masked_mean(ntd, mask).sum()
 
 
-ObjectiveFactory = Callable[[Broadcast, torch.Tensor], object]
+ObjectiveFactory = Callable[[Broadcast, torch.Tensor], HeadObjective]
 """``objective(broadcast, labels)``; the broadcast's tensors and the labels are on the run's device."""
 
 

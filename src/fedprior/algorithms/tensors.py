@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -10,6 +11,8 @@ from torch import nn
 from fedprior.algorithms.base import Arrays
 
 MODEL = "model."
+
+M = TypeVar("M", bound=nn.Module)
 
 
 def model_arrays(model: nn.Module, prefix: str = MODEL) -> Arrays:
@@ -27,7 +30,7 @@ def to_cpu(arrays: Arrays) -> Arrays:
     return {name: value.detach().cpu() for name, value in arrays.items()}
 
 
-def load_model_arrays(model: nn.Module, arrays: Arrays, prefix: str = MODEL) -> nn.Module:
+def load_model_arrays(model: M, arrays: Arrays, prefix: str = MODEL) -> M:
     """Load the ``prefix``-named tensors of ``arrays`` into ``model`` (strictly: all of them, nothing else)."""
     model.load_state_dict(with_prefix(arrays, prefix), strict=True)
     return model

@@ -144,7 +144,10 @@ def load_cifar(layout: CifarLayout, root: Path | None = None, download: bool = F
     meta = read_batch(folder / layout.meta_file)
     if layout.names_key not in meta:
         raise DatasetNotFoundError(f"{folder / layout.meta_file} lacks the key {layout.names_key!r}")
-    class_names = tuple(n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in meta[layout.names_key])
+    names = meta[layout.names_key]
+    if not isinstance(names, (list, tuple)):
+        raise DatasetNotFoundError(f"{folder / layout.meta_file}: {layout.names_key!r} holds a {type(names).__name__}, not a list of names")
+    class_names = tuple(n.decode("utf-8") if isinstance(n, bytes) else str(n) for n in names)
     return Dataset(
         name=layout.name,
         train_images=np.concatenate([images for images, _ in train]),

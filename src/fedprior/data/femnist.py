@@ -96,7 +96,21 @@ def load_femnist(root: Path | None = None, download: bool = False) -> Dataset:
             arrays[f"{split}_labels"] = np.concatenate([writers[u][1] for u in users])
         groups = np.concatenate([np.full(writers[u][1].size, i, dtype=np.int64) for i, u in enumerate(parts[0])])
         write_npz(cached, train_groups=groups, **arrays)
-        return Dataset(name=NAME, class_names=CLASS_NAMES, train_groups=groups, **arrays)
+        return _dataset({**arrays, "train_groups": groups})
     with np.load(cached) as saved:
-        arrays = {k: saved[k] for k in saved.files}
-    return Dataset(name=NAME, class_names=CLASS_NAMES, **arrays)
+        return _dataset({k: saved[k] for k in saved.files})
+
+
+def _dataset(arrays: dict[str, np.ndarray]) -> Dataset:
+    """The Dataset of the selection's arrays (``train_images``, ``train_labels``, ..., ``train_groups``)."""
+    return Dataset(
+        name=NAME,
+        class_names=CLASS_NAMES,
+        train_images=arrays["train_images"],
+        train_labels=arrays["train_labels"],
+        val_images=arrays["val_images"],
+        val_labels=arrays["val_labels"],
+        test_images=arrays["test_images"],
+        test_labels=arrays["test_labels"],
+        train_groups=arrays["train_groups"],
+    )

@@ -14,16 +14,20 @@ import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from fedprior.data.locations import dataset_cache_dir
 from fedprior.errors import DatasetNotFoundError
 
+if TYPE_CHECKING:
+    from fedprior.data.dataset import Dataset
+
 
 def image_files(split_dir: Path, class_folders: Sequence[str], extensions: tuple[str, ...]) -> list[tuple[Path, int]]:
     """Every ``<class>/*<ext>`` under ``split_dir`` with its class index, in a fixed (sorted) order."""
-    files = []
+    files: list[tuple[Path, int]] = []
     for label, folder in enumerate(class_folders):
         names = sorted(e.name for e in os.scandir(split_dir / folder) if e.name.lower().endswith(extensions))
         files.extend((split_dir / folder / name, label) for name in names)
@@ -43,10 +47,10 @@ def decode_images(files: Sequence[tuple[Path, int]], size: int, channels: int, d
     progress = track(files, description=description, transient=True, console=Console(stderr=True), disable=len(files) < 2000)
     for i, (path, _) in enumerate(progress):
         try:
-            with Image.open(path) as image:
-                image = image.convert(mode)
+            with Image.open(path) as opened:
+                image = opened.convert(mode)
                 if resize and image.size != (size, size):
-                    image = image.resize((size, size), Image.BILINEAR)
+                    image = image.resize((size, size), Image.Resampling.BILINEAR)
                 pixels = np.asarray(image)
         except OSError as error:
             raise DatasetNotFoundError(f"{path} is not a readable image ({error})") from error
@@ -68,7 +72,7 @@ def write_npz(path: Path, **arrays: np.ndarray) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".npz.part")
         with os.fdopen(handle, "wb") as out:
-            np.savez(out, **arrays)
+            np.savez(out, allow_pickle=False, **arrays)  # numeric arrays only; naming the flag lets mypy match **arrays
         os.replace(tmp, path)
     except OSError as error:
         if tmp is not None:
@@ -100,12 +104,21 @@ def load_class_folders(
     return images, labels
 
 
-def split_dataset(name: str, class_names: tuple[str, ...], parts: dict[str, tuple[np.ndarray, np.ndarray]]):
-    """A Dataset from ``{"train": (images, labels), "val": ..., "test": ...}``."""
+def split_dataset(name: str, class_names: tuple[str, ...], parts: dict[str, tuple[np.ndarray, np.ndarray]]) -> Dataset:
+    """A Dataset from ``{"train": (images, labels), "test": ...}`` and optionally ``"val"``."""
     from fedprior.data.dataset import Dataset
 
-    arrays = {f"{split}_{kind}": array for split, pair in parts.items() for kind, array in zip(("images", "labels"), pair, strict=True)}
-    return Dataset(name=name, class_names=class_names, **arrays)
+    val_images, val_labels = parts.get("val", (None, None))
+    return Dataset(
+        name=name,
+        class_names=class_names,
+        train_images=parts["train"][0],
+        train_labels=parts["train"][1],
+        test_images=parts["test"][0],
+        test_labels=parts["test"][1],
+        val_images=val_images,
+        val_labels=val_labels,
+    )
 
 
 def stratified_split(labels: np.ndarray, fractions: Sequence[float], rng: np.random.Generator) -> list[np.ndarray]:

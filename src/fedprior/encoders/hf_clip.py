@@ -123,7 +123,7 @@ class HFClipEncoder:
     """Training images the encoder used for itself: none for real CLIP."""
 
     def __init__(self, spec: str, download: bool = False, device: torch.device = torch.device("cpu")) -> None:
-        from transformers import AutoTokenizer, CLIPModel
+        from transformers import AutoTokenizer, CLIPModel, CLIPTextConfig, CLIPVisionConfig
 
         folder = resolve_folder(spec, download)
         try:
@@ -136,9 +136,13 @@ class HFClipEncoder:
         self.folder = folder
         self.device = torch.device(device)
         self.model = model.float().eval().requires_grad_(False).to(self.device)
-        self.dim = int(model.config.projection_dim)
-        self.max_length = int(model.config.text_config.max_position_embeddings)
-        self.preprocess = preprocess_from_folder(folder, int(model.config.vision_config.image_size))
+        config = model.config
+        # CLIPConfig turns dict sub-configs into config objects when it is built; a CLIP checkpoint has square images
+        assert isinstance(config.text_config, CLIPTextConfig) and isinstance(config.vision_config, CLIPVisionConfig)
+        assert config.projection_dim is not None and isinstance(config.vision_config.image_size, int)
+        self.dim = int(config.projection_dim)
+        self.max_length = int(config.text_config.max_position_embeddings)
+        self.preprocess = preprocess_from_folder(folder, int(config.vision_config.image_size))
         self.fingerprint = fingerprint("hf-clip", self.preprocess.describe(), files=folder_files(folder), root=folder)
 
     @torch.no_grad()

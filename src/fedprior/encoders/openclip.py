@@ -205,6 +205,8 @@ def preprocess_config(model: torch.nn.Module, pretrained_cfg: dict[str, Any], op
     cfg = dict(getter(model)) if getter else {}
     cfg.update({k: pretrained_cfg[k] for k in ("mean", "std", "resize_mode", "interpolation") if k in pretrained_cfg})
     size = cfg.get("size") or getattr(model.visual, "image_size", 224)
+    if size is None:
+        raise FedpriorError("open_clip model states no image size (preprocess config 'size', visual.image_size)")
     if isinstance(size, (tuple, list)):
         if len(set(size)) != 1:
             raise FedpriorError(f"open_clip image size {tuple(size)} is not square; fedprior's CLIP preprocessing crops squares")

@@ -79,7 +79,10 @@ class SentenceTextEncoder:
         self.name = name
         self.fingerprint = folder_fingerprint(folder)
         dimension = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
-        self.dim = int(dimension())
+        dim = dimension()
+        if dim is None:
+            raise FedpriorError(f"encoder: the sentence-transformers model in {folder} does not report its embedding dimension")
+        self.dim = int(dim)
 
     @torch.no_grad()
     def encode_texts(self, texts: list[str]) -> torch.Tensor:

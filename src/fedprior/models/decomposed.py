@@ -43,12 +43,16 @@ def is_psi(name: str) -> bool:
     return name.endswith(".psi")
 
 
-def sigma_psi_pairs(model: nn.Module) -> list[tuple[nn.Parameter, nn.Parameter]]:
-    """(sigma, psi) of every decomposed parameter, in module order."""
-    pairs = []
+def sigma_psi_pairs(model: nn.Module) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """(sigma, psi) of every decomposed parameter, in module order (both are parameters)."""
+    pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
     for module in model.modules():
         if parametrize.is_parametrized(module):
-            for name in module.parametrizations:  # type: ignore[union-attr]
-                plist = module.parametrizations[name]  # type: ignore[index]
-                pairs.append((plist.original, plist[0].psi))
+            plists = module.parametrizations
+            assert isinstance(plists, nn.ModuleDict)  # what register_parametrization installs
+            for plist in plists.values():
+                assert isinstance(plist, parametrize.ParametrizationList)
+                add_psi = plist[0]
+                assert isinstance(add_psi, AddPsi)  # decompose() registers only AddPsi
+                pairs.append((plist.original, add_psi.psi))
     return pairs

@@ -18,19 +18,21 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedprior.models.split import split
+
 
 class ProjectedNet(nn.Module):
     def __init__(self, backbone: nn.Module, dim: int, head: nn.Module) -> None:
         super().__init__()
         backbone.head = nn.Identity()
         self.body = backbone
-        self.projection = nn.Linear(backbone.feature_dim, dim)
+        self.projection = nn.Linear(split(backbone).feature_dim, dim)
         self.head = head
         self.feature_dim = dim
 
     def embed(self, x: torch.Tensor) -> torch.Tensor:
         """Images -> (N, dim) unit vectors h."""
-        return F.normalize(self.projection(self.body.embed(x)), dim=1)
+        return F.normalize(self.projection(split(self.body).embed(x)), dim=1)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.head(self.embed(x))

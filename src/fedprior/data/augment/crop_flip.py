@@ -17,7 +17,8 @@ def crop_flip(images: torch.Tensor, padding: int = 4, vertical: bool = True) -> 
     """A randomly cropped (from the zero-padded image) and flipped view of every image of (N, C, H, W)."""
     import kornia.augmentation as K
 
-    ops: list[nn.Module] = [K.RandomCrop(tuple(images.shape[-2:]), padding=padding), K.RandomHorizontalFlip()]
+    height, width = images.shape[-2:]
+    ops: list[nn.Module] = [K.RandomCrop((height, width), padding=padding), K.RandomHorizontalFlip()]
     if vertical:
         ops.append(K.RandomVerticalFlip())
     return nn.Sequential(*ops)(images)

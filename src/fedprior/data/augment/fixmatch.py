@@ -91,7 +91,7 @@ class FixMatchAugment:
             from kornia.augmentation.auto.rand_augment.rand_augment import default_policy
 
             pad = max(1, round(self.pad_fraction * min(height, width)))
-            weak = [K.RandomHorizontalFlip(p=0.5)] if self.flip else []
+            weak: list[torch.nn.Module] = [K.RandomHorizontalFlip(p=0.5)] if self.flip else []
             weak.append(K.RandomCrop((height, width), padding=pad, padding_mode="reflect"))
             magnitude = min(3.0 * self.m, 29.0)
             self._ops[key] = {

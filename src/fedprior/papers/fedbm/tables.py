@@ -57,7 +57,7 @@ def columns(*datasets: str) -> tuple[Column, ...]:
 
 def fedbm_settings(cols: tuple[Column, ...]) -> dict[tuple[str, str], tuple[str, ...]]:
     """FedBM's per-dataset settings in the paper's setting: prompts, the code's generator width, README values."""
-    out = {}
+    out: dict[tuple[str, str], tuple[str, ...]] = {}
     for c in cols:
         tau, lambda_dis, synthetic = TUNED.get((c.dataset, c.setting.removeprefix("beta=")), (12.5, 0.1, 16))
         out[("fedbm", c.label)] = (

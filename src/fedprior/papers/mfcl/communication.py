@@ -24,7 +24,7 @@ byte-of-float ratio: 8 bits a byte, times 3 for the code rate.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 BITS_PER_NUMBER = 32
 CODE_RATE = 1 / 3
@@ -45,9 +45,20 @@ PAPER = {
 }
 """Table 8 as printed (CIFAR-10, M = 10 clients of 5,000 images; FedSimCLR 800 rounds, MFCL 15)."""
 
-PAPER_SETTING = {
-    "FedSimCLR": dict(params=11e6, rounds=800, samples=5000, rep_elements=0, clients=10),
-    "MFCL": dict(params=10e4, rounds=15, samples=5000, rep_elements=32 * 32 * 64, clients=10),
+
+class PaperSizes(TypedDict):
+    """The arguments of :func:`formula` that the paper states for one method."""
+
+    params: float
+    rounds: int
+    samples: float
+    rep_elements: float
+    clients: int
+
+
+PAPER_SETTING: dict[str, PaperSizes] = {
+    "FedSimCLR": PaperSizes(params=11e6, rounds=800, samples=5000, rep_elements=0, clients=10),
+    "MFCL": PaperSizes(params=10e4, rounds=15, samples=5000, rep_elements=32 * 32 * 64, clients=10),
 }
 """The sizes the paper states for Table 8 (Appendix D.4)."""
 

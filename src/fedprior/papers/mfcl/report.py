@@ -116,7 +116,9 @@ def replay_phase_2(experiment: Experiment, state: dict[str, torch.Tensor], drop:
     server = next(s for s in algorithm.stages if s.name == "server")
     for epoch in range(1, (server.rounds or 0) + 1):
         replay = algorithm.aggregate(replay, [], RoundInfo(seed=seed, stage="server", round=epoch))
-    return float(algorithm.evaluate(replay, experiment.test)["accuracy"])
+    accuracy = algorithm.evaluate(replay, experiment.test)["accuracy"]
+    assert not isinstance(accuracy, list)  # a number; lists are per-class metrics
+    return float(accuracy)
 
 
 def figure7(points: dict[float, float], norm: str, path: Path) -> None:
