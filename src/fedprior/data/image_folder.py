@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tempfile
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from fedprior.atomic import atomic_write
 from fedprior.data.locations import dataset_cache_dir
 from fedprior.errors import DatasetNotFoundError
 
@@ -66,17 +66,11 @@ def _cache_path(cache_name: str, split_dir: Path, count: int, size: int) -> Path
 
 
 def write_npz(path: Path, **arrays: np.ndarray) -> None:
-    """Save decoded arrays atomically; a cache that cannot be written only costs speed next time."""
-    tmp = None
+    """Save decoded arrays atomically (:func:`fedprior.atomic.atomic_write`, which also clears temp files a killed
+    write left); a cache that cannot be written only costs speed next time."""
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.stem, suffix=".npz.part")
-        with os.fdopen(handle, "wb") as out:
-            np.savez(out, allow_pickle=False, **arrays)  # numeric arrays only; naming the flag lets mypy match **arrays
-        os.replace(tmp, path)
+        atomic_write(path, lambda out: np.savez(out, allow_pickle=False, **arrays))  # numeric arrays only
     except OSError as error:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
         warnings.warn(f"could not cache decoded images at {path}: {error}", stacklevel=3)
 
 
