@@ -130,6 +130,14 @@ def test_failing_clients_are_logged_the_round_aggregates_the_others_and_a_round_
     assert load_checkpoint(tmp_path / "run" / "checkpoint.safetensors").progress.round == 3
 
 
+def test_run_non_finite_drop_applies_on_flower_as_in_process(tmp_path, shared_cache):
+    """run.non_finite = 'drop' reaches the Flower round loop: diverged updates are left out and counted, not a stop."""
+    preset, overrides = CNN
+    summary = run((preset, [*overrides, "federation.rounds=2", "algorithm.lr=1e30", "run.non_finite='drop'"]), "flower-sim", tmp_path / "run")
+    assert summary["rounds"] == 2 and summary["failed_updates"] == summary["client_updates"] == 6  # 3 a round, all diverged
+    assert summary["rounds_without_update"] == [1, 2]
+
+
 class Crash(Exception):
     pass
 

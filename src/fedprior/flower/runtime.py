@@ -20,6 +20,34 @@ def require_flower() -> None:
         raise FedpriorError("the Flower runtimes need Flower: pip install 'fedprior[flower]' (flwr[simulation]==1.41.0)") from None
 
 
+def federate_experiment(
+    grid, experiment, run, start: RunState | None, on_round: Callable[[dict[str, Any]], None] | None, settings, checkpoint_metadata: dict[str, str] | None
+) -> SimulationResult:
+    """The round loop of ``experiment`` on the grid's SuperNodes, with every round-loop setting its config gives
+    (the same ones the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
+    from fedprior.flower.server_app import federate
+
+    config = experiment.config
+    return federate(
+        grid,
+        experiment.algorithm,
+        experiment.test,
+        num_clients=experiment.task.num_clients,
+        seed=config.run.seed,
+        rounds=config.federation.rounds,
+        fraction=config.federation.fraction,
+        vectorize=config.run.vectorize,
+        checkpoint_path=run.checkpoint,
+        start=start,
+        on_round=on_round,
+        settings=settings,
+        checkpoint_metadata=checkpoint_metadata,
+        evaluate_every=config.federation.evaluate_every,
+        wait_for_clients=config.federation.wait_for_clients,
+        non_finite=config.run.non_finite,
+    )
+
+
 def train_on_flower(
     experiment,
     run,
@@ -44,7 +72,7 @@ def train_on_flower(
     runtime = experiment.config.run.runtime
     if grid is not None:
         from fedprior.flower.export import export_all
-        from fedprior.flower.server_app import federate, settings_from_run_config
+        from fedprior.flower.server_app import settings_from_run_config
         from fedprior.flower.simulation import run_key
 
         run_config = run_config or {}
@@ -52,24 +80,7 @@ def train_on_flower(
         if run_config.get("export-data", True):  # for simulated nodes, which have no data folder of their own
             export_all(experiment, data_dir)
         settings = settings_from_run_config(run_config, data_hint=str(data_dir) if data_dir.exists() else "", run_key=run_key(run))
-        config = experiment.config
-        result = federate(
-            grid,
-            experiment.algorithm,
-            experiment.test,
-            num_clients=experiment.task.num_clients,
-            seed=config.run.seed,
-            rounds=config.federation.rounds,
-            fraction=config.federation.fraction,
-            vectorize=config.run.vectorize,
-            checkpoint_path=run.checkpoint,
-            start=start,
-            on_round=on_round,
-            settings=settings,
-            checkpoint_metadata=checkpoint_metadata,
-            evaluate_every=config.federation.evaluate_every,
-            wait_for_clients=config.federation.wait_for_clients,
-        )
+        result = federate_experiment(grid, experiment, run, start, on_round, settings, checkpoint_metadata)
         shutil.rmtree(data_dir, ignore_errors=True)  # finished: the exported data and simulated nodes' states
         if data_dir.parent.is_dir() and not any(data_dir.parent.iterdir()):
             data_dir.parent.rmdir()

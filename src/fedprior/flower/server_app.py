@@ -53,6 +53,7 @@ from fedprior.flower.records import (
     train_content,
 )
 from fedprior.runtime.checkpoint import RunState
+from fedprior.runtime.divergence import NonFinite
 from fedprior.runtime.simulation import SimulationResult, run_rounds
 
 log = logging.getLogger("fedprior.flower")
@@ -229,6 +230,7 @@ def federate(
     checkpoint_metadata: dict[str, str] | None = None,
     evaluate_every: int = 1,
     wait_for_clients: float = 0.0,
+    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
     return run_rounds(
@@ -245,6 +247,7 @@ def federate(
         checkpoint_metadata=checkpoint_metadata,
         evaluate_every=evaluate_every,
         wait_for_clients=wait_for_clients,
+        non_finite=non_finite,
     )
 
 

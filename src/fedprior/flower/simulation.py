@@ -74,9 +74,9 @@ def run_flower_simulation(
 
     from fedprior.flower.client_app import client_app as make_client_app
     from fedprior.flower.export import export_all
-    from fedprior.flower.server_app import Settings, federate
+    from fedprior.flower.runtime import federate_experiment
+    from fedprior.flower.server_app import Settings
 
-    config = experiment.config
     num_clients = experiment.task.num_clients
     data_dir = export_all(experiment, run.path / "flower" / "data")
     settings = Settings(round_timeout=round_timeout, min_nodes=num_clients, data_hint=str(data_dir), run_key=run_key(run))
@@ -86,23 +86,7 @@ def run_flower_simulation(
 
     @server.main()
     def main(grid: Grid, context: Context) -> None:
-        outcome["result"] = federate(
-            grid,
-            experiment.algorithm,
-            experiment.test,
-            num_clients=num_clients,
-            seed=config.run.seed,
-            rounds=config.federation.rounds,
-            fraction=config.federation.fraction,
-            vectorize=config.run.vectorize,
-            checkpoint_path=run.checkpoint,
-            start=start,
-            on_round=on_round,
-            settings=settings,
-            checkpoint_metadata=checkpoint_metadata,
-            evaluate_every=config.federation.evaluate_every,
-            wait_for_clients=config.federation.wait_for_clients,
-        )
+        outcome["result"] = federate_experiment(grid, experiment, run, start, on_round, settings, checkpoint_metadata)
 
     flwr_logger = logging.getLogger("flwr")
     level = flwr_logger.level
