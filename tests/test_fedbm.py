@@ -260,3 +260,13 @@ def test_without_lkcc_the_head_is_trained_and_sent(fake_concepts):
 def test_fedbm_needs_images_and_batchnorm_for_eq8(fake_concepts):
     with pytest.raises(Exception, match="square images"):
         fedbm(Task(3, (16,), ("a", "b", "c"), 4), **SMALL)
+
+
+def test_generated_images_are_standardized_with_the_tasks_channel_statistics():
+    """The generator draws [0, 1] images; they reach the model standardized as the real inputs are."""
+    task = Task(num_classes=2, input_shape=(2, 4, 4), class_names=("a", "b"), num_clients=1, pixel_mean=(0.5, 0.2), pixel_std=(0.25, 0.1))
+    mean, std = fedbm_module.pixel_standardizer(task)
+    assert mean.shape == std.shape == (1, 2, 1, 1)
+    assert torch.equal(mean.flatten(), torch.tensor([0.5, 0.2])) and torch.equal(std.flatten(), torch.tensor([0.25, 0.1]))
+    plain = fedbm_module.pixel_standardizer(Task(num_classes=2, input_shape=(2, 4, 4), class_names=("a", "b"), num_clients=1))
+    assert torch.equal(plain[0].flatten(), torch.zeros(2)) and torch.equal(plain[1].flatten(), torch.ones(2))

@@ -302,3 +302,25 @@ def test_a_server_only_stage_trains_without_clients():
     assert seen == ["clients", "clients"]
     assert [r["v"] for r in result.progress.history] == [2.0, 12.0, 22.0]
     assert result.progress.history[-1]["clients"] == [] and "aggregated" not in result.progress.history[-1]
+
+
+def test_unit_images_undo_the_tasks_standardization():
+    """SimCLR's colour ops and MFCL's BCE work on [0, 1] pixels: the Task's channel statistics map the inputs back."""
+    from fedprior.algorithms.self_supervised import unit_images
+
+    task = Task(num_classes=2, input_shape=(2, 2, 2), class_names=("a", "b"), num_clients=1, pixel_mean=(0.5, 0.2), pixel_std=(0.25, 0.1))
+    pixels = torch.tensor([[[[0.0, 0.25], [0.5, 1.0]], [[0.2, 0.3], [0.1, 0.0]]]])
+    standardized = (pixels - torch.tensor([0.5, 0.2]).view(1, 2, 1, 1)) / torch.tensor([0.25, 0.1]).view(1, 2, 1, 1)
+    assert torch.allclose(unit_images(task)(standardized), pixels, atol=1e-6)
+    no_stats = Task(num_classes=2, input_shape=(2, 2, 2), class_names=("a", "b"), num_clients=1)
+    assert torch.equal(unit_images(no_stats)(torch.tensor([-1.0, 0.5, 2.0])), torch.tensor([0.0, 0.5, 1.0]))
+
+
+def test_an_image_experiment_gives_its_task_the_training_sets_channel_statistics():
+    from fedprior.experiments.build import build_experiment
+    from fedprior.experiments.config import load_config
+
+    experiment = build_experiment(*load_config("mfcl", ["data.dataset=digits", "data.train_subset=0", 'partition.scenario=""', "partition.scheme=iid"]))
+    scaled = experiment.dataset.train_images.astype("float32") / 255.0
+    assert experiment.task.pixel_mean == pytest.approx(tuple(scaled.mean(axis=(0, 2, 3))), abs=1e-5)
+    assert experiment.task.pixel_std == pytest.approx(tuple(scaled.std(axis=(0, 2, 3))), abs=1e-4)
