@@ -4,7 +4,7 @@ Everything here is exported from :mod:`fedprior` (``import fedprior; fedprior.ru
 shown in ``docs/python-api.md``, whose examples the test suite runs:
 
 - :func:`load_config` a preset or TOML file plus overrides -> :class:`Config`;
-- :func:`run` it (in this process or on Flower), :func:`resume` an interrupted run,
+- :func:`run` it (in this process or on Flower), :func:`resume` an interrupted run (a finished one is returned as it is),
   :func:`open_run` a finished one -> :class:`RunResult` (summary, per-round history, folder);
 - :func:`compare` run directories side by side (``fedprior compare``);
 - :func:`build_partition` a dataset's partition and its statistics -> :class:`PartitionResult`;
@@ -156,11 +156,16 @@ def run(
 
 
 def resume(run_dir: str | Path, *, on_round: RoundCallback | None = None) -> RunResult:
-    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run."""
+    """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run.
+
+    A finished run (every round of its config.toml trained, result.json written) is not
+    trained again: its result is returned as it is, and nothing in its folder changes.
+    Raise ``federation.rounds`` in its config.toml to train it further.
+    """
     from fedprior.experiments.runner import resume as resume_run
 
-    summary = resume_run(Path(run_dir), on_round=on_round)
-    return RunResult.load(summary["run_dir"])
+    resume_run(Path(run_dir), on_round=on_round)
+    return RunResult.load(run_dir)
 
 
 def open_run(run_dir: str | Path) -> RunResult:

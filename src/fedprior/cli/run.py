@@ -1,8 +1,9 @@
-"""``fedprior run`` and ``fedprior resume``: train with a progress bar, print or save the summary."""
+"""``fedprior run`` and ``fedprior resume``: train with a progress bar (one plain line per round where stderr is not a terminal), print or save the summary."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,26 +47,53 @@ class RoundProgress:
         self.bar.stop()
 
 
+class RoundLines:
+    """Where stderr is not a terminal (a file, a pipe: SLURM, nohup, CI): one plain line per round, flushed at once.
+
+    The lines are run.log's (``run_log.py`` formats both): a bar that redraws itself would
+    show nothing in a log file until the run ends.
+    """
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def start(self, experiment, total: int, done: int = 0) -> None:
+        from fedprior.experiments.run_log import start_line
+
+        self.total = total
+        self.emit(start_line(experiment, total, done))
+
+    def round(self, record: dict[str, Any]) -> None:
+        from fedprior.experiments.run_log import round_line
+
+        self.emit(round_line(record, self.total))
+
+    def stop(self) -> None:
+        pass
+
+    @staticmethod
+    def emit(line: str) -> None:
+        from fedprior.experiments.run_log import stamped
+
+        print(stamped(line), file=sys.stderr, flush=True)
+
+
 def report(summary: dict[str, Any], as_json: bool) -> None:
     """The summary: one JSON line on stdout, or one line on stderr; warnings (failed or empty clients) on stderr either way."""
     from fedprior.experiments.report import summary_warnings
+    from fedprior.experiments.run_log import summary_line
 
     for line in summary_warnings(summary):
         stderr.print(line, style="yellow", highlight=False, soft_wrap=True)
     if as_json:
         typer.echo(json.dumps(summary))
         return
-    stderr.print(
-        f"{summary['name']}: final accuracy {100 * summary['final_accuracy']:.2f}% "
-        f"(best {100 * summary['best_accuracy']:.2f}%, initial {100 * summary['initial_accuracy']:.2f}%) "
-        f"after {summary['rounds']} rounds in {summary['wall_seconds']:.1f} s on {summary['device']} "
-        f"({summary['workers']} worker{'s' if summary['workers'] != 1 else ''}); run directory {summary['run_dir']}",
-        highlight=False,
-    )
+    stderr.print(summary_line(summary), highlight=False, markup=False, soft_wrap=True)  # one line, also in a log file
 
 
 def with_progress(action) -> dict[str, Any]:
-    progress = RoundProgress()
+    """``action(on_start=..., on_round=...)`` with a progress bar on a terminal, one line per round elsewhere."""
+    progress: RoundProgress | RoundLines = RoundProgress() if stderr.is_terminal else RoundLines()
     try:
         return action(on_start=progress.start, on_round=progress.round)
     finally:
@@ -104,9 +132,16 @@ def resume(
     """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run.
 
     The run's config.toml must be the one it started with; federation.rounds may be raised
-    to train a run further (or lowered, down to the rounds already done).
+    to train a run further (or lowered, down to the rounds already done). A finished run
+    is left as it is: one line says so, exit code 0 (with --json, its summary on stdout).
     """
     from fedprior.experiments.runner import resume as resume_run
 
-    summary = with_progress(lambda **cb: resume_run(run_dir, previous=previous, **cb))
+    finished: list[str] = []
+    summary = with_progress(lambda **cb: resume_run(run_dir, previous=previous, on_finished=finished.append, **cb))
+    if finished:
+        stderr.print(finished[0], highlight=False, markup=False, soft_wrap=True)
+        if as_json:
+            typer.echo(json.dumps(summary))
+        return
     report(summary, as_json)

@@ -65,7 +65,8 @@ def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         name, config = load_config(str(run_config.get("preset") or "fedavg-cnn"), [*overrides, f"run.runtime='{runtime}'"])
         run = run or RunDir.new(name, base=Path(str(run_config.get("runs-dir") or "runs")))
     options = {"grid": grid, "run_config": dict(run_config)}
-    summary = execute(name, config, run, resume=resume, runtime_options=options)
+    with run.journal.recording():  # warnings, and why the run stopped, in its run.log
+        summary = execute(name, config, run, resume=resume, runtime_options=options)
     log.info("fedprior: %s", json.dumps(summary))
     return summary
 

@@ -10,6 +10,9 @@ compares it with the run directory's ``config.toml``, and refuses any change exc
   already trained. Fewer rounds than the checkpoint holds are refused, and so is a
   change to the rounds of a stage the run has already left, so the summary never
   claims rounds that did not run.
+
+A run that has trained every round its config asks for and written its result.json has
+finished: a resume of it trains nothing and rewrites nothing (:func:`finished_summary`).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.config_fields import config_differences
 from fedprior.runtime.checkpoint import Progress
-from fedprior.runtime.simulation import stage_plan
+from fedprior.runtime.simulation import stage_plan, total_rounds
 
 CONFIG_KEY = "config"
 RESUME_MAY_CHANGE = frozenset(
@@ -91,3 +94,26 @@ def check_rounds(algorithm: Algorithm, rounds: int, progress: Progress) -> None:
                 f"{'' if stage.name == 'federated' else f' of stage {stage.name!r}'}; on resume the rounds can grow "
                 f"or stay, not drop below that (set at least {progress.round})"
             )
+
+
+def finished_summary(result: Path, algorithm: Algorithm, rounds: int, progress: Progress) -> dict[str, Any] | None:
+    """The summary in ``result`` (result.json) if the run is finished, else None.
+
+    Finished: the checkpoint holds every round ``federation.rounds`` plans, and result.json
+    was written after the last of them (its ``rounds`` match). A result.json left from
+    before ``federation.rounds`` was raised, or none (a run killed between its last
+    checkpoint and its result), is not finished: the resume trains on, or writes the result.
+    """
+    done = len(progress.history)
+    if total_rounds(algorithm, rounds) != done or not result.is_file():
+        return None
+    try:
+        summary = json.loads(result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # unreadable or damaged: the resume writes it again
+        return None
+    return summary if isinstance(summary, dict) and summary.get("rounds") == done else None
+
+
+def finished_message(run_dir: Path, summary: dict[str, Any]) -> str:
+    """What a resume of a finished run says instead of training."""
+    return f"{run_dir} has finished ({summary['rounds']} rounds; result.json); nothing to do. Raise federation.rounds in its config.toml to train further"

@@ -5,6 +5,7 @@ partition.npz                     each client's training indices, by role
 partition.json                    partition statistics (sizes, class counts, beta_cib, beta_hetero)
 partition.png                     clients x classes heatmap
 metrics.jsonl                     one JSON line per round
+run.log                           plain time-stamped lines: start or resume, one per round, warnings, the summary (run_log.py)
 checkpoint.safetensors            the whole run state after the last completed round (atomic, checksummed)
 checkpoint.previous.safetensors   the one before it (offered when the last one is damaged)
 result.json                       the summary, once the run has finished
@@ -32,6 +33,7 @@ import tomli_w
 
 from fedprior.atomic import atomic_write, write_text
 from fedprior.errors import FedpriorError
+from fedprior.experiments.run_log import RunLog
 from fedprior.runtime.checkpoint import CheckpointError, RunState, load_checkpoint, previous_path
 
 if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
@@ -42,11 +44,14 @@ if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the c
 class RunDir:
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
+        self.journal = RunLog(self.log)
+        """Appends to run.log (the runner writes it; see :class:`RunLog`)."""
 
     config = property(lambda self: self.path / "config.toml")
     checkpoint = property(lambda self: self.path / "checkpoint.safetensors")
     previous_checkpoint = property(lambda self: previous_path(self.checkpoint))
     metrics = property(lambda self: self.path / "metrics.jsonl")
+    log = property(lambda self: self.path / "run.log")
     result = property(lambda self: self.path / "result.json")
     partition_indices = property(lambda self: self.path / "partition.npz")
     partition_stats = property(lambda self: self.path / "partition.json")

@@ -13,7 +13,7 @@ from fedprior.errors import FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import preset_note, write_report
-from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata
+from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
 from fedprior.experiments.run_dir import RunDir
 from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
@@ -123,6 +123,7 @@ def execute(
     previous: bool = False,
     on_start: Callable[[Experiment, int, int], None] | None = None,
     on_round: RoundCallback | None = None,
+    on_finished: Callable[[str], None] | None = None,
     report_extras: bool = True,
     runtime_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -133,6 +134,10 @@ def execute(
     A resume first checks the checkpoint (``previous``: continue from the one before the
     last) and that config.toml is still the run's config (``resume_check.py``).
     ``on_start(experiment, total rounds, rounds already done)`` is called before training.
+    A resume of a finished run (every round done, result.json written) trains nothing,
+    writes nothing, calls ``on_finished(message)`` and returns the summary in result.json.
+    The run's ``run.log`` gets the start line, one line per round and the summary
+    (``run_log.py``; :func:`resumable` adds warnings and why a run stopped).
     """
     from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
 
@@ -149,6 +154,10 @@ def execute(
     given, metadata = config, checkpoint_metadata(config)
     check_trackers(config)  # MLflow installed and its store reachable, before any long work
     experiment = build_experiment(name, config)
+    if start_from is not None and (finished := finished_summary(run.result, experiment.algorithm, experiment.config.federation.rounds, start_from.progress)):
+        if on_finished:
+            on_finished(finished_message(run.path, finished))
+        return finished
     stats = partition_statistics(experiment)
     if not resume:
         run.write_config(name, config)
@@ -164,14 +173,16 @@ def execute(
     config = experiment.config  # as built (a centralized baseline runs one client)
     if start_from is not None:
         check_rounds(experiment.algorithm, config.federation.rounds, start_from.progress)
+    total, done = total_rounds(experiment.algorithm, config.federation.rounds), len(start_from.progress.history) if start_from else 0
+    run.journal.start(experiment, total, done)
     if on_start:
-        done = len(start_from.progress.history) if start_from else 0
-        on_start(experiment, total_rounds(experiment.algorithm, config.federation.rounds), done)
+        on_start(experiment, total, done)
 
     def record(entry: dict[str, Any]) -> None:
         if entry.get("step") is not None:
             run.append_metrics(entry)
         trackers.record(entry)
+        run.journal.round(entry)
         if on_round:
             on_round(entry)
 
@@ -213,6 +224,7 @@ def execute(
     run.write_result(summary)
     write_report(run, summary, stats, extra, notes=preset_note(name, given))
     trackers.finish(summary)
+    run.journal.finish(summary)
     return summary
 
 
@@ -221,9 +233,10 @@ def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, An
 
     Ctrl-C and SIGTERM become :class:`Interrupted` (the CLI says how to resume), a round no
     client could be reached for ends with the resume command, and a failed write (a full
-    disk) is one line naming the file and, once a checkpoint exists, how to go on.
+    disk) is one line naming the file and, once a checkpoint exists, how to go on. Python
+    warnings, and why a run stopped, go to its run.log too.
     """
-    with run.locked():
+    with run.locked(), run.journal.recording():
         try:
             return action()
         except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
