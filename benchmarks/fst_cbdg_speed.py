@@ -30,6 +30,7 @@ from shared import busy_processes, print_result
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.partition.shard import ShardPartitioner
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import thread_policy
 
@@ -61,11 +62,7 @@ def run(vectorize: bool, setup, noise: str = "projected") -> tuple[float, dict]:
         lambda c: {"x": train_x[parts[c]]},
         CLIENTS,
         {"x": test_x, "y": test_y},
-        seed=0,
-        rounds=ROUNDS,
-        fraction=FRACTION,
-        vectorize=vectorize,
-        threads=threads,
+        RoundLoop(seed=0, rounds=ROUNDS, fraction=FRACTION, vectorize=vectorize, threads=threads),
     )
     return time.perf_counter() - start, result
 

@@ -16,6 +16,7 @@ from fedprior.algorithms.fedavg import fedavg
 from fedprior.experiments.report import summary_warnings
 from fedprior.experiments.runner import client_failures
 from fedprior.runtime.clients import InProcessClients
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import run_rounds
 
 
@@ -38,7 +39,7 @@ def test_counts_per_round_from_the_round_loop():
     algorithm = fedavg(task, local_epochs=1, batch_size=8, model="linear", lr=0.1)
     data = [features(16, seed=c) for c in range(4)]
     pool = FlakyClients(algorithm, lambda c: data[c], 4)
-    result = run_rounds(algorithm, pool, features(20, seed=9), seed=0, rounds=6, fraction=0.75)
+    result = run_rounds(algorithm, pool, features(20, seed=9), RoundLoop(seed=0, rounds=6, fraction=0.75))
     lost = {str(r["step"]): len({0, 1} & set(r["clients"])) for r in result.progress.history}
     counts = client_failures(result.progress.history)
     assert counts["failed_clients_per_round"] == {step: n for step, n in lost.items() if n}

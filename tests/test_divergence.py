@@ -20,6 +20,7 @@ from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import SECTIONS, ExperimentConfig, load_config
 from fedprior.runtime.divergence import DivergedError
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
 
@@ -96,7 +97,7 @@ def test_fst_cbdg_with_a_huge_lr_is_reported_as_divergence_not_a_linalg_error():
     test = {"x": data[0]["x"], "y": torch.zeros(20, dtype=torch.long)}
     algorithm = fst_cbdg(task, local_epochs=2, batch_size=5, lr=1e30)
     with pytest.raises(DivergedError, match=r"training diverged in round 1: client \d returned non-finite values"):
-        simulate(algorithm, lambda c: data[c], 4, test, seed=0, rounds=2, fraction=0.5)
+        simulate(algorithm, lambda c: data[c], 4, test, RoundLoop(seed=0, rounds=2, fraction=0.5))
 
 
 def test_the_global_model_is_checked_too():
@@ -106,4 +107,4 @@ def test_the_global_model_is_checked_too():
     poisoned = algorithm.with_(aggregate=lambda state, replies, info: {k: v * float("inf") for k, v in state.items()})
     data = [toy_images(16, seed=c) for c in range(2)]
     with pytest.raises(DivergedError, match="round 1: the global model holds non-finite values"):
-        simulate(poisoned, lambda c: data[c], 2, toy_images(20, seed=9), seed=0, rounds=1, fraction=1.0)
+        simulate(poisoned, lambda c: data[c], 2, toy_images(20, seed=9), RoundLoop(seed=0, rounds=1, fraction=1.0))

@@ -10,6 +10,7 @@ from conftest import STANDIN
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate, total_rounds
 
 # MFCL's presets on digits, its scenario cleared so that any number of clients works.
@@ -91,9 +92,7 @@ def run_once(name, seed=0):
         experiment.client_data,
         experiment.task.num_clients,
         experiment.test,
-        seed=seed,
-        rounds=config.federation.rounds,
-        fraction=config.federation.fraction,
+        RoundLoop(seed=seed, rounds=config.federation.rounds, fraction=config.federation.fraction),
     )
     return experiment, result
 

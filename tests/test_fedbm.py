@@ -33,6 +33,7 @@ from fedprior.models.convnet import ConvNet
 from fedprior.models.generator import ConditionalGenerator, upsampling_plan
 from fedprior.models.projected import ProjectedNet
 from fedprior.runtime.checkpoint import load_checkpoint
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
 # ----------------------------------------------------------------------------- LKCC (Eq. 2, 4, 5)
@@ -210,7 +211,7 @@ SMALL = dict(local_epochs=1, batch_size=8, generator_every=2, generator_steps=2,
 
 def run(algorithm, rounds=3, **kw):
     data = [toy_images(16, c) for c in range(4)]
-    return simulate(algorithm, lambda c: data[c], 4, toy_images(30, 9), seed=0, rounds=rounds, fraction=0.5, **kw)
+    return simulate(algorithm, lambda c: data[c], 4, toy_images(30, 9), RoundLoop(seed=0, rounds=rounds, fraction=0.5), **kw)
 
 
 def test_generator_is_sent_only_once_trained_and_clients_then_add_its_images(fake_concepts):

@@ -11,6 +11,7 @@ from fedprior.algorithms.tensors import MODEL, payload_bytes
 from fedprior.models.convnet import ConvNet
 from fedprior.models.norm import NORMS, norm2d
 from fedprior.models.resnet import ResNet18
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
 
@@ -29,7 +30,7 @@ def test_every_round_records_the_bytes_each_client_sent_and_received():
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
     algo = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
     data = [toy_images(16, seed=c) for c in range(4)]
-    result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), seed=0, rounds=2, fraction=0.5)
+    result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), RoundLoop(seed=0, rounds=2, fraction=0.5))
     model_bytes = sum(v.numel() * v.element_size() for k, v in result.state.items() if k.startswith(MODEL))
     for record in result.progress.history:
         assert record["download_bytes"] == model_bytes

@@ -17,6 +17,7 @@ from fedprior.data.augment.simclr import simclr_views
 from fedprior.models.autoencoder import SensorModule
 from fedprior.models.peer_norm import PeerNorm, peer_views
 from fedprior.runtime.checkpoint import load_checkpoint
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -237,9 +238,7 @@ def run(tmp_path=None, stop_after=None, start=None, **changes):
         lambda c: {"x": DATA[c]["x"]},
         4,
         TEST,
-        seed=2,
-        rounds=1,
-        fraction=1.0,
+        RoundLoop(seed=2, rounds=1, fraction=1.0),
         checkpoint_path=tmp_path / "checkpoint.safetensors" if tmp_path else None,
         start=start,
         on_round=stop,
@@ -298,7 +297,7 @@ def test_a_server_only_stage_trains_without_clients():
         evaluate=lambda state, data: {"accuracy": 0.0, "v": float(state["v"])},
         stages=(Stage("clients", rounds=1), Stage("server", rounds=2, server_only=True)),
     )
-    result = simulate(algorithm, lambda c: {"x": torch.zeros(1, 1)}, 2, {}, seed=0, rounds=1, fraction=1.0)
+    result = simulate(algorithm, lambda c: {"x": torch.zeros(1, 1)}, 2, {}, RoundLoop(seed=0, rounds=1, fraction=1.0))
     assert seen == ["clients", "clients"]
     assert [r["v"] for r in result.progress.history] == [2.0, 12.0, 22.0]
     assert result.progress.history[-1]["clients"] == [] and "aggregated" not in result.progress.history[-1]

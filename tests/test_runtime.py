@@ -8,6 +8,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Sta
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.runtime.checkpoint import load_checkpoint
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import clients_per_round, sample_clients
 from fedprior.runtime.simulation import simulate
 
@@ -22,7 +23,8 @@ def strip(history, timing=("seconds",)):
 
 
 def run(algo, **kw):
-    return simulate(algo, lambda c: DATA[c], 6, TEST, seed=kw.pop("seed", 3), rounds=kw.pop("rounds", 4), fraction=0.5, **kw)
+    loop = RoundLoop(seed=kw.pop("seed", 3), rounds=kw.pop("rounds", 4), fraction=0.5, vectorize=kw.pop("vectorize", True))
+    return simulate(algo, lambda c: DATA[c], 6, TEST, loop, **kw)
 
 
 def test_sampling_is_seeded_sorted_and_sized():
@@ -133,10 +135,10 @@ def test_a_client_without_data_is_skipped_recorded_and_not_aggregated():
         aggregated.append([r.client_id for r in replies])
         return algo.aggregate(state, replies, info)
 
-    result = simulate(algo.with_(aggregate=spy), lambda c: datas[c], 6, TEST, seed=3, rounds=3, fraction=1.0)
+    result = simulate(algo.with_(aggregate=spy), lambda c: datas[c], 6, TEST, RoundLoop(seed=3, rounds=3, fraction=1.0))
     assert aggregated == [[0, 2, 4, 5]] * 3
     assert all(r["empty_clients"] == [1, 3] and r["failed_clients"] == [] for r in result.progress.history)
-    only_empty = simulate(algo, lambda c: empty, 2, TEST, seed=3, rounds=2, fraction=1.0)
+    only_empty = simulate(algo, lambda c: empty, 2, TEST, RoundLoop(seed=3, rounds=2, fraction=1.0))
     assert all(r["aggregated"] is False for r in only_empty.progress.history)
     initial = algo.init(RoundInfo(seed=3, stage="federated", round=0))
     assert all(torch.equal(only_empty.state[k], initial[k]) for k in initial)
@@ -167,7 +169,8 @@ class UnreachableRounds:
 def loop(pool, algo, **kw):
     from fedprior.runtime.simulation import run_rounds
 
-    return run_rounds(algo, pool, TEST, seed=3, rounds=4, fraction=0.5, **kw)
+    waits = {k: kw.pop(k) for k in ("wait_for_clients", "retry_every") if k in kw}
+    return run_rounds(algo, pool, TEST, RoundLoop(seed=3, rounds=4, fraction=0.5, **waits), **kw)
 
 
 def test_a_round_no_client_could_be_reached_for_is_not_counted_and_stops_the_run_resumably(tmp_path):

@@ -14,6 +14,7 @@ from fedprior.algorithms.scaffold import scaffold
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import run_rounds, simulate
 from fedprior.runtime.threads import ThreadPolicy
 from fedprior.runtime.workers import WorkerClients, WorkerError
@@ -29,7 +30,8 @@ def strip(history):
 
 
 def run(algo, **kw):
-    return simulate(algo, lambda c: DATA[c], 6, TEST, seed=3, rounds=kw.pop("rounds", 3), fraction=0.5, threads=ONE_THREAD, **kw)
+    loop = RoundLoop(seed=3, rounds=kw.pop("rounds", 3), fraction=0.5, threads=ONE_THREAD, **kw)
+    return simulate(algo, lambda c: DATA[c], 6, TEST, loop)
 
 
 def assert_same_run(a, b):
@@ -63,10 +65,10 @@ def test_a_spawned_worker_rebuilds_the_experiment_and_gives_the_same_numbers(sha
         "fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=1", "run.device=cpu"]
     )
     experiment = build_experiment(name, config)
-    kw = dict(seed=0, rounds=1, fraction=0.5, threads=ONE_THREAD)
-    alone = simulate(experiment.algorithm, experiment.client_data, 6, experiment.test, **kw)
+    loop = RoundLoop(seed=0, rounds=1, fraction=0.5, threads=ONE_THREAD)
+    alone = simulate(experiment.algorithm, experiment.client_data, 6, experiment.test, loop)
     with WorkerClients(experiment.algorithm, experiment.client_data, 6, workers=1, setup=experiment.client_side(), start_method="spawn") as pool:
-        spawned = run_rounds(experiment.algorithm, pool, experiment.test, **kw)
+        spawned = run_rounds(experiment.algorithm, pool, experiment.test, loop)
         assert pool.workers[0].process.pid != os.getpid()
     assert_same_run(alone, spawned)
 
@@ -95,7 +97,7 @@ def suicidal_algorithm(victim: int, fatal_round: int, parent: int) -> Algorithm:
 def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker():
     victim = 1
     algo = suicidal_algorithm(victim, fatal_round=2, parent=os.getpid())
-    result = simulate(algo, lambda c: DATA[c], 6, TEST, seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2, vectorize=False)
+    result = simulate(algo, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2, vectorize=False))
     history = result.progress.history
     assert [r["failed_clients"] for r in history] == [[], [victim], [], []]
     assert "died (killed by signal 9)" in history[1]["failures"][str(victim)]
@@ -124,7 +126,7 @@ def test_an_exception_in_a_worker_stops_the_run_with_the_worker_traceback():
 
     algo = suicidal_algorithm(0, 0, os.getpid()).with_(client_update=client_update)
     with pytest.raises(WorkerError, match="ValueError: a bug in client_update"):
-        simulate(algo, lambda c: DATA[c], 6, TEST, seed=3, rounds=1, fraction=1.0, workers=2)
+        simulate(algo, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=1, fraction=1.0, workers=2))
 
 
 def staged_algorithm() -> Algorithm:
@@ -133,11 +135,11 @@ def staged_algorithm() -> Algorithm:
 
 
 def test_evaluate_every_k_rounds_and_the_last_round_of_each_stage():
-    result = simulate(staged_algorithm(), lambda c: DATA[c], 6, TEST, seed=0, rounds=5, fraction=0.5, evaluate_every=2)
+    result = simulate(staged_algorithm(), lambda c: DATA[c], 6, TEST, RoundLoop(seed=0, rounds=5, fraction=0.5, evaluate_every=2))
     evaluated = [(r["stage"], r["round"]) for r in result.progress.history if "accuracy" in r]
     assert evaluated == [("one", 2), ("one", 4), ("one", 5), ("two", 2), ("two", 3)]
     assert all("accuracy" not in r and "loss" not in r for r in result.progress.history if (r["stage"], r["round"]) not in evaluated)
-    every = simulate(staged_algorithm(), lambda c: DATA[c], 6, TEST, seed=0, rounds=5, fraction=0.5)
+    every = simulate(staged_algorithm(), lambda c: DATA[c], 6, TEST, RoundLoop(seed=0, rounds=5, fraction=0.5))
     assert sum("accuracy" in r for r in every.progress.history) == 8  # stage three is never evaluated
 
 

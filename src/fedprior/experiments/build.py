@@ -21,6 +21,7 @@ from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
 from fedprior.partition.subset import balanced_subset
 from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import clients_per_round
 from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
 from fedprior.seeding import numpy_rng
@@ -54,6 +55,22 @@ class Experiment:
     def client_size(self, client_id: int) -> int:
         """How many training examples client ``client_id`` holds (all roles)."""
         return int(self.partition.holdings(client_id).size)
+
+    def round_loop(self) -> RoundLoop:
+        """The round loop's settings from the config, built once and passed whole to every runtime (``runtime/round_loop.py``)."""
+        run, federation = self.config.run, self.config.federation
+        return RoundLoop(
+            seed=run.seed,
+            rounds=federation.rounds,
+            fraction=federation.fraction,
+            vectorize=run.vectorize,
+            evaluate_every=federation.evaluate_every,
+            non_finite=run.non_finite,
+            wait_for_clients=federation.wait_for_clients,
+            threads=self.threads,
+            workers=self.workers,
+            device=str(self.device),
+        )
 
     def client_side(self) -> ClientSide:
         """What a worker process needs to run this experiment's client updates (picklable)."""

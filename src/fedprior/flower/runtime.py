@@ -23,28 +23,21 @@ def require_flower() -> None:
 def federate_experiment(
     grid, experiment, run, start: RunState | None, on_round: Callable[[dict[str, Any]], None] | None, settings, checkpoint_metadata: dict[str, str] | None
 ) -> SimulationResult:
-    """The round loop of ``experiment`` on the grid's SuperNodes, with every round-loop setting its config gives
-    (the same ones the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
+    """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
+    (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
     from fedprior.flower.server_app import federate
 
-    config = experiment.config
     return federate(
         grid,
         experiment.algorithm,
         experiment.test,
+        experiment.round_loop(),
         num_clients=experiment.task.num_clients,
-        seed=config.run.seed,
-        rounds=config.federation.rounds,
-        fraction=config.federation.fraction,
-        vectorize=config.run.vectorize,
         checkpoint_path=run.checkpoint,
         start=start,
         on_round=on_round,
         settings=settings,
         checkpoint_metadata=checkpoint_metadata,
-        evaluate_every=config.federation.evaluate_every,
-        wait_for_clients=config.federation.wait_for_clients,
-        non_finite=config.run.non_finite,
     )
 
 

@@ -53,7 +53,7 @@ from fedprior.flower.records import (
     train_content,
 )
 from fedprior.runtime.checkpoint import RunState
-from fedprior.runtime.divergence import NonFinite
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import SimulationResult, run_rounds
 
 log = logging.getLogger("fedprior.flower")
@@ -217,37 +217,25 @@ def federate(
     grid: Grid,
     algorithm: Algorithm,
     test_data: ClientData,
+    loop: RoundLoop,
     *,
     num_clients: int,
-    seed: int,
-    rounds: int,
-    fraction: float,
-    vectorize: bool = True,
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: Callable[[dict[str, Any]], None] | None = None,
     settings: Settings | None = None,
     checkpoint_metadata: dict[str, str] | None = None,
-    evaluate_every: int = 1,
-    wait_for_clients: float = 0.0,
-    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
-    """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime."""
+    """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime, as ``loop`` says."""
     return run_rounds(
         algorithm,
         FlowerClients(grid, num_clients, settings or Settings()),
         test_data,
-        seed=seed,
-        rounds=rounds,
-        fraction=fraction,
-        vectorize=vectorize,
+        loop,
         checkpoint_path=checkpoint_path,
         start=start,
         on_round=on_round,
         checkpoint_metadata=checkpoint_metadata,
-        evaluate_every=evaluate_every,
-        wait_for_clients=wait_for_clients,
-        non_finite=non_finite,
     )
 
 

@@ -42,9 +42,10 @@ from fedprior.algorithms.tensors import payload_bytes
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
-from fedprior.runtime.divergence import NonFinite, check_global, screen_replies
+from fedprior.runtime.divergence import check_global, screen_replies
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sample_clients
-from fedprior.runtime.threads import ThreadPolicy, torch_threads
+from fedprior.runtime.threads import torch_threads
 from fedprior.runtime.workers import WorkerClients, WorkerSetup
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -106,29 +107,22 @@ def run_rounds(
     algorithm: Algorithm,
     pool: ClientPool,
     test_data: ClientData,
+    loop: RoundLoop,
     *,
-    seed: int,
-    rounds: int,
-    fraction: float,
-    vectorize: bool = True,
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
-    evaluate_every: int = 1,
-    threads: ThreadPolicy | None = None,
-    wait_for_clients: float = 0.0,
-    retry_every: float = 5.0,
     checkpoint_metadata: dict[str, str] | None = None,
-    non_finite: NonFinite = "stop",
 ) -> SimulationResult:
-    """Train ``algorithm`` with the clients of ``pool``; evaluate on ``test_data`` every ``evaluate_every`` rounds.
+    """Train ``algorithm`` with the clients of ``pool`` as ``loop`` says; evaluate on ``test_data`` every ``loop.evaluate_every`` rounds.
 
     Given ``start`` (a loaded checkpoint), training continues after its last round.
-    ``wait_for_clients``: seconds a round in which no sampled client could be reached is
-    retried (every ``retry_every`` seconds) before the run stops with :class:`RoundNotTrained`.
-    ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had);
-    ``non_finite``: what a client update with NaN/inf does (see ``divergence.py``).
+    A round in which no sampled client could be reached is retried for ``loop.wait_for_clients``
+    seconds (every ``loop.retry_every``) before the run stops with :class:`RoundNotTrained`;
+    a client update with NaN/inf is handled as ``loop.non_finite`` says (``divergence.py``).
+    ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had).
     """
+    seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
         checkpoint_metadata = dict(start.metadata) if start is not None else {}
@@ -153,7 +147,7 @@ def run_rounds(
             if on_round:
                 on_round({"stage": first_stage, "round": 0, **progress.initial})
 
-        plan = stage_plan(algorithm, rounds, fraction)
+        plan = stage_plan(algorithm, loop.rounds, loop.fraction)
         step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
         if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index :]):
             pool.prepare()
@@ -172,17 +166,17 @@ def run_rounds(
                 else:
                     sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
                     message = algorithm.broadcast(state, info)
-                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, vectorize, wait_for_clients, retry_every)
+                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every)
                     if failures and not answered:
                         stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
-                    answered, dropped = screen_replies(answered, stage.name, round_, non_finite)  # reached, but diverged
+                    answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite)  # reached, but diverged
                     failures = {**failures, **dropped}
                 replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                 empty = sorted(r.client_id for r in answered if r.num_examples == 0)
                 if replies or stage.server_only:
                     state = algorithm.aggregate(state, replies, info)
                 record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
-                if evaluated(stage, round_, stage_rounds, evaluate_every):
+                if evaluated(stage, round_, stage_rounds, loop.evaluate_every):
                     record.update(evaluate(state))
                 check_global(state, record, stage.name, round_)
                 record.update(mean_client_metrics(replies))
@@ -238,62 +232,39 @@ def simulate(
     client_data: Callable[[int], ClientData],
     num_clients: int,
     test_data: ClientData,
+    loop: RoundLoop,
     *,
-    seed: int,
-    rounds: int,
-    fraction: float,
-    vectorize: bool = True,
     checkpoint_path: Path | None = None,
     start: RunState | None = None,
     on_round: RoundCallback | None = None,
-    evaluate_every: int = 1,
-    threads: ThreadPolicy | None = None,
-    wait_for_clients: float = 0.0,
     checkpoint_metadata: dict[str, str] | None = None,
-    non_finite: NonFinite = "stop",
-    workers: int = 1,
     worker_setup: WorkerSetup | None = None,
-    start_method: str | None = None,
     client_size: Callable[[int], int] | None = None,
 ) -> SimulationResult:
     """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
 
-    ``workers > 1`` trains a round's clients in that many worker processes
-    (:mod:`fedprior.runtime.workers`; ``worker_setup``, ``start_method`` and ``client_size`` go there),
-    each with ``threads.train`` torch threads; the numbers are those of ``workers = 1``.
+    ``loop.workers > 1`` trains a round's clients in that many worker processes
+    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there),
+    each with ``loop.threads.train`` torch threads; the numbers are those of ``workers = 1``.
     """
     states = start.clients if start is not None else None
-    if workers > 1:
+    if loop.workers > 1:
         pool: InProcessClients = WorkerClients(
             algorithm,
             client_data,
             num_clients,
             states,
-            workers=workers,
+            workers=loop.workers,
             setup=worker_setup,
-            start_method=start_method,
-            threads=threads.train if threads else 1,
+            start_method=loop.start_method,
+            threads=loop.threads.train if loop.threads else 1,
             client_size=client_size,
         )
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states)
     try:
         return run_rounds(
-            algorithm,
-            pool,
-            test_data,
-            seed=seed,
-            rounds=rounds,
-            fraction=fraction,
-            vectorize=vectorize,
-            checkpoint_path=checkpoint_path,
-            start=start,
-            on_round=on_round,
-            evaluate_every=evaluate_every,
-            threads=threads,
-            wait_for_clients=wait_for_clients,
-            checkpoint_metadata=checkpoint_metadata,
-            non_finite=non_finite,
+            algorithm, pool, test_data, loop, checkpoint_path=checkpoint_path, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata
         )
     finally:
         if isinstance(pool, WorkerClients):

@@ -68,12 +68,9 @@ def baseline_curves(experiment: Experiment) -> dict[str, dict[int, float]]:
             baseline.client_data,
             baseline.task.num_clients,
             baseline.test,
-            seed=config.run.seed,
-            rounds=config.federation.rounds,
-            fraction=config.federation.fraction,
-            vectorize=config.run.vectorize,
-            evaluate_every=config.federation.evaluate_every,
-            threads=baseline.threads,
+            baseline.round_loop(),
+            worker_setup=baseline.client_side(),
+            client_size=baseline.client_size,
         )
         evaluated = {r["step"]: r["accuracy"] for r in result.progress.history if "accuracy" in r}
         curves[label] = {0: result.progress.initial["accuracy"], **evaluated}

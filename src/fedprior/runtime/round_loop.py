@@ -1,0 +1,57 @@
+"""The round loop's settings, as one typed value built once from the config and passed whole.
+
+Every runtime drives the same loop (:func:`fedprior.runtime.simulation.run_rounds`): the
+in-process simulator, Flower's simulation engine and a Flower ServerApp, and the
+supervised baselines an FST-CBDG report trains beside its run. Each used to receive these
+settings as a list of keyword arguments re-typed at the call site, and a field a call site
+forgot (``run.non_finite`` on Flower, ``run.workers`` in the FST-CBDG report) silently took
+its default. Passing one :class:`RoundLoop` instead, built from the config by
+:meth:`fedprior.experiments.build.Experiment.round_loop`, leaves nothing to forget.
+
+Model selection (``run.model_selection``) is not here: it is part of the algorithm's
+``evaluate`` (``fedprior.experiments.build.with_validation``), so every runtime that
+builds the experiment from its config has it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from fedprior.runtime.divergence import NonFinite
+from fedprior.runtime.threads import ThreadPolicy
+
+
+@dataclass(frozen=True)
+class RoundLoop:
+    """How the round loop runs: what it samples and trains, how often it evaluates, how it meets faults.
+
+    The defaults are those of a bare library call; a run takes every field from its config.
+    """
+
+    seed: int
+    """``run.seed``: every random stream of the run (sampling, client training) is derived from it."""
+    rounds: int
+    """``federation.rounds``: rounds of each stage that does not fix its own."""
+    fraction: float
+    """``federation.fraction``: the share of clients sampled each round."""
+    vectorize: bool = True
+    """``run.vectorize``: train the sampled clients together where the algorithm can."""
+    evaluate_every: int = 1
+    """``federation.evaluate_every``: evaluate every k rounds and after each stage's last."""
+    non_finite: NonFinite = "stop"
+    """``run.non_finite``: what a client update holding NaN/inf does (``divergence.py``)."""
+    wait_for_clients: float = 0.0
+    """``federation.wait_for_clients``: seconds a round no client could be reached is retried."""
+    retry_every: float = 5.0
+    """Seconds between two attempts at such a round."""
+    threads: ThreadPolicy | None = None
+    """Torch threads for training and for evaluation (None: leave them as they are)."""
+    workers: int = 1
+    """``run.workers``: processes training a round's clients (in-process runtime only)."""
+    device: str = "cpu"
+    """The run's resolved device: where workers rebuild the algorithm (spawned where CUDA is used)."""
+
+    @property
+    def start_method(self) -> str | None:
+        """How worker processes start: ``spawn`` where CUDA is used (it cannot be forked), else the platform's default."""
+        return "spawn" if self.device.startswith("cuda") else None
