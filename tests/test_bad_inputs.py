@@ -112,7 +112,92 @@ def run_fashion(damage: Callable[[Path], None]):
     ]
 
 
+def text_model_run(preset: str, field: str, make: Callable[[Path], str], *extra: str):
+    """``fedprior run PRESET`` on digits with ``field`` set to what ``make(tmp)`` builds (the error comes before training)."""
+    return lambda tmp, bases: [
+        "run",
+        preset,
+        *("--set", "data.dataset=digits", "--set", "federation.num_clients=4", "--set", "federation.rounds=1"),
+        *[a for setting in extra for a in ("--set", setting)],
+        "--set",
+        f"{field}={make(tmp)}",
+        "--run-dir",
+        tmp / "r",
+    ]
+
+
+def folder_with(tmp: Path, name: str, files: dict[str, bytes]) -> Path:
+    folder = tmp / name
+    folder.mkdir()
+    for file, data in files.items():
+        (folder / file).write_bytes(data)
+    return folder
+
+
+NOT_A_MODEL = {"readme.txt": b"not a model"}
+BAD_MODULES = {"config.json": b'{"model_type": "bert"}', "modules.json": b"{bad"}
+
+
+def fedbm_text_model(make: Callable[[Path], str]):
+    return text_model_run("fedbm", "algorithm.text_model", make, "data.train_subset=0")
+
+
+def validation_resume(fraction: float):
+    """A run folder as the old code left it: config.toml of a run whose validation split is empty, no checkpoint."""
+
+    def make(tmp: Path, bases: Path) -> list:
+        from fedprior.experiments.config import load_config
+        from fedprior.experiments.run_dir import RunDir
+
+        overrides = [a for a in TINY if a != "--set"] + ["run.model_selection=validation", f"data.validation_fraction={fraction}"]
+        RunDir(tmp / "old").write_config(*load_config("fedavg-cnn", overrides))
+        return ["resume", tmp / "old"]
+
+    return make
+
+
+VALIDATION_EMPTY = "data.validation_fraction: 0.001 of the 1438 training images holds out 0 images; the validation split"
+
+
 CASES = [
+    # a text model that is no model, or a damaged one (algorithm.text_model: FedBM; encoder.text_model: the locked-text stand-in)
+    Case(
+        "text-model-folder-without-a-model",
+        fedbm_text_model(lambda tmp: folder_with(tmp, "notmodel", NOT_A_MODEL)),
+        "algorithm.text_model: {tmp}/notmodel is a folder but holds no sentence-transformers model (no modules.json); give 'minilm',",
+    ),
+    Case(
+        "text-model-hf-clip-empty-folder",
+        fedbm_text_model(lambda tmp: f"hf-clip:{folder_with(tmp, 'emptydir', {})}"),
+        "algorithm.text_model: hf-clip folder {tmp}/emptydir has no config.json",
+    ),
+    Case(
+        "text-model-damaged-modules-json",
+        fedbm_text_model(lambda tmp: folder_with(tmp, "fakest", BAD_MODULES)),
+        "algorithm.text_model: cannot load a text model from {tmp}/fakest: modules.json is damaged (not valid JSON",
+    ),
+    Case(
+        "stand-in-text-model-folder-without-a-model",
+        text_model_run("fst-cbdg", "encoder.text_model", lambda tmp: folder_with(tmp, "notmodel", NOT_A_MODEL), "encoder.pretrain_images=300"),
+        "encoder.text_model: {tmp}/notmodel is a folder but holds no sentence-transformers model (no modules.json); give 'minilm' or",
+    ),
+    # a validation split that would be empty (run.model_selection = 'validation'), refused before any round, also on resume
+    Case(
+        "validation-split-empty",
+        lambda tmp, b: [
+            "run",
+            "fedavg-cnn",
+            *TINY,
+            "--set",
+            "run.model_selection=validation",
+            "--set",
+            "data.validation_fraction=0.001",
+            "--run-dir",
+            tmp / "r",
+        ],
+        VALIDATION_EMPTY,
+    ),
+    Case("validation-split-empty-resume", validation_resume(0.001), VALIDATION_EMPTY),
     # damaged checkpoints (resume)
     Case(
         "checkpoint-truncated",
@@ -219,6 +304,7 @@ def test_bad_input_is_one_line_naming_the_file_or_field(tmp_path, bases, case):
     line = error_line(result)
     assert result.exit_code == 2, line  # a user's problem, not a crash
     assert case.expect.format(tmp=tmp_path) in line, line
+    assert not (tmp_path / "r").exists()  # a new run refused before it wrote its folder
 
 
 def test_debug_shows_the_traceback(tmp_path, bases):
@@ -268,6 +354,55 @@ def test_disk_full_during_run_and_resume(tmp_path, monkeypatch):
     assert "(No space left on device)" in line and "fedprior resume" in line
     monkeypatch.undo()
     assert cli("resume", run).exit_code == 0  # space freed: the run goes on from its last checkpoint
+
+
+def figure_disk_full(monkeypatch, name: str) -> None:
+    """matplotlib's savefig on a full disk while writing figure ``name``: some bytes reach the file, then ENOSPC
+    without a file name (what matplotlib raises: the error of the file handle's write)."""
+    from matplotlib.figure import Figure
+
+    real = Figure.savefig
+
+    def savefig(self, fname, *args, **kwargs):
+        target = str(getattr(fname, "name", fname))
+        if name not in Path(target).name:
+            return real(self, fname, *args, **kwargs)
+        if isinstance(fname, (str, Path)):
+            Path(fname).write_bytes(b"\x89PNG")
+        else:
+            fname.write(b"\x89PNG")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", savefig)
+
+
+def test_disk_full_while_writing_the_report_names_the_figure_and_leaves_no_file(tmp_path, monkeypatch):
+    figure_disk_full(monkeypatch, "accuracy.png")
+    run = tmp_path / "run"
+    line = error_line(cli("run", "fedavg-cnn", *TINY, "--run-dir", run))
+    assert f"cannot write {run / 'accuracy.png'} (No space left on device)" in line and f"fedprior resume {run}" in line
+    assert not any(p.name.startswith("accuracy.png") for p in run.iterdir())  # no partial PNG, no temporary file
+    monkeypatch.undo()
+    assert cli("resume", run).exit_code == 0 and (run / "accuracy.png").stat().st_size > 1000  # space freed: the report is written
+
+
+def test_every_figure_is_written_through_save_figure(tmp_path, monkeypatch):
+    """The papers' figures (here FST-CBDG's Figure 2) fail like the report's: one line naming the PNG, no file."""
+    import fedprior
+    from fedprior.experiments.run_dir import RunDir
+    from fedprior.experiments.runner import resumable
+    from fedprior.papers.fst_cbdg.report import plot_entropy
+
+    figure_disk_full(monkeypatch, "zero_shot_entropy.png")
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    with pytest.raises(fedprior.FedpriorError) as error:
+        resumable(run, lambda: plot_entropy(np.linspace(2.0, 2.3, 50), 10, run.path / "zero_shot_entropy.png"))
+    assert str(error.value).startswith(f"cannot write {run.path / 'zero_shot_entropy.png'} (No space left on device)")
+    assert not any(p.suffix in (".png", ".tmp") for p in run.path.iterdir())
+    sources = Path(fedprior.__file__).parent
+    writers = sorted(str(f.relative_to(sources)) for f in sources.rglob("*.py") if ".savefig(" in f.read_text() and f.name != "atomic.py")
+    assert writers == []  # matplotlib's savefig is called by fedprior.atomic.save_figure only
 
 
 # --------------------------------------------------------------------------- optional caches and huge batches

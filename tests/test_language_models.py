@@ -107,3 +107,64 @@ def test_a_clip_text_tower_with_its_projection(tmp_path):
     folder = make_tiny_clip(tmp_path / "clip")
     embeddings = concept_embeddings(("cat", "dog"), f"hf-clip:{folder}", "generic")
     assert embeddings.shape == (2, 24, PROJECTION_DIM) and torch.isfinite(embeddings).all()
+
+
+GIVE = "give 'minilm', a sentence-transformers folder, hf:FOLDER or hf-clip:FOLDER"
+
+
+def test_a_folder_without_a_model_names_the_field_that_named_it(tmp_path):
+    """algorithm.text_model (FedBM) and encoder.text_model (the locked-text stand-in) each name themselves."""
+    from fedprior.encoders.text import SENTENCE_ACCEPTED, text_encoder
+
+    folder = tmp_path / "notmodel"
+    folder.mkdir()
+    (folder / "readme.txt").write_text("not a model")
+    with pytest.raises(FedpriorError) as error:
+        language_model(str(folder))
+    assert str(error.value) == f"algorithm.text_model: {folder} is a folder but holds no sentence-transformers model (no modules.json); {GIVE}"
+    with pytest.raises(FedpriorError) as error:
+        language_model(str(tmp_path / "nope"))
+    assert str(error.value) == f"algorithm.text_model: {tmp_path / 'nope'} does not exist; {GIVE}"
+    with pytest.raises(FedpriorError) as error:
+        text_encoder(str(folder))
+    assert str(error.value) == f"encoder.text_model: {folder} is a folder but holds no sentence-transformers model (no modules.json); {SENTENCE_ACCEPTED}"
+    with pytest.raises(FedpriorError, match=r"^algorithm\.text_model: hf-clip folder .* has no config\.json"):  # not encoder.name
+        language_model(f"hf-clip:{folder}")
+
+
+def _sentence_folder_with_bad_modules_json(folder):
+    folder.mkdir()
+    (folder / "config.json").write_text('{"model_type": "bert"}')
+    (folder / "modules.json").write_text("{bad")
+    return str(folder), "a text model", "modules.json is damaged (not valid JSON: Expecting property name enclosed in double quotes"
+
+
+def _random_safetensors(prefix):
+    def make(folder):
+        folder.mkdir()
+        (folder / "config.json").write_text('{"model_type": "bert"}')
+        (folder / "model.safetensors").write_bytes(bytes(range(256)) * 20)
+        what = "a CLIP model" if prefix == "hf-clip:" else "a text model"
+        return f"{prefix}{folder}", what, "model.safetensors is damaged (Error while deserializing header"
+
+    return make
+
+
+def _truncated_bert(folder):
+    make_tiny_bert(folder)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    return f"hf:{folder}", "a text model", "model.safetensors is damaged ("
+
+
+@pytest.mark.parametrize(
+    "make",
+    [_sentence_folder_with_bad_modules_json, _random_safetensors(""), _random_safetensors("hf:"), _random_safetensors("hf-clip:"), _truncated_bert],
+    ids=["bad-modules-json", "random-safetensors", "hf-random-safetensors", "hf-clip-random-safetensors", "hf-truncated-weights"],
+)
+def test_a_damaged_model_file_is_named_before_the_loader_meets_it(tmp_path, make):
+    """A JSONDecodeError or SafetensorError from the loaders named neither the file nor the field ('report it')."""
+    spec, what, damage = make(tmp_path / "model")
+    with pytest.raises(FedpriorError) as error:
+        language_model(spec)
+    assert str(error.value).startswith(f"algorithm.text_model: cannot load {what} from {tmp_path / 'model'}: {damage}"), error.value

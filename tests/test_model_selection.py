@@ -58,3 +58,20 @@ def _info():
     from fedprior.algorithms.base import RoundInfo
 
     return RoundInfo(0, "federated", 0)
+
+
+def test_a_validation_fraction_that_leaves_a_class_out_is_refused_with_one_that_works():
+    from fedprior.errors import ConfigError
+    from fedprior.experiments.build import check_hold_out, hold_out
+
+    labels = np.array([0] * 100 + [1] * 3)
+    with pytest.raises(ConfigError) as error:
+        check_hold_out(labels, 0.1)  # 10 images of class 0, round(0.3) = 0 of class 1
+    assert str(error.value) == (
+        "data.validation_fraction: 0.1 of the 103 training images holds out 10 images, none of class 1; the validation split "
+        "(run.model_selection = 'validation') needs at least one per class (2): use at least 0.34"
+    )
+    _, held = hold_out(np.arange(labels.size), labels, 0.34, seed=0)  # the fraction the message suggests works
+    assert np.bincount(labels[held]).tolist() == [34, 1]
+    with pytest.raises(ConfigError, match=r"1e-05 of the 60000 training images holds out 0 images;.* at least one per class \(10\): use at least 0.00017"):
+        check_hold_out(np.repeat(np.arange(10), 6000), 0.00001)  # Fashion-MNIST's 60,000 images

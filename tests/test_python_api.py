@@ -121,10 +121,14 @@ def test_a_registered_algorithm_is_configured_and_checked_like_a_shipped_one(reg
 @pytest.mark.parametrize(
     "overrides, message",
     [
-        ({"federation": 3}, "overrides['federation']: the key must be section.key"),
+        ({"federation": 3}, "overrides['federation']: expected a table of fields such as {'rounds': 5} (or use 'federation.rounds': 5), got 3"),
         ({"nope.key": 1}, "overrides['nope.key']: the key must be section.key"),
+        ({"nope": {"a": 1}}, "overrides['nope']: the key must be section.key with a section among data,"),
         ("federation.rounds=2", "overrides: expected a mapping"),
         (["federation.roundz=2"], "federation.roundz: unknown key; accepted: rounds"),
+        (["federation.rounds=2", "federation.rounds"], "overrides[1] 'federation.rounds': expected 'section.key=value'"),  # not --set: no CLI here
+        ([3], "overrides[0] 3: expected a string 'section.key=value'"),
+        (["nope.key=1"], "overrides[0] 'nope.key=1': unknown section 'nope'"),
     ],
 )
 def test_bad_overrides_name_the_key(overrides, message):
@@ -150,6 +154,16 @@ def test_the_uniform_mean_of_the_pages_algorithm_is_unweighted(registry):
     replies = [Reply({k: torch.full_like(v, float(i)) for k, v in state.items() if v.is_floating_point()}, num_examples=n) for i, n in ((1, 10), (3, 990))]
     merged = algorithm.aggregate(state, replies, RoundInfo(seed=0, stage="federated", round=1))
     assert torch.equal(merged[key], torch.full_like(state[key], 2.0))
+
+
+def test_a_whole_section_override_replaces_that_section_only():
+    """docs/python-api.md: ``{"section": {...}}`` replaces a whole section; its fields not given take their defaults."""
+    preset = fedprior.load_config("fedavg-cnn").settings
+    config = fedprior.load_config("fedavg-cnn", {"federation": {"num_clients": 7, "batch_size": 8}, "federation.fraction": 0.5})
+    federation = config.settings.federation
+    assert (federation.num_clients, federation.batch_size, federation.fraction) == (7, 8, 0.5)
+    assert preset.federation.rounds == 20 and federation.rounds == type(federation)().rounds == 10  # the preset's 20 is gone
+    assert config.settings.algorithm == preset.algorithm and config.settings.data == preset.data  # other sections untouched
 
 
 def test_a_config_round_trips_through_toml(tmp_path):

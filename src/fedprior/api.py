@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from fedprior.experiments.config import ExperimentConfig
 
 Overrides = Mapping[str, Any] | Sequence[str] | None
-"""``{"section.key": value}`` (Python values; ``{"section": {...}}`` replaces a whole section), or
+"""``{"section.key": value}`` (Python values; ``{"section": {...}}`` replaces a whole section, whose
+fields not given take their defaults), or
 ``["section.key=value", ...]`` as on the command line."""
 
 
@@ -59,6 +60,17 @@ class Config:
         return tomli_w.dumps(self.settings.to_dict())
 
 
+SECTION_EXAMPLES: dict[str, tuple[str, Any]] = {
+    "data": ("dataset", "digits"),
+    "partition": ("scheme", "iid"),
+    "encoder": ("name", "none"),
+    "algorithm": ("name", "fedavg"),
+    "federation": ("rounds", 5),
+    "run": ("seed", 1),
+}
+"""A field of each section and a value, to show the shape of a whole-section override in errors."""
+
+
 def _apply(raw: dict[str, Any], overrides: Overrides) -> dict[str, Any]:
     from fedprior.experiments.config import SECTIONS, apply_overrides
 
@@ -67,11 +79,17 @@ def _apply(raw: dict[str, Any], overrides: Overrides) -> dict[str, Any]:
     if isinstance(overrides, str) or not isinstance(overrides, (Mapping, Sequence)):
         raise ConfigError(f"overrides: expected a mapping {{'section.key': value}} or a list of 'section.key=value', got {overrides!r}")
     if not isinstance(overrides, Mapping):
-        return apply_overrides(raw, list(overrides))
+        return apply_overrides(raw, list(overrides), api=True)
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
     for key, value in overrides.items():
         section, _, name = str(key).partition(".")
-        if section in SECTIONS and not name and isinstance(value, Mapping):  # a whole section, e.g. {"algorithm": {...}}
+        if section in SECTIONS and not name:  # a whole section, e.g. {"algorithm": {...}}
+            if not isinstance(value, Mapping):
+                field, example = SECTION_EXAMPLES[section]
+                raise ConfigError(
+                    f"overrides[{key!r}]: expected a table of fields such as {{{field!r}: {example!r}}} "
+                    f"(or use {f'{section}.{field}'!r}: {example!r}), got {value!r}"
+                )
             raw[section] = dict(value)
             continue
         if section not in SECTIONS or not name or "." in name:

@@ -103,6 +103,27 @@ def write_text(path: Path, text: str, durable: bool = False) -> None:
     write_bytes(path, text.encode("utf-8"), durable)
 
 
+def save_figure(figure, path: Path, close: bool = True) -> Path:
+    """Write a matplotlib ``figure`` to ``path`` (format from the suffix, PNG by default), atomically; returns ``path``.
+
+    matplotlib's own ``savefig(path)`` leaves a partial file on a full disk and raises an
+    error without the file's name; here a failed write leaves no file (or the old one) and
+    raises ``OSError`` whose ``filename`` is ``path``. ``close``: close the figure in
+    pyplot (if it is one of pyplot's) whether or not the write succeeded. Every figure
+    fedprior writes goes through here.
+    """
+    import sys
+
+    path = Path(path)
+    try:
+        atomic_write(path, lambda handle: figure.savefig(handle, format=path.suffix[1:].lower() or "png"))
+    finally:
+        pyplot = sys.modules.get("matplotlib.pyplot")
+        if close and pyplot is not None:
+            pyplot.close(figure)
+    return path
+
+
 def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None, durable: bool = False) -> None:
     """Save ``tensors`` as a safetensors file at ``path``, atomically (see the module docstring).
 

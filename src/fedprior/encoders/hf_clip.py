@@ -24,7 +24,7 @@ import torch
 
 from fedprior.encoders.preprocess import CLIP_MEAN, CLIP_STD, PreprocessConfig, preprocess_images
 from fedprior.encoders.text import hub_offline
-from fedprior.encoders.weights import fingerprint, folder_files
+from fedprior.encoders.weights import check_model_folder, fingerprint, folder_files
 from fedprior.errors import ConfigError, FedpriorError
 
 FOLDER_HELP = (
@@ -122,16 +122,26 @@ class HFClipEncoder:
     reserved_train_indices = np.zeros(0, dtype=np.int64)
     """Training images the encoder used for itself: none for real CLIP."""
 
-    def __init__(self, spec: str, download: bool = False, device: torch.device = torch.device("cpu")) -> None:
+    def __init__(
+        self,
+        spec: str,
+        download: bool = False,
+        device: torch.device = torch.device("cpu"),
+        *,
+        field: str = "encoder.name",
+        download_hint: str = "encoder.download=true",
+    ) -> None:
+        """``field``: the config field that named the model (``encoder.name``, or ``algorithm.text_model`` for FedBM), named by every error."""
+        folder = resolve_folder(spec, download, field=field, download_hint=download_hint)  # before importing transformers (seconds)
+        check_model_folder(folder, field, "a CLIP model")
         from transformers import AutoTokenizer, CLIPModel, CLIPTextConfig, CLIPVisionConfig
 
-        folder = resolve_folder(spec, download)
         try:
             with hub_offline(), _quiet_transformers():
                 model = CLIPModel.from_pretrained(str(folder), local_files_only=True)
                 self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise FedpriorError(f"encoder.name: cannot load a CLIP model from {folder} ({error}); {FOLDER_HELP}") from error
+        except Exception as error:  # whatever the folder holds that transformers cannot load
+            raise FedpriorError(f"{field}: cannot load a CLIP model from {folder} ({type(error).__name__}: {error}); {FOLDER_HELP}") from error
         self.name = f"hf-clip:{spec}"
         self.folder = folder
         self.device = torch.device(device)
@@ -164,5 +174,8 @@ class HFClipEncoder:
         return _features(self.model.get_text_features(**tokens)).float().cpu()
 
 
-def build_hf_clip_encoder(spec: str, download: bool, device: torch.device = torch.device("cpu")) -> HFClipEncoder:
-    return HFClipEncoder(spec, download, device)
+def build_hf_clip_encoder(
+    spec: str, download: bool, device: torch.device = torch.device("cpu"), *, field: str = "encoder.name", download_hint: str = "encoder.download=true"
+) -> HFClipEncoder:
+    """The ``hf-clip:SPEC`` model; ``field`` and ``download_hint`` go into its errors (see :class:`HFClipEncoder`)."""
+    return HFClipEncoder(spec, download, device, field=field, download_hint=download_hint)

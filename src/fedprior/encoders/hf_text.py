@@ -20,7 +20,7 @@ import torch
 
 from fedprior.encoders.hf_clip import _quiet_transformers, resolve_folder
 from fedprior.encoders.text import hub_offline
-from fedprior.encoders.weights import fingerprint, folder_files
+from fedprior.encoders.weights import check_model_folder, fingerprint, folder_files
 from fedprior.errors import FedpriorError
 
 FOLDER_HELP = "give a folder written by a transformers model's and its tokenizer's save_pretrained (config.json, weights, tokenizer files)"
@@ -29,16 +29,17 @@ FOLDER_HELP = "give a folder written by a transformers model's and its tokenizer
 class HFTextEncoder:
     """A frozen transformers text model: sentences -> the mean of the last hidden states over their tokens."""
 
-    def __init__(self, spec: str, batch_size: int = 64) -> None:
+    def __init__(self, spec: str, batch_size: int = 64, field: str = "algorithm.text_model") -> None:
+        folder = resolve_folder(spec, False, prefix="hf", field=field, help_text=FOLDER_HELP, download_hint="you copy the model there")
+        check_model_folder(folder, field, "a text model")
         from transformers import AutoModel, AutoTokenizer
 
-        folder = resolve_folder(spec, False, prefix="hf", field="algorithm.text_model", help_text=FOLDER_HELP, download_hint="you copy the model there")
         try:
             with hub_offline(), _quiet_transformers():
                 model = AutoModel.from_pretrained(str(folder), local_files_only=True)
                 self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except (OSError, ValueError, KeyError, TypeError) as error:
-            raise FedpriorError(f"algorithm.text_model: cannot load a text model from {folder} ({error}); {FOLDER_HELP}") from error
+        except Exception as error:  # whatever the folder holds that transformers cannot load
+            raise FedpriorError(f"{field}: cannot load a text model from {folder} ({type(error).__name__}: {error}); {FOLDER_HELP}") from error
         self.name = f"hf:{spec}"
         self.model = model.float().eval().requires_grad_(False)
         self.dim = int(model.config.hidden_size)

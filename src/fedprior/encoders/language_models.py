@@ -23,24 +23,26 @@ import torch
 from fedprior.encoders.cache import cached_text_features
 
 ACCEPTED = "minilm, a sentence-transformers folder, hf:FOLDER, hf-clip:FOLDER"
+GIVE = "give 'minilm', a sentence-transformers folder, hf:FOLDER or hf-clip:FOLDER"
+FIELD = "algorithm.text_model"
 
 
 @lru_cache(maxsize=4)
-def language_model(spec: str):
-    """The frozen text encoder named ``spec`` (one shared instance per process)."""
+def language_model(spec: str, field: str = FIELD):
+    """The frozen text encoder named ``spec`` (one shared instance per process); an error names ``field``."""
     if spec.startswith("hf:"):
         from fedprior.encoders.hf_text import HFTextEncoder
 
-        return HFTextEncoder(spec[len("hf:") :])
+        return HFTextEncoder(spec[len("hf:") :], field=field)
     if spec.startswith("hf-clip:"):
         from fedprior.encoders.hf_clip import build_hf_clip_encoder
 
-        return build_hf_clip_encoder(spec[len("hf-clip:") :], False)
+        return build_hf_clip_encoder(spec[len("hf-clip:") :], False, field=field, download_hint="you copy the model there")
     from fedprior.encoders.text import text_encoder
 
-    return text_encoder(spec)
+    return text_encoder(spec, field, GIVE)
 
 
 def embed_texts(spec: str, texts: list[str]) -> torch.Tensor:
-    """float32 (len(texts), dim) embeddings of ``texts`` by the language model ``spec``, through the cache."""
+    """float32 (len(texts), dim) embeddings of ``texts`` by the language model ``spec`` (``algorithm.text_model``), through the cache."""
     return cached_text_features(language_model(spec), list(texts))

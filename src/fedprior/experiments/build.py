@@ -257,6 +257,8 @@ def prepared_data(config: ExperimentConfig, device: torch.device = torch.device(
     if key not in _PREPARED:
         _PREPARED.clear()
         dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+        if config.encoder.name != "none" and config.run.model_selection == "validation" and dataset.val_images is None:
+            check_hold_out(dataset.train_labels, config.data.validation_fraction)  # before encoding; hold_out checks the pool
         _PREPARED[key] = (dataset, model_inputs(config, dataset, device))
     return _PREPARED[key]
 
@@ -272,8 +274,35 @@ def subset_pool(pool: np.ndarray, labels: np.ndarray, size: int) -> np.ndarray:
     return balanced_subset(labels, pool, size, seed=0)
 
 
+def check_hold_out(labels: np.ndarray, fraction: float) -> None:
+    """Refuse a ``data.validation_fraction`` that would hold out no image of some class of ``labels`` (the pool's).
+
+    :func:`hold_out` takes ``round(fraction * n)`` images of a class of ``n``: a class that gives
+    none leaves the validation split without it (or empty), and model selection cannot rank
+    rounds on it. Raised before any training, naming the field and a fraction that works.
+    """
+    classes, counts = np.unique(labels, return_counts=True)
+    held = np.array([int(round(fraction * n)) for n in counts], dtype=np.int64)
+    if classes.size == 0 or held.min() > 0:
+        return
+    smallest = 1.0 / counts.min()
+    scale = 10.0 ** (np.floor(np.log10(smallest)) - 1)
+    enough = float(np.ceil(smallest / scale) * scale)  # two significant digits, rounded up
+    missing = classes[held == 0]
+    shown = ", ".join(str(c) for c in missing[:5]) + (", ..." if missing.size > 5 else "")
+    what = f"holds out {held.sum()} images" + ("" if held.sum() == 0 else f", none of class {shown}")
+    raise ConfigError(
+        f"data.validation_fraction: {fraction:g} of the {labels.size} training images {what}; the validation split "
+        f"(run.model_selection = 'validation') needs at least one per class ({classes.size}): use at least {enough:g}"
+    )
+
+
 def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """(rest of the pool, validation indices): ``fraction`` of each class of the pool, drawn from ("validation",)."""
+    """(rest of the pool, validation indices): ``fraction`` of each class of the pool, drawn from ("validation",).
+
+    A fraction that would leave some class out of the validation split is a :class:`ConfigError` (:func:`check_hold_out`).
+    """
+    check_hold_out(labels[pool], fraction)
     rng = numpy_rng(seed, "validation")
     chosen = [rng.permutation(members)[: int(round(fraction * members.size))] for members in (pool[labels[pool] == k] for k in np.unique(labels[pool]))]
     validation = np.sort(np.concatenate(chosen)) if chosen else np.zeros(0, dtype=np.int64)

@@ -248,14 +248,20 @@ def parse_toml_file(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid TOML ({error})") from None
 
 
-def parse_override(text: str) -> tuple[list[str], Any]:
-    """``section.key=value`` -> (["section", "key"], value); the value is read as TOML, else as a string."""
+def parse_override(text: str, where: str = "--set") -> tuple[list[str], Any]:
+    """``section.key=value`` -> (["section", "key"], value); the value is read as TOML, else as a string.
+
+    ``where`` names the override in errors: ``--set`` on the command line, ``overrides[i]`` in the Python API.
+    """
+    expected = "section.key=value" if where == "--set" else "'section.key=value'"
+    if not isinstance(text, str):
+        raise ConfigError(f"{where} {text!r}: expected a string {expected}")
     if "=" not in text:
-        raise ConfigError(f"--set {text!r}: expected section.key=value")
+        raise ConfigError(f"{where} {text!r}: expected {expected}")
     key, raw = text.split("=", 1)
     parts = key.strip().split(".")
     if len(parts) != 2 or not all(parts):
-        raise ConfigError(f"--set {text!r}: the key must be section.key with a section among {', '.join(SECTIONS)}")
+        raise ConfigError(f"{where} {text!r}: the key must be section.key with a section among {', '.join(SECTIONS)}")
     try:
         value = tomllib.loads(f"v = {raw.strip()}")["v"]
     except tomllib.TOMLDecodeError:
@@ -263,12 +269,14 @@ def parse_override(text: str) -> tuple[list[str], Any]:
     return parts, value
 
 
-def apply_overrides(raw: dict[str, Any], overrides: list[str]) -> dict[str, Any]:
+def apply_overrides(raw: dict[str, Any], overrides: list[str], api: bool = False) -> dict[str, Any]:
+    """``raw`` with ``section.key=value`` overrides applied; ``api``: errors name ``overrides[i]`` instead of ``--set``."""
     raw = {k: (dict(v) if isinstance(v, dict) else v) for k, v in raw.items()}
-    for text in overrides:
-        (section, key), value = parse_override(text)
+    for i, text in enumerate(overrides):
+        where = f"overrides[{i}]" if api else "--set"
+        (section, key), value = parse_override(text, where)
         if section not in SECTIONS:
-            raise ConfigError(f"--set {text!r}: unknown section '{section}'; accepted: {', '.join(SECTIONS)}")
+            raise ConfigError(f"{where} {text!r}: unknown section '{section}'; accepted: {', '.join(SECTIONS)}")
         raw.setdefault(section, {})[key] = value
     return raw
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from fedprior.atomic import atomic_write, write_text
+from fedprior.atomic import save_figure, write_text
 from fedprior.experiments.run_dir import RunDir
 
 if TYPE_CHECKING:
@@ -56,8 +56,7 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     if len(curves) > 1:
         ax.legend()
     fig.tight_layout()
-    atomic_write(path, lambda handle: fig.savefig(handle, format="png"))  # never a half-written PNG
-    plt.close(fig)
+    save_figure(fig, path)  # never a half-written PNG
 
 
 OPTIONAL_ROWS = (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fedprior.atomic import atomic_write
+from fedprior.atomic import save_figure
 
 
 def _ticks(count: int, most: int = 25) -> np.ndarray:
@@ -71,5 +71,4 @@ def plot_heatmap(counts: np.ndarray, path: str | Path, class_names: Sequence[str
     axes.set_title(f"{title}\n{heading}" if title else heading, fontsize=10)
 
     path = Path(path)
-    atomic_write(path, lambda handle: figure.savefig(handle, format="png"))  # never a half-written PNG
-    return path
+    return save_figure(figure, path)  # never a half-written PNG

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from fedprior.algorithms.fedbm import GENERATOR, generated_images
+from fedprior.atomic import save_figure
 from fedprior.runtime.checkpoint import load_checkpoint
 
 PER_CLASS = 8
@@ -36,8 +37,7 @@ def plot_grid(images: torch.Tensor, class_names, path) -> None:
         axes[k][0].set_ylabel(str(class_names[k])[:18], rotation=0, ha="right", va="center", fontsize=7)
     fig.suptitle("CGDE: generated images per class (last checkpoint)", fontsize=9)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def fedbm_extras(experiment, summary: dict[str, Any], folder) -> tuple[dict[str, Any], str]:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedprior.atomic import save_figure
 from fedprior.experiments.build import Experiment
 
 ALGORITHMS = ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")
@@ -50,14 +51,14 @@ def _axes(nrows: int = 1, ncols: int = 1, size=(6, 4)):
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(nrows, ncols, figsize=(size[0] * ncols, size[1] * nrows), dpi=110, squeeze=False)
-    return plt, fig, axes
+    return fig, axes
 
 
 def plot_pseudo_labels(rounds: list[dict[str, Any]], path: Path) -> bool:
     """Figures 6 and 7: pseudo-label accuracy and coverage per round, plain rule vs DPL."""
     if not series(rounds, "client_pl_coverage_plain")[0]:
         return False
-    plt, fig, (row,) = _axes(1, 2)
+    fig, (row,) = _axes(1, 2)
     for ax, metric, label in ((row[0], "accuracy", "accuracy of the pseudo-labels (Fig. 6)"), (row[1], "coverage", "unlabeled images pseudo-labeled (Fig. 7)")):
         for tag, name in (("_plain", "without DPL"), ("_dpl", "with DPL")):
             x, y = series(rounds, f"client_pl_{metric}{tag}")
@@ -68,8 +69,7 @@ def plot_pseudo_labels(rounds: list[dict[str, Any]], path: Path) -> bool:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -78,7 +78,7 @@ def plot_class_accuracy(rounds: list[dict[str, Any]], class_names: tuple[str, ..
     kept = [r for r in rounds if isinstance(r.get("class_accuracy"), list)]
     if not kept:
         return False
-    plt, fig, axes = _axes(1, 1, (7, 4))
+    fig, axes = _axes(1, 1, (7, 4))
     ax = axes[0][0]
     extent = (kept[0]["step"] - 0.5, kept[-1]["step"] + 0.5, len(class_names) - 0.5, -0.5)
     image = ax.imshow(
@@ -90,8 +90,7 @@ def plot_class_accuracy(rounds: list[dict[str, Any]], class_names: tuple[str, ..
     ax.set_title("per-class test accuracy of the global model (%) (Fig. 1)", fontsize=10)
     fig.colorbar(image, ax=ax)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -99,7 +98,7 @@ def plot_bias(rounds: list[dict[str, Any]], path: Path) -> bool:
     """Figure 3 (global model) and DMA: JS divergences, the distance from uniform, the weights."""
     if not series(rounds, "js_appu_mean")[0]:
         return False
-    plt, fig, (row,) = _axes(1, 3, (5, 3.8))
+    fig, (row,) = _axes(1, 3, (5, 3.8))
     ax = row[0]
     for name, label in (("appu", "APP-U"), ("labeled", "labeled distribution")):
         x, mean = series(rounds, f"js_{name}_mean")
@@ -129,8 +128,7 @@ def plot_bias(rounds: list[dict[str, Any]], path: Path) -> bool:
     ax.set_title("aggregation weights of the clients", fontsize=9)
     ax.grid(alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 
@@ -152,7 +150,7 @@ def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
     views = {"image": x, "weak": augment.weak(x, generator), "strong": augment.strong(x, generator)}
     mean = torch.tensor(task.pixel_mean).view(1, -1, 1, 1)
     std = torch.tensor(task.pixel_std).view(1, -1, 1, 1)
-    plt, fig, axes = _axes(3, x.shape[0], (1.3, 1.4))
+    fig, axes = _axes(3, x.shape[0], (1.3, 1.4))
     for r, (label, batch) in enumerate(views.items()):
         pixels = (batch * std + mean).clamp(0, 1)
         for c in range(x.shape[0]):
@@ -165,8 +163,7 @@ def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
                 ax.set_ylabel(label, fontsize=9)
     fig.suptitle("client 0: weak and strong views (FixMatch)", fontsize=10)
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
     return True
 
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from fedprior.atomic import save_figure
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import AlgorithmConfig, load_config
 from fedprior.runtime.simulation import simulate
@@ -52,8 +53,7 @@ def plot_entropy(entropy: np.ndarray, num_classes: int, path) -> None:
     ax.set_title(f"zero-shot entropy: mean {entropy.mean():.3f}")
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def baseline_curves(experiment: Experiment) -> dict[str, dict[int, float]]:

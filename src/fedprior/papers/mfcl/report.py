@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from fedprior.algorithms.base import RoundInfo
+from fedprior.atomic import save_figure
 from fedprior.experiments.build import Experiment
 from fedprior.papers.mfcl import communication
 from fedprior.runtime.checkpoint import load_checkpoint
@@ -100,8 +101,7 @@ def figure6(experiment: Experiment, state: dict[str, torch.Tensor], path: Path) 
     axes[1].legend(markerscale=3, fontsize=7, loc="best")
     fig.suptitle(f"t-SNE (Figure 6): {experiment.name}, norm = {experiment.config.algorithm.hyperparameters()['norm']}")
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def replay_phase_2(experiment: Experiment, state: dict[str, torch.Tensor], drop: float) -> float:
@@ -136,8 +136,7 @@ def figure7(points: dict[float, float], norm: str, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def table8_section(experiment: Experiment, summary: dict[str, Any], state: dict[str, torch.Tensor]) -> tuple[dict[str, Any], str]:
