@@ -1,6 +1,8 @@
 """TensorBoard and MLflow tracking, read back from real local stores (no mocks)."""
 
+import json
 import sys
+import time
 
 import pytest
 from mlflow.tracking import MlflowClient
@@ -8,8 +10,9 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import load_config
+from fedprior.experiments.run_dir import RunDir
 from fedprior.experiments.runner import resume, start
-from fedprior.experiments.trackers import check_trackers, scalars
+from fedprior.experiments.trackers import check_trackers, resolve_store, scalars
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
@@ -64,7 +67,8 @@ def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch, 
     assert run.data.metrics["best_accuracy"] == pytest.approx(summary["best_accuracy"])
     artifacts = {a.path for a in client.list_artifacts(run.info.run_id)}
     assert {"config.toml", "metrics.jsonl", "result.json", "report.md", "accuracy.png", "tensorboard"} <= artifacts
-    assert "checkpoint.safetensors" not in artifacts
+    assert (tmp_path / "run" / "checkpoint.previous.safetensors").is_file()  # run.lock is there while the run logs its artifacts
+    assert not {"checkpoint.safetensors", "checkpoint.previous.safetensors", "run.lock"} & artifacts  # as docs/tracking.md says
 
 
 class Interrupt(Exception):
@@ -72,9 +76,10 @@ class Interrupt(Exception):
 
 
 def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeypatch, mlflow_db):
+    """Started with a relative store in one folder, resumed from another: the same MLflow run goes on, in that store."""
     monkeypatch.chdir(tmp_path)
     uri = f"sqlite:///{mlflow_db}"
-    name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'"])
+    name, config = load_config("fedavg-cnn", [*TINY, "run.mlflow='sqlite:///mlflow.db'"])  # relative to tmp_path
 
     def stop_after_round_1(record):
         if record.get("step") == 1:
@@ -82,7 +87,14 @@ def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeyp
 
     with pytest.raises(Interrupt):
         start(name, config, tmp_path / "cut", on_round=stop_after_round_1)
+    recorded = json.loads((tmp_path / "cut" / "tracking.json").read_text())["mlflow"]
+    assert recorded["uri"] == uri and recorded["given"] == "sqlite:///mlflow.db"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
     resumed = resume(tmp_path / "cut")
+    assert list(elsewhere.iterdir()) == []  # no stray mlflow.db (nor mlruns) where the resume ran
+    monkeypatch.chdir(tmp_path)
     whole = start(name, config, tmp_path / "whole")
     assert resumed["history"] == whole["history"]
 
@@ -92,7 +104,8 @@ def test_a_resumed_run_has_the_records_of_an_uninterrupted_one(tmp_path, monkeyp
     assert set(runs) == {"cut", "whole"}  # resuming continued the MLflow run "cut" started
     steps = {k: sorted((m.step, m.value) for m in client.get_metric_history(r.info.run_id, "accuracy")) for k, r in runs.items()}
     assert steps["cut"] == steps["whole"] and [s for s, _ in steps["cut"]] == [0, 1, 2]
-    assert runs["cut"].info.status == "FINISHED"
+    assert runs["cut"].info.status == "FINISHED" and runs["cut"].info.run_id == recorded["run_id"]
+    assert runs["cut"].data.params["run.mlflow"] == uri  # the store as used, absolute
 
 
 def test_mlflow_missing_is_one_clear_line(monkeypatch):
@@ -109,3 +122,53 @@ def test_an_unusable_store_stops_the_run_before_training(tmp_path, monkeypatch):
     with pytest.raises(FedpriorError, match=r"^run.mlflow: cannot open the MLflow store 'sqlit:///m.db': [^\n]+$"):
         start(name, config, tmp_path / "run")
     assert not (tmp_path / "run").exists() and not (tmp_path / "m.db").exists()
+
+
+def test_relative_stores_are_made_absolute(tmp_path):
+    assert resolve_store("sqlite:///mlflow.db", tmp_path) == f"sqlite:///{tmp_path}/mlflow.db"
+    assert resolve_store("sqlite:///sub/m.db?timeout=5", tmp_path) == f"sqlite:///{tmp_path}/sub/m.db?timeout=5"
+    assert resolve_store("./mlruns", tmp_path) == str(tmp_path / "mlruns")
+    assert resolve_store("file:mlruns", tmp_path) == (tmp_path / "mlruns").as_uri()
+    for kept in ("sqlite:////abs/m.db", "sqlite://", "sqlite:///:memory:", "file:///abs/mlruns", "/abs/mlruns", "http://host:5000", "databricks"):
+        assert resolve_store(kept, tmp_path) == kept
+
+
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:1", "sqlite:////proc/x.db"])
+def test_a_bad_store_fails_within_seconds_in_one_line(tmp_path, monkeypatch, capfd, uri):
+    """A refused server and an unwritable SQLite file: no minutes of MLflow's HTTP or SQLAlchemy retries."""
+    monkeypatch.chdir(tmp_path)
+    name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'"])
+    began = time.perf_counter()
+    with pytest.raises(FedpriorError, match=rf"^run.mlflow: cannot open the MLflow store '{uri}': [^\n]+$"):
+        start(name, config, tmp_path / "run")
+    assert time.perf_counter() - began < 15
+    assert "retried" not in capfd.readouterr().err
+    assert not (tmp_path / "run").exists()
+
+
+def recorded_run(tmp_path, uri, run_id):
+    """A run directory whose tracking.json names MLflow run ``run_id`` in ``uri`` (no rounds yet)."""
+    name, config = load_config("fedavg-cnn", [*TINY, "run.mlflow='sqlite:///mlflow.db'"])
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    run.write_config(name, config)
+    run.tracking.write_text(json.dumps({"mlflow": {"uri": uri, "given": "sqlite:///mlflow.db", "run_id": run_id}}))
+    return run
+
+
+def test_resume_without_the_recorded_store_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    gone = tmp_path / "moved" / "mlflow.db"
+    run = recorded_run(tmp_path, f"sqlite:///{gone}", "abc123")
+    with pytest.raises(
+        FedpriorError, match=rf"^run.mlflow: cannot open the MLflow store 'sqlite:///{gone}' \(the store of MLflow run abc123, [^\n]+: no file {gone}; [^\n]+$"
+    ):
+        resume(run.path)
+    assert not gone.parent.exists() and not (tmp_path / "mlflow.db").exists()  # no store made anew, here or there
+
+
+def test_resume_without_the_recorded_mlflow_run_is_one_line(tmp_path, monkeypatch, mlflow_db):
+    monkeypatch.chdir(tmp_path)
+    run = recorded_run(tmp_path, f"sqlite:///{mlflow_db}", "abc123")
+    with pytest.raises(FedpriorError, match=rf"^run.mlflow: the MLflow run abc123 named in [^\n]+ is not in the store 'sqlite:///{mlflow_db}' [^\n]+$"):
+        resume(run.path)

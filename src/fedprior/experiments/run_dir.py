@@ -12,7 +12,7 @@ result.json                       the summary, once the run has finished
 report.md, accuracy.png           a short report
 run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
 tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
-tracking.json                     the MLflow run this run logs to, when run.mlflow is set
+tracking.json                     the MLflow store (absolute URI) and run this run logs to, when run.mlflow is set
 """
 
 from __future__ import annotations

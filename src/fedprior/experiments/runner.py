@@ -152,7 +152,7 @@ def execute(
         if start_from is not None:
             check_same_config(start_from.metadata, config, run.config)
     given, metadata = config, checkpoint_metadata(config)
-    check_trackers(config)  # MLflow installed and its store reachable, before any long work
+    check_trackers(config, run)  # MLflow installed, its store reachable (a resumed run's MLflow run in it), before any long work
     experiment = build_experiment(name, config)
     if start_from is not None and (finished := finished_summary(run.result, experiment.algorithm, experiment.config.federation.rounds, start_from.progress)):
         if on_finished:

@@ -9,20 +9,29 @@ round 0 is the initial model, at step 0) and, once the report is written, the su
   text. ``tensorboard --logdir runs/`` shows every run.
 - MLflow, with ``run.mlflow = "URI"`` (a local ``sqlite:///mlflow.db``, or a tracking
   server): the config as params (``section.key``), the same per-round metrics, the
-  summary's numbers, and the run directory as artifacts, all but the checkpoint (the
-  per-client states can be large; it stays in the run directory). Needs ``fedprior[mlflow]``.
+  summary's numbers, and the run directory as artifacts, all but the checkpoints (the
+  per-client states can be large; they stay in the run directory) and the lock. A relative
+  store is made absolute when the run starts (:func:`resolve_store`), and the store is
+  checked within seconds (:func:`open_store`). Needs ``fedprior[mlflow]``.
 
 An interrupted run resumes with the same records: TensorBoard's files are rewritten from
 the checkpoint's history (as ``metrics.jsonl`` is), and the MLflow run named in the run
-directory's ``tracking.json`` goes on from the first step it lacks.
+directory's ``tracking.json``, in the store recorded there, goes on from the first step it
+lacks, whichever folder the resume runs in.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.run_dir import RunDir
@@ -107,47 +116,270 @@ class TensorBoardTracker:
         self.writer.close()
 
 
-def require_mlflow(uri: str):
-    """MLflow's client for ``uri``; a one-line error if MLflow is missing or the store cannot be opened."""
+STORE_TIMEOUT = 3.0
+"""Seconds the check at start waits for a tracking server (to connect, then to answer), and SQLite for its file."""
+
+QUICK_HTTP = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "5", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "0"}
+"""MLflow's HTTP settings while the store is checked: one try, a short timeout (MLflow's own, seven retries with
+growing back-off, keep a run going through a server's short outage, but at start they hide a wrong URI for minutes)."""
+
+
+def resolve_store(uri: str, base: Path | None = None) -> str:
+    """``uri`` with a relative local store made absolute against ``base`` (default: the working directory).
+
+    A run resumed from another folder must log to the store it started with, so what is used
+    and recorded (``tracking.json``) is absolute: ``sqlite:///mlflow.db`` becomes
+    ``sqlite:////abs/mlflow.db``; a path (``./mlruns``) or a ``file:`` URI with a relative path
+    (``file:mlruns``) becomes absolute. Servers (``http(s)://``), databases and in-memory SQLite
+    stay as they are.
+    """
+    from urllib.parse import urlsplit
+
+    folder = Path(base) if base is not None else Path.cwd()
+    parts = urlsplit(uri)
+    if uri in ("databricks", "databricks-uc", "uc"):  # MLflow's names for Databricks' stores, not folders
+        return uri
+    if parts.scheme == "sqlite" or parts.scheme.startswith("sqlite+"):
+        database = sqlite_file(uri)
+        if database is None or Path(database).is_absolute():
+            return uri
+        from sqlalchemy import make_url
+
+        return make_url(uri).set(database=os.path.abspath(folder / database)).render_as_string(hide_password=False)
+    if parts.scheme == "file" and not parts.netloc and not parts.path.startswith("/"):
+        return Path(os.path.abspath(folder / parts.path)).as_uri()
+    if parts.scheme == "" and not Path(uri).expanduser().is_absolute():
+        return os.path.abspath(folder / uri)
+    if parts.scheme == "":
+        return str(Path(uri).expanduser())
+    return uri
+
+
+def sqlite_file(uri: str) -> str | None:
+    """The database file of a SQLite URI; None for an in-memory store (``sqlite://``, ``:memory:``, URI filenames)."""
+    from sqlalchemy import make_url
+
+    url = make_url(uri)
+    database = url.database
+    if not database or database == ":memory:" or database.startswith("file:") or url.query.get("uri") == "true":
+        return None
+    return database
+
+
+@dataclass(frozen=True)
+class MlflowTarget:
+    """Where a run logs to MLflow: the store's absolute URI, and the MLflow run to go on with (None: a new one)."""
+
+    uri: str
+    run_id: str | None = None
+    recorded_in: Path | None = None
+    """The ``tracking.json`` that names ``run_id``."""
+
+
+def mlflow_target(config: ExperimentConfig, run: RunDir | None = None) -> MlflowTarget | None:
+    """The store and MLflow run for ``run.mlflow``; None when it is unset.
+
+    The run directory's ``tracking.json`` records the store's absolute URI, the value as the
+    config gave it, and the MLflow run's id. While ``run.mlflow`` is the value recorded (as
+    written, or the same store), the run goes on logging into that MLflow run, in that store,
+    from whatever folder it is resumed; a different ``run.mlflow`` starts a new MLflow run there.
+    """
+    given = config.run.mlflow
+    if given is None:
+        return None
+    uri = resolve_store(given)
+    if run is not None and run.tracking.is_file():
+        try:
+            known = json.loads(run.tracking.read_text()).get("mlflow", {})
+        except (OSError, ValueError, AttributeError):
+            raise FedpriorError(f"{run.tracking} is damaged; delete it to log this run into a new MLflow run") from None
+        same_store = given in (known.get("given"), known.get("uri")) or uri == known.get("uri")
+        if known.get("run_id") and known.get("uri") and same_store:
+            return MlflowTarget(resolve_store(known["uri"]), known["run_id"], run.tracking)
+    return MlflowTarget(uri)
+
+
+@contextmanager
+def quick_checks() -> Iterator[None]:
+    """While the store is checked: MLflow's HTTP client tries once with a short timeout, and MLflow's database
+    retries (were they reached) print nothing."""
+    saved = {key: os.environ.get(key) for key in QUICK_HTTP}
+    quiet = [logging.getLogger(name) for name in ("mlflow.store.db.utils", "urllib3.connectionpool")]
+    levels = [logger.level for logger in quiet]
+    os.environ.update(QUICK_HTTP)
+    for logger in quiet:
+        logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        for logger, level in zip(quiet, levels, strict=True):
+            logger.setLevel(level)
+
+
+def probe_store(uri: str, must_exist: bool) -> str | None:
+    """Why the store at ``uri`` cannot be used (None: go on to MLflow), found in seconds.
+
+    A tracking server must accept a connection within :data:`STORE_TIMEOUT` seconds; a SQLite
+    store's folder must be writable (it is created, as MLflow would) and its file a SQLite
+    database, opened here with ``sqlite3`` before SQLAlchemy, which retries a bad file for
+    100 s. ``must_exist`` (a resumed run's recorded store): a local store must already be there,
+    never made anew.
+    """
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(uri)
+    if parts.scheme in ("http", "https"):
+        return probe_server(parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80), parts.scheme)
+    if parts.scheme == "sqlite" or parts.scheme.startswith("sqlite+"):
+        database = sqlite_file(uri)
+        return None if database is None else probe_sqlite(Path(database), must_exist)
+    if parts.scheme in ("", "file") and must_exist:
+        from urllib.request import url2pathname
+
+        folder = Path(url2pathname(parts.path) if parts.scheme else uri).expanduser()
+        return None if folder.is_dir() else f"no folder {folder}"
+    return None
+
+
+def probe_server(host: str, port: int, scheme: str) -> str | None:
+    """Why no connection to ``host:port`` opens within :data:`STORE_TIMEOUT` seconds (None: it does, or a proxy is in the way)."""
+    import socket
+    from urllib.request import getproxies, proxy_bypass
+
+    if not host:
+        return "no host in the URI"
+    if getproxies().get(scheme) and not proxy_bypass(host):  # the connection goes through the proxy: MLflow's check decides
+        return None
+    try:
+        socket.create_connection((host, port), timeout=STORE_TIMEOUT).close()
+    except TimeoutError:
+        return f"no answer from {host}:{port} within {STORE_TIMEOUT:g} s"
+    except OSError as error:
+        return f"cannot connect to {host}:{port} ({error.strerror or error})"
+    return None
+
+
+def probe_sqlite(path: Path, must_exist: bool) -> str | None:
+    """Why ``path`` cannot hold a SQLite store (None: it can)."""
+    import sqlite3
+
+    if must_exist and not path.is_file():
+        return f"no file {path}"
+    folder = path.parent
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        return f"cannot create the folder {folder} ({error.strerror or error})"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    try:
+        connection = sqlite3.connect(path, timeout=STORE_TIMEOUT)
+        try:
+            connection.execute("PRAGMA schema_version").fetchone()  # reads the header: a file that is not a database fails here
+        finally:
+            connection.close()
+    except sqlite3.Error as error:
+        return f"{path}: {error}"
+    return None
+
+
+def first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def open_store(target: MlflowTarget):
+    """MLflow's client for the target's store, checked within seconds; one-line errors for MLflow missing, a store
+    that cannot be opened, and a recorded MLflow run that is not in its store."""
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
         raise FedpriorError("run.mlflow: logging to MLflow needs MLflow: pip install 'fedprior[mlflow]'") from None
-    try:
-        client = MlflowClient(tracking_uri=uri)
-        client.search_experiments(max_results=1)  # opens (and for sqlite, creates) the store now, before any training
-    except Exception as error:  # MLflow raises its own, SQLAlchemy's or OS errors for a bad store
-        first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise FedpriorError(f"run.mlflow: cannot open the MLflow store {uri!r}: {first}") from None
+    run_id = target.run_id
+    resumed = run_id is not None
+    where = f" (the store of MLflow run {target.run_id}, named in {target.recorded_in})" if resumed else ""
+    hint = f"; put the store back, or delete {target.recorded_in} to log into a new MLflow run" if resumed else ""
+    with quick_checks():
+        reason = probe_store(target.uri, must_exist=resumed)
+        if reason is None:
+            try:
+                client = MlflowClient(tracking_uri=target.uri)
+                client.search_experiments(max_results=1)  # opens (for sqlite, creates) the store now, before any training
+            except Exception as error:  # MLflow raises its own, SQLAlchemy's or OS errors for a bad store
+                reason = first_line(error)
+        if reason is not None:
+            raise FedpriorError(f"run.mlflow: cannot open the MLflow store {target.uri!r}{where}: {reason}{hint}")
+        if run_id is not None:
+            try:
+                found = client.get_run(run_id)
+            except Exception as error:
+                raise FedpriorError(
+                    f"run.mlflow: the MLflow run {target.run_id} named in {target.recorded_in} is not in the store {target.uri!r} ({first_line(error)}){hint}"
+                ) from None
+            if found.info.lifecycle_stage == "deleted":
+                raise FedpriorError(
+                    f"run.mlflow: the MLflow run {target.run_id} named in {target.recorded_in} is deleted in the store {target.uri!r}; "
+                    f"restore it (`mlflow runs restore --run-id {target.run_id}`), or delete {target.recorded_in} to log into a new MLflow run"
+                )
     return client
 
 
 class MlflowTracker:
-    """Params, per-round metrics, the summary and the run directory in an MLflow run (one per run directory)."""
+    """Params, per-round metrics, the summary and the run directory in an MLflow run (one per run directory).
 
-    def __init__(self, run: RunDir, config: ExperimentConfig, params: dict[str, str], done: list[dict[str, Any]]) -> None:
-        from mlflow.entities import Param, RunStatus
+    A failure to log (the server gone for longer than MLflow's retries) stops the run with one line; the
+    checkpoint keeps its rounds, and the resume logs what the MLflow run lacks.
+    """
 
-        settings = config.run
-        assert settings.mlflow is not None, "an MLflow tracker is made only when run.mlflow is set"
-        self.client = require_mlflow(settings.mlflow)
-        known = json.loads(run.tracking.read_text()).get("mlflow", {}) if run.tracking.is_file() else {}
+    def __init__(self, target: MlflowTarget, run: RunDir, config: ExperimentConfig, params: dict[str, str], done: list[dict[str, Any]]) -> None:
+        self.uri, self.run_dir = target.uri, run
+        self.client = open_store(target)
         self.logged_until = -1
         """Steps up to this one are in the MLflow run already (a resumed run skips them)."""
-        if known.get("uri") == settings.mlflow and known.get("run_id"):
-            self.run_id = known["run_id"]
-            self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-            self.logged_until = max((m.step for m in self.client.get_metric_history(self.run_id, "round")), default=-1)
-        else:
-            experiment = self.client.get_experiment_by_name(settings.mlflow_experiment)
-            experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(settings.mlflow_experiment)
-            tags = {"fedprior.run_dir": str(run.path.resolve()), "algorithm": config.algorithm.name, "dataset": config.data.dataset}
-            self.run_id = self.client.create_run(experiment_id, run_name=run.path.name, tags=tags).info.run_id
-            self.client.log_batch(self.run_id, params=[Param(k, v) for k, v in params.items()])
-            run.path.mkdir(parents=True, exist_ok=True)
-            run.tracking.write_text(json.dumps({"mlflow": {"uri": settings.mlflow, "run_id": self.run_id}}))
-        for record in done:
-            self.record(record)
+        with self.logging():
+            if target.run_id is not None:
+                from mlflow.entities import RunStatus
+
+                self.run_id = target.run_id
+                self.client.update_run(self.run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+                self.logged_until = max((m.step for m in self.client.get_metric_history(self.run_id, "round")), default=-1)
+            else:
+                self.run_id = self.create(run, config, params)
+                run.path.mkdir(parents=True, exist_ok=True)
+                record = {"uri": target.uri, "given": config.run.mlflow, "run_id": self.run_id}
+                write_text(run.tracking, json.dumps({"mlflow": record}, indent=1) + "\n")
+            for record in done:
+                self.record(record)
+
+    def create(self, run: RunDir, config: ExperimentConfig, params: dict[str, str]) -> str:
+        """A new MLflow run under ``run.mlflow_experiment`` (made if new), named after the run directory, with the config as params."""
+        from mlflow.entities import Param
+
+        name = config.run.mlflow_experiment
+        experiment = self.client.get_experiment_by_name(name)
+        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        tags = {"fedprior.run_dir": str(run.path.resolve()), "algorithm": config.algorithm.name, "dataset": config.data.dataset}
+        run_id = self.client.create_run(experiment_id, run_name=run.path.name, tags=tags).info.run_id
+        self.client.log_batch(run_id, params=[Param(k, v) for k, v in params.items()])
+        return run_id
+
+    @contextmanager
+    def logging(self) -> Iterator[None]:
+        """MLflow's errors while logging as one line that says the run can be resumed."""
+        try:
+            yield
+        except FedpriorError:
+            raise
+        except Exception as error:  # MLflow's, SQLAlchemy's, requests' or OS errors
+            raise FedpriorError(
+                f"run.mlflow: logging to the MLflow store {self.uri!r} failed ({first_line(error)}); "
+                f"`fedprior resume {self.run_dir.path}` goes on from the last checkpoint and logs what the MLflow run lacks"
+            ) from None
 
     def log(self, values: dict[str, float], step: int) -> None:
         import time
@@ -155,7 +387,8 @@ class MlflowTracker:
         from mlflow.entities import Metric
 
         stamp = int(time.time() * 1000)
-        self.client.log_batch(self.run_id, metrics=[Metric(k, v, stamp, step) for k, v in values.items()])
+        with self.logging():
+            self.client.log_batch(self.run_id, metrics=[Metric(k, v, stamp, step) for k, v in values.items()])
 
     def record(self, record: dict[str, Any]) -> None:
         if step_of(record) > self.logged_until:
@@ -163,10 +396,18 @@ class MlflowTracker:
 
     def finish(self, summary: dict[str, Any], run: RunDir, step: int) -> None:
         self.log({key: float(summary[key]) for key in SUMMARY_KEYS if key in summary}, step)
-        for path in sorted(p for p in run.path.rglob("*") if p.is_file() and p != run.checkpoint):
-            folder = path.parent.relative_to(run.path).as_posix()
-            self.client.log_artifact(self.run_id, str(path), None if folder == "." else folder)
-        self.client.set_terminated(self.run_id, "FINISHED")
+        with self.logging():
+            for path in artifacts(run):
+                folder = path.parent.relative_to(run.path).as_posix()
+                self.client.log_artifact(self.run_id, str(path), None if folder == "." else folder)
+            self.client.set_terminated(self.run_id, "FINISHED")
+
+
+def artifacts(run: RunDir) -> list[Path]:
+    """The run directory's files logged as MLflow artifacts: all but the checkpoints (the per-client states can be
+    large; they stay in the run directory), the lock and any half-written temporary file."""
+    left_out = {run.checkpoint, run.previous_checkpoint, run.lock_file}
+    return sorted(p for p in run.path.rglob("*") if p.is_file() and p not in left_out and not p.name.endswith(".tmp"))
 
 
 class Trackers:
@@ -178,8 +419,11 @@ class Trackers:
         params = flat_config(name, config)
         self.run = run
         self.step = max((step_of(r) for r in done), default=0)
+        target = mlflow_target(config, run)
+        if target is not None:  # the store as used, absolute (the config keeps the value as written)
+            params["run.mlflow"] = target.uri
         self.tensorboard = TensorBoardTracker(run.tensorboard, params, done)
-        self.mlflow = MlflowTracker(run, config, params, done) if config.run.mlflow else None
+        self.mlflow = MlflowTracker(target, run, config, params, done) if target is not None else None
 
     def record(self, record: dict[str, Any]) -> None:
         self.step = max(self.step, step_of(record))
@@ -195,7 +439,9 @@ class Trackers:
             self.mlflow.finish(summary, self.run, self.step)
 
 
-def check_trackers(config: ExperimentConfig) -> None:
-    """Fail before any long work if a tracker the config asks for cannot work (MLflow missing, a bad store)."""
-    if config.run.mlflow:
-        require_mlflow(config.run.mlflow)
+def check_trackers(config: ExperimentConfig, run: RunDir | None = None) -> None:
+    """Fail within seconds, before any long work, if a tracker the config asks for cannot work: MLflow missing,
+    a store that cannot be opened, or (``run``'s ``tracking.json`` naming one) an MLflow run not in its store."""
+    target = mlflow_target(config, run)
+    if target is not None:
+        open_store(target)
