@@ -64,6 +64,8 @@ def test_an_empty_rows_or_columns_selection_is_an_error_not_the_whole_grid():
         result = invoke("table", "fst-cbdg-table2", "--embedded", option, value, "--set", "federation.rounds=0")  # (rounds: were it ignored, no grid runs)
         assert result.exit_code == 2
         assert error_line(result).startswith(f"error: {option}: no ")
+    nothing = invoke("table", "fedbm-table3", "--embedded")  # none of its datasets is embedded
+    assert nothing.exit_code == 2 and "fedbm-table3: no cell of this table runs in the embedded setting" in error_line(nothing)
 
 
 def test_a_mistyped_command_suggests_the_right_one_once():
