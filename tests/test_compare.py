@@ -1,9 +1,10 @@
 """fedprior compare: runs of different algorithms on one partition, side by side; an unfinished run; bad folders."""
 
 import json
+import shutil
 
 import pytest
-from cli import fedprior
+from cli import error_line, fedprior, invoke
 from typer.testing import CliRunner
 
 from fedprior.cli import app
@@ -94,3 +95,29 @@ def test_a_folder_that_is_not_a_run(tmp_path):
     result = fedprior("compare", str(tmp_path), "--plot", str(tmp_path / "x.png"))
     assert result.returncode == 2 and f"error: {tmp_path} is not a fedprior run directory (no config.toml)" in result.stderr
     assert "Traceback" not in result.stderr and not (tmp_path / "x.png").exists()
+
+
+def test_garbage_appended_to_metrics_is_skipped_with_one_warning(runs, tmp_path):
+    """Bytes appended to an unfinished run's metrics.jsonl (not UTF-8, not JSON): the valid rounds are read, one warning says how many lines were skipped."""
+    root, _ = runs
+    damaged = tmp_path / "fedprox-cnn"
+    shutil.copytree(root / "fedprox-cnn", damaged)
+    with (damaged / "metrics.jsonl").open("ab") as handle:
+        handle.write(b'\xac\xff\x00{"step\n7\n\x89PNG\r\n')  # three lines that are not a round record
+    (expected,) = compare_runs([root / "fedprox-cnn"]).runs
+    with pytest.warns(UserWarning, match=r"metrics.jsonl: skipped 3 lines that are not a round record \(damaged or appended text\); read the 1 valid one$"):
+        (view,) = compare_runs([damaged]).runs
+    assert view.rounds == 1 and view.metrics == expected.metrics and view.curve == expected.curve
+
+    result = invoke("compare", damaged, "--plot", tmp_path / "c.png", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["runs"][0]["final_accuracy"] == expected.metrics["final_accuracy"]
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and f"{damaged / 'metrics.jsonl'}: skipped 3 lines" in " ".join(result.stderr.split()), result.stderr
+
+
+def test_plot_into_a_folder_is_one_line(runs, tmp_path):
+    root, _ = runs
+    result = invoke("compare", root / "fedavg-cnn", "--plot", tmp_path)
+    assert result.exit_code == 2
+    assert error_line(result) == f"error: --plot: {tmp_path} is a folder; give a file name such as {tmp_path / 'compare.png'}"

@@ -1,8 +1,13 @@
 """The paper tables as grids, and fedprior table end to end on a tiny setting."""
 
-from cli import fedprior, summary
+import json
+import signal
+
+import pytest
+from cli import error_line, fedprior, invoke, summary
 from conftest import STANDIN
 
+from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.config import load_config
 from fedprior.experiments.tables import cells
 from fedprior.papers import all_tables, table_by_name
@@ -46,3 +51,87 @@ def test_table_command_runs_every_cell(shared_cache, tmp_path):
     assert all({"row", "column", "ours", "paper"} <= c.keys() and 0 <= c["ours"] <= 100 for c in cells_out)
     assert [c["paper"] for c in cells_out] == [68.6, 68.6, 73.2, 74.0]
     assert (tmp_path / "t" / "table.md").is_file() and (tmp_path / "t" / "table.json").is_file()
+
+
+def test_an_empty_rows_or_columns_selection_is_an_error_not_the_whole_grid():
+    table = table_by_name("fst-cbdg-table2")
+    with pytest.raises(ConfigError, match="--rows: no row named .*accepted: FedAvg, FedNTD, FST-CBDG"):
+        cells(table, True, rows=[])
+    with pytest.raises(ConfigError, match="--columns: no column named .*accepted: s=2, s=3"):
+        cells(table, True, columns=[])
+    assert len(cells(table, True, rows=None, columns=None)) == 24  # left out: all
+    for option, value in (("--rows", ""), ("--columns", " , ")):
+        result = invoke("table", "fst-cbdg-table2", "--embedded", option, value, "--set", "federation.rounds=0")  # (rounds: were it ignored, no grid runs)
+        assert result.exit_code == 2
+        assert error_line(result).startswith(f"error: {option}: no ")
+    nothing = invoke("table", "fedbm-table3", "--embedded")  # none of its datasets is embedded
+    assert nothing.exit_code == 2 and "fedbm-table3: no cell of this table runs in the embedded setting" in error_line(nothing)
+
+
+def test_a_mistyped_command_suggests_the_right_one_once():
+    result = invoke("tables")
+    assert result.exit_code == 2
+    assert result.output.count("Did you mean 'table'?") == 1, result.output
+
+
+GRID = ["fst-cbdg-table2", "--embedded", "--columns", "s=2"]
+"""Three cells (FedAvg, FedNTD, FST-CBDG at s=2) of 2 rounds on the digits stand-in."""
+
+
+def summary_of(result) -> list:
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)
+
+
+def grid_options():
+    return [arg for o in [*STANDIN, "federation.num_clients=10", "federation.rounds=2", "run.workers=1"] for arg in ("--set", o)]
+
+
+def test_a_stopped_table_continues_where_it_stopped(shared_cache, tmp_path, monkeypatch):
+    """A SIGTERM in round 2 of the second cell; the same command then reuses the first, resumes the second, runs the third."""
+    from fedprior.experiments import runner
+
+    reference = summary_of(invoke("table", *GRID, "--rows", "FedNTD", *grid_options(), "--out", tmp_path / "ref", "--json", cache=shared_cache))
+    out = tmp_path / "t"
+    execute = runner.execute
+
+    def stop_in_fedntd(name, config, run, **callbacks):
+        def on_round(record):
+            if record.get("step") == 1 and run.path.name.startswith("FedNTD"):
+                raise Interrupted(signal.SIGTERM)
+
+        return execute(name, config, run, **callbacks, on_round=on_round)
+
+    monkeypatch.setattr(runner, "execute", stop_in_fedntd)
+    stopped = invoke("table", *GRID, *grid_options(), "--out", out, "--json", cache=shared_cache)
+    monkeypatch.setattr(runner, "execute", execute)
+    assert stopped.exit_code == 128 + signal.SIGTERM, stopped.output
+    again = f"fedprior table fst-cbdg-table2 --embedded {' '.join(grid_options())} --columns s=2 --out {out} --json"
+    assert f"interrupted (SIGTERM); continue the table with `{again}`" in stopped.stderr
+    assert "fedprior resume" not in stopped.stderr
+    first, second = out / "FedAvg--s=2--seed0", out / "FedNTD--s=2--seed0"
+    assert (first / "result.json").is_file() and (second / "checkpoint.safetensors").is_file() and not (second / "result.json").exists()
+    third = out / "FST-CBDG--s=2--seed0"  # stopped before its first checkpoint: a folder with its config only
+    third.mkdir()
+    (third / "config.toml").write_text((second / "config.toml").read_text())
+    finished = (first / "result.json").stat().st_mtime_ns
+
+    result = invoke("table", *GRID, *grid_options(), "--out", out, "--json", cache=shared_cache)
+    table = summary_of(result)
+    flat = " ".join(result.stderr.split())  # the console wraps long lines
+    assert f"continuing the table in {out}: 1 finished run(s) reused, 1 resumed" in flat
+    assert flat.count(", reused)") == 1 and flat.count(", resumed)") == 1  # FedAvg, FedNTD; FST-CBDG ran
+    assert (first / "result.json").stat().st_mtime_ns == finished
+    assert [(c["row"], c["column"]) for c in table] == [("FedAvg", "s=2"), ("FedNTD", "s=2"), ("FST-CBDG", "s=2")]
+    assert table[1]["finals"] == reference[0]["finals"] and table[1]["initial"] == reference[0]["initial"]
+    resumed = json.loads((second / "result.json").read_text())
+    assert resumed["history"] == json.loads((tmp_path / "ref" / "FedNTD--s=2--seed0" / "result.json").read_text())["history"]
+    assert resumed["rounds"] == 2 and json.loads((third / "result.json").read_text())["rounds"] == 2
+    assert json.loads((out / "table.json").read_text()) == table
+
+    changed = invoke("table", *GRID, *grid_options(), "--set", "federation.rounds=3", "--out", out, cache=shared_cache)
+    assert changed.exit_code == 2
+    assert error_line(changed) == (
+        f"error: --out: cell FedAvg / s=2 seed 0 ({first}) holds a run of another config: federation.rounds (2 there, 3 now); "
+        "rerun the table with the settings it started with, or give another --out"
+    )

@@ -23,9 +23,11 @@ class Interrupted(KeyboardInterrupt):
     """A run stopped by a signal (Ctrl-C: SIGINT; a scheduler or ``kill``: SIGTERM) after it stopped what it started.
 
     Its checkpoint holds the last completed round; ``run_dir``, once known, is where to
-    resume. The CLI prints how to resume and exits 128 + the signal's number (130, 143).
+    resume. ``continue_with``, where set, is the command that goes on instead (a table's:
+    rerunning it continues every cell). The CLI prints how to go on and exits 128 + the
+    signal's number (130, 143).
     """
 
-    def __init__(self, signum: int = signal.SIGINT, run_dir=None) -> None:
+    def __init__(self, signum: int = signal.SIGINT, run_dir=None, continue_with: str | None = None) -> None:
         super().__init__(signum)
-        self.signum, self.run_dir = int(signum), run_dir
+        self.signum, self.run_dir, self.continue_with = int(signum), run_dir, continue_with

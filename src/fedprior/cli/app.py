@@ -29,6 +29,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    suggest_commands=False,  # click (8.2+) already ends 'No such command' with 'Did you mean ...?'; typer's would repeat it
 )
 
 stderr = Console(stderr=True)
@@ -77,7 +78,10 @@ def user_errors(command: Callable) -> Callable:
             fail(str(error), 2)
         except Interrupted as error:
             name = signal.Signals(error.signum).name
-            where = f"resume with `fedprior resume {error.run_dir}`" if error.run_dir else "nothing was saved"
+            if error.continue_with:
+                where = error.continue_with
+            else:
+                where = f"resume with `fedprior resume {error.run_dir}`" if error.run_dir else "nothing was saved"
             stderr.print(f"interrupted ({name}); {escape(where)}", highlight=False, soft_wrap=True)
             sys.exit(128 + error.signum)
         except KeyboardInterrupt:  # Ctrl-C in a command that is not a run

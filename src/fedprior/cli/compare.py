@@ -64,8 +64,10 @@ def compare(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON object (every run's numbers and config, the differences) instead of the table."),
 ) -> None:
     """Compare runs: config differences, final/best accuracy, F1, bytes sent, wall time; their accuracy curves in one PNG."""
+    from fedprior.cli.partition import check_output_file
     from fedprior.experiments.compare import compare_runs
 
+    check_output_file(plot, "--plot", example="compare.png")  # a folder or an unwritable place: one line, before reading the runs
     comparison = compare_runs(runs)
     for run in comparison.runs:
         if not run.finished:

@@ -38,10 +38,10 @@ OPTION_OF_FIELD = {
 SPARK = "▁▂▃▄▅▆▇█"
 
 
-def check_output_file(path: Path, option: str) -> None:
+def check_output_file(path: Path, option: str, example: str = "partition.png") -> None:
     """Refuse, before any work, an output file that is a folder or lies in a folder that cannot be written."""
     if path.is_dir():
-        raise FedpriorError(f"{option}: {path} is a folder; give a file name such as {path / 'partition.png'}")
+        raise FedpriorError(f"{option}: {path} is a folder; give a file name such as {path / example}")
     parent = next((p for p in path.absolute().parents if p.exists()), None)
     if parent is None or not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
         raise FedpriorError(f"{option}: cannot write {path} ({parent} is not a writable folder)")

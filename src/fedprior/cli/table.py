@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-import re
+import shlex
+import signal
 from datetime import datetime
 from pathlib import Path
 
@@ -77,41 +78,66 @@ def table(
     name: str = typer.Argument(..., help="A paper's table, e.g. fst-cbdg-table2 (an unknown name lists them all)."),
     embedded: bool = typer.Option(False, "--embedded", help="Run offline on an embedded dataset (Fashion-MNIST) instead of the paper's setting."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field in every cell: section.key=value (repeatable)."),
-    out: Path | None = typer.Option(None, "--out", help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP)."),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table.",
+    ),
     seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
     rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
     columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON list of cells (row, column, ours, paper) on stdout."),
 ) -> None:
-    """Run every cell of a paper's table and print our number beside the paper's."""
+    """Run every cell of a paper's table and print our number beside the paper's.
+
+    Run again with the same --out, it continues a stopped table: finished cells are reused,
+    a cell stopped mid-way resumes from its checkpoint, the others run.
+    """
+    from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.runner import start
+    from fedprior.experiments.table_runs import REUSED, RUN, plan_cell
     from fedprior.experiments.tables import cells, run_table
     from fedprior.papers import table_by_name
 
     paper_table = table_by_name(name)
-    chosen = [r.strip() for r in rows.split(",")] if rows else None
-    chosen_columns = [c.strip() for c in columns.split(",")] if columns else None
+    chosen = selection(rows)
+    chosen_columns = selection(columns)
     planned = cells(paper_table, embedded, set_, chosen, chosen_columns)
-    for cell in planned:  # every config is checked before anything runs
-        load_config(cell.preset, cell.overrides)
+    if not planned:
+        where = "in the embedded setting (its datasets are not embedded); run it without --embedded" if embedded else "in the paper's setting"
+        raise ConfigError(f"{name}: no cell of {'the chosen rows and columns' if chosen or chosen_columns else 'this table'} runs {where}")
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
+    runs = {}
+    for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
+        for seed in range(seeds):
+            cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
+            runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
     setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
     stderr.print(f"{paper_table.title}: {len(planned)} cells x {seeds} seed(s){setting}; runs in {folder}", highlight=False)
+    kept = [r.action for r in runs.values() if r.action != RUN]
+    if kept:
+        stderr.print(
+            f"continuing the table in {folder}: {kept.count(REUSED)} finished run(s) reused, {len(kept) - kept.count(REUSED)} resumed", highlight=False
+        )
 
     def run_cell(cell, seed):
-        slug = re.sub(r"[^A-Za-z0-9.=-]+", "_", f"{cell.row}--{cell.column}--seed{seed}").strip("_")
-        cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
-        return start(cell_name, config, folder / slug, report_extras=False)
+        return runs[cell.row, cell.column, seed].execute()
 
     def on_cell(cell, result):
         paper = "-" if result["paper"] is None else number(result["paper"])
         spread = f" +- {number(result['std'])}" if seeds > 1 else ""
+        actions = [runs[cell.row, cell.column, seed].action for seed in range(seeds)]
+        how = "" if set(actions) == {RUN} else f", {actions[0]}" if seeds == 1 else f", seeds {' / '.join(actions)}"
         stderr.print(
-            f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s)", highlight=False
+            f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s{how})",
+            highlight=False,
         )
 
-    results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
+    try:
+        results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: rerunning the table command goes on, not one cell's resume
+        again = command_line(name, embedded, set_, folder, seeds, rows, columns, as_json)
+        raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the table with `{again}`") from None
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.json").write_text(json.dumps(results, indent=2))
     (folder / "table.md").write_text(markdown(paper_table.title, results))
@@ -119,3 +145,19 @@ def table(
         typer.echo(json.dumps(results))
     else:
         Console().print(render(paper_table.title, results))
+
+
+def selection(text: str | None) -> list[str] | None:
+    """``--rows``/``--columns``: None when the option is left out (all), else the comma-separated labels (maybe none)."""
+    return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
+
+
+def command_line(name: str, embedded: bool, set_: list[str], folder: Path, seeds: int, rows: str | None, columns: str | None, as_json: bool) -> str:
+    """The ``fedprior table`` command that continues this table in ``folder`` (shell-quoted)."""
+    parts = ["fedprior", "table", name, *(["--embedded"] if embedded else [])]
+    parts += [arg for override in set_ for arg in ("--set", override)]
+    parts += ["--rows", rows] if rows is not None else []
+    parts += ["--columns", columns] if columns is not None else []
+    parts += ["--seeds", str(seeds)] if seeds != 1 else []
+    parts += ["--out", str(folder), *(["--json"] if as_json else [])]
+    return shlex.join(parts)

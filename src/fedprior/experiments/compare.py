@@ -12,6 +12,7 @@ import hashlib
 import json
 import math
 import tomllib
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,15 +106,31 @@ def partial_metrics(records: list[dict[str, Any]], initial: dict[str, Any]) -> d
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
+    """The round records of a ``metrics.jsonl``, skipping lines that are not one (a line cut by a kill, bytes appended to it).
+
+    Skipped lines are one warning naming the file and how many (``fedprior resume`` rewrites
+    the file from the checkpoint, which repairs it).
+    """
     if not path.is_file():
         return []
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
-    records = []
-    for line in lines:
+    records, skipped = [], 0
+    for line in path.read_bytes().splitlines():
+        if not line.strip():
+            continue
         try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:  # a line cut by a kill: the rounds before it stand
-            break
+            record = json.loads(line)  # bytes: not UTF-8 is a UnicodeDecodeError, a ValueError as JSONDecodeError is
+        except ValueError:
+            record = None
+        if isinstance(record, dict):
+            records.append(record)
+        else:
+            skipped += 1
+    if skipped:
+        warnings.warn(
+            f"{path}: skipped {skipped} line{'s' * (skipped != 1)} that {'are' if skipped != 1 else 'is'} not a round record "
+            f"(damaged or appended text); read the {len(records)} valid one{'s' * (len(records) != 1)}",
+            stacklevel=2,
+        )
     return records
 
 
@@ -128,7 +145,6 @@ def read_run(path: str | Path) -> RunView:
     except tomllib.TOMLDecodeError as error:
         raise FedpriorError(f"{run.config}: not valid TOML ({error})") from None
     name = raw.pop("name", path.name)
-    records = read_metrics(run.metrics)
     if run.result.is_file():
         summary = json.loads(run.result.read_text())
         metrics = {k: summary[k] for k in METRICS if k in summary}
@@ -136,6 +152,7 @@ def read_run(path: str | Path) -> RunView:
         finished, rounds = True, summary["rounds"]
     else:
         initial = initial_metrics(run.checkpoint)
+        records = read_metrics(run.metrics)
         metrics = partial_metrics(records, initial)
         curve = {0: initial.get("accuracy", math.nan), **{r["step"]: r["accuracy"] for r in records if "accuracy" in r}}
         finished, rounds = False, len(records)

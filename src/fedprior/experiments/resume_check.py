@@ -62,17 +62,25 @@ def _show(value: Any) -> str:
     return "unset" if value is None else repr(value)
 
 
+def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
+    """``{"section.key": (before, after)}`` for the fields of two resolved configs (as dicts) that differ, but
+    those that do not change the numbers (``RESUME_MAY_CHANGE``)."""
+    return {field: values for field, values in config_differences(before, after).items() if field not in RESUME_MAY_CHANGE}
+
+
+def describe_changes(changed: dict[str, tuple[Any, Any]], before: str, after: str = "now") -> str:
+    """``run.seed (0 in the checkpoint, 7 now), ...``: each field with its two values."""
+    return ", ".join(f"{field} ({_show(old)} {before}, {_show(new)} {after})" for field, (old, new) in changed.items())
+
+
 def check_same_config(metadata: dict[str, str], config: ExperimentConfig, config_path: Path) -> None:
     """Refuse ``config`` (from config.toml) if it differs from the checkpoint's beyond what may change."""
     if CONFIG_KEY not in metadata:
         return  # a checkpoint of Flower's standalone ServerApp or an older fedprior: nothing recorded to compare
-    changed = {
-        field: values
-        for field, values in config_differences(json.loads(metadata[CONFIG_KEY]), config.to_dict()).items()
-        if field not in RESUME_MAY_CHANGE and field != "federation.rounds"
-    }
+    changed = changes_that_matter(json.loads(metadata[CONFIG_KEY]), config.to_dict())
+    changed.pop("federation.rounds", None)
     if changed:
-        listed = ", ".join(f"{field} ({_show(old)} in the checkpoint, {_show(new)} now)" for field, (old, new) in changed.items())
+        listed = describe_changes(changed, "in the checkpoint")
         raise ConfigError(
             f"{config_path} differs from the run's checkpoint: {listed}; a run resumes only with the config it started "
             f"with (federation.rounds may change): undo the edit, or start a new run with `fedprior run {config_path} --run-dir NEW_FOLDER`"

@@ -97,10 +97,15 @@ class Cell:
 
 
 def select_rows(table: PaperTable, rows: list[str] | None) -> tuple[Row, ...]:
-    """The table's rows, or those named in ``rows`` (ConfigError listing the accepted labels otherwise)."""
-    if not rows:
+    """The table's rows (``rows`` None), or those named in ``rows`` (ConfigError listing the accepted labels otherwise).
+
+    An empty selection (``--rows ""``, e.g. an empty shell variable) is an error, not the whole grid.
+    """
+    if rows is None:
         return table.rows
     labels = [r.label for r in table.rows]
+    if not rows:
+        raise ConfigError(f"--rows: no row named (got an empty list); accepted: {', '.join(labels)} (leave --rows out to run them all)")
     unknown = [r for r in rows if r not in labels]
     if unknown:
         raise ConfigError(f"--rows: unknown row(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(labels)}")
@@ -108,19 +113,25 @@ def select_rows(table: PaperTable, rows: list[str] | None) -> tuple[Row, ...]:
 
 
 def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, rows: list[str] | None = None, columns: list[str] | None = None) -> list[Cell]:
-    """The cells to run, in row-major order, with every override resolved (only ``rows`` and ``columns`` if given)."""
+    """The cells to run, in row-major order, with every override resolved (only ``rows`` and ``columns`` if given).
+
+    ``rows``/``columns`` None: all of them; an empty list is an error (ConfigError naming the option).
+    """
     out = []
     chosen = [c for c in table.columns if not (embedded and not c.embedded)]
     names = [c.in_setting(embedded)[0] for c in chosen]
+    if columns is not None and not columns:
+        raise ConfigError(f"--columns: no column named (got an empty list); accepted: {', '.join(names)} (leave --columns out to run them all)")
     unknown = [c for c in columns or [] if c not in names]
     if unknown:
         raise ConfigError(f"--columns: unknown column(s) {', '.join(map(repr, unknown))} of {table.name}; accepted: {', '.join(names)}")
+    selected_rows = select_rows(table, rows)
     for column, name in zip(chosen, names, strict=True):
-        if columns and name not in columns:
+        if columns is not None and name not in columns:
             continue
         setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]
         _, column_overrides = column.in_setting(embedded)
-        for row in select_rows(table, rows):
+        for row in selected_rows:
             if embedded and not row.embedded:
                 continue
             tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())

@@ -18,7 +18,6 @@ the labeled and the unlabeled partition as two heatmaps.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -32,10 +31,9 @@ ALGORITHMS = ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semi
 
 
 def read_rounds(folder: Path) -> list[dict[str, Any]]:
-    path = Path(folder) / "metrics.jsonl"
-    if not path.is_file():
-        return []
-    return [r for r in map(json.loads, path.read_text().splitlines()) if r.get("step") is not None]
+    from fedprior.experiments.compare import read_metrics
+
+    return [r for r in read_metrics(Path(folder) / "metrics.jsonl") if r.get("step") is not None]
 
 
 def series(rounds: list[dict[str, Any]], key: str) -> tuple[list[int], list[float]]:
