@@ -1,18 +1,23 @@
-"""run.device resolution, the CUDA-missing error, data moved once per update, CPU tensors out; the thread policy."""
+"""run.device resolution, the CUDA-missing error, data moved once per update, CPU tensors out; every algorithm on the device; the thread policy."""
 
 import os
 
 import pytest
 import torch
+from algorithm_setups import SETUPS, SMALL
 from conftest import toy_images
+from pretend_device import DEVICE, OnDevice, PretendDevice
 
 from fedprior.algorithms.base import ClientInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg
+from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
+from fedprior.experiments.build import build_algorithm, build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
@@ -161,3 +166,70 @@ def test_run_deterministic_switches_torch_to_deterministic_kernels(monkeypatch):
     finally:
         set_deterministic(False)
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+
+
+# One round of every stage on a pretend accelerator: 8 clients, one sampled per round, one local epoch.
+ONE_CLIENT = [*SMALL, "federation.fraction=0.125", "federation.local_epochs=1"]
+
+
+def cpu_only(arrays) -> bool:
+    return all(type(v) is torch.Tensor and v.device.type == "cpu" for v in arrays.values())
+
+
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_computes_on_the_device_it_is_given(shared_cache, one_torch_thread, name):
+    """Issue 15: ``run.device`` reaches every algorithm, through client updates, aggregation, server training and evaluation.
+
+    The experiment's data is built on the CPU as a run does; the algorithm is built with the
+    pretend accelerator (tests/pretend_device.py) as its device and runs one round of each
+    stage there. A convolution or matrix product on the CPU, a module called with weights off
+    the device, an operation mixing device and CPU tensors, or a random draw on the device
+    from a CPU generator fails here as it would (or would silently train on the CPU) on a GPU.
+    """
+    preset, overrides = SETUPS[name]
+    config_name, config = load_config(preset, [*overrides, *ONE_CLIENT])
+    experiment = build_experiment(config_name, config)
+    config = experiment.config
+    with PretendDevice() as record:
+        algorithm = build_algorithm(config, experiment.task, DEVICE)
+        result = simulate(
+            algorithm,
+            experiment.client_data,
+            experiment.task.num_clients,
+            experiment.test,
+            seed=0,
+            rounds=1,
+            fraction=config.federation.fraction,
+        )
+    assert any(where == "device" for _, where in record.compute), "no convolution or matrix product ran on the device"
+    cpu = record.ran_on_the_cpu()
+    assert not cpu, f"{name} ran these on the CPU with device={DEVICE}:\n" + "\n".join(cpu)
+    off = record.modules_off_the_device()
+    assert not off, f"{name} called these modules with weights off the device {DEVICE}:\n" + "\n".join(off)
+    assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # States stay on the CPU
+
+
+def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would():
+    """The instrument itself: the same numbers as the CPU; a CPU model, mixed devices and a CPU generator are caught."""
+    data, info = toy_images(16), ClientInfo(0, "federated", 1, client_id=0)
+
+    def one_update(device):
+        algo = fedavg(TASK, local_epochs=1, batch_size=8, device=device)
+        state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
+        return algo.client_update(algo.broadcast(state, info), {}, data, info)[0].arrays
+
+    on_cpu = one_update(torch.device("cpu"))
+    with PretendDevice() as record:
+        on_device = one_update(DEVICE)
+        assert isinstance(torch.zeros(2, device=DEVICE), OnDevice) and isinstance(torch.tensor([1.0], device=DEVICE), OnDevice)
+        with pytest.raises(RuntimeError, match="Expected all tensors to be on the same device"):
+            torch.ones(2, 2).to(DEVICE) @ torch.ones(2, 2)
+        with pytest.raises(RuntimeError, match="generator"):
+            torch.randn(3, generator=torch.Generator(), device=DEVICE)
+        with pytest.raises(TypeError, match="numpy"):
+            torch.ones(2).to(DEVICE).numpy()
+    assert record.compute and record.ran_on_the_cpu() == [] and cpu_only(on_device)
+    assert all(torch.equal(on_cpu[k], on_device[k]) for k in on_cpu)
+    with PretendDevice() as record:
+        one_update(torch.device("cpu"))  # an algorithm that ignores its device: every product on the CPU
+    assert "aten::convolution" in record.ran_on_the_cpu() and record.modules_off_the_device()[:2] == ["Conv2d", "Linear"]

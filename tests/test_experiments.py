@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from algorithm_setups import SETUPS, SMALL
 from conftest import STANDIN
 
 from fedprior.algorithms.registry import ALGORITHMS
@@ -12,71 +13,6 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate, total_rounds
-
-# MFCL's presets on digits, its scenario cleared so that any number of clients works.
-SMALL_IMAGES = ["data.dataset=digits", "data.train_subset=0", 'partition.scenario=""', "partition.scheme=window"]
-
-# The semi-supervised algorithms (FedDB and its baselines) on a small labeled/unlabeled split of digits.
-SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlabeled=0", "federation.local_epochs=1", "algorithm.width=8"]
-
-FEDBM_SMALL = ["data.dataset=digits", "data.train_subset=0"]
-# How each registered algorithm is exercised: a preset plus overrides on small embedded data.
-# A new algorithm must be added here, or test_every_algorithm_has_a_setup fails.
-SETUPS = {
-    "fedavg": ("fedavg-cnn", ["data.dataset=digits"]),
-    "fedprox": ("fedprox-cnn", ["data.dataset=digits"]),
-    "scaffold": ("scaffold-cnn", ["data.dataset=digits"]),
-    "fedntd": ("fedntd-linear", STANDIN),
-    "fst-cbdg": ("fst-cbdg", STANDIN),
-    "zero-shot": ("zero-shot", STANDIN),
-    "linear-probe": ("linear-probe", STANDIN),
-    "mfcl": (
-        "mfcl",
-        [
-            *SMALL_IMAGES,
-            "algorithm.sensor_width=4",
-            "algorithm.disc_width=4",
-            "algorithm.projection_dim=8",
-            "algorithm.server_epochs=1",
-            "algorithm.server_batch_size=64",
-        ],
-    ),
-    "fedsimclr": ("fedsimclr-pn", [*SMALL_IMAGES, "algorithm.width=4", "algorithm.projection_dim=8"]),
-    "fedswav": ("fedswav", [*SMALL_IMAGES, "algorithm.width=4", "algorithm.projection_dim=8", "algorithm.prototypes=10"]),
-    "orchestra": (
-        "orchestra",
-        [
-            *SMALL_IMAGES,
-            "algorithm.width=4",
-            "algorithm.projection_dim=8",
-            "algorithm.global_clusters=8",
-            "algorithm.local_clusters=4",
-            "algorithm.memory=32",
-            "algorithm.global_iterations=20",
-        ],
-    ),
-    "moon": ("mfcl-moon", SMALL_IMAGES),
-    **{name: (name, SEMI) for name in ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")},
-    "fedbm": (
-        "fedbm",
-        [
-            *FEDBM_SMALL,
-            "algorithm.generator_every=1",
-            "algorithm.generator_steps=2",
-            "algorithm.generator_batch=8",
-            "algorithm.generator_width=8",
-            "algorithm.synthetic_batch=4",
-        ],
-    ),
-    "central": ("fedbm-central", [*FEDBM_SMALL, "data.train_subset=300"]),
-    "feddyn": ("fedbm-feddyn", FEDBM_SMALL),
-    "fedrep": ("fedbm-fedrep", FEDBM_SMALL),
-    "fedrod": ("fedbm-fedrod", FEDBM_SMALL),
-    "fednh": ("fedbm-fednh", FEDBM_SMALL),
-    "fedproto": ("fedbm-fedproto", FEDBM_SMALL),
-    "fedetf": ("fedbm-fedetf", FEDBM_SMALL),
-}
-SMALL = ["federation.num_clients=8", "federation.fraction=0.25", "federation.rounds=1"]
 
 
 def test_every_algorithm_has_a_setup():

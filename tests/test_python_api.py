@@ -81,12 +81,20 @@ def test_import_fedprior_is_light():
         _ = fedprior.nope
 
 
-def unannotated(task, *, bias=0.0):
+def unannotated(task, *, bias=0.0, device=torch.device("cpu")):
     """A hyperparameter without its type: cannot be registered."""
 
 
-def no_default(task, *, lr: float):
+def no_default(task, *, lr: float, device=torch.device("cpu")):
     """A hyperparameter without a default: cannot be registered."""
+
+
+def no_device(task, *, local_epochs: int, batch_size: int, lr: float = 0.1):
+    """No ``device``: it would train on the CPU whatever run.device says, so it cannot be registered."""
+
+
+def device_only_in_kwargs(task, *, lr: float = 0.1, **runtime):
+    """``device`` hidden in ``**runtime``: the runtime passes only what a factory names, so it cannot be registered."""
 
 
 @pytest.mark.parametrize(
@@ -97,6 +105,8 @@ def no_default(task, *, lr: float):
         ("no-default", no_default, "algorithm 'no-default': hyperparameter 'lr' needs a default value"),
         ("no-task", lambda *, lr=0.1: None, "the factory's first parameter must be the task"),
         ("unannotated", unannotated, "algorithm 'unannotated': its hyperparameters cannot be checked"),
+        ("no-device", no_device, """algorithm 'no-device': the factory must declare the keyword parameter 'device: torch.device = torch.device("cpu")'"""),
+        ("kwargs-device", device_only_in_kwargs, "algorithm 'kwargs-device': the factory must declare the keyword parameter 'device"),
     ],
 )
 def test_register_algorithm_rejects_what_could_not_be_configured(registry, name, factory, message):

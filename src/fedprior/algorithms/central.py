@@ -8,6 +8,8 @@ settings of FedBM's code (SGD, lr 0.01, momentum 0.9, weight decay 5e-4, lr x 0.
 
 from __future__ import annotations
 
+import torch
+
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, fedavg
 
@@ -22,9 +24,18 @@ def central(
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 5e-4,
     lr_decay: LrDecay = 0.99,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """Central Learning: the network trained with cross-entropy on all the training data in one place."""
     algorithm = fedavg(
-        task, local_epochs=local_epochs, batch_size=batch_size, model=model, lr=lr, momentum=momentum, weight_decay=weight_decay, lr_decay=lr_decay
+        task,
+        local_epochs=local_epochs,
+        batch_size=batch_size,
+        model=model,
+        lr=lr,
+        momentum=momentum,
+        weight_decay=weight_decay,
+        lr_decay=lr_decay,
+        device=device,
     )
     return algorithm.with_(name="central")

@@ -55,6 +55,7 @@ def moon(
     weight_decay: WeightDecay = 0.0,
     mu: MoonMu = 5.0,
     temperature: MoonTemperature = 0.5,
+    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
@@ -65,18 +66,20 @@ def moon(
     last local model as client state. Representation: the network's ``embed`` features
     (the CNN's hidden layer, ResNet-18's pooled features); MOON's extra projection head
     is left out. Supervised: clients use their labels (an upper reference in mfcl.md).
+    The three networks and the client's data live on ``device``; state and replies on the CPU.
     """
     if model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
-    net = GlobalModel(model_task(task, model))
+    net = GlobalModel(model_task(task, model), device=device)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         previous = net.load(state if state else message.arrays)
+        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
             local,
-            data["x"],
-            data["y"],
+            x,
+            y,
             epochs=local_epochs,
             batch_size=batch_size,
             optimizer=sgd(local, lr, momentum, weight_decay),
@@ -84,6 +87,6 @@ def moon(
             loss_fn=moon_loss(net.load(message.arrays), previous, mu, temperature),
         )
         arrays = model_arrays(local)
-        return Reply(arrays, num_examples=int(data["x"].shape[0]), metrics=metrics), {k: v.clone() for k, v in arrays.items()}
+        return Reply(arrays, num_examples=int(x.shape[0]), metrics=metrics), {k: v.clone() for k, v in arrays.items()}
 
     return net.algorithm("moon", client_update)

@@ -173,7 +173,7 @@ def orchestra(
             with torch.no_grad():
                 rows = torch.randperm(images.shape[0], generator=g)[:memory]
                 targets = F.normalize(model.target(images[rows]), dim=1)
-            return Reply({LOCAL: local_clustering(targets.cpu(), local_clusters, g)}, int(images.shape[0])), state
+            return Reply({LOCAL: local_clustering(targets, local_clusters, g).cpu()}, int(images.shape[0])), state
         bank: list[torch.Tensor] = []
         turns = info.generator("rotation")
 
@@ -184,7 +184,7 @@ def orchestra(
             with torch.no_grad():
                 m.update_target(ema)
                 t1 = F.normalize(m.target(view1), dim=1)
-                bank.append(t1.cpu())
+                bank.append(t1)  # stays on the device: no copy to the host per step
             target = F.softmax(t1 @ centroids.T / temperature, dim=1)
             clustering = -(target * F.log_softmax(z2 @ centroids.T / temperature, dim=1)).sum(1).mean()
             quarter = torch.randint(0, 4, (view1.shape[0],), generator=turns).to(view1.device)
@@ -196,12 +196,12 @@ def orchestra(
             model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
         )
         recent = torch.cat(bank)[-memory:]
-        return Reply({**model_arrays(model.cpu()), LOCAL: local_clustering(recent, local_clusters, g)}, int(images.shape[0]), metrics), state
+        return Reply({**model_arrays(model), LOCAL: local_clustering(recent, local_clusters, g).cpu()}, int(images.shape[0]), metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = state if info.stage == "setup" else net.average(state, replies, info)
         local = torch.cat([r.arrays[LOCAL] for r in replies])
-        return {**new, CENTROIDS: global_clustering(new[CENTROIDS], local, temperature, global_iterations)}
+        return {**new, CENTROIDS: global_clustering(new[CENTROIDS].to(device), local.to(device), temperature, global_iterations).cpu()}
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.load(state)

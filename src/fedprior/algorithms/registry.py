@@ -6,7 +6,9 @@ description=...)]``). From them come the ``[algorithm]`` config fields, their
 validation, and the help of ``fedprior algorithms``. ``local_epochs``,
 ``batch_size`` and ``device`` are not algorithm fields: the runtime passes the
 ``[federation]`` values and the run's torch device to a factory that declares them,
-so these keys mean the same for every algorithm.
+so these keys mean the same for every algorithm. Every factory declares ``device``
+(the registry refuses one that does not, :func:`require_device`): an algorithm that
+left it out would train on the CPU whatever ``run.device`` says.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ from fedprior.errors import ConfigError
 from fedprior.validation import CheckedModel, describe_validation_error
 
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
+
+DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
 
 
 class Hyperparameters(CheckedModel):
@@ -90,8 +94,26 @@ class AlgorithmSpec:
         return self.factory(task, **self.validate(values), **provided)
 
 
+def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
+    """``spec`` if its factory declares the keyword parameter ``device`` (the run's torch device); ConfigError otherwise.
+
+    The runtime passes ``run.device`` only to a factory that declares it; one that does not
+    would silently train on the CPU with ``run.device = 'cuda'``. The factory must also put
+    its models and the tensors it computes with on that device (tested for every shipped
+    algorithm in tests/test_device.py); States and Replies stay on the CPU.
+    """
+    parameter = inspect.signature(spec.factory).parameters.get("device")
+    if parameter is None or parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+        raise ConfigError(
+            f"algorithm '{spec.name}': the factory must declare the keyword parameter '{DEVICE_PARAMETER}' "
+            "and build its models and tensors there (the runtime passes run.device to it; "
+            "without it the algorithm would train on the CPU whatever run.device says)"
+        )
+    return spec
+
+
 ALGORITHMS: dict[str, AlgorithmSpec] = {
-    spec.name: spec
+    spec.name: require_device(spec)
     for spec in (
         AlgorithmSpec("fedavg", fedavg),
         AlgorithmSpec("fedprox", fedprox),
@@ -141,7 +163,9 @@ def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> Algorit
 
     The factory takes the :class:`Task` first, then keyword-only hyperparameters, each with
     an annotation and a default (``Annotated[float, Field(gt=0, description=...)] = 0.1``),
-    and may declare the runtime-provided ``local_epochs``, ``batch_size`` and ``device``.
+    and the runtime-provided ``device: torch.device`` (the run's ``run.device``, resolved),
+    where it must build its models and the tensors it computes with, returning States and
+    Replies on the CPU; it may declare the runtime-provided ``local_epochs`` and ``batch_size``.
     """
     import re
 
@@ -154,6 +178,7 @@ def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> Algorit
     params = list(inspect.signature(spec.factory).parameters.values())
     if not params or params[0].kind not in (params[0].POSITIONAL_ONLY, params[0].POSITIONAL_OR_KEYWORD):
         raise ConfigError(f"algorithm '{spec.name}': the factory's first parameter must be the task (positional)")
+    require_device(spec)
     for name, param in spec.hyperparameters().items():
         if param.default is param.empty:
             raise ConfigError(f"algorithm '{spec.name}': hyperparameter '{name}' needs a default value")
