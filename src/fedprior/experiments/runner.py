@@ -212,8 +212,8 @@ def execute(
     if hook is not None:
         additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
-    run.write_result(summary)
     write_report(run, summary, stats, extra, notes=preset_note(name, given))
+    run.write_result(summary)  # after the report: result.json marks a finished run, which a resume leaves alone
     trackers.finish(summary)
     run.journal.finish(summary)
     return summary
