@@ -17,6 +17,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.build import build_algorithm, build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
 
@@ -197,9 +198,7 @@ def test_every_algorithm_computes_on_the_device_it_is_given(shared_cache, one_to
             experiment.client_data,
             experiment.task.num_clients,
             experiment.test,
-            seed=0,
-            rounds=1,
-            fraction=config.federation.fraction,
+            RoundLoop(seed=0, rounds=1, fraction=config.federation.fraction),
         )
     assert any(where == "device" for _, where in record.compute), "no convolution or matrix product ran on the device"
     cpu = record.ran_on_the_cpu()
