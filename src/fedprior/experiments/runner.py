@@ -201,7 +201,7 @@ def execute(
             threads=experiment.threads,
             workers=experiment.workers,
             worker_setup=experiment.client_side(),
-            start_method="spawn" if experiment.device.type == "cuda" else None,
+            start_method=experiment.start_method,
             client_size=experiment.client_size,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
