@@ -1,11 +1,6 @@
 """fedprior run / resume / presets from the command line."""
 
 import json
-import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 from cli import SMALL, fedprior, summary
@@ -81,42 +76,3 @@ def test_bad_input_exits_with_one_clear_line(tmp_path, args, message):
     assert message in result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     assert not (tmp_path / "run" / "checkpoint.safetensors").exists()  # nothing trained
-
-
-@pytest.mark.slow
-def test_resume_after_sigkill_mid_round_equals_uninterrupted(tmp_path):
-    """Kill -9 a run in the middle of round 3, resume it, compare with a run that was never interrupted."""
-    slow = [
-        *SMALL,
-        "--set",
-        "federation.rounds=5",
-        "--set",
-        "federation.fraction=1.0",
-        "--set",
-        "federation.local_epochs=4",
-        "--set",
-        "federation.batch_size=8",
-    ]
-    reference = summary(fedprior("run", "fedavg-cnn", *slow, "--json", "--run-dir", str(tmp_path / "ref"), cache=tmp_path / "c"))
-    run = tmp_path / "cut"
-    env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "c")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fedprior", "run", "fedavg-cnn", *slow, "--json", "--run-dir", str(run)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    metrics = run / "metrics.jsonl"
-    deadline = time.time() + 240
-    while time.time() < deadline and (not metrics.exists() or len(metrics.read_text().splitlines()) < 2):
-        time.sleep(0.02)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
-    done_before_kill = len(metrics.read_text().splitlines())
-    assert 2 <= done_before_kill < 5, "the run must be killed mid-way"
-    assert not (run / "result.json").exists()
-    resumed = summary(fedprior("resume", str(run), "--json", cache=tmp_path / "c"))
-    assert resumed["history"] == reference["history"]
-    assert resumed["final_accuracy"] == reference["final_accuracy"]
-    lines = [json.loads(line) for line in metrics.read_text().splitlines()]
-    assert [m["round"] for m in lines] == [1, 2, 3, 4, 5]

@@ -29,6 +29,7 @@ NOT_DEFAULT = [
     "federation.wait_for_clients=1.5",
     "run.threads=2",
     "run.device='cpu'",
+    "run.start_method='spawn'",
 ]
 
 
@@ -46,6 +47,7 @@ def expected(workers: int) -> dict:
         "threads": ThreadPolicy(2, 2, 2),
         "workers": workers,
         "device": "cpu",
+        "start_method": "spawn",
     }
 
 

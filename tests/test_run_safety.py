@@ -1,7 +1,7 @@
 """A run folder's safety (issue 7, items 3, 4, 7, 7b, 10): checksummed checkpoints with the
 previous one kept, resume refusing an edited config (rounds may grow), one process per run
 folder, no writing into a folder that is not a run, a damaged partition.npz rewritten, and
-Ctrl-C saying how to resume."""
+the report. Ctrl-C saying how to resume: tests/test_worker_processes.py (with worker processes)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -154,7 +153,7 @@ def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(runs, tmp
 
 
 def test_a_killed_runs_forked_children_do_not_keep_the_lock(runs, tmp_path):
-    """Worker processes forked by a run (run.workers) can outlive it after kill -9; its resume must not wait for them."""
+    """A child forked by a run that outlives it after kill -9 (run.workers' workers did before issue 15) must not keep its lock."""
     run = copy(runs, tmp_path)
     script = (
         "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.experiments.run_dir import RunDir\n"
@@ -197,26 +196,7 @@ def test_resume_rewrites_a_damaged_partition_file(runs, tmp_path, damage):
     assert (run / "partition.npz").read_bytes() == original
 
 
-# ----------------------------------------------------------------------------- item 10: Ctrl-C, report
-
-
-def test_ctrl_c_says_how_to_resume(tmp_path):
-    run = tmp_path / "run"
-    env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "fedprior", "run", "fedavg-cnn", *TINY, "--set", "federation.rounds=500", "--run-dir", str(run)],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    deadline = time.time() + 120
-    while time.time() < deadline and not ((run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text()):
-        time.sleep(0.05)
-    process.send_signal(signal.SIGINT)
-    _, err = process.communicate(timeout=60)
-    assert process.returncode == 130
-    assert f"interrupted (SIGINT); resume with `fedprior resume {run}`" in err and "Traceback" not in err
+# ----------------------------------------------------------------------------- item 10: report
 
 
 def test_report_names_what_differs_from_the_preset(runs):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import functools
 import json
+import sys
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +25,9 @@ from fedprior.partition.subset import balanced_subset
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import clients_per_round
-from fedprior.runtime.threads import ThreadPolicy, default_workers, thread_policy, torch_threads
+from fedprior.runtime.simulation import stage_plan
+from fedprior.runtime.threads import ThreadPolicy, available_cores, default_workers, thread_policy, torch_threads
+from fedprior.runtime.workers import default_start_method
 from fedprior.seeding import numpy_rng
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
@@ -46,6 +50,8 @@ class Experiment:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     threads: ThreadPolicy = field(default_factory=lambda: ThreadPolicy(1, 1, 1))
     workers: int = 1
+    start_method: str | None = None
+    """How worker processes start (``fork``/``spawn``; None: the runtime's default)."""
 
     def client_data(self, client_id: int) -> ClientData:
         """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones),
@@ -70,6 +76,7 @@ class Experiment:
             threads=self.threads,
             workers=self.workers,
             device=str(self.device),
+            start_method=self.start_method,
         )
 
     def client_side(self) -> ClientSide:
@@ -320,6 +327,45 @@ def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
     return algorithm.with_(evaluate=evaluate)
 
 
+def worker_start_method(asked: str, device: torch.device) -> str | None:
+    """``run.start_method``: 'auto' is spawn with CUDA (CUDA cannot run in a forked process), else the runtime's default."""
+    if asked == "auto":
+        return "spawn" if device.type == "cuda" else None
+    if asked == "fork" and device.type == "cuda":
+        raise ConfigError(
+            f"run.start_method: 'fork' cannot be used with run.device = {device} (CUDA cannot run in a forked process); accepted with CUDA: auto, spawn"
+        )
+    if asked == "fork" and default_start_method() != "fork":
+        raise ConfigError(f"run.start_method: 'fork' is not safe or not available on {sys.platform}; accepted here: auto, spawn")
+    return asked
+
+
+def worker_processes(config: ExperimentConfig, algorithm: Algorithm, *, feature_space: bool, cuda: bool) -> int:
+    """How many worker processes train a round's clients (``fedprior.runtime.threads.default_workers``).
+
+    Never more than the most clients any stage samples in a round (more would only
+    idle), which an explicit ``run.workers`` above it is told in a warning; also warned:
+    more workers than cores (they then compete for the cores; the numbers stay those of
+    ``workers = 1`` either way).
+    """
+    plan = stage_plan(algorithm, config.federation.rounds, config.federation.fraction)
+    per_round = max((clients_per_round(config.federation.num_clients, f) for stage, _, f in plan if not stage.server_only), default=1)
+    workers = default_workers(config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=cuda)
+    asked = config.run.workers
+    if asked > workers:
+        warnings.warn(
+            f"run.workers = {asked}: starting {workers} worker process{'es' if workers != 1 else ''}, the most clients a round trains; more would idle",
+            stacklevel=2,
+        )
+    cores = available_cores()
+    if asked and workers > cores:
+        warnings.warn(
+            f"run.workers = {asked}: {workers} worker processes on {cores} core{'s' if cores != 1 else ''}; they share the cores, which makes a round no faster, often slower, than with run.workers = {cores} (the numbers are the same)",
+            stacklevel=2,
+        )
+    return workers
+
+
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     """Load the data, encode it if an encoder is set, partition it and build the algorithm.
 
@@ -335,6 +381,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         )
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
+    start_method = worker_start_method(config.run.start_method, device)
     spec = algorithm_spec(config.algorithm.name)
     feature_space = config.encoder.name != "none"
     threads = thread_policy(config.run.threads, feature_space=feature_space)
@@ -364,12 +411,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         pixel_std=inputs.pixel_std,
     )
     algorithm = build_algorithm(config, task, device)
-    per_round = clients_per_round(config.federation.num_clients, config.federation.fraction)
-    workers = (
-        1
-        if config.run.runtime != "local"
-        else default_workers(config.run.workers, feature_space=feature_space, clients_per_round=per_round, cuda=device.type == "cuda")
-    )
+    workers = worker_processes(config, algorithm, feature_space=feature_space, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
     check_inputs(algorithm, partition, config)
     if validation is not None:
         algorithm = with_validation(algorithm, validation)
@@ -387,4 +429,5 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         device=device,
         threads=threads,
         workers=workers,
+        start_method=start_method,
     )

@@ -123,7 +123,9 @@ class RunConfig(Section):
     threads: int = Field(0, ge=0)
     """Torch CPU threads per process for all work; 0: by the work's size (one per client update, every core for image evaluation and encoding; see fedprior.runtime.threads)."""
     workers: int = Field(0, ge=0)
-    """Worker processes that train a round's sampled clients (runtime 'local'); 0: 1 for feature-space heads, min(cores, clients per round) for image models. The numbers do not depend on it."""
+    """Worker processes that train a round's sampled clients (runtime 'local'); 0: 1 for feature-space heads, min(cores, clients per round) for image models; never more than the most clients a round samples. The numbers do not depend on it."""
+    start_method: Literal["auto", "fork", "spawn"] = "auto"
+    """How worker processes start: 'fork' (they get the built experiment for free; not with CUDA), 'spawn' (they rebuild it), or 'auto': spawn with CUDA, else fork where the system has it."""
     device: str = "auto"
     """Where models train and evaluate and frozen encoders run: auto (CUDA when present, else cpu), cpu, cuda, cuda:N."""
     non_finite: Literal["stop", "drop"] = "stop"

@@ -40,6 +40,7 @@ RESUME_MAY_CHANGE = frozenset(
         "run.threads",
         "run.vectorize",
         "run.workers",
+        "run.start_method",
         "run.device",
         "run.deterministic",
         "run.mlflow",

@@ -34,6 +34,7 @@ directory, and its log goes to ``<run dir>/flower/logs``.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import shutil
@@ -157,7 +158,7 @@ class LocalFederation:
                 stdin=subprocess.DEVNULL,
                 cwd=self.work,
                 start_new_session=True,
-                preexec_fn=processes.die_with_parent,
+                preexec_fn=functools.partial(processes.die_with_parent, os.getpid()),
             )
 
     # start / stop --------------------------------------------------------------------------

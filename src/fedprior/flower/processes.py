@@ -9,8 +9,9 @@ which children inherit; :func:`members` finds them by it wherever they were repa
 Three lines of defence against leftovers:
 
 1. the processes ``fedprior flower local`` starts get ``PR_SET_PDEATHSIG`` (Linux, via
-   ``prctl``): the kernel kills them when the thread that started them dies, even by
-   SIGKILL;
+   ``prctl``; :func:`fedprior.orphans.die_with_parent`, shared with ``run.workers``'s
+   worker processes): the kernel kills them when the thread that started them dies,
+   even by SIGKILL;
 2. a small watcher process (:mod:`fedprior.flower.reaper`) polls its parent's PID and,
    when the parent is gone, kills every member of the federation;
 3. a pid file in the federation's folder (``processes.json``: the parent, the watcher and
@@ -23,12 +24,10 @@ Only this module's functions touch other processes, and only those carrying the 
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
 import subprocess
-import sys
 import time
 import warnings
 from collections.abc import Sequence
@@ -36,22 +35,10 @@ from pathlib import Path
 from typing import Any
 
 from fedprior.errors import FedpriorError
+from fedprior.orphans import die_with_parent as die_with_parent  # re-exported: the preexec_fn of the processes it starts
 
 MARK = "FEDPRIOR_FEDERATION"
 PID_FILE = "processes.json"
-
-_PR_SET_PDEATHSIG = 1
-try:  # bound before any fork: the child only makes the call
-    _prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform.startswith("linux") else None
-except (OSError, AttributeError):
-    _prctl = None
-
-
-def die_with_parent() -> None:
-    """``preexec_fn``: have the kernel SIGKILL this child when its parent dies (Linux; a no-op elsewhere)."""
-    if _prctl is not None:
-        _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-
 
 # -- /proc ---------------------------------------------------------------------------------------
 

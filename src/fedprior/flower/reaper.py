@@ -9,17 +9,15 @@ kills every process carrying ``FEDPRIOR_FEDERATION=MARK`` (see
 
 from __future__ import annotations
 
-import os
 import signal
 import sys
-import time
 
 from fedprior.flower.processes import sweep
+from fedprior.orphans import wait_for_parent
 
 
 def watch(parent: int, mark: str, every: float = 0.2) -> None:
-    while os.getppid() == parent:
-        time.sleep(every)
+    wait_for_parent(parent, every)
     sweep(mark)
 
 

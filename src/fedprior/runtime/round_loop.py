@@ -49,9 +49,6 @@ class RoundLoop:
     workers: int = 1
     """``run.workers``: processes training a round's clients (in-process runtime only)."""
     device: str = "cpu"
-    """The run's resolved device: where workers rebuild the algorithm (spawned where CUDA is used)."""
-
-    @property
-    def start_method(self) -> str | None:
-        """How worker processes start: ``spawn`` where CUDA is used (it cannot be forked), else the platform's default."""
-        return "spawn" if self.device.startswith("cuda") else None
+    """The run's resolved device (where the algorithm trains; workers rebuild it there)."""
+    start_method: str | None = None
+    """``run.start_method`` resolved: how worker processes start (``spawn`` where CUDA is used; None: the platform's default)."""

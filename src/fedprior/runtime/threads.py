@@ -62,9 +62,11 @@ def thread_policy(override: int, *, feature_space: bool) -> ThreadPolicy:
 
 def default_workers(override: int, *, feature_space: bool, clients_per_round: int, cuda: bool) -> int:
     """``run.workers`` (0: by the work): 1 for feature-space heads (small ops, trained as one batch);
-    for image models one process per core up to the clients of a round (at most 4 sharing one GPU)."""
+    for image models one process per core up to the clients of a round (at most 4 sharing one GPU).
+    An explicit ``override`` is capped at ``clients_per_round`` (the most clients a round samples):
+    more workers would only idle."""
     if override:
-        return override
+        return max(1, min(override, clients_per_round))
     if feature_space:
         return 1
     cap = min(4, available_cores()) if cuda else available_cores()

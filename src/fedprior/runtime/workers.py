@@ -17,6 +17,15 @@ used, since CUDA cannot be used in a process forked after CUDA started. A spawne
 worker gets a picklable *setup* (``fedprior.experiments.build.ClientSide``) and
 rebuilds the algorithm from it.
 
+No orphans: a worker never outlives this process. It closes the pipe ends it inherited
+by fork (its own pipe's other end and those of the workers started before it; held
+open, they would hide this process's death from every worker), so it sees the end of
+its pipe when this process goes; and it is tied to this process by
+:func:`fedprior.orphans.stay_with_parent` (on Linux the kernel kills it with SIGKILL when
+this process dies, ``kill -9`` included). A Ctrl-C or SIGTERM sent to the whole process
+group (a terminal, a scheduler) ends the workers quietly (the default action of the
+signal, no traceback); this process handles the interruption and says how to resume.
+
 Faults: a worker that dies (killed, out of memory, a crash in native code) fails the
 clients it had in hand; they are reported as failures of that round, like a failing
 Flower client, a replacement worker is started, and the run goes on. A Python
@@ -30,10 +39,12 @@ import itertools
 import multiprocessing
 import os
 import pickle
+import signal
 import sys
 import traceback
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -41,6 +52,7 @@ from typing import Any
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, State
+from fedprior.orphans import stay_with_parent
 from fedprior.runtime.clients import InProcessClients, update_clients
 
 WorkerSetup = Callable[[], tuple[Algorithm, Callable[[int], ClientData]]]
@@ -59,23 +71,75 @@ def _receive(conn: Connection) -> Any:
     return pickle.loads(conn.recv_bytes())
 
 
-def serve(conn: Connection, setup: WorkerSetup, threads: int) -> None:
-    """A worker's main loop: build once, then train the groups of clients it is sent until told to stop."""
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""What a terminal (Ctrl-C) or a scheduler sends to a whole process group: a worker ends quietly on them."""
+
+
+@contextmanager
+def _stop_signals_held() -> Iterator[None]:
+    """Hold back SIGINT and SIGTERM in this thread while a worker starts (they are delivered here afterwards).
+
+    The worker inherits the blocked mask (through fork, and through spawn's exec) and
+    unblocks them only after setting their default action, so neither this process's
+    handlers (copied by fork; the CLI's SIGTERM handler raises) nor Python's
+    KeyboardInterrupt ever run in it.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _ignored_stop_signals() -> tuple[int, ...]:
+    """The stop signals this process ignores (started in the background by a shell, ``nohup``): its workers ignore them too."""
+    return tuple(int(s) for s in STOP_SIGNALS if signal.getsignal(s) == signal.SIG_IGN)
+
+
+def _become_worker(parent: int | None, inherited: Sequence[Connection], ignored: Sequence[int]) -> None:
+    """A worker's first steps: quiet signals, no inherited pipe ends, tied to ``parent`` (see the module docstring)."""
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, signal.SIG_IGN if signum in ignored else signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for end in inherited:
+        end.close()
+    if parent is not None:
+        stay_with_parent(parent)
+
+
+def serve(
+    conn: Connection, setup: WorkerSetup, threads: int, parent: int | None = None, inherited: Sequence[Connection] = (), ignored: Sequence[int] = ()
+) -> None:
+    """A worker's main loop: build once, then train the groups of clients it is sent until told to stop.
+
+    ``parent``: the PID of the process that started it, which it must not outlive;
+    ``inherited``: that process's pipe ends it got by fork, closed at once; ``ignored``:
+    the stop signals that process ignores (the others end the worker quietly).
+    """
+    _become_worker(parent, inherited, ignored)
     torch.set_num_threads(threads)
     try:
-        algorithm, client_data = setup()
-    except BaseException:
-        _send(conn, ("setup-failed", traceback.format_exc()))
+        try:
+            algorithm, client_data = setup()
+        except BaseException:
+            _send(conn, ("setup-failed", traceback.format_exc()))
+            return
+        _send(conn, ("ready", os.getpid()))
+        _train(conn, algorithm, client_data)
+    except (EOFError, OSError):  # the main process is gone (or closed its end): nothing left to do
         return
-    _send(conn, ("ready", os.getpid()))
+
+
+def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], ClientData]) -> None:
     broadcast: Broadcast | None = None
     info: RoundInfo | None = None
     vectorize = True
     while True:
-        try:
-            message = _receive(conn)
-        except EOFError:  # the main process is gone
-            return
+        message = _receive(conn)
         kind = message[0]
         if kind == "stop":
             return
@@ -133,15 +197,28 @@ class WorkerClients(InProcessClients):
         self.workers: list[Worker] = []
 
     # -- lifecycle ----------------------------------------------------------------------
-    def prepare(self) -> None:
-        """Start the workers (once per run) and wait until each has built the algorithm."""
-        while len(self.workers) < self.size:
+    def prepare(self, needed: int | None = None) -> None:
+        """Start workers (once per run), up to ``needed`` of them (all by default), and wait until each has built the algorithm.
+
+        A round starts no more workers than it has groups of clients to hand out, so
+        ``workers`` beyond the clients of a round never become idle processes.
+        """
+        count = self.size if needed is None else min(self.size, max(1, needed))
+        while len(self.workers) < count:
             self.workers.append(self._start())
 
     def _start(self) -> Worker:
         parent, child = self.context.Pipe()
-        process = self.context.Process(target=serve, args=(child, self.setup, self.threads), daemon=True, name="fedprior-worker")  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete kinds all have Process
-        process.start()
+        method = self.context.get_start_method()
+        # a forked worker gets copies of this process's pipe ends (its own pipe's and the earlier
+        # workers'): it closes them, else no worker would see its pipe end when this process dies
+        inherited = [parent, *(w.conn for w in self.workers if not w.conn.closed)] if method == "fork" else []
+        tied_to = os.getpid() if method in ("fork", "spawn") else None  # a forkserver's children have another parent
+        process = self.context.Process(  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete kinds all have Process
+            target=serve, args=(child, self.setup, self.threads, tied_to, inherited, _ignored_stop_signals()), daemon=True, name="fedprior-worker"
+        )
+        with _stop_signals_held():
+            process.start()
         child.close()
         try:
             kind, detail = _receive(parent)
@@ -191,8 +268,8 @@ class WorkerClients(InProcessClients):
         return groups
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
-        self.prepare()
         pending = deque(self.groups(clients, vectorize))
+        self.prepare(len(pending))
         idle = list(self.workers)
         busy: dict[int, tuple[Worker, list[int]]] = {}
         results: dict[int, tuple[Reply, State]] = {}
