@@ -7,6 +7,7 @@ import os
 import re
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 
 import pytest
 
@@ -143,6 +144,10 @@ class Sleeper:
     def cell(self) -> _Cell:
         return _Cell()
 
+    @property
+    def config(self) -> SimpleNamespace:
+        return SimpleNamespace(run=SimpleNamespace(device="cpu"))
+
     def single_threaded(self) -> Sleeper:
         return self
 
@@ -174,3 +179,16 @@ def test_a_stopped_table_stops_the_cells_running_in_other_processes():
     assert seen and seen[0] != os.getpid()
     with pytest.raises(ProcessLookupError):
         os.kill(seen[0], 0)  # the pool's processes are gone
+
+
+def test_processes_are_spawned_where_a_run_may_use_cuda(monkeypatch):
+    from fedprior.experiments import table_runs
+
+    def runs(device: str) -> list:
+        return [SimpleNamespace(config=SimpleNamespace(run=SimpleNamespace(device=device)))]
+
+    monkeypatch.setattr(table_runs, "cuda_possible", lambda: True)
+    assert table_runs.start_method(runs("auto")) == "spawn" and table_runs.start_method(runs("cuda:0")) == "spawn"
+    assert table_runs.start_method(runs("cpu")) == "fork"  # Linux
+    monkeypatch.setattr(table_runs, "cuda_possible", lambda: False)
+    assert table_runs.start_method(runs("auto")) == "fork"

@@ -18,7 +18,7 @@ fields a resume may find changed (threads, workers, device, where the data is:
 ``resume_check.RESUME_MAY_CHANGE``) do not count.
 
 :func:`execute_runs` runs what is left, one after the other in this process (``jobs = 1``)
-or in ``jobs`` processes at once (forked on Linux, else spawned), each run with ``run.threads = 1`` and ``run.workers = 1``
+or in ``jobs`` processes at once (forked on Linux where no run can use CUDA, else spawned), each run with ``run.threads = 1`` and ``run.workers = 1``
 so that jobs x threads never oversubscribe the cores. The numbers do not depend on it: a
 run's numbers do not depend on its threads or workers (``fedprior.runtime.threads``), and
 each run is its own run folder, seeded by its config alone.
@@ -145,9 +145,7 @@ def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, di
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    from fedprior.runtime.workers import default_start_method
-
-    context = multiprocessing.get_context(default_start_method())  # fork on Linux, as run.workers' processes: no start-up cost
+    context = multiprocessing.get_context(start_method(pending))
     pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context, initializer=_child_start, initargs=(os.getpid(),))
     try:
         futures = {pool.submit(_child_run, run.single_threaded()): run for run in pending}
@@ -161,6 +159,24 @@ def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, di
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def start_method(pending: list[CellRun]) -> str:
+    """``fork`` (no start-up cost) where no run can use CUDA, else ``spawn``: CUDA cannot be used in a process forked
+    after CUDA started, and this process may have started it (e.g. a test run before)."""
+    from fedprior.runtime.workers import default_start_method
+
+    method = default_start_method()
+    if method == "fork" and any(run.config.run.device != "cpu" for run in pending) and cuda_possible():
+        return "spawn"
+    return method
+
+
+def cuda_possible() -> bool:
+    """Whether this torch could use a GPU here, asked without starting CUDA: a CUDA build and an NVIDIA device node."""
+    import torch
+
+    return torch.backends.cuda.is_built() and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
 def _stop(pool: Any) -> None:
