@@ -192,3 +192,38 @@ def test_processes_are_spawned_where_a_run_may_use_cuda(monkeypatch):
     assert table_runs.start_method(runs("cpu")) == "fork"  # Linux
     monkeypatch.setattr(table_runs, "cuda_possible", lambda: False)
     assert table_runs.start_method(runs("auto")) == "fork"
+
+
+KILLED_TABLE = """
+import multiprocessing, sys
+sys.path.insert(0, sys.argv[1])
+from test_table_findings import Sleeper
+from fedprior.experiments.table_runs import execute_runs
+
+def on_done(run, summary):
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+
+execute_runs([Sleeper(0), Sleeper(1), Sleeper(2)], 3, on_done)
+"""
+
+
+def test_the_processes_of_a_killed_table_stop_their_runs_and_exit():
+    """kill -9 of the table's process: the kernel sends its children SIGTERM (PR_SET_PDEATHSIG); the running cells stop
+    and every child exits (the pool's pipes stay open in the other children, so none may wait for work)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fedprior.flower.processes import alive
+
+    table = subprocess.Popen([sys.executable, "-c", KILLED_TABLE, str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        children = [int(pid) for pid in table.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(children) == 3 and all(alive(pid) for pid in children)
+    finally:
+        table.kill()
+        table.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in children)

@@ -117,12 +117,17 @@ def findings_markdown(findings: list[dict]) -> list[str]:
             continue
         sd = "" if f["sd"] is None else f"{f['sd']:.2f}"
         interval = "one seed: no interval" if f["low"] is None else f"[{f['low']:+.2f}, {f['high']:+.2f}]"
-        verdict = f"**{f['verdict']}**" + (f" ({f['note']})" if f["note"] and f["note"] != "one seed: no interval" else "")
+        verdict = f"**{f['verdict']}**" + (f" ({extra})" if (extra := other_notes(f)) else "")
         paper = "" if f["paper"] is None else f"{f['paper']:+.1f}"
         lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |")
     lines += ["", "Sources:", ""]
     lines += [f"- {f['claim']}: {f['source']}" for f in findings if f["source"]]
     return [*lines, ""]
+
+
+def other_notes(f: dict) -> str:
+    """A finding's notes other than 'one seed: no interval' (which its interval already says)."""
+    return "; ".join(n for n in f["note"].split("; ") if n and n != "one seed: no interval")
 
 
 def finding_line(f: dict) -> str:
@@ -131,7 +136,7 @@ def finding_line(f: dict) -> str:
         return f"  {f['claim']}: {f['note']}"
     interval = "one seed: no interval" if f["low"] is None else f"95% [{f['low']:+.2f}, {f['high']:+.2f}]"
     sd = "" if f["sd"] is None else f" sd {f['sd']:.2f}"
-    note = f" ({f['note']})" if f["note"] and f["note"] != "one seed: no interval" else ""
+    note = f" ({extra})" if (extra := other_notes(f)) else ""
     return f"  {f['claim']}: {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
 
 

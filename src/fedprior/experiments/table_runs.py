@@ -146,16 +146,17 @@ def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, di
     from concurrent.futures.process import BrokenProcessPool
 
     context = multiprocessing.get_context(start_method(pending))
-    pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context, initializer=_child_start, initargs=(os.getpid(),))
+    stopping = context.Event()
+    pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context, initializer=_child_start, initargs=(os.getpid(), stopping))
     try:
         futures = {pool.submit(_child_run, run.single_threaded()): run for run in pending}
         for future in as_completed(futures):
             done(futures[future], future.result())
     except BrokenProcessPool:
-        _stop(pool)
+        _stop(pool, stopping)
         raise FedpriorError("a process running a cell of the table died (killed?); run the same table command again to continue it") from None
     except BaseException:
-        _stop(pool)
+        _stop(pool, stopping)
         raise
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
@@ -179,8 +180,10 @@ def cuda_possible() -> bool:
     return torch.backends.cuda.is_built() and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def _stop(pool: Any) -> None:
-    """SIGTERM every process of ``pool``: a running cell stops at its last checkpoint, an idle process waits to be shut down."""
+def _stop(pool: Any, stopping: Any) -> None:
+    """Stop the cells of ``pool``: none starts any more (``stopping``), and SIGTERM to every process stops the running ones
+    at their last checkpoint (an idle process waits to be shut down)."""
+    stopping.set()  # before the signals: a process between two cells sees it before it starts the next
     for process in list(getattr(pool, "_processes", {}).values()):
         if process.is_alive() and process.pid is not None:
             try:
@@ -190,14 +193,18 @@ def _stop(pool: Any) -> None:
 
 
 _BUSY = {"run": False}
-"""In a table's child process: whether a cell is running (a SIGTERM then stops it, else it is ignored)."""
+"""In a table's child process: whether a cell is running (a SIGTERM then stops it)."""
+_PARENT: dict[str, Any] = {"pid": 0, "stopping": None}
+"""In a table's child process: the table's process (when it is gone, the child exits once its run has stopped) and the
+event it sets when the table stops (no cell starts after it)."""
 
 
-def _child_start(parent: int) -> None:
+def _child_start(parent: int, stopping: Any) -> None:
     """A child process of a table: stopped by SIGTERM only (Ctrl-C reaches the whole process group: the parent
     stops the runs), and by the kernel when the parent dies (Linux), one torch thread, warnings one line each."""
     import torch
 
+    _PARENT.update(pid=parent, stopping=stopping)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _child_terminated)
     if sys.platform.startswith("linux"):
@@ -212,13 +219,21 @@ def _child_start(parent: int) -> None:
 
 
 def _child_terminated(signum: int, frame: Any) -> None:
+    """SIGTERM: stop the running cell (Interrupted, at its last checkpoint); an idle process exits if the table's is gone,
+    else waits to be shut down."""
     if _BUSY["run"]:
         raise Interrupted(signum)
+    if os.getppid() != _PARENT["pid"]:
+        os._exit(128 + signum)
 
 
 def _child_run(run: CellRun) -> dict[str, Any]:
     _BUSY["run"] = True
     try:
+        if _PARENT["stopping"].is_set():  # the table stopped (a SIGTERM before this cell was taken up was ignored)
+            raise Interrupted(signal.SIGTERM)
         return run.execute()
     finally:
         _BUSY["run"] = False
+        if os.getppid() != _PARENT["pid"]:  # the table's process was killed: nobody reads the result, and the pool's pipes
+            os._exit(1)  # stay open in the other children, so this process would wait forever
