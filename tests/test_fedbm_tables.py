@@ -37,9 +37,12 @@ def test_embedded_grids_run_on_fashion_mnist_with_the_oct_columns_only():
     assert config.algorithm.model == "convnet-small" and config.data.train_subset == 6000
     for name in ("fedbm-table2", "fedbm-table3", "fedbm-table4", "fedbm-table5"):
         assert cells(table_by_name(name), embedded=True) == []
-    assert [c.row for c in cells(table_by_name("fedbm-table12"), embedded=True)] == ["MiniLM (bundled)"] * 2
+    assert [c.row for c in cells(table_by_name("fedbm-table12"), embedded=True)] == [
+        r for r in ("Central Learning", "FedAvg", "MiniLM (bundled)") for _ in range(2)
+    ]
     ablation = {(c.row, c.column): c for c in cells(table_by_name("fedbm-table6"), embedded=True)}
-    assert len(ablation) == 6 and "algorithm.classifier=linear" in ablation[("w/o LKCC", "beta=0.1")].overrides
+    assert len(ablation) == 10 and "algorithm.classifier=linear" in ablation[("w/o LKCC", "beta=0.1")].overrides
+    assert ablation[("Central Learning", "beta=0.05")].preset == "fedbm-central" and ablation[("Central Learning", "beta=0.05")].paper == 93.85
     assert "partition.alpha=0.1" in ablation[("w/o LKCC", "beta=0.1")].overrides
 
 

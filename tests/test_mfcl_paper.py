@@ -105,7 +105,10 @@ def test_table_8_measured_from_a_summary():
 def test_table_2_grid_and_paper_numbers():
     table = table_by_name("mfcl-table2")
     embedded = cells(table, embedded=True)
-    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 9
+    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 11
+    untrained = next(c for c in embedded if c.row == "MFCL(PN) untrained" and c.column == "Sc2")
+    hyper = load_config(untrained.preset, untrained.overrides)[1]
+    assert hyper.federation.rounds == 0 and hyper.algorithm.hyperparameters()["server_epochs"] == 0 and untrained.paper is None
     mfcl_sc2 = next(c for c in embedded if c.row == "MFCL(PN)" and c.column == "Sc2")
     assert mfcl_sc2.paper == 84 and mfcl_sc2.preset == "mfcl" and "partition.scenario=Sc2" in mfcl_sc2.overrides
     assert next(c for c in embedded if c.row == "MFCL(BN)" and c.column == "Sc1").paper == 10

@@ -1,6 +1,7 @@
 """The paper tables as grids, and fedprior table end to end on a tiny setting."""
 
 import json
+import shutil
 import signal
 
 import pytest
@@ -38,8 +39,12 @@ def test_embedded_setting_keeps_the_cifar10_columns_on_the_stand_in():
 
 def test_table_command_runs_every_cell(shared_cache, tmp_path):
     extra = [arg for o in [*STANDIN, "federation.num_clients=10", "federation.rounds=2"] for arg in ("--set", o)]
-    result = fedprior("table", "fst-cbdg-table4", "--embedded", *extra, "--seeds", "2", "--out", str(tmp_path / "t"), "--json", cache=shared_cache)
-    cells_out = summary(result)
+    rows = ["--rows", "Equal sampling,Balanced sampling"]
+    result = fedprior(
+        "table", "fst-cbdg-table4", "--embedded", *extra, *rows, "--seeds", "2", "--jobs", "1", "--out", str(tmp_path / "t"), "--json", cache=shared_cache
+    )
+    document = summary(result)
+    cells_out = document["cells"]
     assert [(c["row"], c["column"]) for c in cells_out] == [
         ("Equal sampling", "s=10"),
         ("Equal sampling", "iid"),
@@ -50,16 +55,20 @@ def test_table_command_runs_every_cell(shared_cache, tmp_path):
         assert len(c["finals"]) == 2 and abs(c["ours"] - sum(c["finals"]) / 2) < 0.01
     assert all({"row", "column", "ours", "paper"} <= c.keys() and 0 <= c["ours"] <= 100 for c in cells_out)
     assert [c["paper"] for c in cells_out] == [68.6, 68.6, 73.2, 74.0]
-    assert (tmp_path / "t" / "table.md").is_file() and (tmp_path / "t" / "table.json").is_file()
+    assert (tmp_path / "t" / "table.md").is_file() and json.loads((tmp_path / "t" / "table.json").read_text()) == document
+    assert [f["claim"] for f in document["findings"]] == ["Balanced > Equal sampling (s=10)", "Balanced > Equal sampling (iid)"]
+    assert all(f["n"] == 2 and f["verdict"] in ("holds", "reversed", "not resolved") for f in document["findings"])
+    assert {c["status"] for c in document["controls"]} == {"not run"}  # the control rows were left out
+    assert "control not run at s=10, iid: CLIP-FC-Centralized at least 8 points above CLIP-ZS" in (tmp_path / "t" / "table.md").read_text()
 
 
 def test_an_empty_rows_or_columns_selection_is_an_error_not_the_whole_grid():
     table = table_by_name("fst-cbdg-table2")
-    with pytest.raises(ConfigError, match="--rows: no row named .*accepted: FedAvg, FedNTD, FST-CBDG"):
+    with pytest.raises(ConfigError, match="--rows: no row named .*accepted: CLIP-ZS, CLIP-FC-Centralized, FedAvg, FedNTD, FST-CBDG"):
         cells(table, True, rows=[])
     with pytest.raises(ConfigError, match="--columns: no column named .*accepted: s=2, s=3"):
         cells(table, True, columns=[])
-    assert len(cells(table, True, rows=None, columns=None)) == 24  # left out: all
+    assert len(cells(table, True, rows=None, columns=None)) == 40  # left out: all
     for option, value in (("--rows", ""), ("--columns", " , ")):
         result = invoke("table", "fst-cbdg-table2", "--embedded", option, value, "--set", "federation.rounds=0")  # (rounds: were it ignored, no grid runs)
         assert result.exit_code == 2
@@ -74,13 +83,13 @@ def test_a_mistyped_command_suggests_the_right_one_once():
     assert result.output.count("Did you mean 'table'?") == 1, result.output
 
 
-GRID = ["fst-cbdg-table2", "--embedded", "--columns", "s=2"]
-"""Three cells (FedAvg, FedNTD, FST-CBDG at s=2) of 2 rounds on the digits stand-in."""
+GRID = ["fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg,FedNTD,FST-CBDG", "--seeds", "1", "--jobs", "1"]
+"""Three cells (FedAvg, FedNTD, FST-CBDG at s=2) of 2 rounds on the digits stand-in, one seed, in this process."""
 
 
 def summary_of(result) -> list:
     assert result.exit_code == 0, result.output
-    return json.loads(result.stdout)
+    return json.loads(result.stdout)["cells"]
 
 
 def grid_options():
@@ -106,7 +115,7 @@ def test_a_stopped_table_continues_where_it_stopped(shared_cache, tmp_path, monk
     stopped = invoke("table", *GRID, *grid_options(), "--out", out, "--json", cache=shared_cache)
     monkeypatch.setattr(runner, "execute", execute)
     assert stopped.exit_code == 128 + signal.SIGTERM, stopped.output
-    again = f"fedprior table fst-cbdg-table2 --embedded {' '.join(grid_options())} --columns s=2 --out {out} --json"
+    again = f"fedprior table fst-cbdg-table2 --embedded {' '.join(grid_options())} --rows FedAvg,FedNTD,FST-CBDG --columns s=2 --seeds 1 --jobs 1 --out {out} --json"
     assert f"interrupted (SIGTERM); continue the table with `{again}`" in stopped.stderr
     assert "fedprior resume" not in stopped.stderr
     first, second = out / "FedAvg--s=2--seed0", out / "FedNTD--s=2--seed0"
@@ -127,7 +136,7 @@ def test_a_stopped_table_continues_where_it_stopped(shared_cache, tmp_path, monk
     resumed = json.loads((second / "result.json").read_text())
     assert resumed["history"] == json.loads((tmp_path / "ref" / "FedNTD--s=2--seed0" / "result.json").read_text())["history"]
     assert resumed["rounds"] == 2 and json.loads((third / "result.json").read_text())["rounds"] == 2
-    assert json.loads((out / "table.json").read_text()) == table
+    assert json.loads((out / "table.json").read_text())["cells"] == table
 
     changed = invoke("table", *GRID, *grid_options(), "--set", "federation.rounds=3", "--out", out, cache=shared_cache)
     assert changed.exit_code == 2
@@ -135,3 +144,31 @@ def test_a_stopped_table_continues_where_it_stopped(shared_cache, tmp_path, monk
         f"error: --out: cell FedAvg / s=2 seed 0 ({first}) holds a run of another config: federation.rounds (2 there, 3 now); "
         "rerun the table with the settings it started with, or give another --out"
     )
+
+
+def without_seconds(cells: list) -> list:
+    return [{k: v for k, v in c.items() if k != "seconds"} for c in cells]
+
+
+def test_jobs_give_the_serial_numbers_and_a_stopped_table_continues_in_processes(shared_cache, tmp_path):
+    """Three seeds (the embedded default) of one cell: --jobs 2 gives --jobs 1's table; a table left as a kill leaves
+    it (a run with a checkpoint but no result.json, a run with no folder) continues under --jobs 2, the finished run reused."""
+    grid = ["fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg", *grid_options()]
+    serial = summary_of(invoke("table", *grid, "--jobs", "1", "--out", tmp_path / "serial", "--json", cache=shared_cache))
+    assert len(serial) == 1 and len(serial[0]["finals"]) == 3
+    out = tmp_path / "parallel"
+    result = invoke("table", *grid, "--jobs", "2", "--out", out, "--json", cache=shared_cache)
+    assert "1 cells x 3 seed(s), 2 at once" in " ".join(result.stderr.split())
+    assert without_seconds(summary_of(result)) == without_seconds(serial)
+    runs = [out / f"FedAvg--s=2--seed{seed}" for seed in range(3)]
+    assert all("threads = 1" in (run / "config.toml").read_text() for run in runs)  # each process on one thread
+    (runs[1] / "result.json").unlink()
+    shutil.rmtree(runs[2])
+    finished = (runs[0] / "result.json").stat().st_mtime_ns
+
+    again = invoke("table", *grid, "--jobs", "2", "--out", out, "--json", cache=shared_cache)
+    flat = " ".join(again.stderr.split())
+    assert "continuing the table in" in flat and "1 finished run(s) reused, 1 resumed" in flat
+    assert flat.count(", reused)") == 1 and flat.count(", resumed)") == 1 and flat.count("seed ") == 3  # one line per run
+    assert (runs[0] / "result.json").stat().st_mtime_ns == finished
+    assert without_seconds(summary_of(again)) == without_seconds(serial)

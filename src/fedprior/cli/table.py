@@ -14,6 +14,9 @@ from rich.table import Table
 
 from fedprior.cli.app import app, stderr, user_errors
 
+EMBEDDED_SEEDS = 3
+"""Seeds per cell of an embedded table unless --seeds says otherwise (the paper's setting: 1)."""
+
 METRIC_LABELS = {
     "final_accuracy": "acc",
     "best_accuracy": "best acc",
@@ -62,14 +65,79 @@ def render(title: str, results: list[dict]) -> Table:
     return table
 
 
-def markdown(title: str, results: list[dict]) -> str:
+def markdown(title: str, results: list[dict], evaluated: dict | None = None) -> str:
+    """The table (ours (paper), mean ± sd over seeds), under its notices (a failed control first), then its controls and findings."""
     rows, columns, cell = grid(results)
     several = len({m for _, m in columns}) > 1
     labels = [column_label(c, m, several) for c, m in columns]
-    lines = [f"# {title}", "", "ours (paper)", "", "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+    lines = [f"# {title}", ""]
+    if evaluated and evaluated["notices"]:
+        lines += [*(f"**{notice}**  " for notice in evaluated["notices"]), ""]
+    seeds = results[0].get("seeds", 1) if results else 1
+    spread = f"; mean ± sd over {seeds} seeds (sd with n - 1)" if seeds > 1 else "; one seed"
+    lines += [f"ours (paper){spread}", "", "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for row in rows:
         lines.append(f"| {row} | " + " | ".join(cell_text(cell.get((row, c)), m, "±") for c, m in columns) + " |")
+    if evaluated:
+        lines += ["", *controls_markdown(evaluated["controls"]), *findings_markdown(evaluated["findings"])]
     return "\n".join(lines) + "\n"
+
+
+def controls_markdown(controls: list[dict]) -> list[str]:
+    if not controls:
+        return ["## Controls", "", "none: nothing in this table bounds what a method can reach", ""]
+    lines = ["## Controls", "", "checked in each column on the mean over seeds; a column where one fails is not informative", ""]
+    lines += ["| condition | column | above | below | difference | needed | status |", "|---|---|---|---|---|---|---|"]
+    for c in controls:
+        if c["status"] == "not run":
+            lines.append(f"| {c['condition']} | {c['column']} | | | | {c['margin']:g} | not run ({', '.join(c['missing'])}) |")
+        else:
+            lines.append(
+                f"| {c['condition']} | {c['column']} | {c['above']:.1f} | {c['below']:.1f} | {c['difference']:+.1f} | {c['margin']:g} | {c['status']} |"
+            )
+    return [*lines, ""]
+
+
+def findings_markdown(findings: list[dict]) -> list[str]:
+    lines = [
+        "## Findings",
+        "",
+        "each claim of the paper on the paired differences over seeds (better - worse, seed s of both rows: the same partition "
+        "and client sampling), their mean, sd (n - 1) and 95% interval of the mean (Student t, n - 1 degrees of freedom); "
+        "holds: interval above 0, reversed: below 0, not resolved: spans 0 or one seed",
+        "",
+    ]
+    if not findings:
+        return [*lines, "no claim declared", ""]
+    lines += ["| claim | column | metric | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|"]
+    for f in findings:
+        metric = METRIC_LABELS.get(f["metric"], f["metric"])
+        if f["verdict"] == "not run":
+            lines.append(f"| {f['claim']} | {f['column']} | {metric} | | | | | {f['note']} | |")
+            continue
+        sd = "" if f["sd"] is None else f"{f['sd']:.2f}"
+        interval = "one seed: no interval" if f["low"] is None else f"[{f['low']:+.2f}, {f['high']:+.2f}]"
+        verdict = f"**{f['verdict']}**" + (f" ({extra})" if (extra := other_notes(f)) else "")
+        paper = "" if f["paper"] is None else f"{f['paper']:+.1f}"
+        lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |")
+    lines += ["", "Sources:", ""]
+    lines += [f"- {f['claim']}: {f['source']}" for f in findings if f["source"]]
+    return [*lines, ""]
+
+
+def other_notes(f: dict) -> str:
+    """A finding's notes other than 'one seed: no interval' (which its interval already says)."""
+    return "; ".join(n for n in f["note"].split("; ") if n and n != "one seed: no interval")
+
+
+def finding_line(f: dict) -> str:
+    """One line per claim for the terminal."""
+    if f["verdict"] == "not run":
+        return f"  {f['claim']}: {f['note']}"
+    interval = "one seed: no interval" if f["low"] is None else f"95% [{f['low']:+.2f}, {f['high']:+.2f}]"
+    sd = "" if f["sd"] is None else f" sd {f['sd']:.2f}"
+    note = f" ({extra})" if (extra := other_notes(f)) else ""
+    return f"  {f['claim']}: {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
 
 
 @app.command()
@@ -83,21 +151,28 @@ def table(
         "--out",
         help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table.",
     ),
-    seeds: int = typer.Option(1, "--seeds", min=1, help="Run every cell with seeds 0..N-1; 'ours' is the mean, 'std' the spread."),
+    seeds: int | None = typer.Option(
+        None, "--seeds", min=1, help=f"Run every cell with seeds 0..N-1 (default {EMBEDDED_SEEDS} with --embedded, else 1); 'ours' is the mean, 'std' the sd."
+    ),
+    jobs: int | None = typer.Option(
+        None, "--jobs", min=1, help="Cells run at once, each in its own process with one thread and run.workers=1 (default: the cores available)."
+    ),
     rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
     columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
-    as_json: bool = typer.Option(False, "--json", help="Print a JSON list of cells (row, column, ours, paper) on stdout."),
+    as_json: bool = typer.Option(False, "--json", help="Print table.json (cells, controls, findings) as one line on stdout."),
 ) -> None:
-    """Run every cell of a paper's table and print our number beside the paper's.
+    """Run every cell of a paper's table and print our number beside the paper's, its controls and a verdict per claim.
 
     Run again with the same --out, it continues a stopped table: finished cells are reused,
     a cell stopped mid-way resumes from its checkpoint, the others run.
     """
     from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.table_runs import REUSED, RUN, plan_cell
-    from fedprior.experiments.tables import cells, run_table
+    from fedprior.experiments.findings import evaluate
+    from fedprior.experiments.table_runs import REUSED, RUN, execute_runs, plan_cell
+    from fedprior.experiments.tables import cell_value, cells, run_table
     from fedprior.papers import table_by_name
+    from fedprior.runtime.threads import available_cores
 
     paper_table = table_by_name(name)
     chosen = selection(rows)
@@ -106,45 +181,63 @@ def table(
     if not planned:
         where = "in the embedded setting (its datasets are not embedded); run it without --embedded" if embedded else "in the paper's setting"
         raise ConfigError(f"{name}: no cell of {'the chosen rows and columns' if chosen or chosen_columns else 'this table'} runs {where}")
+    n_seeds = seeds or (EMBEDDED_SEEDS if embedded else 1)
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
     runs = {}
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
-        for seed in range(seeds):
+        for seed in range(n_seeds):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
+    n_jobs = jobs or available_cores()
     setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
-    stderr.print(f"{paper_table.title}: {len(planned)} cells x {seeds} seed(s){setting}; runs in {folder}", highlight=False)
+    stderr.print(f"{paper_table.title}: {len(planned)} cells x {n_seeds} seed(s), {n_jobs} at once{setting}; runs in {folder}", highlight=False)
     kept = [r.action for r in runs.values() if r.action != RUN]
     if kept:
         stderr.print(
             f"continuing the table in {folder}: {kept.count(REUSED)} finished run(s) reused, {len(kept) - kept.count(REUSED)} resumed", highlight=False
         )
 
-    def run_cell(cell, seed):
-        return runs[cell.row, cell.column, seed].execute()
-
-    def on_cell(cell, result):
-        paper = "-" if result["paper"] is None else number(result["paper"])
-        spread = f" +- {number(result['std'])}" if seeds > 1 else ""
-        actions = [runs[cell.row, cell.column, seed].action for seed in range(seeds)]
-        how = "" if set(actions) == {RUN} else f", {actions[0]}" if seeds == 1 else f", seeds {' / '.join(actions)}"
+    def on_done(run, summary):
+        cell = run.cell
+        paper = "-" if cell.paper is None else number(cell.paper)
+        ours = number(cell_value(paper_table, summary, paper_table.metrics[0]))
+        how = "" if run.action == RUN else f", {run.action}"
         stderr.print(
-            f"  {cell.row:<24} {cell.column:<18} ours {number(result['ours']):>5}{spread}  paper {paper:>5}  ({result['seconds']:.1f} s{how})",
+            f"  {cell.row:<24} {cell.column:<18} seed {run.seed}  ours {ours:>5}  paper {paper:>5}  ({summary['wall_seconds']:.1f} s{how})",
             highlight=False,
         )
 
     try:
-        results = run_table(paper_table, embedded, set_, run_cell, on_cell, seeds=seeds, rows=chosen, columns=chosen_columns)
+        summaries = execute_runs(list(runs.values()), n_jobs, on_done)
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: rerunning the table command goes on, not one cell's resume
-        again = command_line(name, embedded, set_, folder, seeds, rows, columns, as_json)
+        again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json)
         raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the table with `{again}`") from None
+    results = run_table(
+        paper_table, embedded, set_, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen, columns=chosen_columns
+    )
+    evaluated = evaluate(paper_table, results, embedded)
+    document = {
+        "table": name,
+        "title": paper_table.title,
+        "setting": "embedded" if embedded else "paper",
+        "seeds": n_seeds,
+        "cells": results,
+        **evaluated,
+    }
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "table.json").write_text(json.dumps(results, indent=2))
-    (folder / "table.md").write_text(markdown(paper_table.title, results))
+    (folder / "table.json").write_text(json.dumps(document, indent=2))
+    (folder / "table.md").write_text(markdown(paper_table.title, results, evaluated))
     if as_json:
-        typer.echo(json.dumps(results))
-    else:
-        Console().print(render(paper_table.title, results))
+        typer.echo(json.dumps(document))
+        return
+    console = Console()
+    for notice in evaluated["notices"]:
+        console.print(notice, highlight=False, style="bold")
+    console.print(render(paper_table.title, results))
+    if evaluated["findings"]:
+        console.print("findings (paired differences over seeds, 95% t interval):", highlight=False)
+        for finding in evaluated["findings"]:
+            console.print(finding_line(finding), highlight=False, soft_wrap=True)
 
 
 def selection(text: str | None) -> list[str] | None:
@@ -152,12 +245,15 @@ def selection(text: str | None) -> list[str] | None:
     return None if text is None else [part.strip() for part in text.split(",") if part.strip()]
 
 
-def command_line(name: str, embedded: bool, set_: list[str], folder: Path, seeds: int, rows: str | None, columns: str | None, as_json: bool) -> str:
+def command_line(
+    name: str, embedded: bool, set_: list[str], folder: Path, seeds: int | None, jobs: int | None, rows: str | None, columns: str | None, as_json: bool
+) -> str:
     """The ``fedprior table`` command that continues this table in ``folder`` (shell-quoted)."""
     parts = ["fedprior", "table", name, *(["--embedded"] if embedded else [])]
     parts += [arg for override in set_ for arg in ("--set", override)]
     parts += ["--rows", rows] if rows is not None else []
     parts += ["--columns", columns] if columns is not None else []
-    parts += ["--seeds", str(seeds)] if seeds != 1 else []
+    parts += ["--seeds", str(seeds)] if seeds is not None else []
+    parts += ["--jobs", str(jobs)] if jobs is not None else []
     parts += ["--out", str(folder), *(["--json"] if as_json else [])]
     return shlex.join(parts)

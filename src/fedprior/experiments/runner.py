@@ -247,12 +247,16 @@ def start(name: str, config: ExperimentConfig, run_dir: Path | None, **callbacks
     return resumable(run, lambda: execute(name, config, run, **callbacks))
 
 
-def resume(path: Path, previous: bool = False, **callbacks) -> dict[str, Any]:
-    """Continue the run in ``path`` from its last checkpoint (``previous``: from the one before)."""
+def resume(path: Path, previous: bool = False, config: ExperimentConfig | None = None, **callbacks) -> dict[str, Any]:
+    """Continue the run in ``path`` from its last checkpoint (``previous``: from the one before).
+
+    ``config``: continue with this config instead of config.toml's; it may differ only in what
+    a resume may change (threads, workers, device, ...: the resume check refuses the rest).
+    """
     run = RunDir.existing(path)
 
     def action() -> dict[str, Any]:
-        name, config = run.read_config()
-        return execute(name, config, run, resume=True, previous=previous, **callbacks)
+        name, saved = run.read_config()
+        return execute(name, config or saved, run, resume=True, previous=previous, **callbacks)
 
     return resumable(run, action)

@@ -16,17 +16,29 @@ A folder holding work whose ``config.toml`` differs from what the table would ru
 (another ``--set``) is refused before any cell runs, naming the cell and the fields; the
 fields a resume may find changed (threads, workers, device, where the data is:
 ``resume_check.RESUME_MAY_CHANGE``) do not count.
+
+:func:`execute_runs` runs what is left, one after the other in this process (``jobs = 1``)
+or in ``jobs`` processes at once (forked on Linux where no run can use CUDA, else spawned), each run with ``run.threads = 1`` and ``run.workers = 1``
+so that jobs x threads never oversubscribe the cores. The numbers do not depend on it: a
+run's numbers do not depend on its threads or workers (``fedprior.runtime.threads``), and
+each run is its own run folder, seeded by its config alone.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import re
-from dataclasses import dataclass, field
+import signal
+import sys
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.resume_check import changes_that_matter, describe_changes
 from fedprior.experiments.run_dir import RunDir
 
@@ -63,9 +75,14 @@ class CellRun:
 
         if self.action == REUSED:
             return self.result
-        if self.action == RESUMED:
-            return resume(self.path, report_extras=False)
+        if self.action == RESUMED:  # with the config the table runs now (it differs at most in what a resume may change)
+            return resume(self.path, config=self.config, report_extras=False)
         return start(self.name, self.config, self.path, report_extras=False)
+
+    def single_threaded(self) -> CellRun:
+        """This run with ``run.threads = 1`` and ``run.workers = 1`` (one of several running at once)."""
+        run = self.config.run.model_copy(update={"threads": 1, "workers": 1})
+        return replace(self, config=self.config.model_copy(update={"run": run}))
 
 
 def finished_result(run: RunDir) -> dict[str, Any] | None:
@@ -95,3 +112,128 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     if result is not None:
         return CellRun(cell, seed, name, config, path, REUSED, result)
     return CellRun(cell, seed, name, config, path, RESUMED)
+
+
+def execute_runs(runs: list[CellRun], jobs: int, on_done: Callable[[CellRun, dict[str, Any]], None]) -> dict[tuple[str, str, int], dict[str, Any]]:
+    """Every run's summary by (row, column, seed): the finished ones read, the others run, ``on_done`` after each.
+
+    ``jobs = 1`` (or one run left): in this process, in order. Otherwise in ``jobs`` processes
+    (each run single-threaded, see the module docstring), reported in the order they finish.
+    A failed run, Ctrl-C or SIGTERM stops the others at their last checkpoint (they resume
+    when the table runs again) and raises.
+    """
+    summaries: dict[tuple[str, str, int], dict[str, Any]] = {}
+
+    def done(run: CellRun, summary: dict[str, Any]) -> None:
+        summaries[run.cell.row, run.cell.column, run.seed] = summary
+        on_done(run, summary)
+
+    for run in runs:
+        if run.action == REUSED:
+            done(run, run.result)
+    pending = [run for run in runs if run.action != REUSED]
+    if jobs <= 1 or len(pending) <= 1:
+        for run in pending:
+            done(run, run.execute())
+        return summaries
+    _in_processes(pending, jobs, done)
+    return summaries
+
+
+def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, dict[str, Any]], None]) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    context = multiprocessing.get_context(start_method(pending))
+    stopping = context.Event()
+    pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context, initializer=_child_start, initargs=(os.getpid(), stopping))
+    try:
+        futures = {pool.submit(_child_run, run.single_threaded()): run for run in pending}
+        for future in as_completed(futures):
+            done(futures[future], future.result())
+    except BrokenProcessPool:
+        _stop(pool, stopping)
+        raise FedpriorError("a process running a cell of the table died (killed?); run the same table command again to continue it") from None
+    except BaseException:
+        _stop(pool, stopping)
+        raise
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def start_method(pending: list[CellRun]) -> str:
+    """``fork`` (no start-up cost) where no run can use CUDA, else ``spawn``: CUDA cannot be used in a process forked
+    after CUDA started, and this process may have started it (e.g. a test run before)."""
+    from fedprior.runtime.workers import default_start_method
+
+    method = default_start_method()
+    if method == "fork" and any(run.config.run.device != "cpu" for run in pending) and cuda_possible():
+        return "spawn"
+    return method
+
+
+def cuda_possible() -> bool:
+    """Whether this torch could use a GPU here, asked without starting CUDA: a CUDA build and an NVIDIA device node."""
+    import torch
+
+    return torch.backends.cuda.is_built() and any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def _stop(pool: Any, stopping: Any) -> None:
+    """Stop the cells of ``pool``: none starts any more (``stopping``), and SIGTERM to every process stops the running ones
+    at their last checkpoint (an idle process waits to be shut down)."""
+    stopping.set()  # before the signals: a process between two cells sees it before it starts the next
+    for process in list(getattr(pool, "_processes", {}).values()):
+        if process.is_alive() and process.pid is not None:
+            try:
+                os.kill(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+
+_BUSY = {"run": False}
+"""In a table's child process: whether a cell is running (a SIGTERM then stops it)."""
+_PARENT: dict[str, Any] = {"pid": 0, "stopping": None}
+"""In a table's child process: the table's process (when it is gone, the child exits once its run has stopped) and the
+event it sets when the table stops (no cell starts after it)."""
+
+
+def _child_start(parent: int, stopping: Any) -> None:
+    """A child process of a table: stopped by SIGTERM only (Ctrl-C reaches the whole process group: the parent
+    stops the runs), and by the kernel when the parent dies (Linux), one torch thread, warnings one line each."""
+    import torch
+
+    _PARENT.update(pid=parent, stopping=stopping)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _child_terminated)
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+    if os.getppid() != parent:  # the parent died before the call above
+        os._exit(1)
+    torch.set_num_threads(1)
+    warnings.showwarning = lambda message, category, filename, lineno, file=None, line=None: print(f"warning: {message}", file=sys.stderr)
+
+
+def _child_terminated(signum: int, frame: Any) -> None:
+    """SIGTERM: stop the running cell (Interrupted, at its last checkpoint); an idle process exits if the table's is gone,
+    else waits to be shut down."""
+    if _BUSY["run"]:
+        raise Interrupted(signum)
+    if os.getppid() != _PARENT["pid"]:
+        os._exit(128 + signum)
+
+
+def _child_run(run: CellRun) -> dict[str, Any]:
+    _BUSY["run"] = True
+    try:
+        if _PARENT["stopping"].is_set():  # the table stopped (a SIGTERM before this cell was taken up was ignored)
+            raise Interrupted(signal.SIGTERM)
+        return run.execute()
+    finally:
+        _BUSY["run"] = False
+        if os.getppid() != _PARENT["pid"]:  # the table's process was killed: nobody reads the result, and the pool's pipes
+            os._exit(1)  # stay open in the other children, so this process would wait forever

@@ -5,6 +5,13 @@ and encoder); ``--embedded`` runs the same grid offline on an embedded dataset
 through the offline stand-in encoder, keeping the columns whose setting can be
 reproduced there, named by their setting only (the paper's numbers stay beside ours
 for reference: the data and the encoder differ).
+
+Each table also declares, before any run, the paper's qualitative **claims** it tests
+(:class:`Claim`: "row A > row B on metric M in column C", quoting the paper) and its
+**controls** (:class:`Control`: rows that bound what any method reaches in the setting, and
+the margin between them under which the table can tell methods apart). A claim or control
+naming a row, column or metric the table does not have is refused when the table is
+defined (at import). :mod:`fedprior.experiments.findings` evaluates them on a run's cells.
 """
 
 from __future__ import annotations
@@ -53,6 +60,56 @@ class Row:
     """Overrides of the paper's setting for this row only (e.g. the full-size network of its algorithm)."""
     embedded: bool = True
     """Whether the row runs in the embedded grid (False: it needs something only the paper's setting has)."""
+    paper_setting: bool = True
+    """Whether the row runs in the paper's setting (False: a control defined for the embedded grid only)."""
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A qualitative claim of the paper, tested on a table's cells: ``better`` beats ``worse`` on ``metric`` in ``column``.
+
+    Tested on the paired differences over seeds (``better - worse`` for seed s of both rows;
+    ``worse - better`` when ``higher_is_better`` is False, e.g. bits sent), see
+    :mod:`fedprior.experiments.findings`.
+    """
+
+    name: str
+    """What is claimed, e.g. 'FST-CBDG > FedAvg at s=2'."""
+    better: str
+    """The row label expected to win."""
+    worse: str
+    """The row label expected to lose."""
+    column: str
+    """A column's label in the paper ('CIFAR-10 s=2') or its name in the embedded grid ('s=2')."""
+    metric: str | None = None
+    """One of the table's ``metrics`` (None: its first, the paper's metric)."""
+    source: str = ""
+    """The paper's sentence or table cells the claim is taken from."""
+    higher_is_better: bool = True
+    """False for a cost (bits, seconds): then ``better`` is expected to have the lower value."""
+
+
+@dataclass(frozen=True)
+class Control:
+    """A condition on two control rows under which a table can tell methods apart, checked in every column.
+
+    Informative where the mean (over seeds) of ``above - below`` on ``metric`` is at least ``margin``.
+    """
+
+    above: str
+    """The row that bounds from above (a centralized probe, all labels, central learning, a trained network)."""
+    below: str
+    """The row it must clear (zero-shot, labeled-only, FedAvg, the untrained network)."""
+    margin: float
+    """Points (the metric's unit) by which ``above`` must exceed ``below``."""
+    metric: str | None = None
+    """One of the table's ``metrics`` (None: its first)."""
+    note: str = ""
+    """Why this condition (and any caveat, e.g. a row that stands in for a missing one)."""
+
+    @property
+    def condition(self) -> str:
+        return f"{self.above} at least {self.margin:g} points above {self.below}"
 
 
 @dataclass(frozen=True)
@@ -83,6 +140,56 @@ class PaperTable:
     preset_overrides: dict[tuple[str, str], tuple[str, ...]] = field(default_factory=dict)
     """(row preset, column label) -> overrides in the paper's setting for the rows of that preset, before the row's own
     (the authors' per-dataset settings of their method, e.g. FedBM's temperature on OCT-C8 at beta 0.05)."""
+    claims: tuple[Claim, ...] = ()
+    """The paper's qualitative claims this table tests, declared before any run."""
+    controls: tuple[Control, ...] = ()
+    """The conditions on control rows under which the table is informative (none: nothing bounds it, e.g. bits sent)."""
+
+    def __post_init__(self) -> None:
+        """Refuse claims and controls that name a row, column or metric the table does not have."""
+        labels = [r.label for r in self.rows]
+        for claim in self.claims:
+            where = f"{self.name}: claim {claim.name!r}"
+            self._check_rows(where, (claim.better, claim.worse), labels)
+            if claim.better == claim.worse:
+                raise ValueError(f"{where}: compares {claim.better!r} with itself")
+            if self.find_column(claim.column) is None:
+                raise ValueError(f"{where}: unknown column {claim.column!r}; accepted: {', '.join(self.column_names())}")
+            self._check_metric(where, claim.metric)
+        for control in self.controls:
+            where = f"{self.name}: control {control.condition!r}"
+            self._check_rows(where, (control.above, control.below), labels)
+            self._check_metric(where, control.metric)
+
+    @staticmethod
+    def _check_rows(where: str, names: tuple[str, ...], labels: list[str]) -> None:
+        unknown = [n for n in names if n not in labels]
+        if unknown:
+            raise ValueError(f"{where}: unknown row(s) {', '.join(map(repr, unknown))}; accepted: {', '.join(labels)}")
+
+    def _check_metric(self, where: str, metric: str | None) -> None:
+        if metric is not None and metric not in self.metrics:
+            raise ValueError(f"{where}: unknown metric {metric!r}; accepted: {', '.join(self.metrics)}")
+
+    def column_names(self) -> list[str]:
+        """Every name a claim may give a column by: the paper's labels, then the embedded grid's names."""
+        embedded = [c.in_setting(True)[0] for c in self.columns if c.embedded]
+        return list(dict.fromkeys([*(c.label for c in self.columns), *embedded]))
+
+    def find_column(self, name: str) -> Column | None:
+        """The column whose paper label is ``name``, else the one embedded column named ``name`` in the embedded grid."""
+        for column in self.columns:
+            if column.label == name:
+                return column
+        embedded = [c for c in self.columns if c.embedded and c.in_setting(True)[0] == name]
+        return embedded[0] if len(embedded) == 1 else None
+
+    def column_in_setting(self, name: str, embedded: bool) -> str | None:
+        """What the grid of the setting calls the column ``name`` (a claim's), or None if that grid has no such column."""
+        column = self.find_column(name)
+        if column is None or (embedded and not column.embedded):
+            return None
+        return column.in_setting(embedded)[0]
 
 
 @dataclass
@@ -132,7 +239,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
         setting = list(table.embedded) if embedded else [*table.real, f"data.dataset={table.real_datasets[column.dataset]}", *column.real]
         _, column_overrides = column.in_setting(embedded)
         for row in selected_rows:
-            if embedded and not row.embedded:
+            if (embedded and not row.embedded) or (not embedded and not row.paper_setting):
                 continue
             tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
             out.append(
@@ -151,6 +258,13 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
     return sorted(out, key=lambda c: order[c.row])
 
 
+def cell_value(table: PaperTable, summary: dict[str, Any], metric: str) -> float:
+    """A run summary's ``metric`` in the table's unit (% unless ``scales`` say otherwise), derived metrics included."""
+    if table.derived is not None:
+        summary = {**summary, **table.derived(summary)}
+    return table.scales.get(metric, 100.0) * summary[metric]
+
+
 def run_table(
     table: PaperTable,
     embedded: bool,
@@ -164,8 +278,8 @@ def run_table(
     """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
 
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
-    ``scales`` say otherwise), ``std`` their
-    standard deviation, ``finals`` the per-seed values; ``metrics`` holds the same for
+    ``scales`` say otherwise), ``std`` their sample standard deviation (n - 1; 0 for one
+    seed), ``finals`` the per-seed values (seed 0 first); ``metrics`` holds the same for
     every metric of the table (``{name: {"mean", "std", "values", "paper"}}``).
     """
     results = []
@@ -178,7 +292,7 @@ def run_table(
             values = np.array([table.scales.get(name, 100.0) * s[name] for s in summaries], dtype=float)
             metrics[name] = {
                 "mean": round(float(values.mean()), 2),
-                "std": round(float(values.std()), 2),
+                "std": round(float(values.std(ddof=1)), 2) if values.size > 1 else 0.0,
                 "values": [round(float(v), 2) for v in values],
                 "paper": cell.paper if name == table.metrics[0] else cell.paper_metrics.get(name),
             }

@@ -1,0 +1,167 @@
+"""A table's findings: its controls checked, and each claim of the paper given a verdict, from the cells' seeds.
+
+**Controls** (:class:`~fedprior.experiments.tables.Control`) are checked in every column
+the run has: the mean over seeds of ``above - below`` must be at least the margin. A column
+where one fails is *not informative*: its claims get no verdict (``setting not
+informative``), and table.md says so at its top (``setting not informative: <condition>
+failed at <column>: X vs Y``). A column where a control row was not run (``--rows``) gets
+verdicts, marked ``controls not run``.
+
+**Claims** (:class:`~fedprior.experiments.tables.Claim`) are tested on the paired
+differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
+same partition and client sampling wherever the two rows share those settings), with
+their mean, sample standard deviation (n - 1) and the 95% interval of the mean from
+Student's t with n - 1 degrees of freedom: ``mean +- t(0.975, n - 1) * sd / sqrt(n)``.
+The verdict:
+
+- **holds**: the interval lies above 0;
+- **reversed**: it lies below 0;
+- **not resolved**: it spans 0, or there is one seed (no interval: ``one seed: no interval``).
+
+A claim whose rows or column the run does not have (``--rows``, ``--columns``, a column
+the embedded grid leaves out) is listed as ``not run``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from fedprior.experiments.tables import PaperTable
+
+CONFIDENCE = 0.95
+HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
+NOT_INFORMATIVE, NOT_RUN = "setting not informative", "not run"
+PASSED, FAILED = "passed", "failed"
+ONE_SEED = "one seed: no interval"
+
+
+@dataclass(frozen=True)
+class Paired:
+    """Paired differences over seeds: n, mean, sample sd and the t interval of the mean (None with one seed)."""
+
+    n: int
+    mean: float
+    sd: float | None
+    low: float | None
+    high: float | None
+
+
+def t_quantile(n: int) -> float:
+    """t(0.975, n - 1): the two-sided 95% quantile of Student's t with n - 1 degrees of freedom."""
+    from scipy.stats import t
+
+    return float(t.ppf(0.5 + CONFIDENCE / 2, n - 1))
+
+
+def paired(differences: Sequence[float]) -> Paired:
+    """Mean, sd (n - 1) and 95% t interval of ``differences`` (one per seed)."""
+    d = np.asarray(differences, dtype=float)
+    mean = float(d.mean())
+    if d.size < 2:
+        return Paired(int(d.size), mean, None, None, None)
+    sd = float(d.std(ddof=1))
+    half = t_quantile(d.size) * sd / math.sqrt(d.size)
+    return Paired(int(d.size), mean, sd, mean - half, mean + half)
+
+
+def verdict(stats: Paired) -> str:
+    """holds (interval above 0), reversed (below 0) or not resolved (spans 0, or one seed)."""
+    if stats.low is None or stats.high is None:
+        return NOT_RESOLVED
+    if stats.low > 0:
+        return HOLDS
+    if stats.high < 0:
+        return REVERSED
+    return NOT_RESOLVED
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -> dict[str, Any]:
+    """The controls per column, the claims with their verdicts, and the notices for the top of table.md.
+
+    ``results``: :func:`~fedprior.experiments.tables.run_table`'s cells (``metrics[m]["values"]``
+    per seed, seed 0 first).
+    """
+    cells = {(r["row"], r["column"]): r for r in results}
+    columns = list(dict.fromkeys(r["column"] for r in results))
+
+    def values(row: str, column: str, metric: str) -> list[float] | None:
+        cell = cells.get((row, column))
+        return None if cell is None else cell["metrics"][metric]["values"]
+
+    def paper(row: str, column: str, metric: str) -> float | None:
+        cell = cells.get((row, column))
+        return None if cell is None else cell["metrics"][metric].get("paper")
+
+    controls, notices = [], []
+    status: dict[str, str] = {}
+    not_run: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for control in table.controls:
+        metric = control.metric or table.metrics[0]
+        for column in columns:
+            above, below = values(control.above, column, metric), values(control.below, column, metric)
+            entry: dict[str, Any] = {"condition": control.condition, "column": column, "metric": metric, "margin": control.margin, "note": control.note}
+            if above is None or below is None:
+                lacking = tuple(r for r, v in ((control.above, above), (control.below, below)) if v is None)
+                entry.update(status=NOT_RUN, missing=list(lacking))
+                if status.get(column) != FAILED:
+                    status[column] = NOT_RUN
+                not_run.setdefault((control.condition, lacking), []).append(column)
+            else:
+                difference = float(np.mean(np.subtract(above, below)))
+                passed = difference >= control.margin - 1e-9
+                entry.update(
+                    status=PASSED if passed else FAILED, above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference)
+                )
+                if not passed:
+                    status[column] = FAILED
+                    notices.append(f"setting not informative at {column}: {control.condition} failed: {entry['above']:.1f} vs {entry['below']:.1f}")
+                elif column not in status:
+                    status[column] = PASSED
+            controls.append(entry)
+    for (condition, missing), where in not_run.items():
+        notices.append(f"control not run at {', '.join(where)}: {condition} (row(s) {', '.join(missing)} not run); the verdicts there are not backed by it")
+
+    findings = []
+    for claim in table.claims:
+        metric = claim.metric or table.metrics[0]
+        column = table.column_in_setting(claim.column, embedded)
+        entry = {"claim": claim.name, "better": claim.better, "worse": claim.worse, "column": column or claim.column, "metric": metric, "source": claim.source}
+        if column is None or column not in columns:
+            findings.append({**entry, "verdict": NOT_RUN, "note": "not run: its column is not in this run"})
+            continue
+        better, worse = values(claim.better, column, metric), values(claim.worse, column, metric)
+        if better is None or worse is None:
+            absent = ", ".join(r for r, v in ((claim.better, better), (claim.worse, worse)) if v is None)
+            findings.append({**entry, "verdict": NOT_RUN, "note": f"not run: row(s) {absent}"})
+            continue
+        sign = 1.0 if claim.higher_is_better else -1.0
+        stats = paired([sign * (b - w) for b, w in zip(better, worse, strict=True)])
+        notes = [ONE_SEED] if stats.n < 2 else []
+        outcome = verdict(stats)
+        if status.get(column) == FAILED:
+            outcome = NOT_INFORMATIVE
+        elif status.get(column) == NOT_RUN:
+            notes.append("controls not run")
+        paper_better, paper_worse = paper(claim.better, column, metric), paper(claim.worse, column, metric)
+        findings.append(
+            {
+                **entry,
+                **{k: _round(v) if isinstance(v, float) else v for k, v in asdict(stats).items()},
+                "verdict": outcome,
+                "note": "; ".join(notes),
+                "better_mean": _round(float(np.mean(better))),
+                "worse_mean": _round(float(np.mean(worse))),
+                "paper": None if paper_better is None or paper_worse is None else _round(sign * (paper_better - paper_worse)),
+            }
+        )
+    return {"controls": controls, "findings": findings, "notices": notices}

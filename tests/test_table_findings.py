@@ -1,0 +1,229 @@
+"""A table's claims and controls: refused when they name what the table lacks, and their verdicts on hand-made seeds."""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import time
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+
+import pytest
+
+from fedprior.cli.table import markdown
+from fedprior.experiments.findings import evaluate, paired, t_quantile, verdict
+from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row, run_table
+from fedprior.papers import all_tables
+
+ROWS = (Row("Top", "fedavg-cnn"), Row("Zero", "fedavg-cnn"), Row("A", "fedavg-cnn"), Row("B", "fedavg-cnn"), Row("C", "fedavg-cnn"))
+COLUMN = Column("DS", "c", ())
+
+
+def make(claims=(), controls=(), metrics=("final_accuracy",)) -> PaperTable:
+    return PaperTable(name="toy", title="Toy", rows=ROWS, columns=(COLUMN,), claims=claims, controls=controls, metrics=metrics, paper={("A", "DS c"): 50.0})
+
+
+CLAIMS = (
+    Claim("A > B", better="A", worse="B", column="c", source="the paper, p. 1"),
+    Claim("B > A", better="B", worse="A", column="DS c"),
+    Claim("A > C", better="A", worse="C", column="c"),
+)
+SEEDS = {  # accuracy (%) of each row, seed 0, 1, 2
+    "Top": [90.0, 91.0, 92.0],
+    "Zero": [60.0, 60.0, 61.0],
+    "A": [80.0, 82.0, 84.0],
+    "B": [70.0, 71.0, 75.0],
+    "C": [79.0, 83.0, 84.0],
+}
+
+
+def results(table: PaperTable, seeds: dict[str, list[float]] = SEEDS, n: int = 3) -> list[dict]:
+    def run_cell(cell, seed):
+        return {"final_accuracy": seeds[cell.row][seed] / 100, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+
+    return run_table(table, True, None, run_cell, seeds=n)
+
+
+def test_t_quantiles_are_students():
+    for n, known in ((2, 12.706204736174698), (3, 4.302652729696142), (5, 2.7764451051977934), (31, 2.0422724563012373)):
+        assert t_quantile(n) == pytest.approx(known, abs=1e-9)
+
+
+def test_verdicts_on_hand_made_seeds():
+    evaluated = evaluate(make(CLAIMS, (Control("Top", "Zero", 8.0),)), results(make(CLAIMS)), embedded=True)
+    assert [c["status"] for c in evaluated["controls"]] == ["passed"] and evaluated["notices"] == []
+    holds, reversed_, unresolved = evaluated["findings"]
+    # A - B = 10, 11, 9: mean 10, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.3027 / 1.7321 = 2.4841
+    assert (holds["n"], holds["mean"], holds["sd"]) == (3, 10.0, 1.0)
+    assert holds["low"] == pytest.approx(10 - 4.302652729696142 / math.sqrt(3), abs=0.005) == 7.52
+    assert holds["high"] == 12.48 and holds["verdict"] == "holds" and holds["paper"] is None
+    assert (reversed_["mean"], reversed_["low"], reversed_["high"], reversed_["verdict"]) == (-10.0, -12.48, -7.52, "reversed")
+    # A - C = 1, -1, 0: mean 0, sd 1, the interval spans 0
+    assert (unresolved["mean"], unresolved["low"], unresolved["high"], unresolved["verdict"]) == (0.0, -2.48, 2.48, "not resolved")
+    assert holds["source"] == "the paper, p. 1" and holds["column"] == "c" and reversed_["column"] == "c"  # the paper's label resolves too
+
+
+def test_one_seed_gives_no_interval():
+    evaluated = evaluate(make(CLAIMS), results(make(CLAIMS), n=1), embedded=True)
+    first = evaluated["findings"][0]
+    assert (first["n"], first["mean"], first["sd"], first["low"], first["verdict"]) == (1, 10.0, None, None, "not resolved")
+    assert first["note"] == "one seed: no interval"
+    assert paired([3.0]).low is None and verdict(paired([3.0])) == "not resolved"
+
+
+def test_a_failing_control_withholds_every_verdict_and_heads_the_table():
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0), Control("A", "Zero", 25.0)))
+    cells = results(table)
+    evaluated = evaluate(table, cells, embedded=True)
+    assert [c["status"] for c in evaluated["controls"]] == ["passed", "failed"]
+    assert evaluated["controls"][1]["difference"] == 21.67
+    assert {f["verdict"] for f in evaluated["findings"]} == {"setting not informative"}
+    assert evaluated["findings"][0]["mean"] == 10.0  # the numbers are still shown
+    notice = "setting not informative at c: A at least 25 points above Zero failed: 82.0 vs 60.3"
+    assert evaluated["notices"] == [notice]
+    text = markdown("Toy", cells, evaluated)
+    assert text.splitlines()[:3] == ["# Toy", "", f"**{notice}**  "]
+    assert "| A > B | c | acc | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
+    assert "| 82.0 ± 2.0 (50.0) |" in text  # mean ± sd (n - 1) per cell
+
+
+def test_controls_and_claims_whose_rows_did_not_run():
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0),))
+    cells = [c for c in results(table) if c["row"] not in ("Zero", "B")]
+    evaluated = evaluate(table, cells, embedded=True)
+    assert evaluated["controls"][0]["status"] == "not run" and evaluated["controls"][0]["missing"] == ["Zero"]
+    assert evaluated["notices"] == ["control not run at c: Top at least 8 points above Zero (row(s) Zero not run); the verdicts there are not backed by it"]
+    a_b, b_a, a_c = evaluated["findings"]
+    assert a_b["verdict"] == b_a["verdict"] == "not run" and a_b["note"] == "not run: row(s) B"
+    assert a_c["verdict"] == "not resolved" and a_c["note"] == "controls not run"
+
+
+def test_a_cost_claim_holds_when_the_better_row_spends_less():
+    table = make((Claim("A costs less", better="B", worse="A", column="c", higher_is_better=False),))
+    assert evaluate(table, results(table), embedded=True)["findings"][0]["verdict"] == "holds"
+
+
+@pytest.mark.parametrize(
+    ("claim", "control", "message"),
+    [
+        (Claim("x", better="D", worse="A", column="c"), None, "toy: claim 'x': unknown row(s) 'D'; accepted: Top, Zero, A, B, C"),
+        (Claim("x", better="A", worse="B", column="s=2"), None, "toy: claim 'x': unknown column 's=2'; accepted: DS c, c"),
+        (Claim("x", better="A", worse="B", column="c", metric="accuracy"), None, "toy: claim 'x': unknown metric 'accuracy'; accepted: final_accuracy"),
+        (Claim("x", better="A", worse="A", column="c"), None, "toy: claim 'x': compares 'A' with itself"),
+        (None, Control("Top", "Nothing", 5.0), "toy: control 'Top at least 5 points above Nothing': unknown row(s) 'Nothing'"),
+        (None, Control("Top", "Zero", 5.0, metric="final_macro_f1"), "unknown metric 'final_macro_f1'"),
+    ],
+)
+def test_claims_and_controls_naming_what_the_table_lacks_are_refused_when_it_is_defined(claim, control, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        make(() if claim is None else (claim,), () if control is None else (control,))
+
+
+def test_every_paper_table_declares_claims_and_controls():
+    tables = all_tables()
+    assert all(table.claims for table in tables.values())
+    assert [name for name, table in tables.items() if not table.controls] == ["mfcl-table8"]  # bits sent: nothing bounds them
+    margins = {table.controls[0].margin for name, table in tables.items() if table.controls}
+    assert margins == {5.0, 8.0}
+    assert tables["fst-cbdg-table3"].controls[0].condition == "CLIP-FC-Centralized at least 8 points above CLIP-ZS"
+
+
+# ---------------------------------------------------------------- a table in processes, stopped
+
+
+@dataclass
+class Sleeper:
+    """A stand-in for a CellRun: seed 0 ends at once, the others sleep until stopped."""
+
+    seed: int
+    action: str = "run"
+    result: dict = field(default_factory=dict)
+
+    @property
+    def cell(self) -> _Cell:
+        return _Cell()
+
+    @property
+    def config(self) -> SimpleNamespace:
+        return SimpleNamespace(run=SimpleNamespace(device="cpu"))
+
+    def single_threaded(self) -> Sleeper:
+        return self
+
+    def execute(self) -> dict:
+        if self.seed:
+            time.sleep(60)
+        return {"pid": os.getpid()}
+
+
+@dataclass
+class _Cell:
+    row: str = "r"
+    column: str = "c"
+
+
+def test_a_stopped_table_stops_the_cells_running_in_other_processes():
+    from fedprior.experiments.table_runs import execute_runs
+
+    seen = []
+
+    def on_done(run, summary):
+        seen.append(summary["pid"])
+        raise KeyboardInterrupt  # Ctrl-C while the other cells run
+
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        execute_runs([Sleeper(0), Sleeper(1), Sleeper(2)], 3, on_done)  # type: ignore[list-item]
+    assert time.perf_counter() - started < 30  # not the 60 s the others would sleep
+    assert seen and seen[0] != os.getpid()
+    with pytest.raises(ProcessLookupError):
+        os.kill(seen[0], 0)  # the pool's processes are gone
+
+
+def test_processes_are_spawned_where_a_run_may_use_cuda(monkeypatch):
+    from fedprior.experiments import table_runs
+
+    def runs(device: str) -> list:
+        return [SimpleNamespace(config=SimpleNamespace(run=SimpleNamespace(device=device)))]
+
+    monkeypatch.setattr(table_runs, "cuda_possible", lambda: True)
+    assert table_runs.start_method(runs("auto")) == "spawn" and table_runs.start_method(runs("cuda:0")) == "spawn"
+    assert table_runs.start_method(runs("cpu")) == "fork"  # Linux
+    monkeypatch.setattr(table_runs, "cuda_possible", lambda: False)
+    assert table_runs.start_method(runs("auto")) == "fork"
+
+
+KILLED_TABLE = """
+import multiprocessing, sys
+sys.path.insert(0, sys.argv[1])
+from test_table_findings import Sleeper
+from fedprior.experiments.table_runs import execute_runs
+
+def on_done(run, summary):
+    print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+
+execute_runs([Sleeper(0), Sleeper(1), Sleeper(2)], 3, on_done)
+"""
+
+
+def test_the_processes_of_a_killed_table_stop_their_runs_and_exit():
+    """kill -9 of the table's process: the kernel sends its children SIGTERM (PR_SET_PDEATHSIG); the running cells stop
+    and every child exits (the pool's pipes stay open in the other children, so none may wait for work)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from fedprior.flower.processes import alive
+
+    table = subprocess.Popen([sys.executable, "-c", KILLED_TABLE, str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    try:
+        children = [int(pid) for pid in table.stdout.readline().split()]  # type: ignore[union-attr]
+        assert len(children) == 3 and all(alive(pid) for pid in children)
+    finally:
+        table.kill()
+        table.wait()
+    deadline = time.monotonic() + 20
+    while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(alive(pid) for pid in children)
