@@ -41,7 +41,13 @@ REINSTALL = "reinstall fedprior (pip install --force-reinstall --no-deps fedprio
 
 @dataclass(frozen=True)
 class Recipe:
-    """A shipped recipe: the dataset and the ``encoder.*`` settings that determine the tower."""
+    """A shipped recipe: the dataset and the ``encoder.*`` settings that determine the tower.
+
+    ``recipe`` is the named training recipe (``encoder.recipe``,
+    :mod:`fedprior.encoders.standin_recipes`); ``pretrain_images`` and ``caption_noise`` are
+    written out in full (the fingerprint hashes the resolved values, so a config that leaves
+    them to the recipe matches too).
+    """
 
     name: str
     dataset: str
@@ -49,6 +55,7 @@ class Recipe:
     caption_noise: float = 0.4
     pretrain_seed: int = 0
     text_model: str = "minilm"
+    recipe: str = "v1"
 
     def settings(self) -> dict[str, Any]:
         """The ``encoder.*`` values of this recipe (with ``name = "locked-text"``)."""
