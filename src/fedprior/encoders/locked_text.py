@@ -65,7 +65,8 @@ fingerprint changes, the shipped towers must be rebuilt). Change a recipe: give 
 Where the tower comes from, in this order:
 
 1. **shipped**: the recipes in :data:`fedprior.encoders.shipped_towers.RECIPES` (Fashion-MNIST
-   with the defaults, which every shipped preset uses; digits with 300 images, the tests')
+   with the defaults, which every shipped preset uses; Fashion-MNIST with ``encoder.recipe =
+   "v2-headroom"``; digits with 300 images, the tests')
    ship their trained towers inside the package, so every machine uses the identical
    encoder (training on another CPU kind gives other bits). A run whose recipe fingerprint
    is a shipped one loads those weights: no training, no text tower. A shipped file that is

@@ -7,12 +7,12 @@ towers of the shipped recipes are trained once and shipped as package data, and 
 machine whose recipe matches uses those very weights:
 
 - :data:`RECIPES`: the recipes that ship (the one every shipped preset uses, Fashion-MNIST
-  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults, and the one the
-  tests use, digits with 300 pretraining images);
+  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults; Fashion-MNIST with
+  the named recipe ``v2-headroom``; and the one the tests use, digits with 300 pretraining images);
 - ``towers/<name>.safetensors``: each trained tower (the format of the user cache's tower files);
 - ``towers/towers.json`` (:data:`MANIFEST`): per recipe, its settings, its recipe fingerprint
   (:func:`fedprior.encoders.locked_text.locked_text_fingerprint`: the training data, the text
-  tower, the settings and the recipe version), the SHA-256 of its weights
+  tower, the resolved settings and the recipe version), the SHA-256 of its weights
   (:func:`fedprior.atomic.tensors_sha256` of the state dict) and the machine kind it was
   built on (:func:`machine_kind`).
 
@@ -69,6 +69,7 @@ RECIPES: dict[str, Recipe] = {
     for recipe in (
         Recipe("fashion-mnist", "fashion-mnist", pretrain_images=2000),  # every shipped locked-text preset
         Recipe("digits-300", "digits", pretrain_images=300),  # the tests' stand-in (tests/conftest.py STANDIN)
+        Recipe("fashion-mnist-v2-headroom", "fashion-mnist", pretrain_images=2000, caption_noise=0.5, recipe="v2-headroom"),  # encoder.recipe = "v2-headroom"
     )
 }
 
