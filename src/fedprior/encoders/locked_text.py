@@ -51,8 +51,12 @@ shortest "few tens" that stays in the regime of the prototype in
 IMPLEMENTATION-NOTES.md (76.1% zero-shot, entropy 2.299, probe 81.7%).
 On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
 That zero-shot is too close to the probe for a table to separate methods; ``v2-headroom``
-trains longer so that zero-shot falls well below the probe, as CLIP's does (its controls:
-``benchmarks/results/standin_recipes.json``).
+(30 epochs, caption_noise 0.5) puts zero-shot well below the probe, as CLIP's is: zero-shot
+64.5%, ``linear-probe`` preset 81.9%, logistic probe 85.2% (pretrain seed 0; seed 1: 66.1 /
+81.4 / 85.0). Those come from ``benchmarks/results/standin_recipes.json``, measured on an AVX2
+machine, where 40 / 50 / 60 epochs at caption_noise 0.4 gave zero-shot 69.8 / 71.2 / 68.7%:
+the epoch figures above (another machine kind) do not carry over exactly, and zero-shot
+does not fall monotonically with the epochs.
 
 The fingerprint of a tower (:func:`locked_text_fingerprint`) hashes the data, the text tower,
 the resolved data settings, ``RECIPE_VERSION`` and, for any recipe whose training settings
