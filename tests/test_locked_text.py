@@ -151,9 +151,9 @@ def test_reserved_indices_are_the_pretraining_split(digits, trained, cache, monk
     seen = {}
     train = locked_text.train_image_tower
 
-    def spy(images, caption_features, seed):
+    def spy(images, caption_features, seed, *recipe):
         seen.update(images=images.copy(), caption_features=caption_features.clone(), seed=seed)
-        return train(images, caption_features, seed)
+        return train(images, caption_features, seed, *recipe)
 
     monkeypatch.setattr(locked_text, "train_image_tower", spy)
     encoder = build_locked_text_encoder(trained, digits)

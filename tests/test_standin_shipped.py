@@ -207,7 +207,7 @@ def test_build_write_refreshes_the_shipped_tower_and_its_fingerprint(digits, con
     "args, message",
     [
         (["--check", "--write"], "--check and --write exclude each other: check the shipped towers, or replace them"),
-        (["--recipe", "cifar"], "--recipe: unknown recipe 'cifar'; accepted: fashion-mnist, digits-300"),
+        (["--recipe", "cifar"], "--recipe: unknown recipe 'cifar'; accepted: fashion-mnist, digits-300, fashion-mnist-v2-headroom"),
     ],
 )
 def test_build_bad_flags_are_one_line(args, message, monkeypatch):

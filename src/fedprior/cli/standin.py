@@ -63,7 +63,7 @@ def build(
     from fedprior.atomic import tensors_sha256
     from fedprior.data import load_dataset
     from fedprior.encoders import shipped_towers as shipped
-    from fedprior.encoders.locked_text import RECIPE_VERSION, locked_text_fingerprint, save_tower, train_recipe
+    from fedprior.encoders.locked_text import RECIPE_VERSION, locked_text_fingerprint, resolved_recipe, save_tower, train_recipe
     from fedprior.errors import ConfigError, FedpriorError
     from fedprior.experiments.config import EncoderConfig
 
@@ -81,7 +81,7 @@ def build(
         config = EncoderConfig(**recipe.settings())
         data = load_dataset(recipe.dataset)
         fingerprint = locked_text_fingerprint(config, data)
-        typer.echo(f"{name}: training the tower on {config.pretrain_images:,} {data.name} images...")
+        typer.echo(f"{name}: training the tower (recipe {config.recipe}) on {resolved_recipe(config).pretrain_images:,} {data.name} images...")
         start = time.perf_counter()
         tower = train_recipe(config, data)
         sha = tensors_sha256(tower.state_dict())

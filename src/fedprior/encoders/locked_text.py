@@ -12,17 +12,19 @@ vision-language encoder built on the spot, like a weak web-pretrained model:
   **noisy captions**. The pretraining split is reserved: the experiment builder
   removes :attr:`LockedTextEncoder.reserved_train_indices` from every client.
 
-The recipe (version :data:`RECIPE_VERSION`; defaults measured on Fashion-MNIST, see below):
+The recipe: a named recipe (``encoder.recipe``, :mod:`fedprior.encoders.standin_recipes`: the
+epochs, the tower's size, the defaults of the two data settings below) on the shared code
+(version :data:`RECIPE_VERSION`). What follows describes ``v1``, the default, measured on Fashion-MNIST:
 
-- pretraining split: ``encoder.pretrain_images`` (default 2,000) training images,
+- pretraining split: ``encoder.pretrain_images`` (v1: 2,000) training images,
   class-balanced (round-robin over classes, each class in a random order), drawn
   from the stream ``("locked-text", "split")`` of ``encoder.pretrain_seed``;
 - captions: every image gets one of the :data:`TEMPLATES` (uniformly at random)
-  filled with a class name; an exact fraction ``encoder.caption_noise`` (default
+  filled with a class name; an exact fraction ``encoder.caption_noise`` (v1:
   0.4) of the images, chosen at random, get a uniformly random *wrong* class name.
   Captions are fixed per image (like web alt-texts); the frozen text tower encodes
   each distinct caption once;
-- training: Adam (lr :data:`LEARNING_RATE`), :data:`EPOCHS` epochs of mini-batches
+- training: Adam (lr :data:`LEARNING_RATE`), the recipe's epochs (v1: 20) of mini-batches
   of :data:`BATCH_SIZE`, temperature initialized at 0.07 as in CLIP (logit scale
   capped at 100), random translations of up to ``image_size // 14`` pixels (at
   least 1) as the only augmentation. Initialization, shuffling and augmentation
@@ -43,16 +45,32 @@ machine's load (MiniLM loading excluded, ~4 s), zero-shot accuracy 77.9 / 76.4% 
 10k test images, mean entropy 2.2990 / 2.2992 against log 10 = 2.3026, and a linear
 probe (logistic regression on the 58k non-reserved training features) 86.4 / 85.6%:
 a weak but useful zero-shot, clearly below the probe, like CLIP in the paper.
-Why 20 epochs: longer training memorizes the wrong captions (30 epochs: zero-shot
+Why 20 epochs in v1: longer training memorizes the wrong captions (30 epochs: zero-shot
 71.9%, probe 85.8%; 50 epochs: 65.7%, 85.3%; 15 epochs: 78.9%, 86.9%); 20 is the
 shortest "few tens" that stays in the regime of the prototype in
 IMPLEMENTATION-NOTES.md (76.1% zero-shot, entropy 2.299, probe 81.7%).
 On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
+That zero-shot is too close to the probe for a table to separate methods; ``v2-headroom``
+(30 epochs, caption_noise 0.5) puts zero-shot well below the probe, as CLIP's is: zero-shot
+64.5%, ``linear-probe`` preset 81.9%, logistic probe 85.2% (pretrain seed 0; seed 1: 66.1 /
+81.4 / 85.0). Those come from ``benchmarks/results/standin_recipes.json``, measured on an AVX2
+machine, where 40 / 50 / 60 epochs at caption_noise 0.4 gave zero-shot 69.8 / 71.2 / 68.7%:
+the epoch figures above (another machine kind) do not carry over exactly, and zero-shot
+does not fall monotonically with the epochs.
+
+The fingerprint of a tower (:func:`locked_text_fingerprint`) hashes the data, the text tower,
+the resolved data settings, ``RECIPE_VERSION`` and, for any recipe whose training settings
+differ from v1's, those settings. v1's fingerprint keeps the form it had before recipes had
+names, so its shipped tower and the towers cached by earlier versions still load; every other
+recipe's fingerprint holds a ``training`` entry no earlier fingerprint has, so no earlier cache
+file can be taken for it. Change the shared training code: bump ``RECIPE_VERSION`` (every
+fingerprint changes, the shipped towers must be rebuilt). Change a recipe: give it a new name.
 
 Where the tower comes from, in this order:
 
 1. **shipped**: the recipes in :data:`fedprior.encoders.shipped_towers.RECIPES` (Fashion-MNIST
-   with the defaults, which every shipped preset uses; digits with 300 images, the tests')
+   with the defaults, which every shipped preset uses; Fashion-MNIST with ``encoder.recipe =
+   "v2-headroom"``; digits with 300 images, the tests')
    ship their trained towers inside the package, so every machine uses the identical
    encoder (training on another CPU kind gives other bits). A run whose recipe fingerprint
    is a shipped one loads those weights: no training, no text tower. A shipped file that is
@@ -75,7 +93,7 @@ import json
 import sys
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -88,6 +106,7 @@ from fedprior.data.dataset import Dataset
 from fedprior.data.fingerprint import split_fingerprint
 from fedprior.data.locations import cache_dir
 from fedprior.encoders.shipped_towers import REINSTALL, ShippedTower, shipped_tower_for
+from fedprior.encoders.standin_recipes import STANDIN_RECIPES, StandinRecipe, standin_recipe
 from fedprior.encoders.text import folder_fingerprint, model_folder, text_encoder
 from fedprior.errors import ConfigError, FedpriorError
 from fedprior.models.image_tower import ImageTower
@@ -98,7 +117,7 @@ if TYPE_CHECKING:  # only for annotations: the registry imports this module, kee
 
 NAME = "locked-text"
 RECIPE_VERSION = 1
-"""Bump whenever the recipe below changes: it is part of the fingerprint, so old caches are not reused."""
+"""Bump whenever the shared training code below changes: it is part of the fingerprint, so old caches are not reused."""
 
 TEMPLATES: tuple[str, ...] = (
     "a photo of a {}.",
@@ -110,13 +129,25 @@ TEMPLATES: tuple[str, ...] = (
     "a black and white photo of a {}.",
     "a close-up photo of a {}.",
 )
-EPOCHS = 20
 BATCH_SIZE = 128
 LEARNING_RATE = 1e-3
 INIT_TEMPERATURE = 0.07
 MAX_LOGIT_SCALE = 100.0
-TOWER_WIDTH = 32
-TOWER_HIDDEN = 256
+V1 = STANDIN_RECIPES["v1"]
+"""The first recipe, whose fingerprint form is kept (see the module docstring)."""
+
+
+def resolved_recipe(config: EncoderConfig) -> StandinRecipe:
+    """``config.recipe``'s settings with ``encoder.pretrain_images`` and ``encoder.caption_noise`` applied where set.
+
+    An unknown name is a :class:`ConfigError` (configs built without validation reach here too).
+    """
+    recipe = standin_recipe(config.recipe)
+    if config.pretrain_images is not None:
+        recipe = replace(recipe, pretrain_images=config.pretrain_images)
+    if config.caption_noise is not None:
+        recipe = replace(recipe, caption_noise=config.caption_noise)
+    return recipe
 
 
 @dataclass(frozen=True)
@@ -131,11 +162,11 @@ class PretrainingSplit:
     """One caption per reserved image, in the order of ``indices``."""
 
 
-def _check(config: EncoderConfig, dataset: Dataset) -> None:
+def _check(recipe: StandinRecipe, dataset: Dataset) -> None:
     n = dataset.train_labels.size
-    if config.pretrain_images >= n:
+    if recipe.pretrain_images >= n:
         raise ConfigError(
-            f"encoder.pretrain_images: {config.pretrain_images} is too many, the training set of '{dataset.name}' "
+            f"encoder.pretrain_images: {recipe.pretrain_images} is too many, the training set of '{dataset.name}' "
             f"has {n} images and the clients need some; give fewer than {n}"
         )
     if dataset.image_shape[1] != dataset.image_shape[2]:
@@ -144,7 +175,8 @@ def _check(config: EncoderConfig, dataset: Dataset) -> None:
 
 def pretraining_split(config: EncoderConfig, dataset: Dataset) -> PretrainingSplit:
     """The reserved training images and their noisy captions (deterministic in ``config.pretrain_seed``)."""
-    _check(config, dataset)
+    recipe = resolved_recipe(config)
+    _check(recipe, dataset)
     labels = dataset.train_labels
     k = dataset.num_classes
     rng = numpy_rng(config.pretrain_seed, NAME, "split")
@@ -156,12 +188,12 @@ def pretraining_split(config: EncoderConfig, dataset: Dataset) -> PretrainingSpl
         rank[rng.permutation(members)] = np.arange(members.size)
     class_order = rng.permutation(k)
     order = np.lexsort((class_order[labels], rank))
-    indices = np.sort(order[: config.pretrain_images]).astype(np.int64)
+    indices = np.sort(order[: recipe.pretrain_images]).astype(np.int64)
 
     rng = numpy_rng(config.pretrain_seed, NAME, "captions")
     n = indices.size
     caption_classes = labels[indices].copy()
-    noisy = rng.permutation(n)[: int(round(config.caption_noise * n))]
+    noisy = rng.permutation(n)[: int(round(recipe.caption_noise * n))]
     caption_classes[noisy] = (caption_classes[noisy] + rng.integers(1, k, size=noisy.size)) % k
     templates = rng.integers(0, len(TEMPLATES), size=n)
     captions = tuple(TEMPLATES[t].format(dataset.class_names[c]) for t, c in zip(templates, caption_classes, strict=True))
@@ -169,17 +201,24 @@ def pretraining_split(config: EncoderConfig, dataset: Dataset) -> PretrainingSpl
 
 
 def locked_text_fingerprint(config: EncoderConfig, dataset: Dataset) -> str:
-    """16 hex digits hashing the data, the text tower and the recipe (not the run seed)."""
-    fields = {
+    """16 hex digits hashing the data, the text tower and the recipe's settings (not the run seed, not the recipe's name).
+
+    v1's fields are those of the fingerprint before recipes had names (its shipped tower keeps
+    loading); a recipe that trains otherwise adds its training settings.
+    """
+    recipe = resolved_recipe(config)
+    fields: dict[str, object] = {
         "name": NAME,
         "recipe": RECIPE_VERSION,
         "dataset": dataset.name,
         "train": split_fingerprint(dataset, "train"),
         "text_model": folder_fingerprint(model_folder(config.text_model)),
-        "pretrain_images": config.pretrain_images,
-        "caption_noise": config.caption_noise,
+        "pretrain_images": recipe.pretrain_images,
+        "caption_noise": recipe.caption_noise,
         "pretrain_seed": config.pretrain_seed,
     }
+    if recipe.training() != V1.training():
+        fields["training"] = recipe.training()
     return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
 
 
@@ -201,11 +240,11 @@ def _deterministic():
         torch.use_deterministic_algorithms(previous)
 
 
-def _new_tower(in_channels: int, image_size: int, dim: int, seed: int) -> ImageTower:
+def _new_tower(in_channels: int, image_size: int, dim: int, seed: int, recipe: StandinRecipe = V1) -> ImageTower:
     # fork_rng: building the layers draws from the global generator, which must stay untouched;
     # the weights that count come from reset_parameters with the stand-in's own generator.
     with torch.random.fork_rng(devices=[]):
-        tower = ImageTower(in_channels, image_size, dim, width=TOWER_WIDTH, hidden=TOWER_HIDDEN)
+        tower = ImageTower(in_channels, image_size, dim, width=recipe.tower_width, hidden=recipe.tower_hidden)
     tower.reset_parameters(torch_generator(seed, NAME, "init"))
     return tower
 
@@ -233,15 +272,15 @@ def clip_loss(image_features: torch.Tensor, text_features: torch.Tensor, logit_s
     return 0.5 * (F.cross_entropy(logits, target) + F.cross_entropy(logits.T, target))
 
 
-def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: int) -> ImageTower:
-    """Align a fresh :class:`ImageTower` to frozen caption features (one row per image).
+def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: int, recipe: StandinRecipe = V1) -> ImageTower:
+    """Align a fresh :class:`ImageTower` (of ``recipe``'s size, for its epochs) to frozen caption features (one row per image).
 
     ``images`` are uint8 (n, C, H, H); ``caption_features`` (n, dim) are the frozen text
     tower's features of each image's caption. Deterministic in ``seed``.
     """
     n, channels, size, _ = images.shape
     with _deterministic():
-        tower = _new_tower(channels, size, caption_features.shape[1], seed)
+        tower = _new_tower(channels, size, caption_features.shape[1], seed, recipe)
         logit_scale = torch.nn.Parameter(torch.tensor(float(np.log(1.0 / INIT_TEMPERATURE))))
         optimizer = torch.optim.Adam([*tower.parameters(), logit_scale], lr=LEARNING_RATE)
         shuffle = torch_generator(seed, NAME, "shuffle")
@@ -250,7 +289,7 @@ def train_image_tower(images: np.ndarray, caption_features: torch.Tensor, seed: 
         x_all = ImageTower.preprocess(torch.from_numpy(images))
         t_all = F.normalize(caption_features.float(), dim=1)
         tower.train()
-        for _ in range(EPOCHS):
+        for _ in range(recipe.epochs):
             for batch in torch.randperm(n, generator=shuffle).split(BATCH_SIZE):
                 if batch.numel() < 2:
                     continue
@@ -289,7 +328,7 @@ def _save(tower: ImageTower, path: Path, fingerprint: str) -> None:
         )
 
 
-def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int) -> ImageTower:
+def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed: int, recipe: StandinRecipe = V1) -> ImageTower:
     """The cached tower, or an exception saying why it cannot be used."""
     from safetensors import safe_open
 
@@ -302,7 +341,7 @@ def _load(path: Path, fingerprint: str, image_shape: tuple[int, int, int], seed:
         raise ValueError("metadata " + ", ".join(f"{k}={got!r} (expected {want!r})" for k, (got, want) in wrong.items()))
     if metadata.get("checksum") != tensors_sha256(state):
         raise ValueError("checksum mismatch (the weights changed after they were written, or the file predates checksums)")
-    tower = _new_tower(image_shape[0], image_shape[1], int(metadata["dim"]), seed)
+    tower = _new_tower(image_shape[0], image_shape[1], int(metadata["dim"]), seed, recipe)
     tower.load_state_dict(state, strict=True)
     if not all(torch.isfinite(v).all() for v in state.values() if v.is_floating_point()):
         raise ValueError("non-finite weights")
@@ -328,8 +367,11 @@ class LockedTextEncoder:
         text_model: str,
         device: torch.device = torch.device("cpu"),
         weights: str = "trained",
+        recipe: str = V1.name,
     ) -> None:
         self.device = torch.device(device)
+        self.recipe = recipe
+        """The named recipe (``encoder.recipe``) the tower comes from."""
         self.weights = weights
         """Where the tower came from: 'shipped' (package data), 'cache' (the user cache) or 'trained' (just now)."""
         self.tower = tower.to(self.device)
@@ -345,7 +387,8 @@ class LockedTextEncoder:
 
     def __repr__(self) -> str:
         return (
-            f"LockedTextEncoder(offline CLIP stand-in, text_model={self.text_model!r}, dim={self.dim}, weights={self.weights}, fingerprint={self.fingerprint})"
+            f"LockedTextEncoder(offline CLIP stand-in, recipe={self.recipe}, text_model={self.text_model!r}, dim={self.dim}, weights={self.weights}, "
+            f"fingerprint={self.fingerprint})"
         )
 
     @torch.no_grad()
@@ -379,13 +422,13 @@ def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset, device: t
     fingerprint = locked_text_fingerprint(config, dataset)
     shipped = shipped_tower_for(fingerprint)
     if shipped is not None:
-        return LockedTextEncoder(load_shipped_tower(shipped), fingerprint, split.indices, config.text_model, device, weights="shipped")
+        return LockedTextEncoder(load_shipped_tower(shipped), fingerprint, split.indices, config.text_model, device, weights="shipped", recipe=config.recipe)
     path = tower_path(fingerprint)
     tower: ImageTower | None = None
     weights = "cache"
     if path.exists():
         try:
-            tower = _load(path, fingerprint, dataset.image_shape, config.pretrain_seed)
+            tower = _load(path, fingerprint, dataset.image_shape, config.pretrain_seed, resolved_recipe(config))
         except Exception as error:  # unreadable, truncated, or another tower: rebuild
             warnings.warn(f"locked-text: the cached image tower {path} cannot be used ({error}); rebuilding it", RuntimeWarning, stacklevel=2)
     if tower is None:
@@ -397,7 +440,7 @@ def build_locked_text_encoder(config: EncoderConfig, dataset: Dataset, device: t
         )
         tower, weights = train_recipe(config, dataset, split), "trained"
         _save(tower, path, fingerprint)
-    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model, device, weights=weights)
+    return LockedTextEncoder(tower, fingerprint, split.indices, config.text_model, device, weights=weights, recipe=config.recipe)
 
 
 def load_shipped_tower(shipped: ShippedTower) -> ImageTower:
@@ -407,7 +450,8 @@ def load_shipped_tower(shipped: ShippedTower) -> ImageTower:
     fingerprint matches has images of ``shipped.image_shape``.)
     """
     try:
-        tower = _load(shipped.path, shipped.recipe_fingerprint, shipped.image_shape, int(shipped.settings["pretrain_seed"]))
+        recipe = standin_recipe(str(shipped.settings.get("recipe", V1.name)))
+        tower = _load(shipped.path, shipped.recipe_fingerprint, shipped.image_shape, int(shipped.settings["pretrain_seed"]), recipe)
         actual = tensors_sha256(tower.state_dict())
         if actual != shipped.weights_sha256:
             raise ValueError(f"weights SHA-256 {actual[:16]}..., the package lists {shipped.weights_sha256[:16]}...")
@@ -437,4 +481,4 @@ def train_recipe(config: EncoderConfig, dataset: Dataset, split: PretrainingSpli
     row = {caption: i for i, caption in enumerate(distinct)}
     with _deterministic():
         features = text.encode_texts(distinct).float()[torch.tensor([row[c] for c in split.captions])]
-    return train_image_tower(dataset.train_images[split.indices], features, config.pretrain_seed)
+    return train_image_tower(dataset.train_images[split.indices], features, config.pretrain_seed, resolved_recipe(config))

@@ -7,12 +7,12 @@ towers of the shipped recipes are trained once and shipped as package data, and 
 machine whose recipe matches uses those very weights:
 
 - :data:`RECIPES`: the recipes that ship (the one every shipped preset uses, Fashion-MNIST
-  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults, and the one the
-  tests use, digits with 300 pretraining images);
+  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults; Fashion-MNIST with
+  the named recipe ``v2-headroom``; and the one the tests use, digits with 300 pretraining images);
 - ``towers/<name>.safetensors``: each trained tower (the format of the user cache's tower files);
 - ``towers/towers.json`` (:data:`MANIFEST`): per recipe, its settings, its recipe fingerprint
   (:func:`fedprior.encoders.locked_text.locked_text_fingerprint`: the training data, the text
-  tower, the settings and the recipe version), the SHA-256 of its weights
+  tower, the resolved settings and the recipe version), the SHA-256 of its weights
   (:func:`fedprior.atomic.tensors_sha256` of the state dict) and the machine kind it was
   built on (:func:`machine_kind`).
 
@@ -41,7 +41,13 @@ REINSTALL = "reinstall fedprior (pip install --force-reinstall --no-deps fedprio
 
 @dataclass(frozen=True)
 class Recipe:
-    """A shipped recipe: the dataset and the ``encoder.*`` settings that determine the tower."""
+    """A shipped recipe: the dataset and the ``encoder.*`` settings that determine the tower.
+
+    ``recipe`` is the named training recipe (``encoder.recipe``,
+    :mod:`fedprior.encoders.standin_recipes`); ``pretrain_images`` and ``caption_noise`` are
+    written out in full (the fingerprint hashes the resolved values, so a config that leaves
+    them to the recipe matches too).
+    """
 
     name: str
     dataset: str
@@ -49,6 +55,7 @@ class Recipe:
     caption_noise: float = 0.4
     pretrain_seed: int = 0
     text_model: str = "minilm"
+    recipe: str = "v1"
 
     def settings(self) -> dict[str, Any]:
         """The ``encoder.*`` values of this recipe (with ``name = "locked-text"``)."""
@@ -62,6 +69,7 @@ RECIPES: dict[str, Recipe] = {
     for recipe in (
         Recipe("fashion-mnist", "fashion-mnist", pretrain_images=2000),  # every shipped locked-text preset
         Recipe("digits-300", "digits", pretrain_images=300),  # the tests' stand-in (tests/conftest.py STANDIN)
+        Recipe("fashion-mnist-v2-headroom", "fashion-mnist", pretrain_images=2000, caption_noise=0.5, recipe="v2-headroom"),  # encoder.recipe = "v2-headroom"
     )
 }
 
