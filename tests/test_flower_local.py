@@ -70,6 +70,7 @@ def records(path: Path) -> list[dict]:
     return [json.loads(line) for line in (path / "metrics.jsonl").read_text().splitlines()]
 
 
+@pytest.mark.federation_processes
 def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_path, monkeypatch):
     monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
     reference = start(*load_config("fedavg-cnn", DIGITS), tmp_path / "ref")
@@ -88,6 +89,7 @@ def test_flower_local_with_tls_runs_the_experiment_and_stops_every_process(tmp_p
     assert processes_naming(str(tmp_path)) == []
 
 
+@pytest.mark.federation_processes
 def test_killing_one_supernode_of_three_mid_round_does_not_end_the_run(tmp_path, monkeypatch):
     """--insecure; every client trains every round; node 1 (clients 1 and 4) is SIGKILLed while it trains in round 2.
 
@@ -173,6 +175,7 @@ def trained_rounds(run: Path) -> list[int]:
     return [r["round"] for r in history]
 
 
+@pytest.mark.federation_processes
 def test_sigint_then_sigterm_stop_flower_local_resumably_and_the_resumed_run_ends_as_an_uninterrupted_one(tmp_path):
     """Ctrl-C after round 1, SIGTERM after round 2 of the resumed run, then a resume to the end.
 
