@@ -13,13 +13,16 @@ from fedprior.papers import table_by_name
 
 def test_paper_setting_cells_carry_the_datasets_settings_and_fedbms_tuned_values():
     grid = cells(table_by_name("fedbm-table1"), embedded=False)
-    assert len(grid) == 22
+    assert len(grid) == 26
+    balanced = next(c for c in grid if c.row == "FedBM + balanced softmax" and c.column == "OCT-C8 beta=0.05")
+    assert "algorithm.tau=17.5" in balanced.overrides and balanced.overrides[-1] == "algorithm.loss=balanced-softmax" and balanced.paper is None
     fedbm = next(c for c in grid if c.row == "FedBM" and c.column == "OCT-C8 beta=0.05")
     _, config = load_config(fedbm.preset, fedbm.overrides)
     assert (config.data.dataset, config.algorithm.model, config.federation.num_clients, config.federation.rounds) == ("oct-c8", "resnet18", 12, 200)
     hyper = config.algorithm.hyperparameters()
     assert (hyper["tau"], hyper["lambda_dis"], hyper["synthetic_batch"], hyper["prompts"]) == (17.5, 0.1, 16, "oct")
     assert config.partition.alpha == 0.05 and config.federation.batch_size == 8 and config.run.model_selection == "validation"
+    assert config.data.train_subset == 0 and config.data.validation_fraction == 0.1  # the embedded 0.28 stays out of the paper's setting
     assert fedbm.paper == 84.84 and fedbm.paper_metrics == {"selected_macro_f1": 84.55}
     fedavg = next(c for c in grid if c.row == "FedAvg" and c.column == "OCT-C8 beta=0.1")
     assert not any("tau" in o for o in fedavg.overrides) and fedavg.paper == 78.64
@@ -31,10 +34,16 @@ def test_paper_setting_cells_carry_the_datasets_settings_and_fedbms_tuned_values
 
 def test_embedded_grids_run_on_fashion_mnist_with_the_oct_columns_only():
     grid = cells(table_by_name("fedbm-table1"), embedded=True)
-    assert len(grid) == 22 and {c.column for c in grid} == {"beta=0.05", "beta=0.1"}
+    assert len(grid) == 26 and {c.column for c in grid} == {"beta=0.05", "beta=0.1"}
     assert all("data.dataset=fashion-mnist" in c.overrides for c in grid)
     _, config = load_config(grid[0].preset, grid[0].overrides)
-    assert config.algorithm.model == "convnet-small" and config.data.train_subset == 6000
+    assert config.algorithm.model == "convnet-small" and config.data.train_subset == 7500
+    held_out = round(config.data.validation_fraction * config.data.train_subset // 10) * 10
+    assert held_out >= 2000 and config.data.train_subset - held_out >= 5400  # issue 16: a validation split that can pick a round
+    switched = {c.row: load_config(c.preset, c.overrides)[1].algorithm for c in grid if c.column == "beta=0.1"}
+    assert switched["FedBM + balanced softmax"].name == "fedbm" and switched["FedBM + balanced softmax"].loss == "balanced-softmax"
+    assert switched["FedETF (plain CE)"].name == "fedetf" and switched["FedETF (plain CE)"].loss == "cross-entropy"
+    assert switched["FedBM"].loss == "eq4" and switched["FedETF"].loss == "balanced-softmax"
     for name in ("fedbm-table2", "fedbm-table3", "fedbm-table4", "fedbm-table5"):
         assert cells(table_by_name(name), embedded=True) == []
     assert [c.row for c in cells(table_by_name("fedbm-table12"), embedded=True)] == [

@@ -17,7 +17,8 @@ clients add G's images to their batches. Per step, with labels y drawn uniformly
   (code: 100 steps of 64 images every 5 rounds, lr 3e-4, betas (0.5, 0.999)).
 
 The code crops (zero padding 4) and flips G's images before F sees them, at the server
-and at the clients, and creates a fresh Adam optimizer at every training cycle
+and at the clients, with one crop and flip per batch (torchvision transforms on a batch
+tensor; ``per_batch=False`` draws them per image), and creates a fresh Adam optimizer at every training cycle
 (``adam_state='fresh'``); ``'kept'`` carries Adam's moments over in the server state.
 """
 
@@ -138,13 +139,16 @@ class GeneratorTraining:
     lambda_div: float = 1.0
     lambda_dis: float = 0.1
     augment: bool = True
+    per_batch: bool = True
+    """One crop and flip for the whole batch (the code), else one per image."""
 
 
-def synthetic_inputs(images: torch.Tensor, to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool, seed: int) -> torch.Tensor:
-    """G's [0, 1] images as the classifier's inputs: cropped and flipped (seeded) when ``augment``, then standardized."""
+def synthetic_inputs(images: torch.Tensor, to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool, seed: int, per_batch: bool = True) -> torch.Tensor:
+    """G's [0, 1] images as the classifier's inputs: cropped and flipped (seeded; one draw per batch when ``per_batch``,
+    as the code) when ``augment``, then standardized."""
     if augment:
         with seeded(seed, images.device):
-            images = crop_flip(images)
+            images = crop_flip(images, same_on_batch=per_batch)
     return to_input(images)
 
 
@@ -173,7 +177,7 @@ def train_generator(
         y = torch.randint(0, num_classes, (settings.batch_size,), generator=rng).to(device)
         z = conditions.sample(y, rng)
         images = generator(z)
-        inputs = synthetic_inputs(images, to_input, settings.augment, seed_from(rng))
+        inputs = synthetic_inputs(images, to_input, settings.augment, seed_from(rng), settings.per_batch)
         with statistics.recording():
             semantic = loss_fn(teacher, inputs, y)
         div = diversity_loss(z, images, y, num_classes) if settings.lambda_div > 0 else torch.zeros((), device=device)
@@ -190,9 +194,15 @@ def train_generator(
 
 @torch.no_grad()
 def synthesize(
-    generator: nn.Module, conditions: Conditions, labels: torch.Tensor, rng: torch.Generator, to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool
+    generator: nn.Module,
+    conditions: Conditions,
+    labels: torch.Tensor,
+    rng: torch.Generator,
+    to_input: Callable[[torch.Tensor], torch.Tensor],
+    augment: bool,
+    per_batch: bool = True,
 ) -> torch.Tensor:
     """Client-side synthetic inputs for ``labels``: G in eval mode (running BatchNorm statistics), as the code."""
     generator.eval()
     images = generator(conditions.sample(labels, rng))
-    return synthetic_inputs(images, to_input, augment, seed_from(rng))
+    return synthetic_inputs(images, to_input, augment, seed_from(rng), per_batch)

@@ -29,7 +29,11 @@ optimizer the paper names instead). Ablations (Tables VI-XII) are switches:
 ``classifier`` ('linear' is "w/o LKCC"; 'mean-embedding' and 'random' are Table VIII),
 ``cgde=false`` ("w/o CGDE"), ``prompt_fraction`` (Table VII), ``conditions='noise'``,
 ``lambda_div=0``, ``lambda_dis=0`` (Table IX), ``lambda_div``/``lambda_dis`` (Tables X, XI),
-``text_model`` (Table XII).
+``text_model`` (Table XII). Beyond the paper: ``loss='balanced-softmax'`` trains the
+classifier with FedETF's balanced softmax instead of Eq. 4 (which of FedETF's two changes
+carries its lead), ``synthetic_augment='per-image'`` crops and flips every generated image on
+its own (the code: one draw per batch), ``evaluation_logits='f'`` scores rounds on F instead of
+the code's F / tau.
 """
 
 from __future__ import annotations
@@ -45,6 +49,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
 from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
 from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.local_training import LossFn
 from fedprior.algorithms.supervised import GlobalModel
@@ -73,6 +78,18 @@ SynBatch = Annotated[int, Field(ge=0, description="synthetic images added to eac
 Lambda = Annotated[float, Field(ge=0, description="weight of a generator loss term (Eq. 10)")]
 ConditionKind = Annotated[Literal["concept", "noise"], Field(description="generator conditions: concept embeddings (Eq. 9) or noise + one-hot (Table IX)")]
 Covariance = Annotated[Literal["full", "diagonal"], Field(description="Sigma of the conditions: Eq. 2's full covariance (+1e-4 I, code) or its diagonal")]
+LossKind = Annotated[
+    Literal["eq4", "balanced-softmax"],
+    Field(
+        description="'eq4': Eq. 4 under LKCC (cross-entropy for the other classifiers); 'balanced-softmax': FedETF's "
+        "CE(logits + log n_client) on the classifier's logits (no Eq. 4 penalty)"
+    ),
+]
+SyntheticAugment = Annotated[Literal["per-batch", "per-image"], Field(description="one crop and flip per batch of generated images (the code) or per image")]
+EvaluationLogits = Annotated[
+    Literal["f-over-tau", "f"],
+    Field(description="logits the metrics (AUC, loss) are computed on with a fixed classifier: Eq. 5's F / tau (the code) or F"),
+]
 AdamState = Annotated[
     Literal["fresh", "kept"], Field(description="generator Adam: a fresh optimizer each cycle (code) or its moments kept in the server state")
 ]
@@ -115,6 +132,41 @@ def condition_distribution(embeddings: torch.Tensor, kind: str = "concept", cova
     """CGDE's conditions from the (K, M, D) concept embeddings: N(mu_y, Sigma_y) of Eq. 2 (Eq. 9), or noise + one-hot."""
     mean, var = concept_distributions(embeddings)
     return concept_conditions(mean, concept_covariances(embeddings) if covariance == "full" else var, kind)
+
+
+def classifier_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, kind: str = "eq4", counts: torch.Tensor | None = None) -> torch.Tensor:
+    """A FedBM client's (and the server's L_sem) loss on a batch (Eq. 11 when x holds synthetic images too).
+
+    ``kind`` 'eq4': Eq. 4 under LKCC, cross-entropy for the other classifiers; 'balanced-softmax': FedETF's
+    :func:`~fedprior.algorithms.fedrod.balanced_softmax_loss` on the classifier's logits F with the client's class
+    ``counts`` (None, at the server: equal counts, i.e. cross-entropy on F).
+    """
+    if kind == "balanced-softmax":
+        logits = net(x)
+        return balanced_softmax_loss(logits, y, counts if counts is not None else torch.ones(logits.shape[1]))
+    if isinstance(net, ProjectedNet):
+        assert isinstance(net.head, FixedClassifier)  # fedbm's build() gives every ProjectedNet one
+        return net.head.loss(net.embed(x), y)
+    return F.cross_entropy(net(x), y)
+
+
+class Rescaled(nn.Module):
+    """``model``'s logits divided by ``tau``: Eq. 5's F / tau, what the authors' code evaluates (and ranks rounds) on."""
+
+    def __init__(self, model: nn.Module, tau: float) -> None:
+        super().__init__()
+        self.model, self.tau = model, tau
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x) / self.tau
+
+
+def evaluated(model: nn.Module, tau: float, logits: str = "f-over-tau") -> nn.Module:
+    """The network whose logits the metrics read: F / tau for a fixed classifier under 'f-over-tau' (the code), else ``model``.
+
+    Argmax metrics (accuracy, F1, precision) are the same either way; the AUC (softmax) and the loss are not.
+    """
+    return Rescaled(model, tau) if logits == "f-over-tau" and isinstance(model, ProjectedNet) else model
 
 
 @torch.no_grad()
@@ -161,6 +213,9 @@ def fedbm(
     condition_covariance: Covariance = "full",
     adam_state: AdamState = "fresh",
     augment_synthetic: Annotated[bool, Field(description="crop and flip the generated images, as the code")] = True,
+    synthetic_augment: SyntheticAugment = "per-batch",
+    loss: LossKind = "eq4",
+    evaluation_logits: EvaluationLogits = "f-over-tau",
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
     from fedprior.models import build_model
@@ -172,7 +227,8 @@ def fedbm(
     text_dim = embeddings.shape[-1]
     condition_sampler = condition_distribution(embeddings, conditions, condition_covariance)
     channels, side = task.input_shape[0], task.input_shape[1]
-    settings = GeneratorTraining(generator_steps, generator_batch, generator_lr, (0.5, 0.999), lambda_div, lambda_dis, augment_synthetic)
+    per_batch = synthetic_augment == "per-batch"
+    settings = GeneratorTraining(generator_steps, generator_batch, generator_lr, (0.5, 0.999), lambda_div, lambda_dis, augment_synthetic, per_batch)
     if cgde and lambda_dis > 0 and not any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in build_model(model, task).modules()):
         raise ConfigError("algorithm.lambda_dis: Eq. 8 needs a model with BatchNorm; set lambda_dis = 0")
 
@@ -182,12 +238,8 @@ def fedbm(
             return backbone
         return ProjectedNet(backbone, text_dim, build_classifier(classifier, embeddings, tau, classifier_seed))
 
-    def train_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Eq. 4 under LKCC (Eq. 11 when x holds synthetic images too); cross-entropy for the other classifiers."""
-        if isinstance(net, ProjectedNet):
-            assert isinstance(net.head, FixedClassifier)  # build() gives every ProjectedNet one
-            return net.head.loss(net.embed(x), y)
-        return F.cross_entropy(net(x), y)
+    def train_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tensor:
+        return classifier_loss(net, x, y, loss, counts)
 
     def to_input(images: torch.Tensor) -> torch.Tensor:
         return (images - pixel_mean.to(images.device)) / pixel_std.to(images.device)
@@ -214,7 +266,12 @@ def fedbm(
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
-        loss_fn: LossFn = train_loss
+        counts = class_counts(data["y"], task.num_classes) if loss == "balanced-softmax" else None
+
+        def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+            return train_loss(m, x, y, counts)
+
+        fit_loss: LossFn = loss_fn
         if synthetic_batch > 0 and any(k.startswith(GENERATOR) for k in message.arrays):
             generator = load_model_arrays(new_generator(), message.arrays, GENERATOR).to(device)
             if device.type == "cpu":
@@ -223,12 +280,12 @@ def fedbm(
 
             def with_synthetic(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 labels = torch.randint(0, task.num_classes, (synthetic_batch,), generator=rng).to(device)
-                fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic)
-                return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]))
+                fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic, per_batch)
+                return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]), counts)
 
-            loss_fn = with_synthetic
+            fit_loss = with_synthetic
 
-        metrics = training.fit(local, data, info, loss_fn=loss_fn)
+        metrics = training.fit(local, data, info, loss_fn=fit_loss)
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
@@ -257,5 +314,5 @@ def fedbm(
         broadcast=broadcast,
         client_update=client_update,
         aggregate=aggregate,
-        evaluate=lambda state, data: training.evaluate(net.load(state), data),
+        evaluate=lambda state, data: training.evaluate(evaluated(net.load(state), tau, evaluation_logits), data),
     )

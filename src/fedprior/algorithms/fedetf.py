@@ -12,15 +12,17 @@ temperature s (starting at 1.0, averaged like any parameter), trained with the b
 softmax loss on the client's class counts (Sec. 4.2), and the server averages the
 models (FedAvg). d = K, as the authors' code. FedETF's local personalization phase is
 not part of the global model FedBM compares. W is rebuilt from a fixed stream on every
-client (never sent).
+client (never sent). ``loss='cross-entropy'`` trains with plain cross-entropy instead of the
+balanced softmax (an ablation beside FedBM's Table I: which of the two changes carries FedETF).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Annotated
+from typing import Annotated, Literal
 
 import torch
+import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
@@ -33,6 +35,10 @@ from fedprior.errors import ConfigError
 from fedprior.models.projected import ProjectedNet
 from fedprior.seeding import torch_generator
 
+EtfLoss = Annotated[
+    Literal["balanced-softmax", "cross-entropy"],
+    Field(description="'balanced-softmax' (Sec. 4.2: CE(logits + log n_client)) or plain 'cross-entropy' (an ablation)"),
+]
 EtfDim = Annotated[int, Field(ge=0, description="dimension d of the ETF space (0: the number of classes, as the code)")]
 
 
@@ -44,6 +50,13 @@ def simplex_etf(num_classes: int, dim: int, seed: int = 0) -> torch.Tensor:
     p, _ = torch.linalg.qr(random)
     centring = torch.eye(num_classes, dtype=torch.float64) - torch.full((num_classes, num_classes), 1.0 / num_classes, dtype=torch.float64)
     return (math.sqrt(num_classes / (num_classes - 1)) * p @ centring).float()
+
+
+def etf_loss(logits: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, kind: str = "balanced-softmax") -> torch.Tensor:
+    """FedETF's training loss on the ETF logits: the balanced softmax on the client's class ``counts``, or plain cross-entropy."""
+    if kind == "cross-entropy":
+        return F.cross_entropy(logits, y)
+    return balanced_softmax_loss(logits, y, counts)
 
 
 class EtfHead(nn.Module):
@@ -67,6 +80,7 @@ def fedetf(
     training: LocalTraining,
     *,
     etf_dim: EtfDim = 0,
+    loss: EtfLoss = "balanced-softmax",
 ) -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
     from fedprior.models import build_model
@@ -78,7 +92,7 @@ def fedetf(
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
         counts = class_counts(data["y"], task.num_classes)
-        metrics = training.fit(local, data, info, loss_fn=lambda m, x, y: balanced_softmax_loss(m(x), y, counts))
+        metrics = training.fit(local, data, info, loss_fn=lambda m, x, y: etf_loss(m(x), y, counts, loss))
         return Reply(model_arrays(local), int(data["x"].shape[0]), metrics), state
 
     return net.algorithm("fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))
