@@ -48,6 +48,7 @@ from fedprior.encoders import standin_recipes
 from fedprior.encoders.locked_text import build_locked_text_encoder, resolved_recipe
 from fedprior.encoders.registry import class_text_features, encode_dataset
 from fedprior.encoders.shipped_towers import machine_kind
+from fedprior.encoders.standin_probe import logistic_probe_accuracy
 from fedprior.encoders.standin_recipes import StandinRecipe
 from fedprior.encoders.text import text_encoder
 from fedprior.experiments.config import EncoderConfig
@@ -82,25 +83,6 @@ def shell(command: str) -> str:
 def load() -> str:
     """The machine's load averages (1, 5, 15 minutes)."""
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
-def logreg_probe(train_x: torch.Tensor, train_y: torch.Tensor, test_x: torch.Tensor, test_y: torch.Tensor, steps: int = 300) -> float:
-    """Multinomial logistic regression, full batch, Adam on standardized features.
-
-    The probe of tests/test_locked_text.py (``linear_probe_accuracy``), line for line.
-    """
-    mean, std = train_x.mean(0), train_x.std(0) + 1e-6
-    a, b = (train_x - mean) / std, (test_x - mean) / std
-    classes = int(train_y.max()) + 1
-    weight = torch.zeros(a.shape[1], classes, requires_grad=True)
-    bias = torch.zeros(classes, requires_grad=True)
-    optimizer = torch.optim.Adam([weight, bias], lr=0.05)
-    for _ in range(steps):
-        loss = F.cross_entropy(a @ weight + bias, train_y) + 1e-4 * weight.square().sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return ((b @ weight + bias).argmax(1) == test_y).float().mean().item()
 
 
 def preset_probe(dataset: str, encoder: dict[str, Any], work: Path) -> float:
@@ -139,7 +121,7 @@ def measure(recipe: StandinRecipe, seed: int, dataset_name: str, pretrain_images
     labels = torch.from_numpy(data.test_labels).long()
     zero_shot = (p.argmax(1) == labels).float().mean().item()
     keep = np.setdiff1d(np.arange(data.train_labels.size), encoder.reserved_train_indices)
-    probe_logreg = logreg_probe(F.normalize(train[keep], dim=1), torch.from_numpy(data.train_labels[keep]).long(), image, labels)
+    probe_logreg = logistic_probe_accuracy(F.normalize(train[keep], dim=1), torch.from_numpy(data.train_labels[keep]).long(), image, labels)
     with tempfile.TemporaryDirectory() as work:
         probe_preset = preset_probe(dataset_name, encoder_section, Path(work))
     probes = time.perf_counter() - start

@@ -21,6 +21,7 @@ from fedprior.data.registry import load_dataset
 from fedprior.encoders import locked_text
 from fedprior.encoders.locked_text import build_locked_text_encoder, locked_text_fingerprint, pretraining_split, tower_path
 from fedprior.encoders.shipped_towers import shipped_tower_for
+from fedprior.encoders.standin_probe import logistic_probe_accuracy
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import EncoderConfig
 
@@ -181,21 +182,6 @@ def test_too_many_pretraining_images_is_a_config_error(digits, config, cache):
         build_locked_text_encoder(config.model_copy(update={"pretrain_images": digits.train_labels.size}), digits)
 
 
-def linear_probe_accuracy(train_x, train_y, test_x, test_y, steps=300):
-    """Multinomial logistic regression, full batch, Adam on standardized features."""
-    mean, std = train_x.mean(0), train_x.std(0) + 1e-6
-    a, b = (train_x - mean) / std, (test_x - mean) / std
-    weight = torch.zeros(a.shape[1], 10, requires_grad=True)
-    bias = torch.zeros(10, requires_grad=True)
-    optimizer = torch.optim.Adam([weight, bias], lr=0.05)
-    for _ in range(steps):
-        loss = F.cross_entropy(a @ weight + bias, train_y) + 1e-4 * weight.square().sum()
-        optimizer.zero_grad()
-        loss.backward()
-        optimizer.step()
-    return ((b @ weight + bias).argmax(1) == test_y).float().mean().item()
-
-
 def test_zero_shot_is_near_uniform_useful_and_below_a_linear_probe(digits, config, cache):
     """fst-cbdg.txt Eq. (2) and Figure 2, on the shipped digits tower.
 
@@ -218,7 +204,7 @@ def test_zero_shot_is_near_uniform_useful_and_below_a_linear_probe(digits, confi
 
     keep = np.setdiff1d(np.arange(digits.train_labels.size), encoder.reserved_train_indices)
     train = F.normalize(encoder.encode_images(digits.train_images[keep]), dim=1)
-    probe = linear_probe_accuracy(train, torch.from_numpy(digits.train_labels[keep]), image, labels)
+    probe = logistic_probe_accuracy(train, torch.from_numpy(digits.train_labels[keep]), image, labels)
     assert probe > zero_shot + 0.04, (probe, zero_shot)
 
 
@@ -276,7 +262,7 @@ def test_fashion_mnist_defaults(tmp_path, monkeypatch, seed):
     zero_shot = (p.argmax(1) == labels).float().mean().item()
     keep = np.setdiff1d(np.arange(data.train_labels.size), encoder.reserved_train_indices)
     train = F.normalize(encoder.encode_images(data.train_images[keep]), dim=1)
-    probe = linear_probe_accuracy(train, torch.from_numpy(data.train_labels[keep]), image, labels)
+    probe = logistic_probe_accuracy(train, torch.from_numpy(data.train_labels[keep]), image, labels)
     print(
         f"\nlocked-text on fashion-mnist (pretrain_seed {seed}, {encoder.weights}): build {build:.1f} s, zero-shot {zero_shot:.4f}, entropy {entropy:.4f}, probe {probe:.4f}"
     )
