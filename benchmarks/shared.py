@@ -8,6 +8,7 @@ bandwidth.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -45,3 +46,20 @@ def timed(command: list[str]) -> tuple[float, str]:
     started = time.perf_counter()
     out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     return time.perf_counter() - started, out
+
+
+def shell(command: str) -> str:
+    """A shell command's stdout, stripped (empty if it fails)."""
+    return subprocess.run(command, shell=True, capture_output=True, text=True).stdout.strip()
+
+
+def load() -> str:
+    """The machine's load averages (1, 5, 15 minutes)."""
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def machine() -> dict:
+    """What a result file says of the machine it was measured on."""
+    from fedprior.encoders.shipped_towers import machine_kind
+
+    return {"uname": shell("uname -a"), "cores": os.cpu_count(), "kind": machine_kind(), "load_at_start": load()}

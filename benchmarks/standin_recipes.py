@@ -32,7 +32,6 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
+from shared import load, shell
 
 from fedprior.data import load_dataset
 from fedprior.encoders import standin_recipes
@@ -74,15 +74,6 @@ CANDIDATES: tuple[StandinRecipe, ...] = (
     StandinRecipe("e40-n0.5", epochs=40, pretrain_images=2000, caption_noise=0.5),
 )
 """The grid: longer training (which lowers zero-shot, the probe barely moving) and noisier captions."""
-
-
-def shell(command: str) -> str:
-    return subprocess.run(command, shell=True, capture_output=True, text=True).stdout.strip()
-
-
-def load() -> str:
-    """The machine's load averages (1, 5, 15 minutes)."""
-    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def preset_probe(dataset: str, encoder: dict[str, Any], work: Path) -> float:
