@@ -7,6 +7,12 @@ time of a continued table is not its full time), and writes
 ``benchmarks/results/tables/NAME.json``: the command, the machine, the load, the wall
 seconds and the whole ``table.json`` (cells, controls, findings), beside ``NAME.md``, the
 table as ``fedprior table`` wrote it. The docs quote those files.
+
+``--rows NAME=LABEL,LABEL`` runs only those rows of table NAME (``fedprior table --rows``).
+A cell that an earlier table of the same command has finished (same row, column and seed:
+FedBM's Table VI repeats Table I's FedBM, Central Learning and FedAvg cells) is copied into
+the later table's folder first, so ``fedprior table`` reuses it instead of training it
+again; it checks that the copied run's config is the one it would run, and refuses otherwise.
 """
 
 from __future__ import annotations
@@ -21,14 +27,37 @@ from pathlib import Path
 
 from shared import load, machine
 
+from fedprior.experiments.table_runs import cell_folder
+from fedprior.experiments.tables import cells
+from fedprior.papers import table_by_name
+
 RESULTS = Path(__file__).parent / "results" / "tables"
+SEEDS = 3
+"""``fedprior table --embedded``'s default."""
 
 
-def run_table(name: str, jobs: int, runs: Path, extra: list[str]) -> dict:
+def share_finished_cells(name: str, rows: list[str] | None, out: Path, earlier: list[Path], seeds: int) -> int:
+    """Copy the finished runs of ``earlier`` tables' folders that are cells of table ``name`` into ``out``; how many."""
+    copied = 0
+    for cell in cells(table_by_name(name), embedded=True, rows=rows):
+        for seed in range(seeds):
+            target = cell_folder(out, cell, seed)
+            sources = [cell_folder(folder, cell, seed) for folder in earlier]
+            source = next((s for s in sources if (s / "result.json").is_file()), None)
+            if source is not None and not target.exists():
+                shutil.copytree(source, target)
+                copied += 1
+    return copied
+
+
+def run_table(name: str, jobs: int, runs: Path, extra: list[str], rows: list[str] | None, earlier: list[Path]) -> dict:
     """Run one table to its end; the result file's contents."""
     out = runs / name
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
+    shared = share_finished_cells(name, rows, out, earlier, SEEDS)
     command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *extra]
+    if rows is not None:
+        command += ["--rows", ",".join(rows)]
     started_load, started = load(), time.perf_counter()
     subprocess.run([Path(sys.executable).parent / "fedprior", *command[1:]], check=True)
     seconds = time.perf_counter() - started
@@ -39,6 +68,7 @@ def run_table(name: str, jobs: int, runs: Path, extra: list[str]) -> dict:
         "machine": machine() | {"load_at_start": started_load, "load_at_end": load()},
         "wall_seconds": round(seconds, 1),
         "continued_a_stopped_run": resumed,
+        "cells_copied_from_earlier_tables": shared,
         "table": json.loads((out / "table.json").read_text()),
     }
 
@@ -49,10 +79,12 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=Path, default=Path("runs/paper-tables"), help="where the cells' run folders go")
     parser.add_argument("--set", action="append", default=[], help="passed to every table as --set")
+    parser.add_argument("--rows", action="append", default=[], metavar="NAME=LABEL,LABEL", help="run only these rows of table NAME")
     args = parser.parse_args()
     extra = [item for value in args.set for item in ("--set", value)]
-    for name in args.tables:
-        result = run_table(name, args.jobs, args.runs, extra)
+    rows = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.rows)}
+    for i, name in enumerate(args.tables):
+        result = run_table(name, args.jobs, args.runs, extra, rows.get(name), [args.runs / t for t in args.tables[:i]])
         (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: {result['wall_seconds']:.0f} s -> {RESULTS / (name + '.json')}", flush=True)
 
