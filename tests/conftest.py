@@ -38,7 +38,7 @@ def one_torch_thread():
 
 
 # The small stand-in most tests use: digits, 300 pretraining images.
-STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.pretrain_images=300"]
+STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.recipe=v1", "encoder.pretrain_images=300"]
 
 
 @pytest.fixture
