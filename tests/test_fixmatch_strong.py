@@ -238,7 +238,9 @@ def test_fixmatch_views_keep_most_of_the_image():
     standard = (x - 0.3) / 0.2
 
     def changed(recipe: str) -> float:
-        out = FixMatchAugment((0.3,), (0.2,), flip=False, pad_fraction=0.1, cutout=0.0, strong_augment=recipe).strong(standard, torch.Generator().manual_seed(1))
+        out = FixMatchAugment((0.3,), (0.2,), flip=False, pad_fraction=0.1, cutout=0.0, strong_augment=recipe).strong(
+            standard, torch.Generator().manual_seed(1)
+        )
         return float(((out * 0.2 + 0.3) - x).abs().mean())
 
     assert changed("fixmatch") < changed("kornia-fixed")
