@@ -276,3 +276,48 @@ def test_the_algorithms_expose_the_recipe_as_a_field_defaulting_to_fixmatch():
         assert field.default == "fixmatch"
     with pytest.raises(Exception, match="strong_augment"):
         algorithm_spec("feddb").validate({"strong_augment": "kornia"})
+
+
+# -- against PIL itself (pillow is a dependency) -------------------------------------------------------
+
+
+def pil_cases():
+    from PIL import Image, ImageEnhance, ImageOps
+
+    affine = Image.Transform.AFFINE
+    return [
+        ("brightness 0.3", lambda x: ops.brightness(x, one(0.3)), lambda im: ImageEnhance.Brightness(im).enhance(0.3)),
+        ("brightness 1.7", lambda x: ops.brightness(x, one(1.7)), lambda im: ImageEnhance.Brightness(im).enhance(1.7)),
+        ("contrast 0.3", lambda x: ops.contrast(x, one(0.3)), lambda im: ImageEnhance.Contrast(im).enhance(0.3)),
+        ("color 0.3", lambda x: ops.color(x, one(0.3)), lambda im: ImageEnhance.Color(im).enhance(0.3)),
+        ("sharpness 1.7", lambda x: ops.sharpness(x, one(1.7)), lambda im: ImageEnhance.Sharpness(im).enhance(1.7)),
+        ("autocontrast", lambda x: ops.autocontrast(x, one(0)), ImageOps.autocontrast),
+        ("equalize", lambda x: ops.equalize(x, one(0)), ImageOps.equalize),
+        ("posterize 3", lambda x: ops.posterize(x, torch.tensor([3])), lambda im: ImageOps.posterize(im, 3)),
+        ("solarize 100", lambda x: ops.solarize(x, one(100 / 255)), lambda im: ImageOps.solarize(im, 100)),
+        ("rotate 17", lambda x: ops.rotate(x, one(17.0)), lambda im: im.rotate(17.0)),
+        ("rotate -23 bilinear", lambda x: ops.rotate(x, one(-23.0), mode="bilinear"), lambda im: im.rotate(-23.0, Image.Resampling.BILINEAR)),
+        ("shear_x 0.27", lambda x: ops.shear_x(x, one(0.27)), lambda im: im.transform(im.size, affine, (1, 0.27, 0, 0, 1, 0))),
+        ("shear_y -0.3", lambda x: ops.shear_y(x, one(-0.3)), lambda im: im.transform(im.size, affine, (1, 0, 0, -0.3, 1, 0))),
+        ("translate_x 2.6", lambda x: ops.translate_x(x, one(2.6)), lambda im: im.transform(im.size, affine, (1, 0, 2.6, 0, 1, 0))),
+        (
+            "translate_y -2.6 bilinear",
+            lambda x: ops.translate_y(x, one(-2.6), mode="bilinear"),
+            lambda im: im.transform(im.size, affine, (1, 0, 0, 0, 1, -2.6), Image.Resampling.BILINEAR),
+        ),
+    ]
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_every_op_matches_pil_within_its_8_bit_rounding(channels):
+    """On a random 8-bit image, each op gives PIL's pixels to within 2 levels (PIL rounds to 8 bits; resampling: 0.5)."""
+    import numpy as np
+    from PIL import Image
+
+    pixels = np.random.default_rng(0).integers(0, 256, (9, 11, channels), dtype=np.uint8)
+    im = Image.fromarray(pixels[..., 0] if channels == 1 else pixels, "L" if channels == 1 else "RGB")
+    x = torch.from_numpy((pixels.astype(np.float32) + 0.5) / 255).permute(2, 0, 1)[None]  # mid-level: the 8-bit level is exact
+    for name, ours, pil in pil_cases():
+        expected = torch.from_numpy(np.asarray(pil(im)).astype(np.float32)).reshape(9, 11, channels).permute(2, 0, 1)
+        tolerance = 0.5 if name.split()[0] in ("rotate", "shear_x", "shear_y", "translate_x") and "bilinear" not in name else 2.0
+        assert float((ours(x)[0] * 255 - expected).abs().max()) <= tolerance + 1e-3, name
