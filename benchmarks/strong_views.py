@@ -88,21 +88,21 @@ def main(argv: list[str] | None = None) -> dict:
             out[f"strong {recipe}"] = accuracy(model, strong, test_y)
         return out
 
-    def single(model: SmallCNN, ops: list, resample: str, offset: int) -> dict[str, float]:
+    def single(model: SmallCNN, ops: list, offset: int) -> dict[str, float]:
         """The weak view, then each operation alone on every image."""
         out = {}
         for index, op in enumerate(ops):
             with seeded(offset + index):
                 unit = base._weak_unit(base._unit(test_x)).clamp(0.0, 1.0)
-                out[op.name] = accuracy(model, base._standard(rand_augment(unit, [op], n=1, resample=resample)), test_y)
+                out[op.name] = accuracy(model, base._standard(rand_augment(unit, [op], n=1)), test_y)
         return out
 
     def single_ops(model: SmallCNN) -> dict[str, dict[str, float]]:
-        fixmatch = single(model, fixmatch_ops(), "nearest", 100)
+        fixmatch = single(model, fixmatch_ops(), 100)
         with seeded(300):
             unit = base._weak_unit(base._unit(test_x)).clamp(0.0, 1.0)
             fixmatch["cutout (half the side)"] = accuracy(model, base._standard(cutout_fixmatch(unit, round(base.cutout * test_x.shape[-1]))), test_y)
-        return {"fixmatch (random magnitude)": fixmatch, "feddb-code (m = 10, always applied)": single(model, feddb_code_ops(10.0), "bilinear", 200)}
+        return {"fixmatch (random magnitude)": fixmatch, "feddb-code (m = 10, always applied)": single(model, feddb_code_ops(10.0), 200)}
 
     out = {
         "what": "accuracy (%) of a CNN trained on clean Fashion-MNIST, on test views",

@@ -204,10 +204,11 @@ def test_feddb_code_applies_each_op_with_probability_one_half_at_full_magnitude(
     assert torch.allclose(by_name["solarize"].apply(x, by_name["solarize"].sample(1, x.device)), 1 - x), "threshold 0"
     assert float(by_name["brightness"].sample(1, x.device)) == pytest.approx(1.9)
     shift = by_name["translate_x"]
-    assert torch.equal(ops.affine(x, shift.matrix(shift.sample(1, x.device), 8, 8), "bilinear"), torch.zeros_like(x)), "100 px of 32"
+    assert torch.equal(ops.affine(x, shift.matrix(shift.sample(1, x.device), 8, 8), shift.resample), torch.zeros_like(x)), "100 px of 32"
+    assert [op.name for op in pool if op.resample == "bilinear"] == ["shear_x", "shear_y", "translate_x", "translate_y"], "rotate is PIL's default"
     torch.manual_seed(0)
     many = torch.rand(600, 1, 6, 6)
-    out = rand_augment(many, pool, n=2, probability=0.5, resample="bilinear")
+    out = rand_augment(many, pool, n=2, probability=0.5)
     untouched = (out == many).flatten(1).all(1).float().mean()
     assert 0.2 < float(untouched) < 0.33, "neither of the two ops applied: about 1/4 (+ some no-op draws)"
 

@@ -5,7 +5,8 @@ RandAugment variant): each image draws ``n = 2`` operations uniformly (with repl
 as ``np.random.choice`` in google-research/fixmatch ``libml/augment.py`` and
 ``random.choices`` in kekmodel/FixMatch-pytorch) from FixMatch's list of 14, and each
 operation draws its magnitude uniformly over its range, per image (FixMatch's RandAugment
-samples a random magnitude instead of RandAugment's fixed one); then Cutout, a gray square
+samples a random magnitude instead of RandAugment's fixed one; the paper's appendix table
+could not be read here, the ranges below are those of the public codes); then Cutout, a gray square
 of half the side (google-research ``cutout_numpy(size=16)`` on 32-pixel images: centre
 ``(i, j)`` uniform over the pixels, rows ``i - s//2 .. i + s//2 - 1`` clipped by the
 border, pixels set to the mid-gray 0.5). The list and its ranges, as kekmodel's
@@ -27,7 +28,8 @@ the uncovered corners black, as here, google-research's RGBA round trip fills th
 ``src/datasets/randaugment.py``, SemiFL's; read for this module): ``RandAugment(n=2,
 m=10)`` draws ``n`` operations with replacement (``torch.randint``) from a pool of 15 and
 applies each with probability 0.5 (``rand + U(0.2, 0.8) >= 1``), always at the fixed
-magnitude ``m`` (``v = m/10`` of each maximum), with bilinear resampling:
+magnitude ``m`` (``v = m/10`` of each maximum), with bilinear resampling for shear and
+translate (rotate calls ``img.rotate(v)``: PIL's default, nearest):
 
     autocontrast; brightness, color, contrast, sharpness: factor 1.8 m/10 + 0.1
     (1.9 at m = 10); CutoutConst: a gray (127) square of 40 m/10 pixels, corner
@@ -61,13 +63,15 @@ class Op:
 
     A pixel operation has ``apply(x, v)``; a geometric one has ``matrix(v, H, W)``, PIL's
     affine matrix (:func:`fedprior.data.augment.pil_ops.affine`), so that every geometric
-    operation of a round is one resampling of the batch.
+    operation of a round is one resampling of the batch (one per ``resample`` mode,
+    ``"nearest"`` or ``"bilinear"``).
     """
 
     name: str
     sample: Sampler
     apply: Apply | None = None
     matrix: Matrix | None = None
+    resample: str = "nearest"
 
 
 def _uniform(low: float, high: float) -> Sampler:
@@ -155,40 +159,41 @@ def feddb_code_ops(m: float = 10.0) -> list[Op]:
         Op("equalize", none, ops.equalize),
         Op("invert", none, ops.invert),
         Op("posterize", _fixed(int(4 * level)), ops.posterize),
-        Op("rotate", _signed(30.0 * level), matrix=ops.rotate_matrix),
+        Op("rotate", _signed(30.0 * level), matrix=ops.rotate_matrix),  # img.rotate(v): PIL's default, nearest
         Op("sharpness", factor, ops.sharpness),
-        Op("shear_x", _signed(0.3 * level), matrix=ops.shear_x_matrix),
-        Op("shear_y", _signed(0.3 * level), matrix=ops.shear_y_matrix),
+        Op("shear_x", _signed(0.3 * level), matrix=ops.shear_x_matrix, resample="bilinear"),
+        Op("shear_y", _signed(0.3 * level), matrix=ops.shear_y_matrix, resample="bilinear"),
         Op("solarize", _fixed((256 - int(256 * level)) / 255.0), ops.solarize),
-        Op("translate_x", _signed(100.0 * level / 32.0), matrix=_of_width(ops.translate_x_matrix)),
-        Op("translate_y", _signed(100.0 * level / 32.0), matrix=_of_height(ops.translate_y_matrix)),
+        Op("translate_x", _signed(100.0 * level / 32.0), matrix=_of_width(ops.translate_x_matrix), resample="bilinear"),
+        Op("translate_y", _signed(100.0 * level / 32.0), matrix=_of_height(ops.translate_y_matrix), resample="bilinear"),
     ]
 
 
-def rand_augment(x: torch.Tensor, pool: list[Op], n: int, probability: float = 1.0, resample: str = "nearest") -> torch.Tensor:
+def rand_augment(x: torch.Tensor, pool: list[Op], n: int, probability: float = 1.0) -> torch.Tensor:
     """``n`` rounds; in each, every image draws one operation of ``pool`` and its magnitude, applied with ``probability``.
 
     Every pixel operation is computed on the whole batch and kept where an image drew it,
-    the geometric ones as one resampling with each image's matrix (``torch.where``, no
-    boolean indexing, so no host sync on a GPU); the draws come from torch's global
-    generator (run it inside :func:`fedprior.data.augment.seeded`).
+    the geometric ones as one resampling per mode with each image's matrix
+    (``torch.where``, no boolean indexing, so no host sync on a GPU); the draws come from
+    torch's global generator (run it inside :func:`fedprior.data.augment.seeded`).
     """
     count, _, height, width = x.shape
+    modes = sorted({op.resample for op in pool if op.matrix is not None})
     for _ in range(n):
         choice = torch.randint(0, len(pool), (count,), device=x.device)
         applied = torch.rand(count, device=x.device) < probability
         out = x
-        matrix = ops.identity_matrix(count, x.device)
-        moved = torch.zeros(count, dtype=torch.bool, device=x.device)
+        matrix = {mode: ops.identity_matrix(count, x.device) for mode in modes}
+        moved = {mode: torch.zeros(count, dtype=torch.bool, device=x.device) for mode in modes}
         for index, op in enumerate(pool):
             v = op.sample(count, x.device)
             chosen = (choice == index) & applied
             if op.matrix is not None:
-                matrix = torch.where(chosen.view(-1, 1, 1), op.matrix(v, height, width), matrix)
-                moved = moved | chosen
+                matrix[op.resample] = torch.where(chosen.view(-1, 1, 1), op.matrix(v, height, width), matrix[op.resample])
+                moved[op.resample] = moved[op.resample] | chosen
             elif op.apply is not None:
                 out = torch.where(chosen.view(-1, 1, 1, 1), op.apply(x, v).clamp(0.0, 1.0), out)
-        if any(op.matrix is not None for op in pool):
-            out = torch.where(moved.view(-1, 1, 1, 1), ops.affine(x, matrix, resample), out)
+        for mode in modes:
+            out = torch.where(moved[mode].view(-1, 1, 1, 1), ops.affine(x, matrix[mode], mode), out)
         x = out
     return x
