@@ -24,8 +24,8 @@ What each operation does is PIL's (``ImageEnhance``, ``ImageOps``, ``Image.trans
   ``warp_affine`` uses another pixel-centre convention). Each output pixel centre
   ``(x + 0.5, y + 0.5)`` is mapped to input coordinates; one that falls outside the image
   is black (PIL's fill for RGB and L images); ``nearest`` (PIL's default, used by FixMatch's
-  code) reads the input pixel ``floor`` of the coordinate, ``bilinear`` (the FedDB code)
-  interpolates pixel centres with the border repeated, as PIL does.
+  code) reads the input pixel ``floor`` of the coordinate, ``bilinear`` (the FedDB code's
+  shear and translate) interpolates pixel centres with the border repeated, as PIL does.
 
 Colour operations work on float pixels, without PIL's rounding to 8 bits after each
 operation.

@@ -5,9 +5,9 @@ RandAugment variant): each image draws ``n = 2`` operations uniformly (with repl
 as ``np.random.choice`` in google-research/fixmatch ``libml/augment.py`` and
 ``random.choices`` in kekmodel/FixMatch-pytorch) from FixMatch's list of 14, and each
 operation draws its magnitude uniformly over its range, per image (FixMatch's RandAugment
-samples a random magnitude instead of RandAugment's fixed one; the paper's appendix table
-could not be read here, the ranges below are those of the public codes); then Cutout, a gray square
-of half the side (google-research ``cutout_numpy(size=16)`` on 32-pixel images: centre
+samples a random magnitude instead of RandAugment's fixed one; the paper's appendix
+table could not be read here, the ranges below are those of the public code); then
+Cutout, a gray square of half the side (google-research ``cutout_numpy(size=16)`` on 32-pixel images: centre
 ``(i, j)`` uniform over the pixels, rows ``i - s//2 .. i + s//2 - 1`` clipped by the
 border, pixels set to the mid-gray 0.5). The list and its ranges, as kekmodel's
 ``fixmatch_augment_pool`` (commented "FixMatch paper") encodes them:
