@@ -65,13 +65,13 @@ def test_weak_view_is_a_flip_and_a_translation_of_the_image(flip):
     assert moved >= 6, "most views are actually moved"
 
 
-def test_strong_view_adds_randaugment_and_a_gray_cutout_square():
-    augment = FixMatchAugment(MEAN, STD, flip=False)
+def test_kornia_fixed_strong_view_adds_randaugment_and_a_gray_cutout_square():
+    augment = FixMatchAugment(MEAN, STD, flip=False, strong_augment="kornia-fixed")
     x = images(16, side=16)
     generator = torch.Generator().manual_seed(2)
     strong = unit(augment.strong(x, generator))
     assert float(strong.min()) >= -1e-6 and float(strong.max()) <= 1 + 1e-6  # made in [0, 1], standardized back
-    plain_crops = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0).strong(x, torch.Generator().manual_seed(3))
+    plain_crops = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0, strong_augment="kornia-fixed").strong(x, torch.Generator().manual_seed(3))
     not_a_crop = [min(float((v - c).abs().max()) for c in candidates(o, 2, False)) > 1e-3 for o, v in zip(unit(x), unit(plain_crops), strict=True)]
     assert sum(not_a_crop) >= 8, "RandAugment changes most images beyond a weak view"
     for view in strong:
@@ -79,12 +79,12 @@ def test_strong_view_adds_randaugment_and_a_gray_cutout_square():
         # an 8x8 (half the side) block of exact gray somewhere in the image
         blocks = F.avg_pool2d(gray[None, None].float(), 8, stride=1)
         assert float(blocks.max()) == pytest.approx(1.0)
-    no_cutout = unit(FixMatchAugment(MEAN, STD, flip=False, cutout=0.0).strong(x, torch.Generator().manual_seed(2)))
+    no_cutout = unit(FixMatchAugment(MEAN, STD, flip=False, cutout=0.0, strong_augment="kornia-fixed").strong(x, torch.Generator().manual_seed(2)))
     assert all(float(F.avg_pool2d(((v[0] - 0.5).abs() < 1e-6)[None, None].float(), 8, stride=1).max()) < 1 for v in no_cutout)
 
 
-def test_randaugment_draws_operations_per_image():
-    augment = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0)
+def test_kornia_fixed_randaugment_draws_operations_per_image():
+    augment = FixMatchAugment(MEAN, STD, flip=False, cutout=0.0, strong_augment="kornia-fixed")
     one = unit(images(1, channels=3, side=16))
     batch = one.expand(40, -1, -1, -1).contiguous()
     torch.manual_seed(0)

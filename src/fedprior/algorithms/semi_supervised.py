@@ -77,6 +77,7 @@ class Training:
     lr_decay_rounds: int = SHARED["lr_decay_rounds"][1]
     keep_optimizer_state: bool = SHARED["keep_optimizer_state"][1]
     flip: bool = SHARED["flip"][1]
+    strong_augment: str = SHARED["strong_augment"][1]
     server_momentum: float = SHARED["server_momentum"][1]
     threshold: float = SHARED["threshold"][1]
     unlabeled_weight: float = SHARED["unlabeled_weight"][1]
@@ -200,7 +201,7 @@ class SemiSupervised:
     def augment(self) -> FixMatchAugment:
         if not self.task.pixel_mean:
             raise ConfigError("encoder.name: the semi-supervised algorithms train on images; set encoder.name = 'none'")
-        return FixMatchAugment(self.task.pixel_mean, self.task.pixel_std, flip=self.training.flip)
+        return FixMatchAugment(self.task.pixel_mean, self.task.pixel_std, flip=self.training.flip, strong_augment=self.training.strong_augment)
 
     def algorithm(self, name: str) -> Algorithm:
         t = self.training

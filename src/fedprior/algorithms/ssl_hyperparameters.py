@@ -60,6 +60,15 @@ SHARED: dict[str, tuple[Any, Any]] = {
         True,
     ),
     "flip": (Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")], True),
+    "strong_augment": (
+        Annotated[
+            Literal["fixmatch", "feddb-code", "kornia-fixed"],
+            Field(
+                description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
+            ),
+        ],
+        "fixmatch",
+    ),
     "server_momentum": (
         Annotated[
             float,
@@ -120,7 +129,7 @@ SUPERVISED = (
 )
 """What an algorithm trained on the labeled data alone uses."""
 
-SEMI_SUPERVISED = (*SUPERVISED, "threshold", "unlabeled_weight", "unlabeled_mean", "appu_subset", "appu_gamma", "diagnostics")
+SEMI_SUPERVISED = (*SUPERVISED, "strong_augment", "threshold", "unlabeled_weight", "unlabeled_mean", "appu_subset", "appu_gamma", "diagnostics")
 """What a pseudo-labeling algorithm uses."""
 
 

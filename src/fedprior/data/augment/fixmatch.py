@@ -1,4 +1,4 @@
-"""FixMatch's weak and strong views (Sohn et al., 2020, Sec. 2.3), batched kornia ops on image tensors.
+"""FixMatch's weak and strong views (Sohn et al., 2020, Sec. 2.3), batched on image tensors.
 
 FedDB (feddb.txt 5.1: "The data augmentation operation is consistent with those
 described in FixMatch") and its baselines train the labeled images and label the
@@ -9,36 +9,37 @@ unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images 
   the FedDB code does) and a random translation by up to 12.5% of the side, done as
   FixMatch's code does it, a random crop of the reflect-padded image
   (``kornia.augmentation.RandomCrop(padding=..., padding_mode="reflect")``);
-- strong: the weak view, then RandAugment with ``n = 2`` operations of magnitude
-  ``m = 10`` (kornia's ``RandAugment`` and its default operation list), then Cutout, a
-  square of half the side filled with gray (``kornia.augmentation.RandomErasing``).
+- strong: the weak view, then one of three RandAugment recipes (``strong_augment``,
+  the config field ``algorithm.strong_augment``):
+
+  - ``"fixmatch"`` (default): FixMatch's RandAugment, per image: ``n = 2`` operations
+    drawn from FixMatch's list of 14, each at a magnitude drawn uniformly over its
+    range, with PIL's semantics (:mod:`fedprior.data.augment.pil_ops`), then Cutout, a
+    gray square of ``cutout`` (0.5) of the side that the border may cut. Details and
+    sources in :mod:`fedprior.data.augment.randaugment`.
+  - ``"feddb-code"``: the FedDB authors' code (SemiFL's RandAugment): ``n = 2`` of 15
+    operations, each applied with probability 0.5 at the fixed magnitude ``m = 10``,
+    Cutout among the operations and none after (see :mod:`~fedprior.data.augment.randaugment`).
+  - ``"kornia-fixed"``: what fedprior did before (kept for comparisons): kornia's
+    ``RandAugment`` operation list at a fixed ``min(3 m, 29)`` of kornia's 0..30 scale,
+    ``n`` distinct operations per image, then ``kornia.augmentation.RandomErasing`` with a
+    half-side square inside the image. kornia's brightness *adds* up to 0.84 where PIL
+    multiplies, and at 29/30 of every range the views erase most of an image (a
+    clean-trained CNN: 85.7% on clean Fashion-MNIST, 19.5% on these views, 30.7% on
+    ``fixmatch``'s; ``benchmarks/strong_views.py``).
 
 Value ranges. fedprior standardizes pixels per channel (``experiments/build.py``),
-while kornia's colour operations (contrast, solarize, posterize, equalize ...) expect
+while the colour operations (contrast, solarize, posterize, equalize ...) expect
 images in [0, 1]. Every view is therefore made on the *un-standardized* image:
 ``x * std + mean`` -> ops -> clamp to [0, 1] -> ``(x - mean) / std``, with the
 training set's mean and std that the model inputs were standardized with.
+One-channel images work in every recipe (``color`` is then the identity; ``kornia-fixed``
+runs them as three equal channels).
 
-Where kornia does not fit FixMatch, and what is done instead:
-
-- kornia's ``RandAugment`` draws its ``n`` operations once per call, for the whole
-  batch; FixMatch draws them per image. Here each image draws its own ``n``
-  operations (without replacement, uniformly), and every operation is applied, by a
-  one-operation kornia ``RandAugment``, to the images that drew it: per-image
-  RandAugment with ~``n x 15`` kornia calls per batch, whatever the batch size.
-- kornia's magnitude scale runs over (0, 30), RandAugment's (and the FedDB code's)
-  over 0..10 with 10 the strongest: ``m`` is mapped to ``min(3 m, 29)`` (kornia
-  rejects 30), so m = 10 is 29/30 of each operation's range.
-- kornia's colour (saturation) operation needs RGB: a one-channel image goes through
-  RandAugment as three equal channels and comes back as the first (every operation
-  keeps equal channels equal, and saturation leaves a gray image unchanged).
-- FixMatch's Cutout box may be cut by the border; kornia's ``RandomErasing`` keeps it
-  inside the image (same size, fully visible).
-
-Randomness: kornia draws from torch's global generator, so every call runs in
-:func:`fedprior.data.augment.seeded` with a seed drawn from the caller's generator
-(the client's stream for the round): the same client, round and seed give the same
-views in every runtime.
+Randomness: kornia and the RandAugment draws use torch's global generator, so every call
+runs in :func:`fedprior.data.augment.seeded` with a seed drawn from the caller's
+generator (the client's stream for the round): the same client, round and seed give the
+same views in every runtime.
 """
 
 from __future__ import annotations
@@ -48,9 +49,13 @@ from dataclasses import dataclass, field
 import torch
 
 from fedprior.data.augment import seed_from, seeded
+from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
 
 RANDAUGMENT_OPS = 15
 """Operations in kornia's default RandAugment list (auto_contrast ... translate_y)."""
+
+STRONG_AUGMENTS = ("fixmatch", "feddb-code", "kornia-fixed")
+"""The strong-view recipes: FixMatch's RandAugment, the FedDB authors' code's, fedprior's former kornia one."""
 
 
 @dataclass(frozen=True)
@@ -60,8 +65,12 @@ class FixMatchAugment:
     ``mean``/``std`` are the per-channel statistics the images were standardized with;
     ``flip`` turns the horizontal flip of both views on or off; ``pad_fraction`` is the
     largest translation as a fraction of the side (FixMatch: 0.125, 4 pixels at 32);
-    ``n``/``m`` are RandAugment's; ``cutout`` is the side of the Cutout square as a
-    fraction of the image side (FixMatch: 0.5; 0 turns Cutout off).
+    ``strong_augment`` picks the strong view's recipe (:data:`STRONG_AUGMENTS`, see the
+    module docstring); ``n`` is RandAugment's number of operations per image; ``m`` its
+    fixed magnitude in 0..10 (``feddb-code`` and ``kornia-fixed``; ``fixmatch`` draws the
+    magnitude per image); ``cutout`` is the side of the Cutout square as a fraction of the
+    image side (FixMatch: 0.5; 0 turns Cutout off; not used by ``feddb-code``, whose
+    Cutout is one of its operations).
     """
 
     mean: tuple[float, ...]
@@ -71,6 +80,7 @@ class FixMatchAugment:
     n: int = 2
     m: float = 10.0
     cutout: float = 0.5
+    strong_augment: str = "fixmatch"
     _ops: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -80,6 +90,8 @@ class FixMatchAugment:
             raise ValueError(f"RandAugment n must be in 1..{RANDAUGMENT_OPS}, got {self.n}")
         if not 0 < self.m <= 10:
             raise ValueError(f"RandAugment m must be in (0, 10], got {self.m}")
+        if self.strong_augment not in STRONG_AUGMENTS:
+            raise ValueError(f"strong_augment must be one of {', '.join(map(repr, STRONG_AUGMENTS))}, got {self.strong_augment!r}")
 
     # -- building blocks (kornia modules hold no state that carries between calls) --
 
@@ -98,6 +110,8 @@ class FixMatchAugment:
                 "weak": torch.nn.Sequential(*weak),
                 "randaugment": [RandAugment(n=1, m=magnitude, policy=[op]) for op in default_policy],  # type: ignore[arg-type]
                 "cutout": K.RandomErasing(scale=(self.cutout**2, self.cutout**2), ratio=(1.0, 1.0), value=0.5, p=1.0),
+                "fixmatch": fixmatch_ops(),
+                "feddb-code": feddb_code_ops(self.m),
             }
         return self._ops[key]
 
@@ -114,8 +128,27 @@ class FixMatchAugment:
     def _weak_unit(self, x: torch.Tensor) -> torch.Tensor:
         return self._modules(x.shape[-2], x.shape[-1])["weak"](x)
 
+    def _kornia_fixed_unit(self, x: torch.Tensor) -> torch.Tensor:
+        """``kornia-fixed``: per-image kornia RandAugment at a fixed magnitude, then kornia's RandomErasing."""
+        out = self._randaugment_unit(x)
+        if self.cutout > 0:
+            out = self._modules(x.shape[-2], x.shape[-1])["cutout"](out)
+        return out
+
+    def _strong_unit(self, x: torch.Tensor) -> torch.Tensor:
+        """The chosen RandAugment recipe (and Cutout) on a [0, 1] batch."""
+        if self.strong_augment == "kornia-fixed":
+            return self._kornia_fixed_unit(x)
+        pool = self._modules(x.shape[-2], x.shape[-1])[self.strong_augment]
+        x = x.clamp(0.0, 1.0)  # standardizing back and forth may step just outside [0, 1]
+        if self.strong_augment == "feddb-code":
+            return rand_augment(x, pool, self.n, probability=0.5)
+        out = rand_augment(x, pool, self.n)
+        side = round(self.cutout * min(x.shape[-2:]))
+        return cutout_fixmatch(out, side) if side > 0 else out
+
     def _randaugment_unit(self, x: torch.Tensor) -> torch.Tensor:
-        """Per-image RandAugment: each image draws ``n`` distinct operations, applied in the order drawn."""
+        """``kornia-fixed``'s per-image RandAugment: each image draws ``n`` distinct operations, applied in the order drawn."""
         ops = self._modules(x.shape[-2], x.shape[-1])["randaugment"]
         choice = torch.argsort(torch.rand(x.shape[0], len(ops), device=x.device), dim=1)[:, : self.n]
         gray = x.shape[1] == 1
@@ -137,11 +170,8 @@ class FixMatchAugment:
             return self._standard(self._weak_unit(self._unit(x)))
 
     def strong(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """A(x): the weak view, then RandAugment(n, m), then Cutout (FixMatch's strong augmentation)."""
+        """A(x): the weak view, then RandAugment and Cutout by the ``strong_augment`` recipe (FixMatch's by default)."""
         if x.shape[0] == 0:
             return x
         with seeded(seed_from(generator), x.device):
-            out = self._randaugment_unit(self._weak_unit(self._unit(x)))
-            if self.cutout > 0:
-                out = self._modules(x.shape[-2], x.shape[-1])["cutout"](out)
-            return self._standard(out)
+            return self._standard(self._strong_unit(self._weak_unit(self._unit(x))))

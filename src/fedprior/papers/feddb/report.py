@@ -142,8 +142,9 @@ def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
     if indices.size == 0:
         return False
     x = experiment.train["x"][torch.from_numpy(indices)]
-    flip = bool(experiment.config.algorithm.hyperparameters().get("flip", True))
-    augment = FixMatchAugment(task.pixel_mean, task.pixel_std, flip=flip)
+    hyperparameters = experiment.config.algorithm.hyperparameters()
+    flip = bool(hyperparameters.get("flip", True))
+    augment = FixMatchAugment(task.pixel_mean, task.pixel_std, flip=flip, strong_augment=str(hyperparameters.get("strong_augment", "fixmatch")))
     generator = torch.Generator().manual_seed(experiment.config.run.seed)
     views = {"image": x, "weak": augment.weak(x, generator), "strong": augment.strong(x, generator)}
     mean = torch.tensor(task.pixel_mean).view(1, -1, 1, 1)
