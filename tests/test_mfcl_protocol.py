@@ -234,3 +234,18 @@ def test_mfcl_clients_encode_with_the_bn_mode_asked_for(mode):
     # the batch's own: about half of each channel is positive after normalization.
     positive = float((z > 0).float().mean())
     assert positive < 0.05 if mode == "running" else positive > 0.3
+
+
+def test_eval_features_sensor_scores_the_representations_before_any_discriminator():
+    algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor")
+    assert [s.evaluate for s in algorithm.stages] == [True, False, True]  # scored after phase 1, before any discriminator
+    state = algorithm.init(RoundInfo(0, "sensor", 0))
+    g = torch.Generator().manual_seed(0)
+    data = {"x": torch.rand(30, 1, 8, 8, generator=g), "y": torch.arange(30) % 3, "x_train": torch.rand(24, 1, 8, 8, generator=g), "y_train": torch.arange(24) % 3}
+    module = SensorModule(1, 4, "pn", 2)
+    module.load_state_dict({k[len("sensor.") :]: v for k, v in state.items() if k.startswith("sensor.")})
+    module.eval()
+    with torch.no_grad():
+        z = lambda x: module.encode(x, views=1).flatten(1)  # noqa: E731  (4 x 4 x 4 = 64 numbers per image)
+        expected = dense_evaluation(z(data["x_train"]), data["y_train"], z(data["x"]), data["y"], 3)
+    assert algorithm.evaluate(state, data) == expected

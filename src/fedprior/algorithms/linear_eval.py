@@ -111,14 +111,15 @@ def dense_evaluation(
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     n = x_train.shape[0]
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=generator).to(device)
-        for start in range(0, n, batch_size):
-            rows = order[start : start + batch_size]
-            loss = F.cross_entropy(layer(x_train[rows]), y_train[rows])
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
+    with torch.enable_grad():  # also when the caller evaluates under no_grad
+        for _ in range(epochs):
+            order = torch.randperm(n, generator=generator).to(device)
+            for start in range(0, n, batch_size):
+                rows = order[start : start + batch_size]
+                loss = F.cross_entropy(layer(x_train[rows]), y_train[rows])
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
     with torch.no_grad():
         log_p = F.log_softmax(layer(x_test), dim=1).cpu()
     return logit_metrics(log_p, test_labels.detach().cpu().long())
