@@ -102,7 +102,11 @@ def test_the_embedded_presets_make_pn_gn_and_instance_norm_differ(preset):
         network: nn.Module = SensorModule(1, params["sensor_width"], params["norm"], lam)
     else:
         network = ContrastiveNet(1, params["width"], params["projection_dim"], params["norm"], lam)
-    layers = [(m.channels, m.groups) if isinstance(m, PeerNorm) else (m.num_channels, m.num_groups) for m in network.modules() if isinstance(m, (PeerNorm, nn.GroupNorm))]
+    layers = [
+        (m.channels, m.groups) if isinstance(m, PeerNorm) else (m.num_channels, m.num_groups)
+        for m in network.modules()
+        if isinstance(m, (PeerNorm, nn.GroupNorm))
+    ]
     wide = [(c, g) for c, g in layers if c > 1]  # the sensor's layer 8 has Fashion-MNIST's one channel
     assert len(wide) >= 2 and all(g > 1 and c // g > 1 for c, g in wide), layers
 
@@ -241,7 +245,12 @@ def test_eval_features_sensor_scores_the_representations_before_any_discriminato
     assert [s.evaluate for s in algorithm.stages] == [True, False, True]  # scored after phase 1, before any discriminator
     state = algorithm.init(RoundInfo(0, "sensor", 0))
     g = torch.Generator().manual_seed(0)
-    data = {"x": torch.rand(30, 1, 8, 8, generator=g), "y": torch.arange(30) % 3, "x_train": torch.rand(24, 1, 8, 8, generator=g), "y_train": torch.arange(24) % 3}
+    data = {
+        "x": torch.rand(30, 1, 8, 8, generator=g),
+        "y": torch.arange(30) % 3,
+        "x_train": torch.rand(24, 1, 8, 8, generator=g),
+        "y_train": torch.arange(24) % 3,
+    }
     module = SensorModule(1, 4, "pn", 2)
     module.load_state_dict({k[len("sensor.") :]: v for k, v in state.items() if k.startswith("sensor.")})
     module.eval()

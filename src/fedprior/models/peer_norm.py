@@ -51,9 +51,7 @@ def groups_of(channels: int, group_channels: int) -> int:
     """
     if group_channels < 1 or channels % group_channels:
         divisors = [d for d in range(1, channels + 1) if channels % d == 0]
-        raise ValueError(
-            f"{channels} channels cannot be split into groups of {group_channels} channels (Lambda); accepted: {', '.join(map(str, divisors))}"
-        )
+        raise ValueError(f"{channels} channels cannot be split into groups of {group_channels} channels (Lambda); accepted: {', '.join(map(str, divisors))}")
     return channels // group_channels
 
 
