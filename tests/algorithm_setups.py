@@ -46,6 +46,7 @@ SETUPS = {
         ],
     ),
     "moon": ("mfcl-moon", SMALL_IMAGES),
+    "raw-pixels": ("mfcl-pixels", SMALL_IMAGES),
     **{name: (name, SEMI) for name in ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semifl")},
     "fedbm": (
         "fedbm",

@@ -158,7 +158,7 @@ def test_optimizer_state_round_trip():
 # ---------------------------------------------------------------- the algorithm's phases
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-SMALL = dict(sensor_width=4, norm_groups=2, disc_width=4, projection_dim=8, server_batch_size=16, server_epochs=2)
+SMALL = dict(sensor_width=4, norm_group_channels=2, disc_width=4, projection_dim=8, server_batch_size=16, server_epochs=2)
 
 
 def small_data(n: int, seed: int) -> dict[str, torch.Tensor]:
@@ -171,7 +171,8 @@ def small_data(n: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 DATA = [small_data(n, c) for c, n in enumerate((12, 20, 8, 16))]
-TEST = small_data(60, 99)
+# The test set, and the labelled training pool the linear evaluation trains its dense layer on (mfcl.md Sec. 3).
+TEST = {**small_data(60, 99), "x_train": torch.cat([d["x"] for d in DATA]), "y_train": torch.cat([d["y"] for d in DATA])}
 
 
 def build(**changes) -> Algorithm:

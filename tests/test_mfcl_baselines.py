@@ -23,7 +23,7 @@ TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), n
 
 
 def test_pn_replaces_the_norm_after_the_first_two_convolutions():
-    net = ContrastiveNet(1, width=4, projection_dim=8, stem_norm="pn", groups=2)
+    net = ContrastiveNet(1, width=4, projection_dim=8, stem_norm="pn", group_channels=2)
     peers = [name for name, m in net.named_modules() if isinstance(m, PeerNorm)]
     assert peers == ["backbone.stem.1", "backbone.blocks.0.bn1"]  # Table 7: "after the first two Conv2D layers"
     assert isinstance(net.backbone.blocks[0].bn2, nn.BatchNorm2d)
@@ -33,7 +33,7 @@ def test_pn_replaces_the_norm_after_the_first_two_convolutions():
 
 
 def test_fedsimclr_client_trains_and_the_server_averages_by_size():
-    algorithm = fedsimclr(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, norm="pn", norm_groups=2)
+    algorithm = fedsimclr(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, norm="pn", norm_group_channels=2)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     info = RoundInfo(0, "federated", 1)
     message = algorithm.broadcast(state, info)
@@ -48,7 +48,9 @@ def test_fedsimclr_client_trains_and_the_server_averages_by_size():
     mean = algorithm.aggregate(state, [Reply(reply.arrays, 10, client_id=0), Reply(zero, 30, client_id=1)], info)
     k = changed[0]
     assert torch.allclose(mean[k], reply.arrays[k] * 10 / 40, atol=1e-6)
-    metrics = algorithm.evaluate(state, {"x": torch.rand(40, 1, 8, 8), "y": torch.arange(40) % 3})
+    data = {"x": torch.rand(40, 1, 8, 8), "y": torch.arange(40) % 3, "x_train": torch.rand(30, 1, 8, 8), "y_train": torch.arange(30) % 3}
+    assert algorithm.evaluation_inputs == ("x_train", "y_train")  # the paper's linear evaluation trains on the training pool
+    metrics = algorithm.evaluate(state, data)
     assert 0 <= metrics["accuracy"] <= 1 and len(metrics["class_accuracy"]) == 3
 
 

@@ -105,7 +105,22 @@ def test_table_8_measured_from_a_summary():
 def test_table_2_grid_and_paper_numbers():
     table = table_by_name("mfcl-table2")
     embedded = cells(table, embedded=True)
-    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 11
+    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 16
+    # Issue 18's control rows: each norm's network untrained, raw pixels, the sensor's representations trained or not.
+    controls = {c.row: load_config(c.preset, c.overrides)[1] for c in embedded if c.column == "Sc2" and c.paper is None}
+    assert set(controls) == {f"{r} untrained" for r in ("MFCL(PN)", "MFCL(GN)", "MFCL(BN)", "FedSimCLR")} | {
+        "raw pixels",
+        "MFCL(PN) sensor",
+        "MFCL(PN) sensor untrained",
+    }
+    assert controls["raw pixels"].algorithm.name == "raw-pixels" and controls["MFCL(BN) untrained"].algorithm.hyperparameters()["norm"] == "bn"
+    sensor = controls["MFCL(PN) sensor"]
+    assert sensor.algorithm.hyperparameters()["eval_features"] == "sensor" and sensor.federation.rounds == 15
+    assert controls["MFCL(PN) sensor untrained"].federation.rounds == 0
+    assert {(c.above, c.below, c.margin) for c in table.controls} == {("MFCL(PN)", "MFCL(PN) untrained", 5.0), ("FedSimCLR", "FedSimCLR untrained", 5.0)}
+    claimed = {(c.better, c.worse, c.column) for c in table.claims}
+    for sc in ("Sc1", "Sc2"):  # the claims issue 18 lists
+        assert {("MFCL(PN)", w, f"CIFAR-10 {sc}") for w in ("MFCL(GN)", "MFCL(BN)", "FedSimCLR")} <= claimed
     untrained = next(c for c in embedded if c.row == "MFCL(PN) untrained" and c.column == "Sc2")
     hyper = load_config(untrained.preset, untrained.overrides)[1]
     assert hyper.federation.rounds == 0 and hyper.algorithm.hyperparameters()["server_epochs"] == 0 and untrained.paper is None
@@ -136,6 +151,23 @@ def test_table_3_embedded_columns_keep_the_class_fraction():
     _, config = load_config(real[0].preset, real[0].overrides)
     assert (config.data.dataset, config.partition.window, config.federation.num_clients) == ("cifar100", 1, 100)
     assert real[0].paper == 43
+
+
+def test_table_7_has_its_controls_and_the_claims_of_appendix_d3():
+    table = table_by_name("mfcl-table7")
+    embedded = cells(table, embedded=True)
+    rows = {c.row for c in embedded}
+    assert {"MFCL (PN) untrained", "FedSimCLR (BN) untrained", "raw pixels", "MFCL (PN) sensor", "FedAvg (supervised)"} <= rows
+    for cell in embedded:
+        load_config(cell.preset, cell.overrides)
+    assert {(c.above, c.below) for c in table.controls} == {("MFCL (PN)", "MFCL (PN) untrained"), ("FedSimCLR (BN)", "FedSimCLR (BN) untrained")}
+    claimed = {(c.better, c.worse, c.column) for c in table.claims}
+    for sc in ("Sc2", "Sc10"):
+        column = f"CIFAR-10 {sc}"
+        assert {("FedSimCLR (PN)", "FedSimCLR (BN)", column), ("FedSimCLR (PN)", "FedSimCLR (GN)", column), ("MFCL (PN)", "FedSimCLR (PN)", column)} <= claimed
+    assert ("MFCL (PN)", "MFCL (GN)", "CIFAR-10 Sc2") in claimed and ("MFCL (PN)", "MFCL (BN)", "CIFAR-10 Sc2") in claimed
+    real = {c.row for c in cells(table, embedded=False)}
+    assert "MFCL (PN) sensor" not in real and "raw pixels" in real  # the sensor rows are embedded only (3.3 GB of features at full size)
 
 
 def test_table_8_grid_reports_bits_from_derived_metrics():

@@ -146,7 +146,12 @@ class Algorithm:
     - ``diagnostics``: fields a client is also given *for reporting only* (e.g. ``y_unlabeled``, to
       measure pseudo-label accuracy); no training step may depend on them (semi_supervised.py,
       tested by training with shuffled values);
-    - ``stages``: its phases, in order.
+    - ``stages``: its phases, in order;
+    - ``evaluation_inputs``: fields beside the test set's ``x`` and ``y`` that ``evaluate`` reads from
+      its data; ``("x_train", "y_train")`` is the labelled training pool (every image the clients hold,
+      with its label), which the runtime adds to the evaluation data (``experiments.build``): the
+      self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
+      No client ever receives it.
     """
 
     name: str
@@ -159,6 +164,7 @@ class Algorithm:
     client_update_many: ClientUpdateMany | None = None
     stages: tuple[Stage, ...] = (Stage("federated"),)
     diagnostics: tuple[str, ...] = ()
+    evaluation_inputs: tuple[str, ...] = ()
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""

@@ -10,8 +10,8 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, NormGroups, ProjectionDim, Temperature
-from fedprior.algorithms.self_supervised import two_view_fedavg
+from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, NormGroupChannels, ProjectionDim, Temperature, check_group_channels
+from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
@@ -28,12 +28,13 @@ def fedsimclr(
     batch_size: int,
     device: torch.device = torch.device("cpu"),
     norm: StemNorm = "bn",
-    norm_groups: NormGroups = 32,
+    norm_group_channels: NormGroupChannels = 2,
     width: Width = 64,
     projection_dim: ProjectionDim = 128,
     lr: ClientLr = 1e-3,
     temperature: Temperature = 0.5,
     eval_features: EvalFeatures = "projection",
+    linear_eval: LinearEval = "train-test",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
     """FedSimCLR: every client minimizes NT-Xent (SimCLR) on two views of its images; FedAvg averages the ResNet-18.
@@ -46,10 +47,12 @@ def fedsimclr(
     features; the linear evaluation here already fits it centrally on class-balanced
     labelled features, so nothing is added. ``norm = "pn"`` is Table 7's FedSimCLR with
     PN ("after the first two Conv2D layers ... PN is used in lieu of BN"), ``"gn"`` its GN
-    column. Scored like MFCL, by linear evaluation.
+    column, in groups of ``norm_group_channels`` (Lambda, Sec. 2.2) channels: ``width`` / Lambda
+    groups. Scored like MFCL, by linear evaluation (``linear_eval``, mfcl.md Sec. 3).
     """
     if len(task.input_shape) != 3:
         raise ConfigError(f"algorithm.name: fedsimclr trains on images (C, H, W); the data gives {task.input_shape}")
+    check_group_channels("width", width, norm, norm_group_channels)
 
     def loss(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
         h = model(torch.cat([view1, view2]))  # view-major, so PN pools each image's two views
@@ -58,7 +61,7 @@ def fedsimclr(
     return two_view_fedavg(
         "fedsimclr",
         task,
-        lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_groups),
+        lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_group_channels),
         loss,
         local_epochs=local_epochs,
         batch_size=batch_size,
@@ -66,4 +69,5 @@ def fedsimclr(
         device=device,
         eval_features=eval_features,
         min_scale=min_scale,
+        linear_eval=linear_eval,
     )

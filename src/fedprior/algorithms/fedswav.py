@@ -13,7 +13,7 @@ from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
 from fedprior.algorithms.fedsimclr import Width
 from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import two_view_fedavg
+from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
@@ -52,6 +52,7 @@ def fedswav(
     epsilon: Epsilon = 0.05,
     sinkhorn_iterations: SinkhornIterations = 3,
     eval_features: EvalFeatures = "projection",
+    linear_eval: LinearEval = "train-test",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
     """FedSwAV: every client trains SwAV's swapped prediction on two views; FedAvg averages backbone, head and prototypes.
@@ -89,4 +90,5 @@ def fedswav(
         device=device,
         eval_features=eval_features,
         min_scale=min_scale,
+        linear_eval=linear_eval,
     )

@@ -8,9 +8,19 @@ Two modules, trained one after the other in one run (three stages):
    binary cross-entropy, Adam (lr 1e-3, fresh each round) and mini-batches of K images
    (2K rows, view-major: PN pools the two views of a sample); the server averages the
    modules weighted by client size, theta^fed = sum_m |D^m| theta^m / sum_m |D^m| (Eq. 1).
+   PN and GN normalize groups of ``norm_group_channels`` channels, the paper's Lambda
+   (Sec. 2.2, Eq. 3: "a group of Lambda <= C channels"): a layer of C channels has C / Lambda
+   groups. The paper gives no value; the default 2 is GroupNorm's default of 32 groups at
+   Table 5's 64 channels.
 2. ``upload`` (phase 2, one round): the server sends the trained encoder f; each client
    that takes part draws two views of each image once and sends z_{i,j} = f(x~_{i,j}),
-   j = 1, 2, the "contrastive client representation mini-batches". Clients whose
+   j = 1, 2, the "contrastive client representation mini-batches" (Sec. 2.1, phase 2),
+   (w, H/2, W/2) each: Table 5's max pool halves the side (64 x 16 x 16 on CIFAR-10, where
+   Table 8 counts 32 x 32 x 64, which Table 5's architecture cannot give). A BN sensor
+   encodes with its running statistics, averaged by FedAvg (``encode_bn = "running"``, eval
+   mode, what TensorFlow's inference call does; the paper does not say), or with each
+   encoding batch's own statistics (``"batch"``: both views of up to 512 images); PN and GN
+   have no running statistics, and PN pools each image's two views as in training. Clients whose
    representations never arrive (Figure 7, Appendix D.2) are the field ``drop``: the
    stage's participation is 1 - drop, drawn from the run's shared sampling stream.
 3. ``server`` (phase 2, ``server_epochs`` rounds, no client involved): the server trains
@@ -22,11 +32,16 @@ Two modules, trained one after the other in one run (three stages):
    killed in phase 2 resumes with the same numbers.
 
 Evaluation (stage ``server`` and the initial model): linear evaluation
-(:mod:`fedprior.algorithms.linear_eval`) of the features of the test images through
-the frozen encoder (one view: PN with a single view is GN), the discriminator and, as
-the paper reads them ("one linear Dense layer ... on top of the projection layers"),
-the projection head (``eval_features = "backbone"`` reads the discriminator's pooled
-features instead, as SimCLR does). ``server_loss`` is the last epoch's mean NT-Xent.
+(:mod:`fedprior.algorithms.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
+a dense layer trained with the labels of the training pool's frozen features and scored
+on the test set; ``"test-2fold"``: cross-fitted on the test set alone) of the features of
+the images through the frozen encoder (one view: PN with a single view is GN; BN as
+``encode_bn`` says), the discriminator and, as the paper reads them ("one linear Dense
+layer ... on top of the projection layers"), the projection head
+(``eval_features = "backbone"`` reads the discriminator's pooled features instead, as
+SimCLR does; ``"sensor"`` the encoder's representations z, flattened, before any
+discriminator: a control, evaluated after the sensor stage too). ``server_loss`` is the
+last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 (discriminator and head), ``opt.*`` (their Adam state), and after the upload
@@ -46,7 +61,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
 from fedprior.algorithms.contrastive import nt_xent
 from fedprior.algorithms.optim_state import load_optimizer_arrays, optimizer_arrays
-from fedprior.algorithms.self_supervised import linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
@@ -60,7 +75,21 @@ SENSOR, ENCODER, DISC, PROJ, REPS = "sensor.", "sensor.encoder.", "disc.", "proj
 STAGES = ("sensor", "upload", "server")
 
 SensorNorm = Annotated[Literal["pn", "gn", "bn"], Field(description="normalization of the sensor module: pn (Peer Normalization, Eq. 3-4), gn, bn")]
-NormGroups = Annotated[int, Field(ge=1, description="channel groups Lambda of PN and GN (at most the channels; 32 as GroupNorm's default)")]
+NormGroupChannels = Annotated[
+    int,
+    Field(
+        ge=1,
+        description="Lambda of PN and GN: channels per group (mfcl.md Sec. 2.2, Eq. 3); a layer of C channels has C / Lambda groups, "
+        "so Lambda must divide the width. Not given by the paper; 2 = GroupNorm's 32 groups at Table 5's 64 channels",
+    ),
+]
+EncodeBN = Annotated[
+    Literal["running", "batch"],
+    Field(
+        description="how a BN sensor encodes for the server and the evaluation: running (its FedAvg-averaged running statistics, "
+        "eval mode) or batch (each encoding batch's own statistics); PN and GN ignore it"
+    ),
+]
 SensorWidth = Annotated[int, Field(ge=1, description="channels of the sensor module (Table 5: 64)")]
 ClientLr = Annotated[float, Field(gt=0, description="phase 1 Adam learning rate on the clients (Appendix C.3: 1e-3)")]
 Drop = Annotated[float, Field(ge=0, lt=1, description="fraction of clients whose representations never reach the server in phase 2 (Figure 7's delta)")]
@@ -74,7 +103,37 @@ EvalFeatures = Annotated[
     Literal["projection", "backbone"],
     Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output"),
 ]
+MfclEvalFeatures = Annotated[
+    Literal["projection", "backbone", "sensor"],
+    Field(
+        description="features the linear evaluation reads: after the projection head (the paper), the discriminator's pooled output, "
+        "or the sensor's representations z before the discriminator (a control)"
+    ),
+]
 MinScale = Annotated[float, Field(gt=0, le=1, description="smallest area fraction of SimCLR's random resized crop")]
+
+
+def check_group_channels(field: str, width: int, norm: str, group_channels: int) -> None:
+    """ConfigError unless Lambda (``algorithm.norm_group_channels``) divides the ``width`` channels its PN or GN layers normalize."""
+    if norm in ("pn", "gn") and width % group_channels:
+        divisors = [d for d in range(1, width + 1) if width % d == 0]
+        raise ConfigError(
+            f"algorithm.norm_group_channels: Lambda = {group_channels} channels per group does not divide algorithm.{field} = {width} "
+            f"(mfcl.md Sec. 2.2: a layer of C channels has C / Lambda groups); accepted with this width: {', '.join(map(str, divisors))}"
+        )
+
+
+def encoding_mode(module: nn.Module, encode_bn: str) -> nn.Module:
+    """``module`` in eval mode, its BatchNorm layers in train mode (the batch's own statistics) if ``encode_bn == "batch"``.
+
+    Used under no_grad on a throwaway copy: BN's running statistics move in train mode but are never kept.
+    """
+    module.eval()
+    if encode_bn == "batch":
+        for layer in module.modules():
+            if isinstance(layer, nn.modules.batchnorm._BatchNorm):
+                layer.train()
+    return module
 
 
 def mfcl(
@@ -84,7 +143,7 @@ def mfcl(
     batch_size: int,
     device: torch.device = torch.device("cpu"),
     norm: SensorNorm = "pn",
-    norm_groups: NormGroups = 32,
+    norm_group_channels: NormGroupChannels = 2,
     sensor_width: SensorWidth = 64,
     lr: ClientLr = 1e-3,
     drop: Drop = 0.0,
@@ -94,7 +153,9 @@ def mfcl(
     temperature: Temperature = 0.5,
     disc_width: DiscWidth = 64,
     projection_dim: ProjectionDim = 128,
-    eval_features: EvalFeatures = "projection",
+    eval_features: MfclEvalFeatures = "projection",
+    linear_eval: LinearEval = "train-test",
+    encode_bn: EncodeBN = "running",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
     """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (mfcl.md).
@@ -106,10 +167,11 @@ def mfcl(
     if len(task.input_shape) != 3:
         raise ConfigError(f"algorithm.name: mfcl trains on images (C, H, W); the data gives {task.input_shape} (set encoder.name = 'none')")
     channels = task.input_shape[0]
+    check_group_channels("sensor_width", sensor_width, norm, norm_group_channels)
     to_unit = unit_images(task)
 
     def sensor() -> SensorModule:
-        return SensorModule(channels, sensor_width, norm, norm_groups)
+        return SensorModule(channels, sensor_width, norm, norm_group_channels)
 
     rep_channels = sensor_width
 
@@ -165,7 +227,7 @@ def mfcl(
         """Phase 2, client side: z_{i,j} = f(x~_{i,j}) for two fresh views of every image, sent once."""
         module = sensor()
         module.encoder.load_state_dict(with_prefix(message.arrays, ENCODER))
-        module.to(device).eval()
+        encoding_mode(module.to(device), encode_bn)
         images = to_unit(data["x"].to(device))
         view1, view2 = simclr_views(images, seed_from(info.generator("views")), min_scale=min_scale)
         z1, z2 = [], []
@@ -238,11 +300,15 @@ def mfcl(
         body, head = server_modules(state)
 
         def features(x: torch.Tensor) -> torch.Tensor:
-            h = body.embed(module.encoder(x))
+            encoding_mode(module, encode_bn)  # after linear_evaluate's eval(): BN as the clients encode
+            z = module.encoder(x)
+            if eval_features == "sensor":
+                return z
+            h = body.embed(z)
             return head(h) if eval_features == "projection" else h
 
         parts = nn.ModuleDict({"sensor": module, "disc": body, "proj": head})
-        metrics = linear_evaluate(features, parts, data, task, device)
+        metrics = linear_evaluate(features, parts, data, task, device, linear_eval)
         if "server.loss" in state:
             metrics["server_loss"] = float(state["server.loss"])
         return metrics
@@ -255,8 +321,9 @@ def mfcl(
         client_update=client_update,
         aggregate=aggregate,
         evaluate=evaluate,
+        evaluation_inputs=evaluation_inputs(linear_eval),
         stages=(
-            Stage("sensor", evaluate=False),
+            Stage("sensor", evaluate=eval_features == "sensor"),
             Stage("upload", rounds=1, fraction=1.0 - drop, evaluate=False),
             Stage("server", rounds=server_epochs, server_only=True),
         ),

@@ -48,7 +48,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.contrastive import sinkhorn
 from fedprior.algorithms.fedsimclr import Width
 from fedprior.algorithms.mfcl import EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays
 from fedprior.errors import ConfigError
@@ -151,6 +151,7 @@ def orchestra(
     lr: SgdLr = 0.003,
     global_iterations: GlobalIterations = 500,
     eval_features: EvalFeatures = "projection",
+    linear_eval: LinearEval = "train-test",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
     """Orchestra: clients learn to match global cluster assignments of their views, the server clusters their local centroids.
@@ -205,8 +206,14 @@ def orchestra(
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.load(state)
-        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device)
+        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device, linear_eval)
 
     return net.algorithm(
-        "orchestra", client_update, inputs=("x",), aggregate=aggregate, evaluate=evaluate, stages=(Stage("setup", rounds=1, evaluate=False), Stage("federated"))
+        "orchestra",
+        client_update,
+        inputs=("x",),
+        aggregate=aggregate,
+        evaluate=evaluate,
+        stages=(Stage("setup", rounds=1, evaluate=False), Stage("federated")),
+        evaluation_inputs=evaluation_inputs(linear_eval),
     )

@@ -43,6 +43,7 @@ from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.mfcl import mfcl
 from fedprior.algorithms.moon import moon
 from fedprior.algorithms.orchestra import orchestra
+from fedprior.algorithms.raw_pixels import raw_pixels
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
@@ -51,6 +52,17 @@ from fedprior.validation import CheckedModel, describe_validation_error
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
 
 DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
+
+
+RETIRED_FIELDS = {
+    "norm_groups": (
+        "algorithm.norm_groups was the number of channel groups of PN and GN; it is now algorithm.norm_group_channels, the paper's "
+        "Lambda = channels per group (mfcl.md Sec. 2.2, Eq. 3), and a layer of C channels has C / Lambda groups. The old default of "
+        "32 groups was Lambda = 2 at 64 channels but Lambda = 1 (InstanceNorm) at 16; replace norm_groups = G by norm_group_channels = "
+        "width / G (default 2)"
+    ),
+}
+"""Fields an algorithm no longer has -> what replaces them (a config or run directory that still names one fails with this)."""
 
 
 class Hyperparameters(CheckedModel):
@@ -81,6 +93,9 @@ class AlgorithmSpec:
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checked hyperparameters with defaults filled in; ConfigError naming the field otherwise."""
+        retired = [k for k in values if k in RETIRED_FIELDS and k not in self.hyperparameters()]
+        if retired:
+            raise ConfigError(" ".join(RETIRED_FIELDS[k] for k in retired))
         try:
             return self.config_model()(**values).model_dump()
         except ValidationError as error:
@@ -126,6 +141,7 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fedsimclr", fedsimclr),
         AlgorithmSpec("fedswav", fedswav),
         AlgorithmSpec("orchestra", orchestra),
+        AlgorithmSpec("raw-pixels", raw_pixels),
         AlgorithmSpec("moon", moon),
         AlgorithmSpec("feddb", feddb),
         AlgorithmSpec("fedavg-labeled", fedavg_labeled),

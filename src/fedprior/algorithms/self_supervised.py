@@ -8,7 +8,9 @@
   images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
   K samples with ``loss_fn(model, view1_batch, view2_batch)``.
 - :func:`frozen_features`: features of many images in large batches, under no_grad, on a device;
-  :func:`linear_evaluate`: their linear evaluation on the test set.
+  :func:`linear_evaluate`: their linear evaluation (``linear_eval``: the paper's dense layer trained
+  on the training pool's features and scored on the test set, or the 2-fold protocol on the
+  test set alone; :mod:`~fedprior.algorithms.linear_eval`).
 - :func:`two_view_fedavg`: an end-to-end self-supervised baseline (FedSimCLR, FedSwAV) is
   FedAvg whose clients run :func:`two_view_epochs` with its own loss.
 """
@@ -16,12 +18,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Annotated, Literal
 
 import torch
+from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.linear_eval import linear_evaluation
+from fedprior.algorithms.linear_eval import dense_evaluation, linear_evaluation
 from fedprior.algorithms.local_training import LossFn, train_epochs
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import model_arrays
@@ -29,6 +33,17 @@ from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.models.peer_norm import peer_views
 from fedprior.models.split import split
+
+TRAIN_FIELDS = ("x_train", "y_train")
+"""The evaluation-data fields of the labelled training pool (``Algorithm.evaluation_inputs``; the runtime adds them)."""
+
+LinearEval = Annotated[
+    Literal["train-test", "test-2fold"],
+    Field(
+        description="linear evaluation: train-test (the paper, mfcl.md Sec. 3: a dense layer trained on the training set's frozen features, "
+        "scored on the test set) or test-2fold (a logistic regression cross-fitted on two halves of the test set)"
+    ),
+]
 
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -69,18 +84,40 @@ def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.T
 
 
 def linear_evaluate(
-    features: Callable[[torch.Tensor], torch.Tensor], model: nn.Module, data: ClientData, task: Task, device: torch.device
+    features: Callable[[torch.Tensor], torch.Tensor],
+    model: nn.Module,
+    data: ClientData,
+    task: Task,
+    device: torch.device,
+    protocol: str = "train-test",
 ) -> dict[str, float | list[float]]:
-    """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` of the test images ([0, 1] in).
+    """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
 
-    ``model`` is put in eval mode and its Peer Normalization layers read one view per
-    image (PN with a single view is GN).
+    ``protocol = "train-test"`` (mfcl.md Sec. 3): a dense layer is trained on the features of the
+    training pool, ``data["x_train"]`` / ``data["y_train"]`` (:data:`TRAIN_FIELDS`, added by the
+    runtime for an algorithm whose ``evaluation_inputs`` name them), and scores ``data["x"]``;
+    ``"test-2fold"``: cross-fitted on the test set alone. ``model`` is put in eval mode and its
+    Peer Normalization layers read one view per image (PN with a single view is GN).
     """
+    if protocol == "train-test" and any(k not in data for k in TRAIN_FIELDS):
+        raise ValueError(
+            "linear_eval = 'train-test' trains its dense layer on the training pool: the evaluation data needs "
+            f"{', '.join(TRAIN_FIELDS)} beside x and y (build_experiment adds them for an algorithm whose evaluation_inputs "
+            "name them); or set linear_eval = 'test-2fold'"
+        )
     to_unit = unit_images(task)
     model.to(device).eval()
     with peer_views(model, 1):
-        encoded = frozen_features(lambda x: features(to_unit(x)), data["x"], device)
-    return linear_evaluation(encoded, data["y"], task.num_classes)
+        encoded = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x"], device)
+        if protocol == "test-2fold":
+            return linear_evaluation(encoded, data["y"], task.num_classes)
+        train = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x_train"], device)
+    return dense_evaluation(train, data["y_train"], encoded, data["y"], task.num_classes, device=device)
+
+
+def evaluation_inputs(protocol: str) -> tuple[str, ...]:
+    """The ``Algorithm.evaluation_inputs`` a linear-evaluation protocol needs."""
+    return TRAIN_FIELDS if protocol == "train-test" else ()
 
 
 def two_view_fedavg(
@@ -95,6 +132,7 @@ def two_view_fedavg(
     device: torch.device,
     eval_features: str,
     min_scale: float,
+    linear_eval: str = "train-test",
 ) -> Algorithm:
     """An end-to-end self-supervised FedAvg baseline: clients minimize ``loss_fn`` on two SimCLR views, the server averages.
 
@@ -124,6 +162,6 @@ def two_view_fedavg(
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.load(state)
-        return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device)
+        return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device, linear_eval)
 
-    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate)
+    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate).with_(evaluation_inputs=evaluation_inputs(linear_eval))

@@ -316,6 +316,27 @@ def hold_out(pool: np.ndarray, labels: np.ndarray, fraction: float, seed: int) -
     return np.setdiff1d(pool, validation), validation
 
 
+EVALUATION_FIELDS = {"x_train": "x", "y_train": "y"}
+"""Evaluation-data fields an algorithm may ask for (``Algorithm.evaluation_inputs``) -> the training tensor they come from."""
+
+
+def evaluation_data(algorithm: Algorithm, data: ClientData, train: dict[str, torch.Tensor], pool: np.ndarray) -> ClientData:
+    """``data`` (the test or validation set) plus the fields of the labelled training pool ``algorithm.evaluation_inputs`` names.
+
+    The pool is every training image the clients hold (after any validation hold-out);
+    the self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
+    """
+    unknown = [k for k in algorithm.evaluation_inputs if k not in EVALUATION_FIELDS]
+    if unknown:
+        raise ConfigError(f"algorithm '{algorithm.name}': unknown evaluation input(s) {', '.join(unknown)}; accepted: {', '.join(EVALUATION_FIELDS)}")
+    if not algorithm.evaluation_inputs:
+        return data
+    whole = pool.size == train["y"].shape[0] and bool((pool == np.arange(pool.size)).all())
+    rows = None if whole else torch.from_numpy(pool)
+    extra = {k: train[EVALUATION_FIELDS[k]] if rows is None else train[EVALUATION_FIELDS[k]][rows] for k in algorithm.evaluation_inputs}
+    return {**data, **extra}
+
+
 def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
     """``algorithm`` whose evaluation also reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
 
@@ -413,14 +434,15 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     algorithm = build_algorithm(config, task, device)
     workers = worker_processes(config, algorithm, feature_space=feature_space, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
     check_inputs(algorithm, partition, config)
+    train = {"x": train_x, "y": torch.from_numpy(dataset.train_labels)}
     if validation is not None:
-        algorithm = with_validation(algorithm, validation)
+        algorithm = with_validation(algorithm, evaluation_data(algorithm, validation, train, pool))
     return Experiment(
         name=name,
         config=config,
         dataset=dataset,
-        train={"x": train_x, "y": torch.from_numpy(dataset.train_labels)},
-        test={"x": test_x, "y": torch.from_numpy(dataset.test_labels)},
+        train=train,
+        test=evaluation_data(algorithm, {"x": test_x, "y": torch.from_numpy(dataset.test_labels)}, train, pool),
         pool=pool,
         partition=partition,
         task=task,

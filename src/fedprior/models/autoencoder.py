@@ -18,6 +18,12 @@ stride 1, which would leave the reconstruction at half the input's side after th
 pool; layer 5 here has stride 2 (sized to the input with ``output_size``), so the
 decoder undoes the pooling and the reconstruction matches the input.
 
+Groups: PN and GN group ``group_channels`` channels (Lambda, Sec. 2.2) in every layer, so
+the ``w``-channel layers 2, 4 and 6 have w / Lambda groups (``w`` must be a multiple of
+Lambda). Layer 8 has the image's channels (1 or 3), which a Lambda of 2 or more need not
+divide (Table 5's 3 channels accept no group of 2): there Lambda is used if it divides
+them, otherwise the layer's channels form one group (Lambda <= C, as Sec. 2.2 requires).
+
 With PN, a training batch is view-major pairs ``[view 1 of K samples; view 2 of the same
 K]``; single images are encoded under ``peer_views(model, 1)`` (see :meth:`encode`).
 """
@@ -32,26 +38,30 @@ from fedprior.models.peer_norm import peer_views
 
 
 class SensorModule(nn.Module):
-    """Table 5's autoencoder: ``encoder`` (images -> representations) and ``decoder`` (-> reconstruction logits)."""
+    """Table 5's autoencoder: ``encoder`` (images -> representations) and ``decoder`` (-> reconstruction logits).
 
-    def __init__(self, in_channels: int, width: int = 64, norm: str = "pn", groups: int = 32) -> None:
+    ``group_channels`` is Lambda of PN and GN (ignored by ``bn`` and ``none``).
+    """
+
+    def __init__(self, in_channels: int, width: int = 64, norm: str = "pn", group_channels: int = 2) -> None:
         super().__init__()
         self.in_channels, self.width = in_channels, width
+        image_group = group_channels if in_channels % group_channels == 0 else in_channels  # layer 8: see the module docstring
         self.encoder = nn.Sequential(
             nn.Conv2d(in_channels, width, 3, 1, 1),
-            norm2d(norm, width, groups),
+            norm2d(norm, width, group_channels=group_channels),
             nn.ReLU(),
             nn.MaxPool2d(2, 2),
             nn.Conv2d(width, width, 3, 1, 1),
-            norm2d(norm, width, groups),
+            norm2d(norm, width, group_channels=group_channels),
             nn.ReLU(),
         )
         self.up = nn.ConvTranspose2d(width, width, 3, 2, 1)
         self.decoder = nn.Sequential(
-            norm2d(norm, width, groups),
+            norm2d(norm, width, group_channels=group_channels),
             nn.ReLU(),
             nn.ConvTranspose2d(width, in_channels, 3, 1, 1),
-            norm2d(norm, in_channels, groups),
+            norm2d(norm, in_channels, group_channels=image_group),
             nn.ReLU(),
             nn.Conv2d(in_channels, in_channels, 3, 1, 1),
         )

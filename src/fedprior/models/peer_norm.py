@@ -17,6 +17,13 @@ spatial positions and, for PN, both views; a small constant is added under the r
 for numerical safety. With identical views PN equals GN, and with ``views = 1`` it
 *is* GN; that is how a single image (a test image, no pair) is normalized
 (:func:`peer_views`).
+
+Lambda is the number of channels in a group (Sec. 2.2: "a group of Lambda <= C
+channels"; Eq. 3 divides by 2 Lambda), so a layer of C channels has C / Lambda groups
+(:func:`groups_of`). Lambda = C pools every channel and pixel of the two views (a
+LayerNorm over the pair); Lambda = 1 pools one channel's pixels over the two views (an
+InstanceNorm over the pair). The layer takes the group *count*, as torch's GroupNorm
+does, and refuses one that does not divide its channels.
 """
 
 from __future__ import annotations
@@ -29,24 +36,39 @@ from torch import nn
 
 
 def group_count(channels: int, groups: int) -> int:
-    """min(groups, channels), lowered until it divides ``channels`` (the rule GroupNorm layers use here)."""
+    """min(groups, channels), lowered until it divides ``channels``: the group *count* rule of the GroupNorm layers of
+    the networks that take a count (ConvNet, ResNet, WRN for FedRGD); MFCL's PN and GN take Lambda instead (:func:`groups_of`)."""
     g = max(1, min(groups, channels))
     while channels % g:
         g -= 1
     return g
 
 
+def groups_of(channels: int, group_channels: int) -> int:
+    """C / Lambda: the number of groups of ``group_channels`` (Lambda, mfcl.md Sec. 2.2, Eq. 3) channels in a layer of ``channels``.
+
+    ValueError when Lambda is not a divisor of C (the message lists the divisors).
+    """
+    if group_channels < 1 or channels % group_channels:
+        divisors = [d for d in range(1, channels + 1) if channels % d == 0]
+        raise ValueError(f"{channels} channels cannot be split into groups of {group_channels} channels (Lambda); accepted: {', '.join(map(str, divisors))}")
+    return channels // group_channels
+
+
 class PeerNorm(nn.Module):
-    """PN over ``channels`` in groups; the batch is ``views`` blocks of K rows each (view-major, Eq. 3-4).
+    """PN over ``channels`` in ``groups`` groups of channels / groups (= Lambda) each; the batch is ``views`` blocks of K rows
+    each (view-major, Eq. 3-4).
 
     ``views`` is an attribute, not state: 2 while training on contrastive pairs, 1 for
     single images (then PN is GN). Use :func:`peer_views` to change it for a block of code.
     """
 
-    def __init__(self, channels: int, groups: int = 32, eps: float = 1e-5, views: int = 2) -> None:
+    def __init__(self, channels: int, groups: int, eps: float = 1e-5, views: int = 2) -> None:
         super().__init__()
+        if groups < 1 or channels % groups:
+            raise ValueError(f"PeerNorm: {groups} groups do not divide {channels} channels")
         self.channels = channels
-        self.groups = group_count(channels, groups)
+        self.groups = groups
         self.eps = eps
         self.views = views
         self.weight = nn.Parameter(torch.ones(channels))  # eps_1 of Eq. 4
@@ -66,7 +88,7 @@ class PeerNorm(nn.Module):
         return out * self.weight.view(shape) + self.bias.view(shape)
 
     def extra_repr(self) -> str:
-        return f"{self.channels}, groups={self.groups}, views={self.views}"
+        return f"{self.channels}, groups={self.groups} (Lambda={self.channels // self.groups}), views={self.views}"
 
 
 @contextmanager

@@ -14,12 +14,23 @@ M = 100 clients and the fraction of classes each client holds (W / 100 -> W' / 1
 least one class), one column per distinct W'.
 
 Every table carries the paper's claims it tests (``claims``, quoting mfcl.md 5 and
-Appendix D) and, for accuracy, one control: trained MFCL(PN) and trained FedSimCLR both at
-least 5 points above the same networks untrained (a linear evaluation that scores random
-features as well as trained ones cannot rank methods). The untrained rows are the same
-presets with no training: ``federation.rounds=0`` (and ``algorithm.server_epochs=0`` for
-MFCL), scored by the same linear evaluation. Issue 18 may replace them (and the linear
-evaluation) with its own controls. Table 8 counts bits sent, which no control bounds.
+Appendix D) and, for accuracy, control rows and two controls (issue 18). Every
+self-supervised row is scored by the paper's linear evaluation (mfcl.md Sec. 3: a dense
+layer trained on the training pool's frozen features, scored on the test set;
+``algorithm.linear_eval = "train-test"``). The control rows, scored the same way:
+
+- the same networks untrained (``<row> untrained``): the presets with no training,
+  ``federation.rounds=0`` (and ``algorithm.server_epochs=0`` for MFCL), for MFCL with each
+  norm and for FedSimCLR;
+- ``raw pixels``: the linear evaluation of the pixels themselves (``raw-pixels``);
+- ``MFCL(PN) sensor`` and ``MFCL(PN) sensor untrained``: the sensor module's
+  representations before any discriminator (``algorithm.eval_features = "sensor"``,
+  phase 2 skipped), trained in phase 1 or not;
+- supervised FedAvg with labels (a row of Tables 2-3 already; added to Table 7).
+
+The controls: trained MFCL(PN) and trained FedSimCLR both at least 5 points above the same
+networks untrained (a linear evaluation that scores random features as well as trained ones
+cannot rank methods). Table 8 counts bits sent, which no control bounds.
 """
 
 from __future__ import annotations
@@ -50,6 +61,9 @@ MFCL_PN = Row("MFCL(PN)", "mfcl", real=FULL_MFCL)
 PAPER_ROWS_2_3 = (FEDAVG, FEDPROX, MOON, FEDSWAV, FEDSIMCLR, ORCHESTRA, MFCL_BN, MFCL_GN, MFCL_PN)
 UNTRAINED = ("federation.rounds=0",)
 UNTRAINED_MFCL = ("federation.rounds=0", "algorithm.server_epochs=0")
+RAW_PIXELS = Row("raw pixels", "mfcl-pixels")
+SENSOR = ("algorithm.eval_features=sensor", "algorithm.server_epochs=0", "federation.evaluate_every=1000")
+"""MFCL's sensor representations z, flattened, before any discriminator: evaluated once, after phase 1."""
 
 
 def untrained(row: Row, label: str | None = None) -> Row:
@@ -67,7 +81,23 @@ def trained_above_untrained(mfcl: Row, simclr: Row) -> tuple[Control, ...]:
     )
 
 
-ROWS_2_3 = (*PAPER_ROWS_2_3, untrained(MFCL_PN), untrained(FEDSIMCLR))
+def control_rows(mfcl: Row, others: tuple[Row, ...], sensor_label: str = "MFCL(PN) sensor") -> tuple[Row, ...]:
+    """The control rows beside a table's paper rows: ``mfcl`` (PN) and ``others`` untrained, raw pixels, the sensor's representations.
+
+    The sensor rows are embedded only: at the paper's size z has 64 x 16 x 16 = 16,384 numbers per
+    image, 3.3 GB of float32 features for CIFAR-10's 50,000 training images.
+    """
+    sensor = Row(sensor_label, mfcl.preset, (*mfcl.overrides, *SENSOR), paper_setting=False)
+    return (
+        untrained(mfcl),
+        *(untrained(row) for row in others),
+        RAW_PIXELS,
+        sensor,
+        Row(f"{sensor_label} untrained", mfcl.preset, (*sensor.overrides, "federation.rounds=0"), paper_setting=False),
+    )
+
+
+ROWS_2_3 = (*PAPER_ROWS_2_3, *control_rows(MFCL_PN, (FEDSIMCLR, MFCL_BN, MFCL_GN)))
 CONTROLS_2_3 = trained_above_untrained(MFCL_PN, FEDSIMCLR)
 
 
@@ -212,6 +242,13 @@ TABLE3 = PaperTable(
             source="5: 'the proposed MFCL scheme with PN outperforms that with GN or BN' (Table 3, Sc11: 43 vs 2)",
         ),
         Claim(
+            "MFCL(PN) > MFCL(GN) (Sc11)",
+            better="MFCL(PN)",
+            worse="MFCL(GN)",
+            column="CIFAR-100 Sc11",
+            source="5, as above (Table 3, Sc11: 43 vs 40)",
+        ),
+        Claim(
             "FedAvg > MFCL(PN) (Sc110)",
             better="FedAvg",
             worse="MFCL(PN)",
@@ -230,7 +267,11 @@ _T7_PAPER_ROWS = (
     Row("FedSimCLR (PN)", "fedsimclr-pn", real=FULL_SSL),
     Row("MFCL (PN)", "mfcl", real=FULL_MFCL),
 )
-_T7_ROWS = (*_T7_PAPER_ROWS, untrained(_T7_PAPER_ROWS[5]), untrained(_T7_PAPER_ROWS[0]))
+_T7_ROWS = (
+    *_T7_PAPER_ROWS,
+    *control_rows(_T7_PAPER_ROWS[5], (_T7_PAPER_ROWS[0], _T7_PAPER_ROWS[4]), sensor_label="MFCL (PN) sensor"),
+    Row("FedAvg (supervised)", "mfcl-fedavg", real=FULL_SUPERVISED),
+)
 _T7_COLUMNS = (scenario(2), scenario(10))
 
 TABLE7 = PaperTable(
@@ -271,6 +312,40 @@ TABLE7 = PaperTable(
             worse="FedSimCLR (PN)",
             column="CIFAR-10 Sc10",
             source="D, as above (Sc10: 85 vs 84)",
+        ),
+        Claim(
+            "FedSimCLR (PN) > FedSimCLR (BN) (Sc10)",
+            better="FedSimCLR (PN)",
+            worse="FedSimCLR (BN)",
+            column="CIFAR-10 Sc10",
+            source="D: 'PN improves the performance even in the FedSimCLR framework' (Sc10: 84 vs 82)",
+        ),
+        *(
+            Claim(
+                f"FedSimCLR (PN) > FedSimCLR (GN) ({sc})",
+                better="FedSimCLR (PN)",
+                worse="FedSimCLR (GN)",
+                column=f"CIFAR-10 {sc}",
+                source=f"D: 'PN improves the performance even in the FedSimCLR framework' (Table 7, {sc}: {numbers})",
+            )
+            for sc, numbers in (("Sc2", "75 vs 74"), ("Sc10", "84 vs 82"))
+        ),
+        Claim(
+            "MFCL (PN) > MFCL (GN) (Sc2)",
+            better="MFCL (PN)",
+            worse="MFCL (GN)",
+            column="CIFAR-10 Sc2",
+            source="D: PN improves the performance 'as well as in our proposed MFCL framework' (Table 7, Sc2: 84 vs 79)",
+        ),
+        *(
+            Claim(
+                f"MFCL (PN) > FedSimCLR (BN) ({sc})",
+                better="MFCL (PN)",
+                worse="FedSimCLR (BN)",
+                column=f"CIFAR-10 {sc}",
+                source=f"D: 'our proposed MFCL with PN always outperforms FedSimCLR' (Table 7, {sc}: {numbers})",
+            )
+            for sc, numbers in (("Sc2", "84 vs 73"), ("Sc10", "85 vs 82"))
         ),
     ),
     controls=trained_above_untrained(_T7_PAPER_ROWS[5], _T7_PAPER_ROWS[0]),

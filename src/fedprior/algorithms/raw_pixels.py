@@ -1,0 +1,45 @@
+"""Raw pixels: the linear evaluation of the images themselves, nothing trained (a control of mfcl.md Tables 2, 3 and 7).
+
+A self-supervised method earns its number only if its features beat what a linear
+classifier reaches on the pixels alone (DESIGN.md, "Reproducing a paper": "an untrained
+network and raw pixels"). This algorithm has no rounds and no clients: its only
+evaluation scores the flattened [0, 1] pixels by the same linear evaluation as MFCL and
+its baselines (``linear_eval``, :mod:`fedprior.algorithms.linear_eval`; features
+standardized with the training pool's statistics).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, RoundInfo, State, Task
+from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate
+from fedprior.errors import ConfigError
+
+
+def raw_pixels(task: Task, *, device: torch.device = torch.device("cpu"), linear_eval: LinearEval = "train-test") -> Algorithm:
+    """Raw pixels: the linear evaluation of the flattened [0, 1] pixels, nothing trained (a control of mfcl.md Tables 2, 3, 7)."""
+    if len(task.input_shape) != 3:
+        raise ConfigError(f"algorithm.name: raw-pixels reads images (C, H, W); the data gives {task.input_shape} (set encoder.name = 'none')")
+
+    def init(info: RoundInfo) -> State:
+        return {}
+
+    def unused(*args):
+        raise RuntimeError("raw-pixels has no rounds")
+
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        return linear_evaluate(lambda x: x, nn.Identity(), data, task, device, linear_eval)
+
+    return Algorithm(
+        name="raw-pixels",
+        inputs=(),
+        init=init,
+        broadcast=lambda state, info: Broadcast({}),
+        client_update=unused,
+        aggregate=unused,
+        evaluate=evaluate,
+        stages=(),
+        evaluation_inputs=evaluation_inputs(linear_eval),
+    )
