@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -148,6 +149,71 @@ def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
     assert float(mixup_loss(0.75, 0.0)(ctx, 0)) == 0.0
     ctx.mask = torch.zeros(5, dtype=torch.bool)
     assert float(mixup_loss(0.75, 1.0)(ctx, 0)) == 0.0
+
+
+# ---------------------------------------------------------------- the code's options: unlabeled mean, fallback
+
+
+class ConstantLogits(torch.nn.Module):
+    """A model whose logits ignore the image (so augmentations do not matter)."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = torch.nn.Parameter(logits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("mean, divisor", [("all", 5), ("confident", 2)])
+def test_unlabeled_loss_sums_over_confident_images_and_divides_per_unlabeled_mean(mean, divisor):
+    from fedprior.algorithms.semi_supervised import Context, SemiSupervised, Training
+    from fedprior.algorithms.supervised import GlobalModel
+    from fedprior.data.augment.fixmatch import FixMatchAugment
+
+    # softmax(0, 0, ln 2) = (1/4, 1/4, 1/2): CE(label 2) = ln 2, CE(label 0) = ln 4; 2 of 5 images confident.
+    model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(2.0)]))
+    training = Training(epochs=1, unlabeled_mean=mean)
+    x = torch.zeros(5, 1, 8, 8)
+    ctx = Context(
+        model,
+        None,
+        {},
+        INFO.for_client(0),
+        training,
+        FixMatchAugment((0.5,), (0.25,), flip=False),
+        torch.Generator().manual_seed(0),
+        torch.device("cpu"),
+        x[:0],
+        torch.zeros(0, dtype=torch.long),
+        x,
+        labels=torch.tensor([2, 1, 0, 1, 1]),
+        mask=torch.tensor([True, False, True, False, False]),
+    )
+    semi = SemiSupervised(TASK, GlobalModel(lambda: model), training)
+    assert float(semi._unlabeled_loss(ctx).detach()) == pytest.approx(3 * math.log(2.0) / divisor, rel=1e-6)
+    ctx.mask = torch.zeros(5, dtype=torch.bool)
+    assert float(semi._unlabeled_loss(ctx)) == 0.0
+
+
+@pytest.mark.parametrize(
+    "threshold, fallback, steps, labeled_only",
+    [
+        (1.0, 5, 2 * 3, 1.0),  # nothing passes tau: E = 2 epochs of ceil(12 / 5) = 3 mini-batches
+        (1.0, 0, 2, None),  # the paper's loop: E full-batch steps with L_u = 0
+        (0.34, 5, 2, 0.0),  # images pass tau: the usual E full-batch steps
+    ],
+)
+def test_labeled_only_fallback_when_nothing_passes_tau(threshold, fallback, steps, labeled_only):
+    # Adam counts its steps; the client keeps that count in its State.
+    algorithm = build("fixmatch", threshold=threshold, fallback_batch_size=fallback, optimizer="adam")
+    reply, state = one_update(algorithm, client_data(labeled=12))
+    assert (reply.metrics["pl_confident"] == 0) == (threshold == 1.0)
+    counts = {int(v) for k, v in state.items() if k.endswith(":step")}
+    assert counts == {steps}
+    assert reply.metrics.get("labeled_only") == labeled_only
+    if labeled_only == 1.0:
+        assert reply.metrics["loss_unlabeled"] == 0.0 and reply.metrics["loss_labeled"] > 0
 
 
 # ---------------------------------------------------------------- FedMatch

@@ -72,9 +72,21 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "unlabeled_mean": (
         Annotated[
             Literal["all", "confident"],
-            Field(description="the unlabeled loss is averaged over all unlabeled images (Eq. 4, FixMatch) or over the confident ones only (the code)"),
+            Field(
+                description="the unlabeled loss (Eq. 4) is summed over the confident images and divided by the number of all unlabeled images ('all', the paper and FixMatch) or of the confident ones ('confident', the code)"
+            ),
         ],
         "all",
+    ),
+    "fallback_batch_size": (
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                description="when no unlabeled image passes tau: 0 = the usual E full-batch steps with L_u = 0 (Eq. 6, the paper); B > 0 = E epochs of shuffled labeled-only mini-batches of B images (the code: 64)",
+            ),
+        ],
+        0,
     ),
     "appu_subset": (
         Annotated[
@@ -120,7 +132,7 @@ SUPERVISED = (
 )
 """What an algorithm trained on the labeled data alone uses."""
 
-SEMI_SUPERVISED = (*SUPERVISED, "threshold", "unlabeled_weight", "unlabeled_mean", "appu_subset", "appu_gamma", "diagnostics")
+SEMI_SUPERVISED = (*SUPERVISED, "threshold", "unlabeled_weight", "unlabeled_mean", "fallback_batch_size", "appu_subset", "appu_gamma", "diagnostics")
 """What a pseudo-labeling algorithm uses."""
 
 
