@@ -158,7 +158,10 @@ class Method:
     """The steps a semi-supervised algorithm may change; the defaults are FixMatch within FedAvg.
 
     - ``start(ctx)``: after the model is loaded (FedMatch: build the helper models);
+    - ``lr_scale(ctx) -> float``: multiplies the round's learning rate (FedMatch: its plateau decay);
     - ``pseudo_labels(ctx) -> (labels, mask)``: after APP-U (FedMatch: agreement with helpers);
+    - ``train(ctx, optimizer, parameters) -> metrics``: the local training, instead of the shared
+      full-batch steps (FedMatch: its code's mini-batches with per-batch pseudo-labels);
     - ``extra_loss(ctx, epoch) -> tensor``: added to lambda L_u each epoch (SemiFL: MixUp; FedMatch: consistency);
     - ``backward(ctx, loss_s, loss_u)``: how the losses reach the parameters (FedMatch: disjoint);
     - ``finish(ctx) -> (reply arrays, client state)``: extra uploads and state (FedMatch: its embedding);
@@ -167,7 +170,9 @@ class Method:
     """
 
     start: Callable[[Context], None] | None = None
+    lr_scale: Callable[[Context], float] | None = None
     pseudo_labels: Callable[[Context], tuple[torch.Tensor, torch.Tensor]] = default_pseudo_labels
+    train: Callable[[Context, torch.optim.Optimizer, list[nn.Parameter]], dict[str, float]] | None = None
     extra_loss: Callable[[Context, int], torch.Tensor] | None = None
     backward: Callable[[Context, torch.Tensor, torch.Tensor], None] = plain_backward
     finish: Callable[[Context], tuple[dict[str, torch.Tensor], State]] | None = None
@@ -305,12 +310,12 @@ class SemiSupervised:
         metrics: dict[str, float] = {}
         if t.use_unlabeled:
             metrics.update(self._label(ctx, data.get("y_unlabeled")))
-        lr = t.lr_at(info.round)
+        lr = t.lr_at(info.round) * (self.method.lr_scale(ctx) if self.method.lr_scale is not None else 1.0)
         parameters = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(parameters, t, lr)
         if t.keep_optimizer_state:
             load_optimizer_state(optimizer, model, state)
-        metrics.update(self._train(ctx, optimizer, parameters))
+        metrics.update((self.method.train or self._train)(ctx, optimizer, parameters))
         arrays = model_arrays(model)
         arrays = {k: v.cpu() for k, v in arrays.items()}
         new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
