@@ -95,7 +95,10 @@ L1Threshold = Annotated[
 ]
 DeltaThreshold = Annotated[
     float,
-    Field(ge=0, description="entries of sigma and psi that moved by no more than this are reset to the received value before the upload (FedMatch's code: delta_thres = 5e-5); 0 = off"),
+    Field(
+        ge=0,
+        description="entries of sigma and psi that moved by no more than this are reset to the received value before the upload (FedMatch's code: delta_thres = 5e-5); 0 = off",
+    ),
 ]
 LabeledBatchSize = Annotated[
     int,
@@ -105,7 +108,8 @@ LabeledBatchSize = Annotated[
     ),
 ]
 LrPatience = Annotated[
-    int, Field(ge=0, description="a client's lr is divided by lr_factor after this many of its rounds without a lower labeled loss (FedMatch's code: 5); 0 = off")
+    int,
+    Field(ge=0, description="a client's lr is divided by lr_factor after this many of its rounds without a lower labeled loss (FedMatch's code: 5); 0 = off"),
 ]
 LrFactor = Annotated[float, Field(gt=1, description="the divisor of that decay (FedMatch's code: 3)")]
 

@@ -73,7 +73,7 @@ def unlabeled_batch_loss(ctx: Context, x: torch.Tensor, consistency: float, l1: 
     return loss, confident
 
 
-def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[nn.Parameter], clip: float) -> None:
+def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[torch.Tensor], clip: float) -> None:
     """One optimizer step moving only ``parameters`` (the others get no gradient, so SGD leaves them)."""
     optimizer.zero_grad(set_to_none=True)
     grads = torch.autograd.grad(loss, parameters, allow_unused=True)
