@@ -39,7 +39,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         "bn-batch",
     ),
     "width": (Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")], 32),
-    "optimizer": (Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1) or 'adam' (FedMatch's code)")], "sgd"),
+    "optimizer": (Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1; FedMatch's code too) or 'adam'")], "sgd"),
     "lr": (Annotated[float, Field(gt=0, description="local learning rate eta (feddb.txt 5.1: 0.03)")], 0.03),
     "momentum": (Annotated[float, Field(ge=0, lt=1, description="SGD momentum (feddb.txt 5.1: 0.9)")], 0.9),
     "weight_decay": (Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")], 5e-4),
