@@ -50,7 +50,9 @@ decomposed (the code's ResNet-9 has only bias-free convolution and dense kernels
 normalization layers); the communication savings of sparse psi are not counted (uploads
 are dense); the server-to-client thresholding (``cal_s2c``) is left out because the code
 overwrites its effect with ``set_weights`` right after; the strong view is FixMatch's
-RandAugment; and the three listed in :mod:`fedprior.algorithms.fedmatch_local`.
+RandAugment; with E > 1 local epochs the upload cut and the lr decay act once per round
+(the code: after every epoch, and it runs one per round); and the three listed in
+:mod:`fedprior.algorithms.fedmatch_local`.
 ``dpl = true`` gives FedMatch-FedDPL: every prediction (own and helpers') is debiased by
 the client's APP-U (Eq. 14) before the threshold and the vote.
 """
