@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -150,6 +151,71 @@ def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
     assert float(mixup_loss(0.75, 1.0)(ctx, 0)) == 0.0
 
 
+# ---------------------------------------------------------------- the code's options: unlabeled mean, fallback
+
+
+class ConstantLogits(torch.nn.Module):
+    """A model whose logits ignore the image (so augmentations do not matter)."""
+
+    def __init__(self, logits: torch.Tensor) -> None:
+        super().__init__()
+        self.logits = torch.nn.Parameter(logits)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.logits.expand(x.shape[0], -1)
+
+
+@pytest.mark.parametrize("mean, divisor", [("all", 5), ("confident", 2)])
+def test_unlabeled_loss_sums_over_confident_images_and_divides_per_unlabeled_mean(mean, divisor):
+    from fedprior.algorithms.semi_supervised import Context, SemiSupervised, Training
+    from fedprior.algorithms.supervised import GlobalModel
+    from fedprior.data.augment.fixmatch import FixMatchAugment
+
+    # softmax(0, 0, ln 2) = (1/4, 1/4, 1/2): CE(label 2) = ln 2, CE(label 0) = ln 4; 2 of 5 images confident.
+    model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(2.0)]))
+    training = Training(epochs=1, unlabeled_mean=mean)
+    x = torch.zeros(5, 1, 8, 8)
+    ctx = Context(
+        model,
+        None,
+        {},
+        INFO.for_client(0),
+        training,
+        FixMatchAugment((0.5,), (0.25,), flip=False),
+        torch.Generator().manual_seed(0),
+        torch.device("cpu"),
+        x[:0],
+        torch.zeros(0, dtype=torch.long),
+        x,
+        labels=torch.tensor([2, 1, 0, 1, 1]),
+        mask=torch.tensor([True, False, True, False, False]),
+    )
+    semi = SemiSupervised(TASK, GlobalModel(lambda: model), training)
+    assert float(semi._unlabeled_loss(ctx).detach()) == pytest.approx(3 * math.log(2.0) / divisor, rel=1e-6)
+    ctx.mask = torch.zeros(5, dtype=torch.bool)
+    assert float(semi._unlabeled_loss(ctx)) == 0.0
+
+
+@pytest.mark.parametrize(
+    "threshold, fallback, steps, labeled_only",
+    [
+        (1.0, 5, 2 * 3, 1.0),  # nothing passes tau: E = 2 epochs of ceil(12 / 5) = 3 mini-batches
+        (1.0, 0, 2, None),  # the paper's loop: E full-batch steps with L_u = 0
+        (0.34, 5, 2, 0.0),  # images pass tau: the usual E full-batch steps
+    ],
+)
+def test_labeled_only_fallback_when_nothing_passes_tau(threshold, fallback, steps, labeled_only):
+    # Adam counts its steps; the client keeps that count in its State.
+    algorithm = build("fixmatch", threshold=threshold, fallback_batch_size=fallback, optimizer="adam")
+    reply, state = one_update(algorithm, client_data(labeled=12))
+    assert (reply.metrics["pl_confident"] == 0) == (threshold == 1.0)
+    counts = {int(v) for k, v in state.items() if k.endswith(":step")}
+    assert counts == {steps}
+    assert reply.metrics.get("labeled_only") == labeled_only
+    if labeled_only == 1.0:
+        assert reply.metrics["loss_unlabeled"] == 0.0 and reply.metrics["loss_labeled"] > 0
+
+
 # ---------------------------------------------------------------- FedMatch
 
 
@@ -265,6 +331,125 @@ def test_fedmatch_sends_helpers_every_interval_and_clients_pick_the_nearest():
     ctx.info = RoundInfo(0, "federated", 2).for_client(0)
     choose_helpers(1)(ctx)
     assert len(ctx.extra["helpers"]) == 1  # its own entry is skipped, another one is taken
+
+
+def test_fedmatch_weights_the_supervised_loss_on_sigma_by_lambda_s():
+    from fedprior.algorithms.fedmatch import disjoint
+    from fedprior.algorithms.semi_supervised import Context, Training
+    from fedprior.models.decomposed import decompose, sigma_psi_pairs
+
+    torch.manual_seed(0)
+    model = decompose(torch.nn.Linear(4, 3))
+    x, y = torch.randn(6, 4), torch.tensor([0, 1, 2, 0, 1, 2])
+    ctx = Context(model, None, {}, INFO.for_client(0), Training(epochs=1), None, None, torch.device("cpu"), x, y, x)
+    grads = []
+    for weight in (1.0, 10.0):
+        disjoint(weight)(ctx, torch.nn.functional.cross_entropy(model(x), y), torch.zeros(()))
+        grads.append([s.grad.clone() for s, _ in sigma_psi_pairs(model)])
+        assert all(p.grad is None for _, p in sigma_psi_pairs(model))
+    assert all(torch.allclose(10 * a, b) for a, b in zip(*grads, strict=True))
+
+
+def test_psi_starts_at_a_fraction_of_sigma_and_is_hard_thresholded_at_inference():
+    from fedprior.models.decomposed import decompose, sigma_psi_pairs
+
+    torch.manual_seed(0)
+    plain = torch.nn.Linear(4, 3)
+    model = decompose(copy.deepcopy(plain), psi_factor=0.2, threshold=0.05)
+    for sigma, psi in sigma_psi_pairs(model):
+        assert torch.allclose(psi, 0.2 * sigma)
+    x = torch.randn(5, 4)
+    assert torch.allclose(model(x), 1.2 * plain(x), atol=1e-6)  # theta = 1.2 x the initialization (the code's nets.py)
+    # psi = (0.04, 0.06) on a 2-weight layer: training sees both, inference only the one above 0.05.
+    layer = decompose(torch.nn.Linear(2, 1, bias=False), threshold=0.05)
+    with torch.no_grad():
+        layer.parametrizations.weight.original.copy_(torch.tensor([[1.0, 1.0]]))
+        layer.parametrizations.weight[0].psi.copy_(torch.tensor([[0.04, 0.06]]))
+    ones = torch.ones(1, 2)
+    assert float(layer(ones).detach()) == pytest.approx(2.10)
+    assert float(layer.eval()(ones).detach()) == pytest.approx(2.06)
+
+
+def test_fedmatch_upload_resets_entries_that_barely_moved():
+    from fedprior.algorithms.fedmatch import cut_upload
+
+    received = {"w.original": torch.tensor([1.0, 1.0, 1.0]), "w.psi": torch.tensor([0.0, 0.5, 0.5]), "bn.other": torch.tensor([3.0])}
+    trained = {"w.original": torch.tensor([1.00004, 1.0002, 0.9]), "w.psi": torch.tensor([3e-6, 0.50004, 0.6]), "bn.other": torch.tensor([4.0])}
+    out = cut_upload(trained, received, l1_threshold=5e-6, delta=5e-5)
+    assert out.keys() == {"w.original", "w.psi"}
+    assert out["w.original"].tolist() == pytest.approx([1.0, 1.0002, 0.9])  # a move of 4e-5 is reset, 2e-4 kept
+    # psi 3e-6 is below l1_threshold: sparsified to 0, no move from 0, reset; 0.5 -> 0.50004 reset; 0.6 kept.
+    assert out["w.psi"].tolist() == pytest.approx([0.0, 0.5, 0.6])
+
+
+def test_fedmatch_lr_decays_after_patience_epochs_without_improvement():
+    from fedprior.algorithms.fedmatch import adaptive_lr_decay
+
+    best, wait, scale = math.inf, 2, 1.0
+    trace = []
+    for loss in (1.0, 0.9, 0.95, 0.92, 0.91, 0.8, 0.85, 0.85):
+        best, wait, scale = adaptive_lr_decay(loss, best, wait, scale, patience=2, factor=3.0)
+        trace.append((best, wait, scale))
+    assert trace[1] == (0.9, 2, 1.0)
+    assert trace[2] == (0.9, 1, 1.0) and trace[3] == (0.9, 2, pytest.approx(1 / 3))  # 2 epochs without a lower loss
+    assert trace[4] == (0.9, 1, pytest.approx(1 / 3)) and trace[5] == (0.8, 2, pytest.approx(1 / 3))
+    assert trace[7] == (0.8, 2, pytest.approx(1 / 9))
+
+
+def test_fedmatch_batches_and_the_unlabeled_loss_of_one_batch():
+    from fedprior.algorithms.fedmatch_local import batch_plan, unlabeled_batch_loss, vote
+    from fedprior.algorithms.semi_supervised import Context, Training
+    from fedprior.data.augment.fixmatch import FixMatchAugment
+
+    assert batch_plan(16, 40, 10) == (2, 20) and batch_plan(14, 40, 10) == (1, 40) and batch_plan(3, 7, 10) == (1, 7)
+    own = torch.tensor([[0.1, 0.8, 0.1]])
+    assert vote(own, [torch.tensor([[0.0, 0.0, 1.0]]), torch.tensor([[0.0, 0.0, 1.0]])]).tolist() == [2]
+    assert vote(own, [torch.tensor([[0.0, 0.0, 1.0]])]).tolist() == [1]  # a tie goes to the lower class
+
+    # Local prediction softmax(0, 0, ln 8) = (0.1, 0.1, 0.8) on every image: all 4 pass 0.75, label 2, CE = -ln 0.8.
+    model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(8.0)]))
+    x = torch.zeros(4, 1, 8, 8)
+    training = Training(epochs=1, threshold=0.75, unlabeled_weight=0.01, unlabeled_mean="confident")
+    ctx = Context(
+        model,
+        None,
+        {},
+        INFO.for_client(0),
+        training,
+        FixMatchAugment((0.5,), (0.25,), flip=False),
+        torch.Generator().manual_seed(0),
+        torch.device("cpu"),
+        x[:0],
+        torch.zeros(0, dtype=torch.long),
+        x,
+    )
+    loss, confident = unlabeled_batch_loss(ctx, x, consistency=0.5, l1=0.0, l2=0.0)
+    assert confident == 4 and float(loss.detach()) == pytest.approx(-0.01 * math.log(0.8), rel=1e-5)
+    # Two helpers predicting (0.5, 0.25, 0.25) outvote the own class 2: label 0, CE = -ln 0.1;
+    # KL(helper || local) = 0.5 ln(0.5 / 0.1) + 0.25 ln(0.25 / 0.1) + 0.25 ln(0.25 / 0.8) per image, weighted 0.5.
+    helper = ConstantLogits(torch.log(torch.tensor([0.5, 0.25, 0.25])))
+    ctx.extra["helpers"] = [helper, helper]
+    loss, confident = unlabeled_batch_loss(ctx, x, consistency=0.5, l1=0.0, l2=0.0)
+    kl = 0.5 * math.log(5.0) + 0.25 * math.log(2.5) + 0.25 * math.log(0.3125)
+    assert float(loss.detach()) == pytest.approx(0.5 * kl - 0.01 * math.log(0.1), rel=1e-5)
+    ctx.training = Training(epochs=1, threshold=0.9)
+    assert unlabeled_batch_loss(ctx, x, consistency=0.5, l1=0.0, l2=0.0)[1] == 0  # 0.8 < 0.9: nothing confident
+
+
+def test_fedmatch_code_loop_takes_per_batch_steps_and_keeps_its_lr_state():
+    from fedprior.algorithms.fedmatch import LR_SCALE, PATIENCE
+
+    algorithm = build("fedmatch", threshold=0.34, lr_patience=1)
+    data = client_data(labeled=16)
+    reply, state = one_update(algorithm, data)
+    assert state[PATIENCE] == 1 and float(state[LR_SCALE]) == 1.0  # first epoch: the loss improves on infinity
+    assert "pl_confident_batches" in reply.metrics
+    full = build("fedmatch", threshold=0.34, labeled_batch_size=0)
+    reply_full, _ = one_update(full, data)
+    assert "pl_confident_batches" not in reply_full.metrics
+    # A client whose loss did not improve (best loss -inf) decays its lr at once, with patience 1.
+    _, decayed = one_update(algorithm, data, state={**state, "fedmatch.best_loss": torch.tensor(-math.inf)})
+    assert float(decayed[LR_SCALE]) == pytest.approx(1 / 3)
 
 
 def test_wrn28_2_shape_and_batch_statistics_norm():

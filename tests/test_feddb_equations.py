@@ -90,9 +90,33 @@ def test_algorithm2_first_step_by_hand():
     assert torch.allclose(algorithm2(TWO, steps=1, loss="mse"), torch.softmax(torch.tensor([0.42, 0.54]), 0), atol=1e-6)
 
 
+def test_dma_mse_code_step_by_hand_and_against_the_authors_loop():
+    # beta = (1/2, 1/2), MSE grad (0.08, -0.04); a fresh SGD(momentum 0.9, weight_decay 0.9, nesterov)
+    # steps by 1.9 (grad + 0.9 beta) = 1.9 (0.53, 0.41): beta <- softmax(0.5 - 1.007, 0.5 - 0.779).
+    expected = torch.softmax(torch.tensor([0.5 - 1.9 * 0.53, 0.5 - 1.9 * 0.41]), 0)
+    assert torch.allclose(algorithm2(TWO, steps=1, loss="mse-code"), expected, atol=1e-6)
+    assert not torch.allclose(algorithm2(TWO, steps=1, loss="mse"), expected, atol=1e-2)
+
+    def authors_loop(appus: torch.Tensor, steps: int) -> torch.Tensor:  # src/modules/modules.py, Server.update
+        weight = torch.full((appus.shape[0], 1), 1.0 / appus.shape[0], dtype=torch.float64, requires_grad=True)
+        target = torch.full((appus.shape[1],), 1.0 / appus.shape[1], dtype=torch.float64)
+        for _ in range(steps):
+            optimizer = torch.optim.SGD([weight], lr=1.0, momentum=0.9, weight_decay=0.9, nesterov=True)
+            optimizer.zero_grad()
+            torch.nn.functional.mse_loss((appus.double() * weight).sum(0), target).backward()
+            optimizer.step()
+            weight = torch.softmax(weight.detach(), 0).requires_grad_(True)
+        return weight.detach().reshape(-1).float()
+
+    appus = torch.from_numpy(np.random.default_rng(0).dirichlet(np.full(10, 0.3), size=10)).float()
+    code = authors_loop(appus, 100)
+    assert torch.allclose(algorithm2(appus, loss="mse-code"), code, atol=1e-6)
+    assert (algorithm2(appus, loss="mse") - code).abs().max() > 1e-5
+
+
 def test_algorithm2_keeps_weights_on_the_simplex_and_ignores_identical_clients():
     appus = torch.tensor([[0.5, 0.3, 0.2]] * 4)
-    for loss in ("norm", "mse"):
+    for loss in ("norm", "mse", "mse-code"):
         beta = dma_weights(appus, loss=loss)
         assert torch.all(beta > 0) and math.isclose(float(beta.sum()), 1.0, rel_tol=1e-6)
         assert uniform_distance(appus, beta) == pytest.approx(uniform_distance(appus, torch.full((4,), 0.25)), abs=1e-6)

@@ -23,7 +23,10 @@ from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 pytestmark = pytest.mark.slow
 
 CNN = ("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=3", "federation.fraction=0.5"])
-FST = ("fst-cbdg", ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"])
+FST = (
+    "fst-cbdg",
+    ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"],
+)
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ Algorithm 3 of the paper, on the shared semi-supervised client and server
   does: ``appu_subset``), and sends its model and APP-U;
 - the server finds weights beta making the weighted APP-U uniform (DMA, Algorithm 2,
   Eq. 15-16: ``dma_steps`` = E_aggr = 100 steps, ``dma_lr`` = 1.0, softmax after each
-  step, the paper's norm or the code's MSE as ``dma_loss``; ``dma_solver = simplex``
+  step, the paper's norm or the code's MSE, with a plain step or the code's SGD, as ``dma_loss``; ``dma_solver = simplex``
   solves Eq. 16 exactly instead) and aggregates w = sum_m beta_m w_m (Eq. 17).
 
 Switches for Table 4's ablation: ``dpl = false`` labels with the plain prediction
@@ -39,7 +39,12 @@ from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]
 DmaLr = Annotated[float, Field(gt=0, description="eta_aggr, DMA's step size (feddb.txt 5.1: 1.0)")]
-DmaLossField = Annotated[DmaLoss, Field(description="DMA's objective: 'norm' (Eq. 16, the paper) or 'mse' (the code)")]
+DmaLossField = Annotated[
+    DmaLoss,
+    Field(
+        description="DMA's objective and step: 'norm' (Eq. 16, the paper), 'mse' (the code's loss, plain gradient step) or 'mse-code' (the code's loss and its SGD: momentum 0.9, Nesterov, weight decay 0.9, re-created every step)"
+    ),
+]
 DmaSolverField = Annotated[DmaSolver, Field(description="'algorithm2' (the paper's softmax-projected gradient steps) or 'simplex' (Eq. 16 solved exactly)")]
 
 

@@ -4,27 +4,55 @@ Disjoint Learning", ICLR 2021), labels-at-client scenario, as a baseline of FedD
 Its two ideas, on the shared semi-supervised client (:mod:`fedprior.algorithms.semi_supervised`):
 
 - **Parameter decomposition / disjoint learning** (Sec. 4.2): every parameter is
-  theta = sigma + psi (:mod:`fedprior.models.decomposed`); the supervised loss trains
-  sigma only, the unlabeled loss trains psi only, with ``l1_weight * |psi|_1`` (sparse
-  psi) and ``l2_weight * |sigma - psi|^2`` on psi (the authors' code,
-  ``models/fedmatch/client.py``: lambda_l1 = 1e-4, lambda_l2 = 10).
-- **Inter-client consistency** (Sec. 4.1): every ``helper_interval`` rounds (code: 10)
-  the server broadcasts the psi of the previous round's clients with an embedding of
-  each (its prediction on one fixed random input); a client that has been trained
-  before picks the ``helpers`` (code: 2) closest to its own last embedding, and
-  (a) labels by agreement: the pseudo-label of a confident image is the class most
-  voted by its own prediction and the helpers' (sigma + psi_helper), and (b) adds
+  theta = sigma + psi (:mod:`fedprior.models.decomposed`); the supervised loss, weighted
+  by ``supervised_weight`` (lambda_s = 10), trains sigma only, the unlabeled loss trains
+  psi only, with ``l1_weight * |psi|_1`` (sparse psi) and ``l2_weight * |sigma - psi|^2``
+  on psi (lambda_l1 = 1e-4, lambda_l2 = 10).
+- **Inter-client consistency** (Sec. 4.1): every ``helper_interval`` rounds (10) the
+  server broadcasts the psi of the previous round's clients with an embedding of each
+  (its prediction on one fixed random input); a client that has been trained before
+  picks the ``helpers`` (2) closest to its own last embedding, and (a) labels by
+  agreement: the pseudo-label of a confident image is the class most voted by its own
+  prediction and the helpers' (sigma + psi_helper), and (b) adds
   ``consistency_weight * mean_j KL(p_helper_j || p_local)`` on the confident images
-  (code: lambda_i = 1e-2).
+  (lambda_i = 1e-2).
 
-The rest follows its code where FedDB's paper is silent: Adam with lr 1e-3 and weight
-decay 1e-4, confidence 0.75, the pseudo-label loss weighted lambda_a = 1e-2 and averaged
-over the confident images. Where this differs from the code: pseudo-labels (own and
-helpers') are fixed once per round from the received model, like every method here
-(Algorithm 1 of feddb.txt), where the code relabels each mini-batch with the current
-local model; the helper pool is the previous round's clients (the code keeps every
-client ever seen, which would put 100 models in the server state); helper models and
-the communication savings of sparse psi are not counted (uploads are dense).
+The defaults are its authors' code (github.com/wyjeong/FedMatch, files read:
+``config.py``, ``modules/train.py``, ``modules/nets.py``, ``modules/layers.py``,
+``models/fedmatch/client.py`` and ``server.py``):
+
+- **optimizer**: ``tf.keras.optimizers.SGD(learning_rate=1e-3)`` (``TrainModule.init_optimizer``):
+  no momentum, no clipping; the weight decay 1e-4 of ``config.py`` is a Keras
+  ``kernel_regularizer`` whose loss the custom training loop never adds, so none here;
+- **learning-rate decay** (``TrainModule.adaptive_lr_decay``): after each of its local
+  epochs a client compares its loss on held-out labeled images with its best; after
+  ``lr_patience`` (5) epochs without improvement its lr is divided by ``lr_factor`` (3);
+  the code's held-out images are a 2,000-image validation set, which FedDB's clients do
+  not have: here the client's own labeled images (plain view, eval mode) stand in;
+- **lambda_s = 10, confidence 0.75, lambda_a = 1e-2** (``config.py``), the pseudo-label
+  loss averaged over the confident images (``unlabeled_mean = confident``);
+- **psi starts at 0.2 sigma** (``psi_factor``; ``NetModule.build_resnet9``), sigma at the
+  network's own initialization (the code: Keras' VarianceScaling);
+- **hard thresholding** (``l1_threshold`` = 5e-6, ``delta_threshold`` = 5e-5): at
+  inference psi entries with ``|psi| <= l1_threshold`` count as zero
+  (``DecomposedConv.call``); before the upload, an entry of sigma or psi (psi
+  thresholded the same way) that moved from the received value by no more than
+  ``delta_threshold`` is reset to it (``TrainModule.cal_c2s``, run after each local epoch);
+- **mini-batches and per-batch pseudo-labels** (``labeled_batch_size`` = 10): each epoch
+  walks the labeled images in batches of 10 and the unlabeled ones in as many batches;
+  each batch is labeled by the current local model (:mod:`fedprior.algorithms.fedmatch_local`).
+  ``labeled_batch_size = 0`` gives the FedDB-style variant: E full-batch steps with
+  pseudo-labels fixed once per round from the received model (Algorithm 1 of feddb.txt).
+
+Deviations left: the helper pool is the previous round's clients (the code keeps every
+client ever seen, which would put 100 models in the server state); every parameter is
+decomposed (the code's ResNet-9 has only bias-free convolution and dense kernels, no
+normalization layers); the communication savings of sparse psi are not counted (uploads
+are dense); the server-to-client thresholding (``cal_s2c``) is left out because the code
+overwrites its effect with ``set_weights`` right after; the strong view is FixMatch's
+RandAugment; with E > 1 local epochs the upload cut and the lr decay act once per round
+(the code: after every epoch, and it runs one per round); and the three listed in
+:mod:`fedprior.algorithms.fedmatch_local`.
 ``dpl = true`` gives FedMatch-FedDPL: every prediction (own and helpers') is debiased by
 the client's APP-U (Eq. 14) before the threshold and the vote.
 """
@@ -32,6 +60,8 @@ the client's APP-U (Eq. 14) before the threshold and the vote.
 from __future__ import annotations
 
 import copy
+import functools
+import math
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -40,22 +70,50 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
+from fedprior.algorithms.fedmatch_local import code_training
 from fedprior.algorithms.fixmatch import CPU, Dpl
 from fedprior.algorithms.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.semi_supervised import Context, Method, predict, semi_supervised_algorithm
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
-from fedprior.algorithms.tensors import MODEL
-from fedprior.models.decomposed import decompose, is_psi, sigma_psi_pairs
+from fedprior.algorithms.tensors import MODEL, with_prefix
+from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
 from fedprior.seeding import torch_generator
 
 HELPERS = "helpers."
 EMBEDDING = "fedmatch.embedding"
+LR_SCALE = "fedmatch.lr_scale"
+BEST_LOSS = "fedmatch.best_loss"
+PATIENCE = "fedmatch.patience"
 
 ConsistencyWeight = Annotated[float, Field(ge=0, description="lambda_i, weight of the inter-client consistency KL (FedMatch's code: 1e-2)")]
 L1Weight = Annotated[float, Field(ge=0, description="lambda_l1, sparsity of psi (FedMatch's code: 1e-4)")]
 L2Weight = Annotated[float, Field(ge=0, description="lambda_l2, weight of |sigma - psi|^2 on psi (FedMatch's code: 10)")]
 HelperCount = Annotated[int, Field(ge=0, description="helper models per client (FedMatch's code: 2); 0 = no inter-client consistency")]
 HelperInterval = Annotated[int, Field(ge=1, description="helpers are sent every this many rounds (FedMatch's code: 10)")]
+SupervisedWeight = Annotated[float, Field(gt=0, description="lambda_s, weight of the supervised loss on sigma (FedMatch's code: 10)")]
+PsiFactor = Annotated[float, Field(ge=0, description="psi starts at this times sigma (FedMatch's code: psi_factor = 0.2); 0 = psi starts at zero")]
+L1Threshold = Annotated[
+    float, Field(ge=0, description="psi entries with |psi| <= this count as zero at inference and in the upload (FedMatch's code: l1_thres = 5e-6); 0 = off")
+]
+DeltaThreshold = Annotated[
+    float,
+    Field(
+        ge=0,
+        description="entries of sigma and psi that moved by no more than this are reset to the received value before the upload (FedMatch's code: delta_thres = 5e-5); 0 = off",
+    ),
+]
+LabeledBatchSize = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="labeled images per mini-batch, the unlabeled ones split into as many batches and pseudo-labeled per batch by the current model (FedMatch's code: 10); 0 = E full-batch steps with labels fixed once per round (FedDB's loop)",
+    ),
+]
+LrPatience = Annotated[
+    int,
+    Field(ge=0, description="a client's lr is divided by lr_factor after this many of its rounds without a lower labeled loss (FedMatch's code: 5); 0 = off"),
+]
+LrFactor = Annotated[float, Field(gt=1, description="the divisor of that decay (FedMatch's code: 3)")]
 
 
 def noise_input(task: Task, seed: int) -> torch.Tensor:
@@ -143,26 +201,92 @@ def consistency_and_regularizers(consistency: float, l1: float, l2: float):
     return extra
 
 
-def disjoint_backward(ctx: Context, loss_labeled: torch.Tensor, loss_unlabeled: torch.Tensor) -> None:
-    """Disjoint learning: the supervised loss reaches sigma only, the unlabeled loss psi only."""
-    pairs = sigma_psi_pairs(ctx.model)
-    for parameters, loss in (([s for s, _ in pairs], loss_labeled), ([p for _, p in pairs], loss_unlabeled)):
-        if not loss.requires_grad:
+def disjoint(supervised_weight: float = 1.0):
+    """Disjoint learning: ``supervised_weight`` times the supervised loss reaches sigma only, the unlabeled loss psi only."""
+
+    def backward(ctx: Context, loss_labeled: torch.Tensor, loss_unlabeled: torch.Tensor) -> None:
+        pairs = sigma_psi_pairs(ctx.model)
+        for parameters, loss in (([s for s, _ in pairs], supervised_weight * loss_labeled), ([p for _, p in pairs], loss_unlabeled)):
+            if not loss.requires_grad:
+                continue
+            grads = torch.autograd.grad(loss, parameters, allow_unused=True)
+            for parameter, grad in zip(parameters, grads, strict=True):
+                parameter.grad = grad
+
+    return backward
+
+
+disjoint_backward = disjoint(1.0)
+
+
+def cut_upload(trained: dict[str, torch.Tensor], received: dict[str, torch.Tensor], l1_threshold: float, delta: float) -> dict[str, torch.Tensor]:
+    """``TrainModule.cal_c2s``: an entry of sigma or psi that moved by at most ``delta`` from the received one is reset to it.
+
+    For psi the move is measured from the sparsified psi (entries with ``|psi| <= l1_threshold`` as zero), as the code does.
+    """
+    out = {}
+    for name, value in trained.items():
+        if not (is_sigma(name) or is_psi(name)) or name not in received:
             continue
-        grads = torch.autograd.grad(loss, parameters, allow_unused=True)
-        for parameter, grad in zip(parameters, grads, strict=True):
-            parameter.grad = grad
+        moved = (value * (value.abs() > l1_threshold) if is_psi(name) else value) - received[name]
+        out[name] = torch.where(moved.abs() > delta, value, received[name])
+    return out
 
 
-def report_embedding(task: Task):
+def adaptive_lr_decay(loss: float, best: float, wait: int, scale: float, patience: int, factor: float) -> tuple[float, int, float]:
+    """``TrainModule.adaptive_lr_decay``: (best loss, patience left, lr scale) after one more local epoch."""
+    if loss < best:
+        return loss, patience, scale
+    wait -= 1
+    if wait <= 0:
+        return best, patience, scale / factor
+    return best, wait, scale
+
+
+def lr_scale(ctx: Context) -> float:
+    return float(ctx.state.get(LR_SCALE, torch.tensor(1.0)))
+
+
+def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, factor: float):
+    """The upload (thresholded as the code's ``cal_c2s``), the model's embedding and the lr-decay state."""
+
     def finish(ctx: Context) -> tuple[dict[str, torch.Tensor], State]:
+        received = with_prefix(dict(ctx.message.arrays), MODEL)
+        trained = {k: v.detach().cpu() for k, v in ctx.model.state_dict().items()}
+        cut = cut_upload(trained, received, l1_threshold, delta) if delta > 0 else {}
+        if cut:
+            ctx.model.load_state_dict({**trained, **cut})
         e = embedding(ctx.model, task, ctx.info.seed, ctx.device)
-        return {EMBEDDING: e}, {EMBEDDING: e}
+        state: State = {EMBEDDING: e}
+        if patience > 0 and ctx.x_labeled.shape[0]:
+            loss = float(F.cross_entropy(predict(ctx.model, ctx.x_labeled), ctx.y_labeled))
+            best, wait, scale = adaptive_lr_decay(
+                loss,
+                float(ctx.state.get(BEST_LOSS, torch.tensor(math.inf))),
+                int(ctx.state.get(PATIENCE, torch.tensor(patience))),
+                lr_scale(ctx),
+                patience,
+                factor,
+            )
+            state.update({BEST_LOSS: torch.tensor(best), PATIENCE: torch.tensor(wait), LR_SCALE: torch.tensor(scale)})
+        return {EMBEDDING: e, **{MODEL + k: v.cpu() for k, v in cut.items()}}, state
 
     return finish
 
 
-@with_shared(SEMI_SUPERVISED, optimizer="adam", lr=1e-3, weight_decay=1e-4, threshold=0.75, unlabeled_weight=1e-2, unlabeled_mean="confident")
+@with_shared(
+    SEMI_SUPERVISED,
+    lr=1e-3,
+    momentum=0.0,
+    weight_decay=0.0,
+    nesterov=False,
+    clip=0.0,
+    lr_decay_rounds=0,
+    keep_optimizer_state=False,
+    threshold=0.75,
+    unlabeled_weight=1e-2,
+    unlabeled_mean="confident",
+)
 def fedmatch(
     task: Task,
     *,
@@ -174,16 +298,27 @@ def fedmatch(
     l2_weight: L2Weight = 10.0,
     helpers: HelperCount = 2,
     helper_interval: HelperInterval = 10,
+    supervised_weight: SupervisedWeight = 10.0,
+    psi_factor: PsiFactor = 0.2,
+    l1_threshold: L1Threshold = 5e-6,
+    delta_threshold: DeltaThreshold = 5e-5,
+    labeled_batch_size: LabeledBatchSize = 10,
+    lr_patience: LrPatience = 5,
+    lr_factor: LrFactor = 3.0,
     **shared,
 ) -> Algorithm:
-    """FedMatch (Jeong et al. 2021): inter-client consistency and disjoint learning; dpl = true gives FedMatch-FedDPL."""
+    """FedMatch (Jeong et al. 2021): inter-client consistency and disjoint learning, as its code runs; dpl = true gives FedMatch-FedDPL."""
+    train = code_training(labeled_batch_size, supervised_weight, consistency_weight, l1_weight, l2_weight) if labeled_batch_size > 0 else None
     method = Method(
         start=choose_helpers(helpers),
+        lr_scale=lr_scale,
         pseudo_labels=agreement_labels,
+        train=train,
         extra_loss=consistency_and_regularizers(consistency_weight, l1_weight, l2_weight),
-        backward=disjoint_backward,
-        finish=report_embedding(task),
+        backward=disjoint(supervised_weight),
+        finish=finish_round(task, l1_threshold, delta_threshold, lr_patience, lr_factor),
         after_aggregate=keep_helpers,
         broadcast_extra=send_helpers(helper_interval),
     )
-    return semi_supervised_algorithm("fedmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=method, wrap=decompose)
+    wrap = functools.partial(decompose, psi_factor=psi_factor, threshold=l1_threshold)
+    return semi_supervised_algorithm("fedmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=method, wrap=wrap)

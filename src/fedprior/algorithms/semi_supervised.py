@@ -14,6 +14,24 @@ A client holds a few labeled images ``x_labeled, y_labeled`` and many unlabeled 
    average (Algorithm 3, lines 14 and 20);
 3. the client sends its model and its APP-U.
 
+Two choices follow the authors' code (github.com/GuogangZhu/FedDB) as options, the paper
+by default:
+
+- ``unlabeled_mean``: Eq. (4) sums the strong-view cross-entropy over the confident
+  images and divides by the number of *all* unlabeled images (``all``, FixMatch's mean);
+  the code divides by the number of confident ones (``confident``): its ``Client.train``
+  (``src/modules/modules.py``) trains on a dataset holding only the pseudo-labeled images
+  (``Client.make_dataset``) and ``loss_fn`` (``src/models/utils.py``) takes the mean over
+  it. ``all`` scales the term by the share of confident images (a few percent), so it
+  hardly acts: in the feddb preset it is 12 times smaller than with ``confident``, and
+  ``confident`` costs 4 points there (docs/feddb.md has the measurement).
+- ``fallback_batch_size``: when no unlabeled image passes tau, the code's
+  ``Client.make_dataset`` returns ``None`` and ``Client.train`` takes its other branch:
+  ``cfg['client']['num_epochs']`` (= E) epochs over the labeled images in shuffled
+  mini-batches of ``cfg['client']['batch_size']['train']`` = 64 (``src/utils.py``), the
+  supervised loss only, gradient clipping at 1, and no APP-U update. ``0`` (the default)
+  keeps the paper's loop: E full-batch steps of Eq. (6) with L_u = 0.
+
 The server weights the client models (uniformly, Eq. 7 with beta = 1; by DMA in FedDB,
 Eq. 17; by groups in FedRGD), optionally with the code's server momentum, and records
 what the report draws. A baseline changes one step through a :class:`Method`; the rest
@@ -82,6 +100,7 @@ class Training:
     threshold: float = SHARED["threshold"][1]
     unlabeled_weight: float = SHARED["unlabeled_weight"][1]
     unlabeled_mean: str = SHARED["unlabeled_mean"][1]
+    fallback_batch_size: int = SHARED["fallback_batch_size"][1]
     appu_subset: str = SHARED["appu_subset"][1]
     appu_gamma: float = SHARED["appu_gamma"][1]
     diagnostics: bool = SHARED["diagnostics"][1]
@@ -141,7 +160,10 @@ class Method:
     """The steps a semi-supervised algorithm may change; the defaults are FixMatch within FedAvg.
 
     - ``start(ctx)``: after the model is loaded (FedMatch: build the helper models);
+    - ``lr_scale(ctx) -> float``: multiplies the round's learning rate (FedMatch: its plateau decay);
     - ``pseudo_labels(ctx) -> (labels, mask)``: after APP-U (FedMatch: agreement with helpers);
+    - ``train(ctx, optimizer, parameters) -> metrics``: the local training, instead of the shared
+      full-batch steps (FedMatch: its code's mini-batches with per-batch pseudo-labels);
     - ``extra_loss(ctx, epoch) -> tensor``: added to lambda L_u each epoch (SemiFL: MixUp; FedMatch: consistency);
     - ``backward(ctx, loss_s, loss_u)``: how the losses reach the parameters (FedMatch: disjoint);
     - ``finish(ctx) -> (reply arrays, client state)``: extra uploads and state (FedMatch: its embedding);
@@ -150,7 +172,9 @@ class Method:
     """
 
     start: Callable[[Context], None] | None = None
+    lr_scale: Callable[[Context], float] | None = None
     pseudo_labels: Callable[[Context], tuple[torch.Tensor, torch.Tensor]] = default_pseudo_labels
+    train: Callable[[Context, torch.optim.Optimizer, list[nn.Parameter]], dict[str, float]] | None = None
     extra_loss: Callable[[Context, int], torch.Tensor] | None = None
     backward: Callable[[Context, torch.Tensor, torch.Tensor], None] = plain_backward
     finish: Callable[[Context], tuple[dict[str, torch.Tensor], State]] | None = None
@@ -288,12 +312,12 @@ class SemiSupervised:
         metrics: dict[str, float] = {}
         if t.use_unlabeled:
             metrics.update(self._label(ctx, data.get("y_unlabeled")))
-        lr = t.lr_at(info.round)
+        lr = t.lr_at(info.round) * (self.method.lr_scale(ctx) if self.method.lr_scale is not None else 1.0)
         parameters = [p for p in model.parameters() if p.requires_grad]
         optimizer = make_optimizer(parameters, t, lr)
         if t.keep_optimizer_state:
             load_optimizer_state(optimizer, model, state)
-        metrics.update(self._train(ctx, optimizer, parameters))
+        metrics.update((self.method.train or self._train)(ctx, optimizer, parameters))
         arrays = model_arrays(model)
         arrays = {k: v.cpu() for k, v in arrays.items()}
         new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
@@ -332,8 +356,16 @@ class SemiSupervised:
         return metrics
 
     def _train(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
-        """``E`` full-batch steps of Eq. (6), refreshing APP-U each epoch (Algorithm 3, lines 13-20)."""
+        """``E`` full-batch steps of Eq. (6), refreshing APP-U each epoch (Algorithm 3, lines 13-20).
+
+        With ``fallback_batch_size`` > 0 and no confident image, the code's labeled-only
+        mini-batches instead (:meth:`_train_labeled_batches`).
+        """
         t, model = ctx.training, ctx.model
+        if t.use_unlabeled and t.fallback_batch_size > 0:
+            assert ctx.mask is not None  # set by _label
+            if not bool(ctx.mask.any()):
+                return self._train_labeled_batches(ctx, optimizer, parameters)
         totals = {"loss_labeled": 0.0, "loss_unlabeled": 0.0}
         zero = torch.zeros((), device=ctx.device)
         for epoch in range(t.epochs):
@@ -356,10 +388,32 @@ class SemiSupervised:
                 ctx.appu = moving_average(ctx.appu, refreshed, t.appu_gamma)
             totals["loss_labeled"] += float(loss_s.detach()) / t.epochs
             totals["loss_unlabeled"] += float(loss_u.detach()) / t.epochs
+        if t.use_unlabeled and t.fallback_batch_size > 0:
+            totals["labeled_only"] = 0.0  # the round's mean is the share of clients that fell back
         return totals
 
+    def _train_labeled_batches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
+        """The code's fallback: ``E`` epochs of shuffled labeled mini-batches (weak view, supervised loss only), APP-U kept."""
+        t, model = ctx.training, ctx.model
+        n, size = ctx.x_labeled.shape[0], ctx.training.fallback_batch_size
+        zero = torch.zeros((), device=ctx.device)
+        losses = []
+        for _ in range(t.epochs):
+            order = torch.randperm(n, generator=ctx.generator).to(ctx.device)
+            for start in range(0, n, size):
+                rows = order[start : start + size]
+                optimizer.zero_grad(set_to_none=True)
+                loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled[rows], ctx.generator)), ctx.y_labeled[rows])
+                self.method.backward(ctx, loss_s, zero)
+                if t.clip > 0:
+                    torch.nn.utils.clip_grad_norm_(parameters, t.clip)
+                optimizer.step()
+                losses.append(loss_s.detach())
+        mean = float(torch.stack(losses).mean()) if losses else 0.0
+        return {"loss_labeled": mean, "loss_unlabeled": 0.0, "labeled_only": 1.0}
+
     def _unlabeled_loss(self, ctx: Context) -> torch.Tensor:
-        """Eq. (4): CE of the strong view against the pseudo-label, over the confident images."""
+        """Eq. (4): CE of the strong view against the pseudo-label, summed over the confident images, divided per ``unlabeled_mean``."""
         assert ctx.mask is not None and ctx.labels is not None  # set by _label
         confident = ctx.mask.nonzero().flatten()
         if confident.numel() == 0:

@@ -39,7 +39,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
         "bn-batch",
     ),
     "width": (Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")], 32),
-    "optimizer": (Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1) or 'adam' (FedMatch's code)")], "sgd"),
+    "optimizer": (Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1; FedMatch's code too) or 'adam'")], "sgd"),
     "lr": (Annotated[float, Field(gt=0, description="local learning rate eta (feddb.txt 5.1: 0.03)")], 0.03),
     "momentum": (Annotated[float, Field(ge=0, lt=1, description="SGD momentum (feddb.txt 5.1: 0.9)")], 0.9),
     "weight_decay": (Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")], 5e-4),
@@ -81,9 +81,21 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "unlabeled_mean": (
         Annotated[
             Literal["all", "confident"],
-            Field(description="the unlabeled loss is averaged over all unlabeled images (Eq. 4, FixMatch) or over the confident ones only (the code)"),
+            Field(
+                description="the unlabeled loss (Eq. 4) is summed over the confident images and divided by the number of all unlabeled images ('all', the paper and FixMatch) or of the confident ones ('confident', the code)"
+            ),
         ],
         "all",
+    ),
+    "fallback_batch_size": (
+        Annotated[
+            int,
+            Field(
+                ge=0,
+                description="when no unlabeled image passes tau: 0 = the usual E full-batch steps with L_u = 0 (Eq. 6, the paper); B > 0 = E epochs of shuffled labeled-only mini-batches of B images (the code: 64)",
+            ),
+        ],
+        0,
     ),
     "appu_subset": (
         Annotated[
@@ -129,7 +141,17 @@ SUPERVISED = (
 )
 """What an algorithm trained on the labeled data alone uses."""
 
-SEMI_SUPERVISED = (*SUPERVISED, "strong_augment", "threshold", "unlabeled_weight", "unlabeled_mean", "appu_subset", "appu_gamma", "diagnostics")
+SEMI_SUPERVISED = (
+    *SUPERVISED,
+    "strong_augment",
+    "threshold",
+    "unlabeled_weight",
+    "unlabeled_mean",
+    "fallback_batch_size",
+    "appu_subset",
+    "appu_gamma",
+    "diagnostics",
+)
 """What a pseudo-labeling algorithm uses."""
 
 

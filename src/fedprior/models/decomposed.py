@@ -5,8 +5,17 @@ data, and ``psi``, learned from unlabeled data (FedMatch's authors' code keeps b
 layer, ``sig`` and ``psi``). Done with :mod:`torch.nn.utils.parametrize`: the module
 computes with ``sigma + psi`` wherever it used its parameter, ``sigma`` is the
 parametrization's ``original`` (it starts at the network's own initialization) and
-``psi`` a parameter of the parametrization (it starts at zero, so the decomposed network
-computes exactly what the plain one did). Buffers (BatchNorm statistics) are not split.
+``psi`` a parameter of the parametrization. Buffers (BatchNorm statistics) are not split.
+
+Two details of the authors' code (github.com/wyjeong/FedMatch), both off by default:
+
+- ``psi_factor``: psi starts at ``psi_factor * sigma`` (``modules/nets.py``,
+  ``build_resnet9``: ``psi.assign(sigma * psi_factor)``, psi_factor = 0.2 in
+  ``config.py``), so the network starts at (1 + psi_factor) times its initialization;
+  with 0, psi starts at zero and the decomposed network computes what the plain one did;
+- ``threshold``: in eval mode psi entries with ``|psi| <= threshold`` count as zero (the
+  code's hard thresholding at inference, ``modules/layers.py``, ``DecomposedConv.call``
+  and ``DecomposedDense.call`` with ``l1_thres`` = 5e-6); training uses the dense psi.
 """
 
 from __future__ import annotations
@@ -17,21 +26,24 @@ from torch.nn.utils import parametrize
 
 
 class AddPsi(nn.Module):
-    """The parametrization ``sigma -> sigma + psi``."""
+    """The parametrization ``sigma -> sigma + psi`` (psi hard-thresholded at ``threshold`` in eval mode)."""
 
-    def __init__(self, like: torch.Tensor) -> None:
+    def __init__(self, sigma: torch.Tensor, psi_factor: float = 0.0, threshold: float = 0.0) -> None:
         super().__init__()
-        self.psi = nn.Parameter(torch.zeros_like(like))
+        self.psi = nn.Parameter(psi_factor * sigma.detach().clone())
+        self.threshold = threshold
 
     def forward(self, sigma: torch.Tensor) -> torch.Tensor:
-        return sigma + self.psi
+        if self.training or self.threshold <= 0:
+            return sigma + self.psi
+        return sigma + self.psi * (self.psi.abs() > self.threshold)
 
 
-def decompose(model: nn.Module) -> nn.Module:
-    """Split every parameter of ``model`` (in place) into sigma + psi; returns the model."""
+def decompose(model: nn.Module, psi_factor: float = 0.0, threshold: float = 0.0) -> nn.Module:
+    """Split every parameter of ``model`` (in place) into sigma + psi, psi = ``psi_factor`` sigma; returns the model."""
     for module in list(model.modules()):
         for name, parameter in list(module.named_parameters(recurse=False)):
-            parametrize.register_parametrization(module, name, AddPsi(parameter.detach()))
+            parametrize.register_parametrization(module, name, AddPsi(parameter.detach(), psi_factor, threshold))
     return model
 
 
