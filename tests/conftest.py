@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -72,3 +73,13 @@ def mlflow_db(empty_mlflow_store, tmp_path):
     import shutil
 
     return Path(shutil.copy(empty_mlflow_store, tmp_path / "mlflow.db"))
+
+
+def sigint_as_from_a_terminal() -> None:
+    """``preexec_fn`` of a test's subprocess that the test sends SIGINT: Ctrl-C's default disposition.
+
+    A shell starts a background job (``.ci/run &``, ``nohup ... &``) with SIGINT ignored, its
+    children inherit that, and Python then leaves it ignored: the subprocess would never see the
+    test's SIGINT. A user's Ctrl-C comes from a terminal, where SIGINT is not ignored.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

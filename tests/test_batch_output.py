@@ -18,6 +18,7 @@ from types import SimpleNamespace
 
 import pytest
 from cli import TINY, invoke
+from conftest import sigint_as_from_a_terminal
 
 import fedprior
 
@@ -72,7 +73,7 @@ def test_stderr_to_a_file_gets_one_flushed_line_per_round_and_run_log_appends_on
     env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
     command = [sys.executable, "-m", "fedprior", "run", "fedavg-cnn", *TINY, "--set", "federation.rounds=500", "--run-dir", str(run)]
     with log.open("w") as handle:
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=handle)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=handle, preexec_fn=sigint_as_from_a_terminal)
         deadline = time.time() + 120
         while time.time() < deadline and process.poll() is None and not re.search(r"round 2/500", log.read_text()):
             time.sleep(0.05)

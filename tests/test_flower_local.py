@@ -21,6 +21,7 @@ import pytest
 pytest.importorskip("flwr")
 
 from cli import fedprior, summary  # noqa: E402
+from conftest import sigint_as_from_a_terminal  # noqa: E402
 
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.experiments.runner import start  # noqa: E402
@@ -156,7 +157,15 @@ LEARNING = [*DIGITS[:2], "federation.rounds=3", "federation.fraction=0.5", "algo
 
 def launch(tmp_path, *args: str) -> subprocess.Popen:
     env = {**os.environ, "FEDPRIOR_CACHE": str(tmp_path / "cache")}
-    return subprocess.Popen([sys.executable, "-m", "fedprior", *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path)
+    return subprocess.Popen(
+        [sys.executable, "-m", "fedprior", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        preexec_fn=sigint_as_from_a_terminal,
+    )
 
 
 def wait_for_rounds(run: Path, process: subprocess.Popen, rounds: int, timeout: float = 300) -> None:

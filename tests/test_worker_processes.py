@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import torch
 from cli import invoke
-from conftest import toy_images
+from conftest import sigint_as_from_a_terminal, toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply
 from fedprior.experiments.build import build_experiment
@@ -66,7 +66,7 @@ def launch(preset: str, args: list[str], run: Path, cache: Path) -> subprocess.P
             stdout=subprocess.DEVNULL,
             stderr=stderr,
             start_new_session=True,
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),  # as from a terminal, also where this test runs in the background
+            preexec_fn=sigint_as_from_a_terminal,
         )
 
 
