@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import os
 import sys
 import tempfile
 import time
@@ -41,13 +40,12 @@ from typing import Any
 import numpy as np
 import torch
 import torch.nn.functional as F
-from shared import load, shell
+from shared import load, machine, shell
 
 from fedprior.data import load_dataset
 from fedprior.encoders import standin_recipes
 from fedprior.encoders.locked_text import build_locked_text_encoder, resolved_recipe
 from fedprior.encoders.registry import class_text_features, encode_dataset
-from fedprior.encoders.shipped_towers import machine_kind
 from fedprior.encoders.standin_probe import logistic_probe_accuracy
 from fedprior.encoders.standin_recipes import StandinRecipe
 from fedprior.encoders.text import text_encoder
@@ -172,13 +170,7 @@ def main() -> None:
         standin_recipes.STANDIN_RECIPES[candidate.name] = candidate
     out: dict[str, Any] = {
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "machine": {
-            "uname": shell("uname -a"),
-            "cores": os.cpu_count(),
-            "kind": machine_kind(),
-            "load_at_start": load(),
-            "uptime_at_start": shell("uptime"),
-        },
+        "machine": machine() | {"uptime_at_start": shell("uptime")},
         "dataset": args.dataset,
         "target": TARGET,
         "rule": RULE,
