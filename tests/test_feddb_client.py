@@ -121,28 +121,23 @@ def test_feddb_aggregates_with_dma_weights_and_reports_them():
     assert torch.allclose(off["diag.weights"], torch.full((4,), 0.25))
 
 
-def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
-    from fedprior.algorithms.semi_supervised import Context, Training
-    from fedprior.algorithms.semifl import mixup_loss
+def unlabeled_context(model, training, x: torch.Tensor, **fields):
+    """A client's training context with ``x`` as its only (unlabeled) images, FixMatch views without flip, seed 0."""
+    from fedprior.algorithms.semi_supervised import Context
     from fedprior.data.augment.fixmatch import FixMatchAugment
+
+    augment = FixMatchAugment((0.5,), (0.25,), flip=False)
+    no_labels = torch.zeros(0, dtype=torch.long)
+    return Context(model, None, {}, INFO.for_client(0), training, augment, torch.Generator().manual_seed(0), torch.device("cpu"), x[:0], no_labels, x, **fields)
+
+
+def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
+    from fedprior.algorithms.semi_supervised import Training
+    from fedprior.algorithms.semifl import mixup_loss
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
     x = torch.ones(5, 1, 8, 8)
-    ctx = Context(
-        model,
-        None,
-        {},
-        INFO.for_client(0),
-        Training(epochs=1),
-        FixMatchAugment((0.5,), (0.25,), flip=False),
-        torch.Generator().manual_seed(0),
-        torch.device("cpu"),
-        x[:0],
-        torch.zeros(0, dtype=torch.long),
-        x,
-        labels=torch.full((5,), 2),
-        mask=torch.tensor([True, True, False, False, False]),
-    )
+    ctx = unlabeled_context(model, Training(epochs=1), x, labels=torch.full((5,), 2), mask=torch.tensor([True, True, False, False, False]))
     loss = mixup_loss(0.75, 1.0)(ctx, 0)
     expected = torch.nn.functional.cross_entropy(model(x[:1]), torch.tensor([2]))
     assert torch.allclose(loss, expected, atol=1e-5)  # identical images and labels: lambda drops out
@@ -167,29 +162,14 @@ class ConstantLogits(torch.nn.Module):
 
 @pytest.mark.parametrize("mean, divisor", [("all", 5), ("confident", 2)])
 def test_unlabeled_loss_sums_over_confident_images_and_divides_per_unlabeled_mean(mean, divisor):
-    from fedprior.algorithms.semi_supervised import Context, SemiSupervised, Training
+    from fedprior.algorithms.semi_supervised import SemiSupervised, Training
     from fedprior.algorithms.supervised import GlobalModel
-    from fedprior.data.augment.fixmatch import FixMatchAugment
 
     # softmax(0, 0, ln 2) = (1/4, 1/4, 1/2): CE(label 2) = ln 2, CE(label 0) = ln 4; 2 of 5 images confident.
     model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(2.0)]))
     training = Training(epochs=1, unlabeled_mean=mean)
     x = torch.zeros(5, 1, 8, 8)
-    ctx = Context(
-        model,
-        None,
-        {},
-        INFO.for_client(0),
-        training,
-        FixMatchAugment((0.5,), (0.25,), flip=False),
-        torch.Generator().manual_seed(0),
-        torch.device("cpu"),
-        x[:0],
-        torch.zeros(0, dtype=torch.long),
-        x,
-        labels=torch.tensor([2, 1, 0, 1, 1]),
-        mask=torch.tensor([True, False, True, False, False]),
-    )
+    ctx = unlabeled_context(model, training, x, labels=torch.tensor([2, 1, 0, 1, 1]), mask=torch.tensor([True, False, True, False, False]))
     semi = SemiSupervised(TASK, GlobalModel(lambda: model), training)
     assert float(semi._unlabeled_loss(ctx).detach()) == pytest.approx(3 * math.log(2.0) / divisor, rel=1e-6)
     ctx.mask = torch.zeros(5, dtype=torch.bool)
@@ -398,8 +378,7 @@ def test_fedmatch_lr_decays_after_patience_epochs_without_improvement():
 
 def test_fedmatch_batches_and_the_unlabeled_loss_of_one_batch():
     from fedprior.algorithms.fedmatch_local import batch_plan, unlabeled_batch_loss, vote
-    from fedprior.algorithms.semi_supervised import Context, Training
-    from fedprior.data.augment.fixmatch import FixMatchAugment
+    from fedprior.algorithms.semi_supervised import Training
 
     assert batch_plan(16, 40, 10) == (2, 20) and batch_plan(14, 40, 10) == (1, 40) and batch_plan(3, 7, 10) == (1, 7)
     own = torch.tensor([[0.1, 0.8, 0.1]])
@@ -410,19 +389,7 @@ def test_fedmatch_batches_and_the_unlabeled_loss_of_one_batch():
     model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(8.0)]))
     x = torch.zeros(4, 1, 8, 8)
     training = Training(epochs=1, threshold=0.75, unlabeled_weight=0.01, unlabeled_mean="confident")
-    ctx = Context(
-        model,
-        None,
-        {},
-        INFO.for_client(0),
-        training,
-        FixMatchAugment((0.5,), (0.25,), flip=False),
-        torch.Generator().manual_seed(0),
-        torch.device("cpu"),
-        x[:0],
-        torch.zeros(0, dtype=torch.long),
-        x,
-    )
+    ctx = unlabeled_context(model, training, x)
     loss, confident = unlabeled_batch_loss(ctx, x, consistency=0.5, l1=0.0, l2=0.0)
     assert confident == 4 and float(loss.detach()) == pytest.approx(-0.01 * math.log(0.8), rel=1e-5)
     # Two helpers predicting (0.5, 0.25, 0.25) outvote the own class 2: label 0, CE = -ln 0.1;
