@@ -169,3 +169,24 @@ class Algorithm:
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""
         return replace(self, **changes)
+
+    @classmethod
+    def evaluation_only(
+        cls, name: str, init: Callable[[RoundInfo], State], evaluate: Callable[[State, ClientData], dict[str, float | list[float]]], **fields
+    ) -> Algorithm:
+        """An algorithm with no rounds and no clients: ``init`` builds its model, ``evaluate`` scores it (a baseline or a control)."""
+
+        def unused(*args):
+            raise RuntimeError(f"{name} has no rounds")
+
+        return cls(
+            name=name,
+            inputs=(),
+            init=init,
+            broadcast=lambda state, info: Broadcast({}),
+            client_update=unused,
+            aggregate=unused,
+            evaluate=evaluate,
+            stages=(),
+            **fields,
+        )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from fedprior.algorithms.base import Algorithm, Broadcast, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, RoundInfo, State, Task
 from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
 from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
@@ -19,19 +19,7 @@ def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algo
         weight, bias = text_head(task)
         return {WEIGHT: weight, BIAS: bias}
 
-    def unused(*args):
-        raise RuntimeError("zero-shot has no rounds")
-
-    return Algorithm(
-        name="zero-shot",
-        inputs=(),
-        init=init,
-        broadcast=lambda state, info: Broadcast({}),
-        client_update=unused,
-        aggregate=unused,
-        evaluate=head_evaluation(device),
-        stages=(),
-    )
+    return Algorithm.evaluation_only("zero-shot", init, head_evaluation(device))
 
 
 def linear_probe(

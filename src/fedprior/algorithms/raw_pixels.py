@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, State, Task
 from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate
 from fedprior.errors import ConfigError
 
@@ -26,20 +26,7 @@ def raw_pixels(task: Task, *, device: torch.device = torch.device("cpu"), linear
     def init(info: RoundInfo) -> State:
         return {}
 
-    def unused(*args):
-        raise RuntimeError("raw-pixels has no rounds")
-
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         return linear_evaluate(lambda x: x, nn.Identity(), data, task, device, linear_eval)
 
-    return Algorithm(
-        name="raw-pixels",
-        inputs=(),
-        init=init,
-        broadcast=lambda state, info: Broadcast({}),
-        client_update=unused,
-        aggregate=unused,
-        evaluate=evaluate,
-        stages=(),
-        evaluation_inputs=evaluation_inputs(linear_eval),
-    )
+    return Algorithm.evaluation_only("raw-pixels", init, evaluate, evaluation_inputs=evaluation_inputs(linear_eval))
