@@ -70,7 +70,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedmatch_local import code_training
+from fedprior.algorithms.fedmatch_local import code_training, set_gradients
 from fedprior.algorithms.fixmatch import CPU, Dpl
 from fedprior.algorithms.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.semi_supervised import Context, Method, predict, semi_supervised_algorithm
@@ -207,11 +207,8 @@ def disjoint(supervised_weight: float = 1.0):
     def backward(ctx: Context, loss_labeled: torch.Tensor, loss_unlabeled: torch.Tensor) -> None:
         pairs = sigma_psi_pairs(ctx.model)
         for parameters, loss in (([s for s, _ in pairs], supervised_weight * loss_labeled), ([p for _, p in pairs], loss_unlabeled)):
-            if not loss.requires_grad:
-                continue
-            grads = torch.autograd.grad(loss, parameters, allow_unused=True)
-            for parameter, grad in zip(parameters, grads, strict=True):
-                parameter.grad = grad
+            if loss.requires_grad:
+                set_gradients(loss, parameters)
 
     return backward
 

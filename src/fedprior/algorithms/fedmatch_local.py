@@ -73,12 +73,17 @@ def unlabeled_batch_loss(ctx: Context, x: torch.Tensor, consistency: float, l1: 
     return loss, confident
 
 
-def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[torch.Tensor], clip: float) -> None:
-    """One optimizer step moving only ``parameters`` (the others get no gradient, so SGD leaves them)."""
-    optimizer.zero_grad(set_to_none=True)
+def set_gradients(loss: torch.Tensor, parameters: list[torch.Tensor]) -> None:
+    """``parameters``' gradients of ``loss`` only (disjoint learning: the other parameters' gradients are left as they are)."""
     grads = torch.autograd.grad(loss, parameters, allow_unused=True)
     for parameter, grad in zip(parameters, grads, strict=True):
         parameter.grad = grad
+
+
+def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[torch.Tensor], clip: float) -> None:
+    """One optimizer step moving only ``parameters`` (the others get no gradient, so SGD leaves them)."""
+    optimizer.zero_grad(set_to_none=True)
+    set_gradients(loss, parameters)
     if clip > 0:
         torch.nn.utils.clip_grad_norm_(parameters, clip)
     optimizer.step()
