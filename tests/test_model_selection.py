@@ -11,6 +11,7 @@ from fedprior.algorithms.metrics import selected_round, selection_score
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
+from fedprior.runtime.simulation import reportable
 
 DIGITS = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=1.0"]
 
@@ -41,6 +42,34 @@ def test_validation_is_held_out_of_the_pool_and_the_summary_reports_the_selected
     assert summary["selected_round"] == best["round"] and summary["selected_accuracy"] == best["accuracy"]
     assert summary["selected_macro_f1"] == best["macro_f1"] and "final_macro_f1" in summary
     assert "chosen on the validation split" in (tmp_path / "run" / "report.md").read_text()
+
+
+def test_selectable_test_metrics_are_computed_only_where_a_round_can_be_reported():
+    history = [record(1, 0.5, 0.4), record(2, 0.6, 0.1)]  # scores 2.4, 2.3
+    assert reportable({}, [], last=True)  # a stage's last round: the final metrics
+    assert not reportable({}, history, last=False)  # no validation split: only the last round
+    assert reportable(record(3, 0.6, 0.4), history, last=False)  # 2.6 beats 2.4
+    assert not reportable(record(3, 0.5, 0.4), history, last=False)  # a tie: the first best is kept
+    assert not reportable(record(3, 0.1, 0.1), history, last=False)
+    assert reportable(record(1, 0.1, 0.1), [], last=False)  # the first validated round
+
+
+def test_selectable_test_metrics_report_what_every_evaluation_reports(tmp_path):
+    runs = {}
+    for when in ("every-evaluation", "selectable"):
+        # half participation on a Dirichlet(0.1) split: validation does not improve every round
+        skewed = ["federation.fraction=0.5", "partition.scheme=dirichlet", "partition.alpha=0.1", "federation.rounds=5"]
+        overrides = [*DIGITS, *skewed, "run.model_selection=validation", f"run.test_metrics={when}"]
+        runs[when] = start(*load_config("fedavg-cnn", overrides), tmp_path / when)
+    every, selectable = runs["every-evaluation"], runs["selectable"]
+    for key in ("selected_round", "selected_accuracy", "selected_macro_f1", "final_accuracy", "final_macro_f1"):
+        assert selectable[key] == every[key], key
+    lines = [json.loads(line) for line in (tmp_path / "selectable" / "metrics.jsonl").read_text().splitlines()]
+    rounds = [r for r in lines if "validation_accuracy" in r and r.get("step")]
+    assert len(rounds) == 5
+    scored = [r["step"] for r in rounds if "accuracy" in r]
+    best_so_far = [r["step"] for i, r in enumerate(rounds) if all(selection_score(r) > selection_score(e) for e in rounds[:i])]
+    assert scored == sorted({*best_so_far, 5}) and len(scored) < 5  # some test evaluations were skipped
 
 
 def test_without_model_selection_nothing_is_held_out_and_subsets_are_fixed():

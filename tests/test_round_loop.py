@@ -25,6 +25,7 @@ NOT_DEFAULT = [
     "federation.fraction=0.5",
     "run.vectorize=false",
     "federation.evaluate_every=2",
+    "run.test_metrics='selectable'",
     "run.non_finite='drop'",
     "federation.wait_for_clients=1.5",
     "run.threads=2",
@@ -41,6 +42,7 @@ def expected(workers: int) -> dict:
         "fraction": 0.5,
         "vectorize": False,
         "evaluate_every": 2,
+        "test_metrics": "selectable",
         "non_finite": "drop",
         "wait_for_clients": 1.5,
         "retry_every": RoundLoop.retry_every,  # no config field: the loop's own constant

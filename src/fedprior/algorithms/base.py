@@ -151,7 +151,10 @@ class Algorithm:
       its data; ``("x_train", "y_train")`` is the labelled training pool (every image the clients hold,
       with its label), which the runtime adds to the evaluation data (``experiments.build``): the
       self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
-      No client ever receives it.
+      No client ever receives it;
+    - ``validate(state) -> metrics``: optional; the global model's metrics on a validation split,
+      keys prefixed ``validation_`` (``run.model_selection = 'validation'``, set by the runtime:
+      ``experiments.build.with_validation``). The round loop records them beside the test metrics.
     """
 
     name: str
@@ -165,6 +168,7 @@ class Algorithm:
     stages: tuple[Stage, ...] = (Stage("federated"),)
     diagnostics: tuple[str, ...] = ()
     evaluation_inputs: tuple[str, ...] = ()
+    validate: Callable[[State], dict[str, float]] | None = None
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""

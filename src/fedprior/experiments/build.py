@@ -71,6 +71,7 @@ class Experiment:
             fraction=federation.fraction,
             vectorize=run.vectorize,
             evaluate_every=federation.evaluate_every,
+            test_metrics=run.test_metrics,
             non_finite=run.non_finite,
             wait_for_clients=federation.wait_for_clients,
             threads=self.threads,
@@ -338,14 +339,13 @@ def evaluation_data(algorithm: Algorithm, data: ClientData, train: dict[str, tor
 
 
 def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
-    """``algorithm`` whose evaluation also reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
+    """``algorithm`` whose ``validate`` reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
 
-    def evaluate(state, data):
+    def validate(state):
         scores = algorithm.evaluate(state, validation)
-        extra = {f"validation_{k}": v for k, v in scores.items() if not isinstance(v, list)}
-        return {**algorithm.evaluate(state, data), **extra}
+        return {f"validation_{k}": v for k, v in scores.items() if not isinstance(v, list)}
 
-    return algorithm.with_(evaluate=evaluate)
+    return algorithm.with_(validate=validate)
 
 
 def worker_start_method(asked: str, device: torch.device) -> str | None:

@@ -145,6 +145,8 @@ class RunConfig(Section):
     """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
     model_selection: Literal["last", "validation"] = "last"
     """'validation': also evaluate every round on a validation split and report the test metrics of the round it ranks best (selected_* in the summary, FedBM's code), beside the last round's."""
+    test_metrics: Literal["every-evaluation", "selectable"] = "every-evaluation"
+    """When the test set is evaluated: at 'every-evaluation' (federation.evaluate_every), or only where its metrics can be reported ('selectable'): each stage's last round and, with model_selection = 'validation', a round whose validation score beats every earlier one. 'selectable' gives the same selected and final metrics at a fraction of the cost (the test curve and best_accuracy then cover only those rounds)."""
     mlflow: str | None = Field(None, min_length=1)
     """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)

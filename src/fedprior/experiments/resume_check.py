@@ -46,11 +46,12 @@ RESUME_MAY_CHANGE = frozenset(
         "run.mlflow",
         "run.mlflow_experiment",
         "federation.evaluate_every",
+        "run.test_metrics",
         "federation.wait_for_clients",
     }
 )
 """Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
-workers, device, evaluation cadence) and how long a round waits for its clients. ``run.device`` may change
+workers, device, evaluation cadence, which rounds the test set is scored on) and how long a round waits for its clients. ``run.device`` may change
 because 'auto' resolves per machine anyway."""
 
 

@@ -8,9 +8,10 @@ forgot (``run.non_finite`` on Flower, ``run.workers`` in the FST-CBDG report) si
 its default. Passing one :class:`RoundLoop` instead, built from the config by
 :meth:`fedprior.experiments.build.Experiment.round_loop`, leaves nothing to forget.
 
-Model selection (``run.model_selection``) is not here: it is part of the algorithm's
-``evaluate`` (``fedprior.experiments.build.with_validation``), so every runtime that
-builds the experiment from its config has it.
+Model selection (``run.model_selection``) is not here: it is the algorithm's ``validate``
+(``fedprior.experiments.build.with_validation``), so every runtime that builds the
+experiment from its config has it; ``test_metrics`` says which evaluations also score the
+test set.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class RoundLoop:
     """``run.vectorize``: train the sampled clients together where the algorithm can."""
     evaluate_every: int = 1
     """``federation.evaluate_every``: evaluate every k rounds and after each stage's last."""
+    test_metrics: str = "every-evaluation"
+    """``run.test_metrics``: 'selectable' scores the test set only where it can be reported (``simulation.reportable``)."""
     non_finite: NonFinite = "stop"
     """``run.non_finite``: what a client update holding NaN/inf does (``divergence.py``)."""
     wait_for_clients: float = 0.0

@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
+from fedprior.algorithms.metrics import selection_score
 from fedprior.algorithms.tensors import payload_bytes
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
@@ -80,6 +81,18 @@ def mean_client_metrics(replies: list[Reply]) -> dict[str, float]:
 def evaluated(stage: Stage, round_: int, stage_rounds: int, every: int) -> bool:
     """Whether round ``round_`` of ``stage`` ends with an evaluation: every ``every`` rounds, and the stage's last."""
     return stage.evaluate and (round_ % every == 0 or round_ == stage_rounds)
+
+
+def reportable(validation: dict[str, Any], history: list[dict[str, Any]], last: bool) -> bool:
+    """Whether an evaluation's test metrics can be reported (``run.test_metrics = 'selectable'``): a stage's last
+    round (the final metrics), or a round whose validation score beats every earlier round's, which is the only
+    kind :func:`fedprior.algorithms.metrics.selected_round` can pick (it keeps the first best)."""
+    if last:
+        return True
+    if not validation:
+        return False
+    earlier = [selection_score(r) for r in history if "validation_accuracy" in r]
+    return not earlier or selection_score(validation) > max(earlier)
 
 
 def reach_clients(
@@ -129,9 +142,12 @@ def run_rounds(
     with torch_threads(threads.train if threads else None):
         started = time.perf_counter()
 
-        def evaluate(state: State) -> dict[str, Any]:
+        def evaluate(state: State, history: list[dict[str, Any]], last: bool = True) -> dict[str, Any]:
             with torch_threads(evaluate_threads):
-                return algorithm.evaluate(state, test_data)
+                scores = algorithm.validate(state) if algorithm.validate is not None else {}
+                if loop.test_metrics == "selectable" and not reportable(scores, history, last):
+                    return scores
+                return {**algorithm.evaluate(state, test_data), **scores}
 
         def save(state: State, progress: Progress) -> None:
             if checkpoint_path is not None:
@@ -142,7 +158,7 @@ def run_rounds(
         else:
             first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
             state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
-            progress = Progress(initial=evaluate(state))
+            progress = Progress(initial=evaluate(state, []))
             save(state, progress)
             if on_round:
                 on_round({"stage": first_stage, "round": 0, **progress.initial})
@@ -177,7 +193,7 @@ def run_rounds(
                     state = algorithm.aggregate(state, replies, info)
                 record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
                 if evaluated(stage, round_, stage_rounds, loop.evaluate_every):
-                    record.update(evaluate(state))
+                    record.update(evaluate(state, progress.history, last=round_ == stage_rounds))
                 check_global(state, record, stage.name, round_)
                 record.update(mean_client_metrics(replies))
                 record.update({"clients": sampled, "failed_clients": sorted(failures)})
