@@ -88,6 +88,36 @@ def test_a_failing_control_withholds_every_verdict_and_heads_the_table():
     assert "| 82.0 ± 2.0 (50.0) |" in text  # mean ± sd (n - 1) per cell
 
 
+def test_a_control_row_that_has_not_converged_fails_its_control():
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, settled_within=0.5),), metrics=("final_accuracy", "late_change"))
+    for late, status in (([0.002, -0.004, 0.003], "passed"), ([0.002, -0.004, 0.012], "failed")):  # mean |change| 0.30 and 0.60 points
+
+        def run_cell(cell, seed, late=late):
+            return {"final_accuracy": SEEDS[cell.row][seed] / 100, "late_change": late[seed], "initial_accuracy": 0.1, "wall_seconds": 1.0}
+
+        evaluated = evaluate(table, run_table(table, True, None, run_cell, seeds=3), embedded=True)
+        control = evaluated["controls"][0]
+        assert control["status"] == status and control["difference"] == 30.67
+        if status == "failed":
+            assert control["late_change"] == 0.6 and evaluated["findings"][0]["verdict"] == "setting not informative"
+            assert evaluated["notices"] == [
+                "setting not informative at c: Top at least 8 points above Zero, and converged (last 10% of rounds move it less than 0.5 points) "
+                "failed: 91.0 vs 60.3, Top moved 0.60 points over its last 10% of rounds"
+            ]
+    with pytest.raises(ValueError, match="unknown metric 'late_change'"):
+        make(controls=(Control("Top", "Zero", 8.0, settled_within=0.5),))
+
+
+def test_late_change_is_the_move_over_the_last_tenth_of_the_rounds():
+    from fedprior.experiments.runner import late_change
+
+    history = [{"step": s, "accuracy": a} for s, a in enumerate([0.5, 0.6, 0.7, 0.7, 0.71, 0.72, 0.74, 0.75, 0.75, 0.76], start=1)]
+    assert late_change({"accuracy": 0.1}, history) == pytest.approx(0.76 - 0.75)  # round 10 against round 9
+    sparse = [{"step": s, **({"accuracy": a} if s % 4 == 0 or s == 20 else {})} for s, a in enumerate([0.01 * i for i in range(1, 21)], start=1)]
+    assert late_change({"accuracy": 0.0}, sparse) == pytest.approx(0.20 - 0.16)  # round 20 against round 16 (the last scored by 18)
+    assert late_change({"accuracy": 0.3}, []) == 0.0
+
+
 def test_controls_and_claims_whose_rows_did_not_run():
     table = make(CLAIMS, (Control("Top", "Zero", 8.0),))
     cells = [c for c in results(table) if c["row"] not in ("Zero", "B")]
@@ -125,7 +155,7 @@ def test_every_paper_table_declares_claims_and_controls():
     assert all(table.claims for table in tables.values())
     assert [name for name, table in tables.items() if not table.controls] == ["mfcl-table8"]  # bits sent: nothing bounds them
     margins = {table.controls[0].margin for name, table in tables.items() if table.controls}
-    assert margins == {5.0, 8.0}
+    assert margins == {5.0, 8.0, 10.0}
     assert tables["fst-cbdg-table3"].controls[0].condition == "CLIP-FC-Centralized at least 8 points above CLIP-ZS"
 
 

@@ -119,12 +119,17 @@ def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -
             else:
                 difference = float(np.mean(np.subtract(above, below)))
                 passed = difference >= control.margin - 1e-9
-                entry.update(
-                    status=PASSED if passed else FAILED, above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference)
-                )
+                entry.update(above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference))
+                measured = f"{entry['above']:.1f} vs {entry['below']:.1f}"
+                if control.settled_within is not None:
+                    late = float(np.mean(np.abs(values(control.above, column, "late_change"))))
+                    entry["late_change"] = _round(late)
+                    passed = passed and late < control.settled_within
+                    measured += f", {control.above} moved {late:.2f} points over its last 10% of rounds"
+                entry["status"] = PASSED if passed else FAILED
                 if not passed:
                     status[column] = FAILED
-                    notices.append(f"setting not informative at {column}: {control.condition} failed: {entry['above']:.1f} vs {entry['below']:.1f}")
+                    notices.append(f"setting not informative at {column}: {control.condition} failed: {measured}")
                 elif column not in status:
                     status[column] = PASSED
             controls.append(entry)

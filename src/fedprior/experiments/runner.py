@@ -70,6 +70,15 @@ def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float:
+    """How far test accuracy moved over the last 10% of the run's rounds: the last evaluation minus the last one at or
+    before round floor(0.9 * rounds) (the initial model's at round 0). Near 0: the run has converged (issue 17's rule)."""
+    curve = [(0, initial["accuracy"]), *((r["step"], r["accuracy"]) for r in history if "accuracy" in r)]
+    cut = int(0.9 * len(history))
+    before = [accuracy for step, accuracy in curve if step <= cut]
+    return curve[-1][1] - before[-1]
+
+
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
     """The run's summary (what ``fedprior run --json`` prints)."""
     config = experiment.config
@@ -101,6 +110,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "initial_accuracy": initial,
         "final_accuracy": history[-1] if history else initial,
         "best_accuracy": max([initial, *history]),
+        "late_change": late_change(progress.initial, progress.history),
         "history": history,
         "evaluated_rounds": evaluated_rounds,
         **extra,

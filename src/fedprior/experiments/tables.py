@@ -106,10 +106,14 @@ class Control:
     """One of the table's ``metrics`` (None: its first)."""
     note: str = ""
     """Why this condition (and any caveat, e.g. a row that stands in for a missing one)."""
+    settled_within: float | None = None
+    """Also: ``above`` has converged, the mean over seeds of ``|late_change|`` (points its accuracy moved over the
+    last 10% of rounds, ``runner.late_change``) below this (None: not checked). Needs ``late_change`` among the metrics."""
 
     @property
     def condition(self) -> str:
-        return f"{self.above} at least {self.margin:g} points above {self.below}"
+        settled = "" if self.settled_within is None else f", and converged (last 10% of rounds move it less than {self.settled_within:g} points)"
+        return f"{self.above} at least {self.margin:g} points above {self.below}{settled}"
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,8 @@ class PaperTable:
             where = f"{self.name}: control {control.condition!r}"
             self._check_rows(where, (control.above, control.below), labels)
             self._check_metric(where, control.metric)
+            if control.settled_within is not None:
+                self._check_metric(where, "late_change")
 
     @staticmethod
     def _check_rows(where: str, names: tuple[str, ...], labels: list[str]) -> None:
