@@ -1,0 +1,139 @@
+"""FedDB's embedded setting chosen by its controls alone, before any method is compared (issue 17 item 4).
+
+Two controls per candidate setting, on the δ = 0.3 column of FedDB's Table 2 (Fashion-MNIST,
+100 clients, 10% per round, the labeled and the 20,000 unlabeled images split by their own
+Dirichlet(0.3) draws):
+
+- **labeled-only**: FedAvg on the labeled images alone (preset ``fedavg-labeled``);
+- **all labels**: the same FedAvg with the unlabeled images labeled too
+  (``partition.num_labeled = labels + 20000``): same network, partition scheme and rounds.
+
+A setting is informative when (1) all labels reach at least 10 points more best accuracy
+than labeled-only, and (2) the all-labels run has converged: its test accuracy moved less
+than 0.5 point over the last 10% of its rounds (``late_change`` of the run summary).
+The third rule, a clean-trained model keeping 60% on strong views, does not depend on
+these settings: ``benchmarks/strong_views.py``.
+
+The candidates (:data:`SETTINGS`) vary the network width, the rounds (with the learning
+rate decayed over them, as the presets do), the labels and the local epochs; each is run
+with seed 0 (one seed chooses; the 3-seed tables then report). A run's wall seconds are
+printed beside it: the issue allows up to 15 CPU-minutes a run on this machine. Runs go
+to ``--runs`` (a finished one is read back, a stopped one resumed), ``--jobs`` at a time.
+
+    python benchmarks/feddb_setting.py [--jobs 2] [--runs runs/feddb-setting] [--only w8-r40-l4000-e5 ...] [--set run.device=cuda]
+
+Writes ``benchmarks/results/feddb_setting.json``: the command, the machine, and per
+setting the two controls (best, final, late change, seconds) and whether each rule passes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from shared import load, machine
+
+RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
+UNLABELED = 20000
+GAP, SETTLED = 10.0, 0.5
+
+
+@dataclass(frozen=True)
+class Setting:
+    width: int
+    rounds: int
+    labels: int
+    local_epochs: int = 5
+
+    @property
+    def name(self) -> str:
+        return f"w{self.width}-r{self.rounds}-l{self.labels}-e{self.local_epochs}"
+
+    def overrides(self, all_labels: bool) -> list[str]:
+        labeled = self.labels + UNLABELED if all_labels else self.labels
+        return [
+            "partition.scheme=dirichlet",
+            "partition.alpha=0.3",
+            f"partition.num_labeled={labeled}",
+            f"partition.num_unlabeled={UNLABELED}",
+            f"algorithm.width={self.width}",
+            f"federation.rounds={self.rounds}",
+            f"algorithm.lr_decay_rounds={self.rounds}",
+            f"federation.local_epochs={self.local_epochs}",
+            "run.seed=0",
+        ]
+
+
+SETTINGS = (  # cheapest first
+    Setting(8, 40, 4000),
+    Setting(8, 40, 1000),
+    Setting(16, 100, 4000),
+    Setting(16, 100, 1000),
+    Setting(32, 100, 1000),
+    Setting(16, 200, 1000),
+)
+CONTROLS = {"labeled-only": False, "all labels": True}
+
+
+def run_control(fedprior: str, runs: Path, setting: Setting, control: str, extra: list[str]) -> dict:
+    """One control run's summary: read back if finished, resumed if stopped, else run."""
+    path = runs / setting.name / control.replace(" ", "-")
+    result = path / "result.json"
+    if not result.is_file():
+        sets = [a for o in (*setting.overrides(CONTROLS[control]), *extra) for a in ("--set", o)]
+        command = [fedprior, "resume", str(path)] if (path / "config.toml").is_file() else [fedprior, "run", "fedavg-labeled", *sets, "--run-dir", str(path)]
+        subprocess.run([*command, "--json"], check=True, stdout=subprocess.DEVNULL)
+    summary = json.loads(result.read_text())
+    return {k: round(100 * summary[k], 2) for k in ("best_accuracy", "final_accuracy", "late_change")} | {"seconds": round(summary["wall_seconds"], 1)}
+
+
+def verdict(controls: dict[str, dict]) -> dict:
+    labeled, every = controls["labeled-only"], controls["all labels"]
+    gap = round(every["best_accuracy"] - labeled["best_accuracy"], 2)
+    rules = {
+        f"all labels >= labeled-only + {GAP:g}": gap >= GAP,
+        f"all labels converged (|late change| < {SETTLED:g})": abs(every["late_change"]) < SETTLED,
+    }
+    return {"gap": gap, "rules": rules, "informative": all(rules.values())}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--runs", type=Path, default=Path("runs/feddb-setting"))
+    parser.add_argument("--only", nargs="*", default=None, help="setting names (default: all)")
+    parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every run (e.g. run.device=cuda)")
+    args = parser.parse_args()
+    fedprior = str(Path(sys.executable).with_name("fedprior"))
+    chosen = [s for s in SETTINGS if args.only is None or s.name in args.only]
+    started, load_at_start = time.perf_counter(), machine()
+    jobs = [(s, c) for s in chosen for c in CONTROLS]
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {job: pool.submit(run_control, fedprior, args.runs, *job, args.extra) for job in jobs}
+        out = {}
+        for setting in chosen:
+            controls = {c: futures[(setting, c)].result() for c in CONTROLS}
+            out[setting.name] = {"controls": controls, **verdict(controls)}
+            print(setting.name, json.dumps(out[setting.name]), flush=True)
+    previous = json.loads(RESULT.read_text())["settings"] if RESULT.is_file() else {}
+    record = {
+        "what": "FedDB embedded setting (δ = 0.3): FedAvg on the labels alone vs every image labeled, seed 0, accuracy in %",
+        "rules": [f"all labels best accuracy >= labeled-only + {GAP:g} points", f"all labels |late_change| < {SETTLED:g} point (last 10% of rounds)"],
+        "command": "python benchmarks/feddb_setting.py " + " ".join(sys.argv[1:]),
+        "machine": load_at_start,
+        "load_at_end": load(),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "settings": {**previous, **out},
+    }
+    RESULT.parent.mkdir(parents=True, exist_ok=True)
+    RESULT.write_text(json.dumps(record, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
