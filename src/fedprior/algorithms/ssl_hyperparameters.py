@@ -21,6 +21,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
+from fedprior.data.augment.fixmatch import STRONG_AUGMENTS
+
 SHARED: dict[str, tuple[Any, Any]] = {
     "model": (
         Annotated[
@@ -62,7 +64,7 @@ SHARED: dict[str, tuple[Any, Any]] = {
     "flip": (Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")], True),
     "strong_augment": (
         Annotated[
-            Literal["fixmatch", "feddb-code", "kornia-fixed"],
+            Literal[STRONG_AUGMENTS],
             Field(
                 description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
             ),
