@@ -132,3 +132,16 @@ def test_cnn_learns_toy_images(image_task):
     reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
     after = algo.evaluate(algo.aggregate(state, [reply], INFO), data)["accuracy"]
     assert after > max(before, 0.8)
+
+
+def test_scaffold_averages_a_model_with_batchnorm_and_keeps_its_integer_buffers(image_task):
+    """convnet-small has BatchNorm: num_batches_tracked is an integer tensor, which a plain mean cannot take."""
+    algo = scaffold(image_task, local_epochs=1, batch_size=8, model="convnet-small", lr=0.05)
+    state = algo.init(INFO)
+    replies = [algo.client_update(algo.broadcast(state, INFO), {}, toy_images(16, seed), INFO.for_client(seed))[0] for seed in (0, 1)]
+    new = algo.aggregate(state, replies, INFO)
+    integer = [k for k, v in new.items() if k.startswith(MODEL) and not v.is_floating_point()]
+    assert integer and all(torch.equal(new[k], replies[0].arrays[k]) for k in integer)
+    floating = [k for k, v in new.items() if k.startswith(MODEL) and v.is_floating_point()]
+    for k in floating:  # eta_g = 1: the unweighted mean of the two client models
+        assert torch.allclose(new[k], (replies[0].arrays[k] + replies[1].arrays[k]) / 2, atol=1e-6)

@@ -12,7 +12,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.local_training import train_epochs
 from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, with_prefix
+from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
@@ -86,9 +86,12 @@ def scaffold(
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = dict(state)
-        for name in with_prefix(state, MODEL):
-            mean_y = torch.stack([r.arrays[MODEL + name] for r in replies]).mean(0)
-            new[MODEL + name] = state[MODEL + name] + global_lr * (mean_y - state[MODEL + name])
+        # Algorithm 1, line 16: x + eta_g * (1/|S|) sum(y_i - x), an unweighted mean; integer buffers (BatchNorm's
+        # num_batches_tracked) are not averaged: they take the first reply's value (tensors.weighted_mean)
+        mean_y = weighted_mean([with_prefix(r.arrays, MODEL) for r in replies], [1.0] * len(replies))
+        for name, value in mean_y.items():
+            old = state[MODEL + name]
+            new[MODEL + name] = old + global_lr * (value - old) if value.is_floating_point() else value
         for name in param_names:
             total_dc = torch.stack([r.arrays["delta_control." + name] for r in replies]).sum(0)
             new[CONTROL + name] = state[CONTROL + name] + total_dc / num_clients
