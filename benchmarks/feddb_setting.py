@@ -37,7 +37,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import load, machine
+from shared import machine, save_settings
 
 RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
 UNLABELED = 20000
@@ -121,18 +121,11 @@ def main() -> None:
             controls = {c: futures[(setting, c)].result() for c in CONTROLS}
             out[setting.name] = {"controls": controls, **verdict(controls)}
             print(setting.name, json.dumps(out[setting.name]), flush=True)
-    previous = json.loads(RESULT.read_text())["settings"] if RESULT.is_file() else {}
-    record = {
+    header = {
         "what": "FedDB embedded setting (δ = 0.3): FedAvg on the labels alone vs every image labeled, seed 0, accuracy in %",
         "rules": [f"all labels best accuracy >= labeled-only + {GAP:g} points", f"all labels |late_change| < {SETTLED:g} point (last 10% of rounds)"],
-        "command": "python benchmarks/feddb_setting.py " + " ".join(sys.argv[1:]),
-        "machine": load_at_start,
-        "load_at_end": load(),
-        "wall_seconds": round(time.perf_counter() - started, 1),
-        "settings": {**previous, **out},
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(record, indent=2) + "\n")
+    save_settings(RESULT, header, out, started, load_at_start)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared import load, machine
+from shared import machine, save_settings
 
 RESULT = Path(__file__).parent / "results" / "mfcl_setting.json"
 ROWS = "MFCL(PN),MFCL(PN) untrained,FedSimCLR,FedSimCLR untrained,raw pixels,MFCL(PN) sensor,MFCL(PN) sensor untrained,FedAvg"
@@ -35,7 +35,13 @@ SETTINGS: dict[str, tuple[str, ...]] = {  # cheapest first; the presets' setting
     "preset": (),
     "6k-e2": ("data.train_subset=6000", "federation.local_epochs=2"),
     "6k-e2-r30-s20": ("data.train_subset=6000", "federation.local_epochs=2", "federation.rounds=30", "algorithm.server_epochs=20"),
-    "6k-e2-r30-s20-d16": ("data.train_subset=6000", "federation.local_epochs=2", "federation.rounds=30", "algorithm.server_epochs=20", "algorithm.disc_width=16"),
+    "6k-e2-r30-s20-d16": (
+        "data.train_subset=6000",
+        "federation.local_epochs=2",
+        "federation.rounds=30",
+        "algorithm.server_epochs=20",
+        "algorithm.disc_width=16",
+    ),
 }
 
 
@@ -43,7 +49,23 @@ def run_setting(name: str, overrides: tuple[str, ...], args: argparse.Namespace)
     fedprior = str(Path(sys.executable).with_name("fedprior"))
     sets = [a for o in (*overrides, *args.extra) for a in ("--set", o)]
     out = args.runs / name
-    command = [fedprior, "table", "mfcl-table2", "--embedded", "--columns", "Sc2", "--rows", ROWS, "--seeds", str(args.seeds), "--jobs", str(args.jobs), "--out", str(out), *sets]
+    command = [
+        fedprior,
+        "table",
+        "mfcl-table2",
+        "--embedded",
+        "--columns",
+        "Sc2",
+        "--rows",
+        ROWS,
+        "--seeds",
+        str(args.seeds),
+        "--jobs",
+        str(args.jobs),
+        "--out",
+        str(out),
+        *sets,
+    ]
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     table = json.loads((out / "table.json").read_text())
     return {
@@ -68,19 +90,12 @@ def main() -> None:
         if args.only is None or name in args.only:
             out[name] = run_setting(name, overrides, args)
             print(name, json.dumps({"informative": out[name]["informative"], "controls": out[name]["controls"]}), flush=True)
-    previous = json.loads(RESULT.read_text())["settings"] if RESULT.is_file() else {}
-    record = {
+    header = {
         "what": "MFCL Table 2, Sc2, control rows only, under each candidate setting: linear-evaluation accuracy (%), mean over seeds",
         "rule": "MFCL(PN) and FedSimCLR each at least 5 points above the same network untrained (the table's controls)",
-        "command": "python benchmarks/mfcl_setting.py " + " ".join(sys.argv[1:]),
         "seeds": args.seeds,
-        "machine": at_start,
-        "load_at_end": load(),
-        "wall_seconds": round(time.perf_counter() - started, 1),
-        "settings": {**previous, **out},
     }
-    RESULT.parent.mkdir(parents=True, exist_ok=True)
-    RESULT.write_text(json.dumps(record, indent=2) + "\n")
+    save_settings(RESULT, header, out, started, at_start)
 
 
 if __name__ == "__main__":

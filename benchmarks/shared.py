@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 SPIN = "x = 0\nwhile True:\n    x = (x + 1) % 1000003\n"
 
@@ -63,3 +64,19 @@ def machine() -> dict:
     from fedprior.encoders.shipped_towers import machine_kind
 
     return {"uname": shell("uname -a"), "cores": os.cpu_count(), "kind": machine_kind(), "load_at_start": load()}
+
+
+def save_settings(path: Path, header: dict, settings: dict, started: float, at_start: dict) -> None:
+    """Write a setting-choosing benchmark's result: ``header`` (what, rule), the command, the machine, the wall
+    seconds, and ``settings`` merged over those the file already holds (a rerun of some settings keeps the others)."""
+    previous = json.loads(path.read_text())["settings"] if path.is_file() else {}
+    record = {
+        **header,
+        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "machine": at_start,
+        "load_at_end": load(),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "settings": {**previous, **settings},
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2) + "\n")
