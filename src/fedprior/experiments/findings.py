@@ -122,7 +122,8 @@ def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -
                 entry.update(above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference))
                 measured = f"{entry['above']:.1f} vs {entry['below']:.1f}"
                 if control.settled_within is not None:
-                    late = float(np.mean(np.abs(values(control.above, column, "late_change"))))
+                    moved = values(control.above, column, "late_change")  # present: the row ran, and the table has the metric
+                    late = float(np.mean(np.abs(moved))) if moved else math.inf
                     entry["late_change"] = _round(late)
                     passed = passed and late < control.settled_within
                     measured += f", {control.above} moved {late:.2f} points over its last 10% of rounds"
