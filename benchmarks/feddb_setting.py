@@ -70,13 +70,14 @@ class Setting:
         ]
 
 
-SETTINGS = (  # cheapest first
+SETTINGS = (  # cheapest first: the width at 40 rounds, then more rounds
     Setting(8, 40, 4000),
     Setting(8, 40, 1000),
-    Setting(16, 100, 4000),
+    Setting(16, 40, 1000),
+    Setting(32, 40, 1000),
     Setting(16, 100, 1000),
     Setting(32, 100, 1000),
-    Setting(16, 200, 1000),
+    Setting(16, 100, 4000),
 )
 CONTROLS = {"labeled-only": False, "all labels": True}
 

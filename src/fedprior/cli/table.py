@@ -24,6 +24,7 @@ METRIC_LABELS = {
     "best_macro_f1": "best F1",
     "selected_accuracy": "sel. acc",
     "selected_macro_f1": "sel. F1",
+    "late_change": "last-10% move",
 }
 
 
