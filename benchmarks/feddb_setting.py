@@ -70,14 +70,15 @@ class Setting:
         ]
 
 
-SETTINGS = (  # cheapest first: the width at 40 rounds, then more rounds
+SETTINGS = (  # the presets' setting, then wider networks, then fewer local epochs (less client drift) over more rounds
     Setting(8, 40, 4000),
     Setting(8, 40, 1000),
     Setting(16, 40, 1000),
+    Setting(16, 100, 1000, local_epochs=1),
+    Setting(32, 100, 1000, local_epochs=1),
+    Setting(16, 100, 1000, local_epochs=2),
     Setting(32, 40, 1000),
     Setting(16, 100, 1000),
-    Setting(32, 100, 1000),
-    Setting(16, 100, 4000),
 )
 CONTROLS = {"labeled-only": False, "all labels": True}
 
