@@ -106,4 +106,4 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     assert load_config(dpl.preset, dpl.overrides)[1].algorithm.hyperparameters()["dpl"] is True and dpl.paper == 68.46
     ablation = cells(table_by_name("feddb-table4"), embedded=True)
     assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 15
-    assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy")
+    assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy", "late_change")
