@@ -116,18 +116,17 @@ def main() -> None:
     chosen = [s for s in SETTINGS if args.only is None or s.name in args.only]
     started, load_at_start = time.perf_counter(), machine()
     jobs = [(s, c) for s in chosen for c in CONTROLS]
-    with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {job: pool.submit(run_control, fedprior, args.runs, *job, args.extra) for job in jobs}
-        out = {}
-        for setting in chosen:
-            controls = {c: futures[(setting, c)].result() for c in CONTROLS}
-            out[setting.name] = {"controls": controls, **verdict(controls)}
-            print(setting.name, json.dumps(out[setting.name]), flush=True)
     header = {
         "what": "FedDB embedded setting (δ = 0.3): FedAvg on the labels alone vs every image labeled, seed 0, accuracy in %",
         "rules": [f"all labels best accuracy >= labeled-only + {GAP:g} points", f"all labels |late_change| < {SETTLED:g} point (last 10% of rounds)"],
     }
-    save_settings(RESULT, header, out, started, load_at_start)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        futures = {job: pool.submit(run_control, fedprior, args.runs, *job, args.extra) for job in jobs}
+        for setting in chosen:  # written as each setting finishes: a stopped grid keeps what it measured
+            controls = {c: futures[(setting, c)].result() for c in CONTROLS}
+            result = {"controls": controls, **verdict(controls)}
+            print(setting.name, json.dumps(result), flush=True)
+            save_settings(RESULT, header, {setting.name: result}, started, load_at_start)
 
 
 if __name__ == "__main__":

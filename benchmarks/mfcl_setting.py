@@ -85,17 +85,16 @@ def main() -> None:
     parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every run (e.g. run.device=cuda)")
     args = parser.parse_args()
     started, at_start = time.perf_counter(), machine()
-    out = {}
-    for name, overrides in SETTINGS.items():
-        if args.only is None or name in args.only:
-            out[name] = run_setting(name, overrides, args)
-            print(name, json.dumps({"informative": out[name]["informative"], "controls": out[name]["controls"]}), flush=True)
     header = {
         "what": "MFCL Table 2, Sc2, control rows only, under each candidate setting: linear-evaluation accuracy (%), mean over seeds",
         "rule": "MFCL(PN) and FedSimCLR each at least 5 points above the same network untrained (the table's controls)",
         "seeds": args.seeds,
     }
-    save_settings(RESULT, header, out, started, at_start)
+    for name, overrides in SETTINGS.items():
+        if args.only is None or name in args.only:  # written as each setting finishes: a stopped grid keeps what it measured
+            result = run_setting(name, overrides, args)
+            print(name, json.dumps({"informative": result["informative"], "controls": result["controls"]}), flush=True)
+            save_settings(RESULT, header, {name: result}, started, at_start)
 
 
 if __name__ == "__main__":
