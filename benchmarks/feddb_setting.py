@@ -18,7 +18,9 @@ The candidates (:data:`SETTINGS`) vary the network width, the rounds (with the l
 rate decayed over them, as the presets do), the labels and the local epochs; each is run
 with seed 0 (one seed chooses; the 3-seed tables then report). A run's wall seconds are
 printed beside it: the issue allows up to 15 CPU-minutes a run on this machine. Runs go
-to ``--runs`` (a finished one is read back, a stopped one resumed), ``--jobs`` at a time.
+to ``--runs/SETTING`` and are planned and run as a table's cells are
+(``experiments.table_runs``): a finished one is read back, a stopped one resumed, a folder
+holding a run of another config refused; ``--jobs`` at a time, each in its own process.
 
     python benchmarks/feddb_setting.py [--jobs 2] [--runs runs/feddb-setting] [--only w8-r40-l4000-e5 ...] [--set run.device=cuda]
 
@@ -30,14 +32,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shared import machine, save_settings
+
+from fedprior.experiments.config import load_config
+from fedprior.experiments.table_runs import CellRun, execute_runs, plan_cell
+from fedprior.experiments.tables import Cell
 
 RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
 UNLABELED = 20000
@@ -90,15 +94,14 @@ SETTINGS = (
 CONTROLS = {"labeled-only": False, "all labels": True}
 
 
-def run_control(fedprior: str, runs: Path, setting: Setting, control: str, extra: list[str]) -> dict:
-    """One control run's summary: read back if finished, resumed if stopped, else run."""
-    path = runs / setting.name / control.replace(" ", "-")
-    result = path / "result.json"
-    if not result.is_file():
-        sets = [a for o in (*setting.overrides(CONTROLS[control]), *extra) for a in ("--set", o)]
-        command = [fedprior, "resume", str(path)] if (path / "config.toml").is_file() else [fedprior, "run", "fedavg-labeled", *sets, "--run-dir", str(path)]
-        subprocess.run([*command, "--json"], check=True, stdout=subprocess.DEVNULL)
-    summary = json.loads(result.read_text())
+def plan(runs: Path, setting: Setting, control: str, extra: list[str]) -> CellRun:
+    """One control run of ``setting``, as a table cell (row: the control, column: the setting, seed 0)."""
+    overrides = [*setting.overrides(CONTROLS[control]), *extra]
+    name, config = load_config("fedavg-labeled", overrides)
+    return plan_cell(runs / setting.name, Cell(control, setting.name, "fedavg-labeled", overrides, None), 0, name, config)
+
+
+def figures(summary: dict[str, Any]) -> dict[str, float]:
     return {k: round(100 * summary[k], 2) for k in ("best_accuracy", "final_accuracy", "late_change")} | {"seconds": round(summary["wall_seconds"], 1)}
 
 
@@ -119,21 +122,23 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="setting names (default: all)")
     parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every run (e.g. run.device=cuda)")
     args = parser.parse_args()
-    fedprior = str(Path(sys.executable).with_name("fedprior"))
     chosen = [s for s in SETTINGS if args.only is None or s.name in args.only]
     started, load_at_start = time.perf_counter(), machine()
-    jobs = [(s, c) for s in chosen for c in CONTROLS]
     header = {
         "what": "FedDB embedded setting (δ = 0.3): FedAvg on the labels alone vs every image labeled, seed 0, accuracy in %",
         "rules": [f"all labels best accuracy >= labeled-only + {GAP:g} points", f"all labels |late_change| < {SETTLED:g} point (last 10% of rounds)"],
     }
-    with ThreadPoolExecutor(args.jobs) as pool:
-        futures = {job: pool.submit(run_control, fedprior, args.runs, *job, args.extra) for job in jobs}
-        for setting in chosen:  # written as each setting finishes: a stopped grid keeps what it measured
-            controls = {c: futures[(setting, c)].result() for c in CONTROLS}
-            result = {"controls": controls, **verdict(controls)}
-            print(setting.name, json.dumps(result), flush=True)
-            save_settings(RESULT, header, {setting.name: result}, started, load_at_start)
+    done: dict[str, dict[str, dict]] = {s.name: {} for s in chosen}
+
+    def on_done(run: CellRun, summary: dict[str, Any]) -> None:  # written as each setting finishes: a stopped grid keeps what it measured
+        controls = done[run.cell.column]
+        controls[run.cell.row] = figures(summary)
+        if len(controls) == len(CONTROLS):
+            result = {"controls": {c: controls[c] for c in CONTROLS}, **verdict(controls)}
+            print(run.cell.column, json.dumps(result), flush=True)
+            save_settings(RESULT, header, {run.cell.column: result}, started, load_at_start)
+
+    execute_runs([plan(args.runs, s, c, args.extra) for s in chosen for c in CONTROLS], args.jobs, on_done)
 
 
 if __name__ == "__main__":
