@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
-from fedprior.algorithms.metrics import selection_score
+from fedprior.algorithms.metrics import selected_round, selection_score
 from fedprior.algorithms.tensors import payload_bytes
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
@@ -91,8 +91,8 @@ def reportable(validation: dict[str, Any], history: list[dict[str, Any]], last: 
         return True
     if not validation:
         return False
-    earlier = [selection_score(r) for r in history if "validation_accuracy" in r]
-    return not earlier or selection_score(validation) > max(earlier)
+    best = selected_round(history)
+    return best is None or selection_score(validation) > selection_score(best)
 
 
 def reach_clients(
