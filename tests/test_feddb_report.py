@@ -12,6 +12,7 @@ TINY = [
     "federation.num_clients=6",
     "federation.fraction=0.5",
     "federation.rounds=2",
+    "federation.evaluate_every=1",  # the preset scores every 5 rounds; the diagnostics come with each evaluation
     "federation.local_epochs=1",
     "partition.num_labeled=120",
     "partition.num_unlabeled=0",

@@ -94,8 +94,10 @@ def finished_result(run: RunDir) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) and "initial_accuracy" in summary else None
 
 
-def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: ExperimentConfig) -> CellRun:
-    """What running ``cell`` with ``seed`` in ``folder`` does now; a ConfigError if its folder holds a run of another config."""
+def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: ExperimentConfig, option: str = "--out") -> CellRun:
+    """What running ``cell`` with ``seed`` in ``folder`` does now; a ConfigError if its folder holds a run of another config.
+
+    ``option`` is the command-line option that named ``folder``, for the error message."""
     path = cell_folder(folder, cell, seed)
     run = RunDir(path)
     result = finished_result(run) if run.result.is_file() else None
@@ -106,8 +108,8 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     changed = changes_that_matter(saved.to_dict(), config.to_dict())
     if changed:
         raise ConfigError(
-            f"--out: cell {cell.row} / {cell.column} seed {seed} ({path}) holds a run of another config: "
-            f"{describe_changes(changed, 'there')}; rerun the table with the settings it started with, or give another --out"
+            f"{option}: cell {cell.row} / {cell.column} seed {seed} ({path}) holds a run of another config: "
+            f"{describe_changes(changed, 'there')}; rerun the table with the settings it started with, or give another {option}"
         )
     if result is not None:
         return CellRun(cell, seed, name, config, path, REUSED, result)
