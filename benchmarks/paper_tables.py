@@ -16,6 +16,13 @@ Table I's FedBM, Central Learning and FedAvg cells; FedDB's Table 4 repeats Tabl
 FedAvg rows and FedDB as "DPL + DMA") is copied into the later table's folder first, so
 ``fedprior table`` reuses it instead of training it again; it checks that the copied run's
 config is the one it would run, and refuses otherwise.
+
+``--keep DIR`` (default ``benchmarks/results/cells``) holds each finished cell's
+``config.toml`` and ``result.json`` (a few kilobytes), copied there within a minute of the
+cell finishing; a rerun puts them back into ``--runs/NAME`` first, so a table survives the
+loss of its run folders (a machine given back, a clean clone) as long as ``DIR`` is
+committed: only the cells not kept train again. A kept cell is reused only where its
+config is the one the table would run (``fedprior table`` checks, as for any finished run).
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from fedprior.papers import table_by_name
 RESULTS = Path(__file__).parent / "results" / "tables"
 SEEDS = 3
 """``fedprior table --embedded``'s default."""
+KEEP_EVERY_SECONDS = 30
 
 
 def share_finished_cells(name: str, rows: list[str] | None, columns: list[str] | None, out: Path, earlier: dict[str, Path], seeds: int) -> int:
@@ -56,9 +64,40 @@ def share_finished_cells(name: str, rows: list[str] | None, columns: list[str] |
     return copied
 
 
-def run_table(name: str, jobs: int, runs: Path, extra: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]) -> dict:
-    """Run one table to its end; the result file's contents."""
-    out = runs / name
+KEPT_FILES = ("config.toml", "result.json")
+"""What a finished cell needs to be reused (``table_runs.plan_cell``)."""
+
+
+def keep_finished_cells(out: Path, kept: Path) -> int:
+    """Copy the summary of each finished cell in ``out`` that ``kept`` lacks into ``kept``; how many."""
+    copied = 0
+    for result in sorted(out.glob("*/result.json")):
+        target = kept / result.parent.name
+        if not (target / "result.json").is_file():
+            target.mkdir(parents=True, exist_ok=True)
+            for file in KEPT_FILES:
+                shutil.copyfile(result.parent / file, target / file)
+            copied += 1
+    return copied
+
+
+def restore_kept_cells(kept: Path, out: Path) -> int:
+    """Put the kept cells back into ``out`` where it has no folder for them; how many."""
+    restored = 0
+    for result in sorted(kept.glob("*/result.json")):
+        target = out / result.parent.name
+        if not target.exists():
+            shutil.copytree(result.parent, target)
+            restored += 1
+    return restored
+
+
+def run_table(
+    name: str, jobs: int, runs: Path, keep: Path, extra: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]
+) -> dict:
+    """Run one table to its end, keeping its finished cells in ``keep/NAME`` as they finish; the result file's contents."""
+    out, kept = runs / name, keep / name
+    restored = restore_kept_cells(kept, out)
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
     shared = share_finished_cells(name, rows, columns, out, earlier, SEEDS)
     command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *extra]
@@ -67,8 +106,14 @@ def run_table(name: str, jobs: int, runs: Path, extra: list[str], rows: list[str
     if columns is not None:
         command += ["--columns", ",".join(columns)]
     started_load, started = load(), time.perf_counter()
-    subprocess.run([Path(sys.executable).parent / "fedprior", *command[1:]], check=True)
+    table = subprocess.Popen([Path(sys.executable).parent / "fedprior", *command[1:]])
+    while table.poll() is None:
+        time.sleep(KEEP_EVERY_SECONDS)
+        keep_finished_cells(out, kept)
     seconds = time.perf_counter() - started
+    keep_finished_cells(out, kept)
+    if table.returncode != 0:
+        raise subprocess.CalledProcessError(table.returncode, command)
     RESULTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out / "table.md", RESULTS / f"{name}.md")
     return {
@@ -77,6 +122,7 @@ def run_table(name: str, jobs: int, runs: Path, extra: list[str], rows: list[str
         "wall_seconds": round(seconds, 1),
         "continued_a_stopped_run": resumed,
         "cells_copied_from_earlier_tables": shared,
+        "cells_restored_from_keep": restored,
         "table": json.loads((out / "table.json").read_text()),
     }
 
@@ -86,6 +132,7 @@ def main() -> None:
     parser.add_argument("tables", nargs="+", help="table names (fedprior tables lists them)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=Path, default=Path("runs/paper-tables"), help="where the cells' run folders go")
+    parser.add_argument("--keep", type=Path, default=RESULTS.parent / "cells", help="where finished cells' summaries are kept (commit it)")
     parser.add_argument("--set", action="append", default=[], help="passed to every table as --set")
     parser.add_argument("--rows", action="append", default=[], metavar="NAME=LABEL,LABEL", help="run only these rows of table NAME")
     parser.add_argument("--columns", action="append", default=[], metavar="NAME=COLUMN,COLUMN", help="run only these columns of table NAME")
@@ -95,7 +142,7 @@ def main() -> None:
     columns = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.columns)}
     for i, name in enumerate(args.tables):
         earlier = {t: args.runs / t for t in args.tables[:i]}
-        result = run_table(name, args.jobs, args.runs, extra, rows.get(name), columns.get(name), earlier)
+        result = run_table(name, args.jobs, args.runs, args.keep, extra, rows.get(name), columns.get(name), earlier)
         (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: {result['wall_seconds']:.0f} s -> {RESULTS / (name + '.json')}", flush=True)
 
