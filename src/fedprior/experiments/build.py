@@ -78,6 +78,7 @@ class Experiment:
             workers=self.workers,
             device=str(self.device),
             start_method=self.start_method,
+            checkpoint_every=run.checkpoint_every,
         )
 
     def client_side(self) -> ClientSide:
@@ -101,13 +102,14 @@ def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inp
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, with the runtime-provided local epochs, batch size and device."""
+    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision."""
     return algorithm_spec(config.algorithm.name).build(
         task,
         config.algorithm.hyperparameters(),
         local_epochs=config.federation.local_epochs,
         batch_size=config.federation.batch_size,
         device=device,
+        precision=config.run.precision,
     )
 
 
