@@ -217,6 +217,9 @@ def test_an_unfinished_run_counts_in_its_group(grid, tmp_path):
     assert row["final_accuracy_mean"] == pytest.approx((0.70 + 0.74 + 0.78 + 0.82) / 4)
     assert group.stat("initial_accuracy")[2] == 3  # the unfinished run has no checkpoint: no initial accuracy
     assert group.curve()[0][2] == 3 and group.curve()[2][2] == 4  # its NaN round 0 is left out of the mean
+    result = invoke("compare", *grid[:3], unfinished, "--plot", tmp_path / "c.png")
+    out = " ".join(result.stdout.split())
+    assert "│ 4* │ 0 1 2 3 │" in out and "*: some of the group's runs have not finished" in out, out
 
 
 def test_paired_groups(tmp_path):
@@ -338,3 +341,17 @@ def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
     assert len(legend.get_texts()) == 10
     assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # beside the axes, never over a curve
     assert legend.get_window_extent(renderer).x1 <= figure.bbox.x1 + 1  # and inside the picture
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cropping_numbers(grid):
+    from fedprior.cli.compare import needed_width, render
+
+    comparison = compare_runs(grid)
+    wide = render(comparison, 200)
+    assert [c.header for c in wide.columns][-2:] == ["MB to / from\nclients", "wall\ntime s"] and "left out" not in str(wide.caption)
+    # method 13 (global_lr=1.0) + n 1 + seeds 5 + 12 + 12 + 12 + wall 6 = 61, 7 columns: + 3 x 7 + 1 = 83
+    assert needed_width(wide) == 83
+    narrow = render(comparison, 80)
+    assert [c.header for c in narrow.columns][-1] == "MB to / from\nclients" and needed_width(narrow) == 74
+    assert str(narrow.caption).endswith("left out for the terminal's width (in --csv, --json): wall time s")
+    assert "MB to / from clients, wall time s" in str(render(comparison, 70).caption)

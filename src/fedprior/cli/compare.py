@@ -57,23 +57,52 @@ def shown(key: str, value: Any) -> str:
     return str(value)
 
 
-def render(comparison) -> Table:
-    """One row per group: its label, n (and how many have not finished), seeds, mean ± sd of each metric."""
-    groups, rows = comparison.groups, comparison.group_rows()
-    caption = f"{len(comparison.runs)} runs in {len(groups)} groups; ±: sample sd over a group's runs (n - 1)"
-    if comparison.paired:
-        caption += "; paired: every group ran the same seeds, each seed on one partition"
-    table = Table(title="runs grouped by method, seeds folded", title_justify="left", caption=caption, caption_justify="left")
-    table.add_column("method", overflow="fold")
-    table.add_column("n", justify="right")
-    table.add_column("seeds", overflow="fold")
+def render(comparison, width: int | None = None) -> Table:
+    """One row per group: its label, n (starred where some of its runs have not finished), seeds, mean ± sd of each metric.
+
+    Where the table is wider than ``width`` (the terminal), the columns wall time, MB and
+    best/final macro-F1 are left out in that order (the caption says which: --csv and
+    --json have them), rather than cropped or broken inside a number.
+    """
+    rows = comparison.group_rows()
     have = set(comparison.metrics) | ({"bytes"} if {"download_bytes", "upload_bytes"} <= set(comparison.metrics) else set())
     keys = [k for k in COLUMNS if k in have]
+    left_out: list[str] = []
+    while True:
+        table = group_table(comparison, rows, keys, left_out)
+        if width is None or len(keys) <= 2:
+            return table
+        if needed_width(table) <= width:
+            return table
+        left_out.insert(0, COLUMNS[keys.pop()].replace("\n", " "))
+
+
+def needed_width(table: Table) -> int:
+    """The narrowest the table can be drawn without breaking a no-wrap cell: those columns' widest line, the others' min_width, borders and padding."""
+    widths = []
+    for column in table.columns:
+        lines = [line for cell in (column.header, *column.cells) for line in str(cell).splitlines()]
+        widths.append(max(map(len, lines), default=0) if column.no_wrap else (column.min_width or 1))
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_out: list[str]) -> Table:
+    caption = f"{len(comparison.runs)} runs in {len(rows)} groups; ±: sample sd over a group's runs (n - 1)"
+    if any(row["finished"] < row["n"] for row in rows):
+        caption += "; *: some of the group's runs have not finished (their numbers are from the rounds they recorded)"
+    if comparison.paired:
+        caption += "; paired: every group ran the same seeds, each seed on one partition"
+    if left_out:
+        caption += f"; left out for the terminal's width (in --csv, --json): {', '.join(left_out)}"
+    table = Table(title="runs grouped by method, seeds folded", title_justify="left", caption=caption, caption_justify="left")
+    longest = max((len(word) for row in rows for word in row["group"].split()), default=6)
+    table.add_column("method", overflow="fold", min_width=min(longest, 24))  # a field=value broken only when longer than 24
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("seeds", overflow="fold", min_width=min(5, max(len(" ".join(map(str, row["seeds"]))) for row in rows)))
     for key in keys:
         table.add_column(COLUMNS[key], justify="right", no_wrap=True)  # 74.00 ± 4.00 on one line; the method column folds instead
     for row in rows:
-        unfinished = row["n"] - row["finished"]
-        n = f"{row['n']}" + (f" ({unfinished} unfinished)" if unfinished else "")
+        n = f"{row['n']}" + ("*" if row["finished"] < row["n"] else "")
         cells = [f"{spread('download_bytes', row)} / {spread('upload_bytes', row)}" if k == "bytes" else spread(k, row) for k in keys]
         table.add_row(row["group"], n, " ".join(map(str, row["seeds"])), *cells)
     return table
@@ -141,7 +170,7 @@ def compare(
         typer.echo(json.dumps({**comparison.to_dict(), "plot": str(path), **written}))
         return
     console = Console()
-    console.print(render(comparison), highlight=False)
+    console.print(render(comparison, console.width), highlight=False)
     if per_run:
         console.print(render_runs(comparison), highlight=False)
     typer.echo(f"accuracy curves written to {path}")
