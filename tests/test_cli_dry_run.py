@@ -6,6 +6,7 @@ import tomllib
 import numpy as np
 import pytest
 from cli import error_line, invoke
+from conftest import STANDIN
 
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import SECTIONS, ExperimentConfig, list_presets, load_config, validate_config
@@ -138,3 +139,13 @@ def test_dry_run_describes_the_partition_the_run_trains_on():
     for role, parts in experiment.partition.roles.items():
         assert np.array_equal(plan["roles"][role]["class_counts"], class_counts(labels, list(parts), experiment.dataset.num_classes)), role
     assert plan["roles"]["labeled"]["num_samples"] == 60
+
+
+def test_dry_run_leaves_out_the_images_the_stand_in_was_fitted_on(shared_cache):
+    """reserved_train_indices gives the built encoder's pretraining split without building it."""
+    name, config = load_config("fst-cbdg", [*STANDIN, "federation.num_clients=10"])
+    plan = dry_run(config)
+    experiment = build_experiment(name, config)
+    assert plan["reserved"] == 300 and plan["pool"] == experiment.pool.size == 1438 - 300
+    parts = experiment.partition.roles["train"]
+    assert np.array_equal(plan["roles"]["train"]["class_counts"], class_counts(experiment.dataset.train_labels, list(parts), 10))

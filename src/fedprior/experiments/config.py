@@ -148,7 +148,7 @@ class RunConfig(Section):
     test_metrics: Literal["every-evaluation", "selectable"] = "every-evaluation"
     """When the test set is evaluated: at 'every-evaluation' (federation.evaluate_every), or only where its metrics can be reported ('selectable'): each stage's last round and, with model_selection = 'validation', a round whose validation score beats every earlier one. 'selectable' gives the same selected and final metrics at a fraction of the cost (the test curve and best_accuracy then cover only those rounds)."""
     mlflow: str | None = Field(None, min_length=1)
-    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs the mlflow extra (README). TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)
     """The MLflow experiment the run is logged under (with run.mlflow)."""
 
