@@ -54,10 +54,8 @@ class Config:
         return Config(self.name, validate_config(_apply(self.settings.to_dict(), overrides)))
 
     def to_toml(self) -> str:
-        """The config as TOML (a file ``fedprior run FILE.toml`` and :func:`load_config` accept)."""
-        import tomli_w
-
-        return tomli_w.dumps(self.settings.to_dict())
+        """The config as TOML, every field (a file ``fedprior run FILE.toml`` and :func:`load_config` accept as this config)."""
+        return self.settings.to_toml()
 
 
 SECTION_EXAMPLES: dict[str, tuple[str, Any]] = {
