@@ -55,7 +55,9 @@ def test_finished_runs_side_by_side(runs):
             assert view.metrics[key] == summary[key]
         assert list(view.curve.values()) == [summary["initial_accuracy"], *summary["history"]]
     assert comparison.runs[1].metrics["upload_bytes"] == 2 * comparison.runs[0].metrics["upload_bytes"]  # + control variates
-    assert not compare_runs([root / "fedavg-cnn", root / "other-seed"]).same_partition
+    seeds = compare_runs([root / "fedavg-cnn", root / "other-seed"])
+    assert not seeds.same_partition
+    assert [(g.label, g.seeds) for g in seeds.groups] == [("fedavg", [0, 1])]  # real configs differing in run.seed only: one group
 
 
 def test_an_unfinished_run_is_read_from_its_metrics(runs):
@@ -85,8 +87,10 @@ def test_cli_json_table_and_plot(runs, tmp_path):
 
     table = CliRunner().invoke(app, ["compare", *folders[:2], "--plot", str(tmp_path / "t.png")], terminal_width=200)
     assert table.exit_code == 0, table.output
-    final = f"{100 * summaries['scaffold-cnn']['final_accuracy']:.2f}%"
-    assert "final accuracy" in table.stdout and final in table.stdout and "algorithm.name" in table.stdout
+    final = f"{100 * summaries['scaffold-cnn']['final_accuracy']:.2f}"  # one run per group: its value, no sd
+    assert "accuracy %" in table.stdout and final in table.stdout and "2 runs in 2 groups" in table.stdout
+    assert [g["group"].split()[0] for g in out["groups"]] == ["fedavg", "scaffold", "fedprox"]
+    assert out["groups"][0]["final_accuracy_mean"] == summaries["fedavg-cnn"]["final_accuracy"] and out["groups"][0]["final_accuracy_sd"] is None
 
 
 def test_a_folder_that_is_not_a_run(tmp_path):
@@ -121,3 +125,233 @@ def test_plot_into_a_folder_is_one_line(runs, tmp_path):
     result = invoke("compare", root / "fedavg-cnn", "--plot", tmp_path)
     assert result.exit_code == 2
     assert error_line(result) == f"error: --plot: {tmp_path} is a folder; give a file name such as {tmp_path / 'compare.png'}"
+
+
+# Grouping, mean ± sd, CSV and the plot, on run directories written by hand (no training).
+
+
+def fake_run(folder, algorithm, seed, final, best, alpha=0.1, threads=1, extra=None, finished=True):
+    """A minimal run directory: config.toml, and result.json (finished) or metrics.jsonl (2 rounds, the second = final)."""
+    folder.mkdir(parents=True)
+    lines = [f'name = "{algorithm}-run"', "", "[algorithm]", f'name = "{algorithm}"', "lr = 0.1"]
+    lines += [f"{k} = {v}" for k, v in (extra or {}).items()]
+    lines += ["", "[partition]", f"alpha = {alpha}", "", "[run]", f"seed = {seed}", f"threads = {threads}", ""]
+    (folder / "config.toml").write_text("\n".join(lines))
+    history = [best, final] if best != final else [0.5 * final, final]
+    if finished:
+        summary = {
+            "rounds": 2,
+            "initial_accuracy": 0.1,
+            "history": history,
+            "final_accuracy": final,
+            "best_accuracy": best,
+            "download_bytes": 1000 * (seed + 1),
+            "upload_bytes": 2000,
+            "wall_seconds": 3.0,
+        }
+        (folder / "result.json").write_text(json.dumps(summary))
+    else:
+        (folder / "metrics.jsonl").write_text("".join(json.dumps({"step": i + 1, "accuracy": a}) + "\n" for i, a in enumerate(history)))
+    return folder
+
+
+@pytest.fixture
+def grid(tmp_path):
+    """fedavg at alpha 0.1 (seeds 0-2, threads 1 or 2), scaffold at alpha 0.1 (seeds 0-1), fedavg at alpha 0.5 (seed 0)."""
+    runs = [
+        fake_run(tmp_path / "fa-s0", "fedavg", 0, 0.70, 0.72),
+        fake_run(tmp_path / "fa-s1", "fedavg", 1, 0.74, 0.75, threads=2),
+        fake_run(tmp_path / "fa-s2", "fedavg", 2, 0.78, 0.81),
+        fake_run(tmp_path / "sc-s0", "scaffold", 0, 0.60, 0.60, extra={"global_lr": 1.0}),
+        fake_run(tmp_path / "sc-s1", "scaffold", 1, 0.64, 0.64, extra={"global_lr": 1.0}),
+        fake_run(tmp_path / "fa5-s0", "fedavg", 0, 0.90, 0.90, alpha=0.5),
+    ]
+    return runs
+
+
+def test_runs_group_by_method_with_seeds_folded(grid):
+    comparison = compare_runs(grid)
+    groups = comparison.groups
+    assert [g.label for g in groups] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    assert [g.run_labels for g in groups] == [["fa-s0", "fa-s1", "fa-s2"], ["sc-s0", "sc-s1"], ["fa5-s0"]]
+    assert [g.seeds for g in groups] == [[0, 1, 2], [0, 1], [0]]
+    assert groups[1].setting == {"partition.alpha": 0.1, "algorithm.global_lr": 1.0}
+    assert groups[0].setting == {"partition.alpha": 0.1, "algorithm.global_lr": None}  # scaffold's hyperparameter: not fedavg's
+    # alpha varies within fedavg (a setting: a line style); global_lr only between algorithms (part of the method)
+    assert [g.style for g in groups] == [0, 0, 1]
+
+    mean, sd, n = groups[0].stat("final_accuracy")  # 0.70, 0.74, 0.78
+    assert (mean, sd, n) == (pytest.approx(0.74), pytest.approx(0.04), 3)
+    mean, sd, n = groups[0].stat("best_accuracy")  # 0.72, 0.75, 0.81: squares 16 + 1 + 25 (e-4) over n - 1 = 2
+    assert (mean, sd, n) == (pytest.approx(0.76), pytest.approx((0.0042 / 2) ** 0.5), 3)
+    mean, sd, n = groups[1].stat("final_accuracy")  # 0.60, 0.64
+    assert (mean, sd, n) == (pytest.approx(0.62), pytest.approx(0.02 * 2**0.5), 2)
+    assert groups[2].stat("final_accuracy") == (pytest.approx(0.90), None, 1)  # one run: no sd
+
+    curve = groups[0].curve()  # rounds 0, 1, 2: initial 0.1 each; round 1 = best; round 2 = final
+    assert list(curve) == [0, 1, 2]
+    assert curve[0] == (pytest.approx(0.1), pytest.approx(0.0), 3)
+    assert curve[1][0] == pytest.approx(0.76) and curve[2][0] == pytest.approx(0.74) and curve[2][1] == pytest.approx(0.04)
+
+    row = comparison.group_rows()[0]
+    assert row["group"] == "fedavg alpha=0.1" and row["algorithm"] == "fedavg" and row["n"] == 3 and row["finished"] == 3
+    assert row["download_bytes_mean"] == pytest.approx(2000) and row["download_bytes_sd"] == pytest.approx(1000)  # 1000, 2000, 3000
+    assert row["upload_bytes_sd"] == 0.0 and row["wall_seconds_mean"] == 3.0
+    assert not comparison.paired  # scaffold lacks seed 2
+
+
+def test_every_run_alone_or_one_group(grid):
+    """Seeds and threads only: one group; differing in everything that counts: a group per run."""
+    comparison = compare_runs(grid[:3])
+    assert [g.label for g in comparison.groups] == ["fedavg"] and comparison.groups[0].style == 0
+    assert "run.threads" in comparison.differences  # still shown as a difference, but not a method
+    assert [len(g.runs) for g in compare_runs([grid[0], grid[3], grid[5]]).groups] == [1, 1, 1]
+
+
+def test_an_unfinished_run_counts_in_its_group(grid, tmp_path):
+    unfinished = fake_run(tmp_path / "fa-s3", "fedavg", 3, 0.82, 0.82, finished=False)
+    comparison = compare_runs([*grid[:3], unfinished])
+    (group,) = comparison.groups
+    row = comparison.group_rows()[0]
+    assert row["n"] == 4 and row["finished"] == 3 and row["seeds"] == [0, 1, 2, 3]
+    assert row["final_accuracy_mean"] == pytest.approx((0.70 + 0.74 + 0.78 + 0.82) / 4)
+    assert group.stat("initial_accuracy")[2] == 3  # the unfinished run has no checkpoint: no initial accuracy
+    assert group.curve()[0][2] == 3 and group.curve()[2][2] == 4  # its NaN round 0 is left out of the mean
+    result = invoke("compare", *grid[:3], unfinished, "--plot", tmp_path / "c.png")
+    out = " ".join(result.stdout.split())
+    assert "│ 4* │ 0 1 2 3 │" in out and "*: some of the group's runs have not finished" in out, out
+
+
+def test_paired_groups(tmp_path):
+    """Two algorithms, seeds 0 and 1, each seed's runs on one partition: paired; another partition for one run: not."""
+    import numpy as np
+
+    runs = []
+    for algorithm in ("fedavg", "fedprox"):
+        for seed in (0, 1):
+            folder = fake_run(tmp_path / f"{algorithm}-{seed}", algorithm, seed, 0.5, 0.5)
+            np.savez(folder / "partition.npz", client_0=np.arange(seed, seed + 5))
+            runs.append(folder)
+    assert compare_runs(runs).paired
+    np.savez(runs[3] / "partition.npz", client_0=np.arange(7))
+    assert not compare_runs(runs).paired
+
+
+def test_group_and_run_csv(grid, tmp_path):
+    import csv
+
+    comparison = compare_runs(grid)
+    path = comparison.write_csv(tmp_path / "out" / "groups.csv")
+    rows = list(csv.DictReader(path.open()))
+    assert [r["group"] for r in rows] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    header = list(rows[0])
+    assert header[:8] == ["group", "algorithm", "partition.alpha", "algorithm.global_lr", "n", "finished", "rounds", "seeds"]
+    assert "final_accuracy_mean" in header and "best_accuracy_sd" in header and "initial_accuracy_mean" in header
+    first, second, third = rows
+    assert first["seeds"] == "0 1 2" and first["n"] == "3" and first["algorithm.global_lr"] == ""
+    assert float(first["final_accuracy_mean"]) == pytest.approx(0.74) and float(first["final_accuracy_sd"]) == pytest.approx(0.04)  # fractions
+    assert float(second["final_accuracy_sd"]) == pytest.approx(0.028284271247)
+    assert third["final_accuracy_mean"] == "0.9" and third["final_accuracy_sd"] == ""  # one run: no sd
+
+    runs = list(csv.DictReader(comparison.write_csv(tmp_path / "runs.csv", per="run").open()))
+    assert [r["label"] for r in runs] == ["fa-s0", "fa-s1", "fa-s2", "sc-s0", "sc-s1", "fa5-s0"]
+    assert runs[3]["group"] == "scaffold alpha=0.1 global_lr=1.0" and runs[3]["seed"] == "0" and runs[3]["final_accuracy"] == "0.6"
+    with pytest.raises(FedpriorError, match="per must be 'group' or 'run', not 'seed'"):
+        comparison.csv(per="seed")
+
+
+def test_dataframe_without_pandas_names_the_install(grid, monkeypatch):
+    import sys
+
+    comparison = compare_runs(grid)
+    monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
+    with pytest.raises(FedpriorError, match="needs pandas, which is not installed: pip install pandas"):
+        comparison.dataframe()
+
+
+def test_dataframe_with_pandas(grid):
+    pytest.importorskip("pandas")
+    frame = compare_runs(grid).dataframe()
+    assert list(frame["n"]) == [3, 2, 1] and frame["final_accuracy_mean"].iloc[0] == pytest.approx(0.74)
+    assert len(compare_runs(grid).dataframe(per="run")) == 6
+
+
+def test_cli_groups_table_csv_and_json(grid, tmp_path):
+    folders = [str(p) for p in grid]
+    result = invoke("compare", *folders, "--plot", tmp_path / "c.png", "--csv", tmp_path / "g.csv", "--runs-csv", tmp_path / "r.csv", "--runs")
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.stdout.split())
+    assert "74.00 ± 4.00" in out and "76.00 ± 4.58" in out and "62.00 ± 2.83" in out  # final and best, in %
+    assert "6 runs in 3 groups" in out and "0 1 2" in out
+    assert "fa-s1" in out and "78.00%" in out  # --runs: a row per run
+    assert f"per-group CSV written to {tmp_path / 'g.csv'}" in out and (tmp_path / "r.csv").is_file()
+
+    result = invoke("compare", *folders, "--plot", tmp_path / "c.png", "--json", "--csv", tmp_path / "g2.csv")
+    out = json.loads(result.stdout)
+    assert [g["group"] for g in out["groups"]] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    assert out["groups"][0]["final_accuracy_mean"] == pytest.approx(0.74) and out["groups"][0]["runs"] == ["fa-s0", "fa-s1", "fa-s2"]
+    assert out["groups"][2]["final_accuracy_sd"] is None and out["groups"][0]["curve"]["2"]["n"] == 3
+    assert out["csv"] == str(tmp_path / "g2.csv") and out["paired"] is False and "run.seed" in out["ignored_fields"]
+
+    result = invoke("compare", *folders, "--plot", tmp_path / "c.png", "--csv", tmp_path)
+    assert result.exit_code == 2 and error_line(result) == f"error: --csv: {tmp_path} is a folder; give a file name such as {tmp_path / 'compare.csv'}"
+
+
+def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
+    """5 algorithms x 2 settings x 3 seeds: 10 mean lines with bands, a colour per algorithm, a line style per setting, the legend beside the axes."""
+    from fedprior.experiments import compare_plot
+
+    figures = []
+
+    def keep(figure, path, close=True):
+        figures.append(figure)
+        return save(figure, path, close=False)
+
+    save = compare_plot.save_figure
+    monkeypatch.setattr(compare_plot, "save_figure", keep)
+    algorithms = ["fedavg", "fedprox", "scaffold", "moon", "fednova"]
+    runs = [
+        fake_run(tmp_path / f"{a}-{alpha}-{seed}", a, seed, 0.5 + 0.01 * i + 0.02 * seed, 0.9, alpha=alpha)
+        for i, a in enumerate(algorithms)
+        for alpha in (0.1, 0.5)
+        for seed in range(3)
+    ]
+    comparison = compare_runs(runs)
+    assert len(comparison.runs) == 30 and len(comparison.groups) == 10
+    path = comparison.plot(tmp_path / "plots" / "thirty.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    (figure,) = figures
+    (ax,) = figure.axes
+    lines = ax.get_lines()
+    assert len(lines) == 10 and len(ax.collections) == 10  # a mean line and a ±sd band per group
+    colours = {line.get_label().split()[0]: line.get_color() for line in lines}
+    assert len({tuple(c) for c in colours.values()}) == 5  # one colour per algorithm, none repeated
+    for line in lines:
+        assert tuple(line.get_color()) == tuple(colours[line.get_label().split()[0]])
+    styles = {"alpha=0.1": lines[0].get_linestyle(), "alpha=0.5": lines[1].get_linestyle()}
+    assert styles["alpha=0.1"] != styles["alpha=0.5"]
+    assert all(line.get_linestyle() == styles[line.get_label().split()[1]] for line in lines)
+    assert lines[0].get_label() == "fedavg alpha=0.1 (n=3)"
+    assert list(lines[0].get_ydata()) == pytest.approx([10.0, 90.0, 52.0])  # %: initial, round 1 = best, final (0.50, 0.52, 0.54)
+
+    figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    (legend,) = figure.legends
+    assert len(legend.get_texts()) == 10
+    assert legend.get_window_extent(renderer).x0 >= ax.get_window_extent(renderer).x1  # beside the axes, never over a curve
+    assert legend.get_window_extent(renderer).x1 <= figure.bbox.x1 + 1  # and inside the picture
+
+
+def test_a_narrow_terminal_leaves_columns_out_rather_than_cropping_numbers(grid):
+    from fedprior.cli.compare import needed_width, render
+
+    comparison = compare_runs(grid)
+    wide = render(comparison, 200)
+    assert [c.header for c in wide.columns][-2:] == ["MB to / from\nclients", "wall\ntime s"] and "left out" not in str(wide.caption)
+    # method 13 (global_lr=1.0) + n 1 + seeds 5 + 12 + 12 + 12 + wall 6 = 61, 7 columns: + 3 x 7 + 1 = 83
+    assert needed_width(wide) == 83
+    narrow = render(comparison, 80)
+    assert [c.header for c in narrow.columns][-1] == "MB to / from\nclients" and needed_width(narrow) == 74
+    assert str(narrow.caption).endswith("left out for the terminal's width (in --csv, --json): wall time s")
+    assert "MB to / from clients, wall time s" in str(render(comparison, 70).caption)

@@ -157,7 +157,7 @@ def test_evaluation_does_not_depend_on_the_thread_count():
     assert one == two
 
 
-def test_run_deterministic_switches_torch_to_deterministic_kernels(monkeypatch):
+def test_run_deterministic_switches_torch_to_deterministic_kernels_and_cudnn_benchmark_off(monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     try:
         set_deterministic(True)
@@ -167,6 +167,7 @@ def test_run_deterministic_switches_torch_to_deterministic_kernels(monkeypatch):
     finally:
         set_deterministic(False)
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
+    assert torch.backends.cudnn.benchmark  # off the deterministic mode, cuDNN picks its fastest convolutions (CUDA only)
 
 
 # One round of every stage on a pretend accelerator: 8 clients, one sampled per round, one local epoch.

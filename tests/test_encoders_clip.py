@@ -210,7 +210,7 @@ def test_openclip_missing_package_message(monkeypatch, digits):
     with pytest.raises(FedpriorError) as error:
         build_encoder(EncoderConfig(name="openclip:RN50", weights="openai"), digits)
     message = str(error.value)
-    assert "pip install 'fedprior[openclip]'" in message and "torchvision" in message
+    assert 'pip install -c requirements.lock -e ".[openclip]"' in message and "torchvision" in message
 
 
 def test_openclip_absent_weights_file_fails_fast_without_network(tmp_path, digits, no_network, cache):

@@ -54,7 +54,7 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_
     assert result.run_dir == Path("runs/fedavg") and len(result.history) == 2 and len(result.curve) == 3
     assert namespace["mine"].summary["algorithm"] == "uniform-fedavg" and "uniform-fedavg" in registry
     assert namespace["split"].counts.sum() == 1438
-    for made in ("compare.png", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
+    for made in ("compare.png", "compare.csv", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
         assert (tmp_path / made).is_file(), made
 
 

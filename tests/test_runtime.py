@@ -1,5 +1,7 @@
 """The in-process runtime: sampling, determinism, per-client state, vectorized path, checkpoints, resume."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 from conftest import toy_images
@@ -23,7 +25,9 @@ def strip(history, timing=("seconds",)):
 
 
 def run(algo, **kw):
-    loop = RoundLoop(seed=kw.pop("seed", 3), rounds=kw.pop("rounds", 4), fraction=0.5, vectorize=kw.pop("vectorize", True))
+    loop = RoundLoop(
+        seed=kw.pop("seed", 3), rounds=kw.pop("rounds", 4), fraction=0.5, vectorize=kw.pop("vectorize", True), checkpoint_every=kw.pop("checkpoint_every", 1)
+    )
     return simulate(algo, lambda c: DATA[c], 6, TEST, loop, **kw)
 
 
@@ -94,8 +98,10 @@ class Interrupt(Exception):
     pass
 
 
+@pytest.mark.parametrize("checkpoint_every", [1, 3])
 @pytest.mark.parametrize("stop_after", [1, 3, 5])
-def test_resume_after_interruption_equals_uninterrupted(tmp_path, stop_after):
+def test_resume_after_interruption_equals_uninterrupted(tmp_path, stop_after, checkpoint_every):
+    """With run.checkpoint_every = 3 a stop at step 1 or 5 finds its round unwritten: the loop writes it as it stops."""
     algo = counting_algorithm([])
     full = run(algo, checkpoint_path=tmp_path / "full.safetensors")
 
@@ -105,13 +111,49 @@ def test_resume_after_interruption_equals_uninterrupted(tmp_path, stop_after):
 
     path = tmp_path / "cut.safetensors"
     with pytest.raises(Interrupt):
-        run(algo, checkpoint_path=path, on_round=interrupt)
-    resumed = run(algo, checkpoint_path=path, start=load_checkpoint(path))
+        run(algo, checkpoint_path=path, on_round=interrupt, checkpoint_every=checkpoint_every)
+    assert len(load_checkpoint(path).progress.history) == stop_after
+    resumed = run(algo, checkpoint_path=path, start=load_checkpoint(path), checkpoint_every=checkpoint_every)
     assert strip(resumed.progress.history) == strip(full.progress.history)
     assert torch.equal(resumed.state["v"], full.state["v"])
     assert resumed.client_states.keys() == full.client_states.keys()
     assert all(torch.equal(resumed.client_states[c]["seen"], full.client_states[c]["seen"]) for c in full.client_states)
     assert list(tmp_path.glob("*.tmp")) == []
+
+
+def written_rounds(monkeypatch) -> list[int]:
+    """The steps (rounds over all stages) whose checkpoint the loop writes, recorded as it writes them."""
+    import fedprior.runtime.simulation as simulation
+
+    steps, write = [], simulation.save_checkpoint
+
+    def counted(path, run_state):
+        steps.append(len(run_state.progress.history))
+        write(path, run_state)
+
+    monkeypatch.setattr(simulation, "save_checkpoint", counted)
+    return steps
+
+
+def test_checkpoint_every_3_over_4_rounds_writes_rounds_3_and_4_and_a_resume_from_3_ends_the_same(tmp_path, monkeypatch):
+    algo = replace(counting_algorithm([]), stages=(Stage("one"),))
+    full = run(algo)
+    steps = written_rounds(monkeypatch)
+    path = tmp_path / "c.safetensors"
+    every3 = run(algo, checkpoint_path=path, checkpoint_every=3)
+    assert steps == [3, 4]  # not round 0, 1 or 2; the last round always
+    assert torch.equal(every3.state["v"], full.state["v"])
+    every1 = run(algo, checkpoint_path=tmp_path / "each.safetensors")
+    assert steps == [3, 4, 0, 1, 2, 3, 4] and torch.equal(every1.state["v"], full.state["v"])
+
+    kept = tmp_path / "at3.safetensors"  # the checkpoint as round 3 wrote it (round 4 then replaces it)
+    run(algo, checkpoint_path=path, checkpoint_every=3, on_round=lambda r: r.get("step") == 3 and kept.write_bytes(path.read_bytes()))
+    at_3 = load_checkpoint(kept)
+    assert at_3.progress.round == 3
+    resumed = run(algo, checkpoint_path=kept, start=at_3, checkpoint_every=3)
+    assert strip(resumed.progress.history) == strip(full.progress.history)
+    assert torch.equal(resumed.state["v"], full.state["v"])
+    assert all(torch.equal(resumed.client_states[c]["seen"], full.client_states[c]["seen"]) for c in full.client_states)
 
 
 def test_checkpoint_round_trip(tmp_path):

@@ -62,6 +62,35 @@ def test_table_command_runs_every_cell(shared_cache, tmp_path):
     assert "control not run at s=10, iid: CLIP-FC-Centralized at least 8 points above CLIP-ZS" in (tmp_path / "t" / "table.md").read_text()
 
 
+def test_table_md_records_every_override_and_the_command(tmp_path):
+    """A table whose cells ran with changed fields says which, in table.md and table.json (raw pixels: nothing trained)."""
+    overrides = ["data.dataset=digits", "data.train_subset=200", "run.workers=1"]
+    out = tmp_path / "t"
+    result = invoke(
+        "table", "mfcl-table2", "--embedded", "--rows", "raw pixels", "--columns", "Sc2", "--seeds", "1", "--jobs", "1",
+        *(arg for o in overrides for arg in ("--set", o)), "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    lines = (out / "table.md").read_text().splitlines()
+    assert "overrides (--set, in every cell): `data.dataset=digits`, `data.train_subset=200`, `run.workers=1`  " in lines
+    command = next(line for line in lines if line.startswith("command: "))
+    assert command == (
+        "command: `fedprior table mfcl-table2 --embedded --set data.dataset=digits --set data.train_subset=200 --set run.workers=1 "
+        f"--rows 'raw pixels' --columns Sc2 --seeds 1 --jobs 1 --out {out}`"
+    )
+    assert lines.index(command) < lines.index("| method | Sc2 |")  # above the numbers it qualifies
+    assert json.loads((out / "table.json").read_text())["overrides"] == overrides
+
+
+def test_table_md_says_when_nothing_was_overridden():
+    from fedprior.cli.table import code_span, markdown
+
+    text = markdown("Toy", [], overrides=[])
+    assert "overrides (--set, in every cell): none (every cell as its table defines it)" in text.splitlines()
+    assert "overrides" not in markdown("Toy", [])  # a caller that does not say
+    assert code_span("a=`b`") == "`` a=`b` ``"
+
+
 def test_an_empty_rows_or_columns_selection_is_an_error_not_the_whole_grid():
     table = table_by_name("fst-cbdg-table2")
     with pytest.raises(ConfigError, match="--rows: no row named .*accepted: CLIP-ZS, CLIP-FC-Centralized, FedAvg, FedNTD, FST-CBDG"):

@@ -112,7 +112,9 @@ def test_mlflow_missing_is_one_clear_line(monkeypatch):
     _, config = load_config("fedavg-cnn", ["run.mlflow='sqlite:///x.db'"])
     monkeypatch.setitem(sys.modules, "mlflow", None)  # as if MLflow were not installed
     monkeypatch.delitem(sys.modules, "mlflow.tracking", raising=False)
-    with pytest.raises(FedpriorError, match=r"run.mlflow: logging to MLflow needs MLflow: pip install 'fedprior\[mlflow\]'"):
+    with pytest.raises(
+        FedpriorError, match=r'run.mlflow: logging to MLflow needs MLflow: in the fedprior clone, pip install -c requirements.lock -e "\.\[mlflow\]"'
+    ):
         check_trackers(config)
 
 

@@ -6,7 +6,7 @@ shown in ``docs/python-api.md``, whose examples the test suite runs:
 - :func:`load_config` a preset or TOML file plus overrides -> :class:`Config`;
 - :func:`run` it (in this process or on Flower), :func:`resume` an interrupted run (a finished one is returned as it is),
   :func:`open_run` a finished one -> :class:`RunResult` (summary, per-round history, folder);
-- :func:`compare` run directories side by side (``fedprior compare``);
+- :func:`compare` run directories, grouped by method with mean ± sd over seeds (``fedprior compare``);
 - :func:`build_partition` a dataset's partition and its statistics -> :class:`PartitionResult`;
 - :func:`list_algorithms`, :func:`list_presets`, :func:`list_datasets`, :func:`list_tables`;
 - :func:`register_algorithm` a method written in user code, runnable by name like the shipped ones.
@@ -54,10 +54,8 @@ class Config:
         return Config(self.name, validate_config(_apply(self.settings.to_dict(), overrides)))
 
     def to_toml(self) -> str:
-        """The config as TOML (a file ``fedprior run FILE.toml`` and :func:`load_config` accept)."""
-        import tomli_w
-
-        return tomli_w.dumps(self.settings.to_dict())
+        """The config as TOML, every field (a file ``fedprior run FILE.toml`` and :func:`load_config` accept as this config)."""
+        return self.settings.to_toml()
 
 
 SECTION_EXAMPLES: dict[str, tuple[str, Any]] = {
@@ -192,7 +190,8 @@ def open_run(run_dir: str | Path) -> RunResult:
 
 
 def compare(run_dirs: Sequence[str | Path]) -> Comparison:
-    """Run directories side by side: ``.differences`` (config), ``.runs`` (numbers, curves), ``.plot(path)``, ``.to_dict()``."""
+    """Run directories side by side: ``.differences`` (config), ``.runs`` (numbers, curves), ``.groups`` (by method, seeds folded: mean ± sd),
+    ``.group_rows()`` / ``.run_rows()``, ``.write_csv(path)``, ``.dataframe()`` (needs pandas), ``.plot(path)``, ``.to_dict()``."""
     from fedprior.experiments.compare import compare_runs
 
     return compare_runs(list(run_dirs))

@@ -12,6 +12,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
 from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.algorithms.tensors import model_arrays
@@ -42,6 +43,7 @@ def fedavg(
     lr_decay: LrDecay = 1.0,
     init: HeadInitField = "random",
     device: torch.device = torch.device("cpu"),
+    precision: Precision = "fp32",
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
@@ -54,6 +56,8 @@ def fedavg(
         check_features(task, "algorithm.model")
         if lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
+        if precision != "fp32":
+            raise ConfigError("run.precision: model = 'linear' trains batched heads on features in fp32 only; accepted: fp32 (bf16 with an image model)")
         return supervised_head_algorithm(
             "fedavg",
             task,
@@ -65,7 +69,7 @@ def fedavg(
         )
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model), device=device)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision)
     return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
 
 
@@ -94,6 +98,7 @@ def local_sgd_update(
             optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
             generator=info.generator(),
             loss_fn=loss_fn,
+            precision=net.precision,
         )
         return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
 

@@ -33,6 +33,7 @@ from pydantic import Field
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
 from fedprior.algorithms.dma import DmaLoss, DmaSolver, dma_weights
 from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 
@@ -64,6 +65,7 @@ def feddb(
     *,
     local_epochs: int,
     device: torch.device = CPU,
+    precision: Precision = "fp32",
     dpl: Dpl = True,
     dma: Dma = True,
     dma_steps: DmaSteps = 100,
@@ -74,4 +76,6 @@ def feddb(
 ) -> Algorithm:
     """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
     weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights
-    return semi_supervised_algorithm("feddb", task, shared, local_epochs=local_epochs, device=device, method=Method(weights=weights), dpl=dpl)
+    return semi_supervised_algorithm(
+        "feddb", task, shared, local_epochs=local_epochs, device=device, precision=precision, method=Method(weights=weights), dpl=dpl
+    )

@@ -111,7 +111,7 @@ def fedproto(
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         x, y = data["x"].to(device), data["y"].to(device)
         if not bool(state[PRESENT].any()):  # nothing learned yet: the initial model's own head
-            return classification_metrics(net.load(without_eval(state)).to(device), x, y)
+            return classification_metrics(net.load(without_eval(state)).to(device), x, y, precision=training.precision)
 
         def one(arrays):
             personal = load_model_arrays(net.build(), arrays).to(device).eval()

@@ -11,6 +11,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, local_sgd_update
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task
 
 Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
@@ -39,9 +40,10 @@ def fedprox(
     lr_decay: LrDecay = 1.0,
     mu: Mu = 0.01,
     device: torch.device = torch.device("cpu"),
+    precision: Precision = "fp32",
 ) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
-    net = GlobalModel(model_task(task, model), device=device)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision)
     update = local_sgd_update(
         net,
         local_epochs,

@@ -80,7 +80,7 @@ def fedrep(
         body = net.load(without_eval(state)).to(device).eval()
         x, y = data["x"].to(device), data["y"].to(device)
         if not any(k.startswith(EVAL) for k in state):
-            return classification_metrics(body, x, y)
+            return classification_metrics(body, x, y, precision=training.precision)
         features = torch.cat([split(body).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
         return mean_metrics(personal_evaluation(state, lambda head: head_metrics(features, head, y)))
 

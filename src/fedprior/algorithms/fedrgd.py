@@ -31,6 +31,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
 from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import Method, semi_supervised_algorithm
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 
@@ -54,6 +55,10 @@ def grouped_weights(groups: int):
 
 
 @with_shared(SEMI_SUPERVISED, norm="gn")
-def fedrgd(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, groups: Groups = 2, **shared) -> Algorithm:
+def fedrgd(
+    task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", dpl: Dpl = False, groups: Groups = 2, **shared
+) -> Algorithm:
     """FedRGD (Zhang et al. 2021): consistency loss, GroupNorm, grouping-based averaging; dpl = true gives FedRGD-FedDPL."""
-    return semi_supervised_algorithm("fedrgd", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=Method(weights=grouped_weights(groups)))
+    return semi_supervised_algorithm(
+        "fedrgd", task, shared, local_epochs=local_epochs, device=device, precision=precision, dpl=dpl, method=Method(weights=grouped_weights(groups))
+    )

@@ -21,6 +21,7 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import semi_supervised_algorithm
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, SUPERVISED, with_shared
 
@@ -29,12 +30,12 @@ CPU = torch.device("cpu")
 
 
 @with_shared(SEMI_SUPERVISED)
-def fixmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, **shared) -> Algorithm:
+def fixmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", dpl: Dpl = False, **shared) -> Algorithm:
     """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (feddb.txt 5.1)."""
-    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl)
+    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, precision=precision, dpl=dpl)
 
 
 @with_shared(SUPERVISED)
-def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, **shared) -> Algorithm:
+def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", **shared) -> Algorithm:
     """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
-    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, use_unlabeled=False)
+    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, precision=precision, use_unlabeled=False)

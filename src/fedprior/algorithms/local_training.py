@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.precision import autocast, float32
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 """``loss(model, x_batch, y_batch) -> scalar``."""
@@ -29,6 +30,7 @@ def train_epochs(
     generator: torch.Generator,
     loss_fn: LossFn = cross_entropy_loss,
     after_backward: Callable[[], None] | None = None,
+    precision: str = "fp32",
 ) -> dict[str, float]:
     """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller).
 
@@ -37,7 +39,8 @@ def train_epochs(
     visits the same batches. The loss is summed on the device and read once at the end
     (no per-step synchronization on a GPU). ``after_backward`` runs between
     ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
-    mean training loss and the step count.
+    mean training loss and the step count. ``precision`` (``run.precision``): the forward pass and
+    the loss run under :func:`~fedprior.algorithms.precision.autocast`; weights stay float32.
     """
     model.train()
     n = x.shape[0]
@@ -47,7 +50,8 @@ def train_epochs(
         for start in range(0, n, batch_size):
             batch = order[start : start + batch_size]
             optimizer.zero_grad(set_to_none=True)
-            loss = loss_fn(model, x[batch], y[batch])
+            with autocast(x.device, precision):
+                loss = loss_fn(model, x[batch], y[batch])
             loss.backward()
             if after_backward is not None:
                 after_backward()
@@ -61,13 +65,19 @@ EVALUATION_BATCH = 2048
 
 
 @torch.inference_mode()
-def model_logits(model: nn.Module, x: torch.Tensor, batch_size: int = EVALUATION_BATCH) -> torch.Tensor:
-    """``model``'s logits on ``x`` (on the model's device), in large batches, without autograd; each batch moves there once."""
+def model_logits(model: nn.Module, x: torch.Tensor, batch_size: int = EVALUATION_BATCH, precision: str = "fp32") -> torch.Tensor:
+    """``model``'s float32 logits on ``x`` (on the model's device), in large batches, without autograd; each batch moves there once.
+
+    ``precision``: the forward passes run under :func:`~fedprior.algorithms.precision.autocast`.
+    """
     model.eval()
     device = next(model.parameters()).device
-    return torch.cat([model(x[start : start + batch_size].to(device)) for start in range(0, x.shape[0], batch_size)])
+    with autocast(device, precision):
+        return float32(torch.cat([model(x[start : start + batch_size].to(device)) for start in range(0, x.shape[0], batch_size)]))
 
 
-def classification_metrics(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVALUATION_BATCH) -> dict[str, float | list[float]]:
+def classification_metrics(
+    model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int = EVALUATION_BATCH, precision: str = "fp32"
+) -> dict[str, float | list[float]]:
     """Accuracy, mean cross-entropy, macro-F1 and per-class accuracy of ``model`` on ``(x, y)`` (see ``metrics.py``)."""
-    return logit_metrics(model_logits(model, x, batch_size), y)
+    return logit_metrics(model_logits(model, x, batch_size, precision), y)

@@ -12,6 +12,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
 from fedprior.algorithms.tensors import model_arrays
 from fedprior.errors import ConfigError
@@ -56,6 +57,7 @@ def moon(
     mu: MoonMu = 5.0,
     temperature: MoonTemperature = 0.5,
     device: torch.device = torch.device("cpu"),
+    precision: Precision = "fp32",
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
@@ -70,7 +72,7 @@ def moon(
     """
     if model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
-    net = GlobalModel(model_task(task, model), device=device)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
@@ -85,6 +87,7 @@ def moon(
             optimizer=sgd(local, lr, momentum, weight_decay),
             generator=info.generator(),
             loss_fn=moon_loss(net.load(message.arrays), previous, mu, temperature),
+            precision=precision,
         )
         arrays = model_arrays(local)
         return Reply(arrays, num_examples=int(x.shape[0]), metrics=metrics), {k: v.clone() for k, v in arrays.items()}

@@ -8,7 +8,10 @@ validation, and the help of ``fedprior algorithms``. ``local_epochs``,
 ``[federation]`` values and the run's torch device to a factory that declares them,
 so these keys mean the same for every algorithm. Every factory declares ``device``
 (the registry refuses one that does not, :func:`require_device`): an algorithm that
-left it out would train on the CPU whatever ``run.device`` says.
+left it out would train on the CPU whatever ``run.device`` says. ``precision``
+(``run.precision``, :mod:`fedprior.algorithms.precision`) reaches the factories that
+declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigError
+(:meth:`AlgorithmSpec.build`), never a silent float32 run.
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
 from fedprior.validation import CheckedModel, describe_validation_error
 
-RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device")
+RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device", "precision")
 
 DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
 
@@ -105,6 +108,11 @@ class AlgorithmSpec:
     def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
         """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
         needed = inspect.signature(self.factory).parameters
+        if runtime.get("precision", "fp32") != "fp32" and "precision" not in needed:
+            raise ConfigError(
+                f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not take 'precision'); "
+                f"accepted for it: fp32; bf16 for: {', '.join(supports_precision())}"
+            )
         provided = {k: v for k, v in runtime.items() if k in needed}
         return self.factory(task, **self.validate(values), **provided)
 
@@ -159,6 +167,11 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("central", central, centralized=True),
     )
 }
+
+
+def supports_precision() -> list[str]:
+    """The registered algorithms whose factory takes ``precision`` (``run.precision = 'bf16'`` runs them under autocast)."""
+    return [name for name, spec in ALGORITHMS.items() if "precision" in inspect.signature(spec.factory).parameters]
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

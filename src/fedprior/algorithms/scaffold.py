@@ -11,6 +11,7 @@ from pydantic import Field
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.local_training import train_epochs
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
 
@@ -29,6 +30,7 @@ def scaffold(
     lr_decay: LrDecay = 1.0,
     global_lr: GlobalLr = 1.0,
     device: torch.device = torch.device("cpu"),
+    precision: Precision = "fp32",
 ) -> Algorithm:
     """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
 
@@ -39,7 +41,7 @@ def scaffold(
     x <- x + eta_g mean_S(dy),  c <- c + (|S| / N) mean_S(dc)   (lines 16-17).
     Plain SGD (no momentum), as in the paper's analysis. c and c_i start at zero.
     """
-    net = GlobalModel(model_task(task, model), device=device)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision)
     param_names = [name for name, _ in net.build().named_parameters()]
     num_clients = task.num_clients
 
@@ -77,6 +79,7 @@ def scaffold(
             optimizer=sgd(local, step_lr, 0.0, weight_decay),
             generator=info.generator(),
             after_backward=correct_gradients,
+            precision=precision,
         )
         steps = metrics["steps"]
         new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}

@@ -62,6 +62,7 @@ from fedprior.algorithms.bias import bias_diagnostics
 from fedprior.algorithms.dma import uniform_distance
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
+from fedprior.algorithms.precision import autocast, float32
 from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
 from fedprior.algorithms.ssl_hyperparameters import SHARED
 from fedprior.algorithms.supervised import GlobalModel
@@ -136,6 +137,8 @@ class Context:
     labels: torch.Tensor | None = None
     mask: torch.Tensor | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
+    """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.precision``)."""
 
 
 def default_pseudo_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
@@ -187,13 +190,14 @@ class Method:
 
 
 @torch.no_grad()
-def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH) -> torch.Tensor:
-    """Logits of ``x`` in batches, in eval mode (the model is put back in train mode)."""
+def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH, precision: str = "fp32") -> torch.Tensor:
+    """Float32 logits of ``x`` in batches, in eval mode (the model is put back in train mode), forward passes in ``precision``."""
     was_training = model.training
     model.eval()
-    out = torch.cat([model(x[i : i + batch]) for i in range(0, x.shape[0], batch)]) if x.shape[0] else torch.zeros(0)
+    with autocast(x.device, precision):
+        out = torch.cat([model(x[i : i + batch]) for i in range(0, x.shape[0], batch)]) if x.shape[0] else torch.zeros(0)
     model.train(was_training)
-    return out
+    return float32(out)
 
 
 def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float) -> torch.optim.Optimizer:
@@ -220,6 +224,7 @@ class SemiSupervised:
     training: Training
     method: Method = Method()
     device: torch.device = torch.device("cpu")
+    precision: str = "fp32"
 
     @property
     def augment(self) -> FixMatchAugment:
@@ -285,7 +290,7 @@ class SemiSupervised:
     def evaluate(self, state: State, data: ClientData) -> dict[str, Any]:
         """Test metrics of the global model, and the last aggregation's diagnostics (DMA weights, Figure 3's JS)."""
         model = self.net.load(state).to(self.device)
-        logits = predict(model, data["x"].to(self.device)).cpu()
+        logits = predict(model, data["x"].to(self.device), precision=self.precision).cpu()
         metrics: dict[str, Any] = logit_metrics(logits, data["y"])
         if f"{DIAG}weights" in state:
             weights = state[f"{DIAG}weights"]
@@ -306,7 +311,7 @@ class SemiSupervised:
         x_l = data["x_labeled"].to(device)
         y_l = data["y_labeled"].to(device)
         x_u = data["x_unlabeled"].to(device) if t.use_unlabeled else x_l[:0]
-        ctx = Context(model, message, state, info, t, augment, info.generator("augment"), device, x_l, y_l, x_u)
+        ctx = Context(model, message, state, info, t, augment, info.generator("augment"), device, x_l, y_l, x_u, precision=self.precision)
         if self.method.start is not None:
             self.method.start(ctx)
         metrics: dict[str, float] = {}
@@ -337,7 +342,7 @@ class SemiSupervised:
         t = ctx.training
         ctx.weak_unlabeled = ctx.augment.weak(ctx.x_unlabeled, ctx.generator)
         ctx.probabilities = (
-            torch.softmax(predict(ctx.model, ctx.weak_unlabeled), dim=1)
+            torch.softmax(predict(ctx.model, ctx.weak_unlabeled, precision=ctx.precision), dim=1)
             if ctx.x_unlabeled.shape[0]
             else torch.zeros(0, self.task.num_classes, device=ctx.device)
         )
@@ -371,13 +376,14 @@ class SemiSupervised:
         for epoch in range(t.epochs):
             refreshed = None
             optimizer.zero_grad(set_to_none=True)
-            loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled, ctx.generator)), ctx.y_labeled) if ctx.x_labeled.shape[0] else zero
-            loss_u = zero
-            if t.use_unlabeled:
-                loss_u = t.unlabeled_weight * self._unlabeled_loss(ctx)
-                refreshed = self._epoch_appu(ctx)
-                if self.method.extra_loss is not None:
-                    loss_u = loss_u + self.method.extra_loss(ctx, epoch)
+            with autocast(ctx.device, ctx.precision):  # the forward passes and losses; backward and step outside
+                loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled, ctx.generator)), ctx.y_labeled) if ctx.x_labeled.shape[0] else zero
+                loss_u = zero
+                if t.use_unlabeled:
+                    loss_u = t.unlabeled_weight * self._unlabeled_loss(ctx)
+                    refreshed = self._epoch_appu(ctx)
+                    if self.method.extra_loss is not None:
+                        loss_u = loss_u + self.method.extra_loss(ctx, epoch)
             if loss_s.requires_grad or loss_u.requires_grad:
                 self.method.backward(ctx, loss_s, loss_u)
                 if t.clip > 0:
@@ -403,7 +409,8 @@ class SemiSupervised:
             for start in range(0, n, size):
                 rows = order[start : start + size]
                 optimizer.zero_grad(set_to_none=True)
-                loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled[rows], ctx.generator)), ctx.y_labeled[rows])
+                with autocast(ctx.device, ctx.precision):
+                    loss_s = F.cross_entropy(model(ctx.augment.weak(ctx.x_labeled[rows], ctx.generator)), ctx.y_labeled[rows])
                 self.method.backward(ctx, loss_s, zero)
                 if t.clip > 0:
                     torch.nn.utils.clip_grad_norm_(parameters, t.clip)
@@ -427,7 +434,7 @@ class SemiSupervised:
         x = ctx.x_unlabeled if ctx.training.appu_subset == "all" else ctx.x_unlabeled[ctx.mask]
         if x.shape[0] == 0:
             return None
-        return app_u(torch.softmax(predict(ctx.model, ctx.augment.weak(x, ctx.generator)), dim=1))
+        return app_u(torch.softmax(predict(ctx.model, ctx.augment.weak(x, ctx.generator), precision=ctx.precision), dim=1))
 
 
 def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Module], nn.Module] | None = None) -> Callable[[], nn.Module]:
@@ -451,6 +458,7 @@ def semi_supervised_algorithm(
     *,
     local_epochs: int,
     device: torch.device,
+    precision: str = "fp32",
     method: Method = Method(),
     dpl: bool = False,
     use_unlabeled: bool = True,
@@ -460,4 +468,4 @@ def semi_supervised_algorithm(
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
-    return SemiSupervised(task, GlobalModel(build), training, method, device).algorithm(name)
+    return SemiSupervised(task, GlobalModel(build), training, method, device, precision).algorithm(name)

@@ -27,6 +27,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import Context, Method, semi_supervised_algorithm
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 from fedprior.data.augment import seed_from, seeded
@@ -56,9 +57,24 @@ def mixup_loss(alpha: float, weight: float):
 
 @with_shared(SEMI_SUPERVISED, unlabeled_mean="confident")
 def semifl(
-    task: Task, *, local_epochs: int, device: torch.device = CPU, dpl: Dpl = False, mix_alpha: MixAlpha = 0.75, mix_weight: MixWeight = 1.0, **shared
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    precision: Precision = "fp32",
+    dpl: Dpl = False,
+    mix_alpha: MixAlpha = 0.75,
+    mix_weight: MixWeight = 1.0,
+    **shared,
 ) -> Algorithm:
     """SemiFL's client-side training (Diao et al. 2022): FixMatch plus MixUp; dpl = true gives SemiFL-FedDPL."""
     return semi_supervised_algorithm(
-        "semifl", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight))
+        "semifl",
+        task,
+        shared,
+        local_epochs=local_epochs,
+        device=device,
+        precision=precision,
+        dpl=dpl,
+        method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)),
     )

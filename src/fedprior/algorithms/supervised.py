@@ -22,13 +22,15 @@ class GlobalModel(Generic[M]):
     ``build`` returns a fresh module with the architecture (its weights are then
     overwritten); ``initial`` sets the weights of round 0 (default: the module's own
     initialization under the run's ``init`` stream). Models are built on the CPU (the
-    same initial weights everywhere) and trained and evaluated on ``device``; States
-    and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
+    same initial weights everywhere) and trained and evaluated on ``device``, their
+    forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.precision`);
+    States and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
     """
 
     build: Callable[[], M]
     initial: Callable[[M], None] | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
+    precision: str = "fp32"
 
     def init(self, info: RoundInfo) -> State:
         with torch.random.fork_rng(devices=[]):
@@ -61,7 +63,7 @@ class GlobalModel(Generic[M]):
 
     def evaluate(self, state: State, data: ClientData) -> dict[str, float | list[float]]:
         """Test metrics of the global model, on the device, without autograd, in large batches."""
-        return classification_metrics(self.load(state), data["x"], data["y"])
+        return classification_metrics(self.load(state), data["x"], data["y"], precision=self.precision)
 
     def average(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         """FedAvg (McMahan et al., 2017, Algorithm 1): the example-weighted mean of the client models."""

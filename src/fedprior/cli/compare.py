@@ -1,4 +1,4 @@
-"""``fedprior compare RUN_DIR...``: runs side by side in one table, their accuracy curves in one PNG."""
+"""``fedprior compare RUN_DIR...``: runs grouped by method (seeds folded), mean ± sd per group in one table, their accuracy curves in one PNG."""
 
 from __future__ import annotations
 
@@ -12,23 +12,43 @@ from rich.table import Table
 
 from fedprior.cli.app import app, stderr, user_errors
 
-ROWS = {
-    "initial_accuracy": "initial accuracy",
-    "final_accuracy": "final accuracy",
-    "best_accuracy": "best accuracy",
-    "final_macro_f1": "final macro-F1",
-    "best_macro_f1": "best macro-F1",
-    "download_bytes": "bytes sent to clients",
-    "upload_bytes": "bytes sent by clients",
-    "wall_seconds": "wall time",
+COLUMNS = {
+    "final_accuracy": "final\naccuracy %",
+    "best_accuracy": "best\naccuracy %",
+    "final_macro_f1": "final\nmacro-F1 %",
+    "best_macro_f1": "best\nmacro-F1 %",
+    "bytes": "MB to / from\nclients",
+    "wall_seconds": "wall\ntime s",
 }
+"""The group table's metric columns (initial accuracy and every sd are in --json and --csv); a column shows where a run has its metric."""
+SPREAD = ("accuracy", "macro_f1")
+"""Metrics shown as mean ± sd; the others (bytes, seconds: the same for every seed, or machine noise) as the mean."""
+
+
+def number(key: str, value: float) -> str:
+    """A value in a column's unit: fractions as % (the header says so), bytes as MB, seconds with one decimal."""
+    if key.endswith(SPREAD):
+        return f"{100 * value:.2f}"
+    if key.endswith("bytes"):
+        return f"{value / 1e6:,.2f}"
+    return f"{value:.1f}"
+
+
+def spread(key: str, row: dict[str, Any]) -> str:
+    """A group's cell: mean ± sd (sample sd, n - 1) for accuracy and F1, the mean for the rest; '-' where no run has the metric."""
+    mean, sd = row[f"{key}_mean"], row[f"{key}_sd"]
+    if mean is None:
+        return "-"
+    if sd is None or not key.endswith(SPREAD):
+        return number(key, mean)
+    return f"{number(key, mean)} ± {number(key, sd)}"
 
 
 def shown(key: str, value: Any) -> str:
-    """A cell: fractions as %, bytes in MB, seconds with one decimal, '-' where a run has no value."""
+    """A run's cell: fractions as %, bytes in MB, seconds with one decimal, '-' where the run has no value."""
     if value is None:
         return "-"
-    if key.endswith(("accuracy", "macro_f1")):
+    if key.endswith(SPREAD):
         return f"{100 * value:.2f}%"
     if key.endswith("bytes"):
         return f"{value / 1e6:,.2f} MB"
@@ -37,37 +57,103 @@ def shown(key: str, value: Any) -> str:
     return str(value)
 
 
-def render(comparison) -> Table:
-    table = Table(title="runs side by side", title_justify="left")
-    table.add_column("", no_wrap=True)
-    for label in comparison.labels:
-        table.add_column(label, justify="right")
-    runs = comparison.runs
-    table.add_row("status", *(r.status for r in runs))
-    table.add_row("experiment", *(r.name for r in runs))
-    for key, values in comparison.differences.items():
-        table.add_row(key, *("-" if v is None else str(v) for v in values))
+def render(comparison, width: int | None = None) -> Table:
+    """One row per group: its label, n (starred where some of its runs have not finished), seeds, mean ± sd of each metric.
+
+    Where the table is wider than ``width`` (the terminal), the columns wall time, MB and
+    best/final macro-F1 are left out in that order (the caption says which: --csv and
+    --json have them), rather than cropped or broken inside a number.
+    """
+    rows = comparison.group_rows()
+    have = set(comparison.metrics) | ({"bytes"} if {"download_bytes", "upload_bytes"} <= set(comparison.metrics) else set())
+    keys = [k for k in COLUMNS if k in have]
+    left_out: list[str] = []
+    while True:
+        table = group_table(comparison, rows, keys, left_out)
+        if width is None or len(keys) <= 2:
+            return table
+        if needed_width(table) <= width:
+            return table
+        left_out.insert(0, COLUMNS[keys.pop()].replace("\n", " "))
+
+
+def needed_width(table: Table) -> int:
+    """The narrowest the table can be drawn without breaking a no-wrap cell: those columns' widest line, the others' min_width, borders and padding."""
+    widths = []
+    for column in table.columns:
+        lines = [line for cell in (column.header, *column.cells) for line in str(cell).splitlines()]
+        widths.append(max(map(len, lines), default=0) if column.no_wrap else (column.min_width or 1))
+    return sum(widths) + 3 * len(widths) + 1
+
+
+def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_out: list[str]) -> Table:
+    caption = f"{len(comparison.runs)} runs in {len(rows)} groups; ±: sample sd over a group's runs (n - 1)"
+    if any(row["finished"] < row["n"] for row in rows):
+        caption += "; *: some of the group's runs have not finished (their numbers are from the rounds they recorded)"
+    if comparison.paired:
+        caption += "; paired: every group ran the same seeds, each seed on one partition"
+    if left_out:
+        caption += f"; left out for the terminal's width (in --csv, --json): {', '.join(left_out)}"
+    table = Table(title="runs grouped by method, seeds folded", title_justify="left", caption=caption, caption_justify="left")
+    longest = max((len(word) for row in rows for word in row["group"].split()), default=6)
+    table.add_column("method", overflow="fold", min_width=min(longest, 24))  # a field=value broken only when longer than 24
+    table.add_column("n", justify="right", no_wrap=True)
+    table.add_column("seeds", overflow="fold", min_width=min(5, max(len(" ".join(map(str, row["seeds"]))) for row in rows)))
+    for key in keys:
+        table.add_column(COLUMNS[key], justify="right", no_wrap=True)  # 74.00 ± 4.00 on one line; the method column folds instead
+    for row in rows:
+        n = f"{row['n']}" + ("*" if row["finished"] < row["n"] else "")
+        cells = [f"{spread('download_bytes', row)} / {spread('upload_bytes', row)}" if k == "bytes" else spread(k, row) for k in keys]
+        table.add_row(row["group"], n, " ".join(map(str, row["seeds"])), *cells)
+    return table
+
+
+def render_runs(comparison) -> Table:
+    """One row per run (--runs): its label, group, seed, status, partition, rounds, final and best accuracy."""
     same = " (same)" if comparison.same_partition else ""
-    table.add_row(f"partition{same}", *(r.partition or "-" for r in runs))
-    table.add_row("rounds", *(str(r.rounds) for r in runs))
-    for key, label in ROWS.items():
-        if any(key in r.metrics for r in runs):
-            table.add_row(label, *(shown(key, r.metrics.get(key)) for r in runs))
+    table = Table(title="runs", title_justify="left")
+    for name in ("run", "method", "seed", "status", f"partition{same}", "rounds", "final accuracy", "best accuracy"):
+        table.add_column(name, justify="right" if name in ("seed", "rounds", "final accuracy", "best accuracy") else "left", overflow="fold")
+    for row, run in zip(comparison.run_rows(), (r for g in comparison.groups for r in g.runs), strict=True):
+        table.add_row(
+            row["label"],
+            row["group"],
+            str(row["seed"]),
+            run.status,
+            run.partition or "-",
+            str(run.rounds),
+            shown("final_accuracy", row.get("final_accuracy")),
+            shown("best_accuracy", row.get("best_accuracy")),
+        )
     return table
 
 
 @app.command()
 @user_errors
 def compare(
-    runs: list[Path] = typer.Argument(..., help="Run directories to put side by side (finished or not)."),
-    plot: Path = typer.Option(Path("compare.png"), "--plot", help="Where to write the overlaid accuracy curves (PNG)."),
-    as_json: bool = typer.Option(False, "--json", help="Print one JSON object (every run's numbers and config, the differences) instead of the table."),
+    runs: list[Path] = typer.Argument(
+        ..., help="Run directories to compare (finished or not); runs that differ only in run.seed (or where/how they ran) form one group."
+    ),
+    plot: Path = typer.Option(Path("compare.png"), "--plot", help="Where to write the accuracy curves (PNG): a mean line and a ±sd band per group."),
+    csv_file: Path | None = typer.Option(
+        None, "--csv", help="Also write one row per group (mean and sd of each metric, accuracy as fractions) to this CSV file."
+    ),
+    runs_csv: Path | None = typer.Option(
+        None, "--runs-csv", help="Also write one row per run (its group, seed and metrics, accuracy as fractions) to this CSV file."
+    ),
+    per_run: bool = typer.Option(False, "--runs", help="Also print one row per run under the group table."),
+    as_json: bool = typer.Option(
+        False, "--json", help="Print one JSON object (every run's numbers and config, the groups' mean and sd, the differences) instead of the table."
+    ),
 ) -> None:
-    """Compare runs: config differences, final/best accuracy, F1, bytes sent, wall time; their accuracy curves in one PNG."""
+    """Compare runs grouped by method, seeds folded: mean ± sd of final/best accuracy, F1, bytes sent, wall time per group; their curves in one PNG."""
     from fedprior.cli.partition import check_output_file
     from fedprior.experiments.compare import compare_runs
 
     check_output_file(plot, "--plot", example="compare.png")  # a folder or an unwritable place: one line, before reading the runs
+    for path, option in ((csv_file, "--csv"), (runs_csv, "--runs-csv")):
+        if path is not None:
+            check_output_file(path, option, example="compare.csv")
     comparison = compare_runs(runs)
     for run in comparison.runs:
         if not run.finished:
@@ -75,8 +161,18 @@ def compare(
                 f"note: {run.path} has not finished; its numbers come from the {run.rounds} rounds in its metrics.jsonl", highlight=False, soft_wrap=True
             )
     path = comparison.plot(plot)
+    written = {}
+    if csv_file is not None:
+        written["csv"] = str(comparison.write_csv(csv_file, per="group"))
+    if runs_csv is not None:
+        written["runs_csv"] = str(comparison.write_csv(runs_csv, per="run"))
     if as_json:
-        typer.echo(json.dumps({**comparison.to_dict(), "plot": str(path)}))
+        typer.echo(json.dumps({**comparison.to_dict(), "plot": str(path), **written}))
         return
-    Console().print(render(comparison), highlight=False)
+    console = Console()
+    console.print(render(comparison, console.width), highlight=False)
+    if per_run:
+        console.print(render_runs(comparison), highlight=False)
     typer.echo(f"accuracy curves written to {path}")
+    for kind, where in written.items():
+        typer.echo(f"{'per-group' if kind == 'csv' else 'per-run'} CSV written to {where}")

@@ -56,7 +56,7 @@ def _with_option(error: ConfigError) -> ConfigError:
     return error
 
 
-def _parameters(scheme: str, clients: int, seed: int, shards: int, alpha: float, min_size: int, window: int, balance: bool) -> dict:
+def scheme_parameters(scheme: str, clients: int, seed: int, shards: int, alpha: float, min_size: int, window: int, balance: bool) -> dict:
     """The parameters that shape the partition of ``scheme`` (the rest are ignored by it)."""
     parameters: dict = {"num_clients": clients, "seed": seed}
     if scheme == "shard":
@@ -195,7 +195,7 @@ def partition(
         roles = dict(splitter.partition(labels).roles) if labeled else {"": partitioner.split(labels)}
     except ConfigError as error:
         raise _with_option(error) from None
-    parameters = _parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
+    parameters = scheme_parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
     if labeled:
         parameters.update(num_labeled=labeled, num_unlabeled=unlabeled, labeled_in_unlabeled=labeled_in_unlabeled)
     summaries, plots = {}, {}

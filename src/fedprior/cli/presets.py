@@ -1,4 +1,4 @@
-"""``fedprior presets`` and ``fedprior algorithms``: what ships, a line each."""
+"""``fedprior presets`` and ``fedprior algorithms``: what ships, a line each; ``fedprior presets show NAME``: one preset's TOML."""
 
 from __future__ import annotations
 
@@ -9,11 +9,23 @@ from rich.table import Table
 
 from fedprior.cli.app import app, user_errors
 
+presets_app = typer.Typer(
+    help="List the shipped experiment presets (run one with `fedprior run NAME`); `fedprior presets show NAME` prints one's TOML.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(presets_app, name="presets")
 
-@app.command()
+
+@presets_app.callback()
 @user_errors
-def presets(fields: bool = typer.Option(False, "--fields", help="Also list every config field with its default and meaning.")) -> None:
-    """List the shipped experiment presets (run one with `fedprior run NAME`)."""
+def presets(
+    ctx: typer.Context,
+    fields: bool = typer.Option(False, "--fields", help="Also list every config field with its default and meaning."),
+) -> None:
+    """List the shipped experiment presets (run one with `fedprior run NAME`); `fedprior presets show NAME` prints one's TOML."""
+    if ctx.invoked_subcommand is not None:
+        return
     from fedprior.experiments.config import ExperimentConfig, list_presets
 
     console = Console()
@@ -28,6 +40,20 @@ def presets(fields: bool = typer.Option(False, "--fields", help="Also list every
             for key, field in model.model_fields.items():
                 table.add_row(f"{section}.{key}", repr(field.default), field.description or "")
         console.print(table)
+
+
+@presets_app.command("show")
+@user_errors
+def show(
+    preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
+    set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
+) -> None:
+    """Print a preset's config as TOML, every field with its value: saved to FILE.toml, `fedprior run FILE.toml` runs that very config."""
+    from fedprior.cli.dry_run import config_header
+    from fedprior.experiments.config import load_config
+
+    _, config = load_config(preset, set_)
+    typer.echo(config.to_toml(header=config_header(preset, set_)), nl=False)
 
 
 @app.command()

@@ -112,14 +112,36 @@ def run(
         "--runtime",
         help="Where to run (sets run.runtime): local (in-process), flower-sim (Flower's simulation engine), flower-local (a SuperLink and SuperNodes on this machine).",
     ),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Train nothing and write nothing: print the config as TOML (every field) and the partition's statistics as TOML comments (with --json: one JSON object).",
+    ),
 ) -> None:
     """Run an experiment: train with a progress bar, write a run directory, print a summary."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 
-    name, config = load_config(preset, [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])])
+    overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
+    name, config = load_config(preset, overrides)
+    if dry_run:
+        show_dry_run(preset, overrides, name, config, as_json)
+        return
     summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
     report(summary, as_json)
+
+
+def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool) -> None:
+    """``--dry-run``: the config and the partition its run would train on, on stdout; nothing trained, nothing written."""
+    from fedprior.cli.dry_run import config_header, statistics_lines
+    from fedprior.experiments.dry_run import dry_run
+
+    plan = dry_run(config)
+    if as_json:
+        typer.echo(json.dumps({"name": name, "config": config.to_dict(), **plan}))
+        return
+    typer.echo(config.to_toml(header=config_header(source, overrides)))
+    typer.echo("\n".join(statistics_lines(config, plan)))
 
 
 @app.command()

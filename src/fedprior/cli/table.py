@@ -66,14 +66,22 @@ def render(title: str, results: list[dict]) -> Table:
     return table
 
 
-def markdown(title: str, results: list[dict], evaluated: dict | None = None) -> str:
-    """The table (ours (paper), mean ± sd over seeds), under its notices (a failed control first), then its controls and findings."""
+def markdown(title: str, results: list[dict], evaluated: dict | None = None, overrides: list[str] | None = None, command: str | None = None) -> str:
+    """The table (ours (paper), mean ± sd over seeds), under its notices (a failed control first), then its controls and findings.
+
+    ``overrides`` (the ``--set`` options, given to every cell) and ``command`` (how to run the
+    table again), where given, are recorded under the notices: a table whose cells ran with
+    changed fields says which, so that its numbers are never read as the preset's.
+    """
     rows, columns, cell = grid(results)
     several = len({m for _, m in columns}) > 1
     labels = [column_label(c, m, several) for c, m in columns]
     lines = [f"# {title}", ""]
     if evaluated and evaluated["notices"]:
         lines += [*(f"**{notice}**  " for notice in evaluated["notices"]), ""]
+    if overrides is not None:
+        given = ", ".join(code_span(o) for o in overrides) if overrides else "none (every cell as its table defines it)"
+        lines += [f"overrides (--set, in every cell): {given}" + ("  " if command else ""), *([f"command: {code_span(command)}"] if command else []), ""]
     seeds = results[0].get("seeds", 1) if results else 1
     spread = f"; mean ± sd over {seeds} seeds (sd with n - 1)" if seeds > 1 else "; one seed"
     lines += [f"ours (paper){spread}", "", "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
@@ -82,6 +90,13 @@ def markdown(title: str, results: list[dict], evaluated: dict | None = None) -> 
     if evaluated:
         lines += ["", *controls_markdown(evaluated["controls"]), *findings_markdown(evaluated["findings"])]
     return "\n".join(lines) + "\n"
+
+
+def code_span(text: str) -> str:
+    """``text`` as a Markdown code span (a backtick inside it is fenced by two)."""
+    fence = "``" if "`" in text else "`"
+    pad = " " if fence == "``" else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
 
 
 def controls_markdown(controls: list[dict]) -> list[str]:
@@ -222,12 +237,14 @@ def table(
         "title": paper_table.title,
         "setting": "embedded" if embedded else "paper",
         "seeds": n_seeds,
+        "overrides": list(set_),
         "cells": results,
         **evaluated,
     }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.json").write_text(json.dumps(document, indent=2))
-    (folder / "table.md").write_text(markdown(paper_table.title, results, evaluated))
+    again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json=False)
+    (folder / "table.md").write_text(markdown(paper_table.title, results, evaluated, overrides=list(set_), command=again))
     if as_json:
         typer.echo(json.dumps(document))
         return

@@ -61,7 +61,7 @@ def import_open_clip():
         import open_clip
     except Exception as error:  # ImportError, or torchvision failing to load inside open_clip
         raise FedpriorError(
-            "openclip encoders need the package open_clip_torch: pip install 'fedprior[openclip]'. "
+            'openclip encoders need the package open_clip_torch: in the fedprior clone, pip install -c requirements.lock -e ".[openclip]". '
             "open_clip needs a working torchvision (its wheels need a CUDA build of torch; a CPU-only torch "
             f"may have none); import failed with {type(error).__name__}: {error}. "
             "Alternatives: encoder.name=hf-clip:FOLDER (a Hugging Face CLIP folder) or locked-text"

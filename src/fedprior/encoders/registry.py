@@ -3,6 +3,7 @@
 - :func:`build_encoder`: ``locked-text`` (the offline CLIP stand-in), ``openclip:ARCH``,
   ``hf-clip:FOLDER``; each backend is imported only when asked for.
 - :func:`encode_dataset`: a split's image features through the on-disk cache.
+- :func:`reserved_train_indices`: the training images an encoder was fitted on (no client holds them).
 - :func:`class_text_features`: the class prototypes T_k of FST-CBDG (fst-cbdg.txt,
   Algorithm 1 lines 1-3: a sentence per class from the prompt template, through the
   text encoder).
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import numpy as np
 import torch
 
 from fedprior.data.dataset import Dataset
@@ -53,6 +55,19 @@ def build_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device 
     from fedprior.encoders.hf_clip import build_hf_clip_encoder
 
     return build_hf_clip_encoder(name[len("hf-clip:") :], config.download, device)
+
+
+def reserved_train_indices(config: EncoderConfig, dataset: Dataset) -> np.ndarray:
+    """The training indices the encoder of ``config`` is fitted on, which no client may hold, without building it.
+
+    The same indices as the built encoder's ``reserved_train_indices``: the locked-text stand-in's
+    pretraining split; none for the other encoders (and for ``none``).
+    """
+    if config.name == "locked-text":
+        from fedprior.encoders.locked_text import pretraining_split
+
+        return pretraining_split(config, dataset).indices
+    return np.zeros(0, dtype=np.int64)
 
 
 def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig, *, progress: bool = True) -> torch.Tensor:

@@ -78,6 +78,7 @@ class Experiment:
             workers=self.workers,
             device=str(self.device),
             start_method=self.start_method,
+            checkpoint_every=run.checkpoint_every,
         )
 
     def client_side(self) -> ClientSide:
@@ -101,13 +102,14 @@ def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inp
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, with the runtime-provided local epochs, batch size and device."""
+    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision."""
     return algorithm_spec(config.algorithm.name).build(
         task,
         config.algorithm.hyperparameters(),
         local_epochs=config.federation.local_epochs,
         batch_size=config.federation.batch_size,
         device=device,
+        precision=config.run.precision,
     )
 
 
@@ -387,6 +389,37 @@ def worker_processes(config: ExperimentConfig, algorithm: Algorithm, *, feature_
     return workers
 
 
+@dataclass(frozen=True)
+class ClientSplit:
+    """Which training images the clients hold: the pool, any validation hold-out, and the partition of the pool."""
+
+    config: ExperimentConfig
+    """The config as run: a centralized baseline's federation is one client, sampled every round."""
+    pool: np.ndarray
+    """Training-set indices the clients hold between them (no encoder-reserved, subset-dropped or held-out image)."""
+    held_out: np.ndarray | None
+    """Training-set indices held out as the validation split (run.model_selection = 'validation' on a dataset without its own)."""
+    partition: Partition
+
+
+def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarray) -> ClientSplit:
+    """The pool of training images and its partition over the clients, as a run of ``config`` gets them.
+
+    ``reserved``: training indices a frozen encoder was fitted on (never given to a client;
+    :func:`fedprior.encoders.registry.reserved_train_indices`). Only labels are read, so
+    ``fedprior run --dry-run`` calls this without encoding anything.
+    """
+    labels = dataset.train_labels
+    pool = subset_pool(np.setdiff1d(np.arange(labels.size), reserved), labels, config.data.train_subset)
+    held = None
+    if config.run.model_selection == "validation" and dataset.val_images is None:
+        pool, held = hold_out(pool, labels, config.data.validation_fraction, config.run.seed)
+    if algorithm_spec(config.algorithm.name).centralized:
+        config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
+        return ClientSplit(config, pool, held, Partition({"train": (pool,)}))
+    return ClientSplit(config, pool, held, build_partition(config, labels, pool, dataset.train_groups))
+
+
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     """Load the data, encode it if an encoder is set, partition it and build the algorithm.
 
@@ -403,25 +436,21 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
     start_method = worker_start_method(config.run.start_method, device)
-    spec = algorithm_spec(config.algorithm.name)
     feature_space = config.encoder.name != "none"
     threads = thread_policy(config.run.threads, feature_space=feature_space)
     with torch_threads(threads.encode):
         dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
-    pool = subset_pool(np.setdiff1d(np.arange(dataset.train_labels.size), inputs.reserved), dataset.train_labels, config.data.train_subset)
+    clients = client_split(config, dataset, inputs.reserved)
+    config, pool, partition = clients.config, clients.pool, clients.partition
     validation = None
     if config.run.model_selection == "validation":
         if inputs.val_x is not None:
             validation = {"x": inputs.val_x, "y": torch.from_numpy(dataset.val_labels)}
         else:
-            pool, held = hold_out(pool, dataset.train_labels, config.data.validation_fraction, config.run.seed)
+            held = clients.held_out
+            assert held is not None, "client_split holds out a validation split where the dataset has none"
             validation = {"x": train_x[torch.from_numpy(held)], "y": torch.from_numpy(dataset.train_labels[held])}
-    if spec.centralized:
-        config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
-        partition = Partition({"train": (pool,)})
-    else:
-        partition = build_partition(config, dataset.train_labels, pool, dataset.train_groups)
     task = Task(
         num_classes=dataset.num_classes,
         input_shape=tuple(train_x.shape[1:]),

@@ -1,26 +1,33 @@
-"""Runs side by side (``fedprior compare``): their config differences, accuracy, F1, bytes sent, wall time, curves.
+"""Runs side by side (``fedprior compare``): grouped by method (seeds folded), mean ± sd of accuracy, F1, bytes sent, wall time, curves.
 
 A finished run is read from its ``result.json``. A run that has not finished (interrupted,
 or still going) is read from what its ``metrics.jsonl`` holds, with the initial accuracy
 from its checkpoint, and is marked as such. Whether two runs trained on the same
 partition (a paired comparison) shows as a fingerprint of each run's ``partition.npz``.
+Runs are grouped by method (:mod:`fedprior.experiments.compare_groups`); each group's rows,
+per run or per group, go to CSV or a pandas DataFrame with accuracy as fractions.
 """
 
 from __future__ import annotations
 
+import csv
 import hashlib
+import io
 import json
 import math
 import tomllib
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
+from fedprior.experiments.compare_groups import PLACEMENT, Group, group_runs, paired
 from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.report import accuracy_curve
 from fedprior.experiments.run_dir import RunDir
@@ -42,8 +49,7 @@ class RunView:
     metrics: dict[str, Any]
     """The ``METRICS`` the run has (an unfinished run: computed from metrics.jsonl)."""
     curve: dict[int, float] = field(default_factory=dict)
-    """Test accuracy by round: round 0 (the initial model) and the evaluated rounds."""
-    """Test accuracy per round, round 0 (the initial model) first; NaN where unknown."""
+    """Test accuracy by round: round 0 (the initial model, NaN where unknown) and the evaluated rounds."""
     partition: str = ""
     """A fingerprint of partition.npz: equal for runs on the same partition."""
 
@@ -190,21 +196,109 @@ class Comparison:
         """Whether every run trained on the same partition (a paired comparison)."""
         return bool(self.runs[0].partition) and len({r.partition for r in self.runs}) == 1
 
+    @cached_property
+    def groups(self) -> list[Group]:
+        """The runs grouped by method: same algorithm, same values of every varying field but the seed and :data:`PLACEMENT`'s."""
+        return group_runs(self.runs, self.labels)
+
+    @property
+    def paired(self) -> bool:
+        """Whether the groups are paired: the same seeds in each, and one partition per seed across groups."""
+        return paired(self.groups)
+
+    @property
+    def metrics(self) -> list[str]:
+        """The :data:`METRICS` at least one run has, in that order."""
+        return [m for m in METRICS if any(m in r.metrics for r in self.runs)]
+
+    def group_rows(self) -> list[dict[str, Any]]:
+        """One flat record per group: label, algorithm, its varying fields, n, finished, rounds (its shortest run), seeds, ``<metric>_mean``/``_sd``."""
+        return [g.row(self.metrics) for g in self.groups]
+
+    def run_rows(self) -> list[dict[str, Any]]:
+        """One flat record per run: label, group, run directory, status, seed, partition, its metrics and its varying fields."""
+        rows = []
+        for group in self.groups:
+            for label, run in zip(group.run_labels, group.runs, strict=True):
+                rows.append(
+                    {
+                        "label": label,
+                        "group": group.label,
+                        "algorithm": group.algorithm,
+                        **group.setting,
+                        "seed": run.config.get("run.seed"),
+                        "run_dir": str(run.path),
+                        "finished": run.finished,
+                        "rounds": run.rounds,
+                        "partition": run.partition,
+                        **{m: run.metrics.get(m) for m in self.metrics},
+                    }
+                )
+        return rows
+
+    def rows(self, per: str = "group") -> list[dict[str, Any]]:
+        if per not in ("group", "run"):
+            raise FedpriorError(f"per must be 'group' or 'run', not {per!r}")
+        return self.group_rows() if per == "group" else self.run_rows()
+
+    def csv(self, per: str = "group") -> str:
+        """The rows (``per`` 'group' or 'run') as CSV text: accuracy as fractions, an empty cell where a value is absent, seeds space-separated."""
+        rows = self.rows(per)
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=list(rows[0]), lineterminator="\n")
+        writer.writeheader()
+        for row in rows:
+            writer.writerow({k: cell(v) for k, v in row.items()})
+        return out.getvalue()
+
+    def write_csv(self, path: str | Path, per: str = "group") -> Path:
+        """Write :meth:`csv` to ``path`` (atomically); returns the path."""
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_text(path, self.csv(per))
+        return path
+
+    def dataframe(self, per: str = "group"):
+        """The rows (``per`` 'group' or 'run') as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
+        try:
+            import pandas as pd
+        except ImportError:
+            raise FedpriorError(
+                "Comparison.dataframe needs pandas, which is not installed: pip install pandas "
+                "(without it, Comparison.group_rows() and run_rows() give the same rows as dicts)"
+            ) from None
+        return pd.DataFrame.from_records(self.rows(per))
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "runs": [{"label": label, **run.to_dict()} for label, run in zip(self.labels, self.runs, strict=True)],
             "differences": self.differences,
             "same_partition": self.same_partition,
+            "groups": [
+                {**row, "runs": g.run_labels, "curve": {str(k): dict(zip(("mean", "sd", "n"), v, strict=True)) for k, v in g.curve().items()}}
+                for g, row in zip(self.groups, self.group_rows(), strict=True)
+            ],
+            "paired": self.paired,
+            "ignored_fields": sorted(PLACEMENT),
         }
 
     def plot(self, path: str | Path) -> Path:
-        """The runs' accuracy curves overlaid in one PNG at ``path``."""
-        from fedprior.experiments.report import plot_accuracy
+        """Each group's mean accuracy curve with a shaded ±sd band, in one PNG at ``path`` (legend outside the axes)."""
+        from fedprior.experiments.compare_plot import plot_groups
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        plot_accuracy(dict(zip(self.labels, (r.curve for r in self.runs), strict=True)), path, "test accuracy per round")
+        plot_groups(self.groups, path, "test accuracy per round")
         return path
+
+
+def cell(value: Any) -> Any:
+    """A CSV cell: None empty, a list space-separated, anything else as the csv module writes it."""
+    if value is None:
+        return ""
+    if isinstance(value, list):
+        return " ".join(map(str, value))
+    return value
 
 
 def compare_runs(paths: Sequence[str | Path]) -> Comparison:

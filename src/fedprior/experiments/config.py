@@ -142,13 +142,17 @@ class RunConfig(Section):
     non_finite: Literal["stop", "drop"] = "stop"
     """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
     deterministic: bool = False
-    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic): bit-for-bit repeatable runs on CUDA, at some speed."""
+    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic, no cuDNN benchmarking): bit-for-bit repeatable runs on CUDA, at some speed. Off, cuDNN benchmarks its convolution algorithms (cudnn.benchmark, CUDA only)."""
+    precision: Literal["fp32", "bf16"] = "fp32"
+    """Arithmetic of the forward passes in training and evaluation: 'fp32', or 'bf16' (torch.autocast to bfloat16 on the run's device, the CPU included; weights, gradients and optimizer state stay float32, losses are computed in float32). Only algorithms whose factory takes 'precision' accept 'bf16' (see fedprior.algorithms.precision); numbers differ from fp32 by bfloat16 rounding."""
+    checkpoint_every: int = Field(1, ge=1)
+    """Write the resumable checkpoint every k rounds, and always after the last round and when the run stops (an error, a signal); a resume restarts from the last one written, with the same numbers as an uninterrupted run."""
     model_selection: Literal["last", "validation"] = "last"
     """'validation': also evaluate every round on a validation split and report the test metrics of the round it ranks best (selected_* in the summary, FedBM's code), beside the last round's."""
     test_metrics: Literal["every-evaluation", "selectable"] = "every-evaluation"
     """When the test set is evaluated: at 'every-evaluation' (federation.evaluate_every), or only where its metrics can be reported ('selectable'): each stage's last round and, with model_selection = 'validation', a round whose validation score beats every earlier one. 'selectable' gives the same selected and final metrics at a fraction of the cost (the test curve and best_accuracy then cover only those rounds)."""
     mlflow: str | None = Field(None, min_length=1)
-    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs fedprior[mlflow]. TensorBoard files are always written."""
+    """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs the mlflow extra (README). TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)
     """The MLflow experiment the run is logged under (with run.mlflow)."""
 
@@ -195,8 +199,29 @@ class ExperimentConfig(Section):
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
 
+    def to_toml(self, header: str = "") -> str:
+        """Every field as TOML, section by section in the config's order; ``fedprior run FILE`` reads it back as this config.
+
+        A field left unset (None: TOML has no null, and its default is None) is a comment line
+        ``# key: unset``, so that the text still names every field. ``header`` leads as comment lines.
+        """
+        values = self.model_dump()
+        lines = [f"# {line}".rstrip() for line in header.splitlines()]
+        lines += [toml_line(key, value) for key, value in values.items() if key not in SECTIONS]
+        for section in SECTIONS:
+            lines += ["", f"[{section}]"]
+            lines += [f"# {key}: unset" if value is None else toml_line(key, value) for key, value in values[section].items()]
+        return "\n".join(lines) + "\n"
+
 
 SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "run")
+
+
+def toml_line(key: str, value: Any) -> str:
+    """``key = value`` in TOML (the key quoted where it must be)."""
+    import tomli_w
+
+    return tomli_w.dumps({key: value}).rstrip("\n")
 
 
 def preset_paths() -> dict[str, Path]:

@@ -25,7 +25,7 @@ from typing import Any
 from fedprior.algorithms.base import Algorithm
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.config_fields import config_differences
+from fedprior.experiments.config_fields import config_differences, flatten
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import stage_plan, total_rounds
 
@@ -43,6 +43,7 @@ RESUME_MAY_CHANGE = frozenset(
         "run.start_method",
         "run.device",
         "run.deterministic",
+        "run.checkpoint_every",
         "run.mlflow",
         "run.mlflow_experiment",
         "federation.evaluate_every",
@@ -66,8 +67,14 @@ def _show(value: Any) -> str:
 
 def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[str, tuple[Any, Any]]:
     """``{"section.key": (before, after)}`` for the fields of two resolved configs (as dicts) that differ, but
-    those that do not change the numbers (``RESUME_MAY_CHANGE``)."""
-    return {field: values for field, values in config_differences(before, after).items() if field not in RESUME_MAY_CHANGE}
+    those that do not change the numbers (``RESUME_MAY_CHANGE``) and fields added to fedprior after ``before``
+    was recorded that hold their default now (absent from an older checkpoint's config: it ran with that behaviour)."""
+    defaults = flatten(ExperimentConfig().to_dict())
+    return {
+        field: (old, new)
+        for field, (old, new) in config_differences(before, after).items()
+        if field not in RESUME_MAY_CHANGE and not (old is None and field in defaults and new == defaults[field])
+    }
 
 
 def describe_changes(changed: dict[str, tuple[Any, Any]], before: str, after: str = "now") -> str:

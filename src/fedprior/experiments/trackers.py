@@ -12,7 +12,7 @@ round 0 is the initial model, at step 0) and, once the report is written, the su
   summary's numbers, and the run directory as artifacts, all but the checkpoints (the
   per-client states can be large; they stay in the run directory) and the lock. A relative
   store is made absolute when the run starts (:func:`resolve_store`), and the store is
-  checked within seconds (:func:`open_store`). Needs ``fedprior[mlflow]``.
+  checked within seconds (:func:`open_store`). Needs the ``mlflow`` extra.
 
 An interrupted run resumes with the same records: TensorBoard's files are rewritten from
 the checkpoint's history (as ``metrics.jsonl`` is), and the MLflow run named in the run
@@ -299,7 +299,7 @@ def open_store(target: MlflowTarget):
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
-        raise FedpriorError("run.mlflow: logging to MLflow needs MLflow: pip install 'fedprior[mlflow]'") from None
+        raise FedpriorError('run.mlflow: logging to MLflow needs MLflow: in the fedprior clone, pip install -c requirements.lock -e ".[mlflow]"') from None
     run_id = target.run_id
     resumed = run_id is not None
     where = f" (the store of MLflow run {target.run_id}, named in {target.recorded_in})" if resumed else ""

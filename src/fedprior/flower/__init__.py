@@ -1,6 +1,6 @@
 """fedprior on Flower: a ServerApp and a ClientApp that run any fedprior algorithm (docs/flower.md).
 
-Needs the optional extra ``fedprior[flower]`` (``flwr[simulation]==1.41.0``). One job per file:
+Needs the optional ``flower`` extra (``flwr[simulation]==1.41.0``). One job per file:
 
 - ``records``: Broadcast / Reply / State <-> ArrayRecord, ConfigRecord, MetricRecord;
 - ``server_app``: the round loop over Flower's Grid (the ServerApp ``flwr run`` loads, which

@@ -83,7 +83,9 @@ def flower_executable(name: str) -> str:
     here = Path(sys.executable).parent
     found = shutil.which(name, path=os.pathsep.join([str(here), os.environ.get("PATH", "")]))
     if found is None:
-        raise FedpriorError(f"{name} not found: install fedprior[flower] (flwr[simulation]==1.41.0)")
+        raise FedpriorError(
+            f'{name} not found: install Flower (flwr[simulation]==1.41.0): in the fedprior clone, pip install -c requirements.lock -e ".[flower]"'
+        )
     return found
 
 

@@ -17,7 +17,9 @@ def require_flower() -> None:
     try:
         import flwr  # noqa: F401
     except ImportError:
-        raise FedpriorError("the Flower runtimes need Flower: pip install 'fedprior[flower]' (flwr[simulation]==1.41.0)") from None
+        raise FedpriorError(
+            'the Flower runtimes need Flower (flwr[simulation]==1.41.0): in the fedprior clone, pip install -c requirements.lock -e ".[flower]"'
+        ) from None
 
 
 def federate_experiment(

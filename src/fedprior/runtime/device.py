@@ -13,7 +13,10 @@ depends on the device.
 benchmarking, and cuBLAS's fixed workspace). On the CPU fedprior's numbers are
 already reproducible for a given thread count; on CUDA some kernels (atomic adds in
 backward passes, cuDNN's algorithm search) are not, and this switch trades speed for
-bit-for-bit repeatability on the same GPU model and software.
+bit-for-bit repeatability on the same GPU model and software. Without it cuDNN benchmarks
+its convolution algorithms for each new input shape and keeps the fastest
+(``torch.backends.cudnn.benchmark``; CUDA only, the CPU ignores it): faster rounds, but
+two runs may pick different algorithms and differ in the last bits.
 """
 
 from __future__ import annotations
@@ -70,4 +73,4 @@ def set_deterministic(enabled: bool) -> None:
     if enabled != torch.are_deterministic_algorithms_enabled():  # the call imports torch._inductor: seconds
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
-    torch.backends.cudnn.benchmark = False
+    torch.backends.cudnn.benchmark = not enabled

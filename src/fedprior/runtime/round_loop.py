@@ -55,3 +55,5 @@ class RoundLoop:
     """The run's resolved device (where the algorithm trains; workers rebuild it there)."""
     start_method: str | None = None
     """``run.start_method`` resolved: how worker processes start (``spawn`` where CUDA is used; None: the platform's default)."""
+    checkpoint_every: int = 1
+    """``run.checkpoint_every``: write the checkpoint every k rounds (counted over all stages), after the last round, and when the loop stops on an error or a signal."""

@@ -8,7 +8,12 @@ SuperNodes. Each round the loop samples clients (one stream shared by all algori
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
 checkpoints the whole run state atomically, so an interrupted run resumes where it
-stopped with the same numbers. Given a :class:`~fedprior.runtime.threads.ThreadPolicy`,
+stopped with the same numbers. With ``checkpoint_every = k`` (``run.checkpoint_every``)
+the checkpoint is written after every k-th round (counted over all stages), after the
+run's last round, and, when the loop stops on an exception (Ctrl-C and SIGTERM arrive as
+one), for the last completed round not yet written; a resume then recomputes the rounds
+after the checkpoint, with the same numbers (the seeds depend on the round, not on what
+ran before in the process). Given a :class:`~fedprior.runtime.threads.ThreadPolicy`,
 the round runs with its ``train`` threads and the evaluation with its ``evaluate`` threads.
 Replies and the new global model are screened for NaN/inf (``divergence.py``): a
 diverged run stops with a clear error instead of finishing at chance accuracy.
@@ -149,9 +154,24 @@ def run_rounds(
                     return scores
                 return {**algorithm.evaluate(state, test_data), **scores}
 
-        def save(state: State, progress: Progress) -> None:
-            if checkpoint_path is not None:
-                save_checkpoint(checkpoint_path, RunState(state, pool.states(), progress, checkpoint_metadata))
+        plan = stage_plan(algorithm, loop.rounds, loop.fraction)
+        total_steps = sum(r for _, r, _ in plan)
+        pending: RunState | None = None  # the last completed round, when its checkpoint is not written yet
+
+        def save(state: State, progress: Progress, step: int) -> None:
+            """Checkpoint the completed ``step`` now if it is due (``loop.checkpoint_every``, the last round), else keep it pending."""
+            nonlocal pending
+            if checkpoint_path is None:
+                return
+            # the client states as they are now: the pool replaces a client's state rather than mutating it, so a copy of
+            # the mapping keeps this round's, whatever a later round does before the loop stops
+            snapshot = Progress(progress.stage_index, progress.round, list(progress.history), progress.initial)  # the loop appends to progress
+            completed = RunState(state, dict(pool.states()), snapshot, checkpoint_metadata)
+            if loop.checkpoint_every == 1 or step == total_steps or (step > 0 and step % loop.checkpoint_every == 0):
+                save_checkpoint(checkpoint_path, completed)
+                pending = None
+            else:
+                pending = completed
 
         if start is not None:
             state, progress = start.server, start.progress
@@ -159,62 +179,68 @@ def run_rounds(
             first_stage = algorithm.stages[0].name if algorithm.stages else "evaluation"
             state = algorithm.init(RoundInfo(seed=seed, stage=first_stage, round=0))
             progress = Progress(initial=evaluate(state, []))
-            save(state, progress)
+            save(state, progress, 0)
             if on_round:
                 on_round({"stage": first_stage, "round": 0, **progress.initial})
 
-        plan = stage_plan(algorithm, loop.rounds, loop.fraction)
         step = sum(r for _, r, _ in plan[: progress.stage_index]) + progress.round
-        if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index :]):
-            pool.prepare()
-        for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
-            if stage_index < progress.stage_index:
-                continue
-            first = progress.round + 1 if stage_index == progress.stage_index else 1
-            for round_ in range(first, stage_rounds + 1):
-                t0 = time.perf_counter()
-                step += 1
-                info = RoundInfo(seed=seed, stage=stage.name, round=round_)
-                if stage.server_only:  # server work alone: no client is sampled, nothing is sent
-                    answered: list[Reply] = []
-                    failures: dict[int, str] = {}
-                    sampled, message, attempts = [], Broadcast({}), 1
-                else:
-                    sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
-                    message = algorithm.broadcast(state, info)
-                    answered, failures, attempts = reach_clients(pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every)
-                    if failures and not answered:
-                        stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
-                    answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite)  # reached, but diverged
-                    failures = {**failures, **dropped}
-                replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
-                empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-                if replies or stage.server_only:
-                    state = algorithm.aggregate(state, replies, info)
-                record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
-                if evaluated(stage, round_, stage_rounds, loop.evaluate_every):
-                    record.update(evaluate(state, progress.history, last=round_ == stage_rounds))
-                check_global(state, record, stage.name, round_)
-                record.update(mean_client_metrics(replies))
-                record.update({"clients": sampled, "failed_clients": sorted(failures)})
-                record["download_bytes"] = payload_bytes(message.arrays)
-                record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
-                if failures:
-                    record["failures"] = {str(c): failures[c] for c in sorted(failures)}
-                if empty:
-                    record["empty_clients"] = empty
-                if attempts > 1:
-                    record["attempts"] = attempts
-                if not replies and not stage.server_only:
-                    record["aggregated"] = False
-                    record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
-                record["seconds"] = time.perf_counter() - t0
-                progress.history.append(record)
-                progress.stage_index, progress.round = stage_index, round_
-                save(state, progress)
-                if on_round:
-                    on_round(record)
-            progress.stage_index, progress.round = stage_index + 1, 0
+        try:
+            if any(r > 0 and not s.server_only for s, r, _ in plan[progress.stage_index :]):
+                pool.prepare()
+            for stage_index, (stage, stage_rounds, stage_fraction) in enumerate(plan):
+                if stage_index < progress.stage_index:
+                    continue
+                first = progress.round + 1 if stage_index == progress.stage_index else 1
+                for round_ in range(first, stage_rounds + 1):
+                    t0 = time.perf_counter()
+                    step += 1
+                    info = RoundInfo(seed=seed, stage=stage.name, round=round_)
+                    if stage.server_only:  # server work alone: no client is sampled, nothing is sent
+                        answered: list[Reply] = []
+                        failures: dict[int, str] = {}
+                        sampled, message, attempts = [], Broadcast({}), 1
+                    else:
+                        sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
+                        message = algorithm.broadcast(state, info)
+                        answered, failures, attempts = reach_clients(
+                            pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
+                        )
+                        if failures and not answered:
+                            stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
+                        answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite)  # reached, but diverged
+                        failures = {**failures, **dropped}
+                    replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
+                    empty = sorted(r.client_id for r in answered if r.num_examples == 0)
+                    if replies or stage.server_only:
+                        state = algorithm.aggregate(state, replies, info)
+                    record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
+                    if evaluated(stage, round_, stage_rounds, loop.evaluate_every):
+                        record.update(evaluate(state, progress.history, last=round_ == stage_rounds))
+                    check_global(state, record, stage.name, round_)
+                    record.update(mean_client_metrics(replies))
+                    record.update({"clients": sampled, "failed_clients": sorted(failures)})
+                    record["download_bytes"] = payload_bytes(message.arrays)
+                    record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
+                    if failures:
+                        record["failures"] = {str(c): failures[c] for c in sorted(failures)}
+                    if empty:
+                        record["empty_clients"] = empty
+                    if attempts > 1:
+                        record["attempts"] = attempts
+                    if not replies and not stage.server_only:
+                        record["aggregated"] = False
+                        record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
+                    record["seconds"] = time.perf_counter() - t0
+                    progress.history.append(record)
+                    progress.stage_index, progress.round = stage_index, round_
+                    save(state, progress, step)
+                    if on_round:
+                        on_round(record)
+                progress.stage_index, progress.round = stage_index + 1, 0
+        except BaseException:
+            if pending is not None:  # the loop stops (an error, Ctrl-C, SIGTERM): the last completed round is not lost
+                save_checkpoint(checkpoint_path, pending)  # type: ignore[arg-type]  # pending is set only with a checkpoint_path
+            raise
         return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
 
 

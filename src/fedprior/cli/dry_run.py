@@ -1,0 +1,72 @@
+"""What ``fedprior run ... --dry-run`` prints: the config as TOML, then the partition's statistics as TOML comments.
+
+The whole output stays a valid TOML file: ``fedprior run NAME --dry-run > mine.toml`` saves a
+config that ``fedprior run mine.toml`` runs unchanged.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import Any
+
+import numpy as np
+
+from fedprior.experiments.config import ExperimentConfig
+
+ROLE_NAMES = {"train": "images", "labeled": "labeled", "unlabeled": "unlabeled"}
+
+
+def config_header(source: str, overrides: list[str]) -> str:
+    """The comment lines leading a printed config: where it comes from and how to run it."""
+    command = shlex.join(["fedprior", "run", source, *(arg for o in overrides for arg in ("--set", o))])
+    return (
+        f"the config of `{command}`, every field (a field left out of a file takes its default)\n"
+        "save it as FILE.toml, edit it if you like, and run it with `fedprior run FILE.toml`"
+    )
+
+
+def spread(values: list[int] | np.ndarray) -> str:
+    values = np.asarray(values)
+    return f"min {int(values.min()):,}, median {float(np.median(values)):,g}, max {int(values.max()):,}"
+
+
+def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str]:
+    """The dry run's statistics, one comment line each (``plan``: :func:`fedprior.experiments.dry_run.dry_run`)."""
+    from fedprior.cli.partition import scheme_parameters
+    from fedprior.runtime.sampling import clients_per_round
+
+    p, f = config.partition, config.federation
+    left = [
+        f"{plan['reserved']:,} reserved for the encoder's pretraining" if plan["reserved"] else "",
+        f"{plan['subset_dropped']:,} left out by data.train_subset" if plan["subset_dropped"] else "",
+        f"{plan['validation']:,} held out for validation" if plan["validation"] else "",
+    ]
+    left_out = "; ".join(part for part in left if part)
+    lines = [
+        "dry run: nothing trained, no run directory written",
+        f"{plan['dataset']}: {plan['train_images']:,} training images" + (f" ({left_out})" if left_out else "") + f"; the clients draw on {plan['pool']:,}",
+    ]
+    if plan["centralized"]:
+        lines.append(f"centralized baseline ({config.algorithm.name}): one client holds them all")
+    else:
+        parameters = scheme_parameters(p.scheme, f.num_clients, config.run.seed, p.shards, p.alpha, p.min_size, p.window, p.balance)
+        shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key not in ("num_clients", "seed"))
+        scenario = f"scenario {p.scenario}, " if p.scenario else ""
+        split = ""
+        if p.num_labeled:
+            unlabeled = f"{p.num_unlabeled:,} of the other images" if p.num_unlabeled else "all the other images"
+            inside = "; each client's unlabeled set also holds its labeled images, unlabeled" if p.labeled_in_unlabeled else ""
+            split = f"; {p.num_labeled:,} labeled images and {unlabeled} unlabeled, each set split on its own{inside}"
+        lines.append(
+            f"partition: {p.scheme} ({scenario}{shown or 'no parameter'}), seed {config.run.seed}, {plan['num_clients']} clients, "
+            f"{clients_per_round(f.num_clients, f.fraction)} sampled per round{split}"
+        )
+    width = max(len(ROLE_NAMES.get(role, role)) for role in plan["roles"])
+    for role, summary in plan["roles"].items():
+        empty = f"; {summary['empty_clients']} empty clients" if summary["empty_clients"] else ""
+        betas = f"; beta_cib {summary['beta_cib']:.3f}, beta_hetero {summary['beta_hetero']:.3f} bits" if summary["beta_cib"] is not None else ""
+        lines.append(
+            f"  {ROLE_NAMES.get(role, role):<{width}}  {summary['num_samples']:,} images; per client {spread(summary['client_sizes'])}; "
+            f"classes per client {spread(summary['classes_per_client'])} of {summary['num_classes']}{empty}{betas}"
+        )
+    return [f"# {line}" for line in lines]

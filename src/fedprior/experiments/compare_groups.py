@@ -1,0 +1,168 @@
+"""Runs grouped by method for ``fedprior compare``: seeds folded, mean ± sd per group.
+
+A *group* is the runs whose configs agree on every field that changes what a run computes:
+the algorithm and every config field that differs between the compared runs, except
+``run.seed`` (the seeds are what a group folds over) and the fields in :data:`PLACEMENT`,
+which only say where or how a run executes. Its numbers are the mean and the sample
+standard deviation (n - 1) over its runs.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fedprior.experiments.compare import RunView
+
+PLACEMENT = frozenset(
+    {
+        "description",
+        "run.seed",
+        "run.threads",
+        "run.workers",
+        "run.start_method",
+        "run.device",
+        "run.runtime",
+        "run.vectorize",
+        "run.deterministic",
+        "run.mlflow",
+        "run.mlflow_experiment",
+        "data.root",
+        "data.download",
+        "encoder.download",
+        "encoder.cache",
+        "encoder.batch_size",
+        "federation.wait_for_clients",
+    }
+)
+"""Config fields that do not define a method (the seed, and where or how a run executes): ignored when runs are grouped.
+
+``run.vectorize``, ``run.workers``, ``run.runtime`` and the like give the same numbers by
+design; ``run.deterministic`` changes bits on CUDA, not the method; ``data.root`` and
+``encoder.batch_size`` say where the files are and how many images one forward pass encodes.
+"""
+
+
+def mean_sd(values: Sequence[float]) -> tuple[float | None, float | None, int]:
+    """``(mean, sample sd with n - 1, n)`` of the values that are not NaN; None for a mean of none, an sd of fewer than two."""
+    kept = [float(v) for v in values if v is not None and not math.isnan(v)]
+    if not kept:
+        return None, None, 0
+    # statistics sums exactly: three runs at 0.1 have mean 0.1 and sd 0.0, not 0.10000000000000002 and 1.7e-17
+    return statistics.mean(kept), statistics.stdev(kept) if len(kept) > 1 else None, len(kept)
+
+
+def shown_value(value: Any) -> str:
+    """A config value in a group's label: strings as they are, lists and tables as compact JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list | dict):
+        return json.dumps(value, separators=(",", ":"))
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+@dataclass
+class Group:
+    """Runs of one method: the same algorithm and the same values of every config field that varies (seeds folded)."""
+
+    label: str
+    """The algorithm, then ``field=value`` for each varying field this group has (short names where unambiguous)."""
+    algorithm: str
+    setting: dict[str, Any]
+    """This group's value of every varying config field but ``algorithm.name`` (None: the group's runs have no such field)."""
+    style: int
+    """Index of the group's setting among the comparison's settings (the fields that vary within one algorithm): its line style."""
+    runs: list[RunView]
+    run_labels: list[str]
+
+    @property
+    def seeds(self) -> list[Any]:
+        return [r.config.get("run.seed") for r in self.runs]
+
+    def stat(self, metric: str) -> tuple[float | None, float | None, int]:
+        """Mean, sample sd and n of a summary metric over the group's runs that have it."""
+        return mean_sd([r.metrics[metric] for r in self.runs if r.metrics.get(metric) is not None])
+
+    def curve(self) -> dict[int, tuple[float, float | None, int]]:
+        """Test accuracy by round: ``{round: (mean, sd, n)}`` over the group's runs that evaluated that round."""
+        rounds = sorted({step for r in self.runs for step in r.curve})
+        out = {}
+        for step in rounds:
+            mean, sd, n = mean_sd([r.curve[step] for r in self.runs if step in r.curve])
+            if mean is not None:
+                out[step] = (mean, sd, n)
+        return out
+
+    def row(self, metrics: Sequence[str]) -> dict[str, Any]:
+        """The group as one flat record (CSV, DataFrame, JSON): fractions stay fractions, absent values are None."""
+        row: dict[str, Any] = {"group": self.label, "algorithm": self.algorithm, **self.setting}
+        row.update(
+            n=len(self.runs),
+            finished=sum(r.finished for r in self.runs),
+            rounds=min(r.rounds for r in self.runs),
+            seeds=self.seeds,
+        )
+        for metric in metrics:
+            mean, sd, _ = self.stat(metric)
+            row[f"{metric}_mean"], row[f"{metric}_sd"] = mean, sd
+        return row
+
+
+def short_names(keys: Sequence[str]) -> dict[str, str]:
+    """Each dotted key's last part, or the whole key where two keys share that part."""
+    last = [k.rsplit(".", 1)[-1] for k in keys]
+    return {k: (part if last.count(part) == 1 else k) for k, part in zip(keys, last, strict=True)}
+
+
+def group_runs(runs: Sequence[RunView], labels: Sequence[str]) -> list[Group]:
+    """The runs grouped by method, groups in the order their first run was given."""
+    keys = [k for k in dict.fromkeys(k for r in runs for k in r.config) if k not in PLACEMENT]
+    varying = [k for k in keys if any(r.config.get(k) != runs[0].config.get(k) for r in runs)]
+    setting_keys = [k for k in varying if k != "algorithm.name"]
+    members: dict[str, list[int]] = {}
+    for i, run in enumerate(runs):
+        key = json.dumps([run.config.get(k) for k in varying], sort_keys=True, default=str)
+        members.setdefault(key, []).append(i)
+    algorithm = [str(r.config.get("algorithm.name", "?")) for r in runs]
+    # The fields that vary among the runs of one algorithm make its settings (line styles);
+    # a field that differs only between algorithms (another's hyperparameter) belongs to the method.
+    within = [
+        k
+        for k in setting_keys
+        if any(len({json.dumps(runs[i].config.get(k), default=str) for i in range(len(runs)) if algorithm[i] == a}) > 1 for a in set(algorithm))
+    ]
+    short = short_names(setting_keys)
+    settings: dict[str, int] = {}
+    groups = []
+    for indices in members.values():
+        first = runs[indices[0]]
+        setting = {k: first.config.get(k) for k in setting_keys}
+        parts = [f"{short[k]}={shown_value(v)}" for k, v in setting.items() if v is not None]
+        style = settings.setdefault(json.dumps([setting[k] for k in within], default=str), len(settings))
+        groups.append(
+            Group(
+                label=" ".join([algorithm[indices[0]], *parts]),
+                algorithm=algorithm[indices[0]],
+                setting=setting,
+                style=style,
+                runs=[runs[i] for i in indices],
+                run_labels=[labels[i] for i in indices],
+            )
+        )
+    return groups
+
+
+def paired(groups: Sequence[Group]) -> bool:
+    """Whether the groups are paired: each ran the same seeds, and the runs of one seed all trained on one partition."""
+    if len(groups) < 2 or any(sorted(map(str, g.seeds)) != sorted(map(str, groups[0].seeds)) for g in groups):
+        return False
+    by_seed: dict[str, set[str]] = {}
+    for group in groups:
+        for run in group.runs:
+            by_seed.setdefault(str(run.config.get("run.seed")), set()).add(run.partition)
+    return all(len(parts) == 1 and "" not in parts for parts in by_seed.values())

@@ -1,0 +1,75 @@
+"""The accuracy curves of ``fedprior compare``: one mean line and a shaded ±sd band per group.
+
+A colour per algorithm (as many distinct colours as algorithms), a line style per setting
+(the fields that vary within one algorithm), the legend outside the axes, so that 30 runs
+in a dozen groups stay readable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from fedprior.atomic import save_figure
+from fedprior.experiments.compare_groups import Group
+
+DASHES: list[str | tuple[float, tuple[float, ...]]] = [
+    "-",
+    "--",
+    ":",
+    "-.",
+    (0, (8, 2, 1, 2, 1, 2)),
+    (0, (4, 1, 1, 1, 1, 1)),
+    (0, (10, 3)),
+    (0, (2, 4)),
+]
+"""Line styles, one per setting (solid first); beyond these, markers tell settings apart too."""
+MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+
+
+def palette(n: int) -> list:
+    """``n`` distinct colours: tab10 up to 10, tab20 up to 20, then evenly spaced hues."""
+    from matplotlib import colormaps
+
+    if n <= 10:
+        return [colormaps["tab10"](i) for i in range(n)]
+    if n <= 20:
+        return [colormaps["tab20"](i) for i in range(n)]
+    return [colormaps["hsv"](i / n) for i in range(n)]
+
+
+def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
+    """Test accuracy (%) by round: per group its mean over the runs, and mean ± sd shaded where it has two or more runs."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    algorithms = list(dict.fromkeys(g.algorithm for g in groups))
+    colours = dict(zip(algorithms, palette(len(algorithms)), strict=True))
+    entries = [f"{g.label} (n={len(g.runs)})" for g in groups]
+    columns = 1 if len(groups) <= 16 else 2
+    width = 6 + min(8.0, 0.065 * max(map(len, entries), default=0) * columns)
+    fig, ax = plt.subplots(figsize=(width, 4.5), dpi=120, layout="constrained")
+    for group, entry in zip(groups, entries, strict=True):
+        curve = group.curve()
+        rounds = list(curve)
+        mean = [100 * m for m, _, _ in curve.values()]
+        style = DASHES[group.style % len(DASHES)]
+        marker = MARKERS[(group.style // len(DASHES)) % len(MARKERS)] if group.style >= len(DASHES) else None
+        colour = colours[group.algorithm]
+        ax.plot(rounds, mean, color=colour, linestyle=style, marker=marker, markersize=3, linewidth=1.5, label=entry)
+        banded = [(step, m, sd) for step, (m, sd, _) in curve.items() if sd is not None]
+        if banded:
+            steps = [s for s, _, _ in banded]
+            ax.fill_between(steps, [100 * (m - sd) for _, m, sd in banded], [100 * (m + sd) for _, m, sd in banded], color=colour, alpha=0.15, linewidth=0)
+    locator = ax.xaxis.get_major_locator()
+    assert isinstance(locator, MaxNLocator), "matplotlib's default AutoLocator is a MaxNLocator"
+    locator.set_params(integer=True)
+    ax.set_xlabel("round")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    fig.legend(loc="outside right upper", fontsize="small", ncols=columns, title="mean ± sd over seeds", title_fontsize="small", frameon=False)
+    save_figure(fig, path)  # never a half-written PNG

@@ -1,0 +1,55 @@
+"""``fedprior run --dry-run``: the clients' data a run of a config would get, described, with nothing trained or written.
+
+The partition is the run's own (:func:`~fedprior.experiments.build.client_split`, on the
+labels only): the same training images leave the pool (an encoder's pretraining split,
+``data.train_subset``, a validation hold-out) and the same seed splits the rest. No encoder
+is built and no feature is computed, so a dry run takes a second or two and works offline
+wherever the dataset's files are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedprior.algorithms.registry import algorithm_spec
+from fedprior.data import load_dataset
+from fedprior.encoders.registry import reserved_train_indices
+from fedprior.experiments.build import client_split
+from fedprior.experiments.config import ExperimentConfig
+from fedprior.partition.statistics import class_counts, describe
+
+
+def dry_run(config: ExperimentConfig) -> dict[str, Any]:
+    """JSON-ready: the dataset's training images, those that leave the pool, and each role's partition statistics.
+
+    Keys: ``dataset``, ``train_images``, ``reserved`` (an encoder's pretraining images),
+    ``subset_dropped`` (left out by ``data.train_subset``), ``validation`` (held out for
+    ``run.model_selection = 'validation'``), ``pool`` (the images the clients share),
+    ``num_clients`` (1 for a centralized baseline), ``centralized``, and ``roles``:
+    ``train``, or ``labeled`` and ``unlabeled``, each :func:`~fedprior.partition.statistics.describe`'s
+    summary plus ``median_client_size`` and ``median_classes_per_client``.
+    """
+    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+    reserved = reserved_train_indices(config.encoder, dataset)
+    split = client_split(config, dataset, reserved)
+    labels = dataset.train_labels
+    held = 0 if split.held_out is None else int(split.held_out.size)
+    roles = {}
+    for role, parts in split.partition.roles.items():
+        summary = describe(class_counts(labels, list(parts), dataset.num_classes), dataset.class_names)
+        summary["median_client_size"] = float(np.median(summary["client_sizes"]))
+        summary["median_classes_per_client"] = float(np.median(summary["classes_per_client"]))
+        roles[role] = summary
+    return {
+        "dataset": dataset.name,
+        "train_images": int(labels.size),
+        "reserved": int(reserved.size),
+        "subset_dropped": int(labels.size - reserved.size - held - split.pool.size),
+        "validation": held,
+        "pool": int(split.pool.size),
+        "num_clients": split.config.federation.num_clients,
+        "centralized": algorithm_spec(config.algorithm.name).centralized,
+        "roles": roles,
+    }
