@@ -12,6 +12,7 @@ from pathlib import Path
 
 from fedprior.atomic import save_figure
 from fedprior.experiments.compare_groups import Group
+from fedprior.experiments.report import label_accuracy_axes
 
 DASHES: list[str | tuple[float, tuple[float, ...]]] = [
     "-",
@@ -44,7 +45,6 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     algorithms = list(dict.fromkeys(g.algorithm for g in groups))
     colours = dict(zip(algorithms, palette(len(algorithms)), strict=True))
@@ -64,12 +64,6 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
         if banded:
             steps = [s for s, _, _ in banded]
             ax.fill_between(steps, [100 * (m - sd) for _, m, sd in banded], [100 * (m + sd) for _, m, sd in banded], color=colour, alpha=0.15, linewidth=0)
-    locator = ax.xaxis.get_major_locator()
-    assert isinstance(locator, MaxNLocator), "matplotlib's default AutoLocator is a MaxNLocator"
-    locator.set_params(integer=True)
-    ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
+    label_accuracy_axes(ax, title)
     fig.legend(loc="outside right upper", fontsize="small", ncols=columns, title="mean ± sd over seeds", title_fontsize="small", frameon=False)
     save_figure(fig, path)  # never a half-written PNG

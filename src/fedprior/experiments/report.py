@@ -35,17 +35,10 @@ def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
     return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"], strict=True))}
 
 
-def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:
-    """Accuracy (%) by round for one or more runs (``{round: accuracy}``, round 0 the initial model)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+def label_accuracy_axes(ax, title: str) -> None:
+    """Integer rounds on x, test accuracy in % on y, a title and a light grid: every accuracy-curve figure."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
-    for label, values in curves.items():
-        ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
     locator = ax.xaxis.get_major_locator()
     assert isinstance(locator, MaxNLocator), "matplotlib's default AutoLocator is a MaxNLocator"
     locator.set_params(integer=True)
@@ -53,6 +46,19 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     ax.set_ylabel("test accuracy (%)")
     ax.set_title(title)
     ax.grid(alpha=0.3)
+
+
+def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:
+    """Accuracy (%) by round for one or more runs (``{round: accuracy}``, round 0 the initial model)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    for label, values in curves.items():
+        ax.plot(list(values), [100 * v for v in values.values()], marker="o", markersize=3, label=label)
+    label_accuracy_axes(ax, title)
     if len(curves) > 1:
         ax.legend()
     fig.tight_layout()
