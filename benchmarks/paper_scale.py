@@ -1,0 +1,421 @@
+"""The papers' own settings against the device's FLOP bound (issue 19 item 6): seconds per round, TFLOP/s, ratio to peak.
+
+Three settings, each on synthetic data of the real shapes (random uint8 images, balanced
+random labels; no dataset needed), registered as an in-memory dataset and run by the
+library's own code path: ``load_config(preset, overrides)`` -> ``build_experiment`` ->
+``simulate``, as ``fedprior run`` does (the algorithm from the registry, its data per
+client from the partition, the round loop, sampling, aggregation):
+
+- ``feddb``: FedDB (feddb.txt 5.1; ``papers/feddb/tables.py`` REAL): CIFAR-10-shaped
+  images (50,000 x 3x32x32, 10,000 test), WRN-28-2, 100 clients, 10% a round, E = 5
+  full-batch local steps, 4,000 labels and every other image unlabeled, Dirichlet 0.3,
+  lr 0.03 cosine over 800 rounds; budget 800 rounds.
+- ``mfcl``: MFCL's server phase (mfcl.md; ``papers/mfcl/tables.py`` FULL_MFCL): the
+  representations of CIFAR-10 (50,000 images, two views each: 100,000 of 64x16x16, from
+  the 64-wide sensor module) sent by 10 clients in scenario Sc2, then epochs of the
+  64-wide ResNet-18 discriminator with NT-Xent over batches of 512 pairs; budget 100
+  server epochs. The sensor stage is skipped (``federation.rounds = 0``): an epoch's cost
+  does not depend on what the sensor learned. The upload (one round) is not timed.
+- ``fedbm``: FedBM on OCT-C8 (fedbm.txt IV-A2; ``papers/fedbm/tables.py`` REAL, OCT-C8
+  beta 0.05 with the authors' README values): 18,400 training images of 3x128x128 (2,800
+  validation, 2,800 test), 8 classes, ResNet-18 (the repository's, CIFAR stem), 12 clients,
+  half a round, batch 8, 2 local epochs, the generator (CGDE, 64 wide) every 5 rounds;
+  budget 200 rounds.
+
+``--scale small`` keeps each setting's structure at a size the CPU runs in seconds (fewer
+images and clients, narrower networks; FedDB's ConvNet instead of the WRN). ``--rounds N``
+times N rounds (MFCL: N server epochs) after one warm-up round that is not timed (CUDA
+kernels chosen, memory allocated). Every setting runs with ``run.workers = 1`` (one
+process: what a GPU run should use), no checkpoint, and the test/validation evaluation
+left out of the timed rounds: one evaluation is timed apart (``evaluation_seconds``) and
+the projection adds one every ``federation.evaluate_every`` rounds (10: item 4 of the
+issue). FedDB and its baselines keep an image only if its pseudo-label is confident; on
+random images almost none is, so ``algorithm.threshold = 0.01`` keeps all of them: the
+cost of a round late in training, when the strong view of every unlabeled image is
+trained on (an upper bound).
+
+How a round's FLOPs are counted: the timed rounds are run a second time, with the same
+seed (so the same clients, data and steps), inside ``FlopCounterMode``
+(:class:`fedprior.runtime.flops.FlopTally`): every matrix product and convolution of the
+round, forward and backward, as the algorithm issues them (pseudo-labeling and APP-U
+forward passes, augmentation, the generator, the aggregation), 2 FLOPs a multiply-add;
+elementwise, normalization and optimizer work is not counted. The FLOPs inside the client
+updates are counted apart (``client``), as are their seconds (the update wrapped with a
+device synchronization on each side). A round is counted whole rather than as one batch's
+forward and backward times the batches: FedDB's "batch" is a client's whole data (full-batch
+steps over clients of different sizes), its rounds also run forward-only passes
+(pseudo-labels, APP-U), and FedBM's add the generator's images; counting what runs leaves
+nothing to model by hand (``tests/test_flops.py`` checks the counter against a hand count
+of a ConvNet batch's convolutions). TFLOP/s = counted FLOPs / timed seconds, over the
+timed rounds. The ratio to peak uses the dense peak of the device for the precision
+(:data:`fedprior.runtime.flops.PEAK_TFLOPS`: H100/H200 ~989 bf16, ~67 fp32); the CPU has
+no peak in the table: ``peak_tflops`` and the ratios are null there.
+
+    python benchmarks/paper_scale.py [--device cpu|cuda] [--precision fp32|bf16] [--rounds N] [--scale small|paper] [--only feddb mfcl fedbm] [--no-evaluation] [--set KEY=VALUE]
+
+Prints one JSON line per setting and writes ``benchmarks/results/paper_scale_<device>.json``
+(the command, the machine, the numbers); on a GPU at paper scale:
+``python benchmarks/paper_scale.py --device cuda --precision bf16 --scale paper``.
+Targets (issue 19): FedDB's 800 rounds within 10 minutes on one H100, at least 30% of dense
+bf16 peak in the client updates; an MFCL server epoch within 1.5 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from shared import load, machine
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State
+from fedprior.data.dataset import Dataset
+from fedprior.data.registry import DatasetSpec, register
+from fedprior.experiments.build import Experiment, build_experiment
+from fedprior.experiments.config import load_config
+from fedprior.runtime.flops import FlopTally, device_name, peak_tflops
+from fedprior.runtime.simulation import simulate
+
+RESULTS = Path(__file__).parent / "results"
+EVALUATE_EVERY = 10
+CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
+OCT_CLASSES = (
+    "age-related macular degeneration",
+    "choroidal neovascularization",
+    "central serous retinopathy",
+    "diabetic macular edema",
+    "diabetic retinopathy",
+    "drusen",
+    "macular hole",
+    "normal retina",
+)
+
+
+@dataclass(frozen=True)
+class Shape:
+    """A synthetic dataset: split sizes, image shape and class names."""
+
+    train: int
+    test: int
+    image: tuple[int, int, int]
+    classes: tuple[str, ...]
+    val: int = 0
+
+
+@dataclass(frozen=True)
+class Setting:
+    preset: str
+    what: str
+    budget: int
+    """The paper's rounds (MFCL: server epochs) for the projection."""
+    timed_stage: str
+    """The stage whose rounds are timed (MFCL: ``server``, one epoch a round)."""
+    data: dict[str, Shape]
+    """By scale."""
+    overrides: dict[str, tuple[str, ...]]
+    """By scale."""
+    small: str = ""
+    """What the small scale changes."""
+    common: tuple[str, ...] = ()
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+FEDDB_COMMON = (
+    "partition.scheme=dirichlet",
+    "partition.alpha=0.3",
+    "partition.num_unlabeled=0",
+    "federation.fraction=0.1",
+    "federation.local_epochs=5",
+    "algorithm.lr=0.03",
+    "algorithm.lr_decay_rounds=800",
+    "algorithm.threshold=0.01",
+)
+MFCL_COMMON = ("data.train_subset=0", "federation.rounds=0", "federation.num_clients=10", "federation.fraction=1.0")
+FEDBM_COMMON = (
+    "federation.batch_size=8",
+    "federation.fraction=0.5",
+    "federation.local_epochs=2",
+    "data.train_subset=0",
+    "partition.alpha=0.05",
+    "algorithm.prompts=oct",
+    "algorithm.tau=17.5",
+    "algorithm.lambda_dis=0.1",
+    "algorithm.synthetic_batch=16",
+)
+
+SETTINGS: dict[str, Setting] = {
+    "feddb": Setting(
+        preset="feddb",
+        what="FedDB, CIFAR-10 shape: WRN-28-2, 100 clients, 10% a round, E = 5 full-batch steps, 4,000 labels + 46,000 unlabeled",
+        budget=800,
+        timed_stage="federated",
+        small="2,000 images (200 labeled), 20 clients (2 a round), ConvNet 8 wide instead of the WRN",
+        data={
+            "paper": Shape(50000, 10000, (3, 32, 32), CIFAR_CLASSES),
+            "small": Shape(2000, 500, (3, 32, 32), CIFAR_CLASSES),
+        },
+        overrides={
+            "paper": ("algorithm.model=wrn28-2", "federation.num_clients=100", "partition.num_labeled=4000"),
+            "small": ("algorithm.model=convnet", "algorithm.width=8", "federation.num_clients=20", "partition.num_labeled=200"),
+        },
+        common=FEDDB_COMMON,
+        notes=("algorithm.threshold = 0.01: every unlabeled image is pseudo-labeled (random images are never confident at 0.95): a late round's cost",),
+    ),
+    "mfcl": Setting(
+        preset="mfcl",
+        what="MFCL server phase, CIFAR-10 shape: 100,000 representations (50,000 pairs of 64x16x16), ResNet-18 64 wide, NT-Xent, batches of 512 pairs",
+        budget=100,
+        timed_stage="server",
+        small="1,000 images (1,000 pairs of 16x16x16), sensor module 16 wide, ResNet-18 8 wide, batches of 256 pairs",
+        data={
+            "paper": Shape(50000, 10000, (3, 32, 32), CIFAR_CLASSES),
+            "small": Shape(1000, 200, (3, 32, 32), CIFAR_CLASSES),
+        },
+        overrides={
+            "paper": ("algorithm.sensor_width=64", "algorithm.disc_width=64", "algorithm.server_batch_size=512"),
+            "small": ("algorithm.sensor_width=16", "algorithm.disc_width=8", "algorithm.server_batch_size=256"),
+        },
+        common=MFCL_COMMON,
+        notes=(
+            "MFCL takes fp32 only (its factory has no precision): --precision bf16 runs it in fp32",
+            "the sensor stage is skipped (federation.rounds = 0) and the upload round is not timed; the budget is the server phase alone",
+        ),
+    ),
+    "fedbm": Setting(
+        preset="fedbm",
+        what="FedBM, OCT-C8 shape: 18,400 images of 3x128x128, ResNet-18 (CIFAR stem), 12 clients, half a round, batch 8, E = 2, CGDE every 5 rounds",
+        budget=200,
+        timed_stage="federated",
+        small="360 images of 3x64x64, 6 clients, the small ConvNet instead of ResNet-18, generator 8 wide, 2 steps of 8, every round",
+        data={
+            "paper": Shape(18400, 2800, (3, 128, 128), OCT_CLASSES, val=2800),
+            "small": Shape(360, 80, (3, 64, 64), OCT_CLASSES, val=80),
+        },
+        overrides={
+            "paper": ("algorithm.model=resnet18", "federation.num_clients=12", "algorithm.generator_width=64"),
+            "small": (
+                "algorithm.model=convnet-small",
+                "federation.num_clients=6",
+                "algorithm.generator_width=8",
+                "algorithm.generator_steps=2",
+                "algorithm.generator_batch=8",
+                "algorithm.generator_every=1",
+            ),
+        },
+        common=FEDBM_COMMON,
+        notes=(
+            "a round's cost depends on whether CGDE trains in it (every 5 rounds in the paper's setting): time 5 rounds (or a multiple) for a fair mean; "
+            "the small scale trains CGDE every round (generator_every = 1), so each timed round runs it",
+        ),
+    ),
+}
+
+
+def synthetic(name: str, shape: Shape, seed: int = 0) -> Dataset:
+    """Random uint8 images of ``shape`` with balanced random labels (every class equally often, shuffled)."""
+    rng = np.random.default_rng(seed)
+
+    def split(n: int) -> tuple[np.ndarray, np.ndarray]:
+        images = rng.integers(0, 256, size=(n, *shape.image), dtype=np.uint8)
+        return images, rng.permutation(np.arange(n) % len(shape.classes)).astype(np.int64)
+
+    (train_x, train_y), (test_x, test_y) = split(shape.train), split(shape.test)
+    val = split(shape.val) if shape.val else (None, None)
+    return Dataset(name, train_x, train_y, test_x, test_y, shape.classes, source="synthetic", val_images=val[0], val_labels=val[1])
+
+
+def experiment(key: str, setting: Setting, scale: str, device: str, precision: str, rounds: int, extra: list[str]) -> Experiment:
+    """The setting built as a run builds it: its preset, the overrides, a synthetic dataset registered under its name."""
+    name = f"synthetic-{key}-{scale}"
+    dataset = synthetic(name, setting.data[scale])
+    register(DatasetSpec(name, lambda root, download: dataset, f"random images of {key}'s shape", builtin=True))
+    algorithm_precision = "fp32" if key == "mfcl" else precision
+    total = 1 + rounds  # the warm-up round, then the timed ones
+    count = f"algorithm.server_epochs={total}" if key == "mfcl" else f"federation.rounds={total}"
+    overrides = [
+        f"data.dataset={name}",
+        *setting.common,
+        *setting.overrides[scale],
+        count,
+        f"federation.evaluate_every={EVALUATE_EVERY}",
+        f"run.device={device}",
+        f"run.precision={algorithm_precision}",
+        "run.workers=1",
+        *extra,
+    ]
+    _, config = load_config(setting.preset, overrides)
+    return build_experiment(setting.preset, config)
+
+
+@dataclass
+class Tally:
+    """Per (stage, round): wall seconds and FLOPs of the round and of its client updates."""
+
+    seconds: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
+    flops: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+    client_seconds: dict[tuple[str, int], float] = field(default_factory=lambda: defaultdict(float))
+    client_flops: dict[tuple[str, int], int] = field(default_factory=lambda: defaultdict(int))
+
+
+def synchronizer(device: torch.device) -> Callable[[], None]:
+    return torch.cuda.synchronize if device.type == "cuda" else lambda: None
+
+
+def instrumented(algorithm: Algorithm, tally: Tally, counter: FlopTally | None, sync: Callable[[], None]) -> Algorithm:
+    """``algorithm`` with each client update timed (and its FLOPs counted) and evaluation left out of the rounds."""
+    update = algorithm.client_update
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        sync()
+        flops, started = counter.total() if counter else 0, time.perf_counter()
+        out = update(message, state, data, info)
+        sync()
+        tally.client_seconds[(info.stage, info.round)] += time.perf_counter() - started
+        if counter:
+            tally.client_flops[(info.stage, info.round)] += counter.total() - flops
+        return out
+
+    return algorithm.with_(client_update=client_update, client_update_many=None, evaluate=lambda state, data: {"accuracy": 0.0}, validate=None)
+
+
+def run(exp: Experiment, count: bool) -> tuple[Tally, State]:
+    """Every round of ``exp`` in the in-process runtime; timed (``count`` False) or inside FlopCounterMode (True)."""
+    tally, sync = Tally(), synchronizer(exp.device)
+    counter = FlopTally() if count else None
+    mark = {"t": 0.0, "flops": 0}
+
+    def on_round(record: dict[str, Any]) -> None:
+        sync()
+        now, flops = time.perf_counter(), counter.total() if counter else 0
+        if record["round"] > 0:  # round 0: the initial state (no training)
+            tally.seconds[(record["stage"], record["round"])] = now - mark["t"]
+            tally.flops[(record["stage"], record["round"])] = flops - mark["flops"]
+        mark["t"], mark["flops"] = time.perf_counter(), (counter.total() if counter else 0)
+
+    algorithm = instrumented(exp.algorithm, tally, counter, sync)
+    fed = exp.config.federation
+    if counter:
+        with counter:
+            result = simulate(algorithm, exp.client_data, fed.num_clients, exp.test, exp.round_loop(), on_round=on_round)
+    else:
+        result = simulate(algorithm, exp.client_data, fed.num_clients, exp.test, exp.round_loop(), on_round=on_round)
+    return tally, result.state
+
+
+def evaluation_seconds(exp: Experiment, state: State) -> float:
+    """One evaluation as the round loop runs it: the validation split (where the run selects on it) and the test set."""
+    sync = synchronizer(exp.device)
+    sync()
+    started = time.perf_counter()
+    if exp.algorithm.validate is not None:
+        exp.algorithm.validate(state)
+    exp.algorithm.evaluate(state, exp.test)
+    sync()
+    return time.perf_counter() - started
+
+
+def rate(flops: float, seconds: float) -> float | None:
+    return round(flops / seconds / 1e12, 6) if seconds > 0 else None
+
+
+def ratio(tflops: float | None, peak: float | None) -> float | None:
+    return round(tflops / peak, 4) if tflops is not None and peak else None
+
+
+def measure(key: str, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:
+    built = time.perf_counter()
+    exp = experiment(key, setting, args.scale, args.device, args.precision, args.rounds, args.extra)
+    build_seconds = time.perf_counter() - built
+    timed, state = run(exp, count=False)
+    evaluation = evaluation_seconds(exp, state) if args.evaluation else None
+    counted, _ = run(exp, count=True)
+    stage = setting.timed_stage
+    rounds = sorted(r for s, r in timed.seconds if s == stage and r > 1)  # round 1 of the timed stage warms up
+    seconds = [timed.seconds[(stage, r)] for r in rounds]
+    flops = [counted.flops[(stage, r)] for r in rounds]
+    client_seconds = sum(timed.client_seconds[(stage, r)] for r in rounds)
+    client_flops = sum(counted.client_flops[(stage, r)] for r in rounds)
+    per_round = sum(seconds) / len(seconds)
+    precision = exp.config.run.precision
+    peak = peak_tflops(exp.device, precision)
+    achieved = rate(sum(flops), sum(seconds))
+    in_clients = rate(client_flops, client_seconds) if client_flops else None
+    evaluations = math.ceil(setting.budget / EVALUATE_EVERY)
+    unit = "server epoch" if stage == "server" else "round"
+    notes = list(setting.notes)
+    if peak is None:
+        notes.append(f"no peak known for {device_name(exp.device)}: peak_tflops and the ratios are null (the CPU has no entry in the table)")
+    return {
+        "what": setting.what,
+        "scale": args.scale,
+        **({"small": setting.small} if args.scale == "small" else {}),
+        "unit": unit,
+        "precision": precision,
+        "clients": exp.config.federation.num_clients,
+        "timed_rounds": len(rounds),
+        "seconds_per_round": round(per_round, 4),
+        "round_seconds": [round(s, 4) for s in seconds],
+        "tflop_per_round": round(sum(flops) / len(flops) / 1e12, 6),
+        "achieved_tflops": achieved,
+        "client_seconds_per_round": round(client_seconds / len(rounds), 4) if client_seconds else None,
+        "client_tflops": in_clients,
+        "peak_tflops": peak,
+        "ratio_to_peak": ratio(achieved, peak),
+        "client_ratio_to_peak": ratio(in_clients, peak),
+        "evaluation_seconds": None if evaluation is None else round(evaluation, 4),
+        "budget_rounds": setting.budget,
+        "projected_seconds": round(setting.budget * per_round, 1),
+        "projected_seconds_with_evaluation": None if evaluation is None else round(setting.budget * per_round + evaluations * evaluation, 1),
+        "build_seconds": round(build_seconds, 2),
+        "notes": notes + [f"projection: {setting.budget} {unit}s x the mean timed {unit}; with evaluation: + one every {EVALUATE_EVERY} {unit}s"],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
+    parser.add_argument("--rounds", type=int, default=2, help="timed rounds (MFCL: server epochs) after one warm-up round")
+    parser.add_argument("--scale", choices=("small", "paper"), default="small")
+    parser.add_argument("--only", nargs="*", choices=tuple(SETTINGS), default=list(SETTINGS))
+    parser.add_argument(
+        "--no-evaluation", dest="evaluation", action="store_false", help="do not time an evaluation (MFCL's linear evaluation is long on a CPU)"
+    )
+    parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every setting (e.g. algorithm.threshold=0.95)")
+    parser.add_argument("--out", type=Path, default=None, help="result file (default: benchmarks/results/paper_scale_<device>.json)")
+    args = parser.parse_args()
+    if args.rounds < 1:
+        parser.error("--rounds: at least 1 timed round")
+    started, at_start = time.perf_counter(), machine()
+    device = torch.device(args.device)
+    results = {}
+    for key in args.only:
+        results[key] = measure(key, SETTINGS[key], args)
+        print(json.dumps({"setting": key, **results[key]}), flush=True)
+    record = {
+        "what": "the papers' settings on synthetic data of the real shapes: seconds per round, achieved TFLOP/s, ratio to the device's dense peak, projected time of the paper's budget (issue 19 item 6)",
+        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "machine": at_start,
+        "device": device_name(device),
+        "torch": torch.__version__,
+        "load_at_end": load(),
+        "wall_seconds": round(time.perf_counter() - started, 1),
+        "settings": results,
+    }
+    out = args.out or RESULTS / f"paper_scale_{args.device}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(record, indent=2) + "\n")
+    print(f"written: {out}")
+
+
+if __name__ == "__main__":
+    main()
