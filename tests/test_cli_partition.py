@@ -137,3 +137,88 @@ def test_installed_command_runs(tmp_path):
     assert len(record["client_sizes"]) == 10 and max(record["classes_per_client"]) <= 4
     failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"], capture_output=True, text=True, timeout=120)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr and failed.stderr.count("\n") == 1
+
+
+# ---------------------------------------------------------------- --preset: the split a run trains on
+
+
+def invoke_preset(name: str, overrides: list[str], *args: str):
+    return runner.invoke(app, ["partition", "--preset", name, *(arg for o in overrides for arg in ("--set", o)), *args])
+
+
+def built_counts(name: str, overrides: list[str]) -> dict[str, np.ndarray]:
+    """Per-role (clients, classes) counts of the partition the run's own build gives."""
+    from fedprior.experiments.build import build_experiment
+    from fedprior.experiments.config import load_config
+    from fedprior.partition.statistics import class_counts
+
+    experiment = build_experiment(*load_config(name, overrides))
+    labels, k = experiment.dataset.train_labels, experiment.dataset.num_classes
+    return {role: class_counts(labels, list(parts), k) for role, parts in experiment.partition.roles.items()}
+
+
+def test_preset_gives_the_per_client_class_counts_of_the_runs_build():
+    overrides = ["data.dataset=digits", "data.train_subset=1000", "federation.num_clients=8", "partition.alpha=0.2", "run.seed=3"]
+    result = invoke_preset("fedavg-cnn", overrides, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    built = built_counts("fedavg-cnn", overrides)["train"]
+    assert np.array_equal(record["class_counts"], built) and built.shape == (8, 10)
+    assert (record["preset"], record["scheme"], record["parameters"]["alpha"], record["pool"]) == ("fedavg-cnn", "dirichlet", 0.2, 1000)
+    assert record["left_out"] == {"reserved": 0, "subset_dropped": 438, "validation": 0} and record["num_samples"] == 1000
+    # the stand-alone command with the same scheme, alpha, clients and seed splits all 1,438 images: another split
+    plain = json.loads(invoke("--scheme", "dirichlet", "--alpha", "0.2", "--clients", "8", "--seed", "3", "--json").stdout)
+    assert plain["num_samples"] == 1438 and not np.array_equal(plain["class_counts"], built)
+
+
+def test_preset_with_a_labeled_split_gives_both_sets_of_the_runs_build(tmp_path):
+    overrides = ["data.dataset=digits", "federation.num_clients=6", "partition.num_labeled=60", "partition.num_unlabeled=500", "run.seed=2"]
+    result = invoke_preset("fixmatch", overrides, "--json", "--plot", str(tmp_path / "fixmatch.png"), "--view", "percent")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    built = built_counts("fixmatch", overrides)
+    assert set(built) == {"labeled", "unlabeled"}
+    for role, counts in built.items():
+        assert np.array_equal(record[role]["class_counts"], counts), role
+    assert record["labeled"]["num_samples"] == 60
+    assert record["plots"] == {role: str(tmp_path / f"fixmatch-{role}.png") for role in ("labeled", "unlabeled")}
+    assert all((tmp_path / f"fixmatch-{role}.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for role in ("labeled", "unlabeled"))
+
+
+def test_preset_leaves_out_the_images_the_stand_in_was_fitted_on(shared_cache):
+    """The locked-text stand-in reserves its pretraining images: the preview drops them exactly as the run does."""
+    from conftest import STANDIN
+
+    overrides = [*STANDIN, "federation.num_clients=10"]
+    result = invoke_preset("fst-cbdg", overrides, "--json")
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["left_out"]["reserved"] == 300 and record["num_samples"] == record["pool"] == 1438 - 300
+    assert np.array_equal(record["class_counts"], built_counts("fst-cbdg", overrides)["train"])
+    text = invoke_preset("fst-cbdg", overrides, "--show", "0")
+    assert "the split its run trains on; 1,438 training images (300 reserved for the encoder's pretraining), the clients draw on 1,138" in " ".join(
+        text.stdout.split()
+    )
+
+
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (
+            ["--preset", "fedavg-cnn", "--alpha", "0.1"],
+            "--alpha: with --preset the preset's config shapes the split; change it with --set partition.alpha=VALUE",
+        ),
+        (
+            ["--preset", "fedavg-cnn", "--dataset", "digits"],
+            "--dataset: with --preset the preset's config shapes the split; change it with --set data.dataset=VALUE",
+        ),
+        (["--set", "federation.num_clients=5"], "--set: changes a preset's config; give the preset with --preset NAME"),
+        (["--preset", "nope"], "unknown preset 'nope'"),
+        (["--view", "pct"], "--view: unknown value 'pct'; accepted: counts, percent"),
+        (["--scale", "sqrt"], "--scale: unknown value 'sqrt'; accepted: auto, linear, log"),
+    ],
+)
+def test_preset_and_picture_options_refuse_what_they_cannot_do(args, expected):
+    result = runner.invoke(app, ["partition", *args])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert expected in " ".join(result.stderr.split()), result.stderr

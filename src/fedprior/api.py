@@ -222,11 +222,24 @@ class PartitionResult:
     """Sizes, classes per client, beta_cib and beta_hetero (mfcl.md Appendix B), ... (see ``partition.statistics.describe``)."""
     class_names: tuple[str, ...] = ()
 
-    def plot(self, path: str | Path) -> Path:
-        """The clients x classes heatmap as a PNG."""
+    def plot(self, path: str | Path, *, view: str = "counts", scale: str = "auto", order: str = "auto") -> Path:
+        """The clients x classes heatmap as a PNG, each client's size beside it.
+
+        ``view``: counts or percent (each client's class shares); ``scale``: auto, linear or
+        log (auto: log for counts spanning a factor of 10 or more); ``order``: auto, client or
+        clustered (clients grouped by their largest class; auto: for more than 100 clients).
+        """
         from fedprior.partition.plot import plot_heatmap
 
-        return plot_heatmap(self.counts, path, class_names=self.class_names or None, title=f"{self.dataset}, {self.scheme}")
+        return plot_heatmap(
+            self.counts,
+            path,
+            class_names=self.class_names or None,
+            title=f"{self.dataset}, {self.scheme}",
+            view=view,  # type: ignore[arg-type]  # checked by plot_heatmap, with a message naming the accepted values
+            scale=scale,  # type: ignore[arg-type]
+            order=order,  # type: ignore[arg-type]
+        )
 
 
 def build_partition(

@@ -135,9 +135,80 @@ def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, s
     console.print(table)
 
 
+# The options that shape the partition; with --preset the preset's fields do, changed with --set.
+SHAPING_OPTIONS = {
+    "dataset": "data.dataset",
+    "scheme": "partition.scheme",
+    "clients": "federation.num_clients",
+    "shards": "partition.shards",
+    "alpha": "partition.alpha",
+    "window": "partition.window",
+    "min_size": "partition.min_size",
+    "balance": "partition.balance",
+    "labeled": "partition.num_labeled",
+    "unlabeled": "partition.num_unlabeled",
+    "labeled_in_unlabeled": "partition.labeled_in_unlabeled",
+    "seed": "run.seed",
+    "root": "data.root",
+    "download": "data.download",
+}
+
+
+def _given_with_preset(ctx: typer.Context) -> None:
+    """Refuse a partition-shaping option beside --preset: the preset's config decides, ``--set`` changes it."""
+    from click.core import ParameterSource
+
+    for name, field in SHAPING_OPTIONS.items():
+        if ctx.get_parameter_source(name) == ParameterSource.COMMANDLINE:
+            option = next(p.opts[0] for p in ctx.command.params if p.name == name)
+            raise ConfigError(f"{option}: with --preset the preset's config shapes the split; change it with --set {field}=VALUE")
+
+
+def _preset_split(preset: str, overrides: list[str]) -> dict[str, Any]:
+    """The clients' split of ``preset`` (with ``overrides``) exactly as its run gets it (:func:`fedprior.experiments.dry_run.planned_split`)."""
+    from fedprior.algorithms.registry import algorithm_spec
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.dry_run import planned_split
+
+    name, config = load_config(preset, overrides)
+    data, reserved, split = planned_split(config)
+    p, run_config = config.partition, split.config
+    parameters = scheme_parameters(p.scheme, run_config.federation.num_clients, config.run.seed, p.shards, p.alpha, p.min_size, p.window, p.balance)
+    if p.num_labeled:
+        parameters.update(num_labeled=p.num_labeled, num_unlabeled=p.num_unlabeled, labeled_in_unlabeled=p.labeled_in_unlabeled)
+    held = 0 if split.held_out is None else int(split.held_out.size)
+    return {
+        "name": name,
+        "data": data,
+        "scheme": "one client (centralized baseline)" if algorithm_spec(config.algorithm.name).centralized else p.scheme,
+        "parameters": parameters,
+        "roles": {("" if role == "train" else role): list(parts) for role, parts in split.partition.roles.items()},
+        "left_out": {
+            "reserved": int(reserved.size),
+            "subset_dropped": int(data.train_labels.size - reserved.size - held - split.pool.size),
+            "validation": held,
+        },
+        "pool": int(split.pool.size),
+    }
+
+
+def _preset_line(preset: dict[str, Any], overrides: list[str]) -> str:
+    """Where the preset's clients' images come from: the training set less what its run leaves out."""
+    reasons = {"reserved": "reserved for the encoder's pretraining", "subset_dropped": "left out by data.train_subset", "validation": "held out for validation"}
+    left = "; ".join(f"{count:,} {reasons[key]}" for key, count in preset["left_out"].items() if count)
+    sets = "".join(f" --set {o}" for o in overrides)
+    total = int(preset["data"].train_labels.size)
+    return (
+        f"preset {preset['name']}{sets}: the split its run trains on; {total:,} training images"
+        + (f" ({left})" if left else "")
+        + f", the clients draw on {preset['pool']:,}"
+    )
+
+
 @app.command()
 @user_errors
 def partition(
+    ctx: typer.Context,
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", help="Dataset whose training split is partitioned (see data.dataset)."),
     scheme: str = typer.Option("iid", "--scheme", help="iid, shard, dirichlet or window (partition.scheme)."),
     clients: int = typer.Option(DEFAULT_CLIENTS, "--clients", help="Number of clients (federation.num_clients)."),
@@ -169,35 +240,66 @@ def partition(
         None, "--plot", help="Also write a clients x classes heatmap PNG to this file (with --labeled: one per set, FILE-labeled.png and FILE-unlabeled.png)."
     ),
     show: int = typer.Option(5, "--show", help="Clients whose class histogram the summary shows."),
+    view: str = typer.Option("counts", "--view", help="--plot: counts (samples per cell) or percent (each client's class shares, rows summing to 100%)."),
+    scale: str = typer.Option(
+        "auto", "--scale", help="--plot: colour scale, linear or log; auto takes log for counts spanning a factor of 10 or more, linear for percent."
+    ),
+    order: str = typer.Option(
+        "auto",
+        "--order",
+        help="--plot: rows in client order, or clustered (grouped by each client's largest class, alike clients adjacent); auto clusters more than 100 clients.",
+    ),
+    preset: str | None = typer.Option(
+        None,
+        "--preset",
+        help="Show the split a preset's run (or a TOML config's) trains on, exactly: the same images left out (an encoder's pretraining split, a subset, a validation hold-out) and the same seed. Change its fields with --set.",
+    ),
+    set_: list[str] = typer.Option([], "--set", help="With --preset: override a config field, section.key=value (repeatable), as `fedprior run` does."),
 ) -> None:
     """Partition a dataset's training labels over clients; print sizes, classes per client, beta_cib and beta_hetero.
 
     With --labeled N (FedDB's setting) the labeled and the unlabeled set are described
-    separately, each with its own statistics and heatmap.
+    separately, each with its own statistics and heatmap. With --preset NAME the split is
+    the one `fedprior run NAME` trains on (its config decides dataset, scheme and seed).
     """
     from fedprior.data import load_dataset
     from fedprior.partition.factory import make_partitioner
     from fedprior.partition.labeled_split import LabeledSplitPartitioner
+    from fedprior.partition.plot import ORDERS, SCALES, VIEWS
     from fedprior.partition.statistics import class_counts, describe
 
+    for option, value, accepted in (("--view", view, VIEWS), ("--scale", scale, SCALES), ("--order", order, ORDERS)):
+        if value not in accepted:
+            raise ConfigError(f"{option}: unknown value {value!r}; accepted: {', '.join(accepted)}")
+    if preset is None and set_:
+        raise ConfigError("--set: changes a preset's config; give the preset with --preset NAME (or set the split with --scheme, --clients, ...)")
     if plot is not None:
         check_output_file(plot, "--plot")
-    options: dict[str, Any] = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
-    try:
-        if labeled:
-            splitter = LabeledSplitPartitioner.with_scheme(
-                scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled, add_labeled_to_unlabeled=labeled_in_unlabeled
-            )
-        else:
-            partitioner = make_partitioner(scheme, clients, seed, **options)
-        data = load_dataset(dataset, root, download)
+    from_preset = None
+    if preset is not None:
+        _given_with_preset(ctx)
+        from_preset = _preset_split(preset, set_)
+        data = from_preset["data"]
+        dataset, scheme, parameters, roles = data.name, from_preset["scheme"], from_preset["parameters"], from_preset["roles"]
+        labeled = parameters.get("num_labeled", 0)
         labels = data.train_labels
-        roles = dict(splitter.partition(labels).roles) if labeled else {"": partitioner.split(labels)}
-    except ConfigError as error:
-        raise _with_option(error) from None
-    parameters = scheme_parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
-    if labeled:
-        parameters.update(num_labeled=labeled, num_unlabeled=unlabeled, labeled_in_unlabeled=labeled_in_unlabeled)
+    else:
+        options: dict[str, Any] = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
+        try:
+            if labeled:
+                splitter = LabeledSplitPartitioner.with_scheme(
+                    scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled, add_labeled_to_unlabeled=labeled_in_unlabeled
+                )
+            else:
+                partitioner = make_partitioner(scheme, clients, seed, **options)
+            data = load_dataset(dataset, root, download)
+            labels = data.train_labels
+            roles = dict(splitter.partition(labels).roles) if labeled else {"": partitioner.split(labels)}
+        except ConfigError as error:
+            raise _with_option(error) from None
+        parameters = scheme_parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
+        if labeled:
+            parameters.update(num_labeled=labeled, num_unlabeled=unlabeled, labeled_in_unlabeled=labeled_in_unlabeled)
     summaries, plots = {}, {}
     for role, parts in roles.items():
         counts = class_counts(labels, parts, data.num_classes)
@@ -207,12 +309,16 @@ def partition(
 
             path = plot.with_name(f"{plot.stem}-{role}{plot.suffix}") if role else plot
             shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
+            source = f"preset {from_preset['name']}: " if from_preset else ""
+            title = f"{source}{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})"
             try:
-                plots[role] = plot_heatmap(counts, path, class_names=data.class_names, title=f"{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})")
+                plots[role] = plot_heatmap(counts, path, class_names=data.class_names, title=title, view=view, scale=scale, order=order)  # type: ignore[arg-type]
             except OSError as error:
                 raise FedpriorError(f"--plot: cannot write {path} ({error.strerror or error})") from None
     if as_json:
-        record = {"dataset": dataset, "scheme": scheme, "parameters": parameters}
+        record: dict[str, Any] = {"dataset": dataset, "scheme": scheme, "parameters": parameters}
+        if from_preset:
+            record.update(preset=from_preset["name"], overrides=list(set_), left_out=from_preset["left_out"], pool=from_preset["pool"])
         if labeled:
             record.update({role: summary for role, summary in summaries.items()})
             if plots:
@@ -223,6 +329,10 @@ def partition(
                 record["plot"] = str(plot)
         typer.echo(json.dumps(record))
         return
+    if from_preset:
+        from rich.console import Console
+
+        Console().print(_preset_line(from_preset, set_), highlight=False, soft_wrap=True, markup=False)
     for role, summary in summaries.items():
         _print_summary(dataset, scheme, parameters, summary, show, role)
     for path in plots.values():

@@ -14,11 +14,22 @@ from typing import Any
 import numpy as np
 
 from fedprior.algorithms.registry import algorithm_spec
-from fedprior.data import load_dataset
+from fedprior.data import Dataset, load_dataset
 from fedprior.encoders.registry import reserved_train_indices
-from fedprior.experiments.build import client_split
+from fedprior.experiments.build import ClientSplit, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition.statistics import class_counts, describe
+
+
+def planned_split(config: ExperimentConfig) -> tuple[Dataset, np.ndarray, ClientSplit]:
+    """The dataset, the training indices its encoder reserves, and the clients' split, exactly as a run of ``config`` gets them.
+
+    The run's own path (:func:`~fedprior.experiments.build.client_split`) on the labels only:
+    nothing is encoded or trained. ``fedprior run --dry-run`` and ``fedprior partition --preset`` use it.
+    """
+    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+    reserved = reserved_train_indices(config.encoder, dataset)
+    return dataset, reserved, client_split(config, dataset, reserved)
 
 
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:
@@ -31,9 +42,7 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     ``train``, or ``labeled`` and ``unlabeled``, each :func:`~fedprior.partition.statistics.describe`'s
     summary plus ``median_client_size`` and ``median_classes_per_client``.
     """
-    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
-    reserved = reserved_train_indices(config.encoder, dataset)
-    split = client_split(config, dataset, reserved)
+    dataset, reserved, split = planned_split(config)
     labels = dataset.train_labels
     held = 0 if split.held_out is None else int(split.held_out.size)
     roles = {}
