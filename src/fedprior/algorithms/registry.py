@@ -183,7 +183,7 @@ ENTRY_POINT_GROUP = "fedprior.algorithms"
 as NAME; an entry point naming a module (``"package.algorithms"``) or an :class:`AlgorithmSpec` is imported (the module
 registers its algorithms itself) or registered as it is."""
 
-_ENTRY_POINTS = {"loaded": False}
+_ENTRY_POINTS = {"loaded": False, "loading": False}
 ENTRY_POINT_ERRORS: dict[str, str] = {}
 """Entry points that failed to load: their name -> why (repeated by the unknown-algorithm error)."""
 
@@ -200,7 +200,15 @@ def load_entry_points() -> None:
     import warnings
     from importlib.metadata import entry_points
 
-    for point in entry_points(group=ENTRY_POINT_GROUP):
+    _ENTRY_POINTS["loading"] = True  # what a module registers now is installed, as its entry point's own factory
+    try:
+        _load_each(entry_points(group=ENTRY_POINT_GROUP), warnings.warn)
+    finally:
+        _ENTRY_POINTS["loading"] = False
+
+
+def _load_each(points: Any, warn: Callable[..., None]) -> None:
+    for point in points:
         package = f" (package {point.dist.name})" if point.dist is not None else ""
         try:
             loaded = point.load()
@@ -209,11 +217,11 @@ def load_entry_points() -> None:
             elif callable(loaded) and not isinstance(loaded, type):
                 _register(AlgorithmSpec(point.name, loaded), entry_point=True)
             elif not inspect.ismodule(loaded):
-                raise ConfigError(f"{point.value} is a {type(loaded).__name__}, not a factory, an AlgorithmSpec or a module")
+                raise ConfigError(f"{point.value} is not a factory, an AlgorithmSpec or a module (got {type(loaded).__name__})")
         except Exception as error:
             reason = f"entry point '{point.name} = {point.value}' of group {ENTRY_POINT_GROUP}{package} failed: {type(error).__name__}: {error}"
             ENTRY_POINT_ERRORS[point.name] = reason
-            warnings.warn(f"{reason}; skipped", stacklevel=2)
+            warn(f"{reason}; skipped", stacklevel=4)
 
 
 def registered() -> dict[str, AlgorithmSpec]:
@@ -288,7 +296,7 @@ def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> Algorit
     Replies on the CPU; it may declare the runtime-provided ``local_epochs`` and ``batch_size``.
     """
     load_entry_points()  # an installed algorithm of the same name is then refused here, whatever runs first
-    return _register(spec, replace=replace)
+    return _register(spec, replace=replace, entry_point=_ENTRY_POINTS["loading"])
 
 
 def _register(spec: AlgorithmSpec, *, replace: bool = False, entry_point: bool = False) -> AlgorithmSpec:
