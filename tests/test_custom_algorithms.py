@@ -215,6 +215,21 @@ def test_a_shipped_presets_report_keeps_its_name_beside_the_algorithm(tmp_path):
     assert preset_note("fedprox-cnn", config) == "Changed from the preset 'fedprox-cnn', whose description this is: federation.rounds = 3 (preset: 20)."
 
 
+def test_table_import_reaches_every_cells_config_and_the_command_that_continues_it(tmp_path, monkeypatch):
+    (tmp_path / "table_helpers.py").write_text("IMPORTED = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "t"
+    options = ["--rows", "raw pixels", "--columns", "Sc2", "--seeds", "1", "--jobs", "1", "--out", out]
+    small = ["--set", "data.dataset=digits", "--set", "data.train_subset=200", "--set", "run.workers=1"]
+    result = invoke("table", "mfcl-table2", "--embedded", *small, "--import", "table_helpers", *options)  # raw pixels: nothing trained
+    assert result.exit_code == 0, result.output
+    configs = list(out.glob("*/config.toml"))
+    assert len(configs) == 1 and 'imports = [\n    "table_helpers",\n]' in configs[0].read_text()
+    command = next(line for line in (out / "table.md").read_text().splitlines() if line.startswith("command: "))
+    assert command.startswith("command: `fedprior table mfcl-table2 --embedded --import table_helpers --set data.dataset=digits"), command
+    assert json.loads((out / "table.json").read_text())["imports"] == ["table_helpers"]
+
+
 ENTRY_POINTS = """\
 [fedprior.algorithms]
 ep-fedavg = ep_algorithms:uniform_fedavg

@@ -242,6 +242,7 @@ def table(
         "setting": "embedded" if embedded else "paper",
         "seeds": n_seeds,
         "overrides": list(set_),
+        "imports": list(imports),
         "cells": results,
         **evaluated,
     }
