@@ -139,6 +139,16 @@ def test_without_the_recorded_module_the_resume_names_what_is_missing(tmp_path):
     assert "unknown algorithm 'uniform-fedavg'" in line and "--import MODULE or in run.imports" in line
 
 
+def test_an_imported_algorithm_is_refused_on_flower_before_any_work(tmp_path, monkeypatch, registry):
+    """Flower's nodes are other processes that do not import run.imports: one line, and no run folder left behind."""
+    monkeypatch.syspath_prepend(str(write_module(tmp_path / "mods", "flower_algorithms")))
+    sys.modules.pop("flower_algorithms", None)
+    (tmp_path / "mine.toml").write_text(CONFIG)
+    line = error_line(invoke("run", tmp_path / "mine.toml", "--import", "flower_algorithms", "--runtime", "flower-sim", "--run-dir", tmp_path / "run"))
+    assert "run.runtime: 'flower-sim' runs clients in other processes, which do not know the algorithm 'uniform-fedavg'" in line
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.parametrize(
     "args",
     [
