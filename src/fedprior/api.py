@@ -199,13 +199,9 @@ def compare(run_dirs: Sequence[str | Path]) -> Comparison:
 
 def _check_runtime(cfg: Config) -> None:
     """An algorithm registered from user code lives in this process only: the Flower runtimes' nodes would not know it."""
-    from fedprior.algorithms.registry import REGISTERED_HERE
+    from fedprior.experiments.runner import check_runtime_knows_algorithm
 
-    name, runtime = cfg.settings.algorithm.name, cfg.settings.run.runtime
-    if runtime != "local" and name in REGISTERED_HERE:
-        raise ConfigError(
-            f"run.runtime: '{runtime}' runs clients in other processes, which do not know the algorithm '{name}' registered here; accepted for it: local"
-        )
+    check_runtime_knows_algorithm(cfg.settings)
 
 
 @dataclass(frozen=True)
@@ -270,9 +266,9 @@ def build_partition(
 
 def list_algorithms() -> dict[str, str]:
     """Algorithm name -> its one-line summary (the shipped ones and any registered here)."""
-    from fedprior.algorithms.registry import ALGORITHMS
+    from fedprior.algorithms.registry import registered
 
-    return {name: spec.summary for name, spec in ALGORITHMS.items()}
+    return {name: spec.summary for name, spec in registered().items()}
 
 
 def list_presets() -> dict[str, str]:

@@ -12,12 +12,21 @@ left it out would train on the CPU whatever ``run.device`` says. ``precision``
 (``run.precision``, :mod:`fedprior.algorithms.precision`) reaches the factories that
 declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigError
 (:meth:`AlgorithmSpec.build`), never a silent float32 run.
+
+Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
+:func:`register_algorithm` from user code; a module that does so, named by ``--import
+MODULE`` on the command line or in ``run.imports`` (recorded in a run's config.toml, so a
+resume imports it again: :func:`import_modules`); and the entry-point group
+``fedprior.algorithms`` of installed packages, loaded once, the first time the registry is
+used (:func:`load_entry_points`). A broken entry point is a warning naming it and is
+skipped: one installed package must not stop every command; a config that asks for its
+algorithm then fails with the unknown-algorithm error, which repeats why it did not load.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -169,19 +178,109 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
 }
 
 
+ENTRY_POINT_GROUP = "fedprior.algorithms"
+"""The entry-point group of installed packages' algorithms: ``NAME = "package.module:factory"`` registers the factory
+as NAME; an entry point naming a module (``"package.algorithms"``) or an :class:`AlgorithmSpec` is imported (the module
+registers its algorithms itself) or registered as it is."""
+
+_ENTRY_POINTS = {"loaded": False, "loading": False}
+ENTRY_POINT_ERRORS: dict[str, str] = {}
+"""Entry points that failed to load: their name -> why (repeated by the unknown-algorithm error)."""
+
+
+def load_entry_points() -> None:
+    """Register the algorithms of the ``fedprior.algorithms`` entry points, once per process.
+
+    A broken entry point (its module does not import, its object is no factory, its name is
+    taken or not a valid algorithm name) is a warning naming it, and skipped.
+    """
+    if _ENTRY_POINTS["loaded"]:
+        return
+    _ENTRY_POINTS["loaded"] = True  # first: an entry point's module may call register_algorithm, which comes back here
+    import warnings
+    from importlib.metadata import entry_points
+
+    _ENTRY_POINTS["loading"] = True  # what a module registers now is installed, as its entry point's own factory
+    try:
+        _load_each(entry_points(group=ENTRY_POINT_GROUP), warnings.warn)
+    finally:
+        _ENTRY_POINTS["loading"] = False
+
+
+def _load_each(points: Any, warn: Callable[..., None]) -> None:
+    for point in points:
+        package = f" (package {point.dist.name})" if point.dist is not None else ""
+        try:
+            loaded = point.load()
+            if isinstance(loaded, AlgorithmSpec):
+                _register(loaded, entry_point=True)
+            elif callable(loaded) and not isinstance(loaded, type):
+                _register(AlgorithmSpec(point.name, loaded), entry_point=True)
+            elif not inspect.ismodule(loaded):
+                raise ConfigError(f"{point.value} is not a factory, an AlgorithmSpec or a module (got {type(loaded).__name__})")
+        except Exception as error:
+            reason = f"entry point '{point.name} = {point.value}' of group {ENTRY_POINT_GROUP}{package} failed: {type(error).__name__}: {error}"
+            ENTRY_POINT_ERRORS[point.name] = reason
+            warn(f"{reason}; skipped", stacklevel=4)
+
+
+def registered() -> dict[str, AlgorithmSpec]:
+    """Every algorithm this process knows: the shipped ones, those registered here, and the installed entry points'."""
+    load_entry_points()
+    return ALGORITHMS
+
+
 def supports_precision() -> list[str]:
     """The registered algorithms whose factory takes ``precision`` (``run.precision = 'bf16'`` runs them under autocast)."""
-    return [name for name, spec in ALGORITHMS.items() if "precision" in inspect.signature(spec.factory).parameters]
+    return [name for name, spec in registered().items() if "precision" in inspect.signature(spec.factory).parameters]
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
-    if name not in ALGORITHMS:
-        raise ConfigError(f"algorithm.name: unknown algorithm '{name}'; accepted: {', '.join(ALGORITHMS)}")
-    return ALGORITHMS[name]
+    known = registered()
+    if name not in known:
+        hint = (
+            f" ({ENTRY_POINT_ERRORS[name]})"
+            if name in ENTRY_POINT_ERRORS
+            else " (an algorithm from your own code: name its module with --import MODULE or in run.imports)"
+        )
+        raise ConfigError(f"algorithm.name: unknown algorithm '{name}'; accepted: {', '.join(known)}{hint}")
+    return known[name]
+
+
+MODULE_PATTERN = r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*"
+"""What ``--import`` and ``run.imports`` take: a dotted Python module name (``mypkg.algos``), not a file path."""
+
+
+def import_modules(names: Sequence[str], where: str = "--import") -> None:
+    """Import each module of ``names`` (each registers its algorithms when imported); a ConfigError naming the module and the Python error otherwise.
+
+    ``where`` names the option in errors (``--import``, ``run.imports``). A module is looked
+    for like Python's own imports (installed packages, ``PYTHONPATH``), and in the working
+    directory last, as ``python -m`` does, since the ``fedprior`` script's own folder is not it.
+    Importing a module twice does nothing the second time.
+    """
+    import importlib
+    import os
+    import re
+    import sys
+
+    for name in names:
+        if not isinstance(name, str) or not re.fullmatch(MODULE_PATTERN, name):
+            raise ConfigError(f"{where}: {name!r} is not a module name; give a dotted Python module name such as 'mypkg.algorithms' (no path, no '.py')")
+        if name in sys.modules:
+            continue
+        if os.getcwd() not in sys.path and "" not in sys.path:
+            sys.path.append(os.getcwd())
+        load_entry_points()  # before the module registers: its names then meet the installed ones in a fixed order
+        try:
+            importlib.import_module(name)
+        except Exception as error:  # not found, a syntax error, or its own code failing (a register_algorithm refused)
+            raise ConfigError(f"{where}: cannot import module '{name}' ({type(error).__name__}: {error})") from None
 
 
 REGISTERED_HERE: set[str] = set()
-"""Names registered from user code in this process (other processes, e.g. Flower's nodes, do not know them)."""
+"""Names registered from user code in this process (other processes, e.g. Flower's nodes, do not know them);
+not those of installed entry points, which every process loads."""
 
 NAME_PATTERN = r"[a-z0-9][a-z0-9_.-]*"
 """What an algorithm name may be: lowercase letters, digits, '-', '_', '.' (a config value and a folder name)."""
@@ -196,9 +295,14 @@ def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> Algorit
     where it must build its models and the tensors it computes with, returning States and
     Replies on the CPU; it may declare the runtime-provided ``local_epochs`` and ``batch_size``.
     """
+    load_entry_points()  # an installed algorithm of the same name is then refused here, whatever runs first
+    return _register(spec, replace=replace, entry_point=_ENTRY_POINTS["loading"])
+
+
+def _register(spec: AlgorithmSpec, *, replace: bool = False, entry_point: bool = False) -> AlgorithmSpec:
     import re
 
-    if not re.fullmatch(NAME_PATTERN, spec.name):
+    if not isinstance(spec.name, str) or not re.fullmatch(NAME_PATTERN, spec.name):
         raise ConfigError(f"algorithm name {spec.name!r}: use lowercase letters, digits, '-', '_' or '.' (e.g. 'my-fedavg')")
     if spec.name in ALGORITHMS and not replace:
         raise ConfigError(f"algorithm '{spec.name}' is already registered; pass replace=True to replace it")
@@ -216,5 +320,8 @@ def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> Algorit
     except Exception as error:
         raise ConfigError(f"algorithm '{spec.name}': its hyperparameters cannot be checked: {error}") from None
     ALGORITHMS[spec.name] = spec
-    REGISTERED_HERE.add(spec.name)
+    if entry_point:
+        REGISTERED_HERE.discard(spec.name)
+    else:
+        REGISTERED_HERE.add(spec.name)
     return spec

@@ -49,6 +49,21 @@ def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebac
         warnings.showwarning = _show_warning
 
 
+IMPORT_HELP = (
+    "Import this Python module first, e.g. mypkg.algorithms (a dotted name found like Python's imports: installed, "
+    "on PYTHONPATH, or in the working directory); it registers algorithms from your own code. Repeatable."
+)
+"""The help of ``--import`` (run, resume, table, compare, algorithms, presets show)."""
+
+
+def import_first(modules: list[str]) -> None:
+    """``--import MODULE ...``: import each module before any config is read; one line naming the module and the Python error otherwise."""
+    if modules:
+        from fedprior.algorithms.registry import import_modules
+
+        import_modules(modules, "--import")
+
+
 def _terminated(signum, frame) -> None:
     raise Interrupted(signum)
 

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedprior.cli.app import app, stderr, user_errors
+from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 
 COLUMNS = {
     "final_accuracy": "final\naccuracy %",
@@ -145,11 +145,17 @@ def compare(
     as_json: bool = typer.Option(
         False, "--json", help="Print one JSON object (every run's numbers and config, the groups' mean and sd, the differences) instead of the table."
     ),
+    imports: list[str] = typer.Option(
+        [],
+        "--import",
+        help=f"{IMPORT_HELP} (compare reads run directories as data and runs of your own algorithms need none; accepted like in run and resume).",
+    ),
 ) -> None:
     """Compare runs grouped by method, seeds folded: mean ± sd of final/best accuracy, F1, bytes sent, wall time per group; their curves in one PNG."""
     from fedprior.cli.partition import check_output_file
     from fedprior.experiments.compare import compare_runs
 
+    import_first(imports)
     check_output_file(plot, "--plot", example="compare.png")  # a folder or an unwritable place: one line, before reading the runs
     for path, option in ((csv_file, "--csv"), (runs_csv, "--runs-csv")):
         if path is not None:

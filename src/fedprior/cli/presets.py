@@ -7,7 +7,7 @@ from pydantic import BaseModel
 from rich.console import Console
 from rich.table import Table
 
-from fedprior.cli.app import app, user_errors
+from fedprior.cli.app import IMPORT_HELP, app, import_first, user_errors
 
 presets_app = typer.Typer(
     help="List the shipped experiment presets (run one with `fedprior run NAME`); `fedprior presets show NAME` prints one's TOML.",
@@ -47,25 +47,28 @@ def presets(
 def show(
     preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
+    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Shown in run.imports."),
 ) -> None:
     """Print a preset's config as TOML, every field with its value: saved to FILE.toml, `fedprior run FILE.toml` runs that very config."""
     from fedprior.cli.dry_run import config_header
     from fedprior.experiments.config import load_config
 
-    _, config = load_config(preset, set_)
-    typer.echo(config.to_toml(header=config_header(preset, set_)), nl=False)
+    import_first(imports)
+    _, config = load_config(preset, set_, imports)
+    typer.echo(config.to_toml(header=config_header(preset, set_, imports)), nl=False)
 
 
 @app.command()
 @user_errors
-def algorithms() -> None:
-    """List the algorithms and their hyperparameters (the [algorithm] config keys)."""
+def algorithms(imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Its algorithms are listed too.")) -> None:
+    """List the algorithms and their hyperparameters (the [algorithm] config keys): shipped, installed (entry points) and --import'ed."""
     import typing
 
-    from fedprior.algorithms.registry import ALGORITHMS
+    from fedprior.algorithms.registry import registered
 
+    import_first(imports)
     console = Console()
-    for spec in ALGORITHMS.values():
+    for spec in registered().values():
         console.print(f"[bold]{spec.name}[/]: {spec.summary}", highlight=False)
         for name, param in spec.hyperparameters().items():
             meta = [m for m in typing.get_args(param.annotation)[1:] if hasattr(m, "description")]

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from fedprior.cli.app import app, stderr, user_errors
+from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 
 
 class RoundProgress:
@@ -117,21 +117,23 @@ def run(
         "--dry-run",
         help="Train nothing and write nothing: print the config as TOML (every field) and the partition's statistics as TOML comments (with --json: one JSON object).",
     ),
+    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Kept in the run's config (run.imports), so a resume imports it again."),
 ) -> None:
     """Run an experiment: train with a progress bar, write a run directory, print a summary."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 
+    import_first(imports)
     overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
-    name, config = load_config(preset, overrides)
+    name, config = load_config(preset, overrides, imports)
     if dry_run:
-        show_dry_run(preset, overrides, name, config, as_json)
+        show_dry_run(preset, overrides, name, config, as_json, imports)
         return
     summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
     report(summary, as_json)
 
 
-def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool) -> None:
+def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool, imports: list[str] | None = None) -> None:
     """``--dry-run``: the config and the partition its run would train on, on stdout; nothing trained, nothing written."""
     from fedprior.cli.dry_run import config_header, statistics_lines
     from fedprior.experiments.dry_run import dry_run
@@ -140,7 +142,7 @@ def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: 
     if as_json:
         typer.echo(json.dumps({"name": name, "config": config.to_dict(), **plan}))
         return
-    typer.echo(config.to_toml(header=config_header(source, overrides)))
+    typer.echo(config.to_toml(header=config_header(source, overrides, imports)))
     typer.echo("\n".join(statistics_lines(config, plan)))
 
 
@@ -150,15 +152,18 @@ def resume(
     run_dir: Path = typer.Argument(..., help="The run directory of an interrupted run."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
     previous: bool = typer.Option(False, "--previous", help="Continue from the checkpoint before the last one (when the last one is damaged)."),
+    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Not needed for the modules in the run's run.imports, which are imported anyway."),
 ) -> None:
     """Continue an interrupted run from its last checkpoint; it ends with the numbers of an uninterrupted run.
 
     The run's config.toml must be the one it started with; federation.rounds may be raised
     to train a run further (or lowered, down to the rounds already done). A finished run
     is left as it is: one line says so, exit code 0 (with --json, its summary on stdout).
+    The modules in its run.imports are imported again (they may be renamed there).
     """
     from fedprior.experiments.runner import resume as resume_run
 
+    import_first(imports)
     finished: list[str] = []
     summary = with_progress(lambda **cb: resume_run(run_dir, previous=previous, on_finished=finished.append, **cb))
     if finished:

@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from fedprior.cli.app import app, stderr, user_errors
+from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 
 EMBEDDED_SEEDS = 3
 """Seeds per cell of an embedded table unless --seeds says otherwise (the paper's setting: 1)."""
@@ -176,6 +176,9 @@ def table(
     rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
     columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
     as_json: bool = typer.Option(False, "--json", help="Print table.json (cells, controls, findings) as one line on stdout."),
+    imports: list[str] = typer.Option(
+        [], "--import", help=f"{IMPORT_HELP} Added to every cell's run.imports (for a --set algorithm.name=... of your own, say)."
+    ),
 ) -> None:
     """Run every cell of a paper's table and print our number beside the paper's, its controls and a verdict per claim.
 
@@ -190,6 +193,7 @@ def table(
     from fedprior.papers import table_by_name
     from fedprior.runtime.threads import available_cores
 
+    import_first(imports)
     paper_table = table_by_name(name)
     chosen = selection(rows)
     chosen_columns = selection(columns)
@@ -202,7 +206,7 @@ def table(
     runs = {}
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
         for seed in range(n_seeds):
-            cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
+            cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
@@ -226,7 +230,7 @@ def table(
     try:
         summaries = execute_runs(list(runs.values()), n_jobs, on_done)
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: rerunning the table command goes on, not one cell's resume
-        again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json)
+        again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json, imports)
         raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the table with `{again}`") from None
     results = run_table(
         paper_table, embedded, set_, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen, columns=chosen_columns
@@ -238,12 +242,13 @@ def table(
         "setting": "embedded" if embedded else "paper",
         "seeds": n_seeds,
         "overrides": list(set_),
+        "imports": list(imports),
         "cells": results,
         **evaluated,
     }
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "table.json").write_text(json.dumps(document, indent=2))
-    again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json=False)
+    again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json=False, imports=imports)
     (folder / "table.md").write_text(markdown(paper_table.title, results, evaluated, overrides=list(set_), command=again))
     if as_json:
         typer.echo(json.dumps(document))
@@ -264,10 +269,20 @@ def selection(text: str | None) -> list[str] | None:
 
 
 def command_line(
-    name: str, embedded: bool, set_: list[str], folder: Path, seeds: int | None, jobs: int | None, rows: str | None, columns: str | None, as_json: bool
+    name: str,
+    embedded: bool,
+    set_: list[str],
+    folder: Path,
+    seeds: int | None,
+    jobs: int | None,
+    rows: str | None,
+    columns: str | None,
+    as_json: bool,
+    imports: list[str] | None = None,
 ) -> str:
     """The ``fedprior table`` command that continues this table in ``folder`` (shell-quoted)."""
     parts = ["fedprior", "table", name, *(["--embedded"] if embedded else [])]
+    parts += [arg for module in imports or [] for arg in ("--import", module)]
     parts += [arg for override in set_ for arg in ("--set", override)]
     parts += ["--rows", rows] if rows is not None else []
     parts += ["--columns", columns] if columns is not None else []

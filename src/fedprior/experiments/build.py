@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import Algorithm, ClientData, Task
-from fedprior.algorithms.registry import algorithm_spec
+from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset, load_dataset
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
@@ -102,7 +102,11 @@ def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inp
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision."""
+    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision.
+
+    ``run.imports`` are imported first: a spawned worker process (``ClientSide``) starts without them.
+    """
+    import_modules(config.run.imports, "run.imports")
     return algorithm_spec(config.algorithm.name).build(
         task,
         config.algorithm.hyperparameters(),
@@ -428,7 +432,9 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     A centralized baseline gets one client holding the whole pool. ``run.device`` is
     resolved first (asking for absent CUDA fails here, before any data is loaded), and
     the thread policy and worker count are chosen (``fedprior.runtime.threads``).
+    ``run.imports`` are imported first (a table's cell in a spawned process starts without them).
     """
+    import_modules(config.run.imports, "run.imports")
     if config.run.workers > 1 and config.run.runtime != "local":
         raise ConfigError(
             f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1"

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from fedprior.algorithms.registry import algorithm_spec
+from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.encoders.standin_recipes import DEFAULT_RECIPE, STANDIN_RECIPES, recipe_names
 from fedprior.errors import ConfigError
 from fedprior.runtime.device import check_device_syntax
@@ -155,6 +155,22 @@ class RunConfig(Section):
     """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs the mlflow extra (README). TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)
     """The MLflow experiment the run is logged under (with run.mlflow)."""
+    imports: list[str] = []
+    """Python modules imported before the config is checked, e.g. ["mypkg.algorithms"]: they register algorithms from your own code (fedprior.register_algorithm; `--import MODULE` adds to it). Kept in the run's config.toml, so `fedprior resume` and `fedprior run RUN/config.toml` import them again."""
+
+    @field_validator("imports")
+    @classmethod
+    def _module_names(cls, value: list[str]) -> list[str]:
+        import re
+
+        from fedprior.algorithms.registry import MODULE_PATTERN
+
+        for name in value:
+            if not re.fullmatch(MODULE_PATTERN, name):
+                raise PydanticCustomError(
+                    "module_name", "{value} is not a module name; give dotted Python module names such as 'mypkg.algorithms'", {"value": repr(name)}
+                )
+        return list(dict.fromkeys(value))
 
     @field_validator("device")
     @classmethod
@@ -177,6 +193,7 @@ class ExperimentConfig(Section):
         """Check the algorithm's hyperparameters too (they are free-form until the algorithm is known)."""
         from fedprior.encoders.registry import check_encoder_name
 
+        import_modules(self.run.imports, "run.imports")  # first: they register the algorithms of user code
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
@@ -335,7 +352,18 @@ def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
     return list(owner.model_fields)
 
 
-def load_config(source: str, overrides: list[str] | None = None) -> tuple[str, ExperimentConfig]:
-    """(name, checked config) from a preset name or TOML path plus ``section.key=value`` overrides."""
+def load_config(source: str, overrides: list[str] | None = None, imports: list[str] | None = None) -> tuple[str, ExperimentConfig]:
+    """(name, checked config) from a preset name or TOML path plus ``section.key=value`` overrides.
+
+    ``imports`` (``--import``, already imported) are added to ``run.imports``, after the modules it names.
+    """
     name, raw = read_toml(source)
-    return name, validate_config(apply_overrides(raw, overrides or []))
+    return name, validate_config(with_imports(apply_overrides(raw, overrides or []), imports or []))
+
+
+def with_imports(raw: dict[str, Any], imports: list[str]) -> dict[str, Any]:
+    """``raw`` with ``imports`` appended to its ``run.imports`` (each module once); a ``run.imports`` that is no list is left to the check."""
+    run = raw.get("run", {})
+    if not imports or not isinstance(run, dict) or not isinstance(run.get("imports", []), list):
+        return raw
+    return {**raw, "run": {**run, "imports": list(dict.fromkeys([*run.get("imports", []), *imports]))}}

@@ -16,6 +16,10 @@ def preset_note(name: str, config: ExperimentConfig) -> str:
 
     A preset's description speaks of the preset's own settings ("10 rounds"); with
     ``--set`` overrides the report says what differs instead of rewriting the description.
+    Only the run's own fields are named: where the run's algorithm is not the preset's
+    (``--set algorithm.name=...``, an algorithm of your own), the preset algorithm's
+    hyperparameters that this one does not have are left out, and one it has that the
+    preset does not set is marked so.
     """
     from fedprior.experiments.config import load_config, preset_paths
     from fedprior.experiments.config_fields import config_differences
@@ -23,10 +27,24 @@ def preset_note(name: str, config: ExperimentConfig) -> str:
     if name not in preset_paths():
         return ""
     changed = config_differences(load_config(name)[1].to_dict(), config.to_dict())
+    own = {f"algorithm.{key}" for key in ("name", *config.algorithm.hyperparameters())}
+    changed = {field: values for field, values in changed.items() if not field.startswith("algorithm.") or field in own}
     if not changed:
         return ""
-    listed = ", ".join(f"{field} = {new!r} (preset: {old!r})" for field, (old, new) in changed.items())
+    listed = ", ".join(f"{field} = {new!r} ({'not in the preset' if old is None else f'preset: {old!r}'})" for field, (old, new) in changed.items())
     return f"Changed from the preset '{name}', whose description this is: {listed}."
+
+
+def report_title(name: str, algorithm: str) -> str:
+    """report.md's title: the run's own algorithm, then the name of its config (the preset or file it came from) where that differs."""
+    return algorithm if name == algorithm else f"{algorithm} ({name})"
+
+
+def hyperparameters_text(hyperparameters: dict[str, Any] | None) -> str:
+    """The run's algorithm fields as ``key = value, ...`` (its own, checked, defaults filled in)."""
+    if not hyperparameters:
+        return "none"
+    return ", ".join(f"{key} = {value!r}" for key, value in hyperparameters.items())
 
 
 def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
@@ -111,24 +129,34 @@ def problems_section(summary: dict[str, Any]) -> str:
     return f"\n## Failed and empty clients\n\n| round | failed updates | clients without data |\n|---|---|---|\n{rows}\n"
 
 
-def write_report(run: RunDir, summary: dict[str, Any], partition_stats: dict[str, Any], extra: str = "", notes: str = "") -> None:
-    """report.md and accuracy.png; ``notes`` go under the description (e.g. :func:`preset_note`)."""
+def write_report(
+    run: RunDir,
+    summary: dict[str, Any],
+    partition_stats: dict[str, Any],
+    extra: str = "",
+    notes: str = "",
+    hyperparameters: dict[str, Any] | None = None,
+) -> None:
+    """report.md and accuracy.png, titled by the run's algorithm; ``notes`` go under the description (e.g. :func:`preset_note`),
+    ``hyperparameters`` (the run's ``[algorithm]`` fields but its name) in the table, where given."""
     curve = accuracy_curve(summary)
-    plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{summary['name']} ({summary['dataset']})")
+    title = report_title(summary["name"], summary["algorithm"])
+    plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{title}, {summary['dataset']}")
     rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
     sizes = partition_stats.get("client_sizes", [])
     warning = "".join(f"\n**{line}**\n" for line in summary_warnings(summary))
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
     if "selected_round" in summary:
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
-    text = f"""# {summary["name"]}
+    fields = "" if hyperparameters is None else f"| hyperparameters | {hyperparameters_text(hyperparameters)} |\n"
+    text = f"""# {title}
 
 {summary.get("description", "")}
 {chr(10) + notes + chr(10) if notes else ""}
 | | |
 |---|---|
 | algorithm | {summary["algorithm"]} |
-| dataset | {summary["dataset"]} |
+{fields}| dataset | {summary["dataset"]} |
 | encoder | {summary["encoder"]} |
 | partition | {summary["partition"]} over {summary["num_clients"]} clients (sizes {min(sizes, default=0)}..{max(sizes, default=0)}, beta_cib {partition_stats.get("beta_cib", float("nan")):.2f}, beta_hetero {partition_stats.get("beta_hetero", float("nan")):.2f}) |
 | seed | {summary["seed"]} |

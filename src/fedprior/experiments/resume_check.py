@@ -4,7 +4,10 @@ The checkpoint records the run's resolved config (every field, as JSON). A resum
 compares it with the run directory's ``config.toml``, and refuses any change except:
 
 - fields that do not change the training: ``RESUME_MAY_CHANGE`` (where the data is, the
-  cache, threads, workers, device, how often to evaluate, the description);
+  cache, threads, workers, device, how often to evaluate, the description, and
+  ``run.imports``: which modules define the algorithm is where its code is, like
+  ``data.root``; the algorithm's name and hyperparameters are still compared, and an
+  edit of a module's code could not be seen either way);
 - ``federation.rounds``, on purpose: raise it to train a finished run further (the
   result equals a run started with the larger number), or lower it down to the rounds
   already trained. Fewer rounds than the checkpoint holds are refused, and so is a
@@ -49,11 +52,12 @@ RESUME_MAY_CHANGE = frozenset(
         "federation.evaluate_every",
         "run.test_metrics",
         "federation.wait_for_clients",
+        "run.imports",
     }
 )
 """Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
-workers, device, evaluation cadence, which rounds the test set is scored on) and how long a round waits for its clients. ``run.device`` may change
-because 'auto' resolves per machine anyway."""
+workers, device, evaluation cadence, which rounds the test set is scored on), how long a round waits for its clients, and the
+modules imported for the algorithm (a package renamed or moved). ``run.device`` may change because 'auto' resolves per machine anyway."""
 
 
 def checkpoint_metadata(config: ExperimentConfig) -> dict[str, str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from fedprior.algorithms.metrics import selected_round
-from fedprior.errors import FedpriorError, Interrupted
+from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.report import preset_note, write_report
@@ -124,6 +124,20 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     }
 
 
+def check_runtime_knows_algorithm(config: ExperimentConfig) -> None:
+    """Refuse a Flower runtime for an algorithm registered from user code (``register_algorithm``, ``--import``,
+    ``run.imports``): it lives in this process only, and Flower's nodes are other processes. An installed
+    package's entry point (``fedprior.algorithms``) is loaded by every process, so its algorithms run anywhere."""
+    from fedprior.algorithms.registry import REGISTERED_HERE
+
+    name, runtime = config.algorithm.name, config.run.runtime
+    if runtime != "local" and name in REGISTERED_HERE:
+        raise ConfigError(
+            f"run.runtime: '{runtime}' runs clients in other processes, which do not know the algorithm '{name}' registered here; "
+            "accepted for it: local (or install it as a package with a 'fedprior.algorithms' entry point)"
+        )
+
+
 def execute(
     name: str,
     config: ExperimentConfig,
@@ -152,6 +166,7 @@ def execute(
     from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
 
     started = time.perf_counter()
+    check_runtime_knows_algorithm(config)
     if config.run.runtime != "local":  # Flower: fail before any long work if it is not installed
         from fedprior.flower.runtime import require_flower
 
@@ -222,7 +237,7 @@ def execute(
     if hook is not None:
         additions, extra = hook(experiment, summary, run.path)
         summary.update(additions)
-    write_report(run, summary, stats, extra, notes=preset_note(name, given))
+    write_report(run, summary, stats, extra, notes=preset_note(name, given), hyperparameters=config.algorithm.hyperparameters())
     run.write_result(summary)  # after the report: result.json marks a finished run, which a resume leaves alone
     trackers.finish(summary)
     run.journal.finish(summary)
