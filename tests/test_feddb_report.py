@@ -38,3 +38,14 @@ def test_feddb_run_logs_diagnostics_and_draws_them(tmp_path):
     for figure in ("pseudo_labels.png", "class_accuracy.png", "bias.png", "augment.png", "partition-labeled.png", "partition-unlabeled.png"):
         assert (tmp_path / "run" / figure).read_bytes()[:4] == b"\x89PNG" and f"]({figure})" in report
     assert 0 <= summary["mean_client_pl_coverage_dpl"] <= 1 and "mean_appu_distance" in summary
+
+
+def test_a_table_cell_without_the_report_still_records_the_diagnostics_means(tmp_path):
+    """Table cells skip the figures (report_extras=False), but their claims test the pseudo-label accuracy."""
+    name, config = load_config("fixmatch", TINY)
+    summary = start(name, config, tmp_path / "run", report_extras=False)
+    rounds = [json.loads(line) for line in (tmp_path / "run" / "metrics.jsonl").read_text().splitlines()]
+    coverage = [r["client_pl_coverage"] for r in rounds if "client_pl_coverage" in r]
+    assert len(coverage) == 2 and summary["mean_client_pl_coverage"] == sum(coverage) / 2
+    assert json.loads((tmp_path / "run" / "result.json").read_text())["mean_client_pl_coverage"] == summary["mean_client_pl_coverage"]
+    assert not (tmp_path / "run" / "pseudo_labels.png").exists()

@@ -257,3 +257,28 @@ def test_the_processes_of_a_killed_table_stop_their_runs_and_exit():
     while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(pid) for pid in children)
+
+
+def test_a_metric_only_some_rows_produce_is_left_out_of_the_others_and_named_in_the_claim():
+    """FedDB's pseudo-label accuracy: FixMatch-like rows have it, FedAvg-like rows do not."""
+    claims = (
+        Claim("A labels better than B", better="A", worse="B", column="c", metric="mean_client_pl_accuracy"),
+        Claim("A labels better than Top", better="A", worse="Top", column="c", metric="mean_client_pl_accuracy"),
+    )
+    table = make(claims, metrics=("final_accuracy", "mean_client_pl_accuracy"))
+    labels = {"A": [0.90, 0.88, 0.86], "B": [0.70, 0.71, 0.75]}  # the other rows produce no pseudo-labels
+
+    def run_cell(cell, seed):
+        summary = {"final_accuracy": SEEDS[cell.row][seed] / 100, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+        return summary | ({"mean_client_pl_accuracy": labels[cell.row][seed]} if cell.row in labels else {})
+
+    cells = {r["row"]: r for r in run_table(table, True, None, run_cell, seeds=3)}
+    assert set(cells["Top"]["metrics"]) == {"final_accuracy"}
+    assert cells["A"]["metrics"]["mean_client_pl_accuracy"]["values"] == [90.0, 88.0, 86.0]
+    labelled, unmeasured = evaluate(table, list(cells.values()), embedded=True)["findings"]
+    # A - B = 20, 17, 11 points: mean 16
+    assert (labelled["verdict"], labelled["mean"], labelled["n"]) == ("holds", 16.0, 3)
+    assert unmeasured["verdict"] == "not run" and unmeasured["note"] == "no mean_client_pl_accuracy in row(s) Top"
+    text = markdown("Toy", list(cells.values()))
+    top = next(line for line in text.splitlines() if line.startswith("| Top"))
+    assert top.rstrip().endswith("| - |")

@@ -25,13 +25,14 @@ METRIC_LABELS = {
     "selected_accuracy": "sel. acc",
     "selected_macro_f1": "sel. F1",
     "late_change": "last-10% move",
+    "mean_client_pl_accuracy": "PL acc",
 }
 
 
 def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
     """Rows, (column, metric) pairs and the cells by (row, column): a table with several metrics gets a column per metric."""
     rows = list(dict.fromkeys(r["row"] for r in results))
-    metrics = list(results[0].get("metrics", {"": None})) if results else []
+    metrics = list(dict.fromkeys(m for r in results for m in r.get("metrics", {"": None}))) if results else []
     columns = [(c, m) for c in dict.fromkeys(r["column"] for r in results) for m in metrics]
     return rows, columns, {(r["row"], r["column"]): r for r in results}
 
@@ -39,6 +40,8 @@ def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
 def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
     if r is None:
         return ""
+    if "metrics" in r and metric not in r["metrics"]:
+        return "-"  # a metric this row does not produce
     value = r.get("metrics", {}).get(metric) or {"mean": r["ours"], "std": r["std"], "paper": r["paper"]}
     spread = f" {plus_minus} {number(value['std'])}" if r.get("seeds", 1) > 1 else ""
     paper = "-" if value["paper"] is None else number(value["paper"])

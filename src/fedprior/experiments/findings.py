@@ -96,11 +96,11 @@ def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -
 
     def values(row: str, column: str, metric: str) -> list[float] | None:
         cell = cells.get((row, column))
-        return None if cell is None else cell["metrics"][metric]["values"]
+        return None if cell is None or metric not in cell["metrics"] else cell["metrics"][metric]["values"]
 
     def paper(row: str, column: str, metric: str) -> float | None:
         cell = cells.get((row, column))
-        return None if cell is None else cell["metrics"][metric].get("paper")
+        return None if cell is None or metric not in cell["metrics"] else cell["metrics"][metric].get("paper")
 
     controls, notices = [], []
     status: dict[str, str] = {}
@@ -147,8 +147,10 @@ def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -
             continue
         better, worse = values(claim.better, column, metric), values(claim.worse, column, metric)
         if better is None or worse is None:
-            absent = ", ".join(r for r, v in ((claim.better, better), (claim.worse, worse)) if v is None)
-            findings.append({**entry, "verdict": NOT_RUN, "note": f"not run: row(s) {absent}"})
+            absent = [r for r, v in ((claim.better, better), (claim.worse, worse)) if v is None]
+            unmeasured = [r for r in absent if (r, column) in cells]  # ran, but does not produce the claim's metric
+            note = f"not run: row(s) {', '.join(absent)}" if not unmeasured else f"no {metric} in row(s) {', '.join(unmeasured)}"
+            findings.append({**entry, "verdict": NOT_RUN, "note": note})
             continue
         sign = 1.0 if claim.higher_is_better else -1.0
         stats = paired([sign * (b - w) for b, w in zip(better, worse, strict=True)])

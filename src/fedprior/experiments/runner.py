@@ -163,7 +163,7 @@ def execute(
     The run's ``run.log`` gets the start line, one line per round and the summary
     (``run_log.py``; :func:`resumable` adds warnings and why a run stopped).
     """
-    from fedprior.papers import report_extra  # the papers compose experiments: imported here, not at the top
+    from fedprior.papers import report_extra, summary_extra  # the papers compose experiments: imported here, not at the top
 
     started = time.perf_counter()
     check_runtime_knows_algorithm(config)
@@ -233,6 +233,9 @@ def execute(
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     extra = ""
+    numbers = summary_extra(config.algorithm.name)  # cheap, in every run: a table's claims may test them
+    if numbers is not None:
+        summary.update(numbers(run.path))
     hook = report_extra(config.algorithm.name) if report_extras else None
     if hook is not None:
         additions, extra = hook(experiment, summary, run.path)

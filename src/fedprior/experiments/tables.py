@@ -286,7 +286,8 @@ def run_table(
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
     ``scales`` say otherwise), ``std`` their sample standard deviation (n - 1; 0 for one
     seed), ``finals`` the per-seed values (seed 0 first); ``metrics`` holds the same for
-    every metric of the table (``{name: {"mean", "std", "values", "paper"}}``).
+    every metric of the table (``{name: {"mean", "std", "values", "paper"}}``) that every
+    seed's summary has (a metric some rows do not produce is left out of their cells).
     """
     results = []
     for cell in cells(table, embedded, extra, rows, columns):
@@ -295,6 +296,8 @@ def run_table(
             summaries = [{**s, **table.derived(s)} for s in summaries]
         metrics = {}
         for name in table.metrics:
+            if not all(name in s for s in summaries):  # a row's own metric (FedDB's pseudo-label accuracy: not FedAvg's)
+                continue
             values = np.array([table.scales.get(name, 100.0) * s[name] for s in summaries], dtype=float)
             metrics[name] = {
                 "mean": round(float(values.mean()), 2),

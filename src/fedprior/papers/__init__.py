@@ -4,7 +4,8 @@ Algorithms stay one module per method in :mod:`fedprior.algorithms` (every equat
 one hop away); what only matters for reproducing a paper lives here, in one folder
 per paper:
 
-    papers/<paper>/__init__.py   TABLES (PaperTable grids) and REPORT_EXTRAS (algorithm -> report hook)
+    papers/<paper>/__init__.py   TABLES (PaperTable grids), REPORT_EXTRAS (algorithm -> report hook) and
+                                 SUMMARY_EXTRAS (algorithm -> figures-free summary additions, in every run)
     papers/<paper>/tables.py     the paper's tables as grids, beside the published numbers
     papers/<paper>/report.py     what a run's report adds for the paper's algorithms (figures, diagnostics)
     papers/<paper>/presets/      the paper's presets (`fedprior run NAME`)
@@ -56,6 +57,19 @@ def table_by_name(name: str) -> PaperTable:
     if name not in tables:
         raise ConfigError(f"unknown table '{name}'; accepted: {', '.join(tables)}")
     return tables[name]
+
+
+SummaryExtra = Callable[[Path], dict[str, Any]]
+"""A paper's numbers computed from a finished run's folder (its metrics.jsonl), without figures."""
+
+
+def summary_extra(algorithm: str) -> SummaryExtra | None:
+    """The summary additions of ``algorithm`` that every run gets, table cells included (e.g. FedDB's pseudo-label accuracy), if a paper registers them."""
+    for name in PAPERS:
+        extras = getattr(paper_module(name), "SUMMARY_EXTRAS", {})
+        if algorithm in extras:
+            return extras[algorithm]
+    return None
 
 
 def report_extra(algorithm: str) -> ReportExtra | None:

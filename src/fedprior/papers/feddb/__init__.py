@@ -5,8 +5,9 @@ The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
 :mod:`~fedprior.algorithms.fedrgd`, :mod:`~fedprior.algorithms.semifl`).
 """
 
-from fedprior.papers.feddb.report import ALGORITHMS, feddb_extras
+from fedprior.papers.feddb.report import ALGORITHMS, diagnostics_of_run, feddb_extras
 from fedprior.papers.feddb.tables import FEDDB_TABLES
 
 TABLES = FEDDB_TABLES
 REPORT_EXTRAS = {name: feddb_extras for name in ALGORITHMS}
+SUMMARY_EXTRAS = {name: diagnostics_of_run for name in ALGORITHMS}

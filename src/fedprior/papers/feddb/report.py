@@ -231,6 +231,11 @@ def diagnostics_summary(rounds: list[dict[str, Any]]) -> dict[str, float]:
     return out
 
 
+def diagnostics_of_run(folder: Path) -> dict[str, float]:
+    """:func:`diagnostics_summary` of the run in ``folder``: the means every FedDB-family run's result.json holds (table cells too)."""
+    return diagnostics_summary(read_rounds(folder))
+
+
 def feddb_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tuple[dict[str, Any], str]:
     """Draw the diagnostics into ``folder``; return summary additions and a markdown section."""
     folder = Path(folder)
