@@ -13,6 +13,8 @@ from fedprior.algorithms.tensors import MODEL, payload_bytes
 from fedprior.experiments.compare import compare_runs, read_metrics
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import communication, resume, start
+from fedprior.experiments.tables import run_table
+from fedprior.papers import table_by_name
 from fedprior.runtime.checkpoint import load_checkpoint, save_checkpoint
 from fedprior.runtime.traffic import round_traffic, upgrade_record
 
@@ -151,3 +153,12 @@ def tensorboard(run_dir):
     events = EventAccumulator(str(run_dir / "tensorboard"), size_guidance={"scalars": 0, "tensors": 0})
     events.Reload()
     return events
+
+
+def test_a_paper_tables_numbers_say_their_unit():
+    """table.json is read beside the paper's numbers (accuracy in %); each metric's scale says how it relates to result.json."""
+    table = table_by_name("fst-cbdg-table2")
+    summary = {"final_accuracy": 0.625, "best_accuracy": 0.75, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+    (first, *_) = run_table(table, True, None, lambda cell, seed: summary)
+    metric = first["metrics"][table.metrics[0]]
+    assert metric["scale"] == 100.0 and metric["mean"] == 100 * summary[table.metrics[0]] == first["ours"]
