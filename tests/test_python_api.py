@@ -52,6 +52,7 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_
     assert "interrupted after round 1" in out and "['fedavg', 'scaffold']\nTrue\n" in out
     result = namespace["result"]
     assert result.run_dir == Path("runs/fedavg") and len(result.records) == 2 and len(result.curve) == 3
+    assert "True [1, 2]\n" in out and result.history == result.summary["history"] == [r["accuracy"] for r in result.records]
     assert namespace["mine"].summary["algorithm"] == "uniform-fedavg" and "uniform-fedavg" in registry
     assert namespace["split"].counts.sum() == 1438
     for made in ("compare.png", "compare.csv", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
