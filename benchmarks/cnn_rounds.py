@@ -102,7 +102,7 @@ def plain_round_seconds(experiment: Experiment, rounds: int, device: torch.devic
 def fedprior_steps(summary_dir: Path) -> int:
     """SGD steps of a fedprior run, from its metrics (mean client steps x clients that trained)."""
     records = [json.loads(line) for line in (summary_dir / "metrics.jsonl").read_text().splitlines()]
-    return int(round(sum(r["client_steps"] * len(r["upload_bytes"]) for r in records)))
+    return int(round(sum(r["client_steps"] * len(r["upload_bytes_by_client"]) for r in records)))
 
 
 def main() -> None:

@@ -159,7 +159,7 @@ def test_python_resume_of_a_finished_run_returns_its_result_without_training(fin
     before, rounds = snapshot(run), []
     result = fedprior.resume(run, on_round=rounds.append)
     assert rounds == [] and snapshot(run) == before
-    assert result.run_dir == run and result.summary == json.loads((run / "result.json").read_text()) and len(result.history) == 2
+    assert result.run_dir == run and result.summary == json.loads((run / "result.json").read_text()) and len(result.records) == 2
 
 
 def test_raising_rounds_of_a_finished_run_still_trains_further(finished, tmp_path):

@@ -26,15 +26,17 @@ def test_logit_metrics_on_a_hand_computed_case():
     assert m["loss"] == pytest.approx(float(torch.nn.functional.cross_entropy(logits, y)))
 
 
-def test_every_round_records_the_bytes_each_client_sent_and_received():
+def test_every_round_records_the_bytes_its_clients_sent_and_received_in_total():
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
     algo = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
     data = [toy_images(16, seed=c) for c in range(4)]
     result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), RoundLoop(seed=0, rounds=2, fraction=0.5))
     model_bytes = sum(v.numel() * v.element_size() for k, v in result.state.items() if k.startswith(MODEL))
+    assert model_bytes > 1000
     for record in result.progress.history:
-        assert record["download_bytes"] == model_bytes
-        assert record["upload_bytes"] == {str(c): model_bytes for c in record["clients"]}
+        assert len(record["clients"]) == 2  # fraction 0.5 of 4 clients: the totals are 2 x the model
+        assert record["download_bytes"] == 2 * model_bytes and record["upload_bytes"] == 2 * model_bytes
+        assert record["upload_bytes_by_client"] == {str(c): model_bytes for c in record["clients"]}
     assert payload_bytes({"a": torch.zeros(3, dtype=torch.float64), "b": torch.zeros(2, 2, dtype=torch.int8)}) == 28
 
 

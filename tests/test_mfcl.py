@@ -273,12 +273,14 @@ def test_byte_counts_equal_the_tensors_sizes():
     model = SensorModule(1, 4, "pn", 2)
     whole = sum(t.numel() * 4 for t in model.state_dict().values())
     encoder = sum(t.numel() * 4 for t in model.encoder.state_dict().values())
-    assert sensor["download_bytes"] == whole and sensor["upload_bytes"] == {str(c): whole for c in range(4)}
+    assert sensor["download_bytes"] == 4 * whole and sensor["upload_bytes"] == 4 * whole  # the round's totals over 4 clients
+    assert sensor["upload_bytes_by_client"] == {str(c): whole for c in range(4)}
     assert len(upload["clients"]) == 2  # drop = 0.5 of 4 clients
-    assert upload["download_bytes"] == encoder
+    assert upload["download_bytes"] == 2 * encoder
     # Two views of every image, each a 4 x 4 x 4 float32 representation.
-    assert upload["upload_bytes"] == {str(c): sizes[c] * 2 * 4 * 4 * 4 * 4 for c in upload["clients"]}
-    assert all(r["download_bytes"] == 0 and r["upload_bytes"] == {} for r in server)
+    assert upload["upload_bytes_by_client"] == {str(c): sizes[c] * 2 * 4 * 4 * 4 * 4 for c in upload["clients"]}
+    assert upload["upload_bytes"] == sum(sizes[c] * 2 * 4 * 4 * 4 * 4 for c in upload["clients"])
+    assert all(r["download_bytes"] == 0 and r["upload_bytes"] == 0 and r["upload_bytes_by_client"] == {} for r in server)
 
 
 def test_a_server_only_stage_trains_without_clients():

@@ -189,6 +189,7 @@ def test_table_8_grid_reports_bits_from_derived_metrics():
     mfcl = next(r for r in results if r["row"] == "MFCL")
     assert mfcl["ours"] == 2000 * 24 and mfcl["paper"] == 30e11
     assert mfcl["metrics"]["bits_per_round"]["mean"] == 200 * 24 and mfcl["metrics"]["rep_bits"]["paper"] == 30e10
+    assert mfcl["metrics"]["bits_per_round"]["scale"] == 1.0  # bits as counts, as the paper prints them
 
 
 # ---------------------------------------------------------------- a whole run with its report

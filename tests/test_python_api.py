@@ -59,7 +59,8 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_
     assert "federation.fraction: input should be less than or equal to 1 (got 1.5)" in out
     assert "interrupted after round 1" in out and "['fedavg', 'scaffold']\nTrue\n" in out
     result = namespace["result"]
-    assert result.run_dir == Path("runs/fedavg") and len(result.history) == 3 and len(result.curve) == 4
+    assert result.run_dir == Path("runs/fedavg") and len(result.records) == 3 and len(result.curve) == 4
+    assert "True [1, 2, 3]\n" in out and result.history == result.summary["history"] == [r["accuracy"] for r in result.records]
     assert namespace["mine"].summary["algorithm"] == "uniform-fedavg" and "uniform-fedavg" in registry
     printed = re.search(r"^final (\d\.\d{3}), best (\d\.\d{3}), in runs/fedavg$", out, flags=re.M)
     assert printed is not None and float(printed[1]) == round(result.final_accuracy, 3)

@@ -34,12 +34,13 @@ def test_scalars_of_a_round_record():
         "step": 2,
         "accuracy": 0.5,
         "class_accuracy": [0.1, 0.9],
-        "upload_bytes": {"0": 10, "3": 5},
-        "download_bytes": 7,
+        "upload_bytes": 15,
+        "upload_bytes_by_client": {"0": 10, "3": 5},
+        "download_bytes": 14,
         "aggregated": False,
         "clients": [0, 3],
     }
-    assert scalars(record) == {"round": 2.0, "accuracy": 0.5, "upload_bytes": 15.0, "download_bytes": 7.0}
+    assert scalars(record) == {"round": 2.0, "accuracy": 0.5, "upload_bytes": 15.0, "download_bytes": 14.0}
 
 
 def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch, mlflow_db):

@@ -101,7 +101,7 @@ def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker
     history = result.progress.history
     assert [r["failed_clients"] for r in history] == [[], [victim], [], []]
     assert "died (killed by signal 9)" in history[1]["failures"][str(victim)]
-    assert sorted(map(int, history[1]["upload_bytes"])) == [c for c in range(6) if c != victim]  # the others replied
+    assert sorted(map(int, history[1]["upload_bytes_by_client"])) == [c for c in range(6) if c != victim]  # the others replied
     assert history[1].get("aggregated", True) and "accuracy" in history[1]
     # the victim kept its old state through the failed round, and trained again afterwards
     assert int(result.client_states[victim]["seen"]) == 3 and int(result.client_states[0]["seen"]) == 4

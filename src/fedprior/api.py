@@ -5,7 +5,7 @@ shown in ``docs/python-api.md``, whose examples the test suite runs:
 
 - :func:`load_config` a preset or TOML file plus overrides -> :class:`Config`;
 - :func:`run` it (in this process or on Flower), :func:`resume` an interrupted run (a finished one is returned as it is),
-  :func:`open_run` a finished one -> :class:`RunResult` (summary, per-round history, folder);
+  :func:`open_run` a finished one -> :class:`RunResult` (summary, accuracy history, per-round records, folder);
 - :func:`compare` run directories, grouped by method with mean ± sd over seeds (``fedprior compare``);
 - :func:`build_partition` a dataset's partition and its statistics -> :class:`PartitionResult`;
 - :func:`list_algorithms`, :func:`list_presets`, :func:`list_datasets`, :func:`list_tables`;
@@ -108,13 +108,17 @@ def load_config(source: str | Path | Config, overrides: Overrides = None) -> Con
 
 @dataclass(frozen=True)
 class RunResult:
-    """A run's outcome: its summary (``fedprior run --json``), its per-round records and its folder."""
+    """A run's outcome: its summary (``fedprior run --json``), its per-round records and its folder.
+
+    ``history`` is the summary's ``history``: the test accuracies (fractions) of the evaluated
+    rounds, whose steps are ``evaluated_rounds``; ``records`` are the rounds' full records.
+    """
 
     run_dir: Path
     summary: dict[str, Any]
     """final/best/initial accuracy (and macro-F1 where evaluated), bytes sent, wall time, ... (``result.json``)."""
-    history: list[dict[str, Any]] = field(default_factory=list)
-    """One record per round (``metrics.jsonl``): accuracy, loss, macro_f1, clients, bytes, seconds, ..."""
+    records: list[dict[str, Any]] = field(default_factory=list)
+    """One record per round (``metrics.jsonl``): accuracy, loss, macro_f1, clients, bytes (the round's totals), seconds, ..."""
 
     @property
     def final_accuracy(self) -> float:
@@ -123,6 +127,16 @@ class RunResult:
     @property
     def best_accuracy(self) -> float:
         return self.summary["best_accuracy"]
+
+    @property
+    def history(self) -> list[float]:
+        """Test accuracy (a fraction) after each evaluated round, in order: ``summary["history"]``."""
+        return self.summary["history"]
+
+    @property
+    def evaluated_rounds(self) -> list[int]:
+        """The round steps ``history`` was measured at: ``summary["evaluated_rounds"]``."""
+        return self.summary["evaluated_rounds"]
 
     @property
     def curve(self) -> dict[int, float]:

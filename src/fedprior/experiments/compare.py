@@ -31,6 +31,7 @@ from fedprior.experiments.compare_groups import PLACEMENT, Group, group_runs, pa
 from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.report import accuracy_curve
 from fedprior.experiments.run_dir import RunDir
+from fedprior.runtime.traffic import upgrade_record
 
 METRICS = ("initial_accuracy", "final_accuracy", "best_accuracy", "final_macro_f1", "best_macro_f1", "download_bytes", "upload_bytes", "wall_seconds")
 """The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it)."""
@@ -112,7 +113,7 @@ def partial_metrics(records: list[dict[str, Any]], initial: dict[str, Any]) -> d
 
 
 def read_metrics(path: Path) -> list[dict[str, Any]]:
-    """The round records of a ``metrics.jsonl``, skipping lines that are not one (a line cut by a kill, bytes appended to it).
+    """The round records of a ``metrics.jsonl`` (bytes as the rounds' totals, ``runtime/traffic.py``), skipping lines that are not one (a line cut by a kill, bytes appended to it).
 
     Skipped lines are one warning naming the file and how many (``fedprior resume`` rewrites
     the file from the checkpoint, which repairs it).
@@ -128,7 +129,7 @@ def read_metrics(path: Path) -> list[dict[str, Any]]:
         except ValueError:
             record = None
         if isinstance(record, dict):
-            records.append(record)
+            records.append(upgrade_record(record))  # an older fedprior's per-client byte counts -> the round's totals
         else:
             skipped += 1
     if skipped:

@@ -20,6 +20,7 @@ from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
+from fedprior.runtime.traffic import upgrade_records
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -33,15 +34,17 @@ def partition_statistics(experiment: Experiment) -> dict[str, Any]:
 def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
     """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server.
 
+    The sums of the rounds' records, which hold each round's totals over its clients
+    (``runtime/traffic.py``; records of an older fedprior, per client, are converted first).
     ``stage_communication`` splits them by stage, with the number of (round, client)
     participations, so per-round and per-client figures (mfcl.md Table 8) follow.
     """
     stages: dict[str, dict[str, int]] = {}
-    for r in history:
+    for r in upgrade_records(history):
         entry = stages.setdefault(r.get("stage", ""), {"participations": 0, "download_bytes": 0, "upload_bytes": 0})
         entry["participations"] += len(r.get("clients", []))
-        entry["download_bytes"] += int(r.get("download_bytes", 0) * len(r.get("clients", [])))
-        entry["upload_bytes"] += int(sum(r.get("upload_bytes", {}).values()))
+        entry["download_bytes"] += int(r.get("download_bytes", 0))
+        entry["upload_bytes"] += int(r.get("upload_bytes", 0))
     return {
         "download_bytes": sum(e["download_bytes"] for e in stages.values()),
         "upload_bytes": sum(e["upload_bytes"] for e in stages.values()),

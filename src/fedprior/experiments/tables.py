@@ -286,8 +286,11 @@ def run_table(
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
     ``scales`` say otherwise), ``std`` their sample standard deviation (n - 1; 0 for one
     seed), ``finals`` the per-seed values (seed 0 first); ``metrics`` holds the same for
-    every metric of the table (``{name: {"mean", "std", "values", "paper"}}``) that every
-    seed's summary has (a metric some rows do not produce is left out of their cells).
+    every metric of the table (``{name: {"scale", "mean", "std", "values", "paper"}}``) that
+    every seed's summary has (a metric some rows do not produce is left out of their cells).
+    A table is read against the paper's printed numbers, so its numbers are in the paper's
+    unit (accuracy in %); ``scale`` says so for a program: the run summary's value (a
+    fraction for accuracy, as in ``result.json``) times ``scale``.
     """
     results = []
     for cell in cells(table, embedded, extra, rows, columns):
@@ -300,6 +303,7 @@ def run_table(
                 continue
             values = np.array([table.scales.get(name, 100.0) * s[name] for s in summaries], dtype=float)
             metrics[name] = {
+                "scale": table.scales.get(name, 100.0),  # the summary's value (a fraction for accuracy) times this
                 "mean": round(float(values.mean()), 2),
                 "std": round(float(values.std(ddof=1)), 2) if values.size > 1 else 0.0,
                 "values": [round(float(v), 2) for v in values],

@@ -4,9 +4,12 @@ The runner hands :class:`Trackers` every round record (the lines of ``metrics.js
 round 0 is the initial model, at step 0) and, once the report is written, the summary:
 
 - TensorBoard, always, in ``<run dir>/tensorboard/``: each number of a round as a scalar
-  at its step (``upload_bytes`` summed over the clients), the report's figures (the PNGs of
-  the run directory) as images, the summary's numbers under ``summary/`` and the config as
-  text. ``tensorboard --logdir runs/`` shows every run.
+  at its step (bytes as the round's totals over its clients), the report's figures (the PNGs of
+  the run directory) as images, the summary's numbers under ``summary/``, the config as
+  text and, once the run ends, as HParams with the final and best accuracy as its metrics
+  (the HParams tab). Accuracy is a fraction here, as in every file a program reads (% only
+  in what a person reads: the CLI, report.md, the plots). ``tensorboard --logdir runs/``
+  shows every run.
 - MLflow, with ``run.mlflow = "URI"`` (a local ``sqlite:///mlflow.db``, or a tracking
   server): the config as params (``section.key``), the same per-round metrics, the
   summary's numbers, and the run directory as artifacts, all but the checkpoints (the
@@ -52,11 +55,9 @@ SUMMARY_KEYS = (
 
 
 def scalars(record: dict[str, Any]) -> dict[str, float]:
-    """The numbers of a round record (bytes uploaded summed over clients; lists, text and flags left out)."""
+    """The numbers of a round record (bytes: the round's totals over its clients; lists, mappings, text and flags left out)."""
     out = {}
     for key, value in record.items():
-        if key == "upload_bytes" and isinstance(value, dict):
-            value = sum(value.values())
         if key != "step" and isinstance(value, (int, float)) and not isinstance(value, bool):
             out[key] = float(value)
     return out
@@ -78,6 +79,26 @@ def flat_config(name: str, config: ExperimentConfig) -> dict[str, str]:
     return out
 
 
+def hparams(name: str, config: ExperimentConfig) -> dict[str, float | str]:
+    """The config as TensorBoard HParams (``section.key``): numbers as numbers (so the dashboard sorts and filters them),
+    flags as ``true``/``false``, the rest (lists included) as text; unset fields (None) left out, as TOML leaves them."""
+    out: dict[str, float | str] = {"name": name}
+    for section, values in config.to_dict().items():
+        for key, value in values.items() if isinstance(values, dict) else [("", values)]:
+            tag = f"{section}.{key}" if key else section
+            if isinstance(value, bool):
+                out[tag] = "true" if value else "false"
+            elif isinstance(value, (int, float)):
+                out[tag] = value
+            elif value is not None:
+                out[tag] = str(value)
+    return out
+
+
+HPARAM_METRICS = ("final_accuracy", "best_accuracy")
+"""The summary's numbers the HParams dashboard shows beside each run's config (as ``summary/KEY``, fractions)."""
+
+
 def replay(progress: Progress | None) -> list[dict[str, Any]]:
     """The records a resumed run has already made: the initial evaluation, then each finished round."""
     if progress is None:
@@ -88,11 +109,12 @@ def replay(progress: Progress | None) -> list[dict[str, Any]]:
 class TensorBoardTracker:
     """Scalars, figures and the config in ``<run dir>/tensorboard`` (torch's SummaryWriter from the tensorboard package)."""
 
-    def __init__(self, folder: Path, text: dict[str, str], done: list[dict[str, Any]]) -> None:
+    def __init__(self, folder: Path, text: dict[str, str], done: list[dict[str, Any]], hparam_values: dict[str, float | str] | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
         for old in folder.glob("events.out.tfevents.*"):  # a resumed run rewrites its history, as metrics.jsonl
             old.unlink()
+        self.hparams = hparam_values or {}
         self.writer = SummaryWriter(log_dir=str(folder))
         self.writer.add_text("config", "\n".join(f"    {k} = {v}" for k, v in text.items()), 0)
         for record in done:
@@ -110,10 +132,24 @@ class TensorBoardTracker:
         for key in SUMMARY_KEYS:
             if key in summary:
                 self.writer.add_scalar(f"summary/{key}", float(summary[key]), step)
+        if self.hparams:
+            self.write_hparams({f"summary/{key}": float(summary[key]) for key in HPARAM_METRICS if key in summary})
         for path in figures:
             with Image.open(path) as image:
                 self.writer.add_image(f"figures/{path.stem}", np.asarray(image.convert("RGB")), step, dataformats="HWC")
         self.writer.close()
+
+    def write_hparams(self, metrics: dict[str, float]) -> None:
+        """The config as HParams of this run's event file, with ``metrics`` (scalars logged here) as its metrics.
+
+        Written into the run's own folder, not the sub-run ``SummaryWriter.add_hparams`` makes, so
+        that ``tensorboard --logdir runs/`` shows one row per run directory in the HParams tab.
+        """
+        from torch.utils.tensorboard.summary import hparams as hparams_summaries
+
+        writer = self.writer._get_file_writer()
+        for proto in hparams_summaries(self.hparams, metrics):
+            writer.add_summary(proto)
 
 
 STORE_TIMEOUT = 3.0
@@ -422,7 +458,7 @@ class Trackers:
         target = mlflow_target(config, run)
         if target is not None:  # the store as used, absolute (the config keeps the value as written)
             params["run.mlflow"] = target.uri
-        self.tensorboard = TensorBoardTracker(run.tensorboard, params, done)
+        self.tensorboard = TensorBoardTracker(run.tensorboard, params, done, hparams(name, config))
         self.mlflow = MlflowTracker(target, run, config, params, done) if target is not None else None
 
     def record(self, record: dict[str, Any]) -> None:

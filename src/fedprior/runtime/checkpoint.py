@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from fedprior.atomic import save_tensors, tensors_sha256
 from fedprior.errors import FedpriorError
+from fedprior.runtime.traffic import upgrade_records
 
 if TYPE_CHECKING:
     from fedprior.algorithms.base import State
@@ -112,6 +113,7 @@ def load_checkpoint(path: Path) -> RunState:
         raise CheckpointError(f"checkpoint {path} is damaged: checksum mismatch (its bytes changed after it was written)")
     try:
         progress = Progress(**json.loads(metadata["progress"]))
+        progress.history = upgrade_records(progress.history)  # per-client byte counts of an older fedprior -> the rounds' totals
     except (ValueError, TypeError) as error:
         raise CheckpointError(f"checkpoint {path} has unreadable progress metadata ({error})") from None
     server = {k[len(SERVER) :]: v for k, v in tensors.items() if k.startswith(SERVER)}

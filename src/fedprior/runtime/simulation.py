@@ -26,10 +26,11 @@ stops with :class:`RoundNotTrained`, leaving the checkpoint of the last trained 
 resume from. (A round whose clients all answered but held no data is a trained round
 that changed nothing: ``"aggregated": false``.)
 
-Communication is accounted in every round for every algorithm: ``download_bytes`` is
-what each sampled client receives (the broadcast's tensors), ``upload_bytes`` what each
-client that answered sent (its reply's tensors), by client id, both in bytes of the
-tensors' buffers (mfcl.md Table 8 counts the same payloads).
+Communication is accounted in every round for every algorithm, as totals over the
+round's clients (``traffic.py``): ``download_bytes`` is what the sampled clients receive
+(the broadcast's tensors, once per sampled client), ``upload_bytes`` what the clients that
+answered sent (their replies' tensors), with ``upload_bytes_by_client`` beside it, all in
+bytes of the tensors' buffers (mfcl.md Table 8 counts the same payloads).
 """
 
 from __future__ import annotations
@@ -52,6 +53,7 @@ from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sample_clients
 from fedprior.runtime.threads import torch_threads
+from fedprior.runtime.traffic import round_traffic
 from fedprior.runtime.workers import WorkerClients, WorkerSetup
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -219,8 +221,7 @@ def run_rounds(
                     check_global(state, record, stage.name, round_)
                     record.update(mean_client_metrics(replies))
                     record.update({"clients": sampled, "failed_clients": sorted(failures)})
-                    record["download_bytes"] = payload_bytes(message.arrays)
-                    record["upload_bytes"] = {str(r.client_id): payload_bytes(r.arrays) for r in sorted(answered, key=lambda r: r.client_id)}
+                    record.update(round_traffic(payload_bytes(message.arrays), sampled, {r.client_id: payload_bytes(r.arrays) for r in answered}))
                     if failures:
                         record["failures"] = {str(c): failures[c] for c in sorted(failures)}
                     if empty:

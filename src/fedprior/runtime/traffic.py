@@ -1,0 +1,50 @@
+"""Bytes sent in a round, as totals over the round's clients, and the upgrade of records written before they were.
+
+A round record (a line of ``metrics.jsonl``, an entry of a checkpoint's history) counts:
+
+- ``download_bytes``: server -> clients, the broadcast's tensors times the sampled clients
+  (each sampled client receives the broadcast, whether or not it answers);
+- ``upload_bytes``: clients -> server, the tensors of every reply that came back, summed;
+- ``upload_bytes_by_client``: the same by client id (a reply's size differs between clients
+  for some methods, e.g. MFCL's representations).
+
+The summary (``result.json``) sums the rounds' records, so its ``download_bytes`` and
+``upload_bytes`` are the run's totals in the same unit. Until this module, a record held
+``download_bytes`` per client and ``upload_bytes`` as the by-client mapping; such a record is
+recognised by that mapping (the marker: ``upload_bytes`` is a dict) and converted on load
+(:func:`upgrade_record`), so an old checkpoint resumes, and an old ``metrics.jsonl`` reads, with totals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+
+def round_traffic(broadcast_bytes: int, sampled: Iterable[int], uploads: Mapping[int, int]) -> dict[str, Any]:
+    """A round's byte counts: ``broadcast_bytes`` to each of ``sampled``, ``uploads`` (client id -> bytes) back."""
+    by_client = {str(c): int(uploads[c]) for c in sorted(uploads)}
+    return {
+        "download_bytes": int(broadcast_bytes) * len(list(sampled)),
+        "upload_bytes": sum(by_client.values()),
+        "upload_bytes_by_client": by_client,
+    }
+
+
+def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with per-client byte counts (written before rounds counted totals) converted to totals; others as they are."""
+    uploads = record.get("upload_bytes")
+    if not isinstance(uploads, dict):  # a current record (an int), or a record without bytes (an unreached round)
+        return record
+    by_client = {str(c): int(b) for c, b in uploads.items()}
+    return {
+        **record,
+        "download_bytes": int(record.get("download_bytes", 0)) * len(record.get("clients", [])),
+        "upload_bytes": sum(by_client.values()),
+        "upload_bytes_by_client": by_client,
+    }
+
+
+def upgrade_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """:func:`upgrade_record` of each record."""
+    return [upgrade_record(r) for r in records]
