@@ -265,7 +265,7 @@ def test_dataframe_without_pandas_names_the_install(grid, monkeypatch):
 
     comparison = compare_runs(grid)
     monkeypatch.setitem(sys.modules, "pandas", None)  # import pandas raises ImportError
-    with pytest.raises(FedpriorError, match="needs pandas, which is not installed: pip install pandas"):
+    with pytest.raises(FedpriorError, match="needs pandas, which is not installed: .venv/bin/pip install -c requirements.lock pandas"):
         comparison.dataframe()
 
 

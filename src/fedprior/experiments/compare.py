@@ -260,12 +260,12 @@ class Comparison:
         return path
 
     def dataframe(self, per: str = "group"):
-        """The rows (``per`` 'group' or 'run') as a pandas DataFrame (pandas is optional: ``pip install pandas``)."""
+        """The rows (``per`` 'group' or 'run') as a pandas DataFrame (pandas is optional: ``.venv/bin/pip install -c requirements.lock pandas``, the lock keeping torch and numpy)."""
         try:
             import pandas as pd
         except ImportError:
             raise FedpriorError(
-                "Comparison.dataframe needs pandas, which is not installed: pip install pandas "
+                "Comparison.dataframe needs pandas, which is not installed: .venv/bin/pip install -c requirements.lock pandas "
                 "(without it, Comparison.group_rows() and run_rows() give the same rows as dicts)"
             ) from None
         return pd.DataFrame.from_records(self.rows(per))
