@@ -33,7 +33,7 @@ from fedprior.data import load_dataset
 from fedprior.data.augment import seeded
 from fedprior.data.augment.fixmatch import STRONG_AUGMENTS, FixMatchAugment
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
-from fedprior.experiments.build import pixel_statistics, pixels
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.models.cnn import SmallCNN
 
 RESULT = Path(__file__).parent / "results" / "strong_views.json"
@@ -71,10 +71,10 @@ def main(argv: list[str] | None = None) -> dict:
     started, load_at_start = time.perf_counter(), load()
 
     data = load_dataset("fashion-mnist")
-    mean, std = pixel_statistics(data)
-    train_x, test_x = pixels(data.train_images, mean, std), pixels(data.test_images[: args.test], mean, std)
+    standardizer = PixelStandardizer.fit(data.train_images)
+    train_x, test_x = standardizer.pixels(data.train_images), standardizer.pixels(data.test_images[: args.test])
     train_y, test_y = torch.from_numpy(data.train_labels), torch.from_numpy(data.test_labels[: args.test])
-    base = FixMatchAugment(tuple(float(v) for v in mean), tuple(float(v) for v in std))
+    base = FixMatchAugment(standardizer.mean, standardizer.std)
     loaded = time.perf_counter()
     models = {"clean-trained": train(train_x, train_y, args.steps, args.seed)}
     trained = time.perf_counter() - loaded

@@ -12,11 +12,11 @@ from fedprior.algorithms.fst_cbdg import (
     balanced_counts,
     equal_counts,
     fst_cbdg,
-    moving_average,
     self_training_loss,
     zero_shot_probabilities,
 )
 from fedprior.algorithms.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
+from fedprior.algorithms.pseudo_labels import moving_average
 
 K, D = 3, 6
 INFO = RoundInfo(seed=0, stage="federated", round=1)

@@ -11,7 +11,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Sta
 from fedprior.algorithms.contrastive import nt_xent, sinkhorn
 from fedprior.algorithms.linear_eval import linear_evaluation
 from fedprior.algorithms.mfcl import mfcl
-from fedprior.algorithms.optim_state import load_optimizer_arrays, optimizer_arrays
+from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.models.autoencoder import SensorModule
@@ -141,12 +141,12 @@ def test_optimizer_state_round_trip():
         optimizer.zero_grad()
         model(torch.randn(4, 3)).sum().backward()
         optimizer.step()
-    arrays = optimizer_arrays(optimizer, model)
-    assert set(arrays) == {f"opt.{p}.{k}" for p in ("weight", "bias") for k in ("step", "exp_avg", "exp_avg_sq")}
+    arrays = optimizer_state(optimizer, model)
+    assert set(arrays) == {f"opt.{p}:{k}" for p in ("weight", "bias") for k in ("step", "exp_avg", "exp_avg_sq")}
     copy = nn.Linear(3, 2)
     copy.load_state_dict(model.state_dict())
     again = torch.optim.Adam(copy.parameters(), lr=0.1)
-    load_optimizer_arrays(again, copy, arrays)
+    load_optimizer_state(again, copy, arrays)
     x = torch.randn(4, 3)
     for m, o in ((model, optimizer), (copy, again)):
         o.zero_grad()
@@ -255,7 +255,7 @@ def test_run_killed_in_phase_2_resumes_with_the_same_numbers(tmp_path):
     with pytest.raises(KeyboardInterrupt):
         run(tmp_path, stop_after=("server", 1))
     saved = load_checkpoint(tmp_path / "checkpoint.safetensors")
-    assert (saved.progress.stage_index, saved.progress.round) == (2, 1) and "opt.proj.0.weight.exp_avg" in saved.server
+    assert (saved.progress.stage_index, saved.progress.round) == (2, 1) and "opt.proj.0.weight:exp_avg" in saved.server
     resumed = run(tmp_path, start=saved)
     assert strip(resumed.progress.history) == strip(whole.progress.history)
     assert set(resumed.state) == set(whole.state) and all(torch.equal(resumed.state[k], whole.state[k]) for k in whole.state)

@@ -20,8 +20,9 @@ projection to the language model's dimension) against a classifier nobody trains
 
 Server state: ``model.*`` (backbone and projection), ``generator.*`` (its parameters and
 BatchNorm statistics), ``cgde.trained`` and, with ``adam_state='kept'``,
-``generator_adam.*``. Aggregation is the example-weighted FedAvg of the whole state dict
-(the code; the paper writes a plain mean).
+``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.optimizer_state`).
+Aggregation is the example-weighted FedAvg of the whole state dict (the code; the
+paper writes a plain mean).
 
 Defaults follow the authors' code where the paper is silent (tau, generator schedule,
 synthetic batch, SGD with decay 0.99 per round; see ``body_training.py`` for the
@@ -52,8 +53,10 @@ from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_cond
 from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
 from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.local_training import LossFn
+from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
 from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays, with_prefix
+from fedprior.algorithms.tensors import load_model_arrays, model_arrays
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.models.generator import ConditionalGenerator
 from fedprior.models.projected import ProjectedNet
@@ -95,37 +98,11 @@ AdamState = Annotated[
 ]
 
 
-def pixel_standardizer(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
-    """(mean, std), shaped (1, C, 1, 1), that map [0, 1] images to the model's inputs (the training set's, or 0 and 1)."""
+def input_standardizer(task: Task) -> PixelStandardizer:
+    """What maps the generator's [0, 1] images to the model's inputs: the training set's standardisation (none: the identity)."""
     if len(task.input_shape) != 3 or task.input_shape[1] != task.input_shape[2]:
         raise ConfigError(f"fedbm trains on square images (C, H, H); the data gives {task.input_shape} (set encoder.name=none)")
-    channels = task.input_shape[0]
-    mean = torch.tensor(task.pixel_mean or (0.0,) * channels, dtype=torch.float32).view(1, -1, 1, 1)
-    std = torch.tensor(task.pixel_std or (1.0,) * channels, dtype=torch.float32).view(1, -1, 1, 1)
-    return mean, std
-
-
-def adam_arrays(optimizer: torch.optim.Adam, generator: nn.Module) -> State:
-    """Adam's moments and step count as flat named tensors (``exp_avg``/``exp_avg_sq`` per parameter, ``step``)."""
-    out: State = {}
-    for name, p in generator.named_parameters():
-        state = optimizer.state[p]
-        out[f"{name}.exp_avg"] = state["exp_avg"].detach().cpu().contiguous().clone()
-        out[f"{name}.exp_avg_sq"] = state["exp_avg_sq"].detach().cpu().contiguous().clone()
-        out["step"] = torch.as_tensor(state["step"]).detach().cpu().float().clone()
-    return out
-
-
-def load_adam(optimizer: torch.optim.Adam, generator: nn.Module, arrays: State) -> None:
-    """Put moments saved by :func:`adam_arrays` back into ``optimizer`` (a no-op when there are none)."""
-    if "step" not in arrays:
-        return
-    for name, p in generator.named_parameters():
-        optimizer.state[p] = {
-            "step": arrays["step"].clone(),
-            "exp_avg": arrays[f"{name}.exp_avg"].to(p.device).clone(),
-            "exp_avg_sq": arrays[f"{name}.exp_avg_sq"].to(p.device).clone(),
-        }
+    return PixelStandardizer(task.pixel_mean, task.pixel_std)
 
 
 def condition_distribution(embeddings: torch.Tensor, kind: str = "concept", covariance: str = "full") -> Conditions:
@@ -221,7 +198,7 @@ def fedbm(
     from fedprior.models import build_model
 
     device = training.device
-    pixel_mean, pixel_std = pixel_standardizer(task)
+    standardize = input_standardizer(task)
     build_model(model, task)  # a wrong shape fails here, naming algorithm.model
     embeddings = concept_embeddings(task.class_names, text_model, prompts, prompt_fraction)
     text_dim = embeddings.shape[-1]
@@ -242,7 +219,7 @@ def fedbm(
         return classifier_loss(net, x, y, loss, counts)
 
     def to_input(images: torch.Tensor) -> torch.Tensor:
-        return (images - pixel_mean.to(images.device)) / pixel_std.to(images.device)
+        return standardize.apply(images)
 
     def new_generator() -> ConditionalGenerator:
         return ConditionalGenerator(condition_sampler.dim, channels, side, generator_width)
@@ -299,12 +276,12 @@ def fedbm(
             generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
-            load_adam(adam, generator, with_prefix(state, ADAM))
+            load_optimizer_state(adam, generator, state, ADAM)
         train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings, to_input, info.generator("cgde"), adam)
         generator.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
         new = {**state, **model_arrays(generator, GENERATOR), TRAINED: torch.tensor(1)}
         if adam_state == "kept":
-            new.update(add_prefix(adam_arrays(adam, generator), ADAM))
+            new = store_optimizer_state(new, adam, generator, ADAM)
         return new
 
     return Algorithm(

@@ -7,7 +7,8 @@ scale, hence near-uniform predictions). Each sampled client, with unlabeled imag
 features I_j only (Algorithm 1):
 
 - keeps soft pseudo-labels q_j, initially the zero-shot prediction p_j (Eq. 2), and
-  updates them by the moving average q_j <- beta q_j + (1 - beta) f(I_j) (Eq. 4);
+  updates them by the moving average q_j <- beta q_j + (1 - beta) f(I_j) (Eq. 4;
+  :func:`~fedprior.algorithms.pseudo_labels.moving_average`);
 - minimizes the self-training loss L_iST = -E_j[q_j . log f(I_j)] (Eq. 3)
 - plus lambda times the synthetic loss L_tSamp = -sum 1_k . log f(z_kj) (Eq. 6, 8) on
   features z_kj ~ N(T_k, sigma^2 I) (Eq. 5), n_k per class by the balancing equation
@@ -65,6 +66,7 @@ from fedprior.algorithms.linear_heads import (
     masked_mean,
     text_head,
 )
+from fedprior.algorithms.pseudo_labels import moving_average
 from fedprior.algorithms.tensors import to_device, weighted_mean
 
 LABELS = "labels"
@@ -78,11 +80,6 @@ Sigma = Annotated[float, Field(ge=0, description="standard deviation sigma of th
 def zero_shot_probabilities(features: torch.Tensor, text: torch.Tensor) -> torch.Tensor:
     """p_j = softmax([I_j . T_1, ..., I_j . T_K]) (Eq. 2): CLIP's zero-shot prediction, no logit scale."""
     return torch.softmax(features @ text.T, dim=1)
-
-
-def moving_average(q: torch.Tensor, prediction: torch.Tensor, beta: float) -> torch.Tensor:
-    """q^t = beta q^{t-1} + (1 - beta) f(I) (Eq. 4)."""
-    return beta * q + (1.0 - beta) * prediction
 
 
 def balanced_counts(pseudo_label_counts: torch.Tensor, gamma: float) -> torch.Tensor:

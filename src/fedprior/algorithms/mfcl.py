@@ -44,7 +44,7 @@ discriminator: a control, evaluated after the sensor stage too). ``server_loss``
 last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
-(discriminator and head), ``opt.*`` (their Adam state), and after the upload
+(discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.optimizer_state`), and after the upload
 ``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
 """
 
@@ -60,7 +60,7 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
 from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.optim_state import load_optimizer_arrays, optimizer_arrays
+from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
 from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
@@ -262,7 +262,7 @@ def mfcl(
         body, head = server_modules(state)
         pair = nn.ModuleDict({"disc": body, "proj": head})
         optimizer = server_optimizer(body, head)
-        load_optimizer_arrays(optimizer, pair, state)
+        load_optimizer_state(optimizer, pair, state)
         z1, z2 = state[REPS + "view1"], state[REPS + "view2"]
         order = torch.randperm(z1.shape[0], generator=info.generator("epoch"))
         pair.train()
@@ -279,13 +279,8 @@ def mfcl(
             optimizer.step()
             total, steps = total + float(loss.detach()), steps + 1
         pair.cpu()
-        return {
-            **state,
-            **model_arrays(body, DISC),
-            **model_arrays(head, PROJ),
-            **optimizer_arrays(optimizer, pair),
-            "server.loss": torch.tensor(total / max(steps, 1)),
-        }
+        trained = store_optimizer_state({**state, **model_arrays(body, DISC), **model_arrays(head, PROJ)}, optimizer, pair)
+        return {**trained, "server.loss": torch.tensor(total / max(steps, 1))}
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         if info.stage == "sensor":

@@ -38,7 +38,12 @@ def hard_labels(probabilities: torch.Tensor, threshold: float) -> tuple[torch.Te
 
 
 def moving_average(previous: torch.Tensor, current: torch.Tensor, gamma: float) -> torch.Tensor:
-    """Algorithm 3, line 20: ``p_bar <- gamma p_bar + (1 - gamma) p_bar^e`` (gamma, the momentum accumulation coefficient)."""
+    """``gamma previous + (1 - gamma) current``: the exponential moving average of a pseudo-label quantity.
+
+    FedDB, Algorithm 3 line 20: APP-U, ``p_bar <- gamma p_bar + (1 - gamma) p_bar^e``
+    (gamma, the momentum accumulation coefficient); FST-CBDG, Eq. 4: the soft
+    pseudo-labels, ``q^t = beta q^{t-1} + (1 - beta) f(I)`` (``gamma`` = beta).
+    """
     return gamma * previous + (1.0 - gamma) * current
 
 

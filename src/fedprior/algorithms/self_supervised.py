@@ -2,7 +2,7 @@
 
 - Clients receive standardized pixels; SimCLR's colour ops and MFCL's binary
   cross-entropy need images in [0, 1]: :func:`unit_images` undoes the standardization
-  with the training set's channel statistics the Task carries
+  (:mod:`fedprior.data.standardize`) with the training set's channel statistics the Task carries
   (``task.pixel_mean``, ``task.pixel_std``; absent: the data is taken as [0, 1]).
 - :func:`two_view_epochs`: every epoch draws two fresh SimCLR views of all the client's
   images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
@@ -31,6 +31,7 @@ from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import model_arrays
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.models.peer_norm import peer_views
 from fedprior.models.split import split
 
@@ -47,13 +48,10 @@ LinearEval = Annotated[
 
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
-    """A function mapping the Task's standardized images back to [0, 1] pixels."""
+    """A function mapping the Task's standardized images back to [0, 1] pixels (:meth:`PixelStandardizer.to_unit`)."""
     if not task.pixel_mean or not task.pixel_std:
-        return lambda x: x.clamp(0.0, 1.0)
-    shape = (1, -1, 1, 1)
-    mean = torch.tensor(task.pixel_mean, dtype=torch.float32).view(shape)
-    std = torch.tensor(task.pixel_std, dtype=torch.float32).view(shape)
-    return lambda x: (x * std.to(x.device) + mean.to(x.device)).clamp(0.0, 1.0)
+        return PixelStandardizer().to_unit
+    return PixelStandardizer(task.pixel_mean, task.pixel_std).to_unit
 
 
 def two_view_epochs(

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from fedprior.algorithms.base import Algorithm, ClientData, Task
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset, load_dataset
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
@@ -137,25 +138,6 @@ class ClientSide:
         return algorithm, functools.partial(select_client_data, self.partition, self.train, client_fields(algorithm))
 
 
-def pixels(images: np.ndarray, mean: np.ndarray, std: np.ndarray) -> torch.Tensor:
-    """uint8 (N, C, H, W) -> float32 standardized per channel with the training set's mean and std."""
-    x = torch.from_numpy(images).float().div_(255.0)
-    return (x - torch.from_numpy(mean).view(1, -1, 1, 1)) / torch.from_numpy(std).view(1, -1, 1, 1)
-
-
-def pixel_statistics(dataset: Dataset) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and std of the training images scaled to [0, 1]."""
-    scaled = dataset.train_images.astype(np.float32) / 255.0
-    mean = scaled.mean(axis=(0, 2, 3)).astype(np.float32)
-    std = (scaled.std(axis=(0, 2, 3)) + 1e-6).astype(np.float32)
-    return mean, std
-
-
-def pixel_inputs(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor]:
-    mean, std = pixel_statistics(dataset)
-    return pixels(dataset.train_images, mean, std), pixels(dataset.test_images, mean, std)
-
-
 def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray, groups: np.ndarray | None = None) -> Partition:
     """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
 
@@ -251,12 +233,10 @@ def encoded_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.dev
 def model_inputs(config: ExperimentConfig, dataset: Dataset, device: torch.device) -> Inputs:
     if config.encoder.name != "none":
         return encoded_inputs(config, dataset, device)
-    train_x, test_x = pixel_inputs(dataset)
-    mean, std = pixel_statistics(dataset)
-    val_x = pixels(dataset.val_images, mean, std) if dataset.val_images is not None else None
-    return Inputs(
-        train_x, test_x, {}, np.zeros(0, dtype=np.int64), pixel_mean=tuple(float(v) for v in mean), pixel_std=tuple(float(v) for v in std), val_x=val_x
-    )
+    standardizer = PixelStandardizer.fit(dataset.train_images)
+    train_x, test_x = standardizer.pixels(dataset.train_images), standardizer.pixels(dataset.test_images)
+    val_x = standardizer.pixels(dataset.val_images) if dataset.val_images is not None else None
+    return Inputs(train_x, test_x, {}, np.zeros(0, dtype=np.int64), pixel_mean=standardizer.mean, pixel_std=standardizer.std, val_x=val_x)
 
 
 _PREPARED: dict[str, tuple[Dataset, Inputs]] = {}

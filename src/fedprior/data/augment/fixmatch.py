@@ -28,7 +28,7 @@ unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images 
     clean-trained CNN: 85.7% on clean Fashion-MNIST, 19.5% on these views, 30.7% on
     ``fixmatch``'s; ``benchmarks/strong_views.py``).
 
-Value ranges. fedprior standardizes pixels per channel (``experiments/build.py``),
+Value ranges. fedprior standardizes pixels per channel (:mod:`fedprior.data.standardize`),
 while the colour operations (contrast, solarize, posterize, equalize ...) expect
 images in [0, 1]. Every view is therefore made on the *un-standardized* image:
 ``x * std + mean`` -> ops -> clamp to [0, 1] -> ``(x - mean) / std``, with the
@@ -50,6 +50,7 @@ import torch
 
 from fedprior.data.augment import seed_from, seeded
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
+from fedprior.data.standardize import PixelStandardizer
 
 RANDAUGMENT_OPS = 15
 """Operations in kornia's default RandAugment list (auto_contrast ... translate_y)."""
@@ -115,15 +116,16 @@ class FixMatchAugment:
             }
         return self._ops[key]
 
+    @property
+    def standardizer(self) -> PixelStandardizer:
+        """The standardisation the images were made with (``mean``, ``std``)."""
+        return PixelStandardizer(self.mean, self.std)
+
     def _unit(self, x: torch.Tensor) -> torch.Tensor:
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        return x * std + mean
+        return self.standardizer.invert(x)
 
     def _standard(self, x: torch.Tensor) -> torch.Tensor:
-        mean = torch.tensor(self.mean, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
-        return (x.clamp(0.0, 1.0) - mean) / std
+        return self.standardizer.apply(x.clamp(0.0, 1.0))
 
     def _weak_unit(self, x: torch.Tensor) -> torch.Tensor:
         return self._modules(x.shape[-2], x.shape[-1])["weak"](x)

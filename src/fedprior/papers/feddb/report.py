@@ -147,11 +147,9 @@ def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
     augment = FixMatchAugment(task.pixel_mean, task.pixel_std, flip=flip, strong_augment=str(hyperparameters.get("strong_augment", "fixmatch")))
     generator = torch.Generator().manual_seed(experiment.config.run.seed)
     views = {"image": x, "weak": augment.weak(x, generator), "strong": augment.strong(x, generator)}
-    mean = torch.tensor(task.pixel_mean).view(1, -1, 1, 1)
-    std = torch.tensor(task.pixel_std).view(1, -1, 1, 1)
     fig, axes = _axes(3, x.shape[0], (1.3, 1.4))
     for r, (label, batch) in enumerate(views.items()):
-        pixels = (batch * std + mean).clamp(0, 1)
+        pixels = augment.standardizer.to_unit(batch)
         for c in range(x.shape[0]):
             ax = axes[r][c]
             image = pixels[c].permute(1, 2, 0).numpy()
