@@ -31,6 +31,7 @@ NOT_DEFAULT = [
     "run.threads=2",
     "run.device='cpu'",
     "run.start_method='spawn'",
+    "run.checkpoint_every=2",
 ]
 
 
@@ -50,6 +51,7 @@ def expected(workers: int) -> dict:
         "workers": workers,
         "device": "cpu",
         "start_method": "spawn",
+        "checkpoint_every": 2,
     }
 
 
