@@ -11,7 +11,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.slow
+@pytest.mark.benchmark  # 20-30 s: with the benchmarks (pytest -m benchmark), not in the default run
 def test_paper_scale_benchmark_writes_counted_rounds(tmp_path):
     out = tmp_path / "paper_scale_cpu.json"
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
