@@ -172,7 +172,7 @@ def grid(tmp_path):
 def test_runs_group_by_method_with_seeds_folded(grid):
     comparison = compare_runs(grid)
     groups = comparison.groups
-    assert [g.label for g in groups] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    assert [g.label for g in groups] == ["fedavg alpha=0.1", "scaffold alpha=0.1", "fedavg alpha=0.5"]
     assert [g.run_labels for g in groups] == [["fa-s0", "fa-s1", "fa-s2"], ["sc-s0", "sc-s1"], ["fa5-s0"]]
     assert [g.seeds for g in groups] == [[0, 1, 2], [0, 1], [0]]
     assert groups[1].setting == {"partition.alpha": 0.1, "algorithm.global_lr": 1.0}
@@ -243,7 +243,7 @@ def test_group_and_run_csv(grid, tmp_path):
     comparison = compare_runs(grid)
     path = comparison.write_csv(tmp_path / "out" / "groups.csv")
     rows = list(csv.DictReader(path.open()))
-    assert [r["group"] for r in rows] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    assert [r["group"] for r in rows] == ["fedavg alpha=0.1", "scaffold alpha=0.1", "fedavg alpha=0.5"]
     header = list(rows[0])
     assert header[:8] == ["group", "algorithm", "partition.alpha", "algorithm.global_lr", "n", "finished", "rounds", "seeds"]
     assert "final_accuracy_mean" in header and "best_accuracy_sd" in header and "initial_accuracy_mean" in header
@@ -255,7 +255,7 @@ def test_group_and_run_csv(grid, tmp_path):
 
     runs = list(csv.DictReader(comparison.write_csv(tmp_path / "runs.csv", per="run").open()))
     assert [r["label"] for r in runs] == ["fa-s0", "fa-s1", "fa-s2", "sc-s0", "sc-s1", "fa5-s0"]
-    assert runs[3]["group"] == "scaffold alpha=0.1 global_lr=1.0" and runs[3]["seed"] == "0" and runs[3]["final_accuracy"] == "0.6"
+    assert runs[3]["group"] == "scaffold alpha=0.1" and runs[3]["seed"] == "0" and runs[3]["final_accuracy"] == "0.6"
     with pytest.raises(FedpriorError, match="per must be 'group' or 'run', not 'seed'"):
         comparison.csv(per="seed")
 
@@ -288,7 +288,7 @@ def test_cli_groups_table_csv_and_json(grid, tmp_path):
 
     result = invoke("compare", *folders, "--plot", tmp_path / "c.png", "--json", "--csv", tmp_path / "g2.csv")
     out = json.loads(result.stdout)
-    assert [g["group"] for g in out["groups"]] == ["fedavg alpha=0.1", "scaffold alpha=0.1 global_lr=1.0", "fedavg alpha=0.5"]
+    assert [g["group"] for g in out["groups"]] == ["fedavg alpha=0.1", "scaffold alpha=0.1", "fedavg alpha=0.5"]
     assert out["groups"][0]["final_accuracy_mean"] == pytest.approx(0.74) and out["groups"][0]["runs"] == ["fa-s0", "fa-s1", "fa-s2"]
     assert out["groups"][2]["final_accuracy_sd"] is None and out["groups"][0]["curve"]["2"]["n"] == 3
     assert out["csv"] == str(tmp_path / "g2.csv") and out["paired"] is False and "run.seed" in out["ignored_fields"]
@@ -349,9 +349,9 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cropping_numbers(grid)
     comparison = compare_runs(grid)
     wide = render(comparison, 200)
     assert [c.header for c in wide.columns][-2:] == ["MB to / from\nclients", "wall\ntime s"] and "left out" not in str(wide.caption)
-    # method 13 (global_lr=1.0) + n 1 + seeds 5 + 12 + 12 + 12 + wall 6 = 61, 7 columns: + 3 x 7 + 1 = 83
-    assert needed_width(wide) == 83
-    narrow = render(comparison, 80)
-    assert [c.header for c in narrow.columns][-1] == "MB to / from\nclients" and needed_width(narrow) == 74
+    # method 9 (alpha=0.1) + n 1 + seeds 5 + 12 + 12 + 12 + wall 6 = 57, 7 columns: + 3 x 7 + 1 = 79
+    assert needed_width(wide) == 79
+    narrow = render(comparison, 76)
+    assert [c.header for c in narrow.columns][-1] == "MB to / from\nclients" and needed_width(narrow) == 70
     assert str(narrow.caption).endswith("left out for the terminal's width (in --csv, --json): wall time s")
-    assert "MB to / from clients, wall time s" in str(render(comparison, 70).caption)
+    assert "MB to / from clients, wall time s" in str(render(comparison, 66).caption)

@@ -4,7 +4,9 @@ A *group* is the runs whose configs agree on every field that changes what a run
 the algorithm and every config field that differs between the compared runs, except
 ``run.seed`` (the seeds are what a group folds over) and the fields in :data:`PLACEMENT`,
 which only say where or how a run executes. Its numbers are the mean and the sample
-standard deviation (n - 1) over its runs.
+standard deviation (n - 1) over its runs. Its label is the algorithm and the fields that
+vary among that algorithm's runs (``fixmatch num_labeled=250``), not the hyperparameters
+that differ only because another algorithm lacks them; its CSV row holds every field.
 """
 
 from __future__ import annotations
@@ -142,7 +144,9 @@ def group_runs(runs: Sequence[RunView], labels: Sequence[str]) -> list[Group]:
     for indices in members.values():
         first = runs[indices[0]]
         setting = {k: first.config.get(k) for k in setting_keys}
-        parts = [f"{short[k]}={shown_value(v)}" for k, v in setting.items() if v is not None]
+        # named by the fields that vary among one algorithm's runs: another algorithm's hyperparameters (which
+        # differ only because FedAvg has none of FixMatch's) would bury the label; the CSV row keeps every field
+        parts = [f"{short[k]}={shown_value(setting[k])}" for k in within if setting[k] is not None]
         style = settings.setdefault(json.dumps([setting[k] for k in within], default=str), len(settings))
         groups.append(
             Group(
