@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from fedprior.algorithms.base import Algorithm, ClientData, Task
+from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset, load_dataset
 from fedprior.data.standardize import PixelStandardizer
@@ -30,6 +30,7 @@ from fedprior.runtime.simulation import stage_plan
 from fedprior.runtime.threads import ThreadPolicy, available_cores, default_workers, thread_policy, torch_threads
 from fedprior.runtime.workers import default_start_method
 from fedprior.seeding import numpy_rng
+from fedprior.task import Task
 
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
