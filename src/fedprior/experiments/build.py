@@ -8,7 +8,6 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import torch
@@ -158,24 +157,9 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
                 f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
                 f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead"
             )
-    options: dict[str, Any] = dict(shards=p.shards, alpha=p.alpha, min_size=p.min_size, window=p.window, balance=p.balance)
-    if p.num_labeled:
-        from fedprior.partition.labeled_split import LabeledSplitPartitioner
-
-        splitter = LabeledSplitPartitioner.with_scheme(
-            p.scheme,
-            f.num_clients,
-            p.num_labeled,
-            config.run.seed,
-            **options,
-            add_labeled_to_unlabeled=p.labeled_in_unlabeled,
-            num_unlabeled=p.num_unlabeled,
-        )
-        split = splitter.partition(labels[pool])
-        return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
-    options["groups"] = None if groups is None else groups[pool]
-    parts = make_partitioner(p.scheme, f.num_clients, config.run.seed, **options).split(labels[pool])
-    return Partition({"train": tuple(pool[part] for part in parts)})
+    owners = None if groups is None or p.num_labeled else groups[pool]
+    split = make_partitioner(p, f.num_clients, config.run.seed, groups=owners).partition(labels[pool])
+    return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
 
 
 def check_inputs(algorithm: Algorithm, partition: Partition, config: ExperimentConfig) -> None:
