@@ -187,7 +187,7 @@ def toml_line(key: str, value: Any) -> str:
 
 def preset_paths() -> dict[str, Path]:
     """Shipped presets by name: ``fedprior/presets/`` and each paper's ``papers/<paper>/presets/``."""
-    from fedprior.papers import preset_dirs
+    from fedprior.experiments.paper_registry import preset_dirs  # filled by fedprior.papers
 
     out: dict[str, Path] = {}
     for folder in preset_dirs():
