@@ -135,7 +135,7 @@ class Algorithm:
       No client ever receives it;
     - ``validate(state) -> metrics``: optional; the global model's metrics on a validation split,
       keys prefixed ``validation_`` (``run.model_selection = 'validation'``, set by the runtime:
-      ``experiments.build.with_validation``). The round loop records them beside the test metrics.
+      ``experiments.client_side.with_validation``). The round loop records them beside the test metrics.
     """
 
     name: str
