@@ -418,7 +418,7 @@ def tiny_clip(tmp_path_factory):
 @pytest.fixture
 def encode_again():
     """Forget the features kept in memory by an earlier test, so this one encodes (and writes the cache)."""
-    from fedprior.experiments.build import _PREPARED
+    from fedprior.experiments.inputs import _PREPARED
 
     _PREPARED.clear()
 

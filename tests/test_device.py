@@ -14,7 +14,8 @@ from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
-from fedprior.experiments.build import build_algorithm, build_experiment
+from fedprior.experiments.build import build_experiment
+from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
@@ -58,13 +59,13 @@ def test_a_bad_device_name_is_a_config_error_naming_the_field():
 
 
 def test_cuda_asked_for_and_absent_fails_before_any_data_is_loaded(no_cuda, monkeypatch, tmp_path):
-    from fedprior.experiments import build
+    from fedprior.experiments import inputs
     from fedprior.experiments.runner import start
 
     def no_loading(*args, **kwargs):
         raise AssertionError("data was loaded before the device was checked")
 
-    monkeypatch.setattr(build, "load_dataset", no_loading)
+    monkeypatch.setattr(inputs, "load_dataset", no_loading)
     name, config = load_config("fedavg-cnn", ["run.device=cuda"])
     with pytest.raises(ConfigError, match="run.device: 'cuda' asks for CUDA"):
         start(name, config, tmp_path / "run")

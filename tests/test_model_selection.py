@@ -91,7 +91,7 @@ def _info():
 
 def test_a_validation_fraction_that_leaves_a_class_out_is_refused_with_one_that_works():
     from fedprior.errors import ConfigError
-    from fedprior.experiments.build import check_hold_out, hold_out
+    from fedprior.experiments.client_split import check_hold_out, hold_out
 
     labels = np.array([0] * 100 + [1] * 3)
     with pytest.raises(ConfigError) as error:

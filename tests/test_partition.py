@@ -7,8 +7,9 @@ import pytest
 
 from fedprior.errors import ConfigError
 from fedprior.partition.base import Partition
+from fedprior.partition.config import PartitionConfig
 from fedprior.partition.dirichlet import DirichletPartitioner
-from fedprior.partition.factory import SCHEMES, make_partitioner
+from fedprior.partition.factory import SCHEMES, make_partitioner, scheme_partitioner
 from fedprior.partition.iid import IidPartitioner
 from fedprior.partition.labeled_split import LabeledSplitPartitioner
 from fedprior.partition.shard import ShardPartitioner
@@ -290,18 +291,24 @@ def test_labeled_split_errors_name_the_field():
 def test_factory_builds_every_configured_scheme():
     from typing import get_args
 
-    from fedprior.experiments.config import PartitionConfig
-
     assert set(get_args(PartitionConfig.model_fields["scheme"].annotation)) == set(SCHEMES)
-    shard = make_partitioner("shard", 7, 3, shards=4)
+    shard = scheme_partitioner(PartitionConfig(scheme="shard", shards=4), 7, 3)
     assert isinstance(shard, ShardPartitioner) and (shard.num_clients, shard.shards_per_client, shard.seed) == (7, 4, 3)
-    lda = make_partitioner("dirichlet", 7, 3, alpha=0.2, min_size=5)
+    lda = scheme_partitioner(PartitionConfig(scheme="dirichlet", alpha=0.2, min_size=5), 7, 3)
     assert isinstance(lda, DirichletPartitioner) and (lda.alpha, lda.min_size, lda.balance) == (0.2, 5, False)
-    window = make_partitioner("window", 7, 3, window=4)
+    window = scheme_partitioner(PartitionConfig(scheme="window", window=4), 7, 3)
     assert isinstance(window, ClassWindowPartitioner) and window.window == 4
-    assert isinstance(make_partitioner("iid", 7, 3), IidPartitioner)
+    assert isinstance(scheme_partitioner(PartitionConfig(scheme="iid"), 7, 3), IidPartitioner)
 
 
 def test_factory_rejects_unknown_schemes_with_the_accepted_ones():
     with pytest.raises(ConfigError, match=r"partition\.scheme: unknown scheme 'lda'; accepted: iid, shard, dirichlet, window"):
-        make_partitioner("lda", 10, 0)
+        make_partitioner(PartitionConfig.model_construct(scheme="lda"), 10, 0)  # type: ignore[arg-type]
+
+
+def test_make_partitioner_is_the_one_way_from_the_config():
+    split = make_partitioner(PartitionConfig(scheme="dirichlet", alpha=0.3, num_labeled=20), 4, 5)
+    assert isinstance(split, LabeledSplitPartitioner) and split.labeled.seed != split.unlabeled.seed
+    assert (split.labeled.alpha, split.unlabeled.alpha) == (0.3, 0.3)
+    single = make_partitioner(PartitionConfig(scheme="shard", shards=3), 4, 5).partition(np.repeat(np.arange(4), 6))
+    assert list(single.roles) == ["train"] and single.num_clients == 4

@@ -295,7 +295,7 @@ def test_the_cap_is_the_largest_stage_and_more_workers_than_cores_warn(monkeypat
             "run.workers=8",
         ],
     )
-    monkeypatch.setattr("fedprior.experiments.build.available_cores", lambda: 3)
+    monkeypatch.setattr("fedprior.experiments.workers_setup.available_cores", lambda: 3)
     with pytest.warns(UserWarning) as caught:
         experiment = build_experiment(name, config)
     assert experiment.workers == 4

@@ -15,6 +15,7 @@ from __future__ import annotations
 from importlib import metadata as _metadata
 from typing import TYPE_CHECKING
 
+from fedprior import papers as _papers  # noqa: F401  (registers the papers' presets, tables and report hooks: every entry point has them)
 from fedprior.errors import ConfigError, DatasetNotFoundError, FedpriorError
 
 try:

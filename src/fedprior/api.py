@@ -268,12 +268,15 @@ def build_partition(
 ) -> PartitionResult:
     """Split ``dataset``'s training labels over ``num_clients`` clients by ``scheme`` (the config's partition fields)."""
     from fedprior.data import load_dataset
+    from fedprior.partition.config import PartitionConfig
     from fedprior.partition.factory import make_partitioner
     from fedprior.partition.statistics import class_counts, describe
 
-    partitioner = make_partitioner(scheme, num_clients, seed, shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
+    # unchecked here, as before: each partitioner checks the parameters it uses, naming them
+    fields = PartitionConfig.model_construct(scheme=scheme, shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)  # type: ignore[arg-type]
+    partitioner = make_partitioner(fields, num_clients, seed)
     data = load_dataset(dataset, root, download)
-    parts = [np.asarray(p) for p in partitioner.split(data.train_labels)]
+    parts = [np.asarray(p) for p in partitioner.partition(data.train_labels).roles["train"]]
     counts = class_counts(data.train_labels, parts, data.num_classes)
     return PartitionResult(dataset, scheme, parts, counts, describe(counts, data.class_names), tuple(data.class_names))
 

@@ -41,6 +41,12 @@ class CheckedModel(BaseModel):
         return value
 
 
+class ConfigSection(CheckedModel):
+    """A section of the experiment config: unknown keys are refused, fields carry their docstrings, assignments are checked."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
+
+
 def describe_validation_error(error: ValidationError, prefix: tuple[str, ...], accepted_keys: Callable[[tuple[str, ...]], Iterable[str]]) -> str:
     """``field.path: what is wrong (got value)``; unknown keys list ``accepted_keys(parent path)``."""
     lines = []

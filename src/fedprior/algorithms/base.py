@@ -26,12 +26,13 @@ What the runtimes provide, so that all four methods fit:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
 import torch
 
 from fedprior.seeding import torch_generator
+from fedprior.task import Task as Task  # re-exported: the Python API documents it here
 
 Arrays = dict[str, torch.Tensor]
 """Named tensors: model parameters, control variates, statistics."""
@@ -44,26 +45,6 @@ State = dict[str, torch.Tensor]
 
 ClientData = dict[str, torch.Tensor]
 """A client's local data by field, e.g. ``{"x": ..., "y": ...}``; only the fields an algorithm declares."""
-
-
-@dataclass(frozen=True)
-class Task:
-    """What both the server and every client know before training starts.
-
-    Built from the experiment config alone, so each side can rebuild it without
-    receiving it: class names, input shape, the number of clients, and prior
-    knowledge such as the text features of a vision-language model (``prior``).
-    """
-
-    num_classes: int
-    input_shape: tuple[int, ...]
-    class_names: tuple[str, ...]
-    num_clients: int
-    prior: Mapping[str, torch.Tensor] = field(default_factory=dict)
-    pixel_mean: tuple[float, ...] = ()
-    pixel_std: tuple[float, ...] = ()
-    """Per-channel mean and std the images were standardized with (empty for features): augmentations that
-    need pixel values in [0, 1] undo the standardization with them (``data/augment/fixmatch.py``)."""
 
 
 @dataclass(frozen=True)
@@ -154,7 +135,7 @@ class Algorithm:
       No client ever receives it;
     - ``validate(state) -> metrics``: optional; the global model's metrics on a validation split,
       keys prefixed ``validation_`` (``run.model_selection = 'validation'``, set by the runtime:
-      ``experiments.build.with_validation``). The round loop records them beside the test metrics.
+      ``experiments.client_side.with_validation``). The round loop records them beside the test metrics.
     """
 
     name: str

@@ -50,7 +50,7 @@ def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str
     if plan["centralized"]:
         lines.append(f"centralized baseline ({config.algorithm.name}): one client holds them all")
     else:
-        parameters = scheme_parameters(p.scheme, f.num_clients, config.run.seed, p.shards, p.alpha, p.min_size, p.window, p.balance)
+        parameters = scheme_parameters(p, f.num_clients, config.run.seed)
         shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key not in ("num_clients", "seed"))
         scenario = f"scenario {p.scenario}, " if p.scenario else ""
         split = ""

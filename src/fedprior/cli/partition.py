@@ -12,6 +12,7 @@ import typer
 
 from fedprior.cli.app import app, user_errors
 from fedprior.errors import ConfigError, FedpriorError
+from fedprior.partition.config import PartitionConfig
 
 # The defaults of the matching config fields (tests/test_cli_partition.py checks they agree).
 DEFAULT_DATASET = "fashion-mnist"
@@ -56,16 +57,9 @@ def _with_option(error: ConfigError) -> ConfigError:
     return error
 
 
-def scheme_parameters(scheme: str, clients: int, seed: int, shards: int, alpha: float, min_size: int, window: int, balance: bool) -> dict:
-    """The parameters that shape the partition of ``scheme`` (the rest are ignored by it)."""
-    parameters: dict = {"num_clients": clients, "seed": seed}
-    if scheme == "shard":
-        parameters["shards"] = shards
-    elif scheme == "dirichlet":
-        parameters.update(alpha=alpha, min_size=min_size, balance=balance)
-    elif scheme == "window":
-        parameters["window"] = window
-    return parameters
+def scheme_parameters(config: PartitionConfig, clients: int, seed: int) -> dict:
+    """The parameters that shape the partition of ``config.scheme`` (the rest are ignored by it)."""
+    return {"num_clients": clients, "seed": seed, **config.scheme_parameters()}
 
 
 def _sparkline(row: np.ndarray) -> str:
@@ -173,7 +167,7 @@ def _preset_split(preset: str, overrides: list[str]) -> dict[str, Any]:
     name, config = load_config(preset, overrides)
     data, reserved, split = planned_split(config)
     p, run_config = config.partition, split.config
-    parameters = scheme_parameters(p.scheme, run_config.federation.num_clients, config.run.seed, p.shards, p.alpha, p.min_size, p.window, p.balance)
+    parameters = scheme_parameters(p, run_config.federation.num_clients, config.run.seed)
     if p.num_labeled:
         parameters.update(num_labeled=p.num_labeled, num_unlabeled=p.num_unlabeled, labeled_in_unlabeled=p.labeled_in_unlabeled)
     held = 0 if split.held_out is None else int(split.held_out.size)
@@ -264,7 +258,6 @@ def partition(
     """
     from fedprior.data import load_dataset
     from fedprior.partition.factory import make_partitioner
-    from fedprior.partition.labeled_split import LabeledSplitPartitioner
     from fedprior.partition.plot import ORDERS, SCALES, VIEWS
     from fedprior.partition.statistics import class_counts, describe
 
@@ -284,20 +277,27 @@ def partition(
         labeled = parameters.get("num_labeled", 0)
         labels = data.train_labels
     else:
-        options: dict[str, Any] = dict(shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)
+        # unchecked here, as before: each partitioner checks the parameters it uses, naming them (the options, through _with_option)
+        fields = PartitionConfig.model_construct(
+            scheme=scheme,  # type: ignore[arg-type]
+            shards=shards,
+            alpha=alpha,
+            min_size=min_size,
+            window=window,
+            balance=balance,
+            num_labeled=labeled,
+            num_unlabeled=unlabeled,
+            labeled_in_unlabeled=labeled_in_unlabeled,
+        )
         try:
-            if labeled:
-                splitter = LabeledSplitPartitioner.with_scheme(
-                    scheme, clients, labeled, seed, **options, num_unlabeled=unlabeled, add_labeled_to_unlabeled=labeled_in_unlabeled
-                )
-            else:
-                partitioner = make_partitioner(scheme, clients, seed, **options)
+            splitter = make_partitioner(fields, clients, seed)
             data = load_dataset(dataset, root, download)
             labels = data.train_labels
-            roles = dict(splitter.partition(labels).roles) if labeled else {"": partitioner.split(labels)}
+            split = splitter.partition(labels)
+            roles = dict(split.roles) if labeled else {"": list(split.roles["train"])}
         except ConfigError as error:
             raise _with_option(error) from None
-        parameters = scheme_parameters(scheme, clients, seed, shards, alpha, min_size, window, balance)
+        parameters = scheme_parameters(fields, clients, seed)
         if labeled:
             parameters.update(num_labeled=labeled, num_unlabeled=unlabeled, labeled_in_unlabeled=labeled_in_unlabeled)
     summaries, plots = {}, {}

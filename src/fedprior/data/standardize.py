@@ -2,7 +2,7 @@
 
 fedprior feeds the models standardized pixels: ``uint8`` images scaled to [0, 1],
 then ``(x - mean) / std`` per channel, with the mean and std of the *training*
-images (:meth:`PixelStandardizer.fit`; ``experiments/build.py`` fits it once per
+images (:meth:`PixelStandardizer.fit`; ``experiments/inputs.py`` fits it once per
 run and puts the statistics on the Task as ``pixel_mean`` and ``pixel_std``).
 Whatever needs [0, 1] pixels again undoes it with :meth:`PixelStandardizer.invert`
 (``x * std + mean``) or :meth:`PixelStandardizer.to_unit` (then clamped to [0, 1]):

@@ -95,7 +95,6 @@ import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
@@ -105,15 +104,13 @@ from fedprior.atomic import save_tensors, tensors_sha256
 from fedprior.data.dataset import Dataset
 from fedprior.data.fingerprint import split_fingerprint
 from fedprior.data.locations import cache_dir
+from fedprior.encoders.config import EncoderConfig
 from fedprior.encoders.shipped_towers import REINSTALL, ShippedTower, shipped_tower_for
 from fedprior.encoders.standin_recipes import STANDIN_RECIPES, StandinRecipe, standin_recipe
 from fedprior.encoders.text import folder_fingerprint, model_folder, text_encoder
 from fedprior.errors import ConfigError, FedpriorError
 from fedprior.models.image_tower import ImageTower
 from fedprior.seeding import numpy_rng, torch_generator
-
-if TYPE_CHECKING:  # only for annotations: the registry imports this module, keep it free of config imports
-    from fedprior.experiments.config import EncoderConfig
 
 NAME = "locked-text"
 RECIPE_VERSION = 1

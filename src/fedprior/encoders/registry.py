@@ -11,17 +11,13 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import numpy as np
 import torch
 
 from fedprior.data.dataset import Dataset
 from fedprior.encoders.cache import cached_features
+from fedprior.encoders.config import EncoderConfig
 from fedprior.errors import ConfigError
-
-if TYPE_CHECKING:  # not imported at run time, so the config module may import this one
-    from fedprior.experiments.config import EncoderConfig
 
 ACCEPTED = "none, locked-text, openclip:ARCH, hf-clip:FOLDER"
 

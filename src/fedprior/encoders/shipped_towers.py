@@ -7,7 +7,7 @@ towers of the shipped recipes are trained once and shipped as package data, and 
 machine whose recipe matches uses those very weights:
 
 - :data:`RECIPES`: the recipes that ship (the one every shipped preset uses, Fashion-MNIST
-  with the :class:`~fedprior.experiments.config.EncoderConfig` defaults; Fashion-MNIST with
+  with the :class:`~fedprior.encoders.config.EncoderConfig` defaults; Fashion-MNIST with
   the named recipe ``v2-headroom``; and the one the tests use, digits with 300 pretraining images);
 - ``towers/<name>.safetensors``: each trained tower (the format of the user cache's tower files);
 - ``towers/towers.json`` (:data:`MANIFEST`): per recipe, its settings, its recipe fingerprint

@@ -4,6 +4,10 @@ Every field has a default and a docstring (shown by ``fedprior presets --fields`
 A config is a preset name or a TOML file, plus ``--set section.key=value`` overrides;
 all of it is checked here, before any data is loaded, and a problem becomes one
 :class:`~fedprior.errors.ConfigError` line naming the field and what it accepts.
+
+A section is defined by the layer that uses it and composed here: ``[encoder]`` is
+:class:`~fedprior.encoders.config.EncoderConfig`, ``[partition]`` is
+:class:`~fedprior.partition.config.PartitionConfig` (both re-exported from this module).
 """
 
 from __future__ import annotations
@@ -16,17 +20,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from fedprior.algorithms.registry import algorithm_spec, import_modules
-from fedprior.encoders.standin_recipes import DEFAULT_RECIPE, STANDIN_RECIPES, recipe_names
+from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
 from fedprior.errors import ConfigError
+from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.runtime.device import check_device_syntax
-from fedprior.validation import CheckedModel, describe_validation_error
+from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
 
-class Section(CheckedModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, validate_assignment=True)
-
-
-class DataConfig(Section):
+class DataConfig(ConfigSection):
     dataset: str = "fashion-mnist"
     """Dataset name (see `fedprior datasets`)."""
     root: str | None = None
@@ -37,63 +38,6 @@ class DataConfig(Section):
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
     """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
-
-
-class PartitionConfig(Section):
-    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
-    shards: int = Field(2, ge=1)
-    """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
-    alpha: float = Field(0.5, gt=0)
-    """Dirichlet concentration for scheme=dirichlet; smaller is more heterogeneous."""
-    min_size: int = Field(0, ge=0)
-    """For scheme=dirichlet: redraw until every client holds at least this many samples."""
-    window: int = Field(2, ge=1)
-    """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
-    scenario: str | None = None
-    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
-    balance: bool = False
-    """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
-    num_labeled: int = Field(0, ge=0)
-    """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
-    num_unlabeled: int = Field(0, ge=0)
-    """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
-    labeled_in_unlabeled: bool = True
-    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (feddb.txt 5.1)."""
-
-
-class EncoderConfig(Section):
-    name: str = "none"
-    """Frozen encoder turning images into features before training: 'none' (train on pixels), 'locked-text' (the offline CLIP stand-in), 'openclip:ARCH' (e.g. openclip:RN50), 'hf-clip:FOLDER' (a Hugging Face CLIP folder)."""
-    weights: str | None = None
-    """openclip: a local weights file (.pt/.bin/.safetensors), or an open_clip pretrained tag such as 'openai' (needs download=true unless already cached)."""
-    download: bool = False
-    """Allow downloading encoder weights (never happens otherwise)."""
-    batch_size: int = Field(256, ge=1)
-    """Images per forward pass when encoding."""
-    cache: bool = True
-    """Keep encoded features on disk, keyed by encoder fingerprint, dataset and split, so a second run encodes nothing."""
-    normalize: bool = True
-    """L2-normalize image and text features (CLIP's convention; the FST-CBDG paper does not say)."""
-    prompt: str = "a photo of a {}."
-    """Template of the class prompts whose text features are the prior ({} is the class name; fst-cbdg.txt Algorithm 1, line 2)."""
-    text_model: str = "minilm"
-    """locked-text: the frozen text tower, a sentence-transformers model ('minilm' is bundled and offline)."""
-    recipe: str = DEFAULT_RECIPE
-    """locked-text: the stand-in's named training recipe (epochs, tower size, and the defaults of pretrain_images and caption_noise): 'v1' (zero-shot 77.9% on Fashion-MNIST; every FST-CBDG number in the docs) or 'v2-headroom' (a zero-shot well below the linear probe, like CLIP); see docs/fst-cbdg.md."""
-    pretrain_images: int | None = Field(None, ge=10)
-    """locked-text: training images used to align the image tower; they are removed from every client. Unset: the recipe's (2,000 for v1)."""
-    caption_noise: float | None = Field(None, ge=0, lt=1)
-    """locked-text: fraction of pretraining captions that name a wrong class, like noisy web captions. Unset: the recipe's (0.4 for v1)."""
-    pretrain_seed: int = Field(0, ge=0)
-    """locked-text: seed of the stand-in's own training (independent of run.seed, so one stand-in serves every run)."""
-
-    @field_validator("recipe")
-    @classmethod
-    def _known_recipe(cls, value: str) -> str:
-        if value not in STANDIN_RECIPES:
-            raise PydanticCustomError("unknown_recipe", "unknown recipe {value}; accepted: {accepted}", {"value": repr(value), "accepted": recipe_names()})
-        return value
 
 
 class AlgorithmConfig(CheckedModel):
@@ -107,7 +51,7 @@ class AlgorithmConfig(CheckedModel):
         return dict(self.model_extra or {})
 
 
-class FederationConfig(Section):
+class FederationConfig(ConfigSection):
     rounds: int = Field(10, ge=0)
     """Communication rounds."""
     num_clients: int = Field(100, ge=1)
@@ -124,7 +68,7 @@ class FederationConfig(Section):
     """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
 
 
-class RunConfig(Section):
+class RunConfig(ConfigSection):
     seed: int = Field(0, ge=0)
     """The one seed every random stream of the run is derived from."""
     vectorize: bool = True
@@ -179,7 +123,7 @@ class RunConfig(Section):
         return value
 
 
-class ExperimentConfig(Section):
+class ExperimentConfig(ConfigSection):
     description: str = ""
     """One line saying what the experiment is."""
     data: DataConfig = DataConfig()
@@ -243,7 +187,7 @@ def toml_line(key: str, value: Any) -> str:
 
 def preset_paths() -> dict[str, Path]:
     """Shipped presets by name: ``fedprior/presets/`` and each paper's ``papers/<paper>/presets/``."""
-    from fedprior.papers import preset_dirs
+    from fedprior.experiments.paper_registry import preset_dirs  # filled by fedprior.papers
 
     out: dict[str, Path] = {}
     for folder in preset_dirs():

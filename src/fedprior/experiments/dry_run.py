@@ -1,6 +1,6 @@
 """``fedprior run --dry-run``: the clients' data a run of a config would get, described, with nothing trained or written.
 
-The partition is the run's own (:func:`~fedprior.experiments.build.client_split`, on the
+The partition is the run's own (:func:`~fedprior.experiments.client_split.client_split`, on the
 labels only): the same training images leave the pool (an encoder's pretraining split,
 ``data.train_subset``, a validation hold-out) and the same seed splits the rest. No encoder
 is built and no feature is computed, so a dry run takes a second or two and works offline
@@ -16,7 +16,7 @@ import numpy as np
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
 from fedprior.encoders.registry import reserved_train_indices
-from fedprior.experiments.build import ClientSplit, client_split
+from fedprior.experiments.client_split import ClientSplit, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition.statistics import class_counts, describe
 
@@ -24,7 +24,7 @@ from fedprior.partition.statistics import class_counts, describe
 def planned_split(config: ExperimentConfig) -> tuple[Dataset, np.ndarray, ClientSplit]:
     """The dataset, the training indices its encoder reserves, and the clients' split, exactly as a run of ``config`` gets them.
 
-    The run's own path (:func:`~fedprior.experiments.build.client_split`) on the labels only:
+    The run's own path (:func:`~fedprior.experiments.client_split.client_split`) on the labels only:
     nothing is encoded or trained. ``fedprior run --dry-run`` and ``fedprior partition --preset`` use it.
     """
     dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)

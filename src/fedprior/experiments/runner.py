@@ -12,6 +12,7 @@ from fedprior.algorithms.metrics import selected_round
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.paper_registry import report_extra, summary_extra
 from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
 from fedprior.experiments.run_dir import RunDir
@@ -157,7 +158,7 @@ def execute(
     """Build the experiment, train (or continue training) with checkpoints, write results and the report.
 
     ``report_extras``: add the algorithm's own report section, registered by its paper
-    (``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
+    (``fedprior.experiments.paper_registry``, filled by ``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
     A resume first checks the checkpoint (``previous``: continue from the one before the
     last) and that config.toml is still the run's config (``resume_check.py``).
     ``on_start(experiment, total rounds, rounds already done)`` is called before training.
@@ -166,7 +167,6 @@ def execute(
     The run's ``run.log`` gets the start line, one line per round and the summary
     (``run_log.py``; :func:`resumable` adds warnings and why a run stopped).
     """
-    from fedprior.papers import report_extra, summary_extra  # the papers compose experiments: imported here, not at the top
 
     started = time.perf_counter()
     check_runtime_knows_algorithm(config)

@@ -1,7 +1,7 @@
 """What a SuperNode needs on its own disk: the task, and the partitions of the clients it hosts.
 
 A node never builds the experiment (no dataset, no encoder): it rebuilds the
-algorithm from the :class:`~fedprior.algorithms.base.Task` and the algorithm's
+algorithm from the :class:`~fedprior.task.Task` and the algorithm's
 config, and reads its clients' data from local files. A node folder holds::
 
     task.json              the task (classes, input shape, number of clients), the
@@ -29,9 +29,10 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from fedprior.algorithms.base import Algorithm, ClientData, Task
+from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.atomic import save_tensors
 from fedprior.errors import FedpriorError
+from fedprior.task import Task
 
 TASK_FILE = "task.json"
 PRIOR_FILE = "prior.safetensors"

@@ -6,11 +6,11 @@ from collections.abc import Callable
 
 from torch import nn
 
-from fedprior.algorithms.base import Task
 from fedprior.errors import ConfigError
 from fedprior.models.cnn import SmallCNN
 from fedprior.models.convnet import ConvNet
 from fedprior.models.resnet import ResNet18
+from fedprior.task import Task
 
 
 def _square_images(task: Task, name: str) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Partitions of a training set over clients (NumPy only), and their statistics."""
+"""Partitions of a training set over clients (NumPy), their statistics, and the ``[partition]`` config section with its one ``make_partitioner``."""
 
 from fedprior.partition.base import Partition, Partitioner
 from fedprior.partition.factory import make_partitioner

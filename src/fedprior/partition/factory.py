@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from fedprior.errors import ConfigError
-from fedprior.partition.base import Partitioner
+from fedprior.partition.base import Partition, Partitioner
+from fedprior.partition.config import PartitionConfig
+from fedprior.partition.labeled_split import LabeledSplitPartitioner
+from fedprior.seeding import derived_seed
 
 SCHEMES: dict[str, str] = {
     "iid": "uniformly random near-equal shares (fst-cbdg.txt 4.1)",
@@ -15,15 +20,14 @@ SCHEMES: dict[str, str] = {
 """The partition schemes ``partition.scheme`` accepts, with a line each."""
 
 
-def make_partitioner(
-    scheme: str, num_clients: int, seed: int, *, shards: int = 2, alpha: float = 0.5, min_size: int = 0, window: int = 2, balance: bool = False, groups=None
-) -> Partitioner:
-    """The partitioner named ``scheme`` with the config's parameters.
+def scheme_partitioner(config: PartitionConfig, num_clients: int, seed: int, groups: np.ndarray | None = None) -> Partitioner:
+    """The partitioner of ``config.scheme`` with its parameters (the one place that reads them).
 
     ``shards`` serves scheme ``shard``, ``alpha``, ``min_size`` and ``balance`` (the FedDB
     code's variant) serve ``dirichlet``, ``window`` serves ``window``, ``groups`` (each position's
     owner, aligned with the labels ``split`` gets) serves ``natural``; the others are ignored.
     """
+    scheme = config.scheme
     if scheme == "iid":
         from fedprior.partition.iid import IidPartitioner
 
@@ -31,17 +35,54 @@ def make_partitioner(
     if scheme == "shard":
         from fedprior.partition.shard import ShardPartitioner
 
-        return ShardPartitioner(num_clients, shards, seed=seed)
+        return ShardPartitioner(num_clients, config.shards, seed=seed)
     if scheme == "dirichlet":
         from fedprior.partition.dirichlet import DirichletPartitioner
 
-        return DirichletPartitioner(num_clients, alpha, seed=seed, min_size=min_size, balance=balance)
+        return DirichletPartitioner(num_clients, config.alpha, seed=seed, min_size=config.min_size, balance=config.balance)
     if scheme == "window":
         from fedprior.partition.window import ClassWindowPartitioner
 
-        return ClassWindowPartitioner(num_clients, window, seed=seed)
+        return ClassWindowPartitioner(num_clients, config.window, seed=seed)
     if scheme == "natural":
         from fedprior.partition.natural import NaturalPartitioner
 
         return NaturalPartitioner(num_clients, groups)
     raise ConfigError(f"partition.scheme: unknown scheme {scheme!r}; accepted: {', '.join(SCHEMES)}")
+
+
+class SingleRole:
+    """A scheme's partitioner whose split is the one role ``"train"`` (no labeled/unlabeled split)."""
+
+    def __init__(self, partitioner: Partitioner) -> None:
+        self.partitioner = partitioner
+        self.num_clients = partitioner.num_clients
+
+    def partition(self, labels: np.ndarray) -> Partition:
+        return Partition({"train": tuple(self.partitioner.split(labels))})
+
+
+def make_partitioner(config: PartitionConfig, num_clients: int, seed: int, *, groups: np.ndarray | None = None) -> SingleRole | LabeledSplitPartitioner:
+    """From the ``[partition]`` section to what splits the training labels: every caller's one way.
+
+    With ``config.num_labeled > 0`` a :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`
+    (feddb.txt 5.1): the labeled and the unlabeled set are each partitioned by the scheme, with seeds
+    derived from ``seed`` for "labeled" and "unlabeled" (independent draws, as in FedDB), ``min_size``
+    applying to each set; otherwise the scheme's partitioner as the one role ``"train"``. Either way
+    ``partition(labels)`` gives a :class:`~fedprior.partition.base.Partition`. ``groups`` (each
+    position's natural owner) serves the ``natural`` scheme without a labeled split.
+    """
+    if config.num_labeled:
+
+        def role(name: str) -> Partitioner:
+            return scheme_partitioner(config, num_clients, derived_seed(seed, "partition", name))
+
+        return LabeledSplitPartitioner(
+            config.num_labeled,
+            role("labeled"),
+            role("unlabeled"),
+            seed=seed,
+            add_labeled_to_unlabeled=config.labeled_in_unlabeled,
+            num_unlabeled=config.num_unlabeled,
+        )
+    return SingleRole(scheme_partitioner(config, num_clients, seed, groups))

@@ -69,37 +69,6 @@ class LabeledSplitPartitioner:
         self.num_clients = labeled.num_clients
 
     @classmethod
-    def with_scheme(
-        cls,
-        scheme: str,
-        num_clients: int,
-        num_labeled: int,
-        seed: int = 0,
-        *,
-        shards: int = 2,
-        alpha: float = 0.5,
-        min_size: int = 0,
-        window: int = 2,
-        balance: bool = False,
-        add_labeled_to_unlabeled: bool = True,
-        num_unlabeled: int = 0,
-    ) -> LabeledSplitPartitioner:
-        """Both sets partitioned by the same ``scheme`` (``partition.scheme``), each with its own draw.
-
-        The partitioners of the two roles get seeds derived from ``seed`` for "labeled" and
-        "unlabeled" (FedDB: independent Dirichlet draws, or IID); the other keywords are
-        :func:`~fedprior.partition.factory.make_partitioner`'s, ``min_size`` applying to each set.
-        """
-        from fedprior.partition.factory import make_partitioner
-
-        def role(name: str) -> Partitioner:
-            return make_partitioner(
-                scheme, num_clients, derived_seed(seed, "partition", name), shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance
-            )
-
-        return cls(num_labeled, role("labeled"), role("unlabeled"), seed=seed, add_labeled_to_unlabeled=add_labeled_to_unlabeled, num_unlabeled=num_unlabeled)
-
-    @classmethod
     def with_dirichlet(
         cls,
         num_clients: int,

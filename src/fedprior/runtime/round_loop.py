@@ -9,7 +9,7 @@ its default. Passing one :class:`RoundLoop` instead, built from the config by
 :meth:`fedprior.experiments.build.Experiment.round_loop`, leaves nothing to forget.
 
 Model selection (``run.model_selection``) is not here: it is the algorithm's ``validate``
-(``fedprior.experiments.build.with_validation``), so every runtime that builds the
+(``fedprior.experiments.client_side.with_validation``), so every runtime that builds the
 experiment from its config has it; ``test_metrics`` says which evaluations also score the
 test set.
 """

@@ -14,7 +14,7 @@ share it.
 How workers start: by ``fork`` on the CPU, which gives them the built experiment (its
 tensors, the algorithm) for free, shared copy-on-write; by ``spawn`` where CUDA is
 used, since CUDA cannot be used in a process forked after CUDA started. A spawned
-worker gets a picklable *setup* (``fedprior.experiments.build.ClientSide``) and
+worker gets a picklable *setup* (``fedprior.experiments.client_side.ClientSide``) and
 rebuilds the algorithm from it.
 
 No orphans: a worker never outlives this process. It closes the pipe ends it inherited

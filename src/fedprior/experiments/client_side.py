@@ -1,0 +1,101 @@
+"""The algorithm a run builds, what each client is given, and what evaluation and validation read."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.registry import algorithm_spec, import_modules
+from fedprior.errors import ConfigError
+from fedprior.experiments.client_split import ROLE_FIELDS
+from fedprior.experiments.config import ExperimentConfig
+from fedprior.partition import Partition
+from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.task import Task
+
+
+def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
+    """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
+    return (*algorithm.inputs, *algorithm.diagnostics)
+
+
+def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
+    """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors."""
+    out: ClientData = {}
+    for role, indices in partition.client(client_id).items():
+        for name, source in zip(ROLE_FIELDS[role], ("x", "y"), strict=True):
+            if name in inputs:
+                out[name] = train[source][torch.from_numpy(indices)]
+    return out
+
+
+def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
+    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision.
+
+    ``run.imports`` are imported first: a spawned worker process (``ClientSide``) starts without them.
+    """
+    import_modules(config.run.imports, "run.imports")
+    return algorithm_spec(config.algorithm.name).build(
+        task,
+        config.algorithm.hyperparameters(),
+        local_epochs=config.federation.local_epochs,
+        batch_size=config.federation.batch_size,
+        device=device,
+        precision=config.run.precision,
+    )
+
+
+@dataclass(frozen=True)
+class ClientSide:
+    """The client half of an experiment, for worker processes (``fedprior.runtime.workers``).
+
+    Picklable (config, task, training tensors, partition; no closures), so a spawned
+    worker (the CUDA case) rebuilds the algorithm from it; a forked worker gets it for free.
+    Calling it gives ``(algorithm, client_data)`` in the worker, on the run's device.
+    """
+
+    config: ExperimentConfig
+    task: Task
+    train: dict[str, torch.Tensor]
+    partition: Partition
+
+    def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
+        set_deterministic(self.config.run.deterministic)
+        algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
+        return algorithm, functools.partial(select_client_data, self.partition, self.train, client_fields(algorithm))
+
+
+EVALUATION_FIELDS = {"x_train": "x", "y_train": "y"}
+"""Evaluation-data fields an algorithm may ask for (``Algorithm.evaluation_inputs``) -> the training tensor they come from."""
+
+
+def evaluation_data(algorithm: Algorithm, data: ClientData, train: dict[str, torch.Tensor], pool: np.ndarray) -> ClientData:
+    """``data`` (the test or validation set) plus the fields of the labelled training pool ``algorithm.evaluation_inputs`` names.
+
+    The pool is every training image the clients hold (after any validation hold-out);
+    the self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
+    """
+    unknown = [k for k in algorithm.evaluation_inputs if k not in EVALUATION_FIELDS]
+    if unknown:
+        raise ConfigError(f"algorithm '{algorithm.name}': unknown evaluation input(s) {', '.join(unknown)}; accepted: {', '.join(EVALUATION_FIELDS)}")
+    if not algorithm.evaluation_inputs:
+        return data
+    whole = pool.size == train["y"].shape[0] and bool((pool == np.arange(pool.size)).all())
+    rows = None if whole else torch.from_numpy(pool)
+    extra = {k: train[EVALUATION_FIELDS[k]] if rows is None else train[EVALUATION_FIELDS[k]][rows] for k in algorithm.evaluation_inputs}
+    return {**data, **extra}
+
+
+def with_validation(algorithm: Algorithm, validation: ClientData) -> Algorithm:
+    """``algorithm`` whose ``validate`` reports its metrics on ``validation``, prefixed ``validation_`` (per-class lists left out)."""
+
+    def validate(state):
+        scores = algorithm.evaluate(state, validation)
+        return {f"validation_{k}": v for k, v in scores.items() if not isinstance(v, list)}
+
+    return algorithm.with_(validate=validate)

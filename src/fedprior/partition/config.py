@@ -1,0 +1,46 @@
+"""The ``[partition]`` config section: how the training set is split over the clients.
+
+Defined here, by the layer that uses it; ``fedprior.experiments.config`` composes it
+into the experiment config.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from fedprior.validation import ConfigSection
+
+
+class PartitionConfig(ConfigSection):
+    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
+    shards: int = Field(2, ge=1)
+    """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
+    alpha: float = Field(0.5, gt=0)
+    """Dirichlet concentration for scheme=dirichlet; smaller is more heterogeneous."""
+    min_size: int = Field(0, ge=0)
+    """For scheme=dirichlet: redraw until every client holds at least this many samples."""
+    window: int = Field(2, ge=1)
+    """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+    scenario: str | None = None
+    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
+    balance: bool = False
+    """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
+    num_labeled: int = Field(0, ge=0)
+    """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
+    num_unlabeled: int = Field(0, ge=0)
+    """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
+    labeled_in_unlabeled: bool = True
+    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (feddb.txt 5.1)."""
+
+    def scheme_parameters(self) -> dict[str, Any]:
+        """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""
+        if self.scheme == "shard":
+            return {"shards": self.shards}
+        if self.scheme == "dirichlet":
+            return {"alpha": self.alpha, "min_size": self.min_size, "balance": self.balance}
+        if self.scheme == "window":
+            return {"window": self.window}
+        return {}
