@@ -78,7 +78,9 @@ import torch
 from shared import load, machine
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State
+from fedprior.data.cinic import CLASS_NAMES as CINIC_CLASSES
 from fedprior.data.dataset import Dataset
+from fedprior.data.oct_c8 import CLASS_NAMES as OCT_C8_CLASSES
 from fedprior.data.registry import DatasetSpec, register
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import load_config
@@ -87,17 +89,8 @@ from fedprior.runtime.simulation import simulate
 
 RESULTS = Path(__file__).parent / "results"
 EVALUATE_EVERY = 10
-CIFAR_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
-OCT_CLASSES = (
-    "age-related macular degeneration",
-    "choroidal neovascularization",
-    "central serous retinopathy",
-    "diabetic macular edema",
-    "diabetic retinopathy",
-    "drusen",
-    "macular hole",
-    "normal retina",
-)
+CIFAR_CLASSES = CINIC_CLASSES  # CINIC-10 has CIFAR-10's classes
+OCT_CLASSES = OCT_C8_CLASSES
 
 
 @dataclass(frozen=True)
