@@ -80,19 +80,20 @@ def table_by_name(name: str) -> PaperTable:
     return tables[name]
 
 
-def summary_extra(algorithm: str) -> SummaryExtra | None:
-    """The summary additions of ``algorithm`` that every run gets, table cells included (e.g. FedDB's pseudo-label accuracy), if a paper registers them."""
+def _hook(attribute: str, algorithm: str) -> Any:
+    """``algorithm``'s entry in the first paper module whose ``attribute`` (a dict by algorithm) has one."""
     for paper in papers():
-        extras = getattr(paper_module(paper.name), "SUMMARY_EXTRAS", {})
+        extras = getattr(paper_module(paper.name), attribute, {})
         if algorithm in extras:
             return extras[algorithm]
     return None
+
+
+def summary_extra(algorithm: str) -> SummaryExtra | None:
+    """The summary additions of ``algorithm`` that every run gets, table cells included (e.g. FedDB's pseudo-label accuracy), if a paper registers them."""
+    return _hook("SUMMARY_EXTRAS", algorithm)
 
 
 def report_extra(algorithm: str) -> ReportExtra | None:
     """The report hook of ``algorithm`` (a paper's figures and diagnostics), if a paper registers one."""
-    for paper in papers():
-        extras = getattr(paper_module(paper.name), "REPORT_EXTRAS", {})
-        if algorithm in extras:
-            return extras[algorithm]
-    return None
+    return _hook("REPORT_EXTRAS", algorithm)
