@@ -49,11 +49,11 @@ def shown(key: str, value: Any) -> str:
     if value is None:
         return "-"
     if key.endswith(SPREAD):
-        return f"{100 * value:.2f}%"
+        return f"{number(key, value)}%"
     if key.endswith("bytes"):
-        return f"{value / 1e6:,.2f} MB"
+        return f"{number(key, value)} MB"
     if key == "wall_seconds":
-        return f"{value:.1f} s"
+        return f"{number(key, value)} s"
     return str(value)
 
 

@@ -33,16 +33,11 @@ def spread(values: list[int] | np.ndarray) -> str:
 
 def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str]:
     """The dry run's statistics, one comment line each (``plan``: :func:`fedprior.experiments.dry_run.dry_run`)."""
-    from fedprior.cli.partition import scheme_parameters
+    from fedprior.experiments.dry_run import LEFT_OUT, left_out_text
     from fedprior.runtime.sampling import clients_per_round
 
     p, f = config.partition, config.federation
-    left = [
-        f"{plan['reserved']:,} reserved for the encoder's pretraining" if plan["reserved"] else "",
-        f"{plan['subset_dropped']:,} left out by data.train_subset" if plan["subset_dropped"] else "",
-        f"{plan['validation']:,} held out for validation" if plan["validation"] else "",
-    ]
-    left_out = "; ".join(part for part in left if part)
+    left_out = left_out_text({key: plan[key] for key in LEFT_OUT})
     lines = [
         "dry run: nothing trained, no run directory written",
         f"{plan['dataset']}: {plan['train_images']:,} training images" + (f" ({left_out})" if left_out else "") + f"; the clients draw on {plan['pool']:,}",
@@ -50,8 +45,7 @@ def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str
     if plan["centralized"]:
         lines.append(f"centralized baseline ({config.algorithm.name}): one client holds them all")
     else:
-        parameters = scheme_parameters(p, f.num_clients, config.run.seed)
-        shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key not in ("num_clients", "seed"))
+        shown = ", ".join(f"{key}={value}" for key, value in p.scheme_parameters().items())
         scenario = f"scenario {p.scenario}, " if p.scenario else ""
         split = ""
         if p.num_labeled:

@@ -162,7 +162,7 @@ def _preset_split(preset: str, overrides: list[str]) -> dict[str, Any]:
     """The clients' split of ``preset`` (with ``overrides``) exactly as its run gets it (:func:`fedprior.experiments.dry_run.planned_split`)."""
     from fedprior.algorithms.registry import algorithm_spec
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.dry_run import planned_split
+    from fedprior.experiments.dry_run import left_out, planned_split
 
     name, config = load_config(preset, overrides)
     data, reserved, split = planned_split(config)
@@ -170,26 +170,22 @@ def _preset_split(preset: str, overrides: list[str]) -> dict[str, Any]:
     parameters = scheme_parameters(p, run_config.federation.num_clients, config.run.seed)
     if p.num_labeled:
         parameters.update(num_labeled=p.num_labeled, num_unlabeled=p.num_unlabeled, labeled_in_unlabeled=p.labeled_in_unlabeled)
-    held = 0 if split.held_out is None else int(split.held_out.size)
     return {
         "name": name,
         "data": data,
         "scheme": "one client (centralized baseline)" if algorithm_spec(config.algorithm.name).centralized else p.scheme,
         "parameters": parameters,
         "roles": {("" if role == "train" else role): list(parts) for role, parts in split.partition.roles.items()},
-        "left_out": {
-            "reserved": int(reserved.size),
-            "subset_dropped": int(data.train_labels.size - reserved.size - held - split.pool.size),
-            "validation": held,
-        },
+        "left_out": left_out(data, reserved, split),
         "pool": int(split.pool.size),
     }
 
 
 def _preset_line(preset: dict[str, Any], overrides: list[str]) -> str:
     """Where the preset's clients' images come from: the training set less what its run leaves out."""
-    reasons = {"reserved": "reserved for the encoder's pretraining", "subset_dropped": "left out by data.train_subset", "validation": "held out for validation"}
-    left = "; ".join(f"{count:,} {reasons[key]}" for key, count in preset["left_out"].items() if count)
+    from fedprior.experiments.dry_run import left_out_text
+
+    left = left_out_text(preset["left_out"])
     sets = "".join(f" --set {o}" for o in overrides)
     total = int(preset["data"].train_labels.size)
     return (

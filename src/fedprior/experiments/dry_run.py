@@ -32,6 +32,25 @@ def planned_split(config: ExperimentConfig) -> tuple[Dataset, np.ndarray, Client
     return dataset, reserved, client_split(config, dataset, reserved)
 
 
+LEFT_OUT = {"reserved": "reserved for the encoder's pretraining", "subset_dropped": "left out by data.train_subset", "validation": "held out for validation"}
+"""Why a training image is not in the clients' pool, by the key :func:`left_out` counts it under."""
+
+
+def left_out(dataset: Dataset, reserved: np.ndarray, split: ClientSplit) -> dict[str, int]:
+    """How many training images leave the pool, by :data:`LEFT_OUT`'s reasons (the encoder's, ``data.train_subset``'s, the validation hold-out's)."""
+    held = 0 if split.held_out is None else int(split.held_out.size)
+    return {
+        "reserved": int(reserved.size),
+        "subset_dropped": int(dataset.train_labels.size - reserved.size - held - split.pool.size),
+        "validation": held,
+    }
+
+
+def left_out_text(counts: dict[str, int]) -> str:
+    """:func:`left_out`'s non-zero counts in words, '; '-separated ('' when nothing leaves the pool)."""
+    return "; ".join(f"{count:,} {LEFT_OUT[key]}" for key, count in counts.items() if count)
+
+
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     """JSON-ready: the dataset's training images, those that leave the pool, and each role's partition statistics.
 
@@ -44,7 +63,6 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     """
     dataset, reserved, split = planned_split(config)
     labels = dataset.train_labels
-    held = 0 if split.held_out is None else int(split.held_out.size)
     roles = {}
     for role, parts in split.partition.roles.items():
         summary = describe(class_counts(labels, list(parts), dataset.num_classes), dataset.class_names)
@@ -54,9 +72,7 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     return {
         "dataset": dataset.name,
         "train_images": int(labels.size),
-        "reserved": int(reserved.size),
-        "subset_dropped": int(labels.size - reserved.size - held - split.pool.size),
-        "validation": held,
+        **left_out(dataset, reserved, split),
         "pool": int(split.pool.size),
         "num_clients": split.config.federation.num_clients,
         "centralized": algorithm_spec(config.algorithm.name).centralized,
