@@ -235,7 +235,7 @@ def diagnostics_of_run(folder: Path) -> dict[str, float]:
 
 
 def feddb_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tuple[dict[str, Any], str]:
-    """Draw the diagnostics into ``folder``; return summary additions and a markdown section."""
+    """Draw the diagnostics into ``folder``; return no summary additions (the means are every run's, :func:`diagnostics_of_run`) and a markdown section."""
     folder = Path(folder)
     rounds = read_rounds(folder)
     figures = []
@@ -248,7 +248,6 @@ def feddb_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tup
     if plot_views(experiment, folder / "augment.png"):
         figures.append(("Weak and strong views", "augment.png"))
     figures += [(f"Partition: {name[len('partition-') : -4]} set", name) for name in plot_roles(experiment, folder)]
-    additions = diagnostics_summary(rounds)
     body = "\n\n".join(f"### {title}\n\n![{title}]({name})" for title, name in figures)
     table = round_table(rounds, max(1, len(rounds) // 10)) if rounds else ""
     section = f"""
@@ -265,4 +264,4 @@ round's aggregation weights (after).
 
 {body}
 """
-    return additions, section
+    return {}, section
