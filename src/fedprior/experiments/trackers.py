@@ -37,6 +37,7 @@ from typing import Any
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress
 
@@ -70,28 +71,20 @@ def step_of(record: dict[str, Any]) -> int:
 
 def flat_config(name: str, config: ExperimentConfig) -> dict[str, str]:
     """``{"name": ..., "section.key": value}`` for every config field (MLflow params, TensorBoard text)."""
-    out = {"name": name}
-    for section, values in config.to_dict().items():
-        if isinstance(values, dict):
-            out.update({f"{section}.{key}": str(value) for key, value in values.items()})
-        else:
-            out[section] = str(values)
-    return out
+    return {"name": name, **{tag: str(value) for tag, value in flatten(config.to_dict()).items()}}
 
 
 def hparams(name: str, config: ExperimentConfig) -> dict[str, float | str]:
     """The config as TensorBoard HParams (``section.key``): numbers as numbers (so the dashboard sorts and filters them),
     flags as ``true``/``false``, the rest (lists included) as text; unset fields (None) left out, as TOML leaves them."""
     out: dict[str, float | str] = {"name": name}
-    for section, values in config.to_dict().items():
-        for key, value in values.items() if isinstance(values, dict) else [("", values)]:
-            tag = f"{section}.{key}" if key else section
-            if isinstance(value, bool):
-                out[tag] = "true" if value else "false"
-            elif isinstance(value, (int, float)):
-                out[tag] = value
-            elif value is not None:
-                out[tag] = str(value)
+    for tag, value in flatten(config.to_dict()).items():
+        if isinstance(value, bool):
+            out[tag] = "true" if value else "false"
+        elif isinstance(value, (int, float)):
+            out[tag] = value
+        elif value is not None:
+            out[tag] = str(value)
     return out
 
 
