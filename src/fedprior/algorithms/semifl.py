@@ -28,7 +28,7 @@ from pydantic import Field
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fixmatch import CPU, Dpl
 from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import Context, Method, semi_supervised_algorithm
+from fedprior.algorithms.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
 from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 from fedprior.data.augment import seed_from, seeded
 
@@ -41,7 +41,7 @@ def mixup_loss(alpha: float, weight: float):
 
     def extra(ctx: Context, epoch: int) -> torch.Tensor:
         assert ctx.mask is not None and ctx.labels is not None  # pseudo-labeled before any unlabeled loss
-        confident = ctx.mask.nonzero().flatten()
+        confident = confident_rows(ctx)  # fixed for the update: no host sync per epoch
         if confident.numel() == 0 or weight == 0:
             return torch.zeros((), device=ctx.device)
         with seeded(seed_from(ctx.generator), ctx.device):
