@@ -67,6 +67,7 @@ from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_
 from fedprior.algorithms.ssl_hyperparameters import SHARED
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.data.augment import device_generator
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
 
@@ -429,8 +430,9 @@ class SemiSupervised:
         n, size = ctx.x_labeled.shape[0], ctx.training.fallback_batch_size
         zero = torch.zeros((), device=ctx.device)
         losses = []
+        shuffle = device_generator(ctx.generator, ctx.device)  # the order is drawn on the device: no copy from the host per epoch
         for _ in range(t.epochs):
-            order = torch.randperm(n, generator=ctx.generator).to(ctx.device)
+            order = torch.randperm(n, generator=shuffle, device=ctx.device)
             for start in range(0, n, size):
                 rows = order[start : start + size]
                 optimizer.zero_grad(set_to_none=True)
