@@ -92,6 +92,48 @@ def test_the_views_draw_every_parameter_on_the_device_without_a_sync():
         assert all(torch.equal(v.elem, e) for v, e in zip(on_device, expected, strict=True))
 
 
+def cgde_cycle_syncs(steps: int, augment: bool) -> list[str]:
+    """The host syncs of one CGDE cycle (FedBM's server-side generator training, Eq. 10) of ``steps`` steps on the pretend device."""
+    from torch import nn
+
+    from fedprior.algorithms.cgde import GeneratorTraining, concept_conditions, train_generator
+    from fedprior.models.generator import ConditionalGenerator
+
+    torch.manual_seed(0)
+    factor = torch.randn(3, 5, 5)
+    conditions = concept_conditions(torch.randn(3, 5), factor @ factor.transpose(1, 2) / 5)
+    teacher = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(64, 3))
+    generator = ConditionalGenerator(5, 1, 4, width=4)
+    with PretendDevice() as record:
+        teacher, generator, on_device = teacher.to(DEVICE), generator.to(DEVICE), conditions.to(DEVICE)
+        adam = torch.optim.Adam(generator.parameters(), lr=1e-3)
+        before = len(record.syncs)
+        train_generator(
+            generator,
+            teacher,
+            lambda model, x, y: torch.nn.functional.cross_entropy(model(x), y),
+            on_device,
+            3,
+            GeneratorTraining(steps=steps, batch_size=12, augment=augment),
+            lambda x: x,
+            torch.Generator().manual_seed(1),
+            adam,
+        )
+    return record.syncs[before:]
+
+
+def test_a_cgde_cycle_syncs_the_same_number_of_times_whatever_its_steps():
+    """Conditions in one product, L_div by cdist and a class mask, labels and noise drawn per cycle, losses read once:
+    without the crop and flip, a cycle's syncs do not grow with its steps (3: two uploads of the draws, one read)."""
+    one, three = cgde_cycle_syncs(1, augment=False), cgde_cycle_syncs(3, augment=False)
+    assert len(one) == len(three) == 3, three
+    kinds = collections.Counter(s.split(" <- ")[0] for s in three)
+    assert kinds == {"blocking copy host -> device": 2, "tolist": 1}, kinds
+    # kornia's crop and flip of G's images (FedBM's augmentation) still draws on the CPU: its copies are the only growth
+    grown = collections.Counter(cgde_cycle_syncs(3, augment=True)) - collections.Counter(cgde_cycle_syncs(1, augment=True))
+    assert grown and all("crop_flip" in s for s in grown), grown
+
+
 def test_the_counter_sees_each_kind_of_host_sync():
     with PretendDevice() as record:
         x = torch.arange(6.0).to(DEVICE)  # a blocking copy to the device
