@@ -77,6 +77,15 @@ def test_a_tensor_changed_in_place_is_rewritten(tmp_path, written):
     assert sum(written) > 4 * BIG and torch.equal(load_checkpoint(path).server["w"], big)
 
 
+def test_inference_mode_tensors_are_hashed_and_saved_too(tmp_path):
+    with torch.inference_mode():
+        made = state(5)
+    path = tmp_path / "c.safetensors"
+    save_checkpoint(path, RunState({"w": made}, {}, Progress()))
+    save_checkpoint(path, RunState({"w": made}, {}, Progress(round=1)))
+    assert torch.equal(load_checkpoint(path).server["w"], made)
+
+
 def test_a_damaged_or_missing_part_is_refused_and_the_previous_checkpoint_keeps_its_parts(tmp_path):
     path = tmp_path / "checkpoint.safetensors"
     first, second = state(1), state(2)

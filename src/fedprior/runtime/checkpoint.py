@@ -103,7 +103,10 @@ _HASHES: dict[int, tuple[weakref.ref, int, int, str]] = {}
 
 
 def tensor_sha256(tensor: torch.Tensor) -> str:
-    """SHA-256 of a CPU tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified."""
+    """SHA-256 of a CPU tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
+    (an inference-mode tensor has no version counter: it is hashed every time)."""
+    if tensor.is_inference():
+        return tensors_sha256({"": tensor})
     entry = _HASHES.get(id(tensor))
     if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and entry[2] == tensor.data_ptr():
         return entry[3]
