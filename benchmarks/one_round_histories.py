@@ -17,7 +17,9 @@ tensors (server and client states).
 ``--record`` writes the file (with the command, the commit and the machine); ``--check``
 reruns and compares exactly (floats bit-identical), prints every difference and exits 1
 if there is one. A shipped preset without small-data overrides in ``PRESETS`` stops the
-script before any run.
+script before any run. :data:`VARIANTS` add runs for paths one small round of the
+presets leaves idle: pseudo-labels above the threshold, per-client state read back
+in a second round.
 """
 
 from __future__ import annotations
@@ -40,6 +42,18 @@ SKIPPED = ("seconds", "run_dir", "description", "threads", "device", "workers")
 """Summary and history keys that are no number of the run (timings, where it ran)."""
 
 RUN = ["run.seed=0", "run.workers=1", "run.threads=1", "run.device=cpu"]
+
+PSEUDO_LABELS = ["algorithm.threshold=0.15"]
+"""A confidence threshold that one small round passes, so that the unlabeled loss is not zero."""
+TWO_ROUNDS = ["federation.rounds=2", "federation.fraction=0.5"]
+"""Two rounds of 4 of the 8 clients: per-client state written in the first is read back in the second."""
+VARIANTS = {
+    **{f"{preset}+pseudo-labels": (preset, PSEUDO_LABELS) for preset in ("feddb", "fixmatch", "fedmatch", "fedrgd", "semifl")},
+    "feddb+2-rounds": ("feddb", [*PSEUDO_LABELS, *TWO_ROUNDS, "algorithm.keep_optimizer_state=true"]),
+    "fedavg-labeled+2-rounds": ("fedavg-labeled", [*TWO_ROUNDS, "algorithm.keep_optimizer_state=true"]),
+    **{f"{preset}+2-rounds": (preset, TWO_ROUNDS) for preset in ("scaffold-cnn", "fst-cbdg", "fedbm", "fedbm-feddyn", "fedbm-fedrep", "fedbm-fedrod", "mfcl-moon", "orchestra")},
+}
+"""Runs beside the presets' own (name -> preset, overrides after ``SMALL``): paths one small round leaves idle."""
 
 
 def numbers(value: Any, prefix: str, out: dict[str, Any]) -> None:
@@ -72,24 +86,33 @@ def state_digest(run_path: Path) -> str:
     return digest.hexdigest()
 
 
-def run_preset(preset: str, overrides: list[str], folder: Path) -> dict[str, Any]:
-    """One small round of every stage of ``preset``: its numbers, its state digest and its seconds."""
-    from algorithm_setups import SMALL
+def runs() -> dict[str, tuple[str, list[str]]]:
+    """Every run: each shipped preset with its small-data overrides, then the :data:`VARIANTS` (name -> preset, overrides)."""
+    from algorithm_setups import PRESETS, SMALL
 
+    out = {preset: (preset, [*overrides, *SMALL, *RUN]) for preset, overrides in PRESETS.items()}
+    for name, (preset, extra) in VARIANTS.items():
+        out[name] = (preset, [*PRESETS[preset], *SMALL, *extra, *RUN])
+    return out
+
+
+def run_one(name: str, preset: str, overrides: list[str], folder: Path) -> dict[str, Any]:
+    """One run of ``preset`` with ``overrides``: its numbers, its state digest and its seconds."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 
     started = time.perf_counter()
-    name, config = load_config(preset, [*overrides, *SMALL, *RUN])
+    config_name, config = load_config(preset, overrides)
     rounds: list[dict[str, Any]] = []
-    summary = start(name, config, folder / preset, report_extras=False, on_round=rounds.append)
+    summary = start(config_name, config, folder / name, report_extras=False, on_round=rounds.append)
     values: dict[str, Any] = {}
     numbers({"summary": summary, "rounds": rounds}, "", values)
     return {
+        "preset": preset,
         "algorithm": config.algorithm.name,
-        "overrides": [*overrides, *SMALL, *RUN],
+        "overrides": overrides,
         "values": values,
-        "state_sha256": state_digest(folder / preset),
+        "state_sha256": state_digest(folder / name),
         "seconds": round(time.perf_counter() - started, 1),
     }
 
@@ -104,7 +127,7 @@ def same(a: Any, b: Any) -> bool:
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
     """Every way ``now`` (preset -> result) differs from ``recorded``, one line each."""
     lines = []
-    for preset in sorted(set(recorded) | set(now)):
+    for preset in sorted(set(recorded) | set(now)):  # a preset or a variant
         if preset not in now:
             lines.append(f"{preset}: recorded, not run now")
             continue
@@ -135,7 +158,7 @@ def main() -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--record", type=Path, metavar="FILE", help="run every preset and write FILE")
     mode.add_argument("--check", type=Path, metavar="FILE", help="run every preset and compare with FILE exactly")
-    parser.add_argument("--only", nargs="+", metavar="PRESET", help="run (and check) only these presets")
+    parser.add_argument("--only", nargs="+", metavar="RUN", help="run (and check) only these presets or variants")
     args = parser.parse_args()
 
     os.environ["FEDPRIOR_CACHE"] = tempfile.mkdtemp(prefix="one-round-cache-")  # the locked-text stand-in trained afresh, the user's cache untouched
@@ -150,17 +173,18 @@ def main() -> int:
     shipped = set(preset_paths())
     if shipped != set(PRESETS):
         sys.exit(f"tests/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}")
-    chosen = sorted(PRESETS) if not args.only else args.only
-    unknown = [p for p in chosen if p not in PRESETS]
+    every = runs()
+    chosen = list(every) if not args.only else args.only
+    unknown = [p for p in chosen if p not in every]
     if unknown:
-        sys.exit(f"--only: unknown presets {unknown}; accepted: {', '.join(sorted(PRESETS))}")
+        sys.exit(f"--only: unknown runs {unknown}; accepted: {', '.join(every)}")
 
     at_start, started = machine(), time.perf_counter()
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="one-round-runs-") as folder:
-        for preset in chosen:
-            results[preset] = run_preset(preset, PRESETS[preset], Path(folder))
-            print(f"{preset}: {results[preset]['algorithm']}, {len(results[preset]['values'])} numbers, {results[preset]['seconds']} s", flush=True)
+        for name in chosen:
+            results[name] = run_one(name, *every[name], Path(folder))
+            print(f"{name}: {results[name]['algorithm']}, {len(results[name]['values'])} numbers, {results[name]['seconds']} s", flush=True)
     wall = round(time.perf_counter() - started, 1)
 
     if args.record:
@@ -170,21 +194,21 @@ def main() -> int:
         if missing:
             sys.exit(f"no preset runs the algorithms {sorted(missing)}")
         record = {
-            "what": "every shipped preset's numbers after one small round of every stage (tests/algorithm_setups.py), compared bit for bit by --check",
+            "what": "every shipped preset's numbers after one small round of every stage (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
             "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
             "commit": git("rev-parse", "HEAD"),
             "src_changed_since_commit": bool(git("status", "--porcelain", "src")),
             "torch": torch.__version__,
             "machine": at_start,
             "wall_seconds": wall,
-            "presets": results,
+            "runs": results,
         }
         args.record.parent.mkdir(parents=True, exist_ok=True)
         args.record.write_text(json.dumps(record, indent=1) + "\n")
-        print(f"recorded {len(results)} presets ({sum(len(r['values']) for r in results.values())} numbers) in {wall} s to {args.record}")
+        print(f"recorded {len(results)} runs ({sum(len(r['values']) for r in results.values())} numbers) in {wall} s to {args.record}")
         return 0
 
-    recorded = json.loads(args.check.read_text())["presets"]
+    recorded = json.loads(args.check.read_text())["runs"]
     if args.only:
         recorded = {p: recorded[p] for p in chosen if p in recorded}
     lines = differences(recorded, json.loads(json.dumps(results)))  # both sides as JSON reads them back
@@ -192,9 +216,9 @@ def main() -> int:
         print(line)
     count = sum(len(r["values"]) for r in results.values())
     if lines:
-        print(f"DIFFERENT: {len(lines)} differences over {len(results)} presets ({wall} s)")
+        print(f"DIFFERENT: {len(lines)} differences over {len(results)} runs ({wall} s)")
         return 1
-    print(f"identical: {len(results)} presets, {count} numbers and {len(results)} final states bit for bit ({wall} s)")
+    print(f"identical: {len(results)} runs, {count} numbers and {len(results)} final states bit for bit ({wall} s)")
     return 0
 
 
