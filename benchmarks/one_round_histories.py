@@ -51,7 +51,10 @@ VARIANTS = {
     **{f"{preset}+pseudo-labels": (preset, PSEUDO_LABELS) for preset in ("feddb", "fixmatch", "fedmatch", "fedrgd", "semifl")},
     "feddb+2-rounds": ("feddb", [*PSEUDO_LABELS, *TWO_ROUNDS, "algorithm.keep_optimizer_state=true"]),
     "fedavg-labeled+2-rounds": ("fedavg-labeled", [*TWO_ROUNDS, "algorithm.keep_optimizer_state=true"]),
-    **{f"{preset}+2-rounds": (preset, TWO_ROUNDS) for preset in ("scaffold-cnn", "fst-cbdg", "fedbm", "fedbm-feddyn", "fedbm-fedrep", "fedbm-fedrod", "mfcl-moon", "orchestra")},
+    **{
+        f"{preset}+2-rounds": (preset, TWO_ROUNDS)
+        for preset in ("scaffold-cnn", "fst-cbdg", "fedbm", "fedbm-feddyn", "fedbm-fedrep", "fedbm-fedrod", "mfcl-moon", "orchestra")
+    },
 }
 """Runs beside the presets' own (name -> preset, overrides after ``SMALL``): paths one small round leaves idle."""
 
@@ -172,7 +175,9 @@ def main() -> int:
     torch.set_num_threads(1)
     shipped = set(preset_paths())
     if shipped != set(PRESETS):
-        sys.exit(f"tests/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}")
+        sys.exit(
+            f"tests/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}"
+        )
     every = runs()
     chosen = list(every) if not args.only else args.only
     unknown = [p for p in chosen if p not in every]
