@@ -77,7 +77,7 @@ def test_a_training_step_computes_layers_in_the_precision_and_keeps_weights_grad
     "name, values, data",
     [
         ("fedavg", {"model": "cnn"}, toy_images(16)),
-        ("feddyn", {"model": "convnet-small"}, toy_images(16)),  # FedBM's baselines (trains_locally)
+        ("feddyn", {"model": "convnet-small"}, toy_images(16)),  # FedBM's baselines (with_shared(BODY_TRAINING))
         ("fixmatch", {"model": "convnet", "width": 4}, None),  # the semi-supervised family (FedDB's)
     ],
 )

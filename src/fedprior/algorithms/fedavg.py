@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
+from fedprior.algorithms.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay
 from fedprior.algorithms.linear_heads import Sgd, check_features
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.precision import Precision
@@ -17,18 +16,6 @@ from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sg
 from fedprior.algorithms.supervised_heads import supervised_head_algorithm
 from fedprior.algorithms.tensors import model_arrays
 from fedprior.errors import ConfigError
-
-Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
-Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
-WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
-LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
-ModelName = Annotated[
-    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
-    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
-]
-HeadInitField = Annotated[
-    Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")
-]
 
 
 def fedavg(

@@ -48,9 +48,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
+from fedprior.algorithms.body_training import shared_training
 from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
 from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
+from fedprior.algorithms.hyperparameters import BODY_TRAINING, CPU, with_shared
 from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.local_training import LossFn
 from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
@@ -165,11 +166,9 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedbm(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     tau: Tau = 12.5,
     text_model: TextModel = "minilm",
@@ -193,8 +192,10 @@ def fedbm(
     synthetic_augment: SyntheticAugment = "per-batch",
     loss: LossKind = "eq4",
     evaluation_logits: EvaluationLogits = "f-over-tau",
+    **shared,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
+    model, training = shared_training(shared)
     from fedprior.models import build_model
 
     device = training.device

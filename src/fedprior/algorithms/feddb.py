@@ -32,10 +32,9 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
 from fedprior.algorithms.dma import DmaLoss, DmaSolver, dma_weights
-from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]

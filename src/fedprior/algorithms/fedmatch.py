@@ -71,10 +71,9 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
 from fedprior.algorithms.fedmatch_local import code_training, set_gradients
-from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.semi_supervised import Context, Method, predict, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 from fedprior.algorithms.tensors import MODEL, with_prefix
 from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
 from fedprior.seeding import torch_generator

@@ -27,7 +27,8 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
+from fedprior.algorithms.body_training import shared_training
+from fedprior.algorithms.hyperparameters import BODY_TRAINING, CPU, with_shared
 from fedprior.algorithms.supervised import GlobalModel
 from fedprior.algorithms.tensors import MODEL, model_arrays
 from fedprior.models.split import split
@@ -79,16 +80,16 @@ def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], c
     return torch.where(present.unsqueeze(1), smoothed, prototypes)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fednh(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     rho: Rho = 0.9,
     scale: Scale = 1.0,
+    **shared,
 ) -> Algorithm:
     """FedNH: uniform class prototypes as the classifier, smoothly infused with the clients' class semantics (Dai et al., 2023)."""
+    model, training = shared_training(shared)
     device = training.device
     from fedprior.models import build_model
 

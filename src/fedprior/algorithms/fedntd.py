@@ -8,7 +8,7 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
+from fedprior.algorithms.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
 from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd
 from fedprior.algorithms.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
 

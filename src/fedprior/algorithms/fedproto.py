@@ -26,8 +26,9 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
+from fedprior.algorithms.body_training import shared_training
 from fedprior.algorithms.fednh import class_means
+from fedprior.algorithms.hyperparameters import BODY_TRAINING, CPU, with_shared
 from fedprior.algorithms.local_training import classification_metrics
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -68,15 +69,15 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedproto(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     proto_weight: Lambda = 0.1,
+    **shared,
 ) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
     dim = split(net.build()).feature_dim

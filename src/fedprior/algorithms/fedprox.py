@@ -9,7 +9,8 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, local_sgd_update
+from fedprior.algorithms.fedavg import local_sgd_update
+from fedprior.algorithms.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task

@@ -21,7 +21,8 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
+from fedprior.algorithms.body_training import shared_training
+from fedprior.algorithms.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.local_training import classification_metrics
 from fedprior.algorithms.metrics import logit_metrics
 from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -45,15 +46,15 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrep(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     head_epochs: HeadEpochs = 0,
+    **shared,
 ) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
 

@@ -30,10 +30,9 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import Method, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 
 Groups = Annotated[int, Field(ge=1, description="S, the random groups the clients of a round are split into before averaging")]
 

@@ -26,7 +26,8 @@ from torch import nn
 from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
+from fedprior.algorithms.body_training import shared_training
+from fedprior.algorithms.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.supervised import GlobalModel, model_task
 from fedprior.algorithms.tensors import model_arrays, with_prefix
 from fedprior.models.split import split
@@ -60,15 +61,15 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrod(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     gamma: Gamma = 1.0,
+    **shared,
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
+    model, training = shared_training(shared)
     net = GlobalModel(model_task(task, model))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:

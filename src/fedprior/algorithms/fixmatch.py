@@ -15,18 +15,12 @@ Both are :mod:`fedprior.algorithms.semi_supervised` with its default steps.
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import torch
-from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, SUPERVISED, with_shared
-
-Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
-CPU = torch.device("cpu")
 
 
 @with_shared(SEMI_SUPERVISED)

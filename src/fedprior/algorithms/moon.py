@@ -10,7 +10,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.hyperparameters import Lr, ModelName, Momentum, WeightDecay
 from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task, sgd

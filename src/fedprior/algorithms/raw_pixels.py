@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, State, Task
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate
+from fedprior.algorithms.hyperparameters import LinearEval
+from fedprior.algorithms.self_supervised import evaluation_inputs, linear_evaluate
 from fedprior.errors import ConfigError
 
 

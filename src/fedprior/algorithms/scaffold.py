@@ -9,7 +9,7 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
+from fedprior.algorithms.hyperparameters import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.local_training import train_epochs
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd

@@ -18,10 +18,8 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
@@ -37,14 +35,6 @@ from fedprior.models.split import split
 
 TRAIN_FIELDS = ("x_train", "y_train")
 """The evaluation-data fields of the labelled training pool (``Algorithm.evaluation_inputs``; the runtime adds them)."""
-
-LinearEval = Annotated[
-    Literal["train-test", "test-2fold"],
-    Field(
-        description="linear evaluation: train-test (the paper, mfcl.md Sec. 3: a dense layer trained on the training set's frozen features, "
-        "scored on the test set) or test-2fold (a logistic regression cross-fitted on two halves of the test set)"
-    ),
-]
 
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:

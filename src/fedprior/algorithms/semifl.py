@@ -26,10 +26,9 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
+from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.precision import Precision
 from fedprior.algorithms.semi_supervised import Context, Method, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
 from fedprior.data.augment import seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
