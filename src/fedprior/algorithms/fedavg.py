@@ -67,14 +67,17 @@ def local_sgd_update(
     lr: float,
     momentum: float,
     weight_decay: float,
-    make_loss: Callable[[nn.Module], LossFn] | None = None,
+    make_loss: Callable[[nn.Module, State], LossFn] | None = None,
     lr_decay: float = 1.0,
 ) -> ClientUpdate:
-    """The FedAvg client: SGD from the received model; ``make_loss(global_model)`` may change the local loss."""
+    """The FedAvg client: SGD from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
+
+    The client state comes back unchanged (a method that keeps one wraps this update, as MOON does).
+    """
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         local = net.load(message.arrays)
-        loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
+        loss_fn = make_loss(net.load(message.arrays), state) if make_loss else cross_entropy_loss
         x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
             local,

@@ -52,7 +52,7 @@ def fedprox(
         lr,
         momentum,
         weight_decay,
-        make_loss=lambda g: proximal_loss(g, mu),
+        make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
     return net.algorithm("fedprox", update)

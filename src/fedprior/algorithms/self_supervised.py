@@ -152,4 +152,4 @@ def two_view_fedavg(
         model = net.load(state)
         return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device, linear_eval)
 
-    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate).with_(evaluation_inputs=evaluation_inputs(linear_eval))
+    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate, evaluation_inputs=evaluation_inputs(linear_eval))
