@@ -6,8 +6,8 @@ from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
-from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.precision import autocast, float32
+from fedprior.algorithms.pieces.local_training import train_epochs
+from fedprior.algorithms.pieces.precision import autocast, float32
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import validate_config

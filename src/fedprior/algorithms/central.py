@@ -12,7 +12,7 @@ import torch
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
 
 
 def central(

@@ -2,19 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
-from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
-from fedprior.algorithms.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay
-from fedprior.algorithms.linear_heads import Sgd, check_features
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.supervised_heads import supervised_head_algorithm
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.engines.linear_heads import Sgd, check_features
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.errors import ConfigError
 
 
@@ -58,38 +53,3 @@ def fedavg(
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model), device=device, precision=precision)
     return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
-
-
-def local_sgd_update(
-    net: GlobalModel,
-    local_epochs: int,
-    batch_size: int,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-    make_loss: Callable[[nn.Module, State], LossFn] | None = None,
-    lr_decay: float = 1.0,
-) -> ClientUpdate:
-    """The FedAvg client: SGD from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
-
-    The client state comes back unchanged (a method that keeps one wraps this update, as MOON does).
-    """
-
-    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
-        loss_fn = make_loss(net.load(message.arrays), state) if make_loss else cross_entropy_loss
-        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
-        metrics = train_epochs(
-            local,
-            x,
-            y,
-            epochs=local_epochs,
-            batch_size=batch_size,
-            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
-            generator=info.generator(),
-            loss_fn=loss_fn,
-            precision=net.precision,
-        )
-        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
-
-    return client_update

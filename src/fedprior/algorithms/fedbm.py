@@ -3,13 +3,13 @@
 Supervised clients with very skewed labels train only the feature extractor (and a
 projection to the language model's dimension) against a classifier nobody trains:
 
-- **LKCC** (:mod:`fedprior.algorithms.lkcc`, Eq. 1-5): the class concepts in M prompts
+- **LKCC** (:mod:`fedprior.algorithms.pieces.lkcc`, Eq. 1-5): the class concepts in M prompts
   through a pretrained language model give per-class means and variances (Eq. 2); the
   classifier F(h) of Eq. 5 is built from them once, in this factory's closure, from the
   Task's class names: every client rebuilds the same one, so it is never sent, and it
   has no parameters, so it receives no gradient. Clients minimize Eq. 4 (Algorithm 1,
   line 21; Eq. 11).
-- **CGDE** (:mod:`fedprior.algorithms.cgde`, Eq. 6-10): after aggregating, every
+- **CGDE** (:mod:`fedprior.algorithms.pieces.cgde`, Eq. 6-10): after aggregating, every
   ``generator_every`` rounds, the server trains the conditional generator against the
   frozen global model (``generator_steps`` Adam steps); the generator is never
   re-initialized. Once trained it is broadcast with the model (the paper: "the updated
@@ -20,7 +20,7 @@ projection to the language model's dimension) against a classifier nobody trains
 
 Server state: ``model.*`` (backbone and projection), ``generator.*`` (its parameters and
 BatchNorm statistics), ``cgde.trained`` and, with ``adam_state='kept'``,
-``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.optimizer_state`).
+``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.pieces.optimizer_state`).
 Aggregation is the example-weighted FedAvg of the whole state dict (the code; the
 paper writes a plain mean).
 
@@ -48,15 +48,15 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import shared_training
-from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
-from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
-from fedprior.algorithms.hyperparameters import BODY_TRAINING, CPU, with_shared
-from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
-from fedprior.algorithms.local_training import LossFn
-from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import load_model_arrays, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
+from fedprior.algorithms.pieces.local_training import LossFn
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
+from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.models.generator import ConditionalGenerator
@@ -116,7 +116,7 @@ def classifier_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, kind: str 
     """A FedBM client's (and the server's L_sem) loss on a batch (Eq. 11 when x holds synthetic images too).
 
     ``kind`` 'eq4': Eq. 4 under LKCC, cross-entropy for the other classifiers; 'balanced-softmax': FedETF's
-    :func:`~fedprior.algorithms.fedrod.balanced_softmax_loss` on the classifier's logits F with the client's class
+    :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss` on the classifier's logits F with the client's class
     ``counts`` (None, at the server: equal counts, i.e. cross-entropy on F).
     """
     if kind == "balanced-softmax":

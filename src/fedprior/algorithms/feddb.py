@@ -3,7 +3,7 @@ Semi-Supervised Learning", IJCAI 2024; feddb.txt): APP-U, debiased pseudo-labeli
 aggregation (DMA).
 
 Algorithm 3 of the paper, on the shared semi-supervised client and server
-(:mod:`fedprior.algorithms.semi_supervised`):
+(:mod:`fedprior.algorithms.engines.semi_supervised`):
 
 - each sampled client labels the weak view of its unlabeled images with the received
   model, estimates the prior bias by APP-U (Eq. 8) and keeps the images whose *debiased*
@@ -31,10 +31,10 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.dma import DmaLoss, DmaSolver, dma_weights
-from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
+from fedprior.algorithms.engines.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
+from fedprior.algorithms.pieces.dma import DmaLoss, DmaSolver, dma_weights
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]

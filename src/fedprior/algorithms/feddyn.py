@@ -26,11 +26,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import shared_training
-from fedprior.algorithms.hyperparameters import BODY_TRAINING, with_shared
-from fedprior.algorithms.local_training import cross_entropy_loss
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import cross_entropy_loss
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 
 GRAD, H = "grad.", "h."
 Alpha = Annotated[float, Field(gt=0, description="FedDyn's alpha (FedBM: 0.01)")]

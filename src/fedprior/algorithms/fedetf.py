@@ -27,11 +27,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import shared_training
-from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
-from fedprior.algorithms.hyperparameters import BODY_TRAINING, with_shared
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.projected import ProjectedNet
 from fedprior.seeding import torch_generator

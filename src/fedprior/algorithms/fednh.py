@@ -27,10 +27,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import shared_training
-from fedprior.algorithms.hyperparameters import BODY_TRAINING, CPU, with_shared
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.class_balance import class_means
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
 from fedprior.models.split import split
 from fedprior.seeding import torch_generator
 
@@ -61,15 +62,6 @@ def orthogonal_prototypes(num_classes: int, dim: int, seed: int) -> torch.Tensor
 
 
 @torch.no_grad()
-def class_means(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    """(K, D) mean feature per class (zero where absent) and (K,) counts, with the model in eval mode."""
-    model.eval()
-    features = torch.cat([split(model).embed(x[s : s + batch]) for s in range(0, x.shape[0], batch)])
-    counts = torch.bincount(y, minlength=num_classes).to(features.dtype)
-    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device).index_add_(0, y, features)
-    return sums / counts.clamp_min(1).unsqueeze(1), counts
-
-
 def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], counts: Sequence[torch.Tensor], rho: float) -> torch.Tensor:
     """FedNH's semantic infusion (see the module docstring) from the clients' class means and counts."""
     held = torch.stack([c > 0 for c in counts]).float()  # (clients, K)

@@ -9,11 +9,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import local_sgd_update
-from fedprior.algorithms.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.pieces.precision import Precision
 
 Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
 

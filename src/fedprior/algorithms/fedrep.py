@@ -8,7 +8,7 @@ averages the bodies (line 11; example-weighted, as the code FedBM's tables come 
 A client's head starts from the server's initial head the first time it is sampled and
 is client state afterwards. The global test metrics are those of the personalized
 models (the shared body with each client's head), averaged over the clients of the
-latest round (:mod:`fedprior.algorithms.personal`).
+latest round (:mod:`fedprior.algorithms.pieces.personal`).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import shared_training
-from fedprior.algorithms.hyperparameters import BODY_TRAINING, with_shared
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import classification_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
 from fedprior.models.split import split
 
 HEAD = "head."

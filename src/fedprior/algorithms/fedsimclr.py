@@ -9,8 +9,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.hyperparameters import (
+from fedprior.algorithms.engines.self_supervised import two_view_fedavg
+from fedprior.algorithms.pieces.contrastive import nt_xent
+from fedprior.algorithms.pieces.hyperparameters import (
     ClientLr,
     EvalFeatures,
     LinearEval,
@@ -21,7 +22,6 @@ from fedprior.algorithms.hyperparameters import (
     Width,
     check_group_channels,
 )
-from fedprior.algorithms.self_supervised import two_view_fedavg
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 

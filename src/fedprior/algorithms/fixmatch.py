@@ -10,7 +10,7 @@
   clients are never given the unlabeled images; the optimizer, the network and the
   full-batch local steps are FedDB's, so the comparison is paired.
 
-Both are :mod:`fedprior.algorithms.semi_supervised` with its default steps.
+Both are :mod:`fedprior.algorithms.engines.semi_supervised` with its default steps.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from __future__ import annotations
 import torch
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, with_shared
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import semi_supervised_algorithm
+from fedprior.algorithms.engines.semi_supervised import semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 
 @with_shared(SEMI_SUPERVISED)

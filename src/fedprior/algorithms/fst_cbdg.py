@@ -8,7 +8,7 @@ features I_j only (Algorithm 1):
 
 - keeps soft pseudo-labels q_j, initially the zero-shot prediction p_j (Eq. 2), and
   updates them by the moving average q_j <- beta q_j + (1 - beta) f(I_j) (Eq. 4;
-  :func:`~fedprior.algorithms.pseudo_labels.moving_average`);
+  :func:`~fedprior.algorithms.pieces.pseudo_labels.moving_average`);
 - minimizes the self-training loss L_iST = -E_j[q_j . log f(I_j)] (Eq. 3)
 - plus lambda times the synthetic loss L_tSamp = -sum 1_k . log f(z_kj) (Eq. 6, 8) on
   features z_kj ~ N(T_k, sigma^2 I) (Eq. 5), n_k per class by the balancing equation
@@ -55,7 +55,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.linear_heads import (
+from fedprior.algorithms.engines.linear_heads import (
     BIAS,
     WEIGHT,
     HeadTraining,
@@ -66,8 +66,8 @@ from fedprior.algorithms.linear_heads import (
     masked_mean,
     text_head,
 )
-from fedprior.algorithms.pseudo_labels import moving_average
-from fedprior.algorithms.tensors import to_device, weighted_mean
+from fedprior.algorithms.pieces.pseudo_labels import moving_average
+from fedprior.algorithms.pieces.tensors import to_device, weighted_mean
 
 LABELS = "labels"
 

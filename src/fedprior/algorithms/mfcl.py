@@ -32,7 +32,7 @@ Two modules, trained one after the other in one run (three stages):
    killed in phase 2 resumes with the same numbers.
 
 Evaluation (stage ``server`` and the initial model): linear evaluation
-(:mod:`fedprior.algorithms.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
+(:mod:`fedprior.algorithms.pieces.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
 a dense layer trained with the labels of the training pool's frozen features and scored
 on the test set; ``"test-2fold"``: cross-fitted on the test set alone) of the features of
 the images through the frozen encoder (one view: PN with a single view is GN; BN as
@@ -44,7 +44,7 @@ discriminator: a control, evaluated after the sensor stage too). ``server_loss``
 last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
-(discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.optimizer_state`), and after the upload
+(discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
 ``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
 """
 
@@ -59,8 +59,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
-from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.hyperparameters import (
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.pieces.contrastive import nt_xent
+from fedprior.algorithms.pieces.hyperparameters import (
     ClientLr,
     LinearEval,
     MinScale,
@@ -69,9 +70,8 @@ from fedprior.algorithms.hyperparameters import (
     Temperature,
     check_group_channels,
 )
-from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
-from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
+from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.errors import ConfigError

@@ -10,11 +10,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.fedavg import local_sgd_update
-from fedprior.algorithms.hyperparameters import Lr, ModelName, Momentum, WeightDecay
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.pieces.hyperparameters import Lr, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.errors import ConfigError
 from fedprior.models.split import split
 
@@ -61,7 +60,7 @@ def moon(
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
-    FedAvg's client loop (:func:`~fedprior.algorithms.fedavg.local_sgd_update`) with the loss
+    FedAvg's client loop (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`) with the loss
     :func:`moon_loss` (Eq. 3), wrapped to keep the client state.
 
     Li, He and Song, "Model-Contrastive Federated Learning", CVPR 2021, Eq. 2-3: for each

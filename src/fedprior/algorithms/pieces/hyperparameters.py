@@ -28,7 +28,7 @@ from typing import Annotated, Any, Literal
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.precision import Precision
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.data.augment.fixmatch import STRONG_AUGMENTS
 from fedprior.errors import ConfigError
 

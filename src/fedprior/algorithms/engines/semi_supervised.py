@@ -58,15 +58,15 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.bias import bias_diagnostics
-from fedprior.algorithms.dma import uniform_distance
-from fedprior.algorithms.hyperparameters import SEMI_SUPERVISED_DEFAULTS
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
-from fedprior.algorithms.precision import autocast, float32
-from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.bias import bias_diagnostics
+from fedprior.algorithms.pieces.dma import uniform_distance
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
+from fedprior.algorithms.pieces.precision import autocast, float32
+from fedprior.algorithms.pieces.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
 
@@ -84,7 +84,7 @@ EVAL_BATCH = 1024
 
 @dataclass(frozen=True)
 class Training:
-    """The local training every semi-supervised algorithm shares (fields and defaults of :func:`fedprior.algorithms.hyperparameters.semi_supervised`)."""
+    """The local training every semi-supervised algorithm shares (fields and defaults of :func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`)."""
 
     epochs: int
     optimizer: str = SEMI_SUPERVISED_DEFAULTS["optimizer"]
@@ -138,7 +138,7 @@ class Context:
     mask: torch.Tensor | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     precision: str = "fp32"
-    """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.precision``)."""
+    """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.pieces.precision``)."""
 
 
 def default_pseudo_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
@@ -464,7 +464,7 @@ def semi_supervised_algorithm(
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
 ) -> Algorithm:
-    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.hyperparameters.semi_supervised`) and a method's steps."""
+    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps."""
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)

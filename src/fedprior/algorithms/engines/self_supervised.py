@@ -10,7 +10,7 @@
 - :func:`frozen_features`: features of many images in large batches, under no_grad, on a device;
   :func:`linear_evaluate`: their linear evaluation (``linear_eval``: the paper's dense layer trained
   on the training pool's features and scored on the test set, or the 2-fold protocol on the
-  test set alone; :mod:`~fedprior.algorithms.linear_eval`).
+  test set alone; :mod:`~fedprior.algorithms.pieces.linear_eval`).
 - :func:`two_view_fedavg`: an end-to-end self-supervised baseline (FedSimCLR, FedSwAV) is
   FedAvg whose clients run :func:`two_view_epochs` with its own loss.
 """
@@ -23,10 +23,10 @@ import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.linear_eval import dense_evaluation, linear_evaluation
-from fedprior.algorithms.local_training import LossFn, train_epochs
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
+from fedprior.algorithms.pieces.local_training import LossFn, train_epochs
+from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.data.standardize import PixelStandardizer
@@ -79,7 +79,7 @@ def linear_evaluate(
     device: torch.device,
     protocol: str = "train-test",
 ) -> dict[str, float | list[float]]:
-    """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
+    """Linear evaluation (:mod:`~fedprior.algorithms.pieces.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
 
     ``protocol = "train-test"`` (mfcl.md Sec. 3): a dense layer is trained on the features of the
     training pool, ``data["x_train"]`` / ``data["y_train"]`` (:data:`TRAIN_FIELDS`, added by the

@@ -22,9 +22,9 @@ from torch import nn
 from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import ClientData, ClientInfo
-from fedprior.algorithms.hyperparameters import CPU
-from fedprior.algorithms.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
-from fedprior.algorithms.supervised import round_lr
+from fedprior.algorithms.engines.supervised import round_lr
+from fedprior.algorithms.pieces.hyperparameters import CPU
+from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.errors import ConfigError
 
 
@@ -93,7 +93,7 @@ class LocalTraining:
     optimizer: LocalOptimizer
     device: torch.device = CPU
     precision: str = "fp32"
-    """``run.precision``: 'bf16' runs the forward passes under autocast (``fedprior.algorithms.precision``)."""
+    """``run.precision``: 'bf16' runs the forward passes under autocast (``fedprior.algorithms.pieces.precision``)."""
 
     def fit(
         self,
