@@ -1,4 +1,10 @@
-"""FedAvg (McMahan et al., 2017): local SGD on labelled data, example-weighted model averaging."""
+"""FedAvg (McMahan et al., 2017): local SGD on labelled data, example-weighted model averaging.
+
+Algorithm 1 of McMahan et al. (2017): the client's local SGD,
+:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`; the server's example-weighted mean,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; on a linear head,
+:func:`~fedprior.algorithms.engines.supervised_heads.supervised_head_algorithm`.
+"""
 
 from __future__ import annotations
 

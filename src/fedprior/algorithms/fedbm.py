@@ -35,6 +35,19 @@ classifier with FedETF's balanced softmax instead of Eq. 4 (which of FedETF's tw
 carries its lead), ``synthetic_augment='per-image'`` crops and flips every generated image on
 its own (the code: one draw per batch), ``evaluation_logits='f'`` scores rounds on F instead of
 the code's F / tau.
+
+Equations (fedbm.txt), and where each is computed:
+
+- Eq. 2, the concept distributions: :func:`~fedprior.algorithms.pieces.lkcc.concept_distributions`,
+  :func:`~fedprior.algorithms.pieces.lkcc.concept_covariances`;
+- Eq. 3-5, LKCC's logits and loss: :func:`~fedprior.algorithms.pieces.lkcc.lkcc_logits`,
+  :func:`~fedprior.algorithms.pieces.lkcc.lkcc_loss` (chosen by :func:`classifier_loss`; Eq. 5's F / tau: :class:`Rescaled`);
+- Eq. 7, CGDE's diversity loss: :func:`~fedprior.algorithms.pieces.cgde.diversity_loss`;
+- Eq. 8, the BatchNorm statistics loss: :class:`~fedprior.algorithms.pieces.cgde.BatchNormStatistics`;
+- Eq. 9, the generator's conditions: :func:`condition_distribution`, :func:`~fedprior.algorithms.pieces.cgde.concept_conditions`;
+- Eq. 10, a CGDE cycle: :func:`~fedprior.algorithms.pieces.cgde.train_generator`; its images: :func:`~fedprior.algorithms.pieces.cgde.synthesize`;
+- Eq. 11, the client loss on real and synthetic images: :func:`classifier_loss`; the balanced softmax
+  variant: :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss`.
 """
 
 from __future__ import annotations

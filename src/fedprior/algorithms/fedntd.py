@@ -1,4 +1,9 @@
-"""FedNTD (Lee et al., NeurIPS 2022): FedAvg whose clients distill the global model's not-true predictions."""
+"""FedNTD (Lee et al., NeurIPS 2022): FedAvg whose clients distill the global model's not-true predictions.
+
+Equations (Lee et al. 2022): Eq. 5, the not-true distillation,
+:func:`~fedprior.algorithms.engines.supervised_heads.not_true_distillation`; Eq. 6, CE + beta times it,
+:class:`~fedprior.algorithms.engines.supervised_heads.NotTrueDistillationObjective`.
+"""
 
 from __future__ import annotations
 

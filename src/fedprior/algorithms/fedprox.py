@@ -1,4 +1,9 @@
-"""FedProx (Li et al., 2020): FedAvg with a proximal term that keeps local models near the global one."""
+"""FedProx (Li et al., 2020): FedAvg with a proximal term that keeps local models near the global one.
+
+Equations (Li et al., MLSys 2020): Eq. 2, the proximal local objective, :func:`proximal_loss`; the
+client loop and the average are FedAvg's (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`).
+"""
 
 from __future__ import annotations
 

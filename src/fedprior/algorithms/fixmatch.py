@@ -11,6 +11,11 @@
   full-batch local steps are FedDB's, so the comparison is paired.
 
 Both are :mod:`fedprior.algorithms.engines.semi_supervised` with its default steps.
+
+Equations (feddb.txt), and where each is computed: Eq. 3-4, the pseudo-labels,
+:func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels`; Eq. 14 (``dpl``),
+:func:`~fedprior.algorithms.pieces.pseudo_labels.debias`; Eq. 2-6, the local loss, and Eq. 7,
+the average: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`.
 """
 
 from __future__ import annotations

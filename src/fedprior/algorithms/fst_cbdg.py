@@ -43,6 +43,18 @@ sigma^2 (I - Q Q^T): we draw it with K x d numbers per step instead of S x d.
 'projected' is exact in distribution (a test compares gradient moments with
 'direct'), and it is what makes 1024-d CLIP features fast: drawing the S x d
 Gaussians is otherwise most of the run time.
+
+Equations (fst-cbdg.txt), and where each is computed:
+
+- Eq. 2, CLIP's zero-shot prediction and the text-initialized head: :func:`zero_shot_probabilities`,
+  :func:`~fedprior.algorithms.engines.linear_heads.text_head`;
+- Eq. 3, the self-training loss: :func:`self_training_loss` (per client: :meth:`FstObjective.loss`);
+- Eq. 4, the soft pseudo-labels' moving average: :func:`~fedprior.algorithms.pieces.pseudo_labels.moving_average`
+  (in :meth:`FstObjective.loss`);
+- Eq. 5, the Gaussian class samples around T_k: :meth:`FstObjective.synthetic_batch`;
+- Eq. 6 and 8, the synthetic loss and its gradient: :meth:`FstObjective.synthetic_loss`, :meth:`FstObjective.add_gradients`;
+- Eq. 7, the class-balancing counts: :func:`balanced_counts`;
+- the server's average of the heads: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`.
 """
 
 from __future__ import annotations

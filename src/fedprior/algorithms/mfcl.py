@@ -46,6 +46,15 @@ last epoch's mean NT-Xent.
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 (discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
 ``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
+
+Equations (mfcl.md), and where each is computed:
+
+- Eq. 1, the client-size-weighted average: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`;
+- Eq. 2, the autoencoder's reconstruction of two views: ``train_sensor`` inside :func:`mfcl`
+  (the module: :class:`~fedprior.models.autoencoder.SensorModule`; the views: :func:`~fedprior.data.augment.simclr.simclr_views`);
+- Eq. 3-4, Peer Normalization: :class:`~fedprior.models.peer_norm.PeerNorm`;
+- Eq. 5, NT-Xent: :func:`~fedprior.algorithms.pieces.contrastive.nt_xent` (``train_discriminator`` inside :func:`mfcl`);
+- Sec. 3, linear evaluation: :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
 """
 
 from __future__ import annotations

@@ -1,4 +1,10 @@
-"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3."""
+"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3.
+
+Equations (Li, He and Song, CVPR 2021): Eq. 2, the model-contrastive loss, :func:`model_contrastive_loss`;
+Eq. 3, the local objective, :func:`moon_loss`; the client loop and the average are FedAvg's
+(:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`).
+"""
 
 from __future__ import annotations
 
