@@ -61,7 +61,6 @@ def orthogonal_prototypes(num_classes: int, dim: int, seed: int) -> torch.Tensor
     return F.normalize(weight, dim=1)
 
 
-@torch.no_grad()
 def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], counts: Sequence[torch.Tensor], rho: float) -> torch.Tensor:
     """FedNH's semantic infusion (see the module docstring) from the clients' class means and counts."""
     held = torch.stack([c > 0 for c in counts]).float()  # (clients, K)

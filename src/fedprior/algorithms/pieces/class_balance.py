@@ -20,6 +20,7 @@ def balanced_softmax_loss(logits: torch.Tensor, y: torch.Tensor, counts: torch.T
     return F.cross_entropy(logits + gamma * counts.to(logits.device).log(), y)
 
 
+@torch.no_grad()
 def class_means(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
     """(K, D) mean feature per class (zero where absent) and (K,) counts, with the model in eval mode."""
     model.eval()
