@@ -115,7 +115,7 @@ def semi_supervised(
         Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)"),
     ] = 0.0,
     strong_augment: Annotated[
-        Literal[STRONG_AUGMENTS],
+        Literal[STRONG_AUGMENTS],  # type: ignore[valid-type]  # typing expands the tuple at run time (pydantic reads it); mypy wants literals
         Field(
             description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
         ),
