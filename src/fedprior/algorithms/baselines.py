@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from fedprior.algorithms.base import Algorithm, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
-from fedprior.algorithms.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
+from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
 
 
 def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algorithm:

@@ -11,7 +11,8 @@ from __future__ import annotations
 import torch
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, fedavg
+from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
 
 
 def central(

@@ -26,10 +26,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.local_training import cross_entropy_loss
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import cross_entropy_loss
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 
 GRAD, H = "grad.", "h."
 Alpha = Annotated[float, Field(gt=0, description="FedDyn's alpha (FedBM: 0.01)")]
@@ -65,15 +66,15 @@ def server_update(
     return new
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def feddyn(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     alpha: Alpha = 0.01,
+    **shared,
 ) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
+    model, training = shared_training(shared)
     net = GlobalModel(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
 

@@ -27,10 +27,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.projected import ProjectedNet
 from fedprior.seeding import torch_generator
@@ -73,16 +74,16 @@ class EtfHead(nn.Module):
         return self.scale * h @ self.etf
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedetf(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     etf_dim: EtfDim = 0,
     loss: EtfLoss = "balanced-softmax",
+    **shared,
 ) -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
+    model, training = shared_training(shared)
     from fedprior.models import build_model
 
     build_model(model, task)

@@ -12,7 +12,7 @@ count. The server's global prototype of class k is the count-weighted mean of th
 clients' C_k (Eq. 6), kept for classes no client of the round holds. Inference is by
 the nearest global prototype (Sec. 4: Inference). lambda = 0.1 as the FedETF code FedBM's
 tables come from (MSE over the feature dimensions). The global test metrics average the
-personalized models of the latest round's clients (:mod:`fedprior.algorithms.personal`):
+personalized models of the latest round's clients (:mod:`fedprior.algorithms.pieces.personal`):
 to be tested, those clients also upload their models, whose bytes the round loop counts.
 """
 
@@ -26,13 +26,14 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
-from fedprior.algorithms.fednh import class_means
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.class_balance import class_means
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.local_training import classification_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.tensors import add_prefix, load_model_arrays, model_arrays
 from fedprior.models.split import split
 
 PROTOS, PRESENT = "prototypes", "prototype_present"
@@ -68,15 +69,15 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedproto(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     proto_weight: Lambda = 0.1,
+    **shared,
 ) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
     dim = split(net.build()).feature_dim

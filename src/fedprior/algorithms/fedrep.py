@@ -8,7 +8,7 @@ averages the bodies (line 11; example-weighted, as the code FedBM's tables come 
 A client's head starts from the server's initial head the first time it is sampled and
 is client state afterwards. The global test metrics are those of the personalized
 models (the shared body with each client's head), averaged over the clients of the
-latest round (:mod:`fedprior.algorithms.personal`).
+latest round (:mod:`fedprior.algorithms.pieces.personal`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import classification_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
 from fedprior.models.split import split
 
 HEAD = "head."
@@ -45,15 +46,15 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrep(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     head_epochs: HeadEpochs = 0,
+    **shared,
 ) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
 

@@ -2,7 +2,7 @@
 Gradient Diversity of Models", IEEE BigData 2021; arXiv:2008.11364), as a baseline of FedDB (feddb.txt 5.1).
 
 FedRGD's three design choices, on the shared semi-supervised client
-(:mod:`fedprior.algorithms.semi_supervised`):
+(:mod:`fedprior.algorithms.engines.semi_supervised`):
 
 - the consistency-regularization loss on the clients (FixMatch's: confident weak-view
   pseudo-labels, cross-entropy of the strong view);
@@ -30,10 +30,9 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import Method, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.algorithms.engines.semi_supervised import Method, semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 Groups = Annotated[int, Field(ge=1, description="S, the random groups the clients of a round are split into before averaging")]
 

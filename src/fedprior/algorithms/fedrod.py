@@ -26,24 +26,15 @@ from torch import nn
 from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import model_arrays, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import model_arrays, with_prefix
 from fedprior.models.split import split
 
 PERSONAL = "personal."
 Gamma = Annotated[float, Field(ge=0, description="weight of log class counts in the balanced softmax (FedBM: 1)")]
-
-
-def class_counts(y: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """The client's class counts, 1 for a class it lacks (as the code), so log counts are finite."""
-    counts = torch.bincount(y, minlength=num_classes).float()
-    return torch.where(counts > 0, counts, torch.ones_like(counts))
-
-
-def balanced_softmax_loss(logits: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """CE(logits + gamma log n, y): the balanced softmax of Ren et al. (2020) that FedROD and FedETF train with."""
-    return F.cross_entropy(logits + gamma * counts.to(logits.device).log(), y)
 
 
 class TwoHeads(nn.Module):
@@ -60,15 +51,15 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrod(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     gamma: Gamma = 1.0,
+    **shared,
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
+    model, training = shared_training(shared)
     net = GlobalModel(model_task(task, model))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:

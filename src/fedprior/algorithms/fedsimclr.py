@@ -9,16 +9,25 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, NormGroupChannels, ProjectionDim, Temperature, check_group_channels
-from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
+from fedprior.algorithms.engines.self_supervised import two_view_fedavg
+from fedprior.algorithms.pieces.contrastive import nt_xent
+from fedprior.algorithms.pieces.hyperparameters import (
+    ClientLr,
+    EvalFeatures,
+    LinearEval,
+    MinScale,
+    NormGroupChannels,
+    ProjectionDim,
+    Temperature,
+    Width,
+    check_group_channels,
+)
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
 StemNorm = Annotated[
     Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")
 ]
-Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone (64 is the standard network)")]
 
 
 def fedsimclr(

@@ -10,10 +10,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
-from fedprior.algorithms.fedsimclr import Width
-from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
+from fedprior.algorithms.engines.self_supervised import two_view_fedavg
+from fedprior.algorithms.pieces.contrastive import sinkhorn, swapped_prediction
+from fedprior.algorithms.pieces.hyperparameters import ClientLr, EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 

@@ -45,12 +45,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
-from fedprior.algorithms.contrastive import sinkhorn
-from fedprior.algorithms.fedsimclr import Width
-from fedprior.algorithms.mfcl import EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.contrastive import sinkhorn
+from fedprior.algorithms.pieces.hyperparameters import EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 

@@ -4,7 +4,7 @@ A self-supervised method earns its number only if its features beat what a linea
 classifier reaches on the pixels alone (DESIGN.md, "Reproducing a paper": "an untrained
 network and raw pixels"). This algorithm has no rounds and no clients: its only
 evaluation scores the flattened [0, 1] pixels by the same linear evaluation as MFCL and
-its baselines (``linear_eval``, :mod:`fedprior.algorithms.linear_eval`; features
+its baselines (``linear_eval``, :mod:`fedprior.algorithms.pieces.linear_eval`; features
 standardized with the training pool's statistics).
 """
 
@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, State, Task
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate
+from fedprior.algorithms.pieces.hyperparameters import LinearEval
 from fedprior.errors import ConfigError
 
 

@@ -9,11 +9,11 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
-from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task, round_lr, sgd
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay
+from fedprior.algorithms.pieces.local_training import train_epochs
+from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]

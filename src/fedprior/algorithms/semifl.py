@@ -2,7 +2,7 @@
 Clients with Alternate Training", NeurIPS 2022), as FedDB compares with it (feddb.txt 5.1: "we adopt its
 client-side training due to the lack of training samples on the server").
 
-On top of FixMatch's client (:mod:`fedprior.algorithms.semi_supervised`), the SemiFL
+On top of FixMatch's client (:mod:`fedprior.algorithms.engines.semi_supervised`), the SemiFL
 client adds a MixUp loss (its code's ``fix-mix`` mode, ``src/modules/modules.py``): each
 epoch, lambda ~ Beta(a, a) with a = 0.75; every confident image's weak view is mixed
 with the weak view of an unlabeled image drawn at random (with replacement) from all
@@ -26,10 +26,9 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import Context, Method, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.algorithms.engines.semi_supervised import Context, Method, semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.data.augment import seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
