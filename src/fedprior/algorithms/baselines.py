@@ -1,4 +1,12 @@
-"""FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe."""
+"""FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe.
+
+Equations (fst-cbdg.txt), and where each is computed: Eq. 2, CLIP's zero-shot prediction, is the
+head W = T, b = 0 of :func:`~fedprior.algorithms.engines.linear_heads.text_head` scored by
+:func:`~fedprior.algorithms.engines.linear_heads.head_accuracy` (:func:`zero_shot`). The linear probe has no
+equation in the paper: cross-entropy SGD of a linear head on the labelled features of the whole training pool,
+:class:`~fedprior.algorithms.engines.supervised_heads.CrossEntropyObjective` in
+:func:`~fedprior.algorithms.engines.supervised_heads.supervised_head_algorithm` (:func:`linear_probe`).
+"""
 
 from __future__ import annotations
 

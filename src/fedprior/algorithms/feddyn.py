@@ -14,6 +14,13 @@ over the parameters; BatchNorm statistics are averaged. alpha = 0.01 as FedBM se
 ("0.01 in FedDyn as suggested in the official implementation", Sec. IV-B). The FedETF
 code FedBM follows adds the norm ||theta - theta^{t-1}|| instead of its half square: the
 paper's square is used here. g_k is client state; h is server state.
+
+Equations (Acar et al., ICLR 2021, Algorithm 1), and where each is computed: the client's dynamically
+regularized objective, :func:`dynamic_loss` (minimized by
+:meth:`~fedprior.algorithms.engines.body_training.LocalTraining.fit`); the update of its gradient state g_k,
+``client_update`` inside :func:`feddyn`; the server's h and its corrected average, :func:`server_update`.
+Where it departs from the paper: the local argmin is approximated by ``local_epochs`` of the shared
+optimizer, and the entries that are not parameters (BatchNorm statistics) get the example-weighted mean.
 """
 
 from __future__ import annotations

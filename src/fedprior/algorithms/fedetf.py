@@ -14,6 +14,13 @@ models (FedAvg). d = K, as the authors' code. FedETF's local personalization pha
 not part of the global model FedBM compares. W is rebuilt from a fixed stream on every
 client (never sent). ``loss='cross-entropy'`` trains with plain cross-entropy instead of the
 balanced softmax (an ablation beside FedBM's Table I: which of the two changes carries FedETF).
+
+Equations (Li et al., ICCV 2023), and where each is computed: the simplex ETF W, :func:`simplex_etf`;
+the projection and L2 normalization of the features, :class:`~fedprior.models.projected.ProjectedNet`;
+the logits s h W, :class:`EtfHead`; the balanced softmax loss (Sec. 4.2), :func:`etf_loss` (the loss itself:
+:func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss`); the server's average,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: no local personalization phase; d = K as the authors' code.
 """
 
 from __future__ import annotations

@@ -55,6 +55,19 @@ RandAugment; with E > 1 local epochs the upload cut and the lr decay act once pe
 :mod:`fedprior.algorithms.engines.fedmatch_local`.
 ``dpl = true`` gives FedMatch-FedDPL: every prediction (own and helpers') is debiased by
 the client's APP-U (Eq. 14) before the threshold and the vote.
+
+Equations (Jeong et al., ICLR 2021), and where each is computed:
+
+- parameter decomposition theta = sigma + psi (Sec. 4.2): :func:`~fedprior.models.decomposed.decompose`;
+- disjoint learning, the supervised loss on sigma and the unlabeled loss on psi: :func:`disjoint`
+  (in the code's mini-batch loop: :func:`~fedprior.algorithms.engines.fedmatch_local.code_training`);
+- the inter-client consistency KL (Sec. 4.1) and psi's regularizers lambda_l1 |psi|_1 + lambda_l2 |sigma - psi|^2:
+  :func:`consistency_and_regularizers` (per mini-batch: :func:`~fedprior.algorithms.engines.fedmatch_local.unlabeled_batch_loss`);
+- agreement-based pseudo-labels: :func:`agreement_labels` (per mini-batch: :func:`~fedprior.algorithms.engines.fedmatch_local.vote`);
+- helpers chosen by the distance between model embeddings: :func:`embedding`, :func:`keep_helpers`, :func:`choose_helpers`;
+- the code's upload cut and lr decay: :func:`cut_upload`, :func:`adaptive_lr_decay`.
+
+Where it departs from the paper and its code: the deviations listed above.
 """
 
 from __future__ import annotations

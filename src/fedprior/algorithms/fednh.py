@@ -14,6 +14,14 @@ FedBM's tables come from: a client's mu_{c,k} is the mean of its unnormalized fe
 the server averages them with equal weights, and s starts at ``scale`` (1.0) and is
 averaged like any parameter. P lives in the model state (a buffer), so it is broadcast
 with the model and every client uses the same one.
+
+Equations (Dai et al., AAAI 2023), and where each is computed: the uniformly spread initial
+prototypes, :func:`orthogonal_prototypes`; the classifier s <h/|h|, P_k>, :class:`CosineHead`; a client's
+class means of its features, :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the server's
+semantic infusion with smoothing rho (Sec. 4.2), :func:`update_prototypes`; the model average,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: the FedETF code's choices listed above (orthogonal initial prototypes,
+unnormalized class means averaged with equal weights, s averaged like any parameter).
 """
 
 from __future__ import annotations

@@ -14,6 +14,14 @@ the nearest global prototype (Sec. 4: Inference). lambda = 0.1 as the FedETF cod
 tables come from (MSE over the feature dimensions). The global test metrics average the
 personalized models of the latest round's clients (:mod:`fedprior.algorithms.pieces.personal`):
 to be tested, those clients also upload their models, whose bytes the round loop counts.
+
+Equations (Tan et al., AAAI 2022), and where each is computed: a client's local prototypes (the mean
+representation per class), :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the local loss
+CE + lambda times the distance to the global prototype, ``loss_fn`` inside :func:`fedproto` with
+:func:`prototype_loss`; the server's count-weighted global prototypes, :func:`aggregate_prototypes`;
+inference by the nearest global prototype, :func:`nearest_prototype_logits`.
+Where it departs from the paper: the distance is a mean-squared error over the feature dimensions
+(the FedETF code's), and the round's clients upload their models to be tested.
 """
 
 from __future__ import annotations

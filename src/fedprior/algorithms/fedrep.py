@@ -9,6 +9,13 @@ A client's head starts from the server's initial head the first time it is sampl
 is client state afterwards. The global test metrics are those of the personalized
 models (the shared body with each client's head), averaged over the clients of the
 latest round (:mod:`fedprior.algorithms.pieces.personal`).
+
+Equations (Collins et al., ICML 2021, Algorithm 1), and where each is computed: which part trains in
+each local phase (head with the body frozen, then body with the head frozen), :func:`set_trainable`,
+called twice by ``client_update`` inside :func:`fedrep`; the server's average of the bodies,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; the test metrics of the
+personalized models, :func:`~fedprior.algorithms.pieces.personal.personal_evaluation` with :func:`head_metrics`.
+Where it departs from the paper: the bodies' mean is example-weighted, as the code FedBM's tables come from.
 """
 
 from __future__ import annotations

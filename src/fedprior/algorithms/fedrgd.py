@@ -19,6 +19,12 @@ step happens between the two averages and grouping becomes the reweighting above
 (the FedDB paper describes FedRGD only as "reducing gradient divergence among clients").
 The source paper was not available offline; the number of groups is a field (2 here).
 ``dpl = true`` gives FedRGD-FedDPL.
+
+Equations: the source paper was not available offline, so none is numbered; where each step is
+computed: the consistency loss, :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`
+with :func:`~fedprior.algorithms.engines.semi_supervised.default_pseudo_labels`; GroupNorm, the network of
+:func:`~fedprior.algorithms.engines.semi_supervised.network` with ``norm = gn``; grouping-based averaging,
+:func:`grouped_weights`, applied by :meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised.aggregate`.
 """
 
 from __future__ import annotations

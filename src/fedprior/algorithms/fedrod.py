@@ -13,6 +13,14 @@ a class the client lacks counts as 1, as the code). Both losses are minimized in
 step each batch (their gradients touch disjoint parameters); the P-head has its own
 plain SGD (no momentum, no weight decay), as the code. The global test metrics are the
 generic model's (body + G-head).
+
+Equations (Chen & Chao, ICLR 2022, Sec. 4), and where each is computed: the G-head's balanced softmax
+L_G, :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss` on the counts of
+:func:`~fedprior.algorithms.pieces.class_balance.class_counts`; the P-head's L_P on detached features, and
+both together, :meth:`TwoHeads.losses`; the server's average of body and G-head,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: the choices of the code FedBM follows, listed above (a missing class
+counts 1; the P-head's own plain SGD).
 """
 
 from __future__ import annotations

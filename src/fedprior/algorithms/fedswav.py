@@ -1,4 +1,13 @@
-"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of mfcl.md Tables 2 and 3."""
+"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of mfcl.md Tables 2 and 3.
+
+Equations (Caron et al., NeurIPS 2020, SwAV; mfcl.md), and where each is computed: Eq. 1-2, the swapped
+prediction, :func:`~fedprior.algorithms.pieces.contrastive.swapped_prediction`; Sec. 3.1, the equal-partition
+codes by Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; the prototype scores of the
+normalized projections, ``loss`` inside :func:`fedswav` (the prototypes: :class:`SwavNet`); mfcl.md Eq. 1, the
+client-size-weighted average, :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; mfcl.md Sec. 3,
+linear evaluation, :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
+Where it departs from SwAV: no multi-crop, no feature queue, the prototypes not frozen in the first epoch.
+"""
 
 from __future__ import annotations
 

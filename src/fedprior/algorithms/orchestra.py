@@ -32,6 +32,15 @@ centroids of their target projections without training, the server clusters them
 Client optimizer: SGD, lr 0.003, momentum 0.9, weight decay 1e-4 (the code's). Views:
 SimCLR's recipe, as for the other baselines (Orchestra's own adds blur and solarization).
 Scored, like MFCL, by linear evaluation.
+
+Equations (Lubana et al., ICML 2022; here from its authors' code), and where each is computed: the
+cluster loss and the rotation (degeneracy) loss, ``loss`` in ``client_update`` inside :func:`orchestra` (the
+rotations: :func:`rotate`); the target network's moving average, :meth:`OrchestraNet.update_target`; the
+client's equal-size local clustering, :func:`local_clustering`; the server's global clustering,
+:func:`global_clustering`; Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; FedAvg
+(mfcl.md Eq. 1), :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; linear evaluation,
+:func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
+Where it departs from Orchestra: Table 6's projection head and SimCLR's views (no blur, no solarization).
 """
 
 from __future__ import annotations

@@ -15,6 +15,12 @@ where y_hat' is the argmax pseudo-label of x' (confident or not, as in the code'
 images (``unlabeled_mean = confident``). The server's alternate training (fine-tuning on
 server labels, static BatchNorm) has no labels to use in FedDB's setting and is left out.
 ``dpl = true`` gives SemiFL-FedDPL: both pseudo-labels come from the debiased prediction.
+
+Equations (Diao, Ding & Tarokh, NeurIPS 2022), and where each is computed: the FixMatch part (hard
+pseudo-labels, strong-view cross-entropy), :func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels` and
+:class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`; the MixUp loss L_mix, :func:`mixup_loss`;
+the average, :meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised.aggregate`.
+Where it departs from the paper: the server's alternate training is left out (above).
 """
 
 from __future__ import annotations
