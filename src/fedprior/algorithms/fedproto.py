@@ -4,7 +4,7 @@ Clients never share their models, only class prototypes (Algorithm 1). Each clie
 keeps its own model (client state; it starts from the run's initial model, which
 every client can rebuild from the seed) and minimizes
 
-    L = CE(f(x), y) + lambda * || phi(x) - C_bar_y ||^2        (Eq. 5; the squared distance as a mean-squared error)
+    L = CE(f(x), y) + lambda * || phi(x) - C_bar_y ||^2        (Eq. 7 with L_R of Eq. 8; the distance as a mean-squared error)
 
 where C_bar_y is the global prototype of class y (a class without one adds no term);
 after training it sends C_k, the mean representation of each class it holds, with its
@@ -15,11 +15,12 @@ tables come from (MSE over the feature dimensions). The global test metrics aver
 personalized models of the latest round's clients (:mod:`fedprior.algorithms.pieces.personal`):
 to be tested, those clients also upload their models, whose bytes the round loop counts.
 
-Equations (Tan et al., AAAI 2022), and where each is computed: a client's local prototypes (the mean
-representation per class), :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the local loss
-CE + lambda times the distance to the global prototype, ``loss_fn`` inside :func:`fedproto` with
-:func:`prototype_loss`; the server's count-weighted global prototypes, :func:`aggregate_prototypes`;
-inference by the nearest global prototype, :func:`nearest_prototype_logits`.
+Equations (Tan et al., AAAI 2022, arXiv 2105.00243), and where each is computed: a client's local
+prototypes C_i^(j) (Eq. 3), :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the local loss
+CE + lambda * L_R (Eqs. 7-8), ``loss_fn`` inside :func:`fedproto` with
+:func:`prototype_loss`; the server's count-weighted global prototypes (Eq. 6 without its
+extra 1/|N_j| factor: the weights |D_ij|/N_j already sum to 1), :func:`aggregate_prototypes`;
+inference by the nearest global prototype (Eq. 4), :func:`nearest_prototype_logits`.
 Where it departs from the paper: the distance is a mean-squared error over the feature dimensions
 (the FedETF code's), and the round's clients upload their models to be tested.
 """
