@@ -2,13 +2,13 @@
 
 Client k, from the server model theta^{t-1}, with its own gradient state g_k (zero at first):
 
-    minimize  L_k(theta) - <g_k, theta> + (alpha / 2) ||theta - theta^{t-1}||^2     (Algorithm 1, line 6)
-    then      g_k <- g_k - alpha (theta_k^t - theta^{t-1})                         (line 7)
+    minimize  L_k(theta) - <g_k, theta> + (alpha / 2) ||theta - theta^{t-1}||^2     (Algorithm 1: the device's model)
+    then      g_k <- g_k - alpha (theta_k^t - theta^{t-1})                         (its gradient state)
 
 and the server, over the sampled set P_t of the m clients,
 
-    h^t     = h^{t-1} - alpha (1/m) sum_{k in P_t} (theta_k^t - theta^{t-1})        (line 9)
-    theta^t = (1/|P_t|) sum_{k in P_t} theta_k^t - (1/alpha) h^t                   (line 10)
+    h^t     = h^{t-1} - alpha (1/m) sum_{k in P_t} (theta_k^t - theta^{t-1})        (server state h)
+    theta^t = (1/|P_t|) sum_{k in P_t} theta_k^t - (1/alpha) h^t                   (server model)
 
 over the parameters; BatchNorm statistics are averaged. alpha = 0.01 as FedBM sets it
 ("0.01 in FedDyn as suggested in the official implementation", Sec. IV-B). The FedETF
@@ -44,7 +44,7 @@ Alpha = Annotated[float, Field(gt=0, description="FedDyn's alpha (FedBM: 0.01)")
 
 
 def dynamic_loss(global_params: dict[str, torch.Tensor], grad: dict[str, torch.Tensor], alpha: float):
-    """L_k(theta) - <g_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2 (Algorithm 1, line 6) as a local loss."""
+    """L_k(theta) - <g_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2 (Algorithm 1: the device's model) as a local loss."""
 
     def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         linear: torch.Tensor | float = 0.0
