@@ -1,6 +1,7 @@
 """How the registry-wide tests build each registered algorithm: a preset plus overrides on small embedded data.
 
-A new algorithm must be added to ``SETUPS``, or test_experiments.test_every_algorithm_has_a_setup fails.
+A new algorithm must be added to ``SETUPS``, or test_experiments.test_every_algorithm_has_a_setup fails; a new
+shipped preset to ``PRESETS`` (through ``SETUPS`` or ``MORE_PRESETS``), or benchmarks/one_round_histories.py refuses to run.
 """
 
 from conftest import STANDIN
@@ -67,5 +68,20 @@ SETUPS = {
     "fedproto": ("fedbm-fedproto", FEDBM_SMALL),
     "fedetf": ("fedbm-fedetf", FEDBM_SMALL),
 }
+# The shipped presets that SETUPS does not name, each with the small-data overrides of its family.
+MORE_PRESETS = {
+    "fedavg-linear": STANDIN,
+    "mfcl-bn": SETUPS["mfcl"][1],
+    "mfcl-gn": SETUPS["mfcl"][1],
+    "fedsimclr": SETUPS["fedsimclr"][1],
+    "fedsimclr-gn": SETUPS["fedsimclr"][1],
+    "mfcl-fedavg": SMALL_IMAGES,
+    "mfcl-fedprox": SMALL_IMAGES,
+    "fedbm-fedavg": FEDBM_SMALL,
+    "fedbm-scaffold": FEDBM_SMALL,
+    "fedbm-fedprox": FEDBM_SMALL,
+}
+# Every shipped preset -> its overrides on small data.
+PRESETS = {**{preset: overrides for preset, overrides in SETUPS.values()}, **MORE_PRESETS}
 # A small federation, one round of every stage: 8 clients, 2 of them sampled.
 SMALL = ["federation.num_clients=8", "federation.fraction=0.25", "federation.rounds=1"]

@@ -64,15 +64,15 @@ COMPUTE = {
 """The operations whose device decides where the work runs (the convolution and matrix-product families)."""
 
 CPU_BY_DESIGN = {
-    ("algorithms/supervised.py", "init"),
+    ("algorithms/engines/supervised.py", "init"),
     ("algorithms/fedetf.py", "simplex_etf"),
     ("algorithms/fedbm.py", "condition_distribution"),
     ("models/decomposed.py", "decompose"),
-    ("algorithms/tensors.py", "weighted_mean"),
-    ("algorithms/dma.py", "uniform_distance"),
-    ("algorithms/dma.py", "algorithm2"),
-    ("algorithms/linear_eval.py", "fit_logistic_regression"),
-    ("algorithms/linear_eval.py", "linear_evaluation"),
+    ("algorithms/pieces/tensors.py", "weighted_mean"),
+    ("algorithms/pieces/dma.py", "uniform_distance"),
+    ("algorithms/pieces/dma.py", "algorithm2"),
+    ("algorithms/pieces/linear_eval.py", "fit_logistic_regression"),
+    ("algorithms/pieces/linear_eval.py", "linear_evaluation"),
 }
 """(file, function) of fedprior allowed to compute on the CPU whatever the device, each by design:
 
@@ -84,7 +84,7 @@ CPU_BY_DESIGN = {
   docs/runtime.md) and FedDB's DMA weights over the clients' K-class APP-U vectors
   (server side, small and overhead-bound);
 - the linear-evaluation probe: an L-BFGS logistic regression fitted on the frozen features
-  after the encoder ran on the device (algorithms/linear_eval.py).
+  after the encoder ran on the device (algorithms/pieces/linear_eval.py).
 
 A convolution or product under any other call on CPU tensors counts as "ran on the CPU".
 """

@@ -29,7 +29,7 @@ from pydantic import Field
 import fedprior
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.tensors import weighted_mean
+from fedprior.algorithms.pieces.tensors import weighted_mean
 
 
 def uniform_fedavg(task: Task, *, local_epochs: int, batch_size: int, device: torch.device = torch.device("cpu"),

@@ -17,15 +17,15 @@ from torch import nn
 
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
-from fedprior.algorithms.cgde import (
+from fedprior.algorithms.fedbm import ADAM, GENERATOR, TRAINED, fedbm
+from fedprior.algorithms.pieces.cgde import (
     BatchNormStatistics,
     GeneratorTraining,
     concept_conditions,
     diversity_loss,
     train_generator,
 )
-from fedprior.algorithms.fedbm import ADAM, GENERATOR, TRAINED, fedbm
-from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, lkcc_logits, lkcc_loss
+from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, lkcc_logits, lkcc_loss
 from fedprior.data.augment import seeded
 from fedprior.data.augment.crop_flip import crop_flip
 from fedprior.encoders.prompts import FORMS, prompt_templates, take_fraction

@@ -21,8 +21,9 @@ from fedprior.algorithms.fedetf import simplex_etf
 from fedprior.algorithms.fednh import fednh, update_prototypes
 from fedprior.algorithms.fedproto import aggregate_prototypes, fedproto, nearest_prototype_logits, prototype_loss
 from fedprior.algorithms.fedrep import fedrep, set_trainable
-from fedprior.algorithms.fedrod import TwoHeads, balanced_softmax_loss, fedrod
-from fedprior.algorithms.personal import mean_metrics
+from fedprior.algorithms.fedrod import TwoHeads, fedrod
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss
+from fedprior.algorithms.pieces.personal import mean_metrics
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.errors import ConfigError
 from fedprior.models.convnet import ConvNet

@@ -10,11 +10,11 @@ from conftest import toy_images
 
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms import fedetf as fedetf_module
-from fedprior.algorithms import fedrod
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
 from fedprior.algorithms.fedbm import classifier_loss, evaluated, fedbm
 from fedprior.algorithms.fedetf import etf_loss, fedetf
-from fedprior.algorithms.lkcc import build_classifier, concept_distributions, lkcc_logits
+from fedprior.algorithms.pieces import class_balance
+from fedprior.algorithms.pieces.lkcc import build_classifier, concept_distributions, lkcc_logits
 from fedprior.data.augment import seeded
 from fedprior.data.augment.crop_flip import crop_flip
 from fedprior.models.convnet import ConvNet
@@ -53,14 +53,14 @@ def spy(monkeypatch, module, name: str) -> list:
 
 
 def test_fedbm_balanced_softmax_is_fedetfs_function_on_the_lkcc_logits():
-    assert fedbm_module.balanced_softmax_loss is fedrod.balanced_softmax_loss is fedetf_module.balanced_softmax_loss  # one implementation
+    assert fedbm_module.balanced_softmax_loss is class_balance.balanced_softmax_loss is fedetf_module.balanced_softmax_loss  # one implementation
     net, data = lkcc_net(), toy_images(12, 1)
     counts = torch.tensor([40.0, 3.0, 1.0])
     mean, var = concept_distributions(embeddings())
     f = lkcc_logits(net.embed(data["x"]), mean, var, TAU)  # Eq. 4's F, by hand
     balanced = classifier_loss(net, data["x"], data["y"], "balanced-softmax", counts)
     assert torch.allclose(balanced, F.cross_entropy(f + counts.log(), data["y"]), atol=1e-5)
-    assert torch.allclose(balanced, fedrod.balanced_softmax_loss(net(data["x"]), data["y"], counts), atol=1e-6)
+    assert torch.allclose(balanced, class_balance.balanced_softmax_loss(net(data["x"]), data["y"], counts), atol=1e-6)
     assert not torch.allclose(balanced, classifier_loss(net, data["x"], data["y"], "eq4"), atol=1e-3)
     # at the server (no client counts) it is cross-entropy on F
     assert torch.allclose(classifier_loss(net, data["x"], data["y"], "balanced-softmax"), F.cross_entropy(f, data["y"]), atol=1e-5)
@@ -76,14 +76,14 @@ def test_fedbm_clients_train_with_their_own_class_counts_under_balanced_softmax(
     assert calls == []  # Eq. 4 by default
     fedbm(TASK, **kw, loss="balanced-softmax").client_update(message, {}, data, INFO)
     assert len(calls) == 2  # two batches of 8
-    assert all(torch.equal(c[2], fedrod.class_counts(data["y"], 3)) for c in calls)
+    assert all(torch.equal(c[2], class_balance.class_counts(data["y"], 3)) for c in calls)
 
 
 def test_fedetf_plain_cross_entropy_is_f_cross_entropy(monkeypatch):
     logits, y = torch.randn(6, 3, generator=torch.Generator().manual_seed(1)), torch.tensor([0, 0, 0, 1, 2, 0])
     counts = torch.tensor([30.0, 2.0, 1.0])
     assert torch.equal(etf_loss(logits, y, counts, "cross-entropy"), F.cross_entropy(logits, y))
-    assert torch.equal(etf_loss(logits, y, counts), fedrod.balanced_softmax_loss(logits, y, counts))
+    assert torch.equal(etf_loss(logits, y, counts), class_balance.balanced_softmax_loss(logits, y, counts))
     assert not torch.allclose(etf_loss(logits, y, counts, "cross-entropy"), etf_loss(logits, y, counts), atol=1e-3)
     # the algorithm: the balanced softmax by default, never under loss='cross-entropy'
     calls = spy(monkeypatch, fedetf_module, "balanced_softmax_loss")

@@ -123,7 +123,7 @@ def test_feddb_aggregates_with_dma_weights_and_reports_them():
 
 def unlabeled_context(model, training, x: torch.Tensor, **fields):
     """A client's training context with ``x`` as its only (unlabeled) images, FixMatch views without flip, seed 0."""
-    from fedprior.algorithms.semi_supervised import Context
+    from fedprior.algorithms.engines.semi_supervised import Context
     from fedprior.data.augment.fixmatch import FixMatchAugment
 
     augment = FixMatchAugment((0.5,), (0.25,), flip=False)
@@ -132,7 +132,7 @@ def unlabeled_context(model, training, x: torch.Tensor, **fields):
 
 
 def test_semifl_mixup_is_the_plain_loss_when_mixed_images_agree():
-    from fedprior.algorithms.semi_supervised import Training
+    from fedprior.algorithms.engines.semi_supervised import Training
     from fedprior.algorithms.semifl import mixup_loss
 
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, 3))
@@ -162,8 +162,8 @@ class ConstantLogits(torch.nn.Module):
 
 @pytest.mark.parametrize("mean, divisor", [("all", 5), ("confident", 2)])
 def test_unlabeled_loss_sums_over_confident_images_and_divides_per_unlabeled_mean(mean, divisor):
-    from fedprior.algorithms.semi_supervised import SemiSupervised, Training
-    from fedprior.algorithms.supervised import GlobalModel
+    from fedprior.algorithms.engines.semi_supervised import SemiSupervised, Training
+    from fedprior.algorithms.engines.supervised import GlobalModel
 
     # softmax(0, 0, ln 2) = (1/4, 1/4, 1/2): CE(label 2) = ln 2, CE(label 0) = ln 4; 2 of 5 images confident.
     model = ConstantLogits(torch.tensor([0.0, 0.0, math.log(2.0)]))
@@ -200,8 +200,8 @@ def test_labeled_only_fallback_when_nothing_passes_tau(threshold, fallback, step
 
 
 def test_decomposition_computes_the_same_and_learns_disjointly():
+    from fedprior.algorithms.engines.semi_supervised import Context, Training
     from fedprior.algorithms.fedmatch import disjoint_backward
-    from fedprior.algorithms.semi_supervised import Context, Training
     from fedprior.models.convnet import ConvNet
     from fedprior.models.decomposed import decompose, sigma_psi_pairs
 
@@ -224,8 +224,8 @@ def test_decomposition_computes_the_same_and_learns_disjointly():
 
 
 def test_agreement_labels_follow_the_vote_of_own_and_helper_predictions():
+    from fedprior.algorithms.engines.semi_supervised import Context, Training
     from fedprior.algorithms.fedmatch import agreement_labels
-    from fedprior.algorithms.semi_supervised import Context, Training
 
     class Fixed(torch.nn.Module):
         def __init__(self, logits):
@@ -279,8 +279,8 @@ def test_fedmatch_sends_helpers_every_interval_and_clients_pick_the_nearest():
     assert f"{HELPERS}embedding" in message.arrays and any(k.startswith(f"{HELPERS}2.model.") for k in message.arrays)
     # Client 0 whose last embedding equals client 2's picks client 2 as its helper (never itself).
     own = {EMBEDDING: state[f"{HELPERS}embedding"][2].clone()}
+    from fedprior.algorithms.engines.semi_supervised import Context, Training
     from fedprior.algorithms.fedmatch import choose_helpers
-    from fedprior.algorithms.semi_supervised import Context, Training
 
     model = algorithm_spec("fedmatch")  # noqa: F841 (the registry entry exists)
     net_state = {k[len("model.") :]: v for k, v in message.arrays.items() if k.startswith("model.")}
@@ -314,8 +314,8 @@ def test_fedmatch_sends_helpers_every_interval_and_clients_pick_the_nearest():
 
 
 def test_fedmatch_weights_the_supervised_loss_on_sigma_by_lambda_s():
+    from fedprior.algorithms.engines.semi_supervised import Context, Training
     from fedprior.algorithms.fedmatch import disjoint
-    from fedprior.algorithms.semi_supervised import Context, Training
     from fedprior.models.decomposed import decompose, sigma_psi_pairs
 
     torch.manual_seed(0)
@@ -377,8 +377,8 @@ def test_fedmatch_lr_decays_after_patience_epochs_without_improvement():
 
 
 def test_fedmatch_batches_and_the_unlabeled_loss_of_one_batch():
-    from fedprior.algorithms.fedmatch_local import batch_plan, unlabeled_batch_loss, vote
-    from fedprior.algorithms.semi_supervised import Training
+    from fedprior.algorithms.engines.fedmatch_local import batch_plan, unlabeled_batch_loss, vote
+    from fedprior.algorithms.engines.semi_supervised import Training
 
     assert batch_plan(16, 40, 10) == (2, 20) and batch_plan(14, 40, 10) == (1, 40) and batch_plan(3, 7, 10) == (1, 7)
     own = torch.tensor([[0.1, 0.8, 0.1]])
@@ -432,8 +432,8 @@ def test_wrn28_2_shape_and_batch_statistics_norm():
 
 @pytest.mark.parametrize("kind", ["sgd", "adam"])
 def test_optimizer_state_round_trips_through_client_state(kind):
-    from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
-    from fedprior.algorithms.semi_supervised import Training, make_optimizer
+    from fedprior.algorithms.engines.semi_supervised import Training, make_optimizer
+    from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
 
     torch.manual_seed(0)
     model = torch.nn.Linear(4, 2)

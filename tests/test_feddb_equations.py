@@ -11,10 +11,10 @@ import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import Reply, RoundInfo
-from fedprior.algorithms.bias import bias_diagnostics, js_divergence
-from fedprior.algorithms.dma import algorithm2, dma_weights, uniform_distance
-from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality, label_quality_tensors, masked_cross_entropy, moving_average
-from fedprior.algorithms.semi_supervised import Training
+from fedprior.algorithms.engines.semi_supervised import Training
+from fedprior.algorithms.pieces.bias import bias_diagnostics, js_divergence
+from fedprior.algorithms.pieces.dma import algorithm2, dma_weights, uniform_distance
+from fedprior.algorithms.pieces.pseudo_labels import app_u, debias, hard_labels, label_quality, label_quality_tensors, masked_cross_entropy, moving_average
 
 # ---------------------------------------------------------------- APP-U and DPL
 

@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
 from fedprior.algorithms.fst_cbdg import (
     FstObjective,
     balanced_counts,
@@ -15,8 +16,7 @@ from fedprior.algorithms.fst_cbdg import (
     self_training_loss,
     zero_shot_probabilities,
 )
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
-from fedprior.algorithms.pseudo_labels import moving_average
+from fedprior.algorithms.pieces.pseudo_labels import moving_average
 
 K, D = 3, 6
 INFO = RoundInfo(seed=0, stage="federated", round=1)

@@ -96,7 +96,7 @@ def cgde_cycle_syncs(steps: int, augment: bool) -> list[str]:
     """The host syncs of one CGDE cycle (FedBM's server-side generator training, Eq. 10) of ``steps`` steps on the pretend device."""
     from torch import nn
 
-    from fedprior.algorithms.cgde import GeneratorTraining, concept_conditions, train_generator
+    from fedprior.algorithms.pieces.cgde import GeneratorTraining, concept_conditions, train_generator
     from fedprior.models.generator import ConditionalGenerator
 
     torch.manual_seed(0)

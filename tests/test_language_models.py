@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedprior.algorithms.lkcc import concept_embeddings
+from fedprior.algorithms.pieces.lkcc import concept_embeddings
 from fedprior.encoders.cache import cached_text_features, text_cache_path
 from fedprior.encoders.language_models import language_model
 from fedprior.errors import FedpriorError

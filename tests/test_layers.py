@@ -7,6 +7,11 @@ The order, lowest first; a module may import its own layer and any layer below i
     < encoders < algorithms < runtime < flower < experiments < papers
     < api (fedprior/__init__.py, api.py), cli (siblings)
 
+Inside ``algorithms/`` the same holds between its parts (:data:`ALGORITHM_PARTS`): ``base``
+< ``pieces`` (reusable pieces) < ``engines`` (shared training engines) < the method modules
+< ``registry``; a method module may build on another (central on fedavg), a piece or an
+engine never imports a method.
+
 Each ``import`` and ``from ... import`` anywhere in a module (top level, in a function, under
 ``if TYPE_CHECKING``), relative ones resolved, is parsed with ``ast``; ``from fedprior import x``
 counts as importing ``fedprior.x`` when that is a module.
@@ -107,6 +112,39 @@ def test_no_layer_imports_a_higher_or_sibling_layer():
 def test_known_exceptions_still_exist():
     gone = sorted(set(KNOWN_UPWARD) - set(upward_imports()))
     assert gone == [], f"no longer imported upward, remove from KNOWN_UPWARD: {gone}"
+
+
+ALGORITHM_PARTS = {"base": 0, "pieces": 1, "engines": 2, "registry": 4}
+"""The rank of each part of ``fedprior.algorithms``; every other module there is a method (rank 3)."""
+
+
+def algorithm_part(module: str) -> tuple[str, int] | None:
+    """(part, rank) of a module of ``fedprior.algorithms`` (None: outside it, or the package itself)."""
+    parts = module.split(".")
+    if parts[:2] != ["fedprior", "algorithms"] or len(parts) < 3:
+        return None
+    return (parts[2], ALGORITHM_PARTS[parts[2]]) if parts[2] in ALGORITHM_PARTS else ("method", 3)
+
+
+def test_algorithms_parts_never_import_upward():
+    offenders = []
+    for path in sorted((SRC / "algorithms").rglob("*.py")):
+        me = module_name(path)
+        mine = algorithm_part(me)
+        if mine is None:
+            continue
+        for line, module in imports(path.read_text(), me, path.name == "__init__.py"):
+            theirs = algorithm_part(module)
+            if theirs is not None and theirs[1] > mine[1]:
+                offenders.append(f"{path.relative_to(SRC)}:{line}: {mine[0]} imports {theirs[0]} ({module})")
+    assert offenders == []
+
+
+def test_algorithms_parts_check_sees_a_piece_importing_a_method():
+    found = imports("from fedprior.algorithms.fedavg import fedavg\n", "fedprior.algorithms.pieces.dma")
+    assert [algorithm_part(m) for _, m in found] == [("method", 3)]
+    assert algorithm_part("fedprior.algorithms.pieces.dma") == ("pieces", 1)
+    assert algorithm_part("fedprior.algorithms.engines.supervised") == ("engines", 2)
 
 
 def test_the_check_sees_lazy_relative_and_type_checking_imports():

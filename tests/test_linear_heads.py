@@ -5,10 +5,10 @@ import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
+from fedprior.algorithms.engines.supervised_heads import not_true_distillation
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedntd import fedntd
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT
-from fedprior.algorithms.supervised_heads import not_true_distillation
 
 K, D = 3, 5
 TEXT = F.normalize(torch.randn(K, D, generator=torch.Generator().manual_seed(0)), dim=1)
@@ -104,7 +104,7 @@ def test_text_init_needs_text_features():
 
 def test_a_huge_batch_size_pads_to_the_largest_client_not_to_the_batch_size():
     """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); it is one batch per client."""
-    from fedprior.algorithms.linear_heads import HeadTraining, Sgd
+    from fedprior.algorithms.engines.linear_heads import HeadTraining, Sgd
 
     xs = [data(7, 1)["x"], data(4, 2)["x"]]
     generators = lambda: [torch.Generator().manual_seed(s) for s in (5, 6)]  # noqa: E731

@@ -6,8 +6,8 @@ from conftest import toy_images
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.tensors import MODEL, payload_bytes
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
 from fedprior.models.convnet import ConvNet
 from fedprior.models.norm import NORMS, norm2d
 from fedprior.models.resnet import ResNet18

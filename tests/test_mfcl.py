@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
-from fedprior.algorithms.contrastive import nt_xent, sinkhorn
-from fedprior.algorithms.linear_eval import linear_evaluation
 from fedprior.algorithms.mfcl import mfcl
-from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
+from fedprior.algorithms.pieces.contrastive import nt_xent, sinkhorn
+from fedprior.algorithms.pieces.linear_eval import linear_evaluation
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.models.autoencoder import SensorModule
@@ -308,7 +308,7 @@ def test_a_server_only_stage_trains_without_clients():
 
 def test_unit_images_undo_the_tasks_standardization():
     """SimCLR's colour ops and MFCL's BCE work on [0, 1] pixels: the Task's channel statistics map the inputs back."""
-    from fedprior.algorithms.self_supervised import unit_images
+    from fedprior.algorithms.engines.self_supervised import unit_images
 
     task = Task(num_classes=2, input_shape=(2, 2, 2), class_names=("a", "b"), num_clients=1, pixel_mean=(0.5, 0.2), pixel_std=(0.25, 0.1))
     pixels = torch.tensor([[[[0.0, 0.25], [0.5, 1.0]], [[0.2, 0.3], [0.1, 0.0]]]])

@@ -8,10 +8,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.base import Reply, RoundInfo, Task
-from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
 from fedprior.algorithms.fedsimclr import fedsimclr
 from fedprior.algorithms.moon import model_contrastive_loss, moon
 from fedprior.algorithms.orchestra import OrchestraNet, global_clustering, local_clustering, orchestra, rotate
+from fedprior.algorithms.pieces.contrastive import sinkhorn, swapped_prediction
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 from fedprior.models.peer_norm import PeerNorm

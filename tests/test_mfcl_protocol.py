@@ -6,12 +6,12 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.engines.self_supervised import linear_evaluate
 from fedprior.algorithms.fedsimclr import fedsimclr
-from fedprior.algorithms.linear_eval import dense_evaluation, linear_evaluation
 from fedprior.algorithms.mfcl import encoding_mode, mfcl
+from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
 from fedprior.algorithms.raw_pixels import raw_pixels
 from fedprior.algorithms.registry import algorithm_spec
-from fedprior.algorithms.self_supervised import linear_evaluate
 from fedprior.errors import ConfigError
 from fedprior.models.autoencoder import SensorModule
 from fedprior.models.contrastive_net import ContrastiveNet

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from fedprior.algorithms.metrics import selected_round, selection_score
+from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start

@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state, store_optimizer_state
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state, store_optimizer_state
 
 X = torch.tensor([[1.0, -2.0, 0.5], [0.0, 1.0, -1.0], [2.0, 0.5, 0.25], [-1.0, -1.0, 1.0]])
 

@@ -6,8 +6,8 @@ from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
-from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.precision import autocast, float32
+from fedprior.algorithms.pieces.local_training import train_epochs
+from fedprior.algorithms.pieces.precision import autocast, float32
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import validate_config
@@ -77,7 +77,7 @@ def test_a_training_step_computes_layers_in_the_precision_and_keeps_weights_grad
     "name, values, data",
     [
         ("fedavg", {"model": "cnn"}, toy_images(16)),
-        ("feddyn", {"model": "convnet-small"}, toy_images(16)),  # FedBM's baselines (trains_locally)
+        ("feddyn", {"model": "convnet-small"}, toy_images(16)),  # FedBM's baselines (with_shared(BODY_TRAINING))
         ("fixmatch", {"model": "convnet", "width": 4}, None),  # the semi-supervised family (FedDB's)
     ],
 )

@@ -8,8 +8,8 @@ from conftest import toy_images
 from fedprior.algorithms.base import Reply, RoundInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedprox import fedprox, proximal_loss
+from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
 from fedprior.algorithms.scaffold import scaffold
-from fedprior.algorithms.tensors import MODEL, weighted_mean, with_prefix
 
 FEATURES = Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=10)
 INFO = RoundInfo(seed=0, stage="federated", round=1)

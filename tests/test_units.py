@@ -9,7 +9,7 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata
 
 import fedprior
-from fedprior.algorithms.tensors import MODEL, payload_bytes
+from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
 from fedprior.experiments.compare import compare_runs, read_metrics
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import communication, resume, start

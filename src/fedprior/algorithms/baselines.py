@@ -1,13 +1,21 @@
-"""FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe."""
+"""FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe.
+
+Equations (fst-cbdg.txt), and where each is computed: Eq. 2, CLIP's zero-shot prediction, is the
+head W = T, b = 0 of :func:`~fedprior.algorithms.engines.linear_heads.text_head` scored by
+:func:`~fedprior.algorithms.engines.linear_heads.head_accuracy` (:func:`zero_shot`). The linear probe has no
+equation in the paper: cross-entropy SGD of a linear head on the labelled features of the whole training pool,
+:class:`~fedprior.algorithms.engines.supervised_heads.CrossEntropyObjective` in
+:func:`~fedprior.algorithms.engines.supervised_heads.supervised_head_algorithm` (:func:`linear_probe`).
+"""
 
 from __future__ import annotations
 
 import torch
 
 from fedprior.algorithms.base import Algorithm, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
-from fedprior.algorithms.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
+from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
 
 
 def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algorithm:

@@ -4,6 +4,12 @@ A centralized baseline (``AlgorithmSpec(centralized=True)``): the runtime gives 
 client holding every training image, so ``federation.rounds x federation.local_epochs``
 is its number of epochs, and its "round" is FedAvg's local SGD with the optimizer
 settings of FedBM's code (SGD, lr 0.01, momentum 0.9, weight decay 5e-4, lr x 0.99 per round).
+
+No paper equation: Central Learning is the control that pools the data. What it computes, and where:
+cross-entropy SGD on one client holding every training image, :func:`~fedprior.algorithms.engines.supervised.local_sgd_update`
+(through :func:`~fedprior.algorithms.fedavg.fedavg`), the lr decayed per round by
+:func:`~fedprior.algorithms.engines.supervised.round_lr`; its test metrics,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.evaluate`.
 """
 
 from __future__ import annotations
@@ -11,7 +17,8 @@ from __future__ import annotations
 import torch
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, fedavg
+from fedprior.algorithms.fedavg import fedavg
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
 
 
 def central(

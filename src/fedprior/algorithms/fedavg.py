@@ -1,34 +1,22 @@
-"""FedAvg (McMahan et al., 2017): local SGD on labelled data, example-weighted model averaging."""
+"""FedAvg (McMahan et al., 2017): local SGD on labelled data, example-weighted model averaging.
+
+Algorithm 1 of McMahan et al. (2017): the client's local SGD,
+:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`; the server's example-weighted mean,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; on a linear head,
+:func:`~fedprior.algorithms.engines.supervised_heads.supervised_head_algorithm`.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Annotated, Literal
-
 import torch
-from pydantic import Field
-from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, State, Task
-from fedprior.algorithms.linear_heads import Sgd, check_features
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.supervised_heads import supervised_head_algorithm
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.engines.linear_heads import Sgd, check_features
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.errors import ConfigError
-
-Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
-Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
-WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
-LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
-ModelName = Annotated[
-    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
-    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
-]
-HeadInitField = Annotated[
-    Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")
-]
 
 
 def fedavg(
@@ -71,35 +59,3 @@ def fedavg(
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model), device=device, precision=precision)
     return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
-
-
-def local_sgd_update(
-    net: GlobalModel,
-    local_epochs: int,
-    batch_size: int,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-    make_loss: Callable[[nn.Module], LossFn] | None = None,
-    lr_decay: float = 1.0,
-) -> ClientUpdate:
-    """The FedAvg client: SGD from the received model; ``make_loss(global_model)`` may change the local loss."""
-
-    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
-        loss_fn = make_loss(net.load(message.arrays)) if make_loss else cross_entropy_loss
-        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
-        metrics = train_epochs(
-            local,
-            x,
-            y,
-            epochs=local_epochs,
-            batch_size=batch_size,
-            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
-            generator=info.generator(),
-            loss_fn=loss_fn,
-            precision=net.precision,
-        )
-        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
-
-    return client_update

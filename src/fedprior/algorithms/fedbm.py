@@ -3,13 +3,13 @@
 Supervised clients with very skewed labels train only the feature extractor (and a
 projection to the language model's dimension) against a classifier nobody trains:
 
-- **LKCC** (:mod:`fedprior.algorithms.lkcc`, Eq. 1-5): the class concepts in M prompts
+- **LKCC** (:mod:`fedprior.algorithms.pieces.lkcc`, Eq. 1-5): the class concepts in M prompts
   through a pretrained language model give per-class means and variances (Eq. 2); the
   classifier F(h) of Eq. 5 is built from them once, in this factory's closure, from the
   Task's class names: every client rebuilds the same one, so it is never sent, and it
   has no parameters, so it receives no gradient. Clients minimize Eq. 4 (Algorithm 1,
   line 21; Eq. 11).
-- **CGDE** (:mod:`fedprior.algorithms.cgde`, Eq. 6-10): after aggregating, every
+- **CGDE** (:mod:`fedprior.algorithms.pieces.cgde`, Eq. 6-10): after aggregating, every
   ``generator_every`` rounds, the server trains the conditional generator against the
   frozen global model (``generator_steps`` Adam steps); the generator is never
   re-initialized. Once trained it is broadcast with the model (the paper: "the updated
@@ -20,7 +20,7 @@ projection to the language model's dimension) against a classifier nobody trains
 
 Server state: ``model.*`` (backbone and projection), ``generator.*`` (its parameters and
 BatchNorm statistics), ``cgde.trained`` and, with ``adam_state='kept'``,
-``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.optimizer_state`).
+``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.pieces.optimizer_state`).
 Aggregation is the example-weighted FedAvg of the whole state dict (the code; the
 paper writes a plain mean).
 
@@ -35,6 +35,19 @@ classifier with FedETF's balanced softmax instead of Eq. 4 (which of FedETF's tw
 carries its lead), ``synthetic_augment='per-image'`` crops and flips every generated image on
 its own (the code: one draw per batch), ``evaluation_logits='f'`` scores rounds on F instead of
 the code's F / tau.
+
+Equations (fedbm.txt), and where each is computed:
+
+- Eq. 2, the concept distributions: :func:`~fedprior.algorithms.pieces.lkcc.concept_distributions`,
+  :func:`~fedprior.algorithms.pieces.lkcc.concept_covariances`;
+- Eq. 3-5, LKCC's logits and loss: :func:`~fedprior.algorithms.pieces.lkcc.lkcc_logits`,
+  :func:`~fedprior.algorithms.pieces.lkcc.lkcc_loss` (chosen by :func:`classifier_loss`; Eq. 5's F / tau: :class:`Rescaled`);
+- Eq. 7, CGDE's diversity loss: :func:`~fedprior.algorithms.pieces.cgde.diversity_loss`;
+- Eq. 8, the BatchNorm statistics loss: :class:`~fedprior.algorithms.pieces.cgde.BatchNormStatistics`;
+- Eq. 9, the generator's conditions: :func:`condition_distribution`, :func:`~fedprior.algorithms.pieces.cgde.concept_conditions`;
+- Eq. 10, a CGDE cycle: :func:`~fedprior.algorithms.pieces.cgde.train_generator`; its images: :func:`~fedprior.algorithms.pieces.cgde.synthesize`;
+- Eq. 11, the client loss on real and synthetic images: :func:`classifier_loss`; the balanced softmax
+  variant: :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss`.
 """
 
 from __future__ import annotations
@@ -48,14 +61,15 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
-from fedprior.algorithms.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
-from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
-from fedprior.algorithms.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
-from fedprior.algorithms.local_training import LossFn
-from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import load_model_arrays, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
+from fedprior.algorithms.pieces.local_training import LossFn
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
+from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.models.generator import ConditionalGenerator
@@ -115,7 +129,7 @@ def classifier_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, kind: str 
     """A FedBM client's (and the server's L_sem) loss on a batch (Eq. 11 when x holds synthetic images too).
 
     ``kind`` 'eq4': Eq. 4 under LKCC, cross-entropy for the other classifiers; 'balanced-softmax': FedETF's
-    :func:`~fedprior.algorithms.fedrod.balanced_softmax_loss` on the classifier's logits F with the client's class
+    :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss` on the classifier's logits F with the client's class
     ``counts`` (None, at the server: equal counts, i.e. cross-entropy on F).
     """
     if kind == "balanced-softmax":
@@ -165,11 +179,9 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedbm(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     tau: Tau = 12.5,
     text_model: TextModel = "minilm",
@@ -193,8 +205,10 @@ def fedbm(
     synthetic_augment: SyntheticAugment = "per-batch",
     loss: LossKind = "eq4",
     evaluation_logits: EvaluationLogits = "f-over-tau",
+    **shared,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
+    model, training = shared_training(shared)
     from fedprior.models import build_model
 
     device = training.device

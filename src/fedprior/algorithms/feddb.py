@@ -3,7 +3,7 @@ Semi-Supervised Learning", IJCAI 2024; feddb.txt): APP-U, debiased pseudo-labeli
 aggregation (DMA).
 
 Algorithm 3 of the paper, on the shared semi-supervised client and server
-(:mod:`fedprior.algorithms.semi_supervised`):
+(:mod:`fedprior.algorithms.engines.semi_supervised`):
 
 - each sampled client labels the weak view of its unlabeled images with the received
   model, estimates the prior bias by APP-U (Eq. 8) and keeps the images whose *debiased*
@@ -20,6 +20,21 @@ Algorithm 3 of the paper, on the shared semi-supervised client and server
 Switches for Table 4's ablation: ``dpl = false`` labels with the plain prediction
 (Eq. 3), ``dma = false`` averages uniformly (Eq. 7); with both off this is FixMatch.
 The code's server momentum (0.5) is ``server_momentum``; the paper has none.
+
+Equations (feddb.txt), and where each is computed:
+
+- Eq. 2-6, the local loss L_s + lambda L_u: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`
+  (``_train``; the backward pass of Eq. 6: :func:`~fedprior.algorithms.engines.semi_supervised.plain_backward`);
+- Eq. 3-4 and Algorithm 1, hard pseudo-labels: :func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels`
+  (the rule: :func:`~fedprior.algorithms.engines.semi_supervised.default_pseudo_labels`);
+- Eq. 8, APP-U: :func:`~fedprior.algorithms.pieces.pseudo_labels.app_u`; Algorithm 3 line 20, its moving
+  average: :func:`~fedprior.algorithms.pieces.pseudo_labels.moving_average`;
+- Eq. 14, the debiased prediction (DPL): :func:`~fedprior.algorithms.pieces.pseudo_labels.debias`;
+- Eq. 15-16 and Algorithm 2, DMA: :func:`~fedprior.algorithms.pieces.dma.dma_weights`
+  (:func:`~fedprior.algorithms.pieces.dma.algorithm2`, :func:`~fedprior.algorithms.pieces.dma.uniform_distance`,
+  :func:`~fedprior.algorithms.pieces.dma.simplex_optimum`), called by :func:`dma_aggregation_weights`;
+- Eq. 7 and 17, the weighted aggregation: :meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised.aggregate`
+  (Eq. 7's uniform beta: :func:`~fedprior.algorithms.engines.semi_supervised.uniform_weights`).
 """
 
 from __future__ import annotations
@@ -31,11 +46,10 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.dma import DmaLoss, DmaSolver, dma_weights
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.algorithms.engines.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
+from fedprior.algorithms.pieces.dma import DmaLoss, DmaSolver, dma_weights
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]

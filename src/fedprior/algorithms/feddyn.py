@@ -2,18 +2,25 @@
 
 Client k, from the server model theta^{t-1}, with its own gradient state g_k (zero at first):
 
-    minimize  L_k(theta) - <g_k, theta> + (alpha / 2) ||theta - theta^{t-1}||^2     (Algorithm 1, line 6)
-    then      g_k <- g_k - alpha (theta_k^t - theta^{t-1})                         (line 7)
+    minimize  L_k(theta) - <g_k, theta> + (alpha / 2) ||theta - theta^{t-1}||^2     (Algorithm 1: the device's model)
+    then      g_k <- g_k - alpha (theta_k^t - theta^{t-1})                         (its gradient state)
 
 and the server, over the sampled set P_t of the m clients,
 
-    h^t     = h^{t-1} - alpha (1/m) sum_{k in P_t} (theta_k^t - theta^{t-1})        (line 9)
-    theta^t = (1/|P_t|) sum_{k in P_t} theta_k^t - (1/alpha) h^t                   (line 10)
+    h^t     = h^{t-1} - alpha (1/m) sum_{k in P_t} (theta_k^t - theta^{t-1})        (server state h)
+    theta^t = (1/|P_t|) sum_{k in P_t} theta_k^t - (1/alpha) h^t                   (server model)
 
 over the parameters; BatchNorm statistics are averaged. alpha = 0.01 as FedBM sets it
 ("0.01 in FedDyn as suggested in the official implementation", Sec. IV-B). The FedETF
 code FedBM follows adds the norm ||theta - theta^{t-1}|| instead of its half square: the
 paper's square is used here. g_k is client state; h is server state.
+
+Equations (Acar et al., ICLR 2021, Algorithm 1), and where each is computed: the client's dynamically
+regularized objective, :func:`dynamic_loss` (minimized by
+:meth:`~fedprior.algorithms.engines.body_training.LocalTraining.fit`); the update of its gradient state g_k,
+``client_update`` inside :func:`feddyn`; the server's h and its corrected average, :func:`server_update`.
+Where it departs from the paper: the local argmin is approximated by ``local_epochs`` of the shared
+optimizer, and the entries that are not parameters (BatchNorm statistics) get the example-weighted mean.
 """
 
 from __future__ import annotations
@@ -26,17 +33,18 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.local_training import cross_entropy_loss
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import cross_entropy_loss
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 
 GRAD, H = "grad.", "h."
 Alpha = Annotated[float, Field(gt=0, description="FedDyn's alpha (FedBM: 0.01)")]
 
 
 def dynamic_loss(global_params: dict[str, torch.Tensor], grad: dict[str, torch.Tensor], alpha: float):
-    """L_k(theta) - <g_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2 (Algorithm 1, line 6) as a local loss."""
+    """L_k(theta) - <g_k, theta> + (alpha/2) ||theta - theta^{t-1}||^2 (Algorithm 1: the device's model) as a local loss."""
 
     def loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         linear: torch.Tensor | float = 0.0
@@ -65,15 +73,15 @@ def server_update(
     return new
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def feddyn(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     alpha: Alpha = 0.01,
+    **shared,
 ) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
+    model, training = shared_training(shared)
     net = GlobalModel(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
 

@@ -14,6 +14,13 @@ models (FedAvg). d = K, as the authors' code. FedETF's local personalization pha
 not part of the global model FedBM compares. W is rebuilt from a fixed stream on every
 client (never sent). ``loss='cross-entropy'`` trains with plain cross-entropy instead of the
 balanced softmax (an ablation beside FedBM's Table I: which of the two changes carries FedETF).
+
+Equations (Li et al., ICCV 2023), and where each is computed: the simplex ETF W, :func:`simplex_etf`;
+the projection and L2 normalization of the features, :class:`~fedprior.models.projected.ProjectedNet`;
+the logits s h W, :class:`EtfHead`; the balanced softmax loss (Sec. 4.2), :func:`etf_loss` (the loss itself:
+:func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss`); the server's average,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: no local personalization phase; d = K as the authors' code.
 """
 
 from __future__ import annotations
@@ -27,10 +34,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.fedrod import balanced_softmax_loss, class_counts
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.projected import ProjectedNet
 from fedprior.seeding import torch_generator
@@ -73,16 +81,16 @@ class EtfHead(nn.Module):
         return self.scale * h @ self.etf
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedetf(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     etf_dim: EtfDim = 0,
     loss: EtfLoss = "balanced-softmax",
+    **shared,
 ) -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
+    model, training = shared_training(shared)
     from fedprior.models import build_model
 
     build_model(model, task)

@@ -1,7 +1,7 @@
 """FedMatch (Jeong, Yoon, Yang & Hwang, "Federated Semi-Supervised Learning with Inter-Client Consistency &
 Disjoint Learning", ICLR 2021), labels-at-client scenario, as a baseline of FedDB (feddb.txt 5.1).
 
-Its two ideas, on the shared semi-supervised client (:mod:`fedprior.algorithms.semi_supervised`):
+Its two ideas, on the shared semi-supervised client (:mod:`fedprior.algorithms.engines.semi_supervised`):
 
 - **Parameter decomposition / disjoint learning** (Sec. 4.2): every parameter is
   theta = sigma + psi (:mod:`fedprior.models.decomposed`); the supervised loss, weighted
@@ -40,7 +40,7 @@ The defaults are its authors' code (github.com/wyjeong/FedMatch, files read:
   ``delta_threshold`` is reset to it (``TrainModule.cal_c2s``, run after each local epoch);
 - **mini-batches and per-batch pseudo-labels** (``labeled_batch_size`` = 10): each epoch
   walks the labeled images in batches of 10 and the unlabeled ones in as many batches;
-  each batch is labeled by the current local model (:mod:`fedprior.algorithms.fedmatch_local`).
+  each batch is labeled by the current local model (:mod:`fedprior.algorithms.engines.fedmatch_local`).
   ``labeled_batch_size = 0`` gives the FedDB-style variant: E full-batch steps with
   pseudo-labels fixed once per round from the received model (Algorithm 1 of feddb.txt).
 
@@ -52,9 +52,22 @@ are dense); the server-to-client thresholding (``cal_s2c``) is left out because 
 overwrites its effect with ``set_weights`` right after; the strong view is FixMatch's
 RandAugment; with E > 1 local epochs the upload cut and the lr decay act once per round
 (the code: after every epoch, and it runs one per round); and the three listed in
-:mod:`fedprior.algorithms.fedmatch_local`.
+:mod:`fedprior.algorithms.engines.fedmatch_local`.
 ``dpl = true`` gives FedMatch-FedDPL: every prediction (own and helpers') is debiased by
 the client's APP-U (Eq. 14) before the threshold and the vote.
+
+Equations (Jeong et al., ICLR 2021), and where each is computed:
+
+- parameter decomposition theta = sigma + psi (Sec. 4.2): :func:`~fedprior.models.decomposed.decompose`;
+- disjoint learning, the supervised loss on sigma and the unlabeled loss on psi: :func:`disjoint`
+  (in the code's mini-batch loop: :func:`~fedprior.algorithms.engines.fedmatch_local.code_training`);
+- the inter-client consistency KL (Sec. 4.1) and psi's regularizers lambda_l1 |psi|_1 + lambda_l2 |sigma - psi|^2:
+  :func:`consistency_and_regularizers` (per mini-batch: :func:`~fedprior.algorithms.engines.fedmatch_local.unlabeled_batch_loss`);
+- agreement-based pseudo-labels: :func:`agreement_labels` (per mini-batch: :func:`~fedprior.algorithms.engines.fedmatch_local.vote`);
+- helpers chosen by the distance between model embeddings: :func:`embedding`, :func:`keep_helpers`, :func:`choose_helpers`;
+- the code's upload cut and lr decay: :func:`cut_upload`, :func:`adaptive_lr_decay`.
+
+Where it departs from the paper and its code: the deviations listed above.
 """
 
 from __future__ import annotations
@@ -70,12 +83,11 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedmatch_local import code_training, set_gradients
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.pseudo_labels import debias, hard_labels
-from fedprior.algorithms.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
-from fedprior.algorithms.tensors import MODEL, with_prefix
+from fedprior.algorithms.engines.fedmatch_local import code_training, set_gradients
+from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.pseudo_labels import debias, hard_labels
+from fedprior.algorithms.pieces.tensors import MODEL, with_prefix
 from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
 from fedprior.seeding import torch_generator
 

@@ -14,6 +14,14 @@ FedBM's tables come from: a client's mu_{c,k} is the mean of its unnormalized fe
 the server averages them with equal weights, and s starts at ``scale`` (1.0) and is
 averaged like any parameter. P lives in the model state (a buffer), so it is broadcast
 with the model and every client uses the same one.
+
+Equations (Dai et al., AAAI 2023), and where each is computed: the uniformly spread initial
+prototypes, :func:`orthogonal_prototypes`; the classifier s <h/|h|, P_k>, :class:`CosineHead`; a client's
+class means of its features, :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the server's
+semantic infusion with smoothing rho (Sec. 4.2), :func:`update_prototypes`; the model average,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: the FedETF code's choices listed above (orthogonal initial prototypes,
+unnormalized class means averaged with equal weights, s averaged like any parameter).
 """
 
 from __future__ import annotations
@@ -27,9 +35,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.class_balance import class_means
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
 from fedprior.models.split import split
 from fedprior.seeding import torch_generator
 
@@ -59,16 +69,6 @@ def orthogonal_prototypes(num_classes: int, dim: int, seed: int) -> torch.Tensor
     return F.normalize(weight, dim=1)
 
 
-@torch.no_grad()
-def class_means(model: nn.Module, x: torch.Tensor, y: torch.Tensor, num_classes: int, batch: int = 2048) -> tuple[torch.Tensor, torch.Tensor]:
-    """(K, D) mean feature per class (zero where absent) and (K,) counts, with the model in eval mode."""
-    model.eval()
-    features = torch.cat([split(model).embed(x[s : s + batch]) for s in range(0, x.shape[0], batch)])
-    counts = torch.bincount(y, minlength=num_classes).to(features.dtype)
-    sums = torch.zeros(num_classes, features.shape[1], dtype=features.dtype, device=features.device).index_add_(0, y, features)
-    return sums / counts.clamp_min(1).unsqueeze(1), counts
-
-
 def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], counts: Sequence[torch.Tensor], rho: float) -> torch.Tensor:
     """FedNH's semantic infusion (see the module docstring) from the clients' class means and counts."""
     held = torch.stack([c > 0 for c in counts]).float()  # (clients, K)
@@ -79,16 +79,16 @@ def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], c
     return torch.where(present.unsqueeze(1), smoothed, prototypes)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fednh(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     rho: Rho = 0.9,
     scale: Scale = 1.0,
+    **shared,
 ) -> Algorithm:
     """FedNH: uniform class prototypes as the classifier, smoothly infused with the clients' class semantics (Dai et al., 2023)."""
+    model, training = shared_training(shared)
     device = training.device
     from fedprior.models import build_model
 

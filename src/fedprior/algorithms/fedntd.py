@@ -1,4 +1,9 @@
-"""FedNTD (Lee et al., NeurIPS 2022): FedAvg whose clients distill the global model's not-true predictions."""
+"""FedNTD (Lee et al., NeurIPS 2022): FedAvg whose clients distill the global model's not-true predictions.
+
+Equations (Lee et al. 2022): Eq. 5, the not-true distillation,
+:func:`~fedprior.algorithms.engines.supervised_heads.not_true_distillation`; Eq. 6, CE + beta times it,
+:class:`~fedprior.algorithms.engines.supervised_heads.NotTrueDistillationObjective`.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +13,9 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import HeadInitField, Lr, Momentum, WeightDecay
-from fedprior.algorithms.linear_heads import BIAS, WEIGHT, Sgd
-from fedprior.algorithms.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd
+from fedprior.algorithms.engines.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
 
 Tau = Annotated[float, Field(gt=0, description="temperature tau of the not-true softmax (authors' default 1)")]
 NtdBeta = Annotated[float, Field(ge=0, description="weight beta of the not-true distillation loss (authors' default 1)")]

@@ -4,7 +4,7 @@ Clients never share their models, only class prototypes (Algorithm 1). Each clie
 keeps its own model (client state; it starts from the run's initial model, which
 every client can rebuild from the seed) and minimizes
 
-    L = CE(f(x), y) + lambda * || phi(x) - C_bar_y ||^2        (Eq. 5; the squared distance as a mean-squared error)
+    L = CE(f(x), y) + lambda * || phi(x) - C_bar_y ||^2        (Eq. 7 with L_R of Eq. 8; the distance as a mean-squared error)
 
 where C_bar_y is the global prototype of class y (a class without one adds no term);
 after training it sends C_k, the mean representation of each class it holds, with its
@@ -12,8 +12,17 @@ count. The server's global prototype of class k is the count-weighted mean of th
 clients' C_k (Eq. 6), kept for classes no client of the round holds. Inference is by
 the nearest global prototype (Sec. 4: Inference). lambda = 0.1 as the FedETF code FedBM's
 tables come from (MSE over the feature dimensions). The global test metrics average the
-personalized models of the latest round's clients (:mod:`fedprior.algorithms.personal`):
+personalized models of the latest round's clients (:mod:`fedprior.algorithms.pieces.personal`):
 to be tested, those clients also upload their models, whose bytes the round loop counts.
+
+Equations (Tan et al., AAAI 2022, arXiv 2105.00243), and where each is computed: a client's local
+prototypes C_i^(j) (Eq. 3), :func:`~fedprior.algorithms.pieces.class_balance.class_means`; the local loss
+CE + lambda * L_R (Eqs. 7-8), ``loss_fn`` inside :func:`fedproto` with
+:func:`prototype_loss`; the server's count-weighted global prototypes (Eq. 6 without its
+extra 1/|N_j| factor: the weights |D_ij|/N_j already sum to 1), :func:`aggregate_prototypes`;
+inference by the nearest global prototype (Eq. 4), :func:`nearest_prototype_logits`.
+Where it departs from the paper: the distance is a mean-squared error over the feature dimensions
+(the FedETF code's), and the round's clients upload their models to be tested.
 """
 
 from __future__ import annotations
@@ -26,13 +35,14 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import CPU, LocalTraining, trains_locally
-from fedprior.algorithms.fednh import class_means
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import add_prefix, load_model_arrays, model_arrays
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.class_balance import class_means
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.local_training import classification_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.tensors import add_prefix, load_model_arrays, model_arrays
 from fedprior.models.split import split
 
 PROTOS, PRESENT = "prototypes", "prototype_present"
@@ -68,15 +78,15 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedproto(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     proto_weight: Lambda = 0.1,
+    **shared,
 ) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
     dim = split(net.build()).feature_dim

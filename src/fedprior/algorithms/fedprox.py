@@ -1,4 +1,9 @@
-"""FedProx (Li et al., 2020): FedAvg with a proximal term that keeps local models near the global one."""
+"""FedProx (Li et al., 2020): FedAvg with a proximal term that keeps local models near the global one.
+
+Equations (Li et al., MLSys 2020): Eq. 2, the proximal local objective, :func:`proximal_loss`; the
+client loop and the average are FedAvg's (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`).
+"""
 
 from __future__ import annotations
 
@@ -9,10 +14,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, Momentum, WeightDecay, local_sgd_update
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.pieces.precision import Precision
 
 Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
 
@@ -51,7 +56,7 @@ def fedprox(
         lr,
         momentum,
         weight_decay,
-        make_loss=lambda g: proximal_loss(g, mu),
+        make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
     return net.algorithm("fedprox", update)

@@ -8,7 +8,14 @@ averages the bodies (line 11; example-weighted, as the code FedBM's tables come 
 A client's head starts from the server's initial head the first time it is sampled and
 is client state afterwards. The global test metrics are those of the personalized
 models (the shared body with each client's head), averaged over the clients of the
-latest round (:mod:`fedprior.algorithms.personal`).
+latest round (:mod:`fedprior.algorithms.pieces.personal`).
+
+Equations (Collins et al., ICML 2021, Algorithm 1), and where each is computed: which part trains in
+each local phase (head with the body frozen, then body with the head frozen), :func:`set_trainable`,
+called twice by ``client_update`` inside :func:`fedrep`; the server's average of the bodies,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; the test metrics of the
+personalized models, :func:`~fedprior.algorithms.pieces.personal.personal_evaluation` with :func:`head_metrics`.
+Where it departs from the paper: the bodies' mean is example-weighted, as the code FedBM's tables come from.
 """
 
 from __future__ import annotations
@@ -21,12 +28,13 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.local_training import classification_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
 from fedprior.models.split import split
 
 HEAD = "head."
@@ -45,15 +53,15 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrep(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     head_epochs: HeadEpochs = 0,
+    **shared,
 ) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
+    model, training = shared_training(shared)
     device = training.device
     net = GlobalModel(model_task(task, model))
 

@@ -2,7 +2,7 @@
 Gradient Diversity of Models", IEEE BigData 2021; arXiv:2008.11364), as a baseline of FedDB (feddb.txt 5.1).
 
 FedRGD's three design choices, on the shared semi-supervised client
-(:mod:`fedprior.algorithms.semi_supervised`):
+(:mod:`fedprior.algorithms.engines.semi_supervised`):
 
 - the consistency-regularization loss on the clients (FixMatch's: confident weak-view
   pseudo-labels, cross-entropy of the strong view);
@@ -19,6 +19,12 @@ step happens between the two averages and grouping becomes the reweighting above
 (the FedDB paper describes FedRGD only as "reducing gradient divergence among clients").
 The source paper was not available offline; the number of groups is a field (2 here).
 ``dpl = true`` gives FedRGD-FedDPL.
+
+Equations: the source paper was not available offline, so none is numbered; where each step is
+computed: the consistency loss, :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`
+with :func:`~fedprior.algorithms.engines.semi_supervised.default_pseudo_labels`; GroupNorm, the network of
+:func:`~fedprior.algorithms.engines.semi_supervised.network` with ``norm = gn``; grouping-based averaging,
+:func:`grouped_weights`, applied by :meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised.aggregate`.
 """
 
 from __future__ import annotations
@@ -30,10 +36,9 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import Method, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.algorithms.engines.semi_supervised import Method, semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 Groups = Annotated[int, Field(ge=1, description="S, the random groups the clients of a round are split into before averaging")]
 

@@ -13,6 +13,14 @@ a class the client lacks counts as 1, as the code). Both losses are minimized in
 step each batch (their gradients touch disjoint parameters); the P-head has its own
 plain SGD (no momentum, no weight decay), as the code. The global test metrics are the
 generic model's (body + G-head).
+
+Equations (Chen & Chao, ICLR 2022, Sec. 4), and where each is computed: the G-head's balanced softmax
+L_G, :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss` on the counts of
+:func:`~fedprior.algorithms.pieces.class_balance.class_counts`; the P-head's L_P on detached features, and
+both together, :meth:`TwoHeads.losses`; the server's average of body and G-head,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`.
+Where it departs from the paper: the choices of the code FedBM follows, listed above (a missing class
+counts 1; the P-head's own plain SGD).
 """
 
 from __future__ import annotations
@@ -26,24 +34,15 @@ from torch import nn
 from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.body_training import LocalTraining, trains_locally
-from fedprior.algorithms.supervised import GlobalModel, model_task
-from fedprior.algorithms.tensors import model_arrays, with_prefix
+from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import model_arrays, with_prefix
 from fedprior.models.split import split
 
 PERSONAL = "personal."
 Gamma = Annotated[float, Field(ge=0, description="weight of log class counts in the balanced softmax (FedBM: 1)")]
-
-
-def class_counts(y: torch.Tensor, num_classes: int) -> torch.Tensor:
-    """The client's class counts, 1 for a class it lacks (as the code), so log counts are finite."""
-    counts = torch.bincount(y, minlength=num_classes).float()
-    return torch.where(counts > 0, counts, torch.ones_like(counts))
-
-
-def balanced_softmax_loss(logits: torch.Tensor, y: torch.Tensor, counts: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """CE(logits + gamma log n, y): the balanced softmax of Ren et al. (2020) that FedROD and FedETF train with."""
-    return F.cross_entropy(logits + gamma * counts.to(logits.device).log(), y)
 
 
 class TwoHeads(nn.Module):
@@ -60,15 +59,15 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
-@trains_locally
+@with_shared(BODY_TRAINING, first=True)
 def fedrod(
     task: Task,
-    model: str,
-    training: LocalTraining,
     *,
     gamma: Gamma = 1.0,
+    **shared,
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
+    model, training = shared_training(shared)
     net = GlobalModel(model_task(task, model))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:

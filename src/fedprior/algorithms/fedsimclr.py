@@ -1,4 +1,14 @@
-"""FedSimCLR: SimCLR trained end to end by FedAvg, the contrastive baseline of mfcl.md Tables 2, 3, 7 and 8."""
+"""FedSimCLR: SimCLR trained end to end by FedAvg, the contrastive baseline of mfcl.md Tables 2, 3, 7 and 8.
+
+Equations (Chen et al., ICML 2020, SimCLR; mfcl.md), and where each is computed: SimCLR's Eq. 1, the
+NT-Xent loss (mfcl.md Eq. 5), :func:`~fedprior.algorithms.pieces.contrastive.nt_xent`, called by ``loss`` inside
+:func:`fedsimclr`; the two augmented views, :func:`~fedprior.data.augment.simclr.simclr_views`; mfcl.md Eq. 3-4,
+Peer Normalization (``norm = "pn"``), :class:`~fedprior.models.peer_norm.PeerNorm`; mfcl.md Eq. 1, the
+client-size-weighted average, :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average` (the loop:
+:func:`~fedprior.algorithms.engines.self_supervised.two_view_fedavg`); mfcl.md Sec. 3, linear evaluation,
+:func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
+Where it departs from mfcl.md's baseline: Luo et al.'s classifier calibration is not added (see :func:`fedsimclr`).
+"""
 
 from __future__ import annotations
 
@@ -9,16 +19,25 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, NormGroupChannels, ProjectionDim, Temperature, check_group_channels
-from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
+from fedprior.algorithms.engines.self_supervised import two_view_fedavg
+from fedprior.algorithms.pieces.contrastive import nt_xent
+from fedprior.algorithms.pieces.hyperparameters import (
+    ClientLr,
+    EvalFeatures,
+    LinearEval,
+    MinScale,
+    NormGroupChannels,
+    ProjectionDim,
+    Temperature,
+    Width,
+    check_group_channels,
+)
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
 StemNorm = Annotated[
     Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")
 ]
-Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone (64 is the standard network)")]
 
 
 def fedsimclr(

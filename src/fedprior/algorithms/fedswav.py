@@ -1,4 +1,13 @@
-"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of mfcl.md Tables 2 and 3."""
+"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of mfcl.md Tables 2 and 3.
+
+Equations (Caron et al., NeurIPS 2020, SwAV; mfcl.md), and where each is computed: Eq. 1-2, the swapped
+prediction, :func:`~fedprior.algorithms.pieces.contrastive.swapped_prediction`; Sec. 3.1, the equal-partition
+codes by Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; the prototype scores of the
+normalized projections, ``loss`` inside :func:`fedswav` (the prototypes: :class:`SwavNet`); mfcl.md Eq. 1, the
+client-size-weighted average, :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; mfcl.md Sec. 3,
+linear evaluation, :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
+Where it departs from SwAV: no multi-crop, no feature queue, the prototypes not frozen in the first epoch.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +19,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.contrastive import sinkhorn, swapped_prediction
-from fedprior.algorithms.fedsimclr import Width
-from fedprior.algorithms.mfcl import ClientLr, EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import LinearEval, two_view_fedavg
+from fedprior.algorithms.engines.self_supervised import two_view_fedavg
+from fedprior.algorithms.pieces.contrastive import sinkhorn, swapped_prediction
+from fedprior.algorithms.pieces.hyperparameters import ClientLr, EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 

@@ -10,23 +10,22 @@
   clients are never given the unlabeled images; the optimizer, the network and the
   full-batch local steps are FedDB's, so the comparison is paired.
 
-Both are :mod:`fedprior.algorithms.semi_supervised` with its default steps.
+Both are :mod:`fedprior.algorithms.engines.semi_supervised` with its default steps.
+
+Equations (feddb.txt), and where each is computed: Eq. 3-4, the pseudo-labels,
+:func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels`; Eq. 14 (``dpl``),
+:func:`~fedprior.algorithms.pieces.pseudo_labels.debias`; Eq. 2-6, the local loss, and Eq. 7,
+the average: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import torch
-from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, SUPERVISED, with_shared
-
-Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
-CPU = torch.device("cpu")
+from fedprior.algorithms.engines.semi_supervised import semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 
 
 @with_shared(SEMI_SUPERVISED)

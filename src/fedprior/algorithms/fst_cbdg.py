@@ -8,7 +8,7 @@ features I_j only (Algorithm 1):
 
 - keeps soft pseudo-labels q_j, initially the zero-shot prediction p_j (Eq. 2), and
   updates them by the moving average q_j <- beta q_j + (1 - beta) f(I_j) (Eq. 4;
-  :func:`~fedprior.algorithms.pseudo_labels.moving_average`);
+  :func:`~fedprior.algorithms.pieces.pseudo_labels.moving_average`);
 - minimizes the self-training loss L_iST = -E_j[q_j . log f(I_j)] (Eq. 3)
 - plus lambda times the synthetic loss L_tSamp = -sum 1_k . log f(z_kj) (Eq. 6, 8) on
   features z_kj ~ N(T_k, sigma^2 I) (Eq. 5), n_k per class by the balancing equation
@@ -43,6 +43,18 @@ sigma^2 (I - Q Q^T): we draw it with K x d numbers per step instead of S x d.
 'projected' is exact in distribution (a test compares gradient moments with
 'direct'), and it is what makes 1024-d CLIP features fast: drawing the S x d
 Gaussians is otherwise most of the run time.
+
+Equations (fst-cbdg.txt), and where each is computed:
+
+- Eq. 2, CLIP's zero-shot prediction and the text-initialized head: :func:`zero_shot_probabilities`,
+  :func:`~fedprior.algorithms.engines.linear_heads.text_head`;
+- Eq. 3, the self-training loss: :func:`self_training_loss` (per client: :meth:`FstObjective.loss`);
+- Eq. 4, the soft pseudo-labels' moving average: :func:`~fedprior.algorithms.pieces.pseudo_labels.moving_average`
+  (in :meth:`FstObjective.loss`);
+- Eq. 5, the Gaussian class samples around T_k: :meth:`FstObjective.synthetic_batch`;
+- Eq. 6 and 8, the synthetic loss and its gradient: :meth:`FstObjective.synthetic_loss`, :meth:`FstObjective.add_gradients`;
+- Eq. 7, the class-balancing counts: :func:`balanced_counts`;
+- the server's average of the heads: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`.
 """
 
 from __future__ import annotations
@@ -55,7 +67,7 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.linear_heads import (
+from fedprior.algorithms.engines.linear_heads import (
     BIAS,
     WEIGHT,
     HeadTraining,
@@ -66,8 +78,8 @@ from fedprior.algorithms.linear_heads import (
     masked_mean,
     text_head,
 )
-from fedprior.algorithms.pseudo_labels import moving_average
-from fedprior.algorithms.tensors import to_device, weighted_mean
+from fedprior.algorithms.pieces.pseudo_labels import moving_average
+from fedprior.algorithms.pieces.tensors import to_device, weighted_mean
 
 LABELS = "labels"
 

@@ -32,7 +32,7 @@ Two modules, trained one after the other in one run (three stages):
    killed in phase 2 resumes with the same numbers.
 
 Evaluation (stage ``server`` and the initial model): linear evaluation
-(:mod:`fedprior.algorithms.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
+(:mod:`fedprior.algorithms.pieces.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
 a dense layer trained with the labels of the training pool's frozen features and scored
 on the test set; ``"test-2fold"``: cross-fitted on the test set alone) of the features of
 the images through the frozen encoder (one view: PN with a single view is GN; BN as
@@ -44,8 +44,17 @@ discriminator: a control, evaluated after the sensor stage too). ``server_loss``
 last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
-(discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.optimizer_state`), and after the upload
+(discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
 ``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
+
+Equations (mfcl.md), and where each is computed:
+
+- Eq. 1, the client-size-weighted average: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`;
+- Eq. 2, the autoencoder's reconstruction of two views: ``train_sensor`` inside :func:`mfcl`
+  (the module: :class:`~fedprior.models.autoencoder.SensorModule`; the views: :func:`~fedprior.data.augment.simclr.simclr_views`);
+- Eq. 3-4, Peer Normalization: :class:`~fedprior.models.peer_norm.PeerNorm`;
+- Eq. 5, NT-Xent: :func:`~fedprior.algorithms.pieces.contrastive.nt_xent` (``train_discriminator`` inside :func:`mfcl`);
+- Sec. 3, linear evaluation: :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
 """
 
 from __future__ import annotations
@@ -59,10 +68,19 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
-from fedprior.algorithms.contrastive import nt_xent
-from fedprior.algorithms.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
-from fedprior.algorithms.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.pieces.contrastive import nt_xent
+from fedprior.algorithms.pieces.hyperparameters import (
+    ClientLr,
+    LinearEval,
+    MinScale,
+    NormGroupChannels,
+    ProjectionDim,
+    Temperature,
+    check_group_channels,
+)
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
+from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.errors import ConfigError
@@ -75,14 +93,6 @@ SENSOR, ENCODER, DISC, PROJ, REPS = "sensor.", "sensor.encoder.", "disc.", "proj
 STAGES = ("sensor", "upload", "server")
 
 SensorNorm = Annotated[Literal["pn", "gn", "bn"], Field(description="normalization of the sensor module: pn (Peer Normalization, Eq. 3-4), gn, bn")]
-NormGroupChannels = Annotated[
-    int,
-    Field(
-        ge=1,
-        description="Lambda of PN and GN: channels per group (mfcl.md Sec. 2.2, Eq. 3); a layer of C channels has C / Lambda groups, "
-        "so Lambda must divide the width. Not given by the paper; 2 = GroupNorm's 32 groups at Table 5's 64 channels",
-    ),
-]
 EncodeBN = Annotated[
     Literal["running", "batch"],
     Field(
@@ -91,18 +101,11 @@ EncodeBN = Annotated[
     ),
 ]
 SensorWidth = Annotated[int, Field(ge=1, description="channels of the sensor module (Table 5: 64)")]
-ClientLr = Annotated[float, Field(gt=0, description="phase 1 Adam learning rate on the clients (Appendix C.3: 1e-3)")]
 Drop = Annotated[float, Field(ge=0, lt=1, description="fraction of clients whose representations never reach the server in phase 2 (Figure 7's delta)")]
 ServerEpochs = Annotated[int, Field(ge=0, description="phase 2: epochs of discriminator training over the received representations (one round each)")]
 ServerBatch = Annotated[int, Field(ge=2, description="phase 2: representation pairs per server mini-batch (2x rows)")]
 ServerLr = Annotated[float, Field(gt=0, description="phase 2: Adam learning rate of the discriminator and projection head")]
-Temperature = Annotated[float, Field(gt=0, description="NT-Xent temperature tau (Eq. 5; SimCLR's 0.5 for CIFAR)")]
 DiscWidth = Annotated[int, Field(ge=1, description="width of the ResNet-18 discriminator (64 is the standard network)")]
-ProjectionDim = Annotated[int, Field(ge=1, description="output size of the projection head (Table 6; SimCLR's 128)")]
-EvalFeatures = Annotated[
-    Literal["projection", "backbone"],
-    Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output"),
-]
 MfclEvalFeatures = Annotated[
     Literal["projection", "backbone", "sensor"],
     Field(
@@ -110,17 +113,6 @@ MfclEvalFeatures = Annotated[
         "or the sensor's representations z before the discriminator (a control)"
     ),
 ]
-MinScale = Annotated[float, Field(gt=0, le=1, description="smallest area fraction of SimCLR's random resized crop")]
-
-
-def check_group_channels(field: str, width: int, norm: str, group_channels: int) -> None:
-    """ConfigError unless Lambda (``algorithm.norm_group_channels``) divides the ``width`` channels its PN or GN layers normalize."""
-    if norm in ("pn", "gn") and width % group_channels:
-        divisors = [d for d in range(1, width + 1) if width % d == 0]
-        raise ConfigError(
-            f"algorithm.norm_group_channels: Lambda = {group_channels} channels per group does not divide algorithm.{field} = {width} "
-            f"(mfcl.md Sec. 2.2: a layer of C channels has C / Lambda groups); accepted with this width: {', '.join(map(str, divisors))}"
-        )
 
 
 def encoding_mode(module: nn.Module, encode_bn: str) -> nn.Module:

@@ -1,4 +1,10 @@
-"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3."""
+"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3.
+
+Equations (Li, He and Song, CVPR 2021): Eq. 2, the model-contrastive loss, :func:`model_contrastive_loss`;
+Eq. 3, the local objective, :func:`moon_loss`; the client loop and the average are FedAvg's
+(:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`,
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`).
+"""
 
 from __future__ import annotations
 
@@ -10,11 +16,10 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.fedavg import Lr, ModelName, Momentum, WeightDecay
-from fedprior.algorithms.local_training import LossFn, cross_entropy_loss, train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task, sgd
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
+from fedprior.algorithms.pieces.hyperparameters import Lr, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.errors import ConfigError
 from fedprior.models.split import split
 
@@ -61,6 +66,9 @@ def moon(
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
+    FedAvg's client loop (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`) with the loss
+    :func:`moon_loss` (Eq. 3), wrapped to keep the client state.
+
     Li, He and Song, "Model-Contrastive Federated Learning", CVPR 2021, Eq. 2-3: for each
     input, z (local model), z_glob (received global model, frozen) and z_prev (this
     client's model at the end of its last round, frozen; the global model the first
@@ -74,22 +82,13 @@ def moon(
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
     net = GlobalModel(model_task(task, model), device=device, precision=precision)
 
+    def loss(global_model: nn.Module, state: State) -> LossFn:  # z_prev: the client's last local model, the global one the first time
+        return moon_loss(global_model, net.load(state) if state else global_model, mu, temperature)
+
+    fedavg_update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=loss)
+
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
-        previous = net.load(state if state else message.arrays)
-        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
-        metrics = train_epochs(
-            local,
-            x,
-            y,
-            epochs=local_epochs,
-            batch_size=batch_size,
-            optimizer=sgd(local, lr, momentum, weight_decay),
-            generator=info.generator(),
-            loss_fn=moon_loss(net.load(message.arrays), previous, mu, temperature),
-            precision=precision,
-        )
-        arrays = model_arrays(local)
-        return Reply(arrays, num_examples=int(x.shape[0]), metrics=metrics), {k: v.clone() for k, v in arrays.items()}
+        reply, _ = fedavg_update(message, state, data, info)
+        return reply, {k: v.clone() for k, v in reply.arrays.items()}  # the client keeps its model for the next z_prev
 
     return net.algorithm("moon", client_update)

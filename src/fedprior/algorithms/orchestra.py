@@ -32,6 +32,15 @@ centroids of their target projections without training, the server clusters them
 Client optimizer: SGD, lr 0.003, momentum 0.9, weight decay 1e-4 (the code's). Views:
 SimCLR's recipe, as for the other baselines (Orchestra's own adds blur and solarization).
 Scored, like MFCL, by linear evaluation.
+
+Equations (Lubana et al., ICML 2022; here from its authors' code), and where each is computed: the
+cluster loss and the rotation (degeneracy) loss, ``loss`` in ``client_update`` inside :func:`orchestra` (the
+rotations: :func:`rotate`); the target network's moving average, :meth:`OrchestraNet.update_target`; the
+client's equal-size local clustering, :func:`local_clustering`; the server's global clustering,
+:func:`global_clustering`; Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; FedAvg
+(mfcl.md Eq. 1), :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; linear evaluation,
+:func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
+Where it departs from Orchestra: Table 6's projection head and SimCLR's views (no blur, no solarization).
 """
 
 from __future__ import annotations
@@ -45,12 +54,11 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
-from fedprior.algorithms.contrastive import sinkhorn
-from fedprior.algorithms.fedsimclr import Width
-from fedprior.algorithms.mfcl import EvalFeatures, MinScale, ProjectionDim
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.contrastive import sinkhorn
+from fedprior.algorithms.pieces.hyperparameters import EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 

@@ -4,8 +4,13 @@ A self-supervised method earns its number only if its features beat what a linea
 classifier reaches on the pixels alone (DESIGN.md, "Reproducing a paper": "an untrained
 network and raw pixels"). This algorithm has no rounds and no clients: its only
 evaluation scores the flattened [0, 1] pixels by the same linear evaluation as MFCL and
-its baselines (``linear_eval``, :mod:`fedprior.algorithms.linear_eval`; features
+its baselines (``linear_eval``, :mod:`fedprior.algorithms.pieces.linear_eval`; features
 standardized with the training pool's statistics).
+
+No paper equation: raw pixels are a control. What it computes, and where: the linear evaluation of the
+flattened pixels, :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate` with the identity as
+features, i.e. :func:`~fedprior.algorithms.pieces.linear_eval.dense_evaluation` (``linear_eval = train-test``)
+or :func:`~fedprior.algorithms.pieces.linear_eval.linear_evaluation` (``test-2fold``).
 """
 
 from __future__ import annotations
@@ -14,7 +19,8 @@ import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, State, Task
-from fedprior.algorithms.self_supervised import LinearEval, evaluation_inputs, linear_evaluate
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate
+from fedprior.algorithms.pieces.hyperparameters import LinearEval
 from fedprior.errors import ConfigError
 
 

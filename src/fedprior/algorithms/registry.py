@@ -9,7 +9,7 @@ validation, and the help of ``fedprior algorithms``. ``local_epochs``,
 so these keys mean the same for every algorithm. Every factory declares ``device``
 (the registry refuses one that does not, :func:`require_device`): an algorithm that
 left it out would train on the CPU whatever ``run.device`` says. ``precision``
-(``run.precision``, :mod:`fedprior.algorithms.precision`) reaches the factories that
+(``run.precision``, :mod:`fedprior.algorithms.pieces.precision`) reaches the factories that
 declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigError
 (:meth:`AlgorithmSpec.build`), never a silent float32 run.
 

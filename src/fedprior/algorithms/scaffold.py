@@ -1,4 +1,16 @@
-"""SCAFFOLD (Karimireddy et al., 2020): local steps corrected by control variates; c_i is per-client state."""
+"""SCAFFOLD (Karimireddy et al., 2020): local steps corrected by control variates; c_i is per-client state.
+
+Equations (Karimireddy et al., ICML 2020, Algorithm 1), and where each is computed:
+
+- line 10, the corrected local step y <- y - eta_l (g_i(y) - c_i + c): ``correct_gradients`` inside
+  :func:`scaffold`, run after each backward pass by :func:`~fedprior.algorithms.pieces.local_training.train_epochs`;
+- line 12 (option II), the new control variate c_i+, and line 13, the upload (dy, dc): ``client_update`` inside :func:`scaffold`;
+- lines 16-17, the server's steps on x and c: ``aggregate`` inside :func:`scaffold` (the unweighted mean of
+  the models: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`).
+
+Where it departs from the paper: an optional per-round lr decay (:func:`~fedprior.algorithms.engines.supervised.round_lr`)
+and weight decay; integer buffers (BatchNorm's ``num_batches_tracked``) take the first reply's value, not a mean.
+"""
 
 from __future__ import annotations
 
@@ -9,11 +21,11 @@ import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, ModelName, WeightDecay
-from fedprior.algorithms.local_training import train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
+from fedprior.algorithms.engines.supervised import GlobalModel, model_task, round_lr, sgd
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay
+from fedprior.algorithms.pieces.local_training import train_epochs
+from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]

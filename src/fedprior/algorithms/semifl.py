@@ -2,7 +2,7 @@
 Clients with Alternate Training", NeurIPS 2022), as FedDB compares with it (feddb.txt 5.1: "we adopt its
 client-side training due to the lack of training samples on the server").
 
-On top of FixMatch's client (:mod:`fedprior.algorithms.semi_supervised`), the SemiFL
+On top of FixMatch's client (:mod:`fedprior.algorithms.engines.semi_supervised`), the SemiFL
 client adds a MixUp loss (its code's ``fix-mix`` mode, ``src/modules/modules.py``): each
 epoch, lambda ~ Beta(a, a) with a = 0.75; every confident image's weak view is mixed
 with the weak view of an unlabeled image drawn at random (with replacement) from all
@@ -15,6 +15,12 @@ where y_hat' is the argmax pseudo-label of x' (confident or not, as in the code'
 images (``unlabeled_mean = confident``). The server's alternate training (fine-tuning on
 server labels, static BatchNorm) has no labels to use in FedDB's setting and is left out.
 ``dpl = true`` gives SemiFL-FedDPL: both pseudo-labels come from the debiased prediction.
+
+Equations (Diao, Ding & Tarokh, NeurIPS 2022), and where each is computed: the FixMatch part (hard
+pseudo-labels, strong-view cross-entropy), :func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels` and
+:class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`; the MixUp loss L_mix, :func:`mixup_loss`;
+the average, :meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised.aggregate`.
+Where it departs from the paper: the server's alternate training is left out (above).
 """
 
 from __future__ import annotations
@@ -26,10 +32,9 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.fixmatch import CPU, Dpl
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
-from fedprior.algorithms.ssl_hyperparameters import SEMI_SUPERVISED, with_shared
+from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.precision import Precision
 from fedprior.data.augment import device_generator, seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]

@@ -7,7 +7,7 @@ run and puts the statistics on the Task as ``pixel_mean`` and ``pixel_std``).
 Whatever needs [0, 1] pixels again undoes it with :meth:`PixelStandardizer.invert`
 (``x * std + mean``) or :meth:`PixelStandardizer.to_unit` (then clamped to [0, 1]):
 FixMatch's colour operations (``data/augment/fixmatch.py``), SimCLR's views and
-MFCL's binary cross-entropy (``algorithms/self_supervised.py``), FedDB's pictures
+MFCL's binary cross-entropy (``algorithms/engines/self_supervised.py``), FedDB's pictures
 of the views (``papers/feddb/report.py``); FedBM's generator draws [0, 1] images
 and standardizes them with :meth:`PixelStandardizer.apply` as the real inputs are
 (``algorithms/fedbm.py``).

@@ -88,7 +88,7 @@ class RunConfig(ConfigSection):
     deterministic: bool = False
     """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic, no cuDNN benchmarking): bit-for-bit repeatable runs on CUDA, at some speed. Off, cuDNN benchmarks its convolution algorithms (cudnn.benchmark, CUDA only)."""
     precision: Literal["fp32", "bf16"] = "fp32"
-    """Arithmetic of the forward passes in training and evaluation: 'fp32', or 'bf16' (torch.autocast to bfloat16 on the run's device, the CPU included; weights, gradients and optimizer state stay float32, losses are computed in float32). Only algorithms whose factory takes 'precision' accept 'bf16' (see fedprior.algorithms.precision); numbers differ from fp32 by bfloat16 rounding."""
+    """Arithmetic of the forward passes in training and evaluation: 'fp32', or 'bf16' (torch.autocast to bfloat16 on the run's device, the CPU included; weights, gradients and optimizer state stay float32, losses are computed in float32). Only algorithms whose factory takes 'precision' accept 'bf16' (see fedprior.algorithms.pieces.precision); numbers differ from fp32 by bfloat16 rounding."""
     checkpoint_every: int = Field(1, ge=1)
     """Write the resumable checkpoint every k rounds, and always after the last round and when the run stops (an error, a signal); a resume restarts from the last one written, with the same numbers as an uninterrupted run."""
     model_selection: Literal["last", "validation"] = "last"

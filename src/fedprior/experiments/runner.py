@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from fedprior.algorithms.metrics import selected_round
+from fedprior.algorithms.pieces.metrics import selected_round
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig

@@ -44,8 +44,8 @@ from typing import Any
 import numpy as np
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
-from fedprior.algorithms.metrics import selected_round, selection_score
-from fedprior.algorithms.tensors import payload_bytes
+from fedprior.algorithms.pieces.metrics import selected_round, selection_score
+from fedprior.algorithms.pieces.tensors import payload_bytes
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
@@ -93,7 +93,7 @@ def evaluated(stage: Stage, round_: int, stage_rounds: int, every: int) -> bool:
 def reportable(validation: dict[str, Any], history: list[dict[str, Any]], last: bool) -> bool:
     """Whether an evaluation's test metrics can be reported (``run.test_metrics = 'selectable'``): a stage's last
     round (the final metrics), or a round whose validation score beats every earlier round's, which is the only
-    kind :func:`fedprior.algorithms.metrics.selected_round` can pick (it keeps the first best)."""
+    kind :func:`fedprior.algorithms.pieces.metrics.selected_round` can pick (it keeps the first best)."""
     if last:
         return True
     if not validation:

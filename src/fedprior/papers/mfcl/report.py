@@ -57,7 +57,7 @@ def tsne(points: np.ndarray, seed: int) -> np.ndarray:
 def server_embeddings(experiment: Experiment, state: dict[str, torch.Tensor], rows: np.ndarray) -> np.ndarray:
     """Projection-head outputs of the received view-1 representations ``rows`` (eval mode)."""
     from fedprior.algorithms.mfcl import DISC, PROJ
-    from fedprior.algorithms.tensors import load_model_arrays
+    from fedprior.algorithms.pieces.tensors import load_model_arrays
     from fedprior.models.projection import ProjectionHead
     from fedprior.models.resnet import ResNet18
 

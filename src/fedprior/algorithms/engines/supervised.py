@@ -1,4 +1,4 @@
-"""The parts every whole-model supervised algorithm shares: init, broadcast, evaluate, FedAvg aggregation."""
+"""The parts every whole-model supervised algorithm shares: init, broadcast, evaluate, FedAvg aggregation, and FedAvg's client loop (:func:`local_sgd_update`)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Generic
 import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientUpdate, Reply, RoundInfo, State, Task
-from fedprior.algorithms.local_training import classification_metrics
-from fedprior.algorithms.tensors import MODEL, M, load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, RoundInfo, State, Task
+from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
+from fedprior.algorithms.pieces.tensors import MODEL, M, load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.seeding import derived_seed
 
 
@@ -23,7 +23,7 @@ class GlobalModel(Generic[M]):
     overwritten); ``initial`` sets the weights of round 0 (default: the module's own
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``, their
-    forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.precision`);
+    forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`);
     States and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
     """
 
@@ -86,3 +86,38 @@ def model_task(task: Task, model: str) -> Callable[[], nn.Module]:
 
     build_model(model, task)  # fail early, with the config field in the message, on a wrong shape
     return lambda: build_model(model, task)
+
+
+def local_sgd_update(
+    net: GlobalModel,
+    local_epochs: int,
+    batch_size: int,
+    lr: float,
+    momentum: float,
+    weight_decay: float,
+    make_loss: Callable[[nn.Module, State], LossFn] | None = None,
+    lr_decay: float = 1.0,
+) -> ClientUpdate:
+    """The FedAvg client: SGD from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
+
+    The client state comes back unchanged (a method that keeps one wraps this update, as MOON does).
+    """
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        local = net.load(message.arrays)
+        loss_fn = make_loss(net.load(message.arrays), state) if make_loss else cross_entropy_loss
+        x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
+        metrics = train_epochs(
+            local,
+            x,
+            y,
+            epochs=local_epochs,
+            batch_size=batch_size,
+            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
+            generator=info.generator(),
+            loss_fn=loss_fn,
+            precision=net.precision,
+        )
+        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+
+    return client_update

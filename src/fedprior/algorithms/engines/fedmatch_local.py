@@ -30,8 +30,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.pseudo_labels import debias
-from fedprior.algorithms.semi_supervised import Context
+from fedprior.algorithms.engines.semi_supervised import Context
+from fedprior.algorithms.pieces.pseudo_labels import debias
 from fedprior.models.decomposed import sigma_psi_pairs
 
 
@@ -90,7 +90,7 @@ def step(optimizer: torch.optim.Optimizer, loss: torch.Tensor, parameters: list[
 
 
 def code_training(batch_size: int, supervised_weight: float, consistency: float, l1: float, l2: float):
-    """The :class:`~fedprior.algorithms.semi_supervised.Method` ``train`` step: E epochs of the code's mini-batch loop."""
+    """The :class:`~fedprior.algorithms.engines.semi_supervised.Method` ``train`` step: E epochs of the code's mini-batch loop."""
 
     def train(ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
         t = ctx.training

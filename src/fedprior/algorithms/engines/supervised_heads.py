@@ -9,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.linear_heads import (
+from fedprior.algorithms.engines.linear_heads import (
     BIAS,
     WEIGHT,
     HeadObjective,
@@ -22,7 +22,7 @@ from fedprior.algorithms.linear_heads import (
     random_head,
     text_head,
 )
-from fedprior.algorithms.tensors import to_device, weighted_mean
+from fedprior.algorithms.pieces.tensors import to_device, weighted_mean
 
 HeadInit = Literal["random", "text"]
 

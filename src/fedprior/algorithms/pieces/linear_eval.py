@@ -15,7 +15,7 @@ self-supervised algorithm (:data:`PROTOCOLS`):
   epochs, no weight decay and no augmentation (the features are computed once): seeded
   and deterministic, on the run's device, a few seconds on a CPU for 2,000 x 3,136
   features. The metrics (accuracy, loss, macro-F1, per-class accuracy;
-  :func:`~fedprior.algorithms.metrics.logit_metrics`) are those of the test set.
+  :func:`~fedprior.algorithms.pieces.metrics.logit_metrics`) are those of the test set.
 - ``"test-2fold"`` (this library's earlier protocol, kept as an option),
   :func:`linear_evaluation`: the test set alone, split into ``folds`` stratified folds
   (scikit-learn's StratifiedKFold, in order: deterministic); a multinomial logistic
@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.model_selection import StratifiedKFold
 
-from fedprior.algorithms.metrics import logit_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics
 
 PROTOCOLS = ("train-test", "test-2fold")
 DENSE_EPOCHS, DENSE_LR, DENSE_BATCH = 100, 1e-2, 512
@@ -100,7 +100,7 @@ def dense_evaluation(
     Cross-entropy, Adam (``lr``), ``epochs`` passes of shuffled mini-batches of ``batch_size``
     (the order drawn from a CPU generator seeded with ``seed``), from zero weights, on
     ``device``; features standardized with the training features' statistics. Returns
-    :func:`~fedprior.algorithms.metrics.logit_metrics` of the test set.
+    :func:`~fedprior.algorithms.pieces.metrics.logit_metrics` of the test set.
     """
     with torch.no_grad():
         x_train, x_test = _standardize(train_features.detach().float().to(device), test_features.detach().float().to(device))

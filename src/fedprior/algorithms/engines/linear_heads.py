@@ -28,7 +28,7 @@ from typing import Protocol
 import torch
 
 from fedprior.algorithms.base import Broadcast, ClientData, Reply, RoundInfo, State, Task
-from fedprior.algorithms.tensors import MODEL
+from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.errors import ConfigError
 
 WEIGHT, BIAS = MODEL + "weight", MODEL + "bias"
@@ -200,7 +200,7 @@ def random_head(task: Task, info: RoundInfo) -> tuple[torch.Tensor, torch.Tensor
 @torch.inference_mode()
 def head_accuracy(state: State, data: ClientData, device: torch.device = torch.device("cpu")) -> dict[str, float | list[float]]:
     """Accuracy, cross-entropy, macro-F1 and per-class accuracy of the head on (x, y), computed on ``device``."""
-    from fedprior.algorithms.metrics import logit_metrics
+    from fedprior.algorithms.pieces.metrics import logit_metrics
 
     x = data["x"].to(device)
     return logit_metrics(x @ state[WEIGHT].to(device).T + state[BIAS].to(device), data["y"])

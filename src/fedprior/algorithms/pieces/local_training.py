@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.metrics import logit_metrics
-from fedprior.algorithms.precision import autocast, float32
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.precision import autocast, float32
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
 """``loss(model, x_batch, y_batch) -> scalar``."""
@@ -40,7 +40,7 @@ def train_epochs(
     (no per-step synchronization on a GPU). ``after_backward`` runs between
     ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
     mean training loss and the step count. ``precision`` (``run.precision``): the forward pass and
-    the loss run under :func:`~fedprior.algorithms.precision.autocast`; weights stay float32.
+    the loss run under :func:`~fedprior.algorithms.pieces.precision.autocast`; weights stay float32.
     """
     model.train()
     n = x.shape[0]
@@ -68,7 +68,7 @@ EVALUATION_BATCH = 2048
 def model_logits(model: nn.Module, x: torch.Tensor, batch_size: int = EVALUATION_BATCH, precision: str = "fp32") -> torch.Tensor:
     """``model``'s float32 logits on ``x`` (on the model's device), in large batches, without autograd; each batch moves there once.
 
-    ``precision``: the forward passes run under :func:`~fedprior.algorithms.precision.autocast`.
+    ``precision``: the forward passes run under :func:`~fedprior.algorithms.pieces.precision.autocast`.
     """
     model.eval()
     device = next(model.parameters()).device

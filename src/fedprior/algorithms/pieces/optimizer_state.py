@@ -6,7 +6,7 @@ and Flower carry like any other state:
 
 - FedDB's clients keep their optimizer state across the rounds they are sampled in
   (the FedDB authors' code; IMPLEMENTATION-NOTES.md, FedDB), in the client State
-  (``algorithms/semi_supervised.py``, ``keep_optimizer_state``);
+  (``algorithms/engines/semi_supervised.py``, ``keep_optimizer_state``);
 - MFCL's server trains its discriminator one epoch per round with Adam, whose moments
   and step counts live in the server State (``algorithms/mfcl.py``), so a run killed
   between two epochs resumes with the very same moments;

@@ -10,7 +10,7 @@
 - :func:`frozen_features`: features of many images in large batches, under no_grad, on a device;
   :func:`linear_evaluate`: their linear evaluation (``linear_eval``: the paper's dense layer trained
   on the training pool's features and scored on the test set, or the 2-fold protocol on the
-  test set alone; :mod:`~fedprior.algorithms.linear_eval`).
+  test set alone; :mod:`~fedprior.algorithms.pieces.linear_eval`).
 - :func:`two_view_fedavg`: an end-to-end self-supervised baseline (FedSimCLR, FedSwAV) is
   FedAvg whose clients run :func:`two_view_epochs` with its own loss.
 """
@@ -18,17 +18,15 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, Literal
 
 import torch
-from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
-from fedprior.algorithms.linear_eval import dense_evaluation, linear_evaluation
-from fedprior.algorithms.local_training import LossFn, train_epochs
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import model_arrays
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
+from fedprior.algorithms.pieces.local_training import LossFn, train_epochs
+from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.data.standardize import PixelStandardizer
@@ -37,14 +35,6 @@ from fedprior.models.split import split
 
 TRAIN_FIELDS = ("x_train", "y_train")
 """The evaluation-data fields of the labelled training pool (``Algorithm.evaluation_inputs``; the runtime adds them)."""
-
-LinearEval = Annotated[
-    Literal["train-test", "test-2fold"],
-    Field(
-        description="linear evaluation: train-test (the paper, mfcl.md Sec. 3: a dense layer trained on the training set's frozen features, "
-        "scored on the test set) or test-2fold (a logistic regression cross-fitted on two halves of the test set)"
-    ),
-]
 
 
 def unit_images(task: Task) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -89,7 +79,7 @@ def linear_evaluate(
     device: torch.device,
     protocol: str = "train-test",
 ) -> dict[str, float | list[float]]:
-    """Linear evaluation (:mod:`~fedprior.algorithms.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
+    """Linear evaluation (:mod:`~fedprior.algorithms.pieces.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
 
     ``protocol = "train-test"`` (mfcl.md Sec. 3): a dense layer is trained on the features of the
     training pool, ``data["x_train"]`` / ``data["y_train"]`` (:data:`TRAIN_FIELDS`, added by the
@@ -162,4 +152,4 @@ def two_view_fedavg(
         model = net.load(state)
         return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device, linear_eval)
 
-    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate).with_(evaluation_inputs=evaluation_inputs(linear_eval))
+    return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate, evaluation_inputs=evaluation_inputs(linear_eval))

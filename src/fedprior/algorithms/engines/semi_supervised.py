@@ -58,15 +58,23 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
-from fedprior.algorithms.bias import bias_diagnostics
-from fedprior.algorithms.dma import uniform_distance
-from fedprior.algorithms.metrics import logit_metrics, read_once
-from fedprior.algorithms.optimizer_state import load_optimizer_state, optimizer_state
-from fedprior.algorithms.precision import autocast, float32
-from fedprior.algorithms.pseudo_labels import app_u, debias, hard_labels, label_quality_tensors, masked_cross_entropy, moving_average, without_missing_accuracy
-from fedprior.algorithms.ssl_hyperparameters import SHARED
-from fedprior.algorithms.supervised import GlobalModel
-from fedprior.algorithms.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.bias import bias_diagnostics
+from fedprior.algorithms.pieces.dma import uniform_distance
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
+from fedprior.algorithms.pieces.metrics import logit_metrics, read_once
+from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
+from fedprior.algorithms.pieces.precision import autocast, float32
+from fedprior.algorithms.pieces.pseudo_labels import (
+    app_u,
+    debias,
+    hard_labels,
+    label_quality_tensors,
+    masked_cross_entropy,
+    moving_average,
+    without_missing_accuracy,
+)
+from fedprior.algorithms.pieces.tensors import MODEL, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import device_generator
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
@@ -85,27 +93,27 @@ EVAL_BATCH = 1024
 
 @dataclass(frozen=True)
 class Training:
-    """The local training every semi-supervised algorithm shares (fields and defaults of ``ssl_hyperparameters.SHARED``)."""
+    """The local training every semi-supervised algorithm shares (fields and defaults of :func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`)."""
 
     epochs: int
-    optimizer: str = SHARED["optimizer"][1]
-    lr: float = SHARED["lr"][1]
-    momentum: float = SHARED["momentum"][1]
-    weight_decay: float = SHARED["weight_decay"][1]
-    nesterov: bool = SHARED["nesterov"][1]
-    clip: float = SHARED["clip"][1]
-    lr_decay_rounds: int = SHARED["lr_decay_rounds"][1]
-    keep_optimizer_state: bool = SHARED["keep_optimizer_state"][1]
-    flip: bool = SHARED["flip"][1]
-    strong_augment: str = SHARED["strong_augment"][1]
-    server_momentum: float = SHARED["server_momentum"][1]
-    threshold: float = SHARED["threshold"][1]
-    unlabeled_weight: float = SHARED["unlabeled_weight"][1]
-    unlabeled_mean: str = SHARED["unlabeled_mean"][1]
-    fallback_batch_size: int = SHARED["fallback_batch_size"][1]
-    appu_subset: str = SHARED["appu_subset"][1]
-    appu_gamma: float = SHARED["appu_gamma"][1]
-    diagnostics: bool = SHARED["diagnostics"][1]
+    optimizer: str = SEMI_SUPERVISED_DEFAULTS["optimizer"]
+    lr: float = SEMI_SUPERVISED_DEFAULTS["lr"]
+    momentum: float = SEMI_SUPERVISED_DEFAULTS["momentum"]
+    weight_decay: float = SEMI_SUPERVISED_DEFAULTS["weight_decay"]
+    nesterov: bool = SEMI_SUPERVISED_DEFAULTS["nesterov"]
+    clip: float = SEMI_SUPERVISED_DEFAULTS["clip"]
+    lr_decay_rounds: int = SEMI_SUPERVISED_DEFAULTS["lr_decay_rounds"]
+    keep_optimizer_state: bool = SEMI_SUPERVISED_DEFAULTS["keep_optimizer_state"]
+    flip: bool = SEMI_SUPERVISED_DEFAULTS["flip"]
+    strong_augment: str = SEMI_SUPERVISED_DEFAULTS["strong_augment"]
+    server_momentum: float = SEMI_SUPERVISED_DEFAULTS["server_momentum"]
+    threshold: float = SEMI_SUPERVISED_DEFAULTS["threshold"]
+    unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
+    unlabeled_mean: str = SEMI_SUPERVISED_DEFAULTS["unlabeled_mean"]
+    fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
+    appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
+    appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
+    diagnostics: bool = SEMI_SUPERVISED_DEFAULTS["diagnostics"]
     dpl: bool = False
     use_unlabeled: bool = True
 
@@ -139,7 +147,7 @@ class Context:
     mask: torch.Tensor | None = None
     extra: dict[str, Any] = field(default_factory=dict)
     precision: str = "fp32"
-    """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.precision``)."""
+    """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.pieces.precision``)."""
     rows: torch.Tensor | None = None
     """The indices of the confident images (``mask``), found once per pseudo-labeling: :func:`confident_rows`."""
     rows_of: torch.Tensor | None = None
@@ -452,7 +460,7 @@ class SemiSupervised:
         The strong views of the confident images only are forwarded (as the FedDB code
         trains on the pseudo-labeled images alone, so BatchNorm sees those), gathered by
         :func:`confident_rows`, which is fixed for the update; the loss is the masked
-        :func:`~fedprior.algorithms.pseudo_labels.masked_cross_entropy`, so nothing here
+        :func:`~fedprior.algorithms.pieces.pseudo_labels.masked_cross_entropy`, so nothing here
         reads a value back or selects by a mask.
         """
         assert ctx.mask is not None and ctx.labels is not None  # set by _label
@@ -497,7 +505,7 @@ def semi_supervised_algorithm(
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
 ) -> Algorithm:
-    """The algorithm ``name`` from the shared hyperparameters (``ssl_hyperparameters.SHARED``) and a method's steps."""
+    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps."""
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)

@@ -13,30 +13,19 @@ trains, and brings the model back to the CPU (what is sent and kept is on the CP
 
 from __future__ import annotations
 
-import functools
-import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Annotated, Literal
+from typing import Any
 
 import torch
-from pydantic import Field
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import Algorithm, ClientData, ClientInfo, Task
-from fedprior.algorithms.fedavg import Lr, LrDecay, Momentum, WeightDecay
-from fedprior.algorithms.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
-from fedprior.algorithms.precision import Precision
-from fedprior.algorithms.supervised import round_lr
+from fedprior.algorithms.base import ClientData, ClientInfo
+from fedprior.algorithms.engines.supervised import round_lr
+from fedprior.algorithms.pieces.hyperparameters import CPU
+from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.errors import ConfigError
-
-OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
-BodyModel = Annotated[
-    Literal["convnet", "convnet-small", "resnet18"],
-    Field(description="the network: 'convnet' / 'convnet-small' (embedded settings) or 'resnet18' (FedBM's backbone)"),
-]
-CPU = torch.device("cpu")
 
 
 @dataclass(frozen=True)
@@ -104,7 +93,7 @@ class LocalTraining:
     optimizer: LocalOptimizer
     device: torch.device = CPU
     precision: str = "fp32"
-    """``run.precision``: 'bf16' runs the forward passes under autocast (``fedprior.algorithms.precision``)."""
+    """``run.precision``: 'bf16' runs the forward passes under autocast (``fedprior.algorithms.pieces.precision``)."""
 
     def fit(
         self,
@@ -157,42 +146,7 @@ def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device 
     return classification_metrics(model, x, data["y"].to(device), batch_size=2048 if x.device.type == "cuda" else 256, precision=precision)
 
 
-def _shared(
-    *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
-) -> None:
-    """The parameters every algorithm of FedBM's tables shares, with the defaults of the authors' code."""
-
-
-SHARED = [p for p in inspect.signature(_shared, eval_str=True).parameters.values()]
-
-
-def trains_locally(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
-    """Give ``factory(task, model, training, *, own hyperparameters)`` the shared keyword parameters.
-
-    The registered factory's signature is the shared parameters (:func:`_shared`: runtime
-    ``local_epochs``, ``batch_size``, ``device``, ``precision``, then ``model``, ``optimizer``, ``lr``,
-    ``momentum``, ``weight_decay``, ``lr_decay``) followed by the method's own, so they are
-    declared once for FedBM and its baselines and still appear as config fields.
-    """
-    own = [p for p in inspect.signature(factory, eval_str=True).parameters.values() if p.kind is p.KEYWORD_ONLY]
-
-    @functools.wraps(factory)
-    def build(task: Task, **values) -> Algorithm:
-        shared = {p.name: values.pop(p.name, p.default) for p in SHARED}
-        optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"])
-        training = LocalTraining(shared["local_epochs"], shared["batch_size"], optimizer, shared["device"], shared["precision"])
-        return factory(task, shared["model"], training, **values)
-
-    task = inspect.Parameter("task", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Task)
-    build.__signature__ = inspect.Signature([task, *SHARED, *own], return_annotation=Algorithm)  # type: ignore[attr-defined]  # inspect reads __signature__; functools' _Wrapped type does not declare it
-    return build
+def shared_training(shared: dict[str, Any]) -> tuple[str, LocalTraining]:
+    """The network name and the :class:`LocalTraining` of the FedBM set's values (``hyperparameters.body_training``)."""
+    optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"])
+    return shared["model"], LocalTraining(shared["local_epochs"], shared["batch_size"], optimizer, shared["device"], shared["precision"])

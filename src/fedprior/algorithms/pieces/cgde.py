@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.metrics import read_once
+from fedprior.algorithms.pieces.metrics import read_once
 from fedprior.data.augment import seed_from, seeded
 from fedprior.data.augment.crop_flip import crop_flip
 

@@ -1,0 +1,239 @@
+"""The hyperparameters more than one algorithm takes, declared once; the one way algorithms share them.
+
+A hyperparameter is a keyword-only parameter of an algorithm's factory, annotated with its
+type, bounds and description (``Annotated[float, Field(gt=0, description=...)]``) and with a
+default: the registry reads the ``[algorithm]`` config fields, their validation and the help
+of ``fedprior algorithms`` from the signature (:mod:`fedprior.algorithms.registry`).
+
+- A declaration that two or more methods use is an alias here (``Lr``, ``Dpl``,
+  ``ProjectionDim``, ...), imported by each; no method imports another's.
+- A family whose methods all take the same set is given that set once, here, as the
+  signature of a function (:func:`semi_supervised` for FedDB and its baselines,
+  :func:`body_training` for FedBM and the baselines of its tables), and each factory takes
+  it with :func:`with_shared`: the factory declares ``**shared`` and gets a real signature,
+  its own parameters then the set's, with per-algorithm defaults where it says so.
+
+Defaults of the semi-supervised set follow the FedDB paper (feddb.txt 5.1) and, where it is
+silent, the authors' code (IMPLEMENTATION-NOTES.md, FedDB); those of the FedBM set the
+authors' code (docs/fedbm.md); each description says which.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Sequence
+from typing import Annotated, Any, Literal
+
+import torch
+from pydantic import Field
+
+from fedprior.algorithms.pieces.precision import Precision
+from fedprior.data.augment.fixmatch import STRONG_AUGMENTS
+from fedprior.errors import ConfigError
+
+CPU = torch.device("cpu")
+"""The default ``device`` of every factory (the runtime passes ``run.device``)."""
+
+# Supervised training of a whole network or a head (FedAvg and the algorithms built like it).
+Lr = Annotated[float, Field(gt=0, description="client SGD learning rate")]
+Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (fresh each round)")]
+WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
+LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
+ModelName = Annotated[
+    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
+]
+HeadInitField = Annotated[
+    Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")
+]
+# Self-supervised representation learning (MFCL and its baselines).
+NormGroupChannels = Annotated[
+    int,
+    Field(
+        ge=1,
+        description="Lambda of PN and GN: channels per group (mfcl.md Sec. 2.2, Eq. 3); a layer of C channels has C / Lambda groups, "
+        "so Lambda must divide the width. Not given by the paper; 2 = GroupNorm's 32 groups at Table 5's 64 channels",
+    ),
+]
+ClientLr = Annotated[float, Field(gt=0, description="phase 1 Adam learning rate on the clients (Appendix C.3: 1e-3)")]
+Temperature = Annotated[float, Field(gt=0, description="NT-Xent temperature tau (Eq. 5; SimCLR's 0.5 for CIFAR)")]
+ProjectionDim = Annotated[int, Field(ge=1, description="output size of the projection head (Table 6; SimCLR's 128)")]
+EvalFeatures = Annotated[
+    Literal["projection", "backbone"],
+    Field(description="features the linear evaluation reads: after the projection head (the paper) or the backbone's pooled output"),
+]
+MinScale = Annotated[float, Field(gt=0, le=1, description="smallest area fraction of SimCLR's random resized crop")]
+Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone (64 is the standard network)")]
+LinearEval = Annotated[
+    Literal["train-test", "test-2fold"],
+    Field(
+        description="linear evaluation: train-test (the paper, mfcl.md Sec. 3: a dense layer trained on the training set's frozen features, "
+        "scored on the test set) or test-2fold (a logistic regression cross-fitted on two halves of the test set)"
+    ),
+]
+# Semi-supervised learning (FedDB and its baselines).
+Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
+# Training a whole network under FedBM's common settings (FedBM and its baselines).
+OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
+BodyModel = Annotated[
+    Literal["convnet", "convnet-small", "resnet18"],
+    Field(description="the network: 'convnet' / 'convnet-small' (embedded settings) or 'resnet18' (FedBM's backbone)"),
+]
+
+
+def semi_supervised(
+    *,
+    model: Annotated[
+        Literal["convnet", "wrn28-2"],
+        Field(description="the network: 'wrn28-2' (the paper's WRN-28-2) or 'convnet' (the small CNN of the embedded settings)"),
+    ] = "wrn28-2",
+    norm: Annotated[
+        Literal["bn-batch", "bn", "gn", "none"],
+        Field(description="normalization layers: 'bn-batch' (BatchNorm without running statistics, the authors' code), 'bn', 'gn' (GroupNorm, FedRGD), 'none'"),
+    ] = "bn-batch",
+    width: Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")] = 32,
+    optimizer: Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1; FedMatch's code too) or 'adam'")] = "sgd",
+    lr: Annotated[float, Field(gt=0, description="local learning rate eta (feddb.txt 5.1: 0.03)")] = 0.03,
+    momentum: Annotated[float, Field(ge=0, lt=1, description="SGD momentum (feddb.txt 5.1: 0.9)")] = 0.9,
+    weight_decay: Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")] = 5e-4,
+    nesterov: Annotated[bool, Field(description="Nesterov momentum (the code: true)")] = True,
+    clip: Annotated[float, Field(ge=0, description="clip the local gradient to this norm, 0 = off (the code: 1)")] = 1.0,
+    lr_decay_rounds: Annotated[
+        int,
+        Field(
+            ge=0,
+            description="cosine decay of the local lr over this many rounds, as the code's scheduler over its 800 rounds (set it to federation.rounds); 0 = constant lr",
+        ),
+    ] = 800,
+    keep_optimizer_state: Annotated[
+        bool, Field(description="each client keeps its optimizer state (momentum buffers) between the rounds it is sampled in (the code)")
+    ] = True,
+    flip: Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")] = True,
+    server_momentum: Annotated[
+        float,
+        Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)"),
+    ] = 0.0,
+    strong_augment: Annotated[
+        Literal[STRONG_AUGMENTS],  # type: ignore[valid-type]  # typing expands the tuple at run time (pydantic reads it); mypy wants literals
+        Field(
+            description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
+        ),
+    ] = "fixmatch",
+    threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (feddb.txt 5.1: 0.95)")] = 0.95,
+    unlabeled_weight: Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")] = 1.0,
+    unlabeled_mean: Annotated[
+        Literal["all", "confident"],
+        Field(
+            description="the unlabeled loss (Eq. 4) is summed over the confident images and divided by the number of all unlabeled images ('all', the paper and FixMatch) or of the confident ones ('confident', the code)"
+        ),
+    ] = "all",
+    fallback_batch_size: Annotated[
+        int,
+        Field(
+            ge=0,
+            description="when no unlabeled image passes tau: 0 = the usual E full-batch steps with L_u = 0 (Eq. 6, the paper); B > 0 = E epochs of shuffled labeled-only mini-batches of B images (the code: 64)",
+        ),
+    ] = 0,
+    appu_subset: Annotated[
+        Literal["all", "confident"],
+        Field(description="each local epoch's APP-U (Algorithm 3, line 14) over all unlabeled images (the paper) or over the pseudo-labeled ones (the code)"),
+    ] = "all",
+    appu_gamma: Annotated[
+        float, Field(ge=0, le=1, description="gamma, the momentum of APP-U's moving average over the local epochs (Algorithm 3, line 20; the code: 0.5)")
+    ] = 0.5,
+    diagnostics: Annotated[
+        bool,
+        Field(
+            description="clients report pseudo-label accuracy (from labels the training never sees) and their labeled class counts, for the report's figures"
+        ),
+    ] = True,
+) -> None:
+    """What every semi-supervised algorithm (feddb, fixmatch, fedmatch, fedrgd, semifl) shares: the network, its local optimizer, the pseudo-labels."""
+
+
+SUPERVISED_NAMES = (
+    "model",
+    "norm",
+    "width",
+    "optimizer",
+    "lr",
+    "momentum",
+    "weight_decay",
+    "nesterov",
+    "clip",
+    "lr_decay_rounds",
+    "keep_optimizer_state",
+    "flip",
+    "server_momentum",
+)
+"""Of :func:`semi_supervised`, what an algorithm trained on the labeled data alone (fedavg-labeled) uses."""
+
+
+def body_training(
+    *,
+    local_epochs: int,
+    batch_size: int,
+    device: torch.device = CPU,
+    precision: Precision = "fp32",
+    model: BodyModel = "convnet",
+    optimizer: OptimizerName = "sgd",
+    lr: Lr = 0.01,
+    momentum: Momentum = 0.9,
+    weight_decay: WeightDecay = 5e-4,
+    lr_decay: LrDecay = 0.99,
+) -> None:
+    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (runtime ``local_epochs``, ``batch_size``, ``device``, ``precision`` among them)."""
+
+
+def parameters(declaration: Callable[..., None], names: Sequence[str] | None = None) -> tuple[inspect.Parameter, ...]:
+    """The keyword parameters of a set's ``declaration`` (those of ``names`` only, in that order, if given)."""
+    every = inspect.signature(declaration, eval_str=True).parameters
+    return tuple(every.values()) if names is None else tuple(every[name] for name in names)
+
+
+SEMI_SUPERVISED = parameters(semi_supervised)
+SUPERVISED = parameters(semi_supervised, SUPERVISED_NAMES)
+BODY_TRAINING = parameters(body_training)
+SEMI_SUPERVISED_DEFAULTS: dict[str, Any] = {p.name: p.default for p in SEMI_SUPERVISED}
+
+
+def with_shared(group: Sequence[inspect.Parameter], *, first: bool = False, **defaults: Any) -> Callable[[Callable], Callable]:
+    """Give a factory ``f(task, *, own..., **shared)`` the keyword parameters of ``group``, after its own (``first``: before them).
+
+    ``defaults`` overrides a shared default for this algorithm (e.g. FedRGD's ``norm='gn'``).
+    The wrapped factory fills in the defaults, so ``f(task, local_epochs=1)`` works as well as
+    a call through the registry; ``shared`` holds every parameter of the group.
+    """
+    names = [p.name for p in group]
+    unknown = set(defaults) - set(names)
+    if unknown:
+        raise ValueError(f"defaults for parameters not shared here: {sorted(unknown)}")
+
+    def wrap(factory: Callable) -> Callable:
+        signature = inspect.signature(factory, eval_str=True)
+        own = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+        shared = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, default=defaults.get(p.name, p.default)) for p in group]
+        positional, keywords = [p for p in own if p.kind is not p.KEYWORD_ONLY], [p for p in own if p.kind is p.KEYWORD_ONLY]
+        full = signature.replace(parameters=[*positional, *shared, *keywords] if first else [*own, *shared])
+
+        @functools.wraps(factory)
+        def wrapped(*args: Any, **kwargs: Any):
+            bound = full.bind(*args, **kwargs)
+            bound.apply_defaults()
+            return factory(*bound.args, **bound.kwargs)
+
+        wrapped.__signature__ = full  # type: ignore[attr-defined]
+        return wrapped
+
+    return wrap
+
+
+def check_group_channels(field: str, width: int, norm: str, group_channels: int) -> None:
+    """ConfigError unless Lambda (``algorithm.norm_group_channels``) divides the ``width`` channels its PN or GN layers normalize."""
+    if norm in ("pn", "gn") and width % group_channels:
+        divisors = [d for d in range(1, width + 1) if width % d == 0]
+        raise ConfigError(
+            f"algorithm.norm_group_channels: Lambda = {group_channels} channels per group does not divide algorithm.{field} = {width} "
+            f"(mfcl.md Sec. 2.2: a layer of C channels has C / Lambda groups); accepted with this width: {', '.join(map(str, divisors))}"
+        )
