@@ -153,3 +153,15 @@ def test_mfcl_killed_in_phase_2_resumes_exactly_with_its_representations_written
     test_run_killed_in_phase_2_resumes_with_the_same_numbers(tmp_path)
     # each representation tensor is written when it arrives, and never again through the server epochs (nor on resume)
     assert sorted(names) == sorted({*names}) and {n.split("/")[-1] for n in names} == {REPS + "view1", REPS + "view2", REPS + "client"}
+
+
+@pytest.mark.parametrize("rows", [10, BIG])
+def test_states_that_share_memory_are_saved_and_reload_exactly(tmp_path, rows):
+    """A server tensor that is a client's tensor (FedRep's evaluation heads), a view into another, and a transposed
+    (non-contiguous) tensor are saved, inline or apart, and reload equal (safetensors refuses shared memory as such)."""
+    path = tmp_path / "checkpoint.safetensors"
+    head, body = state(1, rows), state(2, 2 * rows)
+    server = {"eval.head": head, "half": body[:rows], "t": state(3, 64).reshape(8, 8).t()}
+    clients = {0: {"head": head, "body": body}}
+    save_checkpoint(path, RunState(server, clients, Progress(round=1)))
+    assert exact(load_checkpoint(path), server, clients)

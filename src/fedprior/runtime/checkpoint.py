@@ -156,6 +156,25 @@ def _blob_names(path: Path) -> set[str]:
         return set()
 
 
+def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with every tensor that shares storage with an earlier one (or is not contiguous) copied.
+
+    safetensors refuses tensors that share memory, and states may alias one another (a server's
+    evaluation model holding a client's head, say). The first holder of a storage is saved as it
+    is, so its remembered hash still applies; the others are copies, hashed anew.
+    """
+    seen: set[int] = set()
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in tensors.items():
+        pointer = tensor.untyped_storage().data_ptr() if tensor.numel() else None
+        if pointer is not None and pointer in seen or not tensor.is_contiguous():
+            tensor = tensor.detach().contiguous().clone()
+        elif pointer is not None:
+            seen.add(pointer)
+        out[name] = tensor
+    return out
+
+
 def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) -> int:
     """Write ``run`` to ``path`` atomically; the checkpoint it replaces becomes ``previous_path(path)``.
 
@@ -168,7 +187,7 @@ def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) ->
     tensors = {SERVER + k: v for k, v in server.items()}  # the State's own tensor objects: their hashes are remembered
     for client_id, state in clients.items():
         tensors.update({f"{CLIENT}{client_id}/{k}": v for k, v in state.items()})
-    inline, apart = _parts(tensors, blob_bytes)
+    inline, apart = _parts(_unshared(tensors), blob_bytes)
     folder = blobs_path(path)
     blobs, written = {}, 0
     for group, members in apart.items():
