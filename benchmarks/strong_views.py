@@ -30,7 +30,6 @@ import torch.nn.functional as F
 from shared import load, machine, print_result
 
 from fedprior.data import load_dataset
-from fedprior.data.augment import seeded
 from fedprior.data.augment.fixmatch import STRONG_AUGMENTS, FixMatchAugment
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
 from fedprior.data.standardize import PixelStandardizer
@@ -92,16 +91,17 @@ def main(argv: list[str] | None = None) -> dict:
         """The weak view, then each operation alone on every image."""
         out = {}
         for index, op in enumerate(ops):
-            with seeded(offset + index):
-                unit = base._weak_unit(base._unit(test_x)).clamp(0.0, 1.0)
-                out[op.name] = accuracy(model, base._standard(rand_augment(unit, [op], n=1)), test_y)
+            generator = torch.Generator(device=test_x.device).manual_seed(offset + index)
+            unit = base._weak_unit(base._unit(test_x), generator).clamp(0.0, 1.0)
+            out[op.name] = accuracy(model, base._standard(rand_augment(unit, [op], n=1, generator=generator)), test_y)
         return out
 
     def single_ops(model: SmallCNN) -> dict[str, dict[str, float]]:
         fixmatch = single(model, fixmatch_ops(), 100)
-        with seeded(300):
-            unit = base._weak_unit(base._unit(test_x)).clamp(0.0, 1.0)
-            fixmatch["cutout (half the side)"] = accuracy(model, base._standard(cutout_fixmatch(unit, round(base.cutout * test_x.shape[-1]))), test_y)
+        generator = torch.Generator(device=test_x.device).manual_seed(300)
+        unit = base._weak_unit(base._unit(test_x), generator).clamp(0.0, 1.0)
+        side = round(base.cutout * test_x.shape[-1])
+        fixmatch["cutout (half the side)"] = accuracy(model, base._standard(cutout_fixmatch(unit, side, generator)), test_y)
         return {"fixmatch (random magnitude)": fixmatch, "feddb-code (m = 10, always applied)": single(model, feddb_code_ops(10.0), 200)}
 
     out = {

@@ -10,10 +10,19 @@ the numbers it gives on the CPU. Inside the context:
   the cross-device copies) raises, as CUDA does ("Expected all tensors to be on the
   same device");
 - a random draw on the device from a CPU ``torch.Generator`` raises, as CUDA does;
+  ``torch.Generator(device=<the device>)`` gives a :class:`PretendGenerator` (a CPU
+  generator that reports the device), which draws there;
 - ``.numpy()`` of a device tensor raises, as for a CUDA tensor;
 - every convolution and matrix product is recorded with the device it ran on
   (``compute``), and every module called with its parameters' and buffers' devices
-  (``modules``).
+  (``modules``);
+- every operation that makes the host wait for the device (``syncs``) is recorded with
+  where it was called from: a scalar read (``.item()``, ``float()``, ``bool()``: aten's
+  ``_local_scalar_dense``), ``nonzero`` and the operations that call it on a GPU
+  (boolean-mask indexing, ``masked_select``, ``unique``, ``repeat_interleave`` without
+  ``output_size``, ``bincount``), a copy from the device to the host, and a blocking copy
+  from the host to the device (what ``.to(device)`` of a CPU tensor is unless
+  ``non_blocking=True``; kornia's parameters drawn on the CPU arrive so).
 
 So an algorithm that ignores the ``device`` it was given runs its convolutions on
 the CPU (recorded as such), and one that forgets to move something fails as it
@@ -83,6 +92,18 @@ A convolution or product under any other call on CPU tensors counts as "ran on t
 CROSS_DEVICE = {"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize", "aten::set_", "aten::lift_fresh"}
 """Operations allowed to take tensors from both devices (copies between them)."""
 
+SYNCING = {
+    "aten::_local_scalar_dense",
+    "aten::nonzero",
+    "aten::masked_select",
+    "aten::_unique",
+    "aten::_unique2",
+    "aten::unique_dim",
+    "aten::unique_consecutive",
+    "aten::bincount",
+}
+"""Operations on device tensors that wait for the device (a scalar read, or an output size that depends on the data)."""
+
 INDEXING = {"aten::index", "aten::index_put", "aten::index_put_", "aten::_index_put_impl_"}
 """Operations whose ``indices`` may stay on the CPU (CUDA moves them)."""
 
@@ -126,7 +147,40 @@ class OnDevice(torch.Tensor):
         return self.numpy()
 
     def tolist(self) -> Any:  # type: ignore[override]
+        for record in ACTIVE:
+            record.syncs.append(f"tolist <- {fedprior_caller(fedprior_frames())}")
         return self.elem.tolist()  # a copy to the host, as for a CUDA tensor
+
+
+ACTIVE: list[Record] = []
+"""The records of the PretendDevice() contexts now open (``tolist`` bypasses the dispatcher)."""
+
+
+REAL_GENERATOR = torch.Generator
+
+
+class PretendGenerator(REAL_GENERATOR):
+    """A generator on the pretend device: a CPU generator (the numbers are the CPU's) whose ``device`` is the device."""
+
+    @property
+    def device(self) -> torch.device:  # type: ignore[override]
+        return DEVICE
+
+
+class _GeneratorType(type):
+    """``torch.Generator`` inside PretendDevice(): makes a PretendGenerator for the device, a real generator otherwise."""
+
+    def __instancecheck__(cls, instance: Any) -> bool:
+        return isinstance(instance, REAL_GENERATOR)
+
+    def __call__(cls, device: Any = None) -> torch.Generator:
+        if device is not None and is_device(device):
+            return PretendGenerator()
+        return REAL_GENERATOR() if device is None else REAL_GENERATOR(device)
+
+
+class Generator(metaclass=_GeneratorType):
+    pass
 
 
 @dataclass
@@ -139,6 +193,11 @@ class Record:
     """Where the first convolutions and products on the CPU were called from (fedprior's frames)."""
     module_calls: list[str] = field(default_factory=list)
     """Where the first modules with weights off the device were called from."""
+    syncs: list[str] = field(default_factory=list)
+    """One entry per host sync: ``operation <- fedprior caller`` (see the module docstring)."""
+
+    def sync_count(self) -> int:
+        return len(self.syncs)
 
     def ran_on_the_cpu(self) -> list[str]:
         """The convolution and product operations that ran on the CPU (and, after them, where the first were called)."""
@@ -236,10 +295,43 @@ def writes(func: Any) -> list[tuple[int, int, str]]:
     return WRITES[func]
 
 
+def copy_kind(source: str, target: str, non_blocking: bool | None) -> str | None:
+    """A copy device -> host (always a sync), host -> device unless non-blocking, or None."""
+    if source == "device" and target == "cpu":
+        return "copy device -> host"
+    if source == "cpu" and target == "device" and not non_blocking:
+        return "blocking copy host -> device"
+    return None
+
+
 class Dispatch(TorchDispatchMode):
     def __init__(self, record: Record) -> None:
         super().__init__()
         self.record = record
+        self.pretend_generator = False
+        """Set by :class:`Functions` while a call with a PretendGenerator runs (the dispatcher hands over a plain generator)."""
+
+    @staticmethod
+    def sync_kind(name: str, args: tuple, kwargs: dict, on_device: bool) -> str | None:
+        """What makes this operation a host sync on a GPU, or None (see the module docstring)."""
+        if name == "aten::_to_copy":
+            source = where(args[0])
+            target = source if kwargs.get("device") is None else "device" if is_device(kwargs["device"]) else "cpu"
+            return copy_kind(source, target, kwargs.get("non_blocking", False))
+        if name == "aten::copy_":
+            non_blocking = args[2] if len(args) > 2 else kwargs.get("non_blocking", False)
+            return copy_kind(where(args[1]), where(args[0]), non_blocking)
+        if not on_device:
+            return None
+        if name in SYNCING:
+            return name
+        if name == "aten::repeat_interleave" and kwargs.get("output_size") is None and (len(args) < 4 or args[3] is None):
+            return name
+        if name in INDEXING and len(args) > 1:
+            indices = [i for i in (args[1] or []) if isinstance(i, torch.Tensor)]
+            if any(i.dtype in (torch.bool, torch.uint8) for i in indices):
+                return f"{name} with a boolean mask"
+        return None
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
@@ -253,6 +345,9 @@ class Dispatch(TorchDispatchMode):
                 raise RuntimeError(
                     f"Expected all tensors to be on the same device, but found a CPU tensor of shape {tuple(strays[0].shape)} in {func} (pretend device)"
                 )
+        sync = self.sync_kind(name, args, kwargs, on_device)
+        if sync is not None:
+            self.record.syncs.append(f"{sync} <- {fedprior_caller(fedprior_frames())}")
         if name in COMPUTE:
             if on_device:
                 self.record.compute.append((name, "device"))
@@ -268,7 +363,7 @@ class Dispatch(TorchDispatchMode):
             if to_device:
                 kwargs["device"] = torch.device("cpu")
         generator = kwargs.get("generator")
-        if to_device and generator is not None and generator.device.type == "cpu":
+        if to_device and generator is not None and generator.device.type == "cpu" and not self.pretend_generator:
             raise RuntimeError(f"Expected a 'cuda' device type for generator but found 'cpu' in {func} (pretend device)")
         out = func(*unwrapped(args), **{k: unwrapped(v) for k, v in kwargs.items()})
         if to_device:
@@ -284,9 +379,21 @@ class Functions(TorchFunctionMode):
 
     MAKERS = (torch.tensor, torch.as_tensor, torch.asarray, torch.scalar_tensor)
 
+    def __init__(self, dispatch: Dispatch) -> None:
+        super().__init__()
+        self.dispatch = dispatch
+
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = dict(kwargs or {})
+        if isinstance(kwargs.get("generator"), PretendGenerator):
+            self.dispatch.pretend_generator = True
+            try:
+                return func(*args, **kwargs)
+            finally:
+                self.dispatch.pretend_generator = False
         if func in self.MAKERS and is_device(kwargs.get("device")):
+            if func is torch.as_tensor and args and isinstance(args[0], OnDevice):
+                return args[0].to(dtype=kwargs.get("dtype"))  # already there: no copy, as on a GPU
             kwargs["device"] = torch.device("cpu")
             return func(*args, **kwargs).to(DEVICE)
         return func(*args, **kwargs)
@@ -312,6 +419,11 @@ def PretendDevice() -> Iterator[Record]:  # noqa: N802 (used like a class)
     with ExitStack() as stack:
         handle = torch.nn.modules.module.register_module_forward_pre_hook(module_devices)
         stack.callback(handle.remove)
-        stack.enter_context(Functions())
-        stack.enter_context(Dispatch(record))
+        torch.Generator = Generator  # type: ignore[misc]
+        stack.callback(setattr, torch, "Generator", REAL_GENERATOR)
+        dispatch = Dispatch(record)
+        stack.enter_context(Functions(dispatch))
+        stack.enter_context(dispatch)
+        ACTIVE.append(record)
+        stack.callback(ACTIVE.remove, record)
         yield record

@@ -120,6 +120,59 @@ def test_eq7_diversity_on_a_hand_made_case():
     assert diversity_loss(z, x, y3, num_classes=2).item() == pytest.approx(expected, rel=1e-6)
 
 
+def per_class_diversity(z: torch.Tensor, images: torch.Tensor, y: torch.Tensor, num_classes: int) -> torch.Tensor:
+    """Eq. 7 as it was computed before issue 19 (the reference): a loop over the classes, pdist on each class's rows."""
+    z, images = z.flatten(1), images.flatten(1)
+    total = z.new_zeros(())
+    for k in range(num_classes):
+        members = y == k
+        if int(members.sum()) > 1:
+            ratio = F.pdist(images[members], p=1) / F.pdist(z[members], p=1)
+            total = total + (1.0 / (ratio + 1e-5)).mean()
+    return total / num_classes
+
+
+@pytest.mark.parametrize(
+    "labels",
+    [[0, 1, 2, 0, 1, 2, 0, 1, 2, 0], [3, 3, 3, 3, 3, 3, 3, 3, 3, 3], [0, 0, 1, 2, 2, 2, 2, 2, 2, 2], [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]],
+    ids=["even", "one-class", "a-singleton-and-absent-classes", "no-pairs"],
+)
+def test_eq7_diversity_with_cdist_and_a_class_mask_is_the_per_class_loop(labels):
+    """The whole-batch form (cdist over all pairs, a same-class mask) gives the per-class loop's value (float
+    rounding apart: the sums run in another order) and finite gradients, also with identical conditions."""
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(10, 4, generator=g).requires_grad_(True)
+    images = torch.rand(10, 1, 3, 3, generator=g).requires_grad_(True)
+    y = torch.tensor(labels)
+    loss = diversity_loss(z, images, y, num_classes=10)
+    reference = per_class_diversity(z, images, y, num_classes=10)
+    assert float(loss.detach()) == pytest.approx(float(reference.detach()), rel=1e-6, abs=1e-12)
+    if labels == list(range(10)):
+        assert float(loss.detach()) == 0.0  # no class has two samples: nothing counts
+    loss.backward()
+    assert z.grad is not None and images.grad is not None and bool(torch.isfinite(z.grad).all() and torch.isfinite(images.grad).all())
+    twin = torch.cat([z.detach()[:1], z.detach()[:1]]).requires_grad_(True)  # two equal conditions of different classes: off the mask
+    diversity_loss(twin, images.detach()[:2], torch.tensor([0, 1]), 2).backward()
+    assert twin.grad is not None and bool(torch.isfinite(twin.grad).all())
+
+
+def test_eq9_conditions_of_a_batch_are_one_product_equal_to_the_per_class_ones():
+    """mu_y + L_y eps for a whole batch by one batched product and a gather: the per-class products' values (here to
+    the bit) for full, diagonal and noise conditions."""
+    g = torch.Generator().manual_seed(1)
+    mean, factor = torch.randn(4, 5, generator=g), torch.randn(4, 5, 5, generator=g)
+    conditions = concept_conditions(mean, factor @ factor.transpose(1, 2) / 5)
+    y = torch.tensor([3, 2, 2, 0, 3, 3, 1, 0, 2])
+    eps = torch.randn(9, 5, generator=g)
+    expected = mean[y].clone()
+    for k in torch.unique(y).tolist():
+        expected[y == k] += eps[y == k] @ conditions.scale[k].T
+    assert torch.equal(conditions.from_noise(y, eps), expected)
+    assert torch.equal(conditions.sample(y, torch.Generator().manual_seed(7)), conditions.from_noise(y, conditions.noise(9, torch.Generator().manual_seed(7))))
+    diagonal = concept_conditions(mean, torch.rand(4, 5, generator=g))
+    assert torch.equal(diagonal.from_noise(y, eps), mean[y] + diagonal.scale[y] * eps)
+
+
 def test_eq8_batchnorm_statistics_on_a_hand_made_case():
     bn = nn.BatchNorm2d(2)
     bn.running_mean.copy_(torch.tensor([0.0, 1.0]))

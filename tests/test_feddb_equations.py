@@ -8,12 +8,13 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from fedprior.algorithms.base import Reply, RoundInfo
 from fedprior.algorithms.engines.semi_supervised import Training
 from fedprior.algorithms.pieces.bias import bias_diagnostics, js_divergence
 from fedprior.algorithms.pieces.dma import algorithm2, dma_weights, uniform_distance
-from fedprior.algorithms.pieces.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
+from fedprior.algorithms.pieces.pseudo_labels import app_u, debias, hard_labels, label_quality, label_quality_tensors, masked_cross_entropy, moving_average
 
 # ---------------------------------------------------------------- APP-U and DPL
 
@@ -55,6 +56,55 @@ def test_label_quality_counts_coverage_and_accuracy_of_assigned_labels():
     out = label_quality(labels, mask, truth)
     assert out == {"coverage": 0.5, "accuracy_all": 0.75, "accuracy": 0.5}
     assert "accuracy" not in label_quality(labels, torch.zeros(4, dtype=torch.bool), truth)
+    on_device = label_quality_tensors(labels, mask, truth)
+    assert all(v.dim() == 0 for v in on_device.values()) and float(on_device["accuracy"]) == 0.5
+    assert math.isnan(float(label_quality_tensors(labels, torch.zeros(4, dtype=torch.bool), truth)["accuracy"]))
+
+
+# ---------------------------------------------------------------- Eq. (4) as a masked loss
+
+HAND_LOGITS = torch.tensor([[2.0, 0.0, -1.0], [0.5, 0.5, 3.0], [-2.0, 1.0, 0.0], [1.0, 1.0, 1.0], [0.0, 4.0, -3.0]])
+HAND_LABELS = torch.tensor([0, 2, 1, 1, 0])
+
+
+def indexed_loss(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, mean: str) -> torch.Tensor:
+    """The boolean-indexed form the client used before (the reference)."""
+    rows = mask.nonzero().flatten()
+    if rows.numel() == 0:
+        return torch.zeros(())
+    total = F.cross_entropy(logits[rows], labels[rows], reduction="sum")
+    return total / (logits.shape[0] if mean == "all" else rows.numel())
+
+
+def by_hand(mask: list[bool], mean: str) -> float:
+    """sum_n 1(n confident) -log softmax(z_n)[y_n] / (N or the number confident), in float64."""
+    z, y = HAND_LOGITS.double(), HAND_LABELS
+    terms = [float(torch.logsumexp(z[n], 0) - z[n, y[n]]) for n in range(5) if mask[n]]
+    return sum(terms) / (5 if mean == "all" else max(len(terms), 1))
+
+
+@pytest.mark.parametrize("mean", ["all", "confident"])
+@pytest.mark.parametrize(
+    "mask", [[True, False, True, False, True], [False, True, False, False, False], [True] * 5, [False] * 5], ids=["three", "one", "every", "none"]
+)
+def test_masked_cross_entropy_is_the_boolean_indexed_loss(mean, mask):
+    """Eq. (4) with static shapes: rows out of the mask are ignored, not selected; the same value as indexing them out
+    (and 0 when nothing passes tau, the labeled-only case), for both means."""
+    m = torch.tensor(mask)
+    loss = masked_cross_entropy(HAND_LOGITS, HAND_LABELS, m, mean, total=5)
+    assert loss.shape == () and loss.dtype == torch.float32
+    assert torch.equal(loss, indexed_loss(HAND_LOGITS, HAND_LABELS, m, mean))
+    assert float(loss) == pytest.approx(by_hand(mask, mean), rel=1e-6)
+    if not any(mask):
+        assert float(loss) == 0.0
+
+
+def test_masked_cross_entropy_keeps_gradients_off_the_unmasked_rows_and_refuses_unknown_means():
+    logits = HAND_LOGITS.clone().requires_grad_(True)
+    masked_cross_entropy(logits, HAND_LABELS, torch.tensor([True, False, True, False, False]), "confident", total=5).backward()
+    assert logits.grad is not None and torch.equal(logits.grad[[1, 3, 4]], torch.zeros(3, 3)) and bool(logits.grad[[0, 2]].abs().sum() > 0)
+    with pytest.raises(ValueError, match="unlabeled_mean must be 'all' or 'confident', got 'mean'"):
+        masked_cross_entropy(HAND_LOGITS, HAND_LABELS, torch.ones(5, dtype=torch.bool), "mean", total=5)
 
 
 # ---------------------------------------------------------------- DMA

@@ -189,7 +189,7 @@ def test_each_image_draws_its_own_magnitude():
 
 
 def test_each_image_draws_its_own_operations():
-    pool = [Op("dark", lambda n, d: torch.zeros(n), lambda x, v: x * 0.5), Op("bright", lambda n, d: torch.zeros(n), lambda x, v: x * 0 + 1)]
+    pool = [Op("dark", lambda n, d, g=None: torch.zeros(n), lambda x, v: x * 0.5), Op("bright", lambda n, d, g=None: torch.zeros(n), lambda x, v: x * 0 + 1)]
     x = torch.full((64, 1, 1, 1), 0.4)
     torch.manual_seed(1)
     out = rand_augment(x, pool, n=2).flatten()

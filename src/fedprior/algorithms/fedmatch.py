@@ -84,7 +84,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.fedmatch_local import code_training, set_gradients
-from fedprior.algorithms.engines.semi_supervised import Context, Method, predict, semi_supervised_algorithm
+from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
 from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.pieces.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.pieces.tensors import MODEL, with_prefix
@@ -200,7 +200,7 @@ def consistency_and_regularizers(consistency: float, l1: float, l2: float):
     def extra(ctx: Context, epoch: int) -> torch.Tensor:
         loss = torch.zeros((), device=ctx.device)
         assert ctx.mask is not None and ctx.weak_unlabeled is not None  # pseudo-labeled before any unlabeled loss
-        confident = ctx.mask.nonzero().flatten()
+        confident = confident_rows(ctx)  # fixed for the update: no host sync per epoch
         helper_probabilities = ctx.extra.get("helper_probabilities", [])
         if helper_probabilities and confident.numel() and consistency > 0:
             local = F.log_softmax(ctx.model(ctx.weak_unlabeled[confident]), dim=1)

@@ -32,10 +32,10 @@ import torch.nn.functional as F
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.engines.semi_supervised import Context, Method, semi_supervised_algorithm
+from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
 from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.pieces.precision import Precision
-from fedprior.data.augment import seed_from, seeded
+from fedprior.data.augment import device_generator, seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
 MixWeight = Annotated[float, Field(ge=0, description="weight of the MixUp loss (SemiFL's code: 1)")]
@@ -46,12 +46,12 @@ def mixup_loss(alpha: float, weight: float):
 
     def extra(ctx: Context, epoch: int) -> torch.Tensor:
         assert ctx.mask is not None and ctx.labels is not None  # pseudo-labeled before any unlabeled loss
-        confident = ctx.mask.nonzero().flatten()
+        confident = confident_rows(ctx)  # fixed for the update: no host sync per epoch
         if confident.numel() == 0 or weight == 0:
             return torch.zeros((), device=ctx.device)
-        with seeded(seed_from(ctx.generator), ctx.device):
+        with seeded(seed_from(ctx.generator)):  # lambda is drawn on the host (a number, never read from the device)
             lam = float(torch.distributions.Beta(alpha, alpha).sample())
-        partners = torch.randint(0, ctx.x_unlabeled.shape[0], (confident.numel(),), generator=ctx.generator).to(ctx.device)
+        partners = torch.randint(0, ctx.x_unlabeled.shape[0], (confident.numel(),), generator=device_generator(ctx.generator, ctx.device), device=ctx.device)
         x = lam * ctx.augment.weak(ctx.x_unlabeled[confident], ctx.generator) + (1 - lam) * ctx.augment.weak(ctx.x_unlabeled[partners], ctx.generator)
         logits = ctx.model(x)
         loss = lam * F.cross_entropy(logits, ctx.labels[confident]) + (1 - lam) * F.cross_entropy(logits, ctx.labels[partners])

@@ -52,9 +52,13 @@ class PixelStandardizer:
         return not self.mean
 
     def statistics(self, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """(mean, std) shaped (1, C, 1, 1), in the dtype and on the device of ``like``."""
-        mean = torch.tensor(self.mean, dtype=like.dtype, device=like.device).view(1, -1, 1, 1)
-        std = torch.tensor(self.std, dtype=like.dtype, device=like.device).view(1, -1, 1, 1)
+        """(mean, std) shaped (1, C, 1, 1), in the dtype and on the device of ``like``.
+
+        Each value is filled in on the device (``new_full``), not copied there from the host:
+        a copy from pageable host memory would make a GPU's host wait (one sync per call).
+        """
+        mean = torch.stack([like.new_full((), value) for value in self.mean]).view(1, -1, 1, 1)
+        std = torch.stack([like.new_full((), value) for value in self.std]).view(1, -1, 1, 1)
         return mean, std
 
     def apply(self, x: torch.Tensor) -> torch.Tensor:

@@ -8,6 +8,8 @@ metrics.jsonl                     one JSON line per round
 run.log                           plain time-stamped lines: start or resume, one per round, warnings, the summary (run_log.py)
 checkpoint.safetensors            the whole run state after the last completed round (atomic, checksummed)
 checkpoint.previous.safetensors   the one before it (offered when the last one is damaged)
+checkpoint.blobs/                 the large parts both name (client states, large server tensors), one file per content hash;
+                                  a checkpoint file is whole only with this folder (runtime/checkpoint.py)
 result.json                       the summary, once the run has finished
 report.md, accuracy.png           a short report
 run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)

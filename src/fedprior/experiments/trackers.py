@@ -39,7 +39,7 @@ from fedprior.errors import FedpriorError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.run_dir import RunDir
-from fedprior.runtime.checkpoint import Progress
+from fedprior.runtime.checkpoint import Progress, blobs_path
 
 SUMMARY_KEYS = (
     "initial_accuracy",
@@ -433,10 +433,11 @@ class MlflowTracker:
 
 
 def artifacts(run: RunDir) -> list[Path]:
-    """The run directory's files logged as MLflow artifacts: all but the checkpoints (the per-client states can be
-    large; they stay in the run directory), the lock and any half-written temporary file."""
+    """The run directory's files logged as MLflow artifacts: all but the checkpoints and their parts (the per-client
+    states can be large; they stay in the run directory), the lock and any half-written temporary file."""
     left_out = {run.checkpoint, run.previous_checkpoint, run.lock_file}
-    return sorted(p for p in run.path.rglob("*") if p.is_file() and p not in left_out and not p.name.endswith(".tmp"))
+    parts = blobs_path(run.checkpoint)
+    return sorted(p for p in run.path.rglob("*") if p.is_file() and p not in left_out and parts not in p.parents and not p.name.endswith(".tmp"))
 
 
 class Trackers:

@@ -10,14 +10,32 @@ the run's resolved config, so that a resume can refuse a changed one) and a SHA-
 every tensor and every metadata entry: a checkpoint whose bytes changed (a bad disk, a
 careless copy, flipped bits) is refused on load with a :class:`CheckpointError` rather
 than silently continuing from altered weights.
+
+Only what changed is rewritten. The large parts of a run state are kept in
+content-addressed files beside the checkpoint, in ``<name>.blobs/`` (``<sha256>.safetensors``,
+the SHA-256 of the part's names, dtypes, shapes and bytes): each client's state as one
+part, and each server tensor on its own, when it holds at least :data:`BLOB_BYTES`. The
+checkpoint file holds the small tensors and, in its metadata, the hash of every part;
+a part whose hash names a file that is already there is not written again. So FedDB's
+100 clients' momentum is rewritten only for the clients trained in the round, and
+MFCL's representations (the server state's largest tensors, unchanged through its
+server epochs) are written once, in the round they arrive. A part's hash is remembered
+for the tensor object it was computed from (while that tensor lives and is not modified
+in place: its version counter), so an unchanged part is not even hashed again. Parts are
+written (atomically, flushed) before the checkpoint that names them; after it, the
+parts named by neither the checkpoint nor the previous one are deleted. On load every
+part is checked against its hash.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
 import warnings
+import weakref
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,11 +45,17 @@ from fedprior.errors import FedpriorError
 from fedprior.runtime.traffic import upgrade_records
 
 if TYPE_CHECKING:
+    import torch
+
     from fedprior.algorithms.base import State
 
 SERVER = "server/"
 CLIENT = "client/"
-FORMAT = "fedprior-checkpoint-v2"
+FORMAT = "fedprior-checkpoint-v3"
+"""v3: large parts in content-addressed files (``blobs`` in the metadata); v2 (everything in the file) still loads."""
+FORMATS = ("fedprior-checkpoint-v2", FORMAT)
+BLOB_BYTES = 1 << 20
+"""A client's state, or a server tensor, of at least this many bytes is kept in its own content-addressed file."""
 
 
 class CheckpointError(FedpriorError):
@@ -64,28 +88,137 @@ def previous_path(path: Path) -> Path:
     return path.with_name(f"{path.stem}.previous{path.suffix}")
 
 
+def blobs_path(path: Path) -> Path:
+    """The folder of the content-addressed parts of the checkpoint ``path`` (and of its previous one)."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.blobs")
+
+
 def _checksum(tensors: dict, metadata: dict[str, str]) -> str:
     return tensors_sha256(tensors, json.dumps({k: v for k, v in metadata.items() if k != "checksum"}, sort_keys=True))
 
 
-def save_checkpoint(path: Path, run: RunState) -> None:
-    """Write ``run`` to ``path`` atomically; the checkpoint it replaces becomes ``previous_path(path)``."""
+_HASHES: dict[int, tuple[weakref.ref, int, int, str]] = {}
+"""id(tensor) -> (a weak reference to it, its version counter and data pointer then, its SHA-256)."""
+
+
+def tensor_sha256(tensor: torch.Tensor) -> str:
+    """SHA-256 of a CPU tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
+    (an inference-mode tensor has no version counter: it is hashed every time)."""
+    if tensor.is_inference():
+        return tensors_sha256({"": tensor})
+    entry = _HASHES.get(id(tensor))
+    if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and entry[2] == tensor.data_ptr():
+        return entry[3]
+    digest = tensors_sha256({"": tensor})
+    _HASHES[id(tensor)] = (weakref.ref(tensor), tensor._version, tensor.data_ptr(), digest)
+    return digest
+
+
+def _forget_dead_tensors() -> None:
+    for key in [k for k, v in _HASHES.items() if v[0]() is None]:
+        del _HASHES[key]
+
+
+def part_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
+    """The content hash of a part: over its names and its tensors' hashes (:func:`tensor_sha256`), in name order."""
+    digest = hashlib.sha256()
+    for name in sorted(tensors):
+        digest.update(f"{name}\0{tensor_sha256(tensors[name])}\0".encode())
+    return digest.hexdigest()
+
+
+def _parts(tensors: dict[str, torch.Tensor], blob_bytes: int) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
+    """(the tensors kept in the checkpoint file, the parts kept apart by name): a client's state as one part, a server
+    tensor alone, when it holds at least ``blob_bytes``."""
+    groups: dict[str, dict[str, torch.Tensor]] = {}
+    for key, value in tensors.items():
+        group = key if key.startswith(SERVER) else key[: key.index("/", len(CLIENT)) + 1]
+        groups.setdefault(group, {})[key] = value
+    inline: dict[str, torch.Tensor] = {}
+    apart: dict[str, dict[str, torch.Tensor]] = {}
+    for group, members in groups.items():
+        if sum(v.numel() * v.element_size() for v in members.values()) >= blob_bytes:
+            apart[group] = members
+        else:
+            inline.update(members)
+    return inline, apart
+
+
+def _blob_names(path: Path) -> set[str]:
+    """The hashes of the parts the checkpoint at ``path`` names (its header only is read); empty if it has none or is unreadable."""
+    from safetensors import safe_open
+
+    try:
+        with safe_open(str(path), framework="pt") as handle:
+            return set(json.loads((handle.metadata() or {}).get("blobs", "{}")).values())
+    except Exception:  # noqa: BLE001 (damaged or missing: it names nothing we can trust)
+        return set()
+
+
+def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``tensors`` with every tensor that shares storage with an earlier one (or is not contiguous) copied.
+
+    safetensors refuses tensors that share memory, and states may alias one another (a server's
+    evaluation model holding a client's head, say). The first holder of a storage is saved as it
+    is, so its remembered hash still applies; the others are copies, hashed anew.
+    """
+    seen: set[int] = set()
+    out: dict[str, torch.Tensor] = {}
+    for name, tensor in tensors.items():
+        pointer = tensor.untyped_storage().data_ptr() if tensor.numel() else None
+        if pointer is not None and pointer in seen or not tensor.is_contiguous():
+            tensor = tensor.detach().contiguous().clone()
+        elif pointer is not None:
+            seen.add(pointer)
+        out[name] = tensor
+    return out
+
+
+def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) -> int:
+    """Write ``run`` to ``path`` atomically; the checkpoint it replaces becomes ``previous_path(path)``.
+
+    ``blob_bytes``: the size from which a part is kept apart (:data:`BLOB_BYTES` when None).
+    Returns the bytes written: the checkpoint file and the parts that were not on disk already.
+    """
     path = Path(path)
+    blob_bytes = BLOB_BYTES if blob_bytes is None else blob_bytes
     server, clients, progress = run.server, run.clients, run.progress
-    tensors = {SERVER + k: v.detach().contiguous().clone() for k, v in server.items()}
+    tensors = {SERVER + k: v for k, v in server.items()}  # the State's own tensor objects: their hashes are remembered
     for client_id, state in clients.items():
-        tensors.update({f"{CLIENT}{client_id}/{k}": v.detach().contiguous().clone() for k, v in state.items()})
+        tensors.update({f"{CLIENT}{client_id}/{k}": v for k, v in state.items()})
+    inline, apart = _parts(_unshared(tensors), blob_bytes)
+    folder = blobs_path(path)
+    blobs, written = {}, 0
+    for group, members in apart.items():
+        digest = blobs[group] = part_sha256(members)
+        blob = folder / f"{digest}.safetensors"
+        if not blob.is_file():  # content-addressed and written atomically: a file there holds these tensors
+            save_tensors(members, blob, durable=True)
+            written += blob.stat().st_size
     metadata = {**run.metadata, "format": FORMAT, "progress": json.dumps(progress.__dict__)}
-    metadata["checksum"] = _checksum(tensors, metadata)
+    if blobs:
+        metadata["blobs"] = json.dumps(blobs, sort_keys=True)
+        metadata["blob_folder"] = folder.name
+    metadata["checksum"] = _checksum(inline, metadata)
+    previous = previous_path(path)
     if path.is_file():  # keep the current one as the previous one (a hard link: no copy, still atomic)
-        previous, link = previous_path(path), path.with_name(f".{path.name}.previous-link")
+        link = path.with_name(f".{path.name}.previous-link")
         link.unlink(missing_ok=True)
         try:
             os.link(path, link)
         except OSError:  # a filesystem without hard links
             shutil.copyfile(path, link)
         os.replace(link, previous)
-    save_tensors(tensors, path, metadata=metadata, durable=True)
+    save_tensors(inline, path, metadata=metadata, durable=True)
+    written += path.stat().st_size
+    if folder.is_dir():  # the parts neither this checkpoint nor the previous one names
+        keep = set(blobs.values()) | _blob_names(previous)
+        for entry in folder.glob("*.safetensors"):
+            if entry.stem not in keep:
+                entry.unlink(missing_ok=True)
+    _forget_dead_tensors()
+    return written
 
 
 def load_checkpoint(path: Path) -> RunState:
@@ -107,10 +240,12 @@ def load_checkpoint(path: Path) -> RunState:
     missing = [key for key in ("format", "progress", "checksum") if key not in metadata]
     if missing:
         raise CheckpointError(f"checkpoint {path} lacks its metadata ({', '.join(missing)}): damaged, or not a fedprior checkpoint")
-    if metadata["format"] != FORMAT:
+    if metadata["format"] not in FORMATS:
         raise CheckpointError(f"checkpoint {path} has format {metadata['format']!r}, expected {FORMAT!r}")
     if metadata["checksum"] != _checksum(tensors, metadata):
         raise CheckpointError(f"checkpoint {path} is damaged: checksum mismatch (its bytes changed after it was written)")
+    if "blobs" in metadata:
+        tensors.update(_load_parts(path, metadata))
     try:
         progress = Progress(**json.loads(metadata["progress"]))
         progress.history = upgrade_records(progress.history)  # per-client byte counts of an older fedprior -> the rounds' totals
@@ -122,5 +257,29 @@ def load_checkpoint(path: Path) -> RunState:
         if key.startswith(CLIENT):
             client_id, name = key[len(CLIENT) :].split("/", 1)
             clients.setdefault(int(client_id), {})[name] = value
-    extra = {k: v for k, v in metadata.items() if k not in ("format", "progress", "checksum")}
+    extra = {k: v for k, v in metadata.items() if k not in ("format", "progress", "checksum", "blobs", "blob_folder")}
     return RunState(server, clients, progress, extra)
+
+
+def _load_parts(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor]:
+    """The tensors of the parts the checkpoint names, each part checked against its hash."""
+    from safetensors.torch import load_file
+
+    folder = path.parent / metadata.get("blob_folder", blobs_path(path).name)
+    out: dict[str, torch.Tensor] = {}
+    try:
+        names = json.loads(metadata["blobs"])
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} has unreadable part names ({error})") from None
+    for group, digest in sorted(names.items()):
+        blob = folder / f"{digest}.safetensors"
+        try:
+            members = load_file(str(blob))
+        except FileNotFoundError:
+            raise CheckpointError(f"checkpoint {path} is incomplete: its part {group!r} ({blob}) is missing") from None
+        except Exception as error:  # safetensors raises its own types for bad headers and truncation
+            raise CheckpointError(f"checkpoint {path}: its part {group!r} ({blob}) is unreadable ({type(error).__name__}: {error})") from None
+        if part_sha256(members) != digest:
+            raise CheckpointError(f"checkpoint {path} is damaged: its part {group!r} ({blob}) does not match its hash")
+        out.update(members)
+    return out

@@ -62,11 +62,20 @@ from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.bias import bias_diagnostics
 from fedprior.algorithms.pieces.dma import uniform_distance
 from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
-from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.metrics import logit_metrics, read_once
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
 from fedprior.algorithms.pieces.precision import autocast, float32
-from fedprior.algorithms.pieces.pseudo_labels import app_u, debias, hard_labels, label_quality, moving_average
+from fedprior.algorithms.pieces.pseudo_labels import (
+    app_u,
+    debias,
+    hard_labels,
+    label_quality_tensors,
+    masked_cross_entropy,
+    moving_average,
+    without_missing_accuracy,
+)
 from fedprior.algorithms.pieces.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.data.augment import device_generator
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
 
@@ -139,6 +148,28 @@ class Context:
     extra: dict[str, Any] = field(default_factory=dict)
     precision: str = "fp32"
     """``run.precision``: forward passes and losses run under ``autocast(device, precision)`` (``fedprior.algorithms.pieces.precision``)."""
+    rows: torch.Tensor | None = None
+    """The indices of the confident images (``mask``), found once per pseudo-labeling: :func:`confident_rows`."""
+    rows_of: torch.Tensor | None = None
+    """The ``mask`` that ``rows`` was found from."""
+
+
+Metrics = dict[str, float | torch.Tensor]
+"""A client update's metrics while it trains: floats, or 0-dim tensors left on the device and read once at its end."""
+
+
+def confident_rows(ctx: Context) -> torch.Tensor:
+    """The indices of the images that passed tau, in order, found once per pseudo-labeling.
+
+    The pseudo-labels are fixed for the whole client update (Algorithm 3 labels once,
+    before the local epochs), so the confident subset is a constant of the update: its
+    size is read once, outside the training loop (one ``nonzero``), and every epoch forwards
+    the same number of images with no further host sync.
+    """
+    assert ctx.mask is not None  # set by _label
+    if ctx.rows is None or ctx.rows_of is not ctx.mask:
+        ctx.rows, ctx.rows_of = ctx.mask.nonzero().flatten(), ctx.mask
+    return ctx.rows
 
 
 def default_pseudo_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
@@ -177,7 +208,7 @@ class Method:
     start: Callable[[Context], None] | None = None
     lr_scale: Callable[[Context], float] | None = None
     pseudo_labels: Callable[[Context], tuple[torch.Tensor, torch.Tensor]] = default_pseudo_labels
-    train: Callable[[Context, torch.optim.Optimizer, list[nn.Parameter]], dict[str, float]] | None = None
+    train: Callable[[Context, torch.optim.Optimizer, list[nn.Parameter]], Metrics] | None = None
     extra_loss: Callable[[Context, int], torch.Tensor] | None = None
     backward: Callable[[Context, torch.Tensor, torch.Tensor], None] = plain_backward
     finish: Callable[[Context], tuple[dict[str, torch.Tensor], State]] | None = None
@@ -314,7 +345,7 @@ class SemiSupervised:
         ctx = Context(model, message, state, info, t, augment, info.generator("augment"), device, x_l, y_l, x_u, precision=self.precision)
         if self.method.start is not None:
             self.method.start(ctx)
-        metrics: dict[str, float] = {}
+        metrics: Metrics = {}
         if t.use_unlabeled:
             metrics.update(self._label(ctx, data.get("y_unlabeled")))
         lr = t.lr_at(info.round) * (self.method.lr_scale(ctx) if self.method.lr_scale is not None else 1.0)
@@ -335,9 +366,12 @@ class SemiSupervised:
             more_arrays, more_state = self.method.finish(ctx)
             arrays.update(more_arrays)
             new_state.update(more_state)
-        return Reply(arrays, num_examples=int(x_l.shape[0] + x_u.shape[0]), metrics=metrics), new_state
+        read = read_once(metrics)
+        for tag in ("", "_plain", "_dpl"):
+            read = without_missing_accuracy(read, f"pl_accuracy{tag}")
+        return Reply(arrays, num_examples=int(x_l.shape[0] + x_u.shape[0]), metrics=read), new_state
 
-    def _label(self, ctx: Context, truth: torch.Tensor | None) -> dict[str, float]:
+    def _label(self, ctx: Context, truth: torch.Tensor | None) -> Metrics:
         """Algorithm 1: APP-U and pseudo-labels of the received model on one weak view of the unlabeled images."""
         t = ctx.training
         ctx.weak_unlabeled = ctx.augment.weak(ctx.x_unlabeled, ctx.generator)
@@ -348,7 +382,7 @@ class SemiSupervised:
         )
         ctx.appu = app_u(ctx.probabilities)
         ctx.labels, ctx.mask = self.method.pseudo_labels(ctx)
-        metrics = {"pl_confident": float(ctx.mask.sum())}
+        metrics: Metrics = {"pl_confident": float(confident_rows(ctx).numel())}
         if not t.diagnostics:
             return metrics
         truth = truth.to(ctx.device) if truth is not None and truth.shape[0] else None
@@ -357,21 +391,20 @@ class SemiSupervised:
             ("_plain", hard_labels(ctx.probabilities, t.threshold)),
             ("_dpl", hard_labels(debias(ctx.probabilities, ctx.appu), t.threshold)),
         ):
-            metrics.update({f"pl_{k}{tag}": v for k, v in label_quality(*labeling, truth).items()})
+            metrics.update({f"pl_{k}{tag}": v for k, v in label_quality_tensors(*labeling, truth).items()})
         return metrics
 
-    def _train(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
+    def _train(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> Metrics:
         """``E`` full-batch steps of Eq. (6), refreshing APP-U each epoch (Algorithm 3, lines 13-20).
 
         With ``fallback_batch_size`` > 0 and no confident image, the code's labeled-only
-        mini-batches instead (:meth:`_train_labeled_batches`).
+        mini-batches instead (:meth:`_train_labeled_batches`). The mean losses are summed
+        on the device (float64) and read with the other metrics at the end of the update.
         """
         t, model = ctx.training, ctx.model
-        if t.use_unlabeled and t.fallback_batch_size > 0:
-            assert ctx.mask is not None  # set by _label
-            if not bool(ctx.mask.any()):
-                return self._train_labeled_batches(ctx, optimizer, parameters)
-        totals = {"loss_labeled": 0.0, "loss_unlabeled": 0.0}
+        if t.use_unlabeled and t.fallback_batch_size > 0 and confident_rows(ctx).numel() == 0:
+            return self._train_labeled_batches(ctx, optimizer, parameters)
+        totals = {key: torch.zeros((), dtype=torch.float64, device=ctx.device) for key in ("loss_labeled", "loss_unlabeled")}
         zero = torch.zeros((), device=ctx.device)
         for epoch in range(t.epochs):
             refreshed = None
@@ -392,20 +425,22 @@ class SemiSupervised:
             if refreshed is not None:
                 assert ctx.appu is not None  # set by _label (refreshed only with unlabeled data)
                 ctx.appu = moving_average(ctx.appu, refreshed, t.appu_gamma)
-            totals["loss_labeled"] += float(loss_s.detach()) / t.epochs
-            totals["loss_unlabeled"] += float(loss_u.detach()) / t.epochs
+            totals["loss_labeled"] += loss_s.detach().double() / t.epochs
+            totals["loss_unlabeled"] += loss_u.detach().double() / t.epochs
+        metrics: Metrics = dict(totals)
         if t.use_unlabeled and t.fallback_batch_size > 0:
-            totals["labeled_only"] = 0.0  # the round's mean is the share of clients that fell back
-        return totals
+            metrics["labeled_only"] = 0.0  # the round's mean is the share of clients that fell back
+        return metrics
 
-    def _train_labeled_batches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> dict[str, float]:
+    def _train_labeled_batches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> Metrics:
         """The code's fallback: ``E`` epochs of shuffled labeled mini-batches (weak view, supervised loss only), APP-U kept."""
         t, model = ctx.training, ctx.model
         n, size = ctx.x_labeled.shape[0], ctx.training.fallback_batch_size
         zero = torch.zeros((), device=ctx.device)
         losses = []
+        shuffle = device_generator(ctx.generator, ctx.device)  # the order is drawn on the device: no copy from the host per epoch
         for _ in range(t.epochs):
-            order = torch.randperm(n, generator=ctx.generator).to(ctx.device)
+            order = torch.randperm(n, generator=shuffle, device=ctx.device)
             for start in range(0, n, size):
                 rows = order[start : start + size]
                 optimizer.zero_grad(set_to_none=True)
@@ -416,22 +451,28 @@ class SemiSupervised:
                     torch.nn.utils.clip_grad_norm_(parameters, t.clip)
                 optimizer.step()
                 losses.append(loss_s.detach())
-        mean = float(torch.stack(losses).mean()) if losses else 0.0
+        mean = torch.stack(losses).mean() if losses else 0.0
         return {"loss_labeled": mean, "loss_unlabeled": 0.0, "labeled_only": 1.0}
 
     def _unlabeled_loss(self, ctx: Context) -> torch.Tensor:
-        """Eq. (4): CE of the strong view against the pseudo-label, summed over the confident images, divided per ``unlabeled_mean``."""
+        """Eq. (4): CE of the strong view against the pseudo-label, summed over the confident images, divided per ``unlabeled_mean``.
+
+        The strong views of the confident images only are forwarded (as the FedDB code
+        trains on the pseudo-labeled images alone, so BatchNorm sees those), gathered by
+        :func:`confident_rows`, which is fixed for the update; the loss is the masked
+        :func:`~fedprior.algorithms.pieces.pseudo_labels.masked_cross_entropy`, so nothing here
+        reads a value back or selects by a mask.
+        """
         assert ctx.mask is not None and ctx.labels is not None  # set by _label
-        confident = ctx.mask.nonzero().flatten()
-        if confident.numel() == 0:
+        rows = confident_rows(ctx)
+        if rows.numel() == 0:
             return torch.zeros((), device=ctx.device)
-        logits = ctx.model(ctx.augment.strong(ctx.x_unlabeled[confident], ctx.generator))
-        total = F.cross_entropy(logits, ctx.labels[confident], reduction="sum")
-        return total / (ctx.x_unlabeled.shape[0] if ctx.training.unlabeled_mean == "all" else confident.numel())
+        logits = ctx.model(ctx.augment.strong(ctx.x_unlabeled[rows], ctx.generator))
+        return masked_cross_entropy(logits, ctx.labels[rows], ctx.mask[rows], ctx.training.unlabeled_mean, ctx.x_unlabeled.shape[0])
 
     def _epoch_appu(self, ctx: Context) -> torch.Tensor | None:
         """Algorithm 3, line 14: APP-U of the current local model on a fresh weak view (all, or the confident images)."""
-        x = ctx.x_unlabeled if ctx.training.appu_subset == "all" else ctx.x_unlabeled[ctx.mask]
+        x = ctx.x_unlabeled if ctx.training.appu_subset == "all" else ctx.x_unlabeled[confident_rows(ctx)]
         if x.shape[0] == 0:
             return None
         return app_u(torch.softmax(predict(ctx.model, ctx.augment.weak(x, ctx.generator), precision=ctx.precision), dim=1))

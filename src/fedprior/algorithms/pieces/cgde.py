@@ -20,6 +20,14 @@ The code crops (zero padding 4) and flips G's images before F sees them, at the 
 and at the clients, with one crop and flip per batch (torchvision transforms on a batch
 tensor; ``per_batch=False`` draws them per image), and creates a fresh Adam optimizer at every training cycle
 (``adam_state='fresh'``); ``'kept'`` carries Adam's moments over in the server state.
+
+Host syncs: the conditions of a batch are one batched product for all classes
+(:meth:`Conditions.sample`), L_div is one ``torch.cdist`` over the batch with a
+same-class pair mask (:func:`diversity_loss`), the labels and noise of a whole cycle are
+drawn first (on the CPU, in the order the steps used to draw them, so the numbers do not
+change) and copied to the device once, and the loss terms are summed on the device and
+read once per cycle. What still waits for the host each step is the crop and flip of G's
+images (kornia draws their parameters on the CPU, :mod:`fedprior.data.augment.crop_flip`).
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from fedprior.algorithms.pieces.metrics import read_once
 from fedprior.data.augment import seed_from, seeded
 from fedprior.data.augment.crop_flip import crop_flip
 
@@ -55,18 +64,27 @@ class Conditions:
     def dim(self) -> int:
         return self.mean.shape[1] + (self.mean.shape[0] if self.kind == "noise" else 0)
 
+    def noise(self, count: int, generator: torch.Generator) -> torch.Tensor:
+        """The standard normal draws of ``count`` conditions, (count, D) on the CPU from ``generator``."""
+        return torch.randn(count, self.mean.shape[1], generator=generator)
+
     def sample(self, y: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """(N, dim) conditions for labels ``y`` (N,), drawn from ``generator``."""
-        eps = torch.randn(y.shape[0], self.mean.shape[1], generator=generator).to(self.mean.device)
+        return self.from_noise(y, self.noise(y.shape[0], generator).to(self.mean.device))
+
+    def from_noise(self, y: torch.Tensor, eps: torch.Tensor) -> torch.Tensor:
+        """(N, dim) conditions for labels ``y`` from standard normal ``eps`` (N, D): ``mu_y + L_y eps`` (Eq. 9).
+
+        The whole batch at once, with no per-class selection: ``eps`` times every class's
+        factor in one batched product (K, N, D) (K times the work of the per-class
+        products, small beside G's), then each row's own class taken by a gather.
+        """
         if self.kind == "noise":
             return torch.cat([eps, F.one_hot(y, self.mean.shape[0]).to(eps.dtype)], dim=1)
         if self.scale.ndim == 2:
             return self.mean[y] + self.scale[y] * eps
-        z = self.mean[y].clone()
-        for k in torch.unique(y).tolist():  # one (n_k, D) x (D, D) product per class, not N gathered D x D factors
-            rows = y == k
-            z[rows] += eps[rows] @ self.scale[k].T
-        return z
+        every_class = torch.matmul(eps, self.scale.transpose(1, 2))  # (K, N, D): eps_n L_k^T for every k
+        return self.mean[y] + every_class[y, torch.arange(y.shape[0], device=y.device)]
 
     def to(self, device: torch.device) -> Conditions:
         return Conditions(self.mean.to(device), self.scale.to(device), self.kind)
@@ -86,16 +104,22 @@ def diversity_loss(z: torch.Tensor, images: torch.Tensor, y: torch.Tensor, num_c
     """Eq. 7: per class, mean over same-class pairs of |z_i - z_j|_1 / |G(z_i) - G(z_j)|_1; summed and divided by K.
 
     As the code: the ratio is computed as 1 / (|dG| / |dz| + eps), and a class with fewer
-    than two samples in the batch adds nothing.
+    than two samples in the batch adds nothing. Computed over the whole batch with static
+    shapes: the L1 distances of all pairs (``torch.cdist``), a mask of the same-class pairs
+    ``i < j``, per-class sums and counts by a one-hot product; no selection, no value read.
     """
     z, images = z.flatten(1), images.flatten(1)
-    total = z.new_zeros(())
-    for k in range(num_classes):
-        members = y == k
-        if int(members.sum()) > 1:
-            ratio = F.pdist(images[members], p=1) / F.pdist(z[members], p=1)
-            total = total + (1.0 / (ratio + EPS)).mean()
-    return total / num_classes
+    n = y.shape[0]
+    upper = torch.ones(n, n, dtype=torch.bool, device=y.device).triu(1)
+    pairs = (y.view(n, 1) == y.view(1, n)) & upper  # each unordered same-class pair once
+    one = torch.ones((), dtype=z.dtype, device=z.device)
+    dz = torch.where(pairs, torch.cdist(z, z, p=1), one)  # 1 off the pairs: no 0/0 to poison the gradients
+    dg = torch.where(pairs, torch.cdist(images, images, p=1), one)
+    term = torch.where(pairs, 1.0 / (dg / dz + EPS), torch.zeros((), dtype=z.dtype, device=z.device))
+    member = F.one_hot(y, num_classes).to(term.dtype)  # (N, K): pair (i, j) belongs to y_i's class
+    sums = member.T @ term.sum(1)
+    counts = member.T @ pairs.sum(1).to(term.dtype)
+    return (sums / counts.clamp_min(1)).sum() / num_classes
 
 
 class BatchNormStatistics:
@@ -165,19 +189,29 @@ def train_generator(
 ) -> dict[str, float]:
     """One CGDE cycle: ``settings.steps`` Adam steps on Eq. 10 against the frozen ``teacher`` (in eval mode).
 
-    Labels, conditions and augmentation seeds all come from ``rng``; returns the mean of
-    each loss term over the steps.
+    Labels, conditions and augmentation seeds all come from ``rng`` (the labels and the
+    conditions' noise of every step drawn before the first, in the order the steps use
+    them, and moved to the device in one copy); returns the mean of each loss term over
+    the steps, summed on the device and read once.
     """
     teacher.eval().requires_grad_(False)
     generator.train()
     statistics = BatchNormStatistics(teacher)
-    sums = {"generator_sem": 0.0, "generator_div": 0.0, "generator_dis": 0.0}
     device = next(generator.parameters()).device
+    sums = {key: torch.zeros((), dtype=torch.float64, device=device) for key in ("generator_sem", "generator_div", "generator_dis")}
+    labels, noises, seeds = [], [], []
     for _ in range(settings.steps):
-        y = torch.randint(0, num_classes, (settings.batch_size,), generator=rng).to(device)
-        z = conditions.sample(y, rng)
+        labels.append(torch.randint(0, num_classes, (settings.batch_size,), generator=rng))
+        noises.append(conditions.noise(settings.batch_size, rng))
+        seeds.append(seed_from(rng))
+    all_labels = torch.stack(labels).to(device) if labels else None
+    all_noise = torch.stack(noises).to(conditions.mean.device) if noises else None
+    for step in range(settings.steps):
+        assert all_labels is not None and all_noise is not None
+        y = all_labels[step]
+        z = conditions.from_noise(y, all_noise[step])
         images = generator(z)
-        inputs = synthetic_inputs(images, to_input, settings.augment, seed_from(rng), settings.per_batch)
+        inputs = synthetic_inputs(images, to_input, settings.augment, seeds[step], settings.per_batch)
         with statistics.recording():
             semantic = loss_fn(teacher, inputs, y)
         div = diversity_loss(z, images, y, num_classes) if settings.lambda_div > 0 else torch.zeros((), device=device)
@@ -186,10 +220,10 @@ def train_generator(
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
-        sums["generator_sem"] += float(semantic.detach())
-        sums["generator_div"] += float(div.detach())
-        sums["generator_dis"] += float(dis.detach())
-    return {k: v / max(settings.steps, 1) for k, v in sums.items()}
+        sums["generator_sem"] += semantic.detach().double()
+        sums["generator_div"] += div.detach().double()
+        sums["generator_dis"] += dis.detach().double()
+    return {k: v / max(settings.steps, 1) for k, v in read_once(sums).items()}
 
 
 @torch.no_grad()

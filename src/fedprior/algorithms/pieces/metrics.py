@@ -8,6 +8,8 @@ accuracy. F1 comes from scikit-learn, not from a hand-written formula.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -63,3 +65,17 @@ def selected_round(history: list[dict]) -> dict | None:
     """The first round record with the highest validation score (the code keeps the first best), or None."""
     scored = [r for r in history if "validation_accuracy" in r]
     return max(scored, key=selection_score) if scored else None
+
+
+def read_once(values: Mapping[str, float | torch.Tensor]) -> dict[str, float]:
+    """Training metrics as Python floats, the tensors among them (0-dim, kept on the device while training) read
+    back in one copy per device: a client update reads its metrics once, not once per step or epoch (no host sync
+    inside a training loop)."""
+    by_device: dict[torch.device, dict[str, torch.Tensor]] = {}
+    for key, value in values.items():
+        if isinstance(value, torch.Tensor):
+            by_device.setdefault(value.device, {})[key] = value.detach().double().reshape(())
+    read: dict[str, float] = {}
+    for tensors in by_device.values():
+        read.update(zip(tensors, torch.stack(list(tensors.values())).tolist(), strict=True))
+    return {key: read[key] if key in read else float(value) for key, value in values.items()}

@@ -10,12 +10,18 @@ FedDB (feddb.txt, Sec. 4.2-4.3, Algorithm 1):
 - FixMatch's plain pseudo-label, Eq. (3)-(4): the same threshold on ``p`` itself.
 
 Everything here is a pure function of tensors, so the tests check it on hand-made
-numbers, and "X-FedDPL" (feddb.txt 5.1) is X with :func:`debias` switched on.
+numbers, and "X-FedDPL" (feddb.txt 5.1) is X with :func:`debias` switched on. Nothing
+here reads a value back to the host or selects rows by a mask (the output shapes depend
+only on the input shapes), so a training loop on a GPU never waits on these.
 """
 
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
+
+IGNORED = -100
+"""The target of a row left out of :func:`masked_cross_entropy` (PyTorch's ``ignore_index`` default)."""
 
 
 def app_u(probabilities: torch.Tensor) -> torch.Tensor:
@@ -47,19 +53,48 @@ def moving_average(previous: torch.Tensor, current: torch.Tensor, gamma: float) 
     return gamma * previous + (1.0 - gamma) * current
 
 
+def masked_cross_entropy(logits: torch.Tensor, labels: torch.Tensor, mask: torch.Tensor, mean: str, total: int) -> torch.Tensor:
+    """Eq. (4) as a masked loss: the cross-entropy of ``logits`` against ``labels`` summed over the rows where ``mask``
+    holds, divided by ``total`` (``mean = "all"``: the number of all unlabeled images, FixMatch's mean) or by the
+    number of masked rows (``mean = "confident"``: the FedDB code's mean; 1 when none is masked).
+
+    The same value as ``F.cross_entropy(logits[mask], labels[mask], reduction="sum") / (total or mask.sum())`` and 0
+    when no row is masked, with shapes that do not depend on the mask: rows out of the mask get the ignored target
+    (:data:`IGNORED`) instead of being selected, and the count stays a device tensor.
+    """
+    if mean not in ("all", "confident"):
+        raise ValueError(f"unlabeled_mean must be 'all' or 'confident', got {mean!r}")
+    target = torch.where(mask, labels, torch.full_like(labels, IGNORED))
+    summed = F.cross_entropy(logits, target, reduction="sum", ignore_index=IGNORED)
+    return summed / (total if mean == "all" else mask.sum().clamp_min(1))
+
+
+def label_quality_tensors(labels: torch.Tensor, mask: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, torch.Tensor]:
+    """:func:`label_quality` as 0-dim tensors on the labels' device, nothing read back; ``accuracy`` is NaN when no image received a label."""
+    out = {"coverage": mask.float().mean() if mask.numel() else torch.zeros((), device=mask.device)}
+    if truth is None:
+        return out
+    right = labels == truth
+    if labels.numel():
+        out["accuracy_all"] = right.float().mean()
+    labeled = mask.sum()
+    out["accuracy"] = torch.where(labeled > 0, (right & mask).sum().float() / labeled.clamp_min(1), torch.full((), float("nan"), device=mask.device))
+    return out
+
+
 def label_quality(labels: torch.Tensor, mask: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, float]:
     """How good a pseudo-labeling is (Figures 6 and 7 of feddb.txt).
 
     ``coverage``: the fraction of unlabeled images that received a label (Figure 7);
     with the true labels ``truth``: ``accuracy``, the accuracy of the labels they
     received (Figure 6), left out when none did, and ``accuracy_all``, the accuracy of
-    the argmax on every image.
+    the argmax on every image. (:func:`label_quality_tensors` read back once.)
     """
-    out = {"coverage": float(mask.float().mean()) if mask.numel() else 0.0}
-    if truth is None:
-        return out
-    if labels.numel():
-        out["accuracy_all"] = float((labels == truth).float().mean())
-    if bool(mask.any()):
-        out["accuracy"] = float((labels[mask] == truth[mask]).float().mean())
-    return out
+    values = label_quality_tensors(labels, mask, truth)
+    read = dict(zip(values, torch.stack([v.double() for v in values.values()]).tolist(), strict=True))
+    return without_missing_accuracy(read)
+
+
+def without_missing_accuracy(values: dict[str, float], key: str = "accuracy") -> dict[str, float]:
+    """``values`` without the pseudo-label accuracy ``key`` when it is NaN (no image received a label)."""
+    return {k: v for k, v in values.items() if not (k == key and v != v)}

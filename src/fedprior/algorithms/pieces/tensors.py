@@ -49,22 +49,25 @@ def weighted_mean(arrays: Sequence[Arrays], weights: Sequence[float] | torch.Ten
     """The weighted mean, name by name, of several tensor mappings with the same names.
 
     Weights are normalized to sum to one; integer tensors (e.g. BatchNorm's
-    ``num_batches_tracked``) take the value of the first mapping.
+    ``num_batches_tracked``) take the value of the first mapping. The sum runs in float64
+    on the tensors' own device, all tensors of a mapping at once (``torch._foreach_*``: one
+    multiply-add per mapping over every tensor, not a stack and a product per tensor), and
+    is cast back to each tensor's dtype. The weights are host numbers (normalized on the
+    CPU), so nothing is read back from the device.
     """
     if not arrays:
         raise ValueError("weighted_mean of nothing")
-    w = torch.as_tensor(weights, dtype=torch.float64)
+    w = torch.as_tensor(weights, dtype=torch.float64).cpu()
     if w.numel() != len(arrays) or bool((w < 0).any()) or float(w.sum()) <= 0:
         raise ValueError(f"need {len(arrays)} non-negative weights with a positive sum, got {w.tolist()}")
-    w = w / w.sum()
-    out: Arrays = {}
-    for name, first in arrays[0].items():
-        if not first.is_floating_point():
-            out[name] = first.clone()
-            continue
-        stacked = torch.stack([a[name].to(torch.float64) for a in arrays])
-        out[name] = torch.tensordot(w, stacked, dims=1).to(first.dtype)
-    return out
+    shares = (w / w.sum()).tolist()
+    first = arrays[0]
+    floating = [name for name, value in first.items() if value.is_floating_point()]
+    total = torch._foreach_mul([first[name].to(torch.float64) for name in floating], shares[0])
+    for mapping, share in zip(arrays[1:], shares[1:], strict=True):
+        torch._foreach_add_(total, [mapping[name].to(torch.float64) for name in floating], alpha=share)
+    summed = dict(zip(floating, total, strict=True))
+    return {name: summed[name].to(value.dtype) if name in summed else value.clone() for name, value in first.items()}
 
 
 def payload_bytes(arrays: Arrays) -> int:

@@ -2,12 +2,20 @@
 
 One module per recipe: FixMatch's weak and strong views (FedDB and its
 semi-supervised baselines), SimCLR's two views (MFCL and the contrastive
-baselines). The ops are kornia's (it has RandAugment and every op on tensors;
-there is no torchvision here). kornia draws its random parameters from torch's
-global generator, so every call runs inside :func:`seeded`, which forks the global
-RNG state, seeds it from the caller's stream and restores it afterwards: the same
-client, round and seed give the same views in every runtime, and nothing else in
-the process sees its random state move.
+baselines), FedBM's crop and flips of generated images.
+
+Two ways to be seeded:
+
+- FixMatch's views are our own ops on whole batches with per-image parameters, drawn
+  from a ``torch.Generator`` *on the images' device* (:func:`device_generator`, seeded
+  from the caller's stream), so that a GPU never waits for a parameter drawn on the host;
+- the kornia pipelines (SimCLR, FedBM's crop and flips, the former ``kornia-fixed``
+  strong view) draw their parameters from torch's global generator (on the CPU), so
+  every call runs inside :func:`seeded`, which forks the global RNG state, seeds it from
+  the caller's stream and restores it afterwards.
+
+Either way the same client, round and seed give the same views on the same device, and
+nothing else in the process sees its random state move.
 """
 
 from __future__ import annotations
@@ -30,3 +38,11 @@ def seeded(seed: int, device: torch.device | None = None) -> Iterator[None]:
 def seed_from(generator: torch.Generator) -> int:
     """A 63-bit seed drawn from a client's stream (``ClientInfo.generator(...)``), for :func:`seeded`."""
     return int(torch.randint(0, 2**62, (1,), generator=generator))
+
+
+def device_generator(generator: torch.Generator, device: torch.device) -> torch.Generator:
+    """A generator on ``device`` for the random parameters of a view: ``generator`` itself when it is there already,
+    else a new one seeded from it (:func:`seed_from`, a draw on the host that never waits for the device)."""
+    if torch.device(generator.device) == torch.device(device):
+        return generator
+    return torch.Generator(device=device).manual_seed(seed_from(generator))

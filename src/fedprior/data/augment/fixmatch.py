@@ -8,7 +8,7 @@ unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images 
 - weak: random horizontal flip (p = 0.5; off for digits-like data such as SVHN, as
   the FedDB code does) and a random translation by up to 12.5% of the side, done as
   FixMatch's code does it, a random crop of the reflect-padded image
-  (``kornia.augmentation.RandomCrop(padding=..., padding_mode="reflect")``);
+  (:func:`fedprior.data.augment.shift_flip.shift_flip`, per image on the whole batch);
 - strong: the weak view, then one of three RandAugment recipes (``strong_augment``,
   the config field ``algorithm.strong_augment``):
 
@@ -20,8 +20,9 @@ unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images 
   - ``"feddb-code"``: the FedDB authors' code (SemiFL's RandAugment): ``n = 2`` of 15
     operations, each applied with probability 0.5 at the fixed magnitude ``m = 10``,
     Cutout among the operations and none after (see :mod:`~fedprior.data.augment.randaugment`).
-  - ``"kornia-fixed"``: what fedprior did before (kept for comparisons): kornia's
-    ``RandAugment`` operation list at a fixed ``min(3 m, 29)`` of kornia's 0..30 scale,
+  - ``"kornia-fixed"``: what fedprior did before (kept for comparisons, whole: its weak
+    view is kornia's ``RandomHorizontalFlip`` and ``RandomCrop(padding_mode="reflect")``):
+    kornia's ``RandAugment`` operation list at a fixed ``min(3 m, 29)`` of kornia's 0..30 scale,
     ``n`` distinct operations per image, then ``kornia.augmentation.RandomErasing`` with a
     half-side square inside the image. kornia's brightness *adds* up to 0.84 where PIL
     multiplies, and at 29/30 of every range the views erase most of an image (a
@@ -36,10 +37,17 @@ training set's mean and std that the model inputs were standardized with.
 One-channel images work in every recipe (``color`` is then the identity; ``kornia-fixed``
 runs them as three equal channels).
 
-Randomness: kornia and the RandAugment draws use torch's global generator, so every call
-runs in :func:`fedprior.data.augment.seeded` with a seed drawn from the caller's
-generator (the client's stream for the round): the same client, round and seed give the
-same views in every runtime.
+Randomness, and no host sync: the weak view and the ``fixmatch`` and ``feddb-code``
+strong views are computed on the whole batch, every image with its own parameters (its
+flip and shift, its operations, whether each applies, their magnitudes, the Cutout
+square) combined with ``torch.where``: no loop over images, no boolean indexing, no
+``nonzero``, no value read back. Every parameter is drawn on the images' device from a
+generator there, seeded from the caller's generator (the client's stream for the round;
+:func:`fedprior.data.augment.device_generator`): on a GPU nothing waits for the host,
+and the same client, round and seed give the same views on the same device (a CPU and a
+GPU generator give different numbers). ``kornia-fixed`` is the exception: kornia draws
+its parameters on the CPU from torch's global generator (seeded per call by
+:func:`fedprior.data.augment.seeded`) and selects images with ``nonzero``.
 """
 
 from __future__ import annotations
@@ -48,8 +56,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fedprior.data.augment import seed_from, seeded
+from fedprior.data.augment import device_generator, seed_from, seeded
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
+from fedprior.data.augment.shift_flip import shift_flip
 from fedprior.data.standardize import PixelStandardizer
 
 RANDAUGMENT_OPS = 15
@@ -103,7 +112,7 @@ class FixMatchAugment:
             from kornia.augmentation.auto import RandAugment
             from kornia.augmentation.auto.rand_augment.rand_augment import default_policy
 
-            pad = max(1, round(self.pad_fraction * min(height, width)))
+            pad = self._pad(height, width)
             weak: list[torch.nn.Module] = [K.RandomHorizontalFlip(p=0.5)] if self.flip else []
             weak.append(K.RandomCrop((height, width), padding=pad, padding_mode="reflect"))
             magnitude = min(3.0 * self.m, 29.0)
@@ -127,7 +136,15 @@ class FixMatchAugment:
     def _standard(self, x: torch.Tensor) -> torch.Tensor:
         return self.standardizer.apply(x.clamp(0.0, 1.0))
 
-    def _weak_unit(self, x: torch.Tensor) -> torch.Tensor:
+    def _pad(self, height: int, width: int) -> int:
+        return max(1, round(self.pad_fraction * min(height, width)))
+
+    def _weak_unit(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """alpha(x) on a [0, 1] batch: per-image flip and shift, drawn from ``generator`` (on x's device)."""
+        return shift_flip(x, self._pad(x.shape[-2], x.shape[-1]), self.flip, generator)
+
+    def _kornia_weak_unit(self, x: torch.Tensor) -> torch.Tensor:
+        """``kornia-fixed``'s weak view: kornia's flip and reflect-padded crop (global generator)."""
         return self._modules(x.shape[-2], x.shape[-1])["weak"](x)
 
     def _kornia_fixed_unit(self, x: torch.Tensor) -> torch.Tensor:
@@ -137,17 +154,15 @@ class FixMatchAugment:
             out = self._modules(x.shape[-2], x.shape[-1])["cutout"](out)
         return out
 
-    def _strong_unit(self, x: torch.Tensor) -> torch.Tensor:
-        """The chosen RandAugment recipe (and Cutout) on a [0, 1] batch."""
-        if self.strong_augment == "kornia-fixed":
-            return self._kornia_fixed_unit(x)
+    def _strong_unit(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """The ``fixmatch`` or ``feddb-code`` RandAugment recipe (and Cutout) on a [0, 1] batch, drawn from ``generator`` (on x's device)."""
         pool = self._modules(x.shape[-2], x.shape[-1])[self.strong_augment]
         x = x.clamp(0.0, 1.0)  # standardizing back and forth may step just outside [0, 1]
         if self.strong_augment == "feddb-code":
-            return rand_augment(x, pool, self.n, probability=0.5)
-        out = rand_augment(x, pool, self.n)
+            return rand_augment(x, pool, self.n, probability=0.5, generator=generator)
+        out = rand_augment(x, pool, self.n, generator=generator)
         side = round(self.cutout * min(x.shape[-2:]))
-        return cutout_fixmatch(out, side) if side > 0 else out
+        return cutout_fixmatch(out, side, generator) if side > 0 else out
 
     def _randaugment_unit(self, x: torch.Tensor) -> torch.Tensor:
         """``kornia-fixed``'s per-image RandAugment: each image draws ``n`` distinct operations, applied in the order drawn."""
@@ -165,15 +180,17 @@ class FixMatchAugment:
     # -- the views --
 
     def weak(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-        """alpha(x): flip and translate (FixMatch's weak augmentation)."""
+        """alpha(x): flip and translate (FixMatch's weak augmentation); ``generator``: the caller's stream, on any device."""
         if x.shape[0] == 0:
             return x
-        with seeded(seed_from(generator), x.device):
-            return self._standard(self._weak_unit(self._unit(x)))
+        return self._standard(self._weak_unit(self._unit(x), device_generator(generator, x.device)))
 
     def strong(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """A(x): the weak view, then RandAugment and Cutout by the ``strong_augment`` recipe (FixMatch's by default)."""
         if x.shape[0] == 0:
             return x
-        with seeded(seed_from(generator), x.device):
-            return self._standard(self._strong_unit(self._weak_unit(self._unit(x))))
+        if self.strong_augment == "kornia-fixed":
+            with seeded(seed_from(generator), x.device):
+                return self._standard(self._kornia_fixed_unit(self._kornia_weak_unit(self._unit(x))))
+        on_device = device_generator(generator, x.device)
+        return self._standard(self._strong_unit(self._weak_unit(self._unit(x), on_device), on_device))

@@ -54,8 +54,8 @@ def _blend(degenerate: torch.Tensor, x: torch.Tensor, v: torch.Tensor) -> torch.
 def _luminance(x: torch.Tensor) -> torch.Tensor:
     if x.shape[1] == 1:
         return x
-    weights = torch.tensor(LUMA, dtype=x.dtype, device=x.device).view(1, 3, 1, 1)
-    return (x * weights).sum(1, keepdim=True)
+    r, g, b = LUMA
+    return x[:, 0:1] * r + x[:, 1:2] * g + x[:, 2:3] * b  # Python-float weights: no constant copied to the device
 
 
 def identity(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -148,7 +148,8 @@ def affine(x: torch.Tensor, matrix: torch.Tensor, mode: str = "nearest") -> torc
 
 
 def _matrix(v: torch.Tensor, a, b, c, d, e, f) -> torch.Tensor:
-    rows = [torch.as_tensor(t, dtype=v.dtype, device=v.device).expand_as(v) for t in (a, b, c, d, e, f)]
+    """Per-image (2, 3) matrices from six entries, each a tensor like ``v`` or a number (filled on the device, not copied there)."""
+    rows = [t.to(v.dtype).expand_as(v) if isinstance(t, torch.Tensor) else torch.full_like(v, float(t)) for t in (a, b, c, d, e, f)]
     return torch.stack(rows, dim=-1).view(-1, 2, 3)
 
 
@@ -181,7 +182,7 @@ def translate_y_matrix(v: torch.Tensor, height: int, width: int) -> torch.Tensor
 
 
 def identity_matrix(count: int, device: torch.device) -> torch.Tensor:
-    return torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]], device=device).expand(count, 2, 3)
+    return torch.eye(2, 3, device=device).expand(count, 2, 3)
 
 
 def rotate(x: torch.Tensor, v: torch.Tensor, mode: str = "nearest") -> torch.Tensor:

@@ -52,14 +52,16 @@ import torch
 
 from fedprior.data.augment import pil_ops as ops
 
-Sampler = Callable[[int, torch.device], torch.Tensor]
+Sampler = Callable[..., torch.Tensor]
+"""``sample(N, device, generator=None)``: one value per image (``(N,)``, or ``(N, k)`` for an op with several),
+drawn on ``device`` from ``generator`` (torch's global generator when None)."""
 Apply = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 Matrix = Callable[[torch.Tensor, int, int], torch.Tensor]
 
 
 @dataclass(frozen=True)
 class Op:
-    """One RandAugment operation, with ``v = sample(N, device)`` one value per image.
+    """One RandAugment operation, with ``v = sample(N, device, generator)`` one value per image.
 
     A pixel operation has ``apply(x, v)``; a geometric one has ``matrix(v, H, W)``, PIL's
     affine matrix (:func:`fedprior.data.augment.pil_ops.affine`), so that every geometric
@@ -75,21 +77,28 @@ class Op:
 
 
 def _uniform(low: float, high: float) -> Sampler:
-    return lambda n, device: low + (high - low) * torch.rand(n, device=device)
+    return lambda n, device, generator=None: low + (high - low) * torch.rand(n, device=device, generator=generator)
 
 
 def _integers(low: int, high: int) -> Sampler:
     """Integers ``low..high``, both included."""
-    return lambda n, device: torch.randint(low, high + 1, (n,), device=device)
+    return lambda n, device, generator=None: torch.randint(low, high + 1, (n,), device=device, generator=generator)
 
 
 def _signed(value: float) -> Sampler:
     """``+value`` or ``-value`` with probability 1/2 each (the codes' random sign)."""
-    return lambda n, device: value * (1.0 - 2.0 * (torch.rand(n, device=device) < 0.5).float())
+    return lambda n, device, generator=None: value * (1.0 - 2.0 * (torch.rand(n, device=device, generator=generator) < 0.5).float())
 
 
 def _fixed(value: float) -> Sampler:
-    return lambda n, device: torch.full((n,), float(value), device=device)
+    return lambda n, device, generator=None: torch.full((n,), float(value), device=device)
+
+
+def _cutout_square(side: float) -> Sampler:
+    """The FedDB code's CutoutConst: ``(N, 3)`` = the side as a fraction of the width, and the centre's two uniforms."""
+    return lambda n, device, generator=None: torch.cat(
+        [torch.full((n, 1), float(side), device=device), torch.rand(n, 2, device=device, generator=generator)], dim=1
+    )
 
 
 def _of_width(matrix: Matrix) -> Matrix:
@@ -123,21 +132,26 @@ def fixmatch_ops() -> list[Op]:
     ]
 
 
-def cutout_fixmatch(x: torch.Tensor, side: int) -> torch.Tensor:
+def cutout_fixmatch(x: torch.Tensor, side: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """google-research ``cutout_numpy``: a ``side`` square (``2 (side // 2)`` pixels) of gray 0.5 at a uniform pixel centre, cut by the border."""
     n, _, h, w = x.shape
-    i = torch.randint(0, h, (n,), device=x.device)
-    j = torch.randint(0, w, (n,), device=x.device)
+    i = torch.randint(0, h, (n,), device=x.device, generator=generator)
+    j = torch.randint(0, w, (n,), device=x.device, generator=generator)
     half = side // 2
     return ops.fill_box(x, (i - half).clamp_min(0), (i + half).clamp_max(h), (j - half).clamp_min(0), (j + half).clamp_max(w), 0.5)
 
 
-def cutout_feddb_code(x: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """The FedDB code's CutoutConst: a ``v``-pixel square of gray 127, PIL's inclusive rectangle from ``int(max(0, c - v/2))``."""
+def cutout_feddb_code(x: torch.Tensor, v: torch.Tensor, centre: torch.Tensor | None = None) -> torch.Tensor:
+    """The FedDB code's CutoutConst: a ``v``-pixel square of gray 127, PIL's inclusive rectangle from ``int(max(0, c - v/2))``.
+
+    ``centre`` (N, 2): the uniforms in [0, 1) that place the centre ``c`` (x, then y) over [0, side); drawn from
+    torch's global generator when None.
+    """
     n, _, h, w = x.shape
     side = v.to(torch.float32)
-    cx = torch.rand(n, device=x.device) * w
-    cy = torch.rand(n, device=x.device) * h
+    u = torch.rand(n, 2, device=x.device) if centre is None else centre.to(device=x.device, dtype=torch.float32)
+    cx = u[:, 0] * w
+    cy = u[:, 1] * h
     x0 = (cx - side / 2).clamp_min(0).floor()
     y0 = (cy - side / 2).clamp_min(0).floor()
     x1 = (x0 + side).clamp_max(w).floor()
@@ -155,7 +169,7 @@ def feddb_code_ops(m: float = 10.0) -> list[Op]:
         Op("brightness", factor, ops.brightness),
         Op("color", factor, ops.color),
         Op("contrast", factor, ops.contrast),
-        Op("cutout", _fixed(40.0 * level / 32.0), lambda x, v: cutout_feddb_code(x, v * x.shape[-1])),
+        Op("cutout", _cutout_square(40.0 * level / 32.0), lambda x, v: cutout_feddb_code(x, v[:, 0] * x.shape[-1], v[:, 1:])),
         Op("equalize", none, ops.equalize),
         Op("invert", none, ops.invert),
         Op("posterize", _fixed(int(4 * level)), ops.posterize),
@@ -169,24 +183,26 @@ def feddb_code_ops(m: float = 10.0) -> list[Op]:
     ]
 
 
-def rand_augment(x: torch.Tensor, pool: list[Op], n: int, probability: float = 1.0) -> torch.Tensor:
+def rand_augment(x: torch.Tensor, pool: list[Op], n: int, probability: float = 1.0, generator: torch.Generator | None = None) -> torch.Tensor:
     """``n`` rounds; in each, every image draws one operation of ``pool`` and its magnitude, applied with ``probability``.
 
     Every pixel operation is computed on the whole batch and kept where an image drew it,
     the geometric ones as one resampling per mode with each image's matrix
-    (``torch.where``, no boolean indexing, so no host sync on a GPU); the draws come from
-    torch's global generator (run it inside :func:`fedprior.data.augment.seeded`).
+    (``torch.where``, no boolean indexing, so no host sync on a GPU); every draw (the
+    operation, whether it applies, its magnitude) is made on x's device from ``generator``
+    (a generator there: :func:`fedprior.data.augment.device_generator`; torch's global
+    generator when None).
     """
     count, _, height, width = x.shape
     modes = sorted({op.resample for op in pool if op.matrix is not None})
     for _ in range(n):
-        choice = torch.randint(0, len(pool), (count,), device=x.device)
-        applied = torch.rand(count, device=x.device) < probability
+        choice = torch.randint(0, len(pool), (count,), device=x.device, generator=generator)
+        applied = torch.rand(count, device=x.device, generator=generator) < probability
         out = x
         matrix = {mode: ops.identity_matrix(count, x.device) for mode in modes}
         moved = {mode: torch.zeros(count, dtype=torch.bool, device=x.device) for mode in modes}
         for index, op in enumerate(pool):
-            v = op.sample(count, x.device)
+            v = op.sample(count, x.device, generator)
             chosen = (choice == index) & applied
             if op.matrix is not None:
                 matrix[op.resample] = torch.where(chosen.view(-1, 1, 1), op.matrix(v, height, width), matrix[op.resample])

@@ -34,7 +34,7 @@ REAL = (
     "algorithm.model=wrn28-2",
     "federation.rounds=800",
     "algorithm.lr_decay_rounds=800",
-    "federation.evaluate_every=1",
+    "federation.evaluate_every=10",  # the test set every 10 rounds and at the last (issue 19: evaluation has its own cadence)
     "partition.num_unlabeled=0",
     "federation.local_epochs=5",
 )

@@ -38,7 +38,7 @@ from __future__ import annotations
 from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
 from fedprior.papers.mfcl.communication import PAPER, ROWS, measured
 
-REAL = ("data.train_subset=0",)
+REAL = ("data.train_subset=0", "federation.evaluate_every=10")  # linear evaluation every 10 rounds / server epochs and at each stage's last
 EMBEDDED = ("data.dataset=fashion-mnist",)
 DATASETS = {"CIFAR-10": "cifar10", "CIFAR-100": "cifar100"}
 NOTE = (

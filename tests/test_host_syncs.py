@@ -1,0 +1,156 @@
+"""Issue 19 item 2: no host sync inside a training loop, counted on the pretend accelerator (tests/pretend_device.py).
+
+A host sync is what makes a GPU's host wait for the device: a scalar read (``.item()``,
+``float()``, ``bool()``), ``nonzero`` and what calls it (boolean-mask indexing), a copy back
+to the host, a blocking copy to the device (a parameter drawn on the CPU). A client update
+may sync a fixed number of times (receiving the model and the data, finding the confident
+images once, reading its metrics once, sending its reply); that number must not grow with
+the local epochs or steps.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from pretend_device import DEVICE, OnDevice, PretendDevice
+
+from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.registry import algorithm_spec
+from fedprior.data.augment import seed_from
+from fedprior.data.augment.fixmatch import FixMatchAugment
+
+TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
+INFO = RoundInfo(seed=0, stage="federated", round=1)
+SMALL = {"model": "convnet", "width": 4}
+
+
+def client_data(labeled: int = 12, unlabeled: int = 40) -> dict[str, torch.Tensor]:
+    g = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 3, (labeled + unlabeled,), generator=g)
+    x = 0.3 * torch.randn(labeled + unlabeled, 1, 8, 8, generator=g)
+    for k in range(3):
+        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
+    return {"x_labeled": x[:labeled], "y_labeled": y[:labeled], "x_unlabeled": x[labeled:], "y_unlabeled": y[labeled:]}
+
+
+def update_syncs(name: str, epochs: int, **values) -> tuple[list[str], dict[str, float]]:
+    """The host syncs of one client update of ``name`` with ``epochs`` local epochs on the pretend device, and its metrics."""
+    algorithm = algorithm_spec(name).build(TASK, {**SMALL, **values}, local_epochs=epochs, batch_size=8, device=DEVICE)
+    server = algorithm.init(INFO)
+    message = algorithm.broadcast(server, INFO)
+    with PretendDevice() as record:
+        reply, _ = algorithm.client_update(message, {}, client_data(), INFO.for_client(1))
+    return record.syncs, reply.metrics
+
+
+CASES = {
+    "feddb": ("feddb", {"threshold": 0.34}),
+    "feddb-confident": ("feddb", {"threshold": 0.34, "unlabeled_mean": "confident", "appu_subset": "confident"}),
+    "feddb-feddb-code": ("feddb", {"threshold": 0.34, "strong_augment": "feddb-code"}),
+    "feddb-fallback": ("feddb", {"threshold": 1.0, "fallback_batch_size": 4}),
+    "fixmatch": ("fixmatch", {"threshold": 0.34}),
+    "semifl": ("semifl", {"threshold": 0.34}),
+    "fedrgd": ("fedrgd", {"threshold": 0.34}),
+    "fedavg-labeled": ("fedavg-labeled", {}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_client_update_syncs_the_same_number_of_times_with_1_and_3_local_epochs(case):
+    """Augmentation drawn on the device, the confident rows found once, the masked loss, metrics read once: the count
+    is a constant of the update (FedDB's loop: 1 and 3 full-batch epochs; the fallback: 3 and 9 mini-batch steps)."""
+    name, values = CASES[case]
+    one, metrics = update_syncs(name, 1, **values)
+    three, _ = update_syncs(name, 3, **values)
+    if "threshold" in values:
+        assert (metrics["pl_confident"] > 0) == (values["threshold"] < 1), "the case trains the unlabeled loss as intended"
+    assert len(three) == len(one), "syncs that come with the local epochs:\n" + "\n".join(
+        f"{n} x {s}" for s, n in (collections.Counter(three) - collections.Counter(one)).items()
+    )
+    kinds = collections.Counter(s.split(" <- ")[0] for s in one)
+    assert kinds["aten::nonzero"] <= 1 and kinds["tolist"] == 1 and kinds["aten::_local_scalar_dense"] == 0, kinds
+    assert not any("augment" in s for s in one), "augmentation never syncs"
+
+
+def test_the_views_draw_every_parameter_on_the_device_without_a_sync():
+    """Weak and strong views (both recipes) of device images from the client's CPU stream: no sync; the parameters come
+    from a generator on the device seeded from the stream (on the pretend device a CPU one, so the numbers can be checked)."""
+    x = torch.randn(12, 3, 8, 8, generator=torch.Generator().manual_seed(0))
+
+    def derived() -> torch.Generator:  # what device_generator makes on a device from the stream seeded with 1
+        return torch.Generator().manual_seed(seed_from(torch.Generator().manual_seed(1)))
+
+    for recipe in ("fixmatch", "feddb-code"):
+        augment = FixMatchAugment((0.5, 0.4, 0.3), (0.2, 0.2, 0.2), strong_augment=recipe)
+        expected = [augment.weak(x, derived()), augment.strong(x, derived())]
+        with PretendDevice() as record:
+            on_device = [augment.weak(x.to(DEVICE), torch.Generator().manual_seed(1)), augment.strong(x.to(DEVICE), torch.Generator().manual_seed(1))]
+        assert all(isinstance(v, OnDevice) for v in on_device)
+        assert [s for s in record.syncs if "augment" in s] == [], record.syncs
+        assert all(torch.equal(v.elem, e) for v, e in zip(on_device, expected, strict=True))
+
+
+def cgde_cycle_syncs(steps: int, augment: bool) -> list[str]:
+    """The host syncs of one CGDE cycle (FedBM's server-side generator training, Eq. 10) of ``steps`` steps on the pretend device."""
+    from torch import nn
+
+    from fedprior.algorithms.pieces.cgde import GeneratorTraining, concept_conditions, train_generator
+    from fedprior.models.generator import ConditionalGenerator
+
+    torch.manual_seed(0)
+    factor = torch.randn(3, 5, 5)
+    conditions = concept_conditions(torch.randn(3, 5), factor @ factor.transpose(1, 2) / 5)
+    teacher = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(64, 3))
+    generator = ConditionalGenerator(5, 1, 4, width=4)
+    with PretendDevice() as record:
+        teacher, generator, on_device = teacher.to(DEVICE), generator.to(DEVICE), conditions.to(DEVICE)
+        adam = torch.optim.Adam(generator.parameters(), lr=1e-3)
+        before = len(record.syncs)
+        train_generator(
+            generator,
+            teacher,
+            lambda model, x, y: torch.nn.functional.cross_entropy(model(x), y),
+            on_device,
+            3,
+            GeneratorTraining(steps=steps, batch_size=12, augment=augment),
+            lambda x: x,
+            torch.Generator().manual_seed(1),
+            adam,
+        )
+    return record.syncs[before:]
+
+
+def test_a_cgde_cycle_syncs_the_same_number_of_times_whatever_its_steps():
+    """Conditions in one product, L_div by cdist and a class mask, labels and noise drawn per cycle, losses read once:
+    without the crop and flip, a cycle's syncs do not grow with its steps (3: two uploads of the draws, one read)."""
+    one, three = cgde_cycle_syncs(1, augment=False), cgde_cycle_syncs(3, augment=False)
+    assert len(one) == len(three) == 3, three
+    kinds = collections.Counter(s.split(" <- ")[0] for s in three)
+    assert kinds == {"blocking copy host -> device": 2, "tolist": 1}, kinds
+    # kornia's crop and flip of G's images (FedBM's augmentation) still draws on the CPU: its copies are the only growth
+    grown = collections.Counter(cgde_cycle_syncs(3, augment=True)) - collections.Counter(cgde_cycle_syncs(1, augment=True))
+    assert grown and all("crop_flip" in s for s in grown), grown
+
+
+def test_the_counter_sees_each_kind_of_host_sync():
+    with PretendDevice() as record:
+        x = torch.arange(6.0).to(DEVICE)  # a blocking copy to the device
+        mask = x > 2
+        float(x.sum())  # a scalar read
+        x[mask]  # boolean-mask indexing
+        mask.nonzero()
+        x.cpu()  # a copy back
+        x.tolist()
+        torch.where(mask, x, torch.zeros_like(x)).sum()  # none of these
+        torch.rand(3, device=DEVICE, generator=torch.Generator(device=DEVICE))
+    kinds = [s.split(" <- ")[0] for s in record.syncs]
+    assert kinds == [
+        "blocking copy host -> device",
+        "aten::_local_scalar_dense",
+        "aten::index with a boolean mask",
+        "aten::nonzero",
+        "copy device -> host",
+        "tolist",
+    ]
