@@ -133,7 +133,8 @@ def test_thread_policy_by_the_size_of_the_work(monkeypatch):
     assert default_workers(0, feature_space=True, clients_per_round=10, cuda=False) == 1
     assert default_workers(0, feature_space=False, clients_per_round=10, cuda=False) == 8
     assert default_workers(0, feature_space=False, clients_per_round=3, cuda=False) == 3
-    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=True) == 4
+    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=True) == 1  # one process per GPU
+    assert default_workers(3, feature_space=False, clients_per_round=10, cuda=True) == 3  # unless asked for
     assert default_workers(2, feature_space=True, clients_per_round=10, cuda=False) == 2
 
 
