@@ -1,0 +1,108 @@
+"""Issue 19 item 1: data and state resident on the run's device, counted on the pretend accelerator (tests/pretend_device.py).
+
+The training and test sets go to the device once per run, each client's data is gathered there by its
+indices (cached on the device), the test set is not uploaded per evaluation, and the copies between host
+and device per round are a constant of the round (the model in and out of each client update, the
+shuffled order of each epoch, the evaluation's metrics), not a function of the data's size.
+"""
+
+from __future__ import annotations
+
+import collections
+
+import pytest
+import torch
+from algorithm_setups import SETUPS, SMALL
+from pretend_device import DEVICE, OnDevice, PretendDevice, where
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from fedprior.algorithms.pieces.linear_eval import linear_evaluation
+from fedprior.experiments.build import build_experiment
+from fedprior.experiments.client_side import build_algorithm
+from fedprior.experiments.config import load_config
+from fedprior.runtime.round_loop import RoundLoop
+from fedprior.runtime.simulation import simulate
+
+
+class CopyLog(TorchDispatchMode):
+    """The shapes of the tensors copied host -> device and device -> host (inside PretendDevice)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.up: list[tuple[int, ...]] = []
+        self.down: list[tuple[int, ...]] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = func._schema.name
+        if name == "aten::_to_copy" and kwargs.get("device") is not None:
+            source, target = where(args[0]), "device" if torch.device(kwargs["device"]) == DEVICE else "cpu"
+            self.log(source, target, args[0])
+        elif name == "aten::copy_":
+            self.log(where(args[1]), where(args[0]), args[1])
+        return func(*args, **kwargs)
+
+    def log(self, source: str, target: str, tensor: torch.Tensor) -> None:
+        if (source, target) == ("cpu", "device"):
+            self.up.append(tuple(tensor.shape))
+        elif (source, target) == ("device", "cpu"):
+            self.down.append(tuple(tensor.shape))
+
+
+def run(name: str, rounds: int) -> tuple[CopyLog, list[str], tuple[int, ...]]:
+    """``rounds`` rounds of ``name`` (2 of 8 clients a round) on the pretend device with the run's resident inputs."""
+    preset, overrides = SETUPS[name]
+    config_name, config = load_config(preset, [*overrides, *SMALL, "federation.local_epochs=1"])
+    experiment = build_experiment(config_name, config)
+    with PretendDevice() as record:
+        algorithm = build_algorithm(experiment.config, experiment.task, DEVICE)
+        client_data, test = experiment.resident_inputs(DEVICE)
+        assert all(isinstance(v, OnDevice) for v in (*client_data.train.values(), *test.values()))
+        with CopyLog() as copies:
+            simulate(algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=rounds, fraction=experiment.config.federation.fraction))
+    return copies, record.syncs, experiment.task.input_shape
+
+
+@pytest.mark.parametrize("name", ["fedavg", "feddb"])
+def test_images_cross_to_the_device_once_per_run_and_copies_per_round_are_a_constant(one_torch_thread, name):
+    two, syncs_two, shape = run(name, 2)
+    four, syncs_four, _ = run(name, 4)
+    images = lambda shapes: [s for s in shapes if s[1:] == shape]  # noqa: E731
+    # the training and test images, uploaded before the first round (resident_inputs ran outside the log): never again
+    assert images(two.up) == images(four.up) == [], images(four.up)
+    assert images(two.down) == images(four.down) == []
+    # whatever else crosses (the model in and out of each update, an epoch's order, metrics) is the same each round
+    per_round_up, per_round_down = (len(four.up) - len(two.up)) / 2, (len(four.down) - len(two.down)) / 2
+    assert len(two.up) - 2 * per_round_up == len(four.up) - 4 * per_round_up
+    assert len(two.down) - 2 * per_round_down == len(four.down) - 4 * per_round_down
+    assert (len(syncs_four) - len(syncs_two)) % 2 == 0
+
+
+def test_a_client_is_gathered_on_the_device_from_cached_indices_with_the_cpu_numbers():
+    preset, overrides = SETUPS["feddb"]
+    config_name, config = load_config(preset, [*overrides, *SMALL])
+    experiment = build_experiment(config_name, config)
+    on_cpu, _ = experiment.resident_inputs()
+    with PretendDevice():
+        resident, _ = experiment.resident_inputs(DEVICE)
+        with CopyLog() as copies:
+            first = resident(3)
+            again = resident(3)
+    assert copies.up == [(len(experiment.partition.client(3)[role]),) for role in experiment.partition.client(3)]  # the row indices, once
+    for data in (first, again):
+        assert data.keys() == experiment.client_data(3).keys()
+        for key, value in data.items():
+            assert isinstance(value, OnDevice) and torch.equal(value.elem, experiment.client_data(3)[key]) and torch.equal(on_cpu(3)[key], value.elem)
+
+
+def test_the_2_fold_linear_evaluation_fits_on_the_device_with_the_cpu_numbers():
+    g = torch.Generator().manual_seed(0)
+    y = torch.arange(60) % 4
+    x = torch.randn(60, 6, generator=g) + torch.nn.functional.one_hot(y, 6).float() * 2
+    on_cpu = linear_evaluation(x, y, 4)
+    with PretendDevice() as record:
+        on_device = linear_evaluation(x.to(DEVICE), y, 4, device=DEVICE)
+    assert record.ran_on_the_cpu() == [] and any(where == "device" for _, where in record.compute)
+    assert on_device == on_cpu
+    kinds = collections.Counter(s.split(" <- ")[0] for s in record.syncs)
+    assert kinds["aten::nonzero"] == 0 and kinds["aten::index with a boolean mask"] == 0, kinds
