@@ -59,7 +59,9 @@ def run(name: str, rounds: int) -> tuple[CopyLog, list[str], tuple[int, ...]]:
         client_data, test = experiment.resident_inputs(DEVICE)
         assert all(isinstance(v, OnDevice) for v in (*client_data.train.values(), *test.values()))
         with CopyLog() as copies:
-            simulate(algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=rounds, fraction=experiment.config.federation.fraction))
+            simulate(
+                algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=rounds, fraction=experiment.config.federation.fraction)
+            )
     return copies, record.syncs, experiment.task.input_shape
 
 
