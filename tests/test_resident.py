@@ -108,3 +108,52 @@ def test_the_2_fold_linear_evaluation_fits_on_the_device_with_the_cpu_numbers():
     assert on_device == on_cpu
     kinds = collections.Counter(s.split(" <- ")[0] for s in record.syncs)
     assert kinds["aten::nonzero"] == 0 and kinds["aten::index with a boolean mask"] == 0, kinds
+
+
+def two_rounds(name: str, rebuild: bool, monkeypatch, extra: tuple[str, ...] = ()) -> tuple[list, dict, dict, int]:
+    """Two rounds of ``name`` on the pretend device (states, history, the number of models built), rebuilding the model
+    in every client update and evaluation (``rebuild``) or receiving the broadcast into the resident one."""
+    from fedprior.algorithms.engines.supervised import GlobalModel
+
+    preset, overrides = SETUPS[name]
+    config_name, config = load_config(preset, [*overrides, *SMALL, "federation.local_epochs=1", *extra])
+    experiment = build_experiment(config_name, config)
+    built = []
+    load = GlobalModel.load
+    monkeypatch.setattr(GlobalModel, "load", lambda self, arrays: built.append(1) or load(self, arrays))
+    if rebuild:
+        monkeypatch.setattr(GlobalModel, "receive", lambda self, arrays, slot="local": self.load(arrays))
+    with PretendDevice():
+        algorithm = build_algorithm(experiment.config, experiment.task, DEVICE)
+        client_data, test = experiment.resident_inputs(DEVICE)
+        result = simulate(algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=2, fraction=0.25))
+    monkeypatch.undo()
+    history = [{k: v for k, v in r.items() if k != "seconds"} for r in result.progress.history]
+    return history, result.state, result.client_states, len(built)
+
+
+def unwrapped_state(state: dict) -> dict:
+    return {k: v.elem if isinstance(v, OnDevice) else v for k, v in state.items()}
+
+
+RESIDENT_CASES = {
+    **{name: (name, ()) for name in ("fedavg", "fedprox", "moon", "feddb", "fixmatch", "semifl")},
+    "feddb-bn": ("feddb", ("algorithm.norm=bn",)),  # BatchNorm's running statistics and batch counter received too
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESIDENT_CASES))
+def test_the_resident_model_trains_as_a_rebuilt_one_bit_for_bit(one_torch_thread, monkeypatch, case):
+    """Issue 19 item 1b: on the device one model per slot receives the broadcast by in-place copies (weights and BatchNorm
+    buffers), with the gradients, requires_grad flags and modes of a fresh build; 2 rounds give the numbers, the server
+    state and the client states (FedDB's momentum) of the rebuilding path, bit for bit. On the pretend device a draw "on
+    the device" comes from the CPU generator that a rebuild's init draws from, so equality here also shows that nothing
+    in these updates draws from an unseeded global generator after building the model."""
+    name, extra = RESIDENT_CASES[case]
+    rebuilt, resident = two_rounds(name, True, monkeypatch, extra), two_rounds(name, False, monkeypatch, extra)
+    assert rebuilt[0] == resident[0]
+    for a, b in ((rebuilt[1], resident[1]), *zip(rebuilt[2].values(), resident[2].values(), strict=True)):
+        a, b = unwrapped_state(a), unwrapped_state(b)
+        assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert rebuilt[2].keys() == resident[2].keys()
+    assert resident[3] < rebuilt[3] and resident[3] <= 3, (resident[3], rebuilt[3])  # one model per slot, not one per update
