@@ -78,8 +78,8 @@ CPU_BY_DESIGN = {
   (``GlobalModel.init``); FedETF's fixed classifier and FedBM's class-conditional
   distributions, made once the same way when the algorithm is built; FedMatch's sigma + psi
   split of a model freshly built on the CPU (torch's parametrize calls the new module once);
-- the server's example-weighted mean of the client models (States are CPU tensors,
-  docs/runtime.md) and FedDB's DMA weights over the clients' K-class APP-U vectors
+- the server's example-weighted mean of the client models where the replies are host tensors
+  (it runs where they are; docs/runtime.md) and FedDB's DMA weights over the clients' K-class APP-U vectors
   (server side, small and overhead-bound).
 
 A convolution or product under any other call on CPU tensors counts as "ran on the CPU".

@@ -157,3 +157,53 @@ def test_the_resident_model_trains_as_a_rebuilt_one_bit_for_bit(one_torch_thread
         assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert rebuilt[2].keys() == resident[2].keys()
     assert resident[3] < rebuilt[3] and resident[3] <= 3, (resident[3], rebuilt[3])  # one model per slot, not one per update
+
+
+def on_the_host(algorithm):
+    """``algorithm`` whose client updates hand back host tensors (the contract before issue 19 item 1c)."""
+    from fedprior.algorithms.base import Reply
+    from fedprior.algorithms.pieces.tensors import to_cpu
+
+    def client_update(message, state, data, info):
+        reply, new_state = algorithm.client_update(message, state, data, info)
+        return Reply(to_cpu(reply.arrays), reply.num_examples, reply.metrics, reply.client_id), to_cpu(new_state)
+
+    def client_update_many(message, states, datas, infos):
+        out = algorithm.client_update_many(message, states, datas, infos)
+        return [(Reply(to_cpu(r.arrays), r.num_examples, r.metrics, r.client_id), to_cpu(s)) for r, s in out]
+
+    many = client_update_many if algorithm.client_update_many is not None else None
+    return algorithm.with_(client_update=client_update, client_update_many=many)
+
+
+@pytest.mark.parametrize("name", sorted(SETUPS))
+def test_two_rounds_with_states_on_the_device_checkpoint_and_resume_with_the_numbers_of_host_states(shared_cache, one_torch_thread, tmp_path, name):
+    """Issue 19 item 1c: replies and client optimizer state stay where the update made them (the run's device); every
+    algorithm's aggregation and next round take them there, the checkpoint copies them to the host, and a resume from the
+    checkpoint before the last round ends as the run did. The numbers are those of the same run whose updates hand back
+    host tensors, and the run's result is on the host."""
+    from fedprior.runtime.checkpoint import load_checkpoint, previous_path
+
+    preset, overrides = SETUPS[name]
+    config_name, config = load_config(preset, [*overrides, *SMALL, "federation.local_epochs=1"])
+    experiment = build_experiment(config_name, config)
+    loop = RoundLoop(seed=0, rounds=2, fraction=experiment.config.federation.fraction)
+
+    def run(path, start=None, host=False):
+        algorithm = build_algorithm(experiment.config, experiment.task, DEVICE)
+        client_data, test = experiment.resident_inputs(DEVICE)
+        result = simulate(
+            on_the_host(algorithm) if host else algorithm, client_data, experiment.task.num_clients, test, loop, checkpoint_path=path, start=start
+        )
+        return [{k: v for k, v in r.items() if k != "seconds"} for r in result.progress.history], result.state, result.client_states
+
+    with PretendDevice():
+        host = run(tmp_path / "host.safetensors", host=True)
+        whole = run(tmp_path / "whole.safetensors")
+        before_last = previous_path(tmp_path / "whole.safetensors")  # absent where the run has one round in all
+        resumed = run(tmp_path / "resumed.safetensors", start=load_checkpoint(before_last if before_last.is_file() else tmp_path / "whole.safetensors"))
+    assert whole[0] == host[0] == resumed[0]
+    for run_ in (whole, resumed):
+        for mine, theirs in [(run_[1], host[1]), *((run_[2][c], host[2][c]) for c in host[2])]:
+            assert mine.keys() == theirs.keys()
+            assert all(type(v) is torch.Tensor and v.device.type == "cpu" and torch.equal(v, theirs[k]) for k, v in mine.items())

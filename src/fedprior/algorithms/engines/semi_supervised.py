@@ -354,8 +354,7 @@ class SemiSupervised:
         if t.keep_optimizer_state:
             load_optimizer_state(optimizer, model, state)
         metrics.update((self.method.train or self._train)(ctx, optimizer, parameters))
-        arrays = model_arrays(model)
-        arrays = {k: v.cpu() for k, v in arrays.items()}
+        arrays = model_arrays(model, resident=True)  # on the run's device: the server aggregates them there
         new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
         if t.use_unlabeled:
             assert ctx.appu is not None  # set by _label

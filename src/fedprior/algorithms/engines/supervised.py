@@ -24,14 +24,15 @@ class GlobalModel(Generic[M]):
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``, their
     forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`);
-    States and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
+    States hold CPU tensors, except FedAvg's replies and mean (:func:`local_sgd_update`, :meth:`average`), which stay on
+    the device; :meth:`receive` loads a State into a model kept there. ``load`` gives back what ``build`` gives (``M``).
     """
 
     build: Callable[[], M]
     initial: Callable[[M], None] | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     precision: str = "fp32"
-    resident: dict[str, ResidentModel] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
+    resident: dict[str, ResidentModel[M]] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
     """The models :meth:`receive` keeps on the device in this process, by slot (filled as they are asked for)."""
 
     def init(self, info: RoundInfo) -> State:
@@ -100,14 +101,14 @@ class GlobalModel(Generic[M]):
 
 
 @dataclass(frozen=True)
-class ResidentModel:
+class ResidentModel(Generic[M]):
     """A model kept on the device (:meth:`GlobalModel.receive`), with what a fresh build of it has besides its weights."""
 
-    model: nn.Module
+    model: M
     requires_grad: dict[str, bool]
     training: dict[str, bool]
 
-    def receive(self, arrays: State) -> nn.Module:
+    def receive(self, arrays: State) -> M:
         """The model with ``arrays`` (unprefixed names: every parameter and buffer, nothing else) copied in, as freshly built."""
         targets = self.model.state_dict(keep_vars=True)
         if targets.keys() != arrays.keys():
@@ -170,6 +171,6 @@ def local_sgd_update(
             loss_fn=loss_fn,
             precision=net.precision,
         )
-        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+        return Reply(model_arrays(local, resident=True), num_examples=int(data["x"].shape[0]), metrics=metrics), state  # on the run's device
 
     return client_update
