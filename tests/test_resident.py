@@ -207,3 +207,29 @@ def test_two_rounds_with_states_on_the_device_checkpoint_and_resume_with_the_num
         for mine, theirs in [(run_[1], host[1]), *((run_[2][c], host[2][c]) for c in host[2])]:
             assert mine.keys() == theirs.keys()
             assert all(type(v) is torch.Tensor and v.device.type == "cpu" and torch.equal(v, theirs[k]) for k, v in mine.items())
+
+
+def test_a_checkpoint_copies_each_changed_device_tensor_to_the_host_once(tmp_path, monkeypatch):
+    """States on the device reach the checkpoint by one host copy per tensor not written before (hashed and written
+    from that copy); a second save of unchanged tensors copies nothing; loading gives the values on the host."""
+    from fedprior.runtime import checkpoint
+    from fedprior.runtime.checkpoint import Progress, RunState, load_checkpoint, save_checkpoint
+
+    # pretend-device tensors have no storage (every pointer reads 0), which _unshared would take for aliasing; these do not alias
+    monkeypatch.setattr(checkpoint, "_unshared", lambda tensors: tensors)
+
+    g = torch.Generator().manual_seed(0)
+    server = {"model.w": torch.randn(64, 64, generator=g), "model.b": torch.randn(64, generator=g)}
+    client = {"opt.w:momentum_buffer": torch.randn(64, 64, generator=g)}
+    path = tmp_path / "run.safetensors"
+    with PretendDevice():
+        on_device = RunState({k: v.to(DEVICE) for k, v in server.items()}, {3: {k: v.to(DEVICE) for k, v in client.items()}}, Progress(), {})
+        with CopyLog() as first:
+            save_checkpoint(path, on_device, blob_bytes=0)
+        with CopyLog() as second:
+            save_checkpoint(path, on_device, blob_bytes=0)
+    assert sorted(first.down) == sorted([(64,), (64, 64), (64, 64)]) and second.down == []
+    loaded = load_checkpoint(path)
+    assert all(torch.equal(loaded.server[k], v) for k, v in server.items()) and torch.equal(
+        loaded.clients[3]["opt.w:momentum_buffer"], client["opt.w:momentum_buffer"]
+    )
