@@ -137,7 +137,7 @@ def unwrapped_state(state: dict) -> dict:
 
 
 RESIDENT_CASES = {
-    **{name: (name, ()) for name in ("fedavg", "fedprox", "moon", "feddb", "fixmatch", "semifl")},
+    **{name: (name, ()) for name in ("fedavg", "fedprox", "moon", "central", "feddb", "fixmatch", "semifl", "fedrgd", "fedmatch", "fedavg-labeled")},
     "feddb-bn": ("feddb", ("algorithm.norm=bn",)),  # BatchNorm's running statistics and batch counter received too
 }
 
