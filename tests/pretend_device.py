@@ -71,8 +71,6 @@ CPU_BY_DESIGN = {
     ("algorithms/pieces/tensors.py", "weighted_mean"),
     ("algorithms/pieces/dma.py", "uniform_distance"),
     ("algorithms/pieces/dma.py", "algorithm2"),
-    ("algorithms/pieces/linear_eval.py", "fit_logistic_regression"),
-    ("algorithms/pieces/linear_eval.py", "linear_evaluation"),
 }
 """(file, function) of fedprior allowed to compute on the CPU whatever the device, each by design:
 
@@ -80,11 +78,9 @@ CPU_BY_DESIGN = {
   (``GlobalModel.init``); FedETF's fixed classifier and FedBM's class-conditional
   distributions, made once the same way when the algorithm is built; FedMatch's sigma + psi
   split of a model freshly built on the CPU (torch's parametrize calls the new module once);
-- the server's example-weighted mean of the client models (States are CPU tensors,
-  docs/runtime.md) and FedDB's DMA weights over the clients' K-class APP-U vectors
-  (server side, small and overhead-bound);
-- the linear-evaluation probe: an L-BFGS logistic regression fitted on the frozen features
-  after the encoder ran on the device (algorithms/pieces/linear_eval.py).
+- the server's example-weighted mean of the client models where the replies are host tensors
+  (it runs where they are; docs/runtime.md) and FedDB's DMA weights over the clients' K-class APP-U vectors
+  (server side, small and overhead-bound).
 
 A convolution or product under any other call on CPU tensors counts as "ran on the CPU".
 """

@@ -133,7 +133,8 @@ def test_thread_policy_by_the_size_of_the_work(monkeypatch):
     assert default_workers(0, feature_space=True, clients_per_round=10, cuda=False) == 1
     assert default_workers(0, feature_space=False, clients_per_round=10, cuda=False) == 8
     assert default_workers(0, feature_space=False, clients_per_round=3, cuda=False) == 3
-    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=True) == 4
+    assert default_workers(0, feature_space=False, clients_per_round=10, cuda=True) == 1  # one process per GPU
+    assert default_workers(3, feature_space=False, clients_per_round=10, cuda=True) == 3  # unless asked for
     assert default_workers(2, feature_space=True, clients_per_round=10, cuda=False) == 2
 
 
@@ -207,7 +208,7 @@ def test_every_algorithm_computes_on_the_device_it_is_given(shared_cache, one_to
     assert not cpu, f"{name} ran these on the CPU with device={DEVICE}:\n" + "\n".join(cpu)
     off = record.modules_off_the_device()
     assert not off, f"{name} called these modules with weights off the device {DEVICE}:\n" + "\n".join(off)
-    assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # States stay on the CPU
+    assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # the run's result is on the host
 
 
 def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would():
@@ -229,8 +230,8 @@ def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would()
             torch.randn(3, generator=torch.Generator(), device=DEVICE)
         with pytest.raises(TypeError, match="numpy"):
             torch.ones(2).to(DEVICE).numpy()
-    assert record.compute and record.ran_on_the_cpu() == [] and cpu_only(on_device)
-    assert all(torch.equal(on_cpu[k], on_device[k]) for k in on_cpu)
+    assert record.compute and record.ran_on_the_cpu() == [] and all(isinstance(v, OnDevice) for v in on_device.values())  # replies stay there (issue 19)
+    assert all(torch.equal(on_cpu[k], on_device[k].elem) for k in on_cpu)
     with PretendDevice() as record:
         one_update(torch.device("cpu"))  # an algorithm that ignores its device: every product on the CPU
     assert "aten::convolution" in record.ran_on_the_cpu() and record.modules_off_the_device()[:2] == ["Conv2d", "Linear"]

@@ -127,11 +127,12 @@ def save_figure(figure, path: Path, close: bool = True) -> Path:
 def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None, durable: bool = False) -> None:
     """Save ``tensors`` as a safetensors file at ``path``, atomically (see the module docstring).
 
-    Tensors are detached and made contiguous (but not copied when they already are).
+    Tensors are detached, copied to the host where they are on a device (a run's resident states), and made
+    contiguous (but not copied when they already are both).
     """
     from safetensors.torch import save
 
-    write_bytes(path, save({k: v.detach().contiguous() for k, v in tensors.items()}, metadata=metadata), durable)
+    write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata), durable)
 
 
 def tensors_sha256(tensors: Mapping[str, torch.Tensor], extra: str = "") -> str:

@@ -21,6 +21,7 @@ from fedprior.experiments.client_side import ClientSide, build_algorithm, client
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
+from fedprior.experiments.resident import ResidentClients, on_device
 from fedprior.experiments.workers_setup import worker_processes, worker_start_method
 from fedprior.partition import Partition
 from fedprior.runtime.device import resolve_device, set_deterministic
@@ -48,11 +49,20 @@ class Experiment:
     workers: int = 1
     start_method: str | None = None
     """How worker processes start (``fork``/``spawn``; None: the runtime's default)."""
+    _resident: tuple[ResidentClients, ClientData] | None = field(default=None, init=False, repr=False)
 
     def client_data(self, client_id: int) -> ClientData:
         """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones),
         plus the ones it takes for diagnostics only (``Algorithm.diagnostics``)."""
         return select_client_data(self.partition, self.train, client_fields(self.algorithm), client_id)
+
+    def resident_inputs(self, device: torch.device | None = None) -> tuple[ResidentClients, ClientData]:
+        """(each client's data, the test set) on ``device`` (default: the run's): the training and test tensors moved there
+        once and kept (``resident.py``), for the in-process runtime; ``client_data`` and ``test`` stay on the host."""
+        device = self.device if device is None else device
+        if self._resident is None or self._resident[0].device != device:
+            self._resident = (ResidentClients(self.partition, self.train, client_fields(self.algorithm), device), on_device(self.test, device))
+        return self._resident
 
     def client_size(self, client_id: int) -> int:
         """How many training examples client ``client_id`` holds (all roles)."""
@@ -129,7 +139,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     check_inputs(algorithm, partition, config)
     train = {"x": train_x, "y": torch.from_numpy(dataset.train_labels)}
     if validation is not None:
-        algorithm = with_validation(algorithm, evaluation_data(algorithm, validation, train, pool))
+        algorithm = with_validation(algorithm, on_device(evaluation_data(algorithm, validation, train, pool), device))  # moved once
     return Experiment(
         name=name,
         config=config,

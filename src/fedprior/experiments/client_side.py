@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -14,6 +13,7 @@ from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.errors import ConfigError
 from fedprior.experiments.client_split import ROLE_FIELDS
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.task import Task
@@ -66,8 +66,9 @@ class ClientSide:
 
     def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
         set_deterministic(self.config.run.deterministic)
-        algorithm = build_algorithm(self.config, self.task, resolve_device(self.config.run.device))
-        return algorithm, functools.partial(select_client_data, self.partition, self.train, client_fields(algorithm))
+        device = resolve_device(self.config.run.device)
+        algorithm = build_algorithm(self.config, self.task, device)
+        return algorithm, ResidentClients(self.partition, self.train, client_fields(algorithm), device)  # the data moved once per worker
 
 
 EVALUATION_FIELDS = {"x_train": "x", "y_train": "y"}

@@ -221,11 +221,12 @@ def execute(
 
         result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata, **(runtime_options or {}))
     else:
+        client_data, test = experiment.resident_inputs()  # on the run's device, once
         result = simulate(
             experiment.algorithm,
-            experiment.client_data,
+            client_data,
             experiment.task.num_clients,
-            experiment.test,
+            test,
             experiment.round_loop(),
             checkpoint_path=run.checkpoint,
             start=start_from,

@@ -102,17 +102,49 @@ _HASHES: dict[int, tuple[weakref.ref, int, int, str]] = {}
 """id(tensor) -> (a weak reference to it, its version counter and data pointer then, its SHA-256)."""
 
 
-def tensor_sha256(tensor: torch.Tensor) -> str:
-    """SHA-256 of a CPU tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
-    (an inference-mode tensor has no version counter: it is hashed every time)."""
+def _remembered(tensor: torch.Tensor) -> str | None:
+    """The hash remembered for this tensor object, if it has not been modified since (None: hash it)."""
     if tensor.is_inference():
-        return tensors_sha256({"": tensor})
+        return None
     entry = _HASHES.get(id(tensor))
     if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and entry[2] == tensor.data_ptr():
         return entry[3]
-    digest = tensors_sha256({"": tensor})
-    _HASHES[id(tensor)] = (weakref.ref(tensor), tensor._version, tensor.data_ptr(), digest)
+    return None
+
+
+def tensor_sha256(tensor: torch.Tensor, host: torch.Tensor | None = None) -> str:
+    """SHA-256 of a tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
+    (an inference-mode tensor has no version counter: it is hashed every time). ``host``: a host copy of a device
+    tensor to read the bytes from (:func:`_host_copies`); the hash is remembered for the device tensor."""
+    digest = _remembered(tensor)
+    if digest is not None:
+        return digest
+    digest = tensors_sha256({"": tensor if host is None else host})
+    if not tensor.is_inference():
+        _HASHES[id(tensor)] = (weakref.ref(tensor), tensor._version, tensor.data_ptr(), digest)
     return digest
+
+
+def _host_copies(tensors: Mapping[str, torch.Tensor], needed: set[str]) -> dict[str, torch.Tensor]:
+    """Host copies of the device tensors among ``needed`` (the checkpoint's reads: tensors not hashed yet, and
+    what it writes), each copied once, into pinned memory without blocking where the device is CUDA, then waited
+    for once; host tensors are themselves."""
+    import torch
+
+    out: dict[str, torch.Tensor] = {}
+    cuda = False
+    for name in needed:
+        value = tensors[name]
+        if value.device.type == "cpu":
+            out[name] = value
+        elif value.device.type == "cuda":
+            out[name] = torch.empty(value.shape, dtype=value.dtype, pin_memory=True).copy_(value.detach(), non_blocking=True)
+            cuda = True
+        else:
+            out[name] = value.detach().cpu()
+    if cuda:
+        torch.cuda.synchronize()
+    return out
 
 
 def _forget_dead_tensors() -> None:
@@ -120,11 +152,12 @@ def _forget_dead_tensors() -> None:
         del _HASHES[key]
 
 
-def part_sha256(tensors: Mapping[str, torch.Tensor]) -> str:
-    """The content hash of a part: over its names and its tensors' hashes (:func:`tensor_sha256`), in name order."""
+def part_sha256(tensors: Mapping[str, torch.Tensor], host: Mapping[str, torch.Tensor] | None = None) -> str:
+    """The content hash of a part: over its names and its tensors' hashes (:func:`tensor_sha256`), in name order
+    (``host``: host copies of device tensors to read from)."""
     digest = hashlib.sha256()
     for name in sorted(tensors):
-        digest.update(f"{name}\0{tensor_sha256(tensors[name])}\0".encode())
+        digest.update(f"{name}\0{tensor_sha256(tensors[name], (host or {}).get(name))}\0".encode())
     return digest.hexdigest()
 
 
@@ -189,12 +222,18 @@ def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) ->
         tensors.update({f"{CLIENT}{client_id}/{k}": v for k, v in state.items()})
     inline, apart = _parts(_unshared(tensors), blob_bytes)
     folder = blobs_path(path)
+    # a run's states may live on its device: the tensors read here (not hashed yet, or written inline) are copied to the
+    # host once, together (pinned and non-blocking on CUDA)
+    unhashed = {name for members in apart.values() for name, value in members.items() if value.device.type != "cpu" and _remembered(value) is None}
+    host = _host_copies({**inline, **{n: v for m in apart.values() for n, v in m.items()}}, unhashed | set(inline))
+    inline = {name: host[name] for name in inline}
     blobs, written = {}, 0
     for group, members in apart.items():
-        digest = blobs[group] = part_sha256(members)
+        digest = blobs[group] = part_sha256(members, host)
         blob = folder / f"{digest}.safetensors"
         if not blob.is_file():  # content-addressed and written atomically: a file there holds these tensors
-            save_tensors(members, blob, durable=True)
+            missing = _host_copies(members, {n for n in members if n not in host})
+            save_tensors({n: host[n] if n in host else missing[n] for n in members}, blob, durable=True)
             written += blob.stat().st_size
     metadata = {**run.metadata, "format": FORMAT, "progress": json.dumps(progress.__dict__)}
     if blobs:

@@ -5,8 +5,10 @@
 CUDA where there is none is a one-line :class:`ConfigError`, not a failure mid-run.
 Algorithms receive the resolved :class:`torch.device` (the runtime-provided ``device``
 keyword of their factory): they move the model and a client's data there once per
-update and hand back CPU tensors, so what crosses to the server or Flower never
-depends on the device.
+update (or keep them there: ``experiments/resident.py``, ``GlobalModel.receive``) and hand
+back CPU tensors or, where the algorithm aggregates on the device, tensors on the device;
+what crosses to Flower, a worker pipe, a checkpoint or the run's result is copied to the
+host first, so it never depends on the device.
 
 ``run.deterministic`` asks torch for deterministic kernels
 (``torch.use_deterministic_algorithms``, cuDNN's deterministic mode, no cuDNN

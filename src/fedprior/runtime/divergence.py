@@ -31,8 +31,18 @@ class DivergedError(FedpriorError):
 
 
 def non_finite_names(arrays: Mapping[str, torch.Tensor], metrics: Mapping[str, Any] | None = None) -> list[str]:
-    """Names of the floating tensors and numeric metrics in ``arrays``/``metrics`` holding NaN or inf."""
-    bad = [name for name, value in arrays.items() if value.is_floating_point() and not bool(torch.isfinite(value).all())]
+    """Names of the floating tensors and numeric metrics in ``arrays``/``metrics`` holding NaN or inf.
+
+    The tensors' flags are read once per device they are on (one host sync for a reply on an accelerator, not one per tensor).
+    """
+    by_device: dict[torch.device, list[str]] = {}
+    for name, value in arrays.items():
+        if value.is_floating_point():
+            by_device.setdefault(value.device, []).append(name)
+    finite: dict[str, bool] = {}
+    for names in by_device.values():
+        finite.update(zip(names, torch.stack([torch.isfinite(arrays[n]).all() for n in names]).tolist(), strict=True))
+    bad = [name for name in arrays if name in finite and not finite[name]]
     for name, value in (metrics or {}).items():
         values = value if isinstance(value, (list, tuple)) else [value]
         if any(isinstance(v, float) and not math.isfinite(v) for v in values):

@@ -8,7 +8,10 @@ SuperNodes. Each round the loop samples clients (one stream shared by all algori
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
 checkpoints the whole run state atomically, so an interrupted run resumes where it
-stopped with the same numbers. With ``checkpoint_every = k`` (``run.checkpoint_every``)
+stopped with the same numbers. On an accelerator the server and client states may live on
+the run's device between rounds (replies, client optimizer state: issue 19 item 1); a
+checkpoint copies them to the host when it writes, and the :class:`SimulationResult` holds
+host copies. With ``checkpoint_every = k`` (``run.checkpoint_every``)
 the checkpoint is written after every k-th round (counted over all stages), after the
 run's last round, and, when the loop stops on an exception (Ctrl-C and SIGTERM arrive as
 one), for the last completed round not yet written; a resume then recomputes the rounds
@@ -45,7 +48,7 @@ import numpy as np
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.pieces.metrics import selected_round, selection_score
-from fedprior.algorithms.pieces.tensors import payload_bytes
+from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
@@ -242,7 +245,8 @@ def run_rounds(
             if pending is not None:  # the loop stops (an error, Ctrl-C, SIGTERM): the last completed round is not lost
                 save_checkpoint(checkpoint_path, pending)  # type: ignore[arg-type]  # pending is set only with a checkpoint_path
             raise
-        return SimulationResult(state, pool.states(), progress, time.perf_counter() - started)
+        clients = {c: to_cpu(s) for c, s in pool.states().items()}
+        return SimulationResult(to_cpu(state), clients, progress, time.perf_counter() - started)  # the run's result on the host
 
 
 def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int, on_round: RoundCallback | None) -> None:

@@ -62,15 +62,17 @@ def thread_policy(override: int, *, feature_space: bool) -> ThreadPolicy:
 
 def default_workers(override: int, *, feature_space: bool, clients_per_round: int, cuda: bool) -> int:
     """``run.workers`` (0: by the work): 1 for feature-space heads (small ops, trained as one batch);
-    for image models one process per core up to the clients of a round (at most 4 sharing one GPU).
+    for image models on the CPU one process per core up to the clients of a round; on CUDA one process
+    per GPU the run uses, i.e. 1: the run trains on one device, and a second process there would only add its
+    own CUDA context, its own copy of the resident data and model (``experiments/resident.py``) and its
+    interleaved kernels, not compute (issue 19 item 5).
     An explicit ``override`` is capped at ``clients_per_round`` (the most clients a round samples):
     more workers would only idle."""
     if override:
         return max(1, min(override, clients_per_round))
-    if feature_space:
+    if feature_space or cuda:
         return 1
-    cap = min(4, available_cores()) if cuda else available_cores()
-    return max(1, min(cap, clients_per_round))
+    return max(1, min(available_cores(), clients_per_round))
 
 
 @contextmanager

@@ -45,13 +45,14 @@ import traceback
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, State
+from fedprior.algorithms.pieces.tensors import to_cpu
 from fedprior.orphans import stay_with_parent
 from fedprior.runtime.clients import InProcessClients, update_clients
 
@@ -151,6 +152,7 @@ def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], 
             ids = [c for c, _ in items]
             assert broadcast is not None and info is not None, "a round message comes before its groups"
             results = update_clients(algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize)
+            results = [(replace(reply, arrays=to_cpu(reply.arrays)), to_cpu(state)) for reply, state in results]  # pickled: host tensors
             answer: tuple[str, Any, Any] = ("done", group, results)
         except Exception:
             answer = ("error", group, traceback.format_exc())
@@ -308,7 +310,7 @@ class WorkerClients(InProcessClients):
                 if not worker.process.is_alive():
                     raise BrokenPipeError
                 if worker.step != step:
-                    _send(worker.conn, ("round", message, info, vectorize))
+                    _send(worker.conn, ("round", Broadcast(to_cpu(message.arrays), message.config), info, vectorize))  # pickled: host tensors
                     worker.step = step
                 _send(worker.conn, ("train", group, [(c, self._states.get(c, {})) for c in group]))
                 return worker

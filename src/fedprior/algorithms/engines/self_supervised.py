@@ -67,8 +67,8 @@ def two_view_epochs(
 
 @torch.no_grad()
 def frozen_features(features: Callable[[torch.Tensor], torch.Tensor], x: torch.Tensor, device: torch.device, batch_size: int = 1024) -> torch.Tensor:
-    """``features(batch)`` over all of ``x`` in batches moved to ``device``; CPU result."""
-    return torch.cat([features(x[i : i + batch_size].to(device)).cpu() for i in range(0, x.shape[0], batch_size)])
+    """``features(batch)`` over all of ``x`` in batches moved to ``device`` (no copy where ``x`` is there already); the result stays there."""
+    return torch.cat([features(x[i : i + batch_size].to(device)) for i in range(0, x.shape[0], batch_size)])
 
 
 def linear_evaluate(
@@ -98,7 +98,7 @@ def linear_evaluate(
     with peer_views(model, 1):
         encoded = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x"], device)
         if protocol == "test-2fold":
-            return linear_evaluation(encoded, data["y"], task.num_classes)
+            return linear_evaluation(encoded, data["y"], task.num_classes, device=device)
         train = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x_train"], device)
     return dense_evaluation(train, data["y_train"], encoded, data["y"], task.num_classes, device=device)
 

@@ -320,7 +320,7 @@ class SemiSupervised:
 
     def evaluate(self, state: State, data: ClientData) -> dict[str, Any]:
         """Test metrics of the global model, and the last aggregation's diagnostics (DMA weights, Figure 3's JS)."""
-        model = self.net.load(state).to(self.device)
+        model = self.net.receive(state, "evaluate")
         logits = predict(model, data["x"].to(self.device), precision=self.precision).cpu()
         metrics: dict[str, Any] = logit_metrics(logits, data["y"])
         if f"{DIAG}weights" in state:
@@ -337,7 +337,7 @@ class SemiSupervised:
 
     def client_update(self, message: Broadcast, state: State, data: ClientData, info: ClientInfo, augment: FixMatchAugment) -> tuple[Reply, State]:
         t, device = self.training, self.device
-        model = self.net.load(message.arrays).to(device)
+        model = self.net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         model.train()
         x_l = data["x_labeled"].to(device)
         y_l = data["y_labeled"].to(device)
@@ -354,8 +354,7 @@ class SemiSupervised:
         if t.keep_optimizer_state:
             load_optimizer_state(optimizer, model, state)
         metrics.update((self.method.train or self._train)(ctx, optimizer, parameters))
-        arrays = model_arrays(model)
-        arrays = {k: v.cpu() for k, v in arrays.items()}
+        arrays = model_arrays(model, resident=True)  # on the run's device: the server aggregates them there
         new_state: State = optimizer_state(optimizer, model) if t.keep_optimizer_state else {}
         if t.use_unlabeled:
             assert ctx.appu is not None  # set by _label
@@ -509,4 +508,4 @@ def semi_supervised_algorithm(
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
-    return SemiSupervised(task, GlobalModel(build), training, method, device, precision).algorithm(name)
+    return SemiSupervised(task, GlobalModel(build, device=device), training, method, device, precision).algorithm(name)

@@ -24,13 +24,16 @@ class GlobalModel(Generic[M]):
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``, their
     forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`);
-    States and Replies hold CPU tensors. ``load`` gives back what ``build`` gives (``M``).
+    States hold CPU tensors, except FedAvg's replies and mean (:func:`local_sgd_update`, :meth:`average`), which stay on
+    the device; :meth:`receive` loads a State into a model kept there. ``load`` gives back what ``build`` gives (``M``).
     """
 
     build: Callable[[], M]
     initial: Callable[[M], None] | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     precision: str = "fp32"
+    resident: dict[str, ResidentModel[M]] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
+    """The models :meth:`receive` keeps on the device in this process, by slot (filled as they are asked for)."""
 
     def init(self, info: RoundInfo) -> State:
         with torch.random.fork_rng(devices=[]):
@@ -61,15 +64,65 @@ class GlobalModel(Generic[M]):
         """A fresh model with the ``model.``-named weights of ``arrays``, on the device."""
         return load_model_arrays(self.build(), arrays).to(self.device)
 
+    def receive(self, arrays: State, slot: str = "local") -> M:
+        """The model with the ``model.``-named weights of ``arrays``, on the device: what :meth:`load` gives, without the rebuild.
+
+        On the CPU it is :meth:`load` (a fresh model each call). On an accelerator one model per ``slot`` is built once
+        in this process and kept there; each call copies the weights and buffers in place (``copy_``, all of them,
+        strictly, as ``load_state_dict``) and puts back what a fresh build has: no gradients, each parameter's
+        ``requires_grad`` and each module's training mode as built. The numbers are those of a rebuilt model: the
+        weights and buffers are the same values, the optimizer is made afresh by the caller, and the rebuild's only
+        other effect, the draws of the build's random init from torch's CPU generator, is invisible to the updates that
+        call this (they draw from their client's streams, or under a reseeded generator; ``tests/test_resident.py``
+        compares both paths). The returned model is the slot's until the next call with that slot.
+        """
+        if self.device.type == "cpu":
+            return self.load(arrays)
+        held = self.resident.get(slot)
+        if held is None:
+            model = self.load(arrays)
+            self.resident[slot] = ResidentModel(
+                model,
+                {name: p.requires_grad for name, p in model.named_parameters()},
+                {name: m.training for name, m in model.named_modules()},
+            )
+            return model
+        return held.receive(with_prefix(arrays, MODEL))
+
     def evaluate(self, state: State, data: ClientData) -> dict[str, float | list[float]]:
         """Test metrics of the global model, on the device, without autograd, in large batches."""
-        return classification_metrics(self.load(state), data["x"], data["y"], precision=self.precision)
+        return classification_metrics(self.receive(state, "evaluate"), data["x"], data["y"], precision=self.precision)
 
     def average(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         """FedAvg (McMahan et al., 2017, Algorithm 1): the example-weighted mean of the client models."""
         models = [with_prefix(r.arrays, MODEL) for r in replies]
         mean = weighted_mean(models, [r.num_examples for r in replies])
         return {**state, **{MODEL + k: v for k, v in mean.items()}}
+
+
+@dataclass(frozen=True)
+class ResidentModel(Generic[M]):
+    """A model kept on the device (:meth:`GlobalModel.receive`), with what a fresh build of it has besides its weights."""
+
+    model: M
+    requires_grad: dict[str, bool]
+    training: dict[str, bool]
+
+    def receive(self, arrays: State) -> M:
+        """The model with ``arrays`` (unprefixed names: every parameter and buffer, nothing else) copied in, as freshly built."""
+        targets = self.model.state_dict(keep_vars=True)
+        if targets.keys() != arrays.keys():
+            missing, unexpected = sorted(targets.keys() - arrays.keys()), sorted(arrays.keys() - targets.keys())
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self.model).__name__}: missing keys {missing}, unexpected keys {unexpected}")
+        with torch.no_grad():
+            for name, target in targets.items():
+                target.copy_(arrays[name])
+        for name, parameter in self.model.named_parameters():
+            parameter.grad = None
+            parameter.requires_grad_(self.requires_grad[name])
+        for name, module in self.model.named_modules():
+            module.training = self.training[name]
+        return self.model
 
 
 def round_lr(lr: float, decay: float, round_: int) -> float:
@@ -104,8 +157,8 @@ def local_sgd_update(
     """
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
-        loss_fn = make_loss(net.load(message.arrays), state) if make_loss else cross_entropy_loss
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
+        loss_fn = make_loss(net.receive(message.arrays, "global"), state) if make_loss else cross_entropy_loss
         x, y = data["x"].to(net.device), data["y"].to(net.device)  # once per update
         metrics = train_epochs(
             local,
@@ -118,6 +171,6 @@ def local_sgd_update(
             loss_fn=loss_fn,
             precision=net.precision,
         )
-        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+        return Reply(model_arrays(local, resident=True), num_examples=int(data["x"].shape[0]), metrics=metrics), state  # on the run's device
 
     return client_update

@@ -24,7 +24,7 @@ self-supervised algorithm (:data:`PROTOCOLS`):
   out-of-fold log-probabilities over the whole test set. The regression is
   scikit-learn's default objective (mean cross-entropy plus ||W||^2 / (2 n), i.e. C = 1),
   minimized from zero by torch's full-batch L-BFGS with a strong Wolfe line search for
-  at most ``iterations`` iterations, in float32. It needs no training labels, but issue
+  at most ``iterations`` iterations, in float32, on the run's device. It needs no training labels, but issue
   18 found it scores random features of an untrained network at 83-86% on Fashion-MNIST,
   as high as trained ones: it cannot rank methods there.
 """
@@ -43,9 +43,9 @@ DENSE_EPOCHS, DENSE_LR, DENSE_BATCH = 100, 1e-2, 512
 
 
 def fit_logistic_regression(x: torch.Tensor, y: torch.Tensor, num_classes: int, iterations: int = 100) -> tuple[torch.Tensor, torch.Tensor]:
-    """(W, b) minimizing mean CE(x W + b, y) + ||W||^2 / (2 n) from zero (L-BFGS, strong Wolfe)."""
-    weight = torch.zeros(x.shape[1], num_classes, requires_grad=True)
-    bias = torch.zeros(num_classes, requires_grad=True)
+    """(W, b) minimizing mean CE(x W + b, y) + ||W||^2 / (2 n) from zero (L-BFGS, strong Wolfe), on ``x``'s device."""
+    weight = torch.zeros(x.shape[1], num_classes, device=x.device, requires_grad=True)
+    bias = torch.zeros(num_classes, device=x.device, requires_grad=True)
     optimizer = torch.optim.LBFGS([weight, bias], lr=1.0, max_iter=iterations, history_size=10, line_search_fn="strong_wolfe")
     penalty = 1.0 / (2 * x.shape[0])
 
@@ -65,21 +65,29 @@ def _standardize(train: torch.Tensor, other: torch.Tensor) -> tuple[torch.Tensor
     return (train - mean) / std, (other - mean) / std
 
 
-def linear_evaluation(features: torch.Tensor, labels: torch.Tensor, num_classes: int, folds: int = 2, iterations: int = 100) -> dict[str, float | list[float]]:
-    """Out-of-fold metrics of a linear classifier on ``features`` (N, D) against ``labels`` (N,)."""
-    x = features.detach().cpu().float()
-    y = labels.detach().cpu().long()
-    counts = np.bincount(y.numpy(), minlength=num_classes)
+def linear_evaluation(
+    features: torch.Tensor, labels: torch.Tensor, num_classes: int, folds: int = 2, iterations: int = 100, device: torch.device = torch.device("cpu")
+) -> dict[str, float | list[float]]:
+    """Out-of-fold metrics of a linear classifier on ``features`` (N, D) against ``labels`` (N,), fitted on ``device``.
+
+    The folds are drawn on the host from the labels (scikit-learn); the features stay on (or go once to) ``device``,
+    where the regression is fitted and scored; the out-of-fold log-probabilities come back once for the metrics.
+    """
+    x = features.detach().float().to(device)
+    y_host = labels.detach().cpu().long()
+    y = y_host.to(device)
+    counts = np.bincount(y_host.numpy(), minlength=num_classes)
     folds = max(2, min(folds, int(counts[counts > 0].min())))
-    log_p = torch.empty(len(y), num_classes)
-    for train, held_out in StratifiedKFold(n_splits=folds).split(np.zeros(len(y)), y.numpy()):
-        train, held_out = torch.from_numpy(train), torch.from_numpy(held_out)
+    log_p = torch.empty(len(y_host), num_classes, device=device)
+    for train, held_out in StratifiedKFold(n_splits=folds).split(np.zeros(len(y_host)), y_host.numpy()):
+        unseen = torch.from_numpy(np.flatnonzero(np.bincount(y_host.numpy()[train], minlength=num_classes) == 0)).to(device)
+        train, held_out = torch.from_numpy(train).to(device), torch.from_numpy(held_out).to(device)
         x_train, x_held = _standardize(x[train], x[held_out])
         weight, bias = fit_logistic_regression(x_train, y[train], num_classes, iterations)
         logits = x_held @ weight + bias
-        logits[:, torch.from_numpy(np.bincount(y[train].numpy(), minlength=num_classes) == 0)] = -1e4  # classes never seen
+        logits[:, unseen] = -1e4  # classes never seen (their columns by index: no boolean mask, no sync on a GPU)
         log_p[held_out] = F.log_softmax(logits, dim=1)
-    return logit_metrics(log_p, y)
+    return logit_metrics(log_p.cpu(), y_host)
 
 
 def dense_evaluation(

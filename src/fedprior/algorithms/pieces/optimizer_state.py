@@ -1,7 +1,8 @@
 """An optimizer's per-parameter state (momentum buffers, Adam moments and steps) as flat named tensors in a State.
 
 Algorithms hold no state in closures, so an optimizer that must outlive one call keeps
-its per-parameter tensors as named CPU tensors in a State, which checkpoints, resume
+its per-parameter tensors as named tensors in a State (on the parameters' device: resident on a GPU between
+rounds; the checkpoint copies them to the host), which checkpoints, resume
 and Flower carry like any other state:
 
 - FedDB's clients keep their optimizer state across the rounds they are sampled in
@@ -37,7 +38,8 @@ SEPARATOR = ":"
 
 
 def optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module, prefix: str = OPTIMIZER) -> State:
-    """The optimizer's per-parameter tensors as flat State (``<prefix><parameter>:<key>``, contiguous CPU copies).
+    """The optimizer's per-parameter tensors as flat State (``<prefix><parameter>:<key>``, contiguous copies where they are:
+    momentum and moments on the parameter's device, kept there between rounds; Adam's ``step`` on the CPU).
 
     Parameters of ``model`` without optimizer state (no step yet, or SGD without
     momentum) give no entries; numbers (a step kept as a Python number) become tensors;
@@ -48,7 +50,7 @@ def optimizer_state(optimizer: torch.optim.Optimizer, model: nn.Module, prefix: 
         for key, value in optimizer.state.get(parameter, {}).items():
             if value is None:
                 continue
-            out[f"{prefix}{name}{SEPARATOR}{key}"] = torch.as_tensor(value).detach().cpu().contiguous().clone()
+            out[f"{prefix}{name}{SEPARATOR}{key}"] = torch.as_tensor(value).detach().contiguous().clone()
     return out
 
 

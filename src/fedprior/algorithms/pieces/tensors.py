@@ -15,8 +15,17 @@ MODEL = "model."
 M = TypeVar("M", bound=nn.Module)
 
 
-def model_arrays(model: nn.Module, prefix: str = MODEL) -> Arrays:
-    """A detached CPU copy of a model's state dict, names prefixed (``model.conv.weight``), wherever the model lives."""
+def model_arrays(model: nn.Module, prefix: str = MODEL, *, resident: bool = False) -> Arrays:
+    """A detached copy of a model's state dict, names prefixed (``model.conv.weight``): on the CPU, wherever the model lives,
+    or with ``resident`` on the model's device.
+
+    ``resident`` is for the algorithms whose server side takes its replies wherever they are (FedAvg's mean and FedAvg's
+    client loop, the FedDB family; issue 19 item 1): on an accelerator their replies stay on the run's device, the server
+    aggregates them there, and the runtime copies to the host only for a checkpoint, Flower, a worker's pipe or the run's
+    result. On the CPU both are the same copy.
+    """
+    if resident:
+        return {prefix + name: value.detach().clone() for name, value in model.state_dict().items()}
     return {prefix + name: value.detach().to("cpu", copy=True) for name, value in model.state_dict().items()}
 
 
