@@ -34,6 +34,7 @@ no numbers, never appear inside the context.)
 from __future__ import annotations
 
 import sys
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
@@ -422,4 +423,8 @@ def PretendDevice() -> Iterator[Record]:  # noqa: N802 (used like a class)
         stack.enter_context(dispatch)
         ACTIVE.append(record)
         stack.callback(ACTIVE.remove, record)
+        # load_state_dict warns that copying into a meta parameter is a no-op; here a "meta" tensor holds
+        # real numbers and the copy happens (torch copies after warning), so the warning is only noise.
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message=r"for .*: copying from a non-meta parameter in the checkpoint to a meta parameter")
         yield record
