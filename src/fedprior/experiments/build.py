@@ -14,14 +14,15 @@ import numpy as np
 import torch
 
 from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.algorithms.registry import import_modules
 from fedprior.data import Dataset
 from fedprior.errors import ConfigError
-from fedprior.experiments.client_side import ClientSide, build_algorithm, client_fields, evaluation_data, select_client_data, with_validation
+from fedprior.experiments.client_side import ClientSide, build_algorithm, client_fields, evaluation_data, with_validation
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
-from fedprior.experiments.resident import ResidentClients, on_device
+from fedprior.experiments.resident import ResidentClients, select_client_data
 from fedprior.experiments.workers_setup import worker_processes, worker_start_method
 from fedprior.partition import Partition
 from fedprior.runtime.device import resolve_device, set_deterministic
@@ -61,7 +62,7 @@ class Experiment:
         once and kept (``resident.py``), for the in-process runtime; ``client_data`` and ``test`` stay on the host."""
         device = self.device if device is None else device
         if self._resident is None or self._resident[0].device != device:
-            self._resident = (ResidentClients(self.partition, self.train, client_fields(self.algorithm), device), on_device(self.test, device))
+            self._resident = (ResidentClients(self.partition, self.train, client_fields(self.algorithm), device), to_device(self.test, device))
         return self._resident
 
     def client_size(self, client_id: int) -> int:
@@ -139,7 +140,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     check_inputs(algorithm, partition, config)
     train = {"x": train_x, "y": torch.from_numpy(dataset.train_labels)}
     if validation is not None:
-        algorithm = with_validation(algorithm, on_device(evaluation_data(algorithm, validation, train, pool), device))  # moved once
+        algorithm = with_validation(algorithm, to_device(evaluation_data(algorithm, validation, train, pool), device))  # moved once
     return Experiment(
         name=name,
         config=config,

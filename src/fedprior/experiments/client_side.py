@@ -11,7 +11,6 @@ import torch
 from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.errors import ConfigError
-from fedprior.experiments.client_split import ROLE_FIELDS
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
@@ -22,16 +21,6 @@ from fedprior.task import Task
 def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
     """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
     return (*algorithm.inputs, *algorithm.diagnostics)
-
-
-def select_client_data(partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int) -> ClientData:
-    """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors."""
-    out: ClientData = {}
-    for role, indices in partition.client(client_id).items():
-        for name, source in zip(ROLE_FIELDS[role], ("x", "y"), strict=True):
-            if name in inputs:
-                out[name] = train[source][torch.from_numpy(indices)]
-    return out
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:

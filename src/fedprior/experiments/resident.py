@@ -11,18 +11,30 @@ run is what it was, bit for bit.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
 
 from fedprior.algorithms.base import ClientData
+from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.experiments.client_split import ROLE_FIELDS
 from fedprior.partition import Partition
 
 
-def on_device(data: ClientData, device: torch.device) -> ClientData:
-    """``data``'s tensors on ``device`` (the same tensors where they are there already)."""
-    return {name: value.to(device) for name, value in data.items()}
+def select_client_data(
+    partition: Partition, train: dict[str, torch.Tensor], inputs: tuple[str, ...], client_id: int, rows: Callable[[int, str], torch.Tensor] | None = None
+) -> ClientData:
+    """Client ``client_id``'s fields among ``inputs`` (x, y, x_labeled, ...), gathered from the training tensors.
+
+    ``rows(client_id, role)``: the row indices of a role as a tensor (default: the partition's, on the host).
+    """
+    out: ClientData = {}
+    for role, indices in partition.client(client_id).items():
+        for name, source in zip(ROLE_FIELDS[role], ("x", "y"), strict=True):
+            if name in inputs:
+                out[name] = train[source][torch.from_numpy(indices) if rows is None else rows(client_id, role)]
+    return out
 
 
 @dataclass
@@ -40,7 +52,7 @@ class ResidentClients:
     _rows: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.train = on_device(self.train, self.device)
+        self.train = to_device(self.train, self.device)
 
     def rows(self, client_id: int, role: str) -> torch.Tensor:
         key = (client_id, role)
@@ -49,9 +61,4 @@ class ResidentClients:
         return self._rows[key]
 
     def __call__(self, client_id: int) -> ClientData:
-        out: ClientData = {}
-        for role in self.partition.client(client_id):
-            for name, source in zip(ROLE_FIELDS[role], ("x", "y"), strict=True):
-                if name in self.fields:
-                    out[name] = self.train[source][self.rows(client_id, role)]
-        return out
+        return select_client_data(self.partition, self.train, self.fields, client_id, self.rows)

@@ -232,8 +232,8 @@ def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) ->
         digest = blobs[group] = part_sha256(members, host)
         blob = folder / f"{digest}.safetensors"
         if not blob.is_file():  # content-addressed and written atomically: a file there holds these tensors
-            missing = _host_copies(members, {n for n in members if n not in host})
-            save_tensors({n: host[n] if n in host else missing[n] for n in members}, blob, durable=True)
+            host.update(_host_copies(members, members.keys() - host.keys()))
+            save_tensors({n: host[n] for n in members}, blob, durable=True)
             written += blob.stat().st_size
     metadata = {**run.metadata, "format": FORMAT, "progress": json.dumps(progress.__dict__)}
     if blobs:

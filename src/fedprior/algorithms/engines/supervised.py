@@ -87,7 +87,7 @@ class GlobalModel(Generic[M]):
                 {name: m.training for name, m in model.named_modules()},
             )
             return model
-        return held.receive(with_prefix(arrays, MODEL))
+        return held.receive(arrays)
 
     def evaluate(self, state: State, data: ClientData) -> dict[str, float | list[float]]:
         """Test metrics of the global model, on the device, without autograd, in large batches."""
@@ -109,14 +109,8 @@ class ResidentModel(Generic[M]):
     training: dict[str, bool]
 
     def receive(self, arrays: State) -> M:
-        """The model with ``arrays`` (unprefixed names: every parameter and buffer, nothing else) copied in, as freshly built."""
-        targets = self.model.state_dict(keep_vars=True)
-        if targets.keys() != arrays.keys():
-            missing, unexpected = sorted(targets.keys() - arrays.keys()), sorted(arrays.keys() - targets.keys())
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self.model).__name__}: missing keys {missing}, unexpected keys {unexpected}")
-        with torch.no_grad():
-            for name, target in targets.items():
-                target.copy_(arrays[name])
+        """The model with the ``model.``-named tensors of ``arrays`` copied in (strictly, in place), as freshly built."""
+        load_model_arrays(self.model, arrays)
         for name, parameter in self.model.named_parameters():
             parameter.grad = None
             parameter.requires_grad_(self.requires_grad[name])
