@@ -17,9 +17,11 @@ from pretend_device import DEVICE, OnDevice, PretendDevice, where
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedprior.algorithms.pieces.linear_eval import linear_evaluation
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
+from fedprior.experiments.resident import as_pixels, standardized
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
@@ -95,6 +97,28 @@ def test_a_client_is_gathered_on_the_device_from_cached_indices_with_the_cpu_num
         assert data.keys() == experiment.client_data(3).keys()
         for key, value in data.items():
             assert isinstance(value, OnDevice) and torch.equal(value.elem, experiment.client_data(3)[key]) and torch.equal(on_cpu(3)[key], value.elem)
+
+
+def test_images_are_kept_on_the_device_as_uint8_pixels_and_standardized_when_gathered_to_the_cpu_numbers():
+    preset, overrides = SETUPS["feddb"]
+    config_name, config = load_config(preset, [*overrides, *SMALL])
+    experiment = build_experiment(config_name, config)
+    with PretendDevice():
+        resident, _ = experiment.resident_inputs(DEVICE)
+        data = resident(2)
+    assert resident.train["x"].dtype == torch.uint8 and resident.train["x"].shape == experiment.train["x"].shape  # a quarter of float32's bytes
+    assert {"x_labeled", "x_unlabeled"} <= data.keys()
+    for key, value in experiment.client_data(2).items():
+        assert data[key].dtype == value.dtype and torch.equal(data[key].elem, value), key  # float32 images, the same to the bit
+
+
+def test_inputs_not_made_from_uint8_pixels_stay_float32_on_the_device():
+    standardizer = PixelStandardizer((0.5,), (0.25,))
+    pixels = torch.randint(0, 256, (5, 1, 3, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
+    images = standardized(pixels, standardizer)
+    assert torch.equal(as_pixels(images, standardizer), pixels)
+    assert as_pixels(images + 1e-3, standardizer) is None  # not on the uint8 grid
+    assert as_pixels(images, PixelStandardizer()) is None and as_pixels(images.flatten(1), standardizer) is None  # no statistics; features
 
 
 def test_the_2_fold_linear_evaluation_fits_on_the_device_with_the_cpu_numbers():

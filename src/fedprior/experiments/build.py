@@ -17,6 +17,7 @@ from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.algorithms.registry import import_modules
 from fedprior.data import Dataset
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.experiments.client_side import ClientSide, build_algorithm, client_fields, evaluation_data, with_validation
 from fedprior.experiments.client_split import check_inputs, client_split
@@ -62,7 +63,12 @@ class Experiment:
         once and kept (``resident.py``), for the in-process runtime; ``client_data`` and ``test`` stay on the host."""
         device = self.device if device is None else device
         if self._resident is None or self._resident[0].device != device:
-            self._resident = (ResidentClients(self.partition, self.train, client_fields(self.algorithm), device), to_device(self.test, device))
+            self._resident = (
+                ResidentClients(
+                    self.partition, self.train, client_fields(self.algorithm), device, PixelStandardizer(self.task.pixel_mean, self.task.pixel_std)
+                ),
+                to_device(self.test, device),
+            )
         return self._resident
 
     def client_size(self, client_id: int) -> int:

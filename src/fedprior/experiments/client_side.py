@@ -10,6 +10,7 @@ import torch
 
 from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.algorithms.registry import algorithm_spec, import_modules
+from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
@@ -57,7 +58,9 @@ class ClientSide:
         set_deterministic(self.config.run.deterministic)
         device = resolve_device(self.config.run.device)
         algorithm = build_algorithm(self.config, self.task, device)
-        return algorithm, ResidentClients(self.partition, self.train, client_fields(algorithm), device)  # the data moved once per worker
+        return algorithm, ResidentClients(
+            self.partition, self.train, client_fields(algorithm), device, PixelStandardizer(self.task.pixel_mean, self.task.pixel_std)
+        )  # the data moved once per worker
 
 
 EVALUATION_FIELDS = {"x_train": "x", "y_train": "y"}
