@@ -21,7 +21,7 @@ from fedprior.data.standardize import PixelStandardizer
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
-from fedprior.experiments.resident import as_pixels, standardized
+from fedprior.experiments.resident import as_pixels, pixel_table, standardized
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 
@@ -115,7 +115,8 @@ def test_images_are_kept_on_the_device_as_uint8_pixels_and_standardized_when_gat
 def test_inputs_not_made_from_uint8_pixels_stay_float32_on_the_device():
     standardizer = PixelStandardizer((0.5,), (0.25,))
     pixels = torch.randint(0, 256, (5, 1, 3, 3), dtype=torch.uint8, generator=torch.Generator().manual_seed(0))
-    images = standardized(pixels, standardizer)
+    images = standardizer.pixels(pixels.numpy())
+    assert torch.equal(standardized(pixels, pixel_table(standardizer)), images)
     assert torch.equal(as_pixels(images, standardizer), pixels)
     assert as_pixels(images + 1e-3, standardizer) is None  # not on the uint8 grid
     assert as_pixels(images, PixelStandardizer()) is None and as_pixels(images.flatten(1), standardizer) is None  # no statistics; features

@@ -10,8 +10,9 @@ run is what it was, bit for bit.
 
 Images are kept on the device as ``uint8`` pixels where they allow it (a quarter of float32's memory: CIFAR-10's
 training set is 154 MB instead of 614 MB): standardized pixels (``data/standardize.py``) are turned back into the
-``uint8`` values they came from on the host, once, and a client's gathered rows are standardized again on the device
-with the same float32 operations, so they are the CPU path's values to the bit. :func:`as_pixels` checks that round
+``uint8`` values they came from on the host, once, and a client's gathered rows are turned into model inputs on the
+device by looking each value up in a table of the 256 values per channel computed on the host, so they are the CPU
+path's values to the bit. :func:`as_pixels` checks that round
 trip on the whole training set and keeps float32 where it does not hold (features, or inputs not from ``uint8``).
 """
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from fedprior.algorithms.base import ClientData
@@ -48,6 +50,23 @@ IMAGE_FIELDS = frozenset(names[0] for names in ROLE_FIELDS.values())
 """The client fields gathered from the training images (x, x_labeled, x_unlabeled)."""
 
 
+def pixel_table(standardizer: PixelStandardizer) -> torch.Tensor:
+    """``(C, 256)``: the float32 model input of each ``uint8`` value in each channel, as ``standardizer.pixels`` computes it on the host."""
+    channels = len(standardizer.mean)
+    values = np.broadcast_to(np.arange(256, dtype=np.uint8), (1, channels, 1, 256))
+    return standardizer.pixels(values.copy()).view(channels, 256)
+
+
+def standardized(pixels: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """``uint8`` images ``(N, C, H, W)`` -> their model inputs, looked up in ``table`` (:func:`pixel_table`, on their device).
+
+    A lookup, not arithmetic: the values are the host's to the bit on any device (a GPU divides by a scalar
+    as a product with its reciprocal, which can differ in the last bit).
+    """
+    channel = torch.arange(table.shape[0], device=pixels.device).view(1, -1, 1, 1)
+    return table[channel, pixels.long()]
+
+
 def as_pixels(x: torch.Tensor, standardizer: PixelStandardizer) -> torch.Tensor | None:
     """The ``uint8`` pixels that ``standardizer.pixels`` turns into exactly ``x`` (float32 images), or None where there are none.
 
@@ -56,12 +75,7 @@ def as_pixels(x: torch.Tensor, standardizer: PixelStandardizer) -> torch.Tensor 
     if standardizer.identity or x.ndim != 4 or x.dtype != torch.float32 or x.shape[1] != len(standardizer.mean):
         return None
     pixels = standardizer.invert(x).mul_(255.0).round_().clamp_(0, 255).to(torch.uint8)
-    return pixels if torch.equal(standardized(pixels, standardizer), x) else None
-
-
-def standardized(pixels: torch.Tensor, standardizer: PixelStandardizer) -> torch.Tensor:
-    """``uint8`` pixels -> the model's float32 inputs, as ``PixelStandardizer.pixels`` computes them (on their device)."""
-    return standardizer.apply(pixels.float().div_(255.0))
+    return pixels if torch.equal(standardized(pixels, pixel_table(standardizer)), x) else None
 
 
 @dataclass
@@ -80,11 +94,11 @@ class ResidentClients:
     device: torch.device
     standardizer: PixelStandardizer = field(default_factory=PixelStandardizer)
     _rows: dict[tuple[int, str], torch.Tensor] = field(default_factory=dict, init=False, repr=False)
-    _pixels: bool = field(default=False, init=False, repr=False)
+    _table: torch.Tensor | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         pixels = None if self.device.type == "cpu" else as_pixels(self.train["x"], self.standardizer)
-        self._pixels = pixels is not None
+        self._table = None if pixels is None else pixel_table(self.standardizer).to(self.device)
         self.train = to_device({**self.train, "x": self.train["x"] if pixels is None else pixels}, self.device)
 
     def rows(self, client_id: int, role: str) -> torch.Tensor:
@@ -95,6 +109,6 @@ class ResidentClients:
 
     def __call__(self, client_id: int) -> ClientData:
         data = select_client_data(self.partition, self.train, self.fields, client_id, self.rows)
-        if not self._pixels:
+        if self._table is None:
             return data
-        return {name: standardized(value, self.standardizer) if name in IMAGE_FIELDS else value for name, value in data.items()}
+        return {name: standardized(value, self._table) if name in IMAGE_FIELDS else value for name, value in data.items()}
