@@ -52,6 +52,7 @@ Equations (fedbm.txt), and where each is computed:
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -62,14 +63,13 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
 from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.pieces.local_training import LossFn
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, load_model_arrays, model_arrays, with_prefix
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
 from fedprior.models.generator import ConditionalGenerator
@@ -238,7 +238,17 @@ def fedbm(
     def new_generator() -> ConditionalGenerator:
         return ConditionalGenerator(condition_sampler.dim, channels, side, generator_width)
 
-    net = GlobalModel(build)
+    net = training.global_model(build)
+    generators = training.global_model(new_generator)  # G's slots: a client's copy of the broadcast one, the server's trained one
+
+    def generator_arrays(arrays: State) -> State:
+        """The ``generator.*`` tensors of ``arrays`` named as ``generators`` receives them (``model.*``)."""
+        return add_prefix(with_prefix(arrays, GENERATOR), MODEL)
+
+    @functools.cache
+    def conditions_on_device() -> Conditions:
+        """The conditions' mean and factors on the run's device, moved there once per process."""
+        return condition_sampler.to(device)
 
     def init(info: RoundInfo) -> State:
         state = net.init(info)
@@ -256,7 +266,7 @@ def fedbm(
         return Broadcast(arrays=sent)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         counts = class_counts(data["y"], task.num_classes) if loss == "balanced-softmax" else None
 
         def loss_fn(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
@@ -264,10 +274,10 @@ def fedbm(
 
         fit_loss: LossFn = loss_fn
         if synthetic_batch > 0 and any(k.startswith(GENERATOR) for k in message.arrays):
-            generator = load_model_arrays(new_generator(), message.arrays, GENERATOR).to(device)
+            generator = generators.receive(generator_arrays(message.arrays))
             if device.type == "cpu":
                 generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
-            sampler, rng = condition_sampler.to(device), info.generator("synthetic")
+            sampler, rng = conditions_on_device(), info.generator("synthetic")
 
             def with_synthetic(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
                 labels = torch.randint(0, task.num_classes, (synthetic_batch,), generator=rng).to(device)
@@ -277,23 +287,24 @@ def fedbm(
             fit_loss = with_synthetic
 
         metrics = training.fit(local, data, info, loss_fn=fit_loss)
-        return Reply(model_arrays(local), num_examples=int(data["x"].shape[0]), metrics=metrics), state
+        return Reply(model_arrays(local, resident=True), num_examples=int(data["x"].shape[0]), metrics=metrics), state  # on the run's device
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         state = net.average(state, replies, info)
         if not cgde or info.round % generator_every:
             return state
-        teacher = net.load(state).to(device)
-        generator = load_model_arrays(new_generator(), state, GENERATOR).to(device)
+        teacher = net.receive(state, "teacher")  # on an accelerator resident models, the new global model and G copied in
+        generator = generators.receive(generator_arrays(state), "server")
         if device.type == "cpu":  # oneDNN's fast path for convolutions (see body_training.fast_layout)
             teacher.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
             generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
             load_optimizer_state(adam, generator, state, ADAM)
-        train_generator(generator, teacher, train_loss, condition_sampler.to(device), task.num_classes, settings, to_input, info.generator("cgde"), adam)
-        generator.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
-        new = {**state, **model_arrays(generator, GENERATOR), TRAINED: torch.tensor(1)}
+        train_generator(generator, teacher, train_loss, conditions_on_device(), task.num_classes, settings, to_input, info.generator("cgde"), adam)
+        if device.type == "cpu":
+            generator.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
+        new = {**state, **model_arrays(generator, GENERATOR, resident=True), TRAINED: torch.tensor(1)}  # G stays on the run's device
         if adam_state == "kept":
             new = store_optimizer_state(new, adam, generator, ADAM)
         return new
@@ -305,5 +316,5 @@ def fedbm(
         broadcast=broadcast,
         client_update=client_update,
         aggregate=aggregate,
-        evaluate=lambda state, data: training.evaluate(evaluated(net.load(state), tau, evaluation_logits), data),
+        evaluate=lambda state, data: training.evaluate(evaluated(net.receive(state, "evaluate"), tau, evaluation_logits), data),
     )

@@ -34,10 +34,10 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.local_training import cross_entropy_loss
-from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
 
 GRAD, H = "grad.", "h."
 Alpha = Annotated[float, Field(gt=0, description="FedDyn's alpha (FedBM: 0.01)")]
@@ -82,7 +82,7 @@ def feddyn(
 ) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
     model, training = shared_training(shared)
-    net = GlobalModel(model_task(task, model))
+    net = training.global_model(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
 
     def init(info: RoundInfo) -> State:
@@ -90,16 +90,20 @@ def feddyn(
         return {**state, **{H + n: torch.zeros_like(state[MODEL + n]) for n in params}}
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        theta = with_prefix(message.arrays, MODEL)
-        grad = with_prefix(state, GRAD) or {n: torch.zeros_like(theta[n]) for n in params}
-        local = net.load(message.arrays)
+        # theta^{t-1} and g_k on the run's device once per update (the loss reads them every step); g_k stays there
+        theta = to_device(with_prefix(message.arrays, MODEL), training.device)
+        grad = to_device(with_prefix(state, GRAD), training.device) or {n: torch.zeros_like(theta[n]) for n in params}
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         metrics = training.fit(local, data, info, loss_fn=dynamic_loss(theta, grad, alpha))
         trained = dict(local.named_parameters())
         new_grad = {n: grad[n] - alpha * (trained[n].detach() - theta[n]) for n in params}
-        return Reply(model_arrays(local), int(data["x"].shape[0]), metrics), add_prefix(new_grad, GRAD)
+        return Reply(model_arrays(local, resident=True), int(data["x"].shape[0]), metrics), add_prefix(new_grad, GRAD)
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         models = [with_prefix(r.arrays, MODEL) for r in replies]
+        state = to_device(state, device_of(models[0]))  # theta and h go where the replies are (the run's device, or the host)
         return server_update(state, models, params, alpha, task.num_clients, [r.num_examples for r in replies])
 
-    return net.algorithm("feddyn", client_update, init=init, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm(
+        "feddyn", client_update, init=init, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data)
+    )

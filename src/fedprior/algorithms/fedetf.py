@@ -35,7 +35,6 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.tensors import model_arrays
@@ -95,12 +94,12 @@ def fedetf(
 
     build_model(model, task)
     etf = simplex_etf(task.num_classes, etf_dim or task.num_classes)
-    net = GlobalModel(lambda: ProjectedNet(build_model(model, task), etf.shape[0], EtfHead(etf)))
+    net = training.global_model(lambda: ProjectedNet(build_model(model, task), etf.shape[0], EtfHead(etf)))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         counts = class_counts(data["y"], task.num_classes)
         metrics = training.fit(local, data, info, loss_fn=lambda m, x, y: etf_loss(m(x), y, counts, loss))
-        return Reply(model_arrays(local), int(data["x"].shape[0]), metrics), state
+        return Reply(model_arrays(local, resident=True), int(data["x"].shape[0]), metrics), state  # on the run's device
 
-    return net.algorithm("fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm("fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))

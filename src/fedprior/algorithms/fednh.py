@@ -36,10 +36,9 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.class_balance import class_means
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
-from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.tensors import MODEL, device_of, model_arrays
 from fedprior.models.split import split
 from fedprior.seeding import torch_generator
 
@@ -104,18 +103,19 @@ def fednh(
         assert isinstance(head, CosineHead)  # build() put it there
         head.prototypes.copy_(orthogonal_prototypes(task.num_classes, split(network).feature_dim, 0))
 
-    net = GlobalModel(build, initial)
+    net = training.global_model(build, initial)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         metrics = training.fit(local, data, info)
-        means, counts = class_means(local.to(device), data["x"].to(device), data["y"].to(device), task.num_classes)
-        arrays = {**model_arrays(local.to(CPU)), "class_means": means.cpu(), "class_counts": counts.cpu()}
+        means, counts = class_means(local, data["x"].to(device), data["y"].to(device), task.num_classes)
+        arrays = {**model_arrays(local, resident=True), "class_means": means, "class_counts": counts}  # on the run's device
         return Reply(arrays, int(data["x"].shape[0]), metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = net.average(state, replies, info)
-        new[PROTOTYPES] = update_prototypes(state[PROTOTYPES], [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies], rho)
+        means, counts = [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies]
+        new[PROTOTYPES] = update_prototypes(state[PROTOTYPES].to(device_of(replies[0].arrays)), means, counts, rho)  # where the replies are
         return new
 
-    return net.algorithm("fednh", client_update, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm("fednh", client_update, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))

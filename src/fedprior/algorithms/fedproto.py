@@ -36,13 +36,13 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import class_means
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.pieces.tensors import add_prefix, load_model_arrays, model_arrays
+from fedprior.algorithms.pieces.tensors import add_prefix, device_of, model_arrays
 from fedprior.models.split import split
 
 PROTOS, PRESENT = "prototypes", "prototype_present"
@@ -88,7 +88,7 @@ def fedproto(
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
     model, training = shared_training(shared)
     device = training.device
-    net = GlobalModel(model_task(task, model))
+    net = training.global_model(model_task(task, model))
     dim = split(net.build()).feature_dim
 
     def init(info: RoundInfo) -> State:
@@ -98,7 +98,8 @@ def fedproto(
         return Broadcast({PROTOS: state[PROTOS], PRESENT: state[PRESENT]})
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(state) if state else load_model_arrays(net.build(), net.init(info))
+        # the client's own model (the run's initial one at first), copied into the resident model on an accelerator
+        local = net.receive(state if state else net.init(info))
         prototypes, present = message.arrays[PROTOS].to(device), message.arrays[PRESENT].to(device)
 
         def loss_fn(m, x, y):
@@ -106,25 +107,25 @@ def fedproto(
             return F.cross_entropy(m.head(z), y) + proto_weight * prototype_loss(z, y, prototypes, present)
 
         metrics = training.fit(local, data, info, loss_fn=loss_fn)
-        means, counts = class_means(local.to(device), data["x"].to(device), data["y"].to(device), task.num_classes)
-        mine = model_arrays(local.to(CPU))
-        arrays = {"class_means": means.cpu(), "class_counts": counts.cpu(), **add_prefix(mine, f"{EVAL}{info.client_id}.")}
+        means, counts = class_means(local, data["x"].to(device), data["y"].to(device), task.num_classes)
+        mine = model_arrays(local, resident=True)  # the reply and the client's model on the run's device
+        arrays = {"class_means": means, "class_counts": counts, **add_prefix(mine, f"{EVAL}{info.client_id}.")}
         return Reply(arrays, int(data["x"].shape[0]), metrics), mine
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        protos, present = aggregate_prototypes(
-            state[PROTOS], state[PRESENT], [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies]
-        )
+        means, counts = [r.arrays["class_means"] for r in replies], [r.arrays["class_counts"] for r in replies]
+        where = device_of(replies[0].arrays)  # the server's prototypes go where the replies are
+        protos, present = aggregate_prototypes(state[PROTOS].to(where), state[PRESENT].to(where), means, counts)
         return {**without_eval(state), PROTOS: protos, PRESENT: present, **eval_entries(replies)}
 
     @torch.no_grad()
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         x, y = data["x"].to(device), data["y"].to(device)
         if not bool(state[PRESENT].any()):  # nothing learned yet: the initial model's own head
-            return classification_metrics(net.load(without_eval(state)).to(device), x, y, precision=training.precision)
+            return classification_metrics(net.receive(without_eval(state), "evaluate"), x, y, precision=training.precision)
 
         def one(arrays):
-            personal = load_model_arrays(net.build(), arrays).to(device).eval()
+            personal = net.receive(arrays, "evaluate").eval()
             features = torch.cat([split(personal).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
             return logit_metrics(nearest_prototype_logits(features, state[PROTOS], state[PRESENT]), y)
 

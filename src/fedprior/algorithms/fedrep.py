@@ -29,12 +29,12 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
-from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, with_prefix
 from fedprior.models.split import split
 
 HEAD = "head."
@@ -63,10 +63,10 @@ def fedrep(
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
     model, training = shared_training(shared)
     device = training.device
-    net = GlobalModel(model_task(task, model))
+    net = training.global_model(model_task(task, model))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        local = net.load(message.arrays)
+        local = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         if state:
             split(local).head.load_state_dict(with_prefix(state, HEAD))
         set_trainable(local, head=True)
@@ -74,18 +74,19 @@ def fedrep(
         set_trainable(local, head=False)
         metrics = training.fit(local, data, info)
         local.requires_grad_(True)
-        arrays = model_arrays(local)
+        arrays = model_arrays(local, resident=True)  # the body's reply and the head's state on the run's device
         body = {k: v for k, v in arrays.items() if not k.startswith(MODEL + HEAD)}
-        head = model_arrays(split(local).head, HEAD)
+        head = model_arrays(split(local).head, HEAD, resident=True)
         personal = add_prefix(with_prefix(head, HEAD), f"{EVAL}{info.client_id}.")
         return Reply({**body, **personal}, int(data["x"].shape[0]), metrics), head
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        return {**net.average(without_eval(state), replies, info), **eval_entries(replies)}
+        averaged = to_device(net.average(without_eval(state), replies, info), device_of(replies[0].arrays))  # the server's head too
+        return {**averaged, **eval_entries(replies)}
 
     @torch.no_grad()
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        body = net.load(without_eval(state)).to(device).eval()
+        body = net.receive(without_eval(state), "evaluate").eval()
         x, y = data["x"].to(device), data["y"].to(device)
         if not any(k.startswith(EVAL) for k in state):
             return classification_metrics(body, x, y, precision=training.precision)

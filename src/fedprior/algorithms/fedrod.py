@@ -35,10 +35,10 @@ from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.engines.supervised import GlobalModel, model_task
+from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
-from fedprior.algorithms.pieces.tensors import model_arrays, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
 from fedprior.models.split import split
 
 PERSONAL = "personal."
@@ -68,12 +68,13 @@ def fedrod(
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
     model, training = shared_training(shared)
-    net = GlobalModel(model_task(task, model))
+    net = training.global_model(model_task(task, model))
+    feature_dim = split(net.build()).feature_dim
+    heads = training.global_model(lambda: nn.Linear(feature_dim, task.num_classes))  # the P-head, resident on an accelerator
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        shared = net.load(message.arrays)
-        personal = nn.Linear(split(shared).feature_dim, task.num_classes)
-        personal.load_state_dict(with_prefix(state, PERSONAL) or with_prefix(message.arrays, "model.head."))
+        shared = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
+        personal = heads.receive(add_prefix(with_prefix(state, PERSONAL) or with_prefix(message.arrays, "model.head."), MODEL))
         both = TwoHeads(shared, personal)
         counts = class_counts(data["y"], task.num_classes)
 
@@ -88,6 +89,7 @@ def fedrod(
             return [shared_group, {"params": m.personal.parameters(), "momentum": 0.0, "weight_decay": 0.0}]
 
         metrics = training.fit(both, data, info, loss_fn=loss_fn, params=groups)
-        return Reply(model_arrays(shared), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL)
+        # the reply and the P-head on the run's device
+        return Reply(model_arrays(shared, resident=True), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL, resident=True)
 
-    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.load(state), data))
+    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))

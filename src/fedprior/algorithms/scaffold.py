@@ -25,7 +25,7 @@ from fedprior.algorithms.engines.supervised import GlobalModel, model_task, roun
 from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay
 from fedprior.algorithms.pieces.local_training import train_epochs
 from fedprior.algorithms.pieces.precision import Precision
-from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, to_cpu, to_device, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
@@ -71,7 +71,7 @@ def scaffold(
         x = to_device(message.arrays, device)
         c = with_prefix(x, CONTROL)
         c_i = to_device(with_prefix(state, CONTROL), device) or zeros_like_params(x)
-        local = net.load(x)
+        local = net.receive(x)  # on an accelerator the resident model, the broadcast copied in
         params = dict(local.named_parameters())
 
         correction = {n: c[n] - c_i[n] for n in param_names}  # the same every step: computed once
@@ -95,11 +95,13 @@ def scaffold(
         )
         steps = metrics["steps"]
         new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}
-        delta_c = to_cpu({n: new_c_i[n] - c_i[n] for n in param_names})
-        reply = Reply({**model_arrays(local), **add_prefix(delta_c, "delta_control.")}, int(data["x"].shape[0]), metrics)
-        return reply, add_prefix(to_cpu(new_c_i), CONTROL)
+        delta_c = {n: new_c_i[n] - c_i[n] for n in param_names}
+        # the reply (y, dc) and c_i+ stay on the run's device: the server averages there, the next round reads c_i+ there
+        reply = Reply({**model_arrays(local, resident=True), **add_prefix(delta_c, "delta_control.")}, int(data["x"].shape[0]), metrics)
+        return reply, add_prefix(new_c_i, CONTROL)
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        state = to_device(state, device_of(replies[0].arrays))  # x and c go where the replies are (the run's device, or the host)
         new = dict(state)
         # Algorithm 1, line 16: x + eta_g * (1/|S|) sum(y_i - x), an unweighted mean; integer buffers (BatchNorm's
         # num_batches_tracked) are not averaged: they take the first reply's value (tensors.weighted_mean)

@@ -7,8 +7,11 @@ shares these "common hyperparameters ... determined by FedAvg". Both are
 :class:`LocalOptimizer` settings; the defaults are the code's SGD (SCAFFOLD's control
 variates assume it), ``optimizer='adam'`` gives the paper's.
 
-:func:`train_on_device` moves the model and the client's data to the run's device once,
-trains, and brings the model back to the CPU (what is sent and kept is on the CPU).
+:func:`train_on_device` moves the model and the client's data to the run's device once and
+trains there. On an accelerator the model stays there: the algorithms on this engine receive
+the broadcast into a resident model (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`)
+and reply with copies on the device (``model_arrays(..., resident=True)``; issue 19 item 1). On the
+CPU the model comes back in the contiguous layout, as it always did.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from torch import nn
 from torch.optim.optimizer import ParamsT
 
 from fedprior.algorithms.base import ClientData, ClientInfo
-from fedprior.algorithms.engines.supervised import round_lr
+from fedprior.algorithms.engines.supervised import GlobalModel, round_lr
 from fedprior.algorithms.pieces.hyperparameters import CPU
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
+from fedprior.algorithms.pieces.tensors import M
 from fedprior.errors import ConfigError
 
 
@@ -60,7 +64,8 @@ def train_on_device(
     after_backward: Callable[[], None] | None = None,
     precision: str = "fp32",
 ) -> dict[str, float]:
-    """``epochs`` of mini-batch training of ``model`` on the client's (x, y), on ``device`` in ``precision``; the model ends on the CPU.
+    """``epochs`` of mini-batch training of ``model`` on the client's (x, y), on ``device`` in ``precision``; the model stays on ``device``
+    (on the CPU it ends in the contiguous layout).
 
     ``params(model)`` picks the trained parameters or parameter groups (default: all that require grad);
     mini-batches are shuffled by the client's own stream (``info.generator()``).
@@ -81,7 +86,8 @@ def train_on_device(
             precision=precision,
         )
     finally:
-        model.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
+        if device.type == "cpu":
+            model.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
 
 
 @dataclass(frozen=True)
@@ -121,6 +127,11 @@ class LocalTraining:
 
     def evaluate(self, model: nn.Module, data: ClientData) -> dict[str, float | list[float]]:
         return evaluate_on_device(model, data, self.device, self.precision)
+
+    def global_model(self, build: Callable[[], M], initial: Callable[[M], None] | None = None) -> GlobalModel[M]:
+        """A :class:`GlobalModel` on this training's device and precision: its :meth:`~GlobalModel.receive` keeps one model per
+        slot on an accelerator (the broadcast, a client's own model or head, the server's teacher copied in) and rebuilds on the CPU."""
+        return GlobalModel(build, initial, self.device, self.precision)
 
 
 def fast_layout(model: nn.Module, x: torch.Tensor) -> torch.Tensor:

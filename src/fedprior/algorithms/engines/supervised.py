@@ -24,8 +24,9 @@ class GlobalModel(Generic[M]):
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``, their
     forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`);
-    States hold CPU tensors, except FedAvg's replies and mean (:func:`local_sgd_update`, :meth:`average`), which stay on
-    the device; :meth:`receive` loads a State into a model kept there. ``load`` gives back what ``build`` gives (``M``).
+    States hold CPU tensors, except where an algorithm keeps them on the device (FedAvg's replies and mean,
+    :func:`local_sgd_update`, :meth:`average`; the others that reply with ``model_arrays(..., resident=True)``); :meth:`receive`
+    loads a State into a model kept there. ``load`` gives back what ``build`` gives (``M``).
     """
 
     build: Callable[[], M]

@@ -20,7 +20,8 @@ def model_arrays(model: nn.Module, prefix: str = MODEL, *, resident: bool = Fals
     or with ``resident`` on the model's device.
 
     ``resident`` is for the algorithms whose server side takes its replies wherever they are (FedAvg's mean and FedAvg's
-    client loop, the FedDB family; issue 19 item 1): on an accelerator their replies stay on the run's device, the server
+    client loop, the FedDB family, SCAFFOLD, FedBM and the other algorithms on ``engines/body_training.py``; issue 19 item 1):
+    on an accelerator their replies stay on the run's device, the server
     aggregates them there, and the runtime copies to the host only for a checkpoint, Flower, a worker's pipe or the run's
     result. On the CPU both are the same copy.
     """
@@ -32,6 +33,12 @@ def model_arrays(model: nn.Module, prefix: str = MODEL, *, resident: bool = Fals
 def to_device(arrays: Arrays, device: torch.device) -> Arrays:
     """The tensors moved to ``device`` (the same tensors where they already are there)."""
     return {name: value.to(device) for name, value in arrays.items()}
+
+
+def device_of(arrays: Arrays) -> torch.device:
+    """Where a mapping's tensors are (its first tensor's device): a server moves its state there to aggregate replies on the device
+    (``model_arrays(..., resident=True)``) or on the host alike."""
+    return next(iter(arrays.values())).device
 
 
 def to_cpu(arrays: Arrays) -> Arrays:
