@@ -154,3 +154,72 @@ def test_the_counter_sees_each_kind_of_host_sync():
         "copy device -> host",
         "tolist",
     ]
+
+
+SELF_SUPERVISED = {
+    "mfcl": ("mfcl", "sensor", {"sensor_width": 4}),
+    "fedsimclr": ("fedsimclr", "federated", {"width": 4, "projection_dim": 8}),
+    "fedswav": ("fedswav", "federated", {"width": 4, "projection_dim": 8, "prototypes": 6}),
+    "orchestra": ("orchestra", "federated", {"width": 4, "projection_dim": 8, "global_clusters": 8, "local_clusters": 4, "memory": 16}),
+}
+
+
+def two_view_update_syncs(case: str, epochs: int, batch_size: int) -> tuple[list[str], dict[str, torch.Tensor]]:
+    """The host syncs of a client update of a self-supervised algorithm on 24 images, with the broadcast on the device and
+    the resident model built (as in any round after the first: the update before it is not counted), and its reply."""
+    name, stage, values = SELF_SUPERVISED[case]
+    algorithm = algorithm_spec(name).build(TASK, values, local_epochs=epochs, batch_size=batch_size, device=DEVICE)
+    info = RoundInfo(seed=0, stage=stage, round=1)
+    message = algorithm.broadcast(algorithm.init(info), info)
+    images = torch.rand(24, 1, 8, 8, generator=torch.Generator().manual_seed(0))
+    with PretendDevice() as record:
+        data = {"x": images.to(DEVICE)}
+        reply, _ = algorithm.client_update(message, {}, data, info.for_client(0))
+        on_device = type(message)({k: v.to(DEVICE) for k, v in reply.arrays.items() if k in message.arrays})  # the next round's broadcast
+        assert on_device.arrays.keys() == message.arrays.keys()
+        before = len(record.syncs)
+        reply, _ = algorithm.client_update(on_device, {}, data, info.for_client(1))
+    return record.syncs[before:], reply.arrays
+
+
+@pytest.mark.parametrize("case", sorted(SELF_SUPERVISED))
+def test_a_self_supervised_client_update_syncs_the_same_number_of_times_whatever_its_steps(case):
+    """The two-view epochs (MFCL's sensor, FedSimCLR, FedSwAV, Orchestra): the model received in place, the batch orders
+    (and Orchestra's rotations) drawn before the first step and copied at once, the losses read once: 1 and 3 steps sync
+    alike. Each further epoch adds only its SimCLR views' copies (kornia draws their parameters on the host)."""
+    (one, reply), (three, _) = two_view_update_syncs(case, 1, 24), two_view_update_syncs(case, 1, 8)
+    assert all(isinstance(v, OnDevice) for v in reply.values()), "the reply stays on the device (the server averages it there)"
+    assert len(one) == len(three), "syncs that come with the steps:\n" + "\n".join(
+        f"{n} x {s}" for s, n in (collections.Counter(three) - collections.Counter(one)).items()
+    )
+    kinds = collections.Counter(s.split(" <- ")[0] for s in one)
+    assert kinds["tolist"] == 1 and kinds["aten::_local_scalar_dense"] == 0 and kinds["copy device -> host"] == 0, kinds
+    grown = collections.Counter(two_view_update_syncs(case, 3, 8)[0]) - collections.Counter(three)
+    assert grown and all("simclr_views" in s for s in grown), grown
+
+
+def server_epoch_syncs(steps: int) -> tuple[list[str], dict[str, torch.Tensor]]:
+    """The host syncs of MFCL's second server epoch over 48 representation pairs in ``steps`` batches (the first epoch
+    receives the State onto the device and is not counted), and the State after it."""
+    values = {"sensor_width": 4, "disc_width": 4, "projection_dim": 8, "server_batch_size": 48 // steps}
+    algorithm = algorithm_spec("mfcl").build(TASK, values, local_epochs=1, batch_size=8, device=DEVICE)
+    state = algorithm.init(INFO)
+    g = torch.Generator().manual_seed(0)
+    reps = {f"reps.view{j}": torch.randn(48, 4, 4, 4, generator=g) for j in (1, 2)}
+    with PretendDevice() as record:
+        state = {**state, **{k: v.to(DEVICE) for k, v in reps.items()}, "reps.client": torch.zeros(48, dtype=torch.int64)}
+        state = algorithm.aggregate(state, [], RoundInfo(seed=0, stage="server", round=1))
+        before = len(record.syncs)
+        state = algorithm.aggregate(state, [], RoundInfo(seed=0, stage="server", round=2))
+    return record.syncs[before:], state
+
+
+def test_an_mfcl_server_epoch_syncs_once_whatever_its_steps():
+    """MFCL's phase 2 on the device: the discriminator received in place, its Adam moments and the representations kept
+    there, each batch gathered there, the loss summed there: one sync per epoch (the epoch's order, drawn on the host from
+    its stream and copied once), with 1 step as with 3 (before issue 19: 357 and 363, a gather, a copy and a read per step)."""
+    one, _ = server_epoch_syncs(1)
+    three, state = server_epoch_syncs(3)
+    assert len(one) == len(three) == 1 and one[0].startswith("blocking copy host -> device") and "train_discriminator" in one[0], three
+    kept = [k for k in state if k.startswith(("reps.view", "disc.", "proj.", "opt.", "server.")) and not k.endswith(":step")]
+    assert kept and all(isinstance(state[k], OnDevice) for k in kept), [k for k in kept if not isinstance(state[k], OnDevice)]

@@ -198,9 +198,13 @@ RESIDENT_CASES = {
     "feddb-bn": ("feddb", ("algorithm.norm=bn",)),  # BatchNorm's running statistics and batch counter received too
     **{name: (name, ()) for name in ("scaffold", *BODY_TRAINING)},
     "fedbm-adam-kept": ("fedbm", ("algorithm.adam_state=kept",)),  # CGDE's Adam moments in the server state
+    **{name: (name, ()) for name in ("fedsimclr", "fedswav", "orchestra")},  # the self-supervised engine (Orchestra: its setup stage too)
+    "mfcl": ("mfcl", ("algorithm.server_epochs=2",)),  # MFCL's three stages; the second server epoch receives its state and Adam's
+    "mfcl-bn-batch": ("mfcl", ("algorithm.norm=bn", "algorithm.encode_bn=batch")),  # BN encoding with its batches' statistics
 }
-SLOTS = {"fedbm": 5, "fedbm-adam-kept": 5}
-"""Resident models of a case beyond 3: FedBM's local model, teacher and evaluated model, and a client's and the server's G."""
+SLOTS = {"fedbm": 5, "fedbm-adam-kept": 5, "mfcl": 5, "mfcl-bn-batch": 5}
+"""Resident models of a case beyond 3: FedBM's local model, teacher and evaluated model, and a client's and the server's G;
+MFCL's sensor, its encoder for the upload and the evaluation, the discriminator for training and evaluation."""
 
 
 @pytest.mark.parametrize("case", sorted(RESIDENT_CASES))

@@ -45,7 +45,10 @@ last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 (discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
-``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row).
+``reps.view1``, ``reps.view2`` (N, w, H/2, W/2) and ``reps.client`` (who sent each row). On an accelerator
+all but ``reps.client`` stay on the run's device (the sensor's replies and their mean, the representations as the clients
+send them, the discriminator and Adam's moments after each epoch), and the sensor, its encoder and the discriminator are
+models kept there that receive the State by in-place copies (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`).
 
 Equations (mfcl.md), and where each is computed:
 
@@ -69,6 +72,7 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
 from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.contrastive import nt_xent
 from fedprior.algorithms.pieces.hyperparameters import (
     ClientLr,
@@ -80,11 +84,12 @@ from fedprior.algorithms.pieces.hyperparameters import (
     check_group_channels,
 )
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
-from fedprior.algorithms.pieces.tensors import load_model_arrays, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.errors import ConfigError
 from fedprior.models.autoencoder import SensorModule
+from fedprior.models.peer_norm import peer_views
 from fedprior.models.projection import ProjectionHead
 from fedprior.models.resnet import ResNet18
 from fedprior.seeding import derived_seed
@@ -118,7 +123,8 @@ MfclEvalFeatures = Annotated[
 def encoding_mode(module: nn.Module, encode_bn: str) -> nn.Module:
     """``module`` in eval mode, its BatchNorm layers in train mode (the batch's own statistics) if ``encode_bn == "batch"``.
 
-    Used under no_grad on a throwaway copy: BN's running statistics move in train mode but are never kept.
+    Used under no_grad on a model that receives the state again before its next use: BN's running statistics move in
+    train mode but are never kept.
     """
     module.eval()
     if encode_bn == "batch":
@@ -126,6 +132,19 @@ def encoding_mode(module: nn.Module, encode_bn: str) -> nn.Module:
             if isinstance(layer, nn.modules.batchnorm._BatchNorm):
                 layer.train()
     return module
+
+
+class Discriminator(nn.Module):
+    """Phase 2's trained pair: the ResNet-18 ``disc`` and its projection head ``proj`` (the State's ``disc.*`` and ``proj.*``)."""
+
+    def __init__(self, disc: ResNet18, proj: ProjectionHead) -> None:
+        super().__init__()
+        self.disc, self.proj = disc, proj
+
+
+def as_model(arrays: State, prefix: str) -> State:
+    """The ``prefix``-named tensors of ``arrays`` (``sensor.``, ``sensor.encoder.``) renamed ``model.``, as a GlobalModel receives them."""
+    return add_prefix(with_prefix(arrays, prefix), MODEL)
 
 
 def mfcl(
@@ -171,11 +190,15 @@ def mfcl(
         body = ResNet18(rep_channels, num_classes=0, width=disc_width, norm="bn")
         return body, ProjectionHead(body.feature_dim, projection_dim)
 
-    def server_modules(state: State) -> tuple[ResNet18, ProjectionHead]:
-        body, head = discriminator()
-        load_model_arrays(body, state, DISC)
-        load_model_arrays(head, state, PROJ)
-        return body.to(device), head.to(device)
+    # The models, on the device; on an accelerator one per slot, kept there and receiving the State by in-place copies
+    # (GlobalModel.receive, whose tensors are named model.*: as_model renames a part of the State).
+    sensor_net = GlobalModel(sensor, device=device)
+    encoder_net = GlobalModel(lambda: sensor().encoder, device=device)  # the upload's broadcast and the evaluation: f alone
+    server_net = GlobalModel(lambda: Discriminator(*discriminator()), device=device)
+
+    def server_modules(state: State, slot: str) -> Discriminator:
+        """The discriminator and its projection head with the State's weights, on the device."""
+        return server_net.receive({MODEL + k: v for k, v in state.items() if k.startswith((DISC, PROJ))}, slot)
 
     def server_optimizer(body: nn.Module, head: nn.Module) -> torch.optim.Adam:
         return torch.optim.Adam([*body.parameters(), *head.parameters()], lr=server_lr)
@@ -194,14 +217,13 @@ def mfcl(
 
     def train_sensor(message: Broadcast, data: ClientData, info: ClientInfo) -> Reply:
         """Eq. 2: local Adam epochs on the BCE between the two views and their reconstructions."""
-        module = load_model_arrays(sensor(), message.arrays, SENSOR).to(device)
+        module = sensor_net.receive(as_model(message.arrays, SENSOR))
         images = to_unit(data["x"].to(device))
 
         def reconstruction(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
             pairs = torch.cat([view1, view2])
             return F.binary_cross_entropy_with_logits(model(pairs), pairs)
 
-        module.train()
         metrics = two_view_epochs(
             module,
             images,
@@ -212,22 +234,22 @@ def mfcl(
             loss_fn=reconstruction,
             min_scale=min_scale,
         )
-        return Reply(model_arrays(module.cpu(), SENSOR), int(images.shape[0]), metrics)
+        return Reply(model_arrays(module, SENSOR, resident=True), int(images.shape[0]), metrics)  # on the run's device, averaged there
 
     @torch.no_grad()
     def encode_views(message: Broadcast, data: ClientData, info: ClientInfo) -> Reply:
-        """Phase 2, client side: z_{i,j} = f(x~_{i,j}) for two fresh views of every image, sent once."""
-        module = sensor()
-        module.encoder.load_state_dict(with_prefix(message.arrays, ENCODER))
-        encoding_mode(module.to(device), encode_bn)
+        """Phase 2, client side: z_{i,j} = f(x~_{i,j}) for two fresh views of every image, sent once (kept on the run's
+        device, where the server trains on them)."""
+        encoder = encoding_mode(encoder_net.receive(as_model(message.arrays, ENCODER)), encode_bn)
         images = to_unit(data["x"].to(device))
         view1, view2 = simclr_views(images, seed_from(info.generator("views")), min_scale=min_scale)
         z1, z2 = [], []
         for i in range(0, images.shape[0], 512):
-            z = module.encode(torch.cat([view1[i : i + 512], view2[i : i + 512]]), views=2)
+            with peer_views(encoder, 2):  # PN pools each image's two views, as in training
+                z = encoder(torch.cat([view1[i : i + 512], view2[i : i + 512]]))
             half = z.shape[0] // 2
-            z1.append(z[:half].cpu())
-            z2.append(z[half:].cpu())
+            z1.append(z[:half])
+            z2.append(z[half:])
         return Reply({REPS + "view1": torch.cat(z1), REPS + "view2": torch.cat(z2)}, int(images.shape[0]))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
@@ -248,31 +270,38 @@ def mfcl(
         }
 
     def train_discriminator(state: State, info: RoundInfo) -> State:
-        """One epoch of NT-Xent (Eq. 5) over shuffled batches of the received pairs; Adam state carried in the State."""
+        """One epoch of NT-Xent (Eq. 5) over shuffled batches of the received pairs; Adam state carried in the State.
+
+        Everything stays on the device: the representations (moved there once if the State has them on the host, after a
+        resume, and kept there in the returned State), the batches gathered there by the epoch's order (drawn on the host
+        from the epoch's stream and copied once), the loss summed there (``server.loss``, read by the evaluation), the
+        discriminator, its head and Adam's moments: an epoch syncs with the host a fixed number of times, whatever its steps.
+        """
         if REPS + "view1" not in state:  # no representation arrived (every client of the upload failed)
             return state
-        body, head = server_modules(state)
-        pair = nn.ModuleDict({"disc": body, "proj": head})
+        pair = server_modules(state, "server")
+        body, head = pair.disc, pair.proj
         optimizer = server_optimizer(body, head)
         load_optimizer_state(optimizer, pair, state)
-        z1, z2 = state[REPS + "view1"], state[REPS + "view2"]
-        order = torch.randperm(z1.shape[0], generator=info.generator("epoch"))
+        z1, z2 = state[REPS + "view1"].to(device), state[REPS + "view2"].to(device)
+        order = torch.randperm(z1.shape[0], generator=info.generator("epoch")).to(device)
         pair.train()
-        total, steps = 0.0, 0
+        total, steps = torch.zeros((), dtype=torch.float64, device=device), 0
         for start in range(0, z1.shape[0], server_batch_size):
             rows = order[start : start + server_batch_size]
             if rows.numel() < 2:
                 continue
-            batch = torch.cat([z1[rows], z2[rows]]).to(device)
+            batch = torch.cat([z1[rows], z2[rows]])
             h = head(body.embed(batch))
             loss = nt_xent(h[: rows.numel()], h[rows.numel() :], temperature)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
-            total, steps = total + float(loss.detach()), steps + 1
-        pair.cpu()
-        trained = store_optimizer_state({**state, **model_arrays(body, DISC), **model_arrays(head, PROJ)}, optimizer, pair)
-        return {**trained, "server.loss": torch.tensor(total / max(steps, 1))}
+            total += loss.detach()  # float64, as the sum of the steps' float32 losses was on the host
+            steps += 1
+        kept = {**state, REPS + "view1": z1, REPS + "view2": z2}
+        trained = store_optimizer_state({**kept, **model_arrays(body, DISC, resident=True), **model_arrays(head, PROJ, resident=True)}, optimizer, pair)
+        return {**trained, "server.loss": (total / max(steps, 1)).float()}
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         if info.stage == "sensor":
@@ -283,18 +312,19 @@ def mfcl(
         return train_discriminator(state, info)
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        module = load_model_arrays(sensor(), state, SENSOR)
-        body, head = server_modules(state)
+        encoder = encoder_net.receive(as_model(state, ENCODER), "evaluate")
+        pair = server_modules(state, "evaluate")
+        body, head = pair.disc, pair.proj
 
         def features(x: torch.Tensor) -> torch.Tensor:
-            encoding_mode(module, encode_bn)  # after linear_evaluate's eval(): BN as the clients encode
-            z = module.encoder(x)
+            encoding_mode(encoder, encode_bn)  # after linear_evaluate's eval(): BN as the clients encode
+            z = encoder(x)
             if eval_features == "sensor":
                 return z
             h = body.embed(z)
             return head(h) if eval_features == "projection" else h
 
-        parts = nn.ModuleDict({"sensor": module, "disc": body, "proj": head})
+        parts = nn.ModuleDict({"encoder": encoder, "disc": body, "proj": head})
         metrics = linear_evaluate(features, parts, data, task, device, linear_eval)
         if "server.loss" in state:
             metrics["server_loss"] = float(state["server.loss"])

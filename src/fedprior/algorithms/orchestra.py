@@ -102,11 +102,12 @@ class OrchestraNet(nn.Module):
 
 
 def rotate(images: torch.Tensor, quarter_turns: torch.Tensor) -> torch.Tensor:
-    """Each image turned by its own multiple of 90 degrees (square images)."""
-    out = images.clone()
+    """Each image turned by its own multiple of 90 degrees (square images): every turn of the whole batch, each image's
+    picked by ``torch.where`` (no boolean-mask selection, whose size a GPU must report to the host)."""
+    turns = quarter_turns.view(-1, *([1] * (images.dim() - 1)))
+    out = images
     for k in range(1, 4):
-        rows = quarter_turns == k
-        out[rows] = torch.rot90(images[rows], k, dims=(2, 3))
+        out = torch.where(turns == k, torch.rot90(images, k, dims=(2, 3)), out)
     return out
 
 
@@ -170,11 +171,13 @@ def orchestra(
     if len(task.input_shape) != 3 or task.input_shape[1] != task.input_shape[2]:
         raise ConfigError(f"algorithm.name: orchestra trains on square images (C, H, H); the data gives {task.input_shape}")
     channels = task.input_shape[0]
-    net = GlobalModel(lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim), ContrastiveNet(channels, width, projection_dim), global_clusters))
+    net = GlobalModel(
+        lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim), ContrastiveNet(channels, width, projection_dim), global_clusters), device=device
+    )
     to_unit = unit_images(task)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        model = net.load(message.arrays).to(device)
+        model = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         model.train()
         images = to_unit(data["x"].to(device))
         g = info.generator()
@@ -182,9 +185,14 @@ def orchestra(
             with torch.no_grad():
                 rows = torch.randperm(images.shape[0], generator=g)[:memory]
                 targets = F.normalize(model.target(images[rows]), dim=1)
-            return Reply({LOCAL: local_clustering(targets, local_clusters, g).cpu()}, int(images.shape[0])), state
+            return Reply({LOCAL: local_clustering(targets, local_clusters, g)}, int(images.shape[0])), state  # on the run's device
         bank: list[torch.Tensor] = []
+        # every step's rotations, drawn before the first (the draws, in order, of one call per step) and copied at once
+        n = images.shape[0]
+        sizes = [min(batch_size, n - start) for _ in range(local_epochs) for start in range(0, n, batch_size)]
         turns = info.generator("rotation")
+        drawn = [torch.randint(0, 4, (size,), generator=turns) for size in sizes]
+        quarters = iter(torch.cat(drawn).to(device).split(sizes) if drawn else ())
 
         def loss(m: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
             assert isinstance(m, OrchestraNet)  # two_view_epochs passes the model it trains
@@ -196,7 +204,8 @@ def orchestra(
                 bank.append(t1)  # stays on the device: no copy to the host per step
             target = F.softmax(t1 @ centroids.T / temperature, dim=1)
             clustering = -(target * F.log_softmax(z2 @ centroids.T / temperature, dim=1)).sum(1).mean()
-            quarter = torch.randint(0, 4, (view1.shape[0],), generator=turns).to(view1.device)
+            quarter = next(quarters)
+            assert quarter.shape[0] == view1.shape[0], "one draw per step of two_view_epochs"
             rotation = F.cross_entropy(m.rotation(m.online(rotate(view1, quarter))), quarter)
             return clustering + rotation
 
@@ -205,15 +214,16 @@ def orchestra(
             model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
         )
         recent = torch.cat(bank)[-memory:]
-        return Reply({**model_arrays(model), LOCAL: local_clustering(recent, local_clusters, g).cpu()}, int(images.shape[0]), metrics), state
+        reply = {**model_arrays(model, resident=True), LOCAL: local_clustering(recent, local_clusters, g)}  # on the run's device
+        return Reply(reply, int(images.shape[0]), metrics), state
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = state if info.stage == "setup" else net.average(state, replies, info)
         local = torch.cat([r.arrays[LOCAL] for r in replies])
-        return {**new, CENTROIDS: global_clustering(new[CENTROIDS].to(device), local.to(device), temperature, global_iterations).cpu()}
+        return {**new, CENTROIDS: global_clustering(new[CENTROIDS].to(device), local.to(device), temperature, global_iterations)}
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        model = net.load(state)
+        model = net.receive(state, "evaluate")
         return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device, linear_eval)
 
     return net.algorithm(

@@ -6,13 +6,17 @@
   (``task.pixel_mean``, ``task.pixel_std``; absent: the data is taken as [0, 1]).
 - :func:`two_view_epochs`: every epoch draws two fresh SimCLR views of all the client's
   images (``fedprior.data.augment.simclr``) and runs one shuffled pass of mini-batches of
-  K samples with ``loss_fn(model, view1_batch, view2_batch)``.
+  K samples with ``loss_fn(model, view1_batch, view2_batch)``; the batch orders go to the device at
+  once and the losses are read once per update (no host sync per step).
 - :func:`frozen_features`: features of many images in large batches, under no_grad, on a device;
   :func:`linear_evaluate`: their linear evaluation (``linear_eval``: the paper's dense layer trained
   on the training pool's features and scored on the test set, or the 2-fold protocol on the
   test set alone; :mod:`~fedprior.algorithms.pieces.linear_eval`).
 - :func:`two_view_fedavg`: an end-to-end self-supervised baseline (FedSimCLR, FedSwAV) is
-  FedAvg whose clients run :func:`two_view_epochs` with its own loss.
+  FedAvg whose clients run :func:`two_view_epochs` with its own loss; on an accelerator the
+  client and the evaluation receive the broadcast into resident models
+  (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`) and replies stay on the
+  device, where the server averages them.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
-from fedprior.algorithms.pieces.local_training import LossFn, train_epochs
+from fedprior.algorithms.pieces.local_training import LossFn, train_pass
+from fedprior.algorithms.pieces.metrics import read_once
 from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.simclr import simclr_views
@@ -55,14 +60,27 @@ def two_view_epochs(
     loss_fn: LossFn,
     min_scale: float = 0.08,
 ) -> dict[str, float]:
-    """``epochs`` passes over ``images`` ([0, 1]) with fresh SimCLR view pairs each epoch; mean loss and steps."""
-    losses, steps = 0.0, 0.0
+    """``epochs`` passes over ``images`` ([0, 1]) with fresh SimCLR view pairs each epoch; mean loss and steps.
+
+    The client's ``generator`` gives each epoch a view seed and then a batch order, all drawn before the first step (the
+    draws and their order as one epoch after the other) and the orders copied to the images' device at once; the losses
+    are summed there and read once, at the end (:func:`~fedprior.algorithms.pieces.metrics.read_once`): no host sync per
+    step or epoch besides the views' own (kornia draws their parameters on the host; docs/runtime.md).
+    """
+    seeds, orders = [], []
     for _ in range(epochs):
-        view1, view2 = simclr_views(images, seed_from(generator), min_scale=min_scale)
-        metrics = train_epochs(model, view1, view2, epochs=1, batch_size=batch_size, optimizer=optimizer, generator=generator, loss_fn=loss_fn)
-        losses += metrics["train_loss"] * metrics["steps"]
-        steps += metrics["steps"]
-    return {"train_loss": losses / max(steps, 1.0), "steps": steps}
+        seeds.append(seed_from(generator))
+        orders.append(torch.randperm(images.shape[0], generator=generator))
+    uploaded = torch.stack(orders).to(images.device) if orders else ()
+    model.train()
+    losses, steps = torch.zeros((), dtype=torch.float64, device=images.device), 0
+    for seed, order in zip(seeds, uploaded, strict=True):
+        view1, view2 = simclr_views(images, seed, min_scale=min_scale)
+        total = torch.zeros((), dtype=torch.float64, device=images.device)
+        taken = train_pass(model, view1, view2, order, total, batch_size=batch_size, optimizer=optimizer, loss_fn=loss_fn)
+        losses += total / max(taken, 1) * taken  # each epoch's mean loss times its steps, the float64 operations of before
+        steps += taken
+    return read_once({"train_loss": losses / max(steps, 1.0), "steps": float(steps)})
 
 
 @torch.no_grad()
@@ -129,12 +147,11 @@ def two_view_fedavg(
     buffer; the optimizer is fresh each round; evaluation is the linear evaluation of
     the projection (``eval_features = "projection"``, as MFCL's) or the backbone features.
     """
-    net = GlobalModel(build)
+    net = GlobalModel(build, device=device)
     to_unit = unit_images(task)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        model = net.load(message.arrays).to(device)
-        model.train()
+        model = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         images = to_unit(data["x"].to(device))
         metrics = two_view_epochs(
             model,
@@ -146,10 +163,10 @@ def two_view_fedavg(
             loss_fn=loss_fn,
             min_scale=min_scale,
         )
-        return Reply(model_arrays(model.cpu()), int(images.shape[0]), metrics), state
+        return Reply(model_arrays(model, resident=True), int(images.shape[0]), metrics), state  # on the run's device, averaged there
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        model = net.load(state)
+        model = net.receive(state, "evaluate")
         return linear_evaluate(model if eval_features == "projection" else split(model).embed, model, data, task, device, linear_eval)
 
     return net.algorithm(name, client_update, inputs=("x",), evaluate=evaluate, evaluation_inputs=evaluation_inputs(linear_eval))

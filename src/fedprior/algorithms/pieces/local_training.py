@@ -47,18 +47,40 @@ def train_epochs(
     steps, total = 0, torch.zeros((), dtype=torch.float64, device=x.device)
     for _ in range(epochs):
         order = torch.randperm(n, generator=generator).to(x.device)
-        for start in range(0, n, batch_size):
-            batch = order[start : start + batch_size]
-            optimizer.zero_grad(set_to_none=True)
-            with autocast(x.device, precision):
-                loss = loss_fn(model, x[batch], y[batch])
-            loss.backward()
-            if after_backward is not None:
-                after_backward()
-            optimizer.step()
-            steps += 1
-            total += loss.detach()
+        steps += train_pass(
+            model, x, y, order, total, batch_size=batch_size, optimizer=optimizer, loss_fn=loss_fn, after_backward=after_backward, precision=precision
+        )
     return {"train_loss": float(total) / max(steps, 1), "steps": float(steps)}
+
+
+def train_pass(
+    model: nn.Module,
+    x: torch.Tensor,
+    y: torch.Tensor,
+    order: torch.Tensor,
+    total: torch.Tensor,
+    *,
+    batch_size: int,
+    optimizer: torch.optim.Optimizer,
+    loss_fn: LossFn = cross_entropy_loss,
+    after_backward: Callable[[], None] | None = None,
+    precision: str = "fp32",
+) -> int:
+    """One pass of :func:`train_epochs`: mini-batches of ``batch_size`` rows of ``x`` and ``y`` taken in ``order`` (on their
+    device), each step's loss added to ``total`` (a float64 scalar there, never read here); returns the number of steps."""
+    steps = 0
+    for start in range(0, order.shape[0], batch_size):
+        batch = order[start : start + batch_size]
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(x.device, precision):
+            loss = loss_fn(model, x[batch], y[batch])
+        loss.backward()
+        if after_backward is not None:
+            after_backward()
+        optimizer.step()
+        steps += 1
+        total += loss.detach()
+    return steps
 
 
 EVALUATION_BATCH = 2048
