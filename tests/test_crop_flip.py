@@ -41,10 +41,7 @@ def view(image: torch.Tensor, dy: int, dx: int, mirrored: bool, upside_down: boo
 
 def parameters_of(views: torch.Tensor, image: torch.Tensor, pad: int = PAD) -> list[tuple[int, int, bool, bool]]:
     """(dy, dx, mirrored, upside_down) of each view of ``image``; fails if a view is none of the candidates."""
-    candidates = {
-        key: view(image, *key, pad=pad)[0]
-        for key in itertools.product(range(2 * pad + 1), range(2 * pad + 1), (False, True), (False, True))
-    }
+    candidates = {key: view(image, *key, pad=pad)[0] for key in itertools.product(range(2 * pad + 1), range(2 * pad + 1), (False, True), (False, True))}
     found = []
     for v in views:
         matches = [key for key, c in candidates.items() if torch.equal(v, c)]

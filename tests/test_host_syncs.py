@@ -49,6 +49,7 @@ CASES = {
     "feddb": ("feddb", {"threshold": 0.34}),
     "feddb-confident": ("feddb", {"threshold": 0.34, "unlabeled_mean": "confident", "appu_subset": "confident"}),
     "feddb-feddb-code": ("feddb", {"threshold": 0.34, "strong_augment": "feddb-code"}),
+    "feddb-kornia-fixed": ("feddb", {"threshold": 0.34, "strong_augment": "kornia-fixed"}),
     "feddb-fallback": ("feddb", {"threshold": 1.0, "fallback_batch_size": 4}),
     "fixmatch": ("fixmatch", {"threshold": 0.34}),
     "semifl": ("semifl", {"threshold": 0.34}),
@@ -75,14 +76,14 @@ def test_a_client_update_syncs_the_same_number_of_times_with_1_and_3_local_epoch
 
 
 def test_the_views_draw_every_parameter_on_the_device_without_a_sync():
-    """Weak and strong views (both recipes) of device images from the client's CPU stream: no sync; the parameters come
+    """Weak and strong views (every recipe) of device images from the client's CPU stream: no sync; the parameters come
     from a generator on the device seeded from the stream (on the pretend device a CPU one, so the numbers can be checked)."""
     x = torch.randn(12, 3, 8, 8, generator=torch.Generator().manual_seed(0))
 
     def derived() -> torch.Generator:  # what device_generator makes on a device from the stream seeded with 1
         return torch.Generator().manual_seed(seed_from(torch.Generator().manual_seed(1)))
 
-    for recipe in ("fixmatch", "feddb-code"):
+    for recipe in ("fixmatch", "feddb-code", "kornia-fixed"):
         augment = FixMatchAugment((0.5, 0.4, 0.3), (0.2, 0.2, 0.2), strong_augment=recipe)
         expected = [augment.weak(x, derived()), augment.strong(x, derived())]
         with PretendDevice() as record:
