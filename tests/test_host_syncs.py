@@ -75,6 +75,41 @@ def test_a_client_update_syncs_the_same_number_of_times_with_1_and_3_local_epoch
     assert not any("augment" in s for s in one), "augmentation never syncs"
 
 
+def fedmatch_update_syncs(epochs: int, **values) -> tuple[list[str], dict[str, float]]:
+    """The host syncs of client 1's second FedMatch update on the pretend device: after a first round of clients 1 and 2
+    (so that it holds an embedding and receives one helper, the other client's psi) and with its model slot built."""
+    algorithm = algorithm_spec("fedmatch").build(
+        TASK, {**SMALL, "threshold": 0.34, "helpers": 1, "helper_interval": 1, **values}, local_epochs=epochs, batch_size=8, device=DEVICE
+    )
+    second = RoundInfo(seed=0, stage="federated", round=2)
+    with PretendDevice() as record:
+        server = algorithm.init(INFO)
+        message = algorithm.broadcast(server, INFO)
+        first = [algorithm.client_update(message, {}, client_data(), INFO.for_client(k)) for k in (1, 2)]
+        server = algorithm.aggregate(server, [reply for reply, _ in first], INFO)
+        message = algorithm.broadcast(server, second)
+        assert any(k.startswith("helpers.") for k in message.arrays), "the update receives helpers"
+        before = len(record.syncs)
+        reply, _ = algorithm.client_update(message, first[0][1], client_data(), second.for_client(1))
+    return record.syncs[before:], reply.metrics
+
+
+@pytest.mark.parametrize("batch_size", [4, 0])
+def test_a_fedmatch_update_syncs_the_same_number_of_times_with_1_and_3_local_epochs(batch_size):
+    """FedMatch's mini-batch loop (3 steps an epoch with batches of 4 labeled images; 0: FedDB's full-batch loop) with
+    helpers: the confident images of each batch masked, metrics summed on the device, the upload cut on the device. What
+    remains is fixed per update: receiving the model and the data, the helpers' choice, the one nonzero of the labels
+    fixed per round, the embedding and the lr decay's loss read, the metrics."""
+    one, metrics = fedmatch_update_syncs(1, labeled_batch_size=batch_size)
+    three, _ = fedmatch_update_syncs(3, labeled_batch_size=batch_size)
+    assert metrics["pl_confident"] > 0
+    assert len(three) == len(one), "syncs that come with the local epochs:\n" + "\n".join(
+        f"{n} x {s}" for s, n in (collections.Counter(three) - collections.Counter(one)).items()
+    )
+    assert not any("fedmatch_local" in s or "augment" in s for s in one), one
+    assert not any(s.startswith("copy device -> host") and "fedmatch.py" in s and "embedding" not in s for s in one), one
+
+
 def test_the_views_draw_every_parameter_on_the_device_without_a_sync():
     """Weak and strong views (every recipe) of device images from the client's CPU stream: no sync; the parameters come
     from a generator on the device seeded from the stream (on the pretend device a CPU one, so the numbers can be checked)."""
