@@ -87,7 +87,7 @@ from fedprior.algorithms.engines.fedmatch_local import code_training, set_gradie
 from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
 from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.pieces.pseudo_labels import debias, hard_labels
-from fedprior.algorithms.pieces.tensors import MODEL, with_prefix
+from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
 from fedprior.seeding import torch_generator
 
@@ -154,6 +154,15 @@ def send_helpers(interval: int):
         return {k: v for k, v in state.items() if k.startswith(HELPERS)}
 
     return extra
+
+
+RECEIVED = "fedmatch.received"
+"""``Context.extra`` key: the received sigma and psi, copied on the device before training (for :func:`cut_upload`)."""
+
+
+def keep_received(ctx: Context) -> None:
+    """Client: a copy of the received sigma and psi, where the model is (the upload cut compares with it on the device)."""
+    ctx.extra[RECEIVED] = {k: v.detach().clone() for k, v in ctx.model.state_dict().items() if is_sigma(k) or is_psi(k)}
 
 
 def choose_helpers(count: int):
@@ -256,15 +265,33 @@ def lr_scale(ctx: Context) -> float:
     return float(ctx.state.get(LR_SCALE, torch.tensor(1.0)))
 
 
+def start_round(helpers: int, delta: float):
+    """Before training: the received weights kept for the upload cut (when ``delta`` > 0), then the helpers chosen."""
+    choose = choose_helpers(helpers)
+
+    def start(ctx: Context) -> None:
+        if delta > 0:
+            keep_received(ctx)
+        choose(ctx)
+
+    return start
+
+
 def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, factor: float):
-    """The upload (thresholded as the code's ``cal_c2s``), the model's embedding and the lr-decay state."""
+    """The upload (thresholded as the code's ``cal_c2s``), the model's embedding and the lr-decay state.
+
+    The cut runs where the model is, against the received weights kept there by :func:`keep_received` (no copy of the
+    model to the host and back); the cut entries replace the reply's, on that device as the rest of the reply.
+    """
 
     def finish(ctx: Context) -> tuple[dict[str, torch.Tensor], State]:
-        received = with_prefix(dict(ctx.message.arrays), MODEL)
-        trained = {k: v.detach().cpu() for k, v in ctx.model.state_dict().items()}
-        cut = cut_upload(trained, received, l1_threshold, delta) if delta > 0 else {}
-        if cut:
-            ctx.model.load_state_dict({**trained, **cut})
+        cut: dict[str, torch.Tensor] = {}
+        if delta > 0:
+            weights = ctx.model.state_dict()
+            cut = cut_upload({k: v.detach() for k, v in weights.items()}, ctx.extra[RECEIVED], l1_threshold, delta)
+            with torch.no_grad():
+                for name, value in cut.items():
+                    weights[name].copy_(value)
         e = embedding(ctx.model, task, ctx.info.seed, ctx.device)
         state: State = {EMBEDDING: e}
         if patience > 0 and ctx.x_labeled.shape[0]:
@@ -278,7 +305,7 @@ def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, f
                 factor,
             )
             state.update({BEST_LOSS: torch.tensor(best), PATIENCE: torch.tensor(wait), LR_SCALE: torch.tensor(scale)})
-        return {EMBEDDING: e, **{MODEL + k: v.cpu() for k, v in cut.items()}}, state
+        return {EMBEDDING: e, **{MODEL + k: v for k, v in cut.items()}}, state
 
     return finish
 
@@ -319,7 +346,7 @@ def fedmatch(
     """FedMatch (Jeong et al. 2021): inter-client consistency and disjoint learning, as its code runs; dpl = true gives FedMatch-FedDPL."""
     train = code_training(labeled_batch_size, supervised_weight, consistency_weight, l1_weight, l2_weight) if labeled_batch_size > 0 else None
     method = Method(
-        start=choose_helpers(helpers),
+        start=start_round(helpers, delta_threshold),
         lr_scale=lr_scale,
         pseudo_labels=agreement_labels,
         train=train,

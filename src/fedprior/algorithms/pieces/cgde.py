@@ -26,8 +26,9 @@ Host syncs: the conditions of a batch are one batched product for all classes
 same-class pair mask (:func:`diversity_loss`), the labels and noise of a whole cycle are
 drawn first (on the CPU, in the order the steps used to draw them, so the numbers do not
 change) and copied to the device once, and the loss terms are summed on the device and
-read once per cycle. What still waits for the host each step is the crop and flip of G's
-images (kornia draws their parameters on the CPU, :mod:`fedprior.data.augment.crop_flip`).
+read once per cycle. The crop and flip of G's images draw their parameters on the images'
+device, from a generator there seeded per step from ``rng``
+(:mod:`fedprior.data.augment.crop_flip`): nothing waits for the host inside a cycle.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from fedprior.algorithms.pieces.metrics import read_once
-from fedprior.data.augment import seed_from, seeded
+from fedprior.data.augment import generator_at, seed_from
 from fedprior.data.augment.crop_flip import crop_flip
 
 LossFn = Callable[[nn.Module, torch.Tensor, torch.Tensor], torch.Tensor]
@@ -168,11 +169,10 @@ class GeneratorTraining:
 
 
 def synthetic_inputs(images: torch.Tensor, to_input: Callable[[torch.Tensor], torch.Tensor], augment: bool, seed: int, per_batch: bool = True) -> torch.Tensor:
-    """G's [0, 1] images as the classifier's inputs: cropped and flipped (seeded; one draw per batch when ``per_batch``,
-    as the code) when ``augment``, then standardized."""
+    """G's [0, 1] images as the classifier's inputs: cropped and flipped (drawn on the images' device from a generator
+    there seeded with ``seed``; one draw per batch when ``per_batch``, as the code) when ``augment``, then standardized."""
     if augment:
-        with seeded(seed, images.device):
-            images = crop_flip(images, same_on_batch=per_batch)
+        images = crop_flip(images, same_on_batch=per_batch, generator=generator_at(seed, images.device))
     return to_input(images)
 
 

@@ -1,18 +1,19 @@
 """Data augmentation on batched image tensors, seeded per client and round (DESIGN.md, "Augmentation is data-side").
 
 One module per recipe: FixMatch's weak and strong views (FedDB and its
-semi-supervised baselines), SimCLR's two views (MFCL and the contrastive
-baselines), FedBM's crop and flips of generated images.
+semi-supervised baselines, with the former ``kornia-fixed`` strong view), SimCLR's two
+views (MFCL and the contrastive baselines), FedBM's crop and flips of generated images.
 
 Two ways to be seeded:
 
-- FixMatch's views are our own ops on whole batches with per-image parameters, drawn
-  from a ``torch.Generator`` *on the images' device* (:func:`device_generator`, seeded
-  from the caller's stream), so that a GPU never waits for a parameter drawn on the host;
-- the kornia pipelines (SimCLR, FedBM's crop and flips, the former ``kornia-fixed``
-  strong view) draw their parameters from torch's global generator (on the CPU), so
-  every call runs inside :func:`seeded`, which forks the global RNG state, seeds it from
-  the caller's stream and restores it afterwards.
+- FixMatch's views (all three strong recipes) and FedBM's crop and flips are our own ops
+  on whole batches with per-image parameters, drawn from a ``torch.Generator`` *on the
+  images' device* (:func:`device_generator` seeded from the caller's stream, or
+  :func:`generator_at` from a seed), so that a GPU never waits for a parameter drawn on
+  the host;
+- the kornia pipeline (SimCLR's views) draws its parameters from torch's global
+  generator (on the CPU), so every call runs inside :func:`seeded`, which forks the
+  global RNG state, seeds it from the caller's stream and restores it afterwards.
 
 Either way the same client, round and seed give the same views on the same device, and
 nothing else in the process sees its random state move.
@@ -46,3 +47,8 @@ def device_generator(generator: torch.Generator, device: torch.device) -> torch.
     if torch.device(generator.device) == torch.device(device):
         return generator
     return torch.Generator(device=device).manual_seed(seed_from(generator))
+
+
+def generator_at(seed: int, device: torch.device) -> torch.Generator:
+    """A generator on ``device`` seeded with ``seed`` (setting a seed waits for nothing, on any device)."""
+    return torch.Generator(device=device).manual_seed(seed)

@@ -24,10 +24,10 @@ unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images 
     view is kornia's ``RandomHorizontalFlip`` and ``RandomCrop(padding_mode="reflect")``):
     kornia's ``RandAugment`` operation list at a fixed ``min(3 m, 29)`` of kornia's 0..30 scale,
     ``n`` distinct operations per image, then ``kornia.augmentation.RandomErasing`` with a
-    half-side square inside the image. kornia's brightness *adds* up to 0.84 where PIL
-    multiplies, and at 29/30 of every range the views erase most of an image (a
-    clean-trained CNN: 85.7% on clean Fashion-MNIST, 19.5% on these views, 30.7% on
-    ``fixmatch``'s; ``benchmarks/strong_views.py``).
+    half-side square inside the image (:mod:`fedprior.data.augment.kornia_fixed`). kornia's
+    brightness *adds* up to 0.84 where PIL multiplies, and at 29/30 of every range the views
+    erase most of an image (a clean-trained CNN: 85.7% on clean Fashion-MNIST, 19.5% on these
+    views, 30.7% on ``fixmatch``'s; ``benchmarks/strong_views.py``).
 
 Value ranges. fedprior standardizes pixels per channel (:mod:`fedprior.data.standardize`),
 while the colour operations (contrast, solarize, posterize, equalize ...) expect
@@ -37,17 +37,17 @@ training set's mean and std that the model inputs were standardized with.
 One-channel images work in every recipe (``color`` is then the identity; ``kornia-fixed``
 runs them as three equal channels).
 
-Randomness, and no host sync: the weak view and the ``fixmatch`` and ``feddb-code``
-strong views are computed on the whole batch, every image with its own parameters (its
-flip and shift, its operations, whether each applies, their magnitudes, the Cutout
-square) combined with ``torch.where``: no loop over images, no boolean indexing, no
-``nonzero``, no value read back. Every parameter is drawn on the images' device from a
-generator there, seeded from the caller's generator (the client's stream for the round;
+Randomness, and no host sync: the weak view and the three strong views are computed on
+the whole batch, every image with its own parameters (its flip and shift, its operations,
+whether each applies, their magnitudes or signs, the Cutout square) combined with
+``torch.where``: no loop over images, no boolean indexing, no ``nonzero``, no value read
+back. Every parameter is drawn on the images' device from a generator there, seeded from
+the caller's generator (the client's stream for the round;
 :func:`fedprior.data.augment.device_generator`): on a GPU nothing waits for the host,
 and the same client, round and seed give the same views on the same device (a CPU and a
-GPU generator give different numbers). ``kornia-fixed`` is the exception: kornia draws
-its parameters on the CPU from torch's global generator (seeded per call by
-:func:`fedprior.data.augment.seeded`) and selects images with ``nonzero``.
+GPU generator give different numbers). (``kornia-fixed`` drew its parameters on the CPU
+with kornia and selected images with ``nonzero`` before issue 19: the same operations and
+distributions, other random numbers.)
 """
 
 from __future__ import annotations
@@ -56,7 +56,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from fedprior.data.augment import device_generator, seed_from, seeded
+from fedprior.data.augment import device_generator
+from fedprior.data.augment.kornia_fixed import erase, kornia_ops
+from fedprior.data.augment.kornia_fixed import rand_augment as kornia_rand_augment
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
 from fedprior.data.augment.shift_flip import shift_flip
 from fedprior.data.standardize import PixelStandardizer
@@ -103,27 +105,13 @@ class FixMatchAugment:
         if self.strong_augment not in STRONG_AUGMENTS:
             raise ValueError(f"strong_augment must be one of {', '.join(map(repr, STRONG_AUGMENTS))}, got {self.strong_augment!r}")
 
-    # -- building blocks (kornia modules hold no state that carries between calls) --
+    # -- building blocks (the operation lists, built once; kornia modules hold no state that carries between calls) --
 
-    def _modules(self, height: int, width: int) -> dict:
-        key = (height, width)
-        if key not in self._ops:
-            import kornia.augmentation as K
-            from kornia.augmentation.auto import RandAugment
-            from kornia.augmentation.auto.rand_augment.rand_augment import default_policy
-
-            pad = self._pad(height, width)
-            weak: list[torch.nn.Module] = [K.RandomHorizontalFlip(p=0.5)] if self.flip else []
-            weak.append(K.RandomCrop((height, width), padding=pad, padding_mode="reflect"))
-            magnitude = min(3.0 * self.m, 29.0)
-            self._ops[key] = {
-                "weak": torch.nn.Sequential(*weak),
-                "randaugment": [RandAugment(n=1, m=magnitude, policy=[op]) for op in default_policy],  # type: ignore[arg-type]
-                "cutout": K.RandomErasing(scale=(self.cutout**2, self.cutout**2), ratio=(1.0, 1.0), value=0.5, p=1.0),
-                "fixmatch": fixmatch_ops(),
-                "feddb-code": feddb_code_ops(self.m),
-            }
-        return self._ops[key]
+    def _pool(self, recipe: str) -> list:
+        if recipe not in self._ops:
+            makers = {"fixmatch": fixmatch_ops, "feddb-code": lambda: feddb_code_ops(self.m), "kornia-fixed": kornia_ops}
+            self._ops[recipe] = makers[recipe]()
+        return self._ops[recipe]
 
     @property
     def standardizer(self) -> PixelStandardizer:
@@ -143,20 +131,20 @@ class FixMatchAugment:
         """alpha(x) on a [0, 1] batch: per-image flip and shift, drawn from ``generator`` (on x's device)."""
         return shift_flip(x, self._pad(x.shape[-2], x.shape[-1]), self.flip, generator)
 
-    def _kornia_weak_unit(self, x: torch.Tensor) -> torch.Tensor:
-        """``kornia-fixed``'s weak view: kornia's flip and reflect-padded crop (global generator)."""
-        return self._modules(x.shape[-2], x.shape[-1])["weak"](x)
+    def _kornia_fixed_unit(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+        """``kornia-fixed``: per-image kornia RandAugment at a fixed magnitude, then kornia's RandomErasing (drawn from ``generator``, on x's device).
 
-    def _kornia_fixed_unit(self, x: torch.Tensor) -> torch.Tensor:
-        """``kornia-fixed``: per-image kornia RandAugment at a fixed magnitude, then kornia's RandomErasing."""
-        out = self._randaugment_unit(x)
+        Its weak view (kornia's flip, then its crop of the reflect-padded image) has the distribution of
+        :meth:`_weak_unit`'s, which the caller applies first (:mod:`fedprior.data.augment.kornia_fixed`).
+        """
+        out = self._randaugment_unit(x, generator)
         if self.cutout > 0:
-            out = self._modules(x.shape[-2], x.shape[-1])["cutout"](out)
+            out = erase(out, self.cutout, generator)
         return out
 
     def _strong_unit(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The ``fixmatch`` or ``feddb-code`` RandAugment recipe (and Cutout) on a [0, 1] batch, drawn from ``generator`` (on x's device)."""
-        pool = self._modules(x.shape[-2], x.shape[-1])[self.strong_augment]
+        pool = self._pool(self.strong_augment)
         x = x.clamp(0.0, 1.0)  # standardizing back and forth may step just outside [0, 1]
         if self.strong_augment == "feddb-code":
             return rand_augment(x, pool, self.n, probability=0.5, generator=generator)
@@ -164,17 +152,11 @@ class FixMatchAugment:
         side = round(self.cutout * min(x.shape[-2:]))
         return cutout_fixmatch(out, side, generator) if side > 0 else out
 
-    def _randaugment_unit(self, x: torch.Tensor) -> torch.Tensor:
-        """``kornia-fixed``'s per-image RandAugment: each image draws ``n`` distinct operations, applied in the order drawn."""
-        ops = self._modules(x.shape[-2], x.shape[-1])["randaugment"]
-        choice = torch.argsort(torch.rand(x.shape[0], len(ops), device=x.device), dim=1)[:, : self.n]
+    def _randaugment_unit(self, x: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
+        """``kornia-fixed``'s per-image RandAugment: each image draws ``n`` distinct operations, applied in the order drawn
+        (one-channel images as three equal channels); ``generator`` on x's device (torch's global generator when None)."""
         gray = x.shape[1] == 1
-        out = x.expand(-1, 3, -1, -1).clone() if gray else x.clone()
-        for position in range(self.n):
-            for index, op in enumerate(ops):
-                rows = torch.nonzero(choice[:, position] == index).flatten()
-                if rows.numel():
-                    out[rows] = op(out[rows]).clamp(0.0, 1.0)
+        out = kornia_rand_augment(x.expand(-1, 3, -1, -1) if gray else x, self._pool("kornia-fixed"), self.n, min(3.0 * self.m, 29.0), generator)
         return out[:, :1] if gray else out
 
     # -- the views --
@@ -189,8 +171,8 @@ class FixMatchAugment:
         """A(x): the weak view, then RandAugment and Cutout by the ``strong_augment`` recipe (FixMatch's by default)."""
         if x.shape[0] == 0:
             return x
-        if self.strong_augment == "kornia-fixed":
-            with seeded(seed_from(generator), x.device):
-                return self._standard(self._kornia_fixed_unit(self._kornia_weak_unit(self._unit(x))))
         on_device = device_generator(generator, x.device)
-        return self._standard(self._strong_unit(self._weak_unit(self._unit(x), on_device), on_device))
+        weak = self._weak_unit(self._unit(x), on_device)
+        if self.strong_augment == "kornia-fixed":
+            return self._standard(self._kornia_fixed_unit(weak, on_device))
+        return self._standard(self._strong_unit(weak, on_device))
