@@ -51,7 +51,21 @@ timed rounds. The ratio to peak uses the dense peak of the device for the precis
 (:data:`fedprior.runtime.flops.PEAK_TFLOPS`: H100/H200 ~989 bf16, ~67 fp32); the CPU has
 no peak in the table: ``peak_tflops`` and the ratios are null there.
 
-    python benchmarks/paper_scale.py [--device cpu|cuda] [--precision fp32|bf16] [--rounds N] [--scale small|paper] [--only feddb mfcl fedbm] [--no-evaluation] [--set KEY=VALUE]
+    python benchmarks/paper_scale.py [--device cpu|cuda] [--precision fp32|bf16] [--rounds N] [--scale small|paper] [--only feddb mfcl fedbm] [--no-evaluation] [--set KEY=VALUE] [--concurrent K] [--compile]
+
+``--concurrent K`` and ``--compile`` decide the defaults of ``run.concurrent_clients`` and
+``run.compile`` on a GPU: after the measurement above, the same rounds run again, on the
+client data resident on the device as in a run, timed as whole rounds (a device sync at each
+end, no update timed apart, evaluation left out): first one update at a time and eager (the
+baseline, in this same process), then with K updates at once (``concurrent``: each on its own
+CUDA stream), compiled (``compile``; its warm-up round holds the compilation), and both
+(``compile_and_concurrent``). Each gets its seconds per round, ``speedup`` (baseline seconds
+per round / its own: above 1 is faster) and ``largest_state_difference`` from the baseline's
+final state (concurrent updates: 0 expected; compiled: float tolerance). An algorithm that
+cannot (FedBM and MFCL train their clients one at a time and do not compile) is listed as
+skipped; on the CPU compiling is skipped (a run refuses it there) and the concurrent lanes
+are threads without streams (their speed there says nothing about a GPU's). E.g.
+``python benchmarks/paper_scale.py --device cuda --precision bf16 --scale paper --only feddb --rounds 5 --concurrent 2 --compile``.
 
 Prints one JSON line per setting and writes ``benchmarks/results/paper_scale_<device>.json``
 (the command, the machine, the numbers); on a GPU at paper scale:
@@ -69,7 +83,7 @@ import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -82,7 +96,9 @@ from fedprior.data.cinic import CLASS_NAMES as CINIC_CLASSES
 from fedprior.data.dataset import Dataset
 from fedprior.data.oct_c8 import CLASS_NAMES as OCT_C8_CLASSES
 from fedprior.data.registry import DatasetSpec, register
+from fedprior.errors import ConfigError
 from fedprior.experiments.build import Experiment, build_experiment
+from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
 from fedprior.runtime.flops import FlopTally, device_name, peak_tflops
 from fedprior.runtime.simulation import simulate
@@ -296,12 +312,81 @@ def run(exp: Experiment, count: bool) -> tuple[Tally, State]:
 
     algorithm = instrumented(exp.algorithm, tally, counter, sync)
     fed = exp.config.federation
+    client_data, test = exp.resident_inputs()  # on the run's device, once, as `fedprior run` has them
+    loop = replace(exp.round_loop(), concurrent_clients=1)  # one update at a time: each is timed (and counted) apart
     if counter:
         with counter:
-            result = simulate(algorithm, exp.client_data, fed.num_clients, exp.test, exp.round_loop(), on_round=on_round)
+            result = simulate(algorithm, client_data, fed.num_clients, test, loop, on_round=on_round)
     else:
-        result = simulate(algorithm, exp.client_data, fed.num_clients, exp.test, exp.round_loop(), on_round=on_round)
+        result = simulate(algorithm, client_data, fed.num_clients, test, loop, on_round=on_round)
     return tally, result.state
+
+
+def round_seconds(exp: Experiment, algorithm: Algorithm, stage: str, concurrent: int = 1) -> tuple[list[float], float, State]:
+    """(seconds of each timed round, seconds of the warm-up round, the final state) of ``algorithm`` on ``exp``'s rounds, with
+    ``concurrent`` client updates at once: the round alone (a device sync at each end), no update timed apart, evaluation left out."""
+    sync = synchronizer(exp.device)
+    seconds: dict[tuple[str, int], float] = {}
+    mark = {"t": 0.0}
+
+    def on_round(record: dict[str, Any]) -> None:
+        sync()
+        if record["round"] > 0:
+            seconds[(record["stage"], record["round"])] = time.perf_counter() - mark["t"]
+        mark["t"] = time.perf_counter()
+
+    plain = algorithm.with_(evaluate=lambda state, data: {"accuracy": 0.0}, validate=None)
+    client_data, test = exp.resident_inputs()
+    loop = replace(exp.round_loop(), concurrent_clients=concurrent)
+    result = simulate(plain, client_data, exp.config.federation.num_clients, test, loop, on_round=on_round)
+    rounds = sorted(r for s, r in seconds if s == stage and r > 1)
+    return [seconds[(stage, r)] for r in rounds], seconds[(stage, 1)], result.state
+
+
+def largest_difference(a: State, b: State) -> float:
+    """The largest absolute difference between two states' floating-point tensors (0.0: the same numbers)."""
+    keys = [k for k in a if a[k].is_floating_point()]
+    return max((float((a[k].double() - b[k].double()).abs().max()) for k in keys if a[k].numel()), default=0.0)
+
+
+def variants(exp: Experiment, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:
+    """``--concurrent K`` and ``--compile``: the same rounds timed one update at a time and eager (the baseline, in this run),
+    then with K updates at once and/or compiled; per variant its seconds per round, the ratio to the baseline (> 1: faster)
+    and the largest difference of its final state from the baseline's (concurrent: 0 expected; compiled: float tolerance)."""
+    stage = setting.timed_stage
+    base, _, base_state = round_seconds(exp, exp.algorithm, stage)
+    base_mean = sum(base) / len(base)
+    out: dict[str, Any] = {"baseline_seconds_per_round": round(base_mean, 4), "baseline_round_seconds": [round(x, 4) for x in base]}
+
+    def entry(seconds: list[float], warmup: float, state: State) -> dict[str, Any]:
+        mean = sum(seconds) / len(seconds)
+        return {
+            "seconds_per_round": round(mean, 4),
+            "round_seconds": [round(x, 4) for x in seconds],
+            "warmup_round_seconds": round(warmup, 4),
+            "speedup": round(base_mean / mean, 4),
+            "largest_state_difference": largest_difference(base_state, state),
+        }
+
+    if args.concurrent > 1:
+        if exp.algorithm.thread_safe_updates:
+            out["concurrent"] = {"clients": args.concurrent, **entry(*round_seconds(exp, exp.algorithm, stage, args.concurrent))}
+        else:
+            out["concurrent"] = {"clients": args.concurrent, "skipped": f"algorithm '{exp.algorithm.name}' trains its clients one at a time"}
+    if args.compile:
+        if exp.device.type == "cpu":
+            out["compile"] = {"skipped": "run.compile is refused on the CPU (docs/runtime.md)"}
+        else:
+            config = exp.config.model_copy(update={"run": exp.config.run.model_copy(update={"compile": True})})
+            try:
+                compiled = build_algorithm(config, exp.task, exp.device)
+            except ConfigError as error:
+                out["compile"] = {"skipped": str(error)}
+            else:
+                out["compile"] = entry(*round_seconds(exp, compiled, stage))
+                if args.concurrent > 1 and compiled.thread_safe_updates:
+                    out["compile_and_concurrent"] = {"clients": args.concurrent, **entry(*round_seconds(exp, compiled, stage, args.concurrent))}
+    return out
 
 
 def evaluation_seconds(exp: Experiment, state: State) -> float:
@@ -369,6 +454,7 @@ def measure(key: str, setting: Setting, args: argparse.Namespace) -> dict[str, A
         "projected_seconds": round(setting.budget * per_round, 1),
         "projected_seconds_with_evaluation": None if evaluation is None else round(setting.budget * per_round + evaluations * evaluation, 1),
         "build_seconds": round(build_seconds, 2),
+        **(variants(exp, setting, args) if args.concurrent > 1 or args.compile else {}),
         "notes": notes + [f"projection: {setting.budget} {unit}s x the mean timed {unit}; with evaluation: + one every {EVALUATE_EVERY} {unit}s"],
     }
 
@@ -385,9 +471,15 @@ def main() -> None:
     )
     parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every setting (e.g. algorithm.threshold=0.95)")
     parser.add_argument("--out", type=Path, default=None, help="result file (default: benchmarks/results/paper_scale_<device>.json)")
+    parser.add_argument(
+        "--concurrent", type=int, default=1, metavar="K", help="also time the rounds with run.concurrent_clients = K, against one at a time in the same run"
+    )
+    parser.add_argument("--compile", action="store_true", help="also time the rounds with run.compile = true (an accelerator only), against eager")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds: at least 1 timed round")
+    if args.concurrent < 1:
+        parser.error("--concurrent: at least 1")
     started, at_start = time.perf_counter(), machine()
     device = torch.device(args.device)
     results = {}

@@ -24,6 +24,10 @@ the numbers it gives on the CPU. Inside the context:
   from the host to the device (what ``.to(device)`` of a CPU tensor is unless
   ``non_blocking=True``; kornia's parameters drawn on the CPU arrive so).
 
+Concurrent client updates (``run.concurrent_clients``) run inside it too: the runtime's lanes
+take the caller's torch modes (``fedprior.runtime.concurrent``), and what a call notes for
+its own dispatch (a PretendGenerator in use) is kept per thread.
+
 So an algorithm that ignores the ``device`` it was given runs its convolutions on
 the CPU (recorded as such), and one that forgets to move something fails as it
 would on a GPU. (The meta device is the label because torch never computes on it
@@ -34,6 +38,7 @@ no numbers, never appear inside the context.)
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -305,8 +310,16 @@ class Dispatch(TorchDispatchMode):
     def __init__(self, record: Record) -> None:
         super().__init__()
         self.record = record
-        self.pretend_generator = False
-        """Set by :class:`Functions` while a call with a PretendGenerator runs (the dispatcher hands over a plain generator)."""
+        self._calls = threading.local()  # per thread: concurrent client updates (run.concurrent_clients) share the mode
+
+    @property
+    def pretend_generator(self) -> bool:
+        """Set by :class:`Functions` while a call with a PretendGenerator runs in this thread (the dispatcher hands over a plain generator)."""
+        return getattr(self._calls, "pretend_generator", False)
+
+    @pretend_generator.setter
+    def pretend_generator(self, value: bool) -> None:
+        self._calls.pretend_generator = value
 
     @staticmethod
     def sync_kind(name: str, args: tuple, kwargs: dict, on_device: bool) -> str | None:

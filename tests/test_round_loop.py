@@ -35,7 +35,7 @@ NOT_DEFAULT = [
 ]
 
 
-def expected(workers: int) -> dict:
+def expected(workers: int, concurrent: int = 1) -> dict:
     """What each field must be under NOT_DEFAULT (every field of RoundLoop must be listed: a new one fails here)."""
     return {
         "seed": 7,
@@ -49,20 +49,21 @@ def expected(workers: int) -> dict:
         "retry_every": RoundLoop.retry_every,  # no config field: the loop's own constant
         "threads": ThreadPolicy(2, 2, 2),
         "workers": workers,
+        "concurrent_clients": concurrent,
         "device": "cpu",
         "start_method": "spawn",
         "checkpoint_every": 2,
     }
 
 
-def assert_every_field(loop: RoundLoop, workers: int) -> None:
-    want = expected(workers)
+def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1) -> None:
+    want = expected(workers, concurrent)
     assert {f.name for f in dataclasses.fields(RoundLoop)} == set(want), "a RoundLoop field is missing from this test's expectations"
     for name, value in want.items():
         assert getattr(loop, name) == value, f"{name}: {getattr(loop, name)!r}, config says {value!r}"
     defaults = RoundLoop(seed=0, rounds=10, fraction=0.1)
     for name in want:  # the check above could not pass by defaults alone (device, retry_every and Flower's workers have no other value here)
-        if name not in ("device", "retry_every") and not (name == "workers" and workers == 1):
+        if name not in ("device", "retry_every") and not (name == "workers" and workers == 1) and not (name == "concurrent_clients" and concurrent == 1):
             assert getattr(defaults, name) != want[name], name
 
 
@@ -88,18 +89,19 @@ def caught(monkeypatch):
 
 
 def test_the_experiment_builds_every_field_from_the_config():
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2"])
-    assert_every_field(build_experiment(name, config).round_loop(), workers=2)
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2", "run.concurrent_clients=2"])
+    with pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
+        assert_every_field(build_experiment(name, config).round_loop(), workers=2, concurrent=2)
 
 
 def test_the_in_process_runner_passes_every_field(caught, tmp_path):
     from fedprior.experiments.runner import start
 
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2"])
-    with pytest.raises(Caught):
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2", "run.concurrent_clients=2"])
+    with pytest.raises(Caught), pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
         start(name, config, tmp_path / "run")
     assert len(caught) == 1
-    assert_every_field(caught[0], workers=2)
+    assert_every_field(caught[0], workers=2, concurrent=2)
 
 
 def test_the_flower_runtimes_pass_every_field(caught, tmp_path):

@@ -135,7 +135,14 @@ class Algorithm:
       No client ever receives it;
     - ``validate(state) -> metrics``: optional; the global model's metrics on a validation split,
       keys prefixed ``validation_`` (``run.model_selection = 'validation'``, set by the runtime:
-      ``experiments.client_side.with_validation``). The round loop records them beside the test metrics.
+      ``experiments.client_side.with_validation``). The round loop records them beside the test metrics;
+    - ``thread_safe_updates``: ``client_update`` may run for several clients at once, in threads
+      (``run.concurrent_clients``, ``fedprior.runtime.concurrent``): it draws only from its ``ClientInfo``
+      generators, never from torch's global generator (which threads share: no dropout, no
+      ``data.augment.seeded`` or kornia augmentation; a model built and then overwritten may draw), and
+      what it keeps between calls is kept per lane (``GlobalModel.receive``'s models are). False (the
+      default): its updates run one at a time, each under a reseeded global generator. ``with_`` keeps
+      the flag: a variant whose new ``client_update`` is not thread-safe sets it back to False.
     """
 
     name: str
@@ -150,6 +157,7 @@ class Algorithm:
     diagnostics: tuple[str, ...] = ()
     evaluation_inputs: tuple[str, ...] = ()
     validate: Callable[[State], dict[str, float]] | None = None
+    thread_safe_updates: bool = False
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""

@@ -32,6 +32,7 @@ def fedavg(
     init: HeadInitField = "random",
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
+    compile: bool = False,
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
@@ -46,6 +47,10 @@ def fedavg(
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
         if precision != "fp32":
             raise ConfigError("run.precision: model = 'linear' trains batched heads on features in fp32 only; accepted: fp32 (bf16 with an image model)")
+        if compile:
+            raise ConfigError(
+                "run.compile: model = 'linear' trains batched heads on features, which are not compiled; accepted: false (true with an image model)"
+            )
         return supervised_head_algorithm(
             "fedavg",
             task,
@@ -57,5 +62,6 @@ def fedavg(
         )
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model), device=device, precision=precision)
-    return net.algorithm("fedavg", local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay))
+    net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
+    update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
+    return net.algorithm("fedavg", update, thread_safe_updates=True)

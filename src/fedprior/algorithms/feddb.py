@@ -80,6 +80,7 @@ def feddb(
     local_epochs: int,
     device: torch.device = CPU,
     precision: Precision = "fp32",
+    compile: bool = False,
     dpl: Dpl = True,
     dma: Dma = True,
     dma_steps: DmaSteps = 100,
@@ -91,5 +92,5 @@ def feddb(
     """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
     weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights
     return semi_supervised_algorithm(
-        "feddb", task, shared, local_epochs=local_epochs, device=device, precision=precision, method=Method(weights=weights), dpl=dpl
+        "feddb", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, method=Method(weights=weights), dpl=dpl
     )

@@ -46,9 +46,10 @@ def fedprox(
     mu: Mu = 0.01,
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
+    compile: bool = False,
 ) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
-    net = GlobalModel(model_task(task, model), device=device, precision=precision)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
     update = local_sgd_update(
         net,
         local_epochs,
@@ -59,4 +60,4 @@ def fedprox(
         make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
-    return net.algorithm("fedprox", update)
+    return net.algorithm("fedprox", update, thread_safe_updates=True)

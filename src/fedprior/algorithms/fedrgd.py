@@ -61,9 +61,18 @@ def grouped_weights(groups: int):
 
 @with_shared(SEMI_SUPERVISED, norm="gn")
 def fedrgd(
-    task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", dpl: Dpl = False, groups: Groups = 2, **shared
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    precision: Precision = "fp32",
+    compile: bool = False,
+    dpl: Dpl = False,
+    groups: Groups = 2,
+    **shared,
 ) -> Algorithm:
     """FedRGD (Zhang et al. 2021): consistency loss, GroupNorm, grouping-based averaging; dpl = true gives FedRGD-FedDPL."""
+    method = Method(weights=grouped_weights(groups))
     return semi_supervised_algorithm(
-        "fedrgd", task, shared, local_epochs=local_epochs, device=device, precision=precision, dpl=dpl, method=Method(weights=grouped_weights(groups))
+        "fedrgd", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl, method=method
     )

@@ -29,12 +29,16 @@ from fedprior.algorithms.pieces.precision import Precision
 
 
 @with_shared(SEMI_SUPERVISED)
-def fixmatch(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", dpl: Dpl = False, **shared) -> Algorithm:
+def fixmatch(
+    task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", compile: bool = False, dpl: Dpl = False, **shared
+) -> Algorithm:
     """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (feddb.txt 5.1)."""
-    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, precision=precision, dpl=dpl)
+    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl)
 
 
 @with_shared(SUPERVISED)
-def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", **shared) -> Algorithm:
+def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", compile: bool = False, **shared) -> Algorithm:
     """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
-    return semi_supervised_algorithm("fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, precision=precision, use_unlabeled=False)
+    return semi_supervised_algorithm(
+        "fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, use_unlabeled=False
+    )

@@ -63,6 +63,7 @@ def moon(
     temperature: MoonTemperature = 0.5,
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
+    compile: bool = False,
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
@@ -80,7 +81,7 @@ def moon(
     """
     if model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
-    net = GlobalModel(model_task(task, model), device=device, precision=precision)
+    net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
 
     def loss(global_model: nn.Module, state: State) -> LossFn:  # z_prev: the client's last local model, the global one the first time
         return moon_loss(global_model, net.load(state) if state else global_model, mu, temperature)
@@ -91,4 +92,4 @@ def moon(
         reply, _ = fedavg_update(message, state, data, info)
         return reply, {k: v.clone() for k, v in reply.arrays.items()}  # the client keeps its model for the next z_prev
 
-    return net.algorithm("moon", client_update)
+    return net.algorithm("moon", client_update, thread_safe_updates=True)

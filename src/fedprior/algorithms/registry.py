@@ -11,7 +11,9 @@ so these keys mean the same for every algorithm. Every factory declares ``device
 left it out would train on the CPU whatever ``run.device`` says. ``precision``
 (``run.precision``, :mod:`fedprior.algorithms.pieces.precision`) reaches the factories that
 declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigError
-(:meth:`AlgorithmSpec.build`), never a silent float32 run.
+(:meth:`AlgorithmSpec.build`), never a silent float32 run. So is ``compile`` (``run.compile``:
+the factory compiles the network its clients train, ``GlobalModel(compile=...)``): asking an
+algorithm whose factory does not declare it for ``true`` is a ConfigError naming those that do.
 
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import
@@ -61,7 +63,7 @@ from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
 from fedprior.validation import CheckedModel, describe_validation_error
 
-RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device", "precision")
+RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device", "precision", "compile")
 
 DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
 
@@ -121,6 +123,11 @@ class AlgorithmSpec:
             raise ConfigError(
                 f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not take 'precision'); "
                 f"accepted for it: fp32; bf16 for: {', '.join(supports_precision())}"
+            )
+        if runtime.get("compile", False) and "compile" not in needed:
+            raise ConfigError(
+                f"run.compile: algorithm '{self.name}' does not compile its networks (its factory does not take 'compile'); "
+                f"accepted for it: false; true for: {', '.join(supports_compile())}"
             )
         provided = {k: v for k, v in runtime.items() if k in needed}
         return self.factory(task, **self.validate(values), **provided)
@@ -233,6 +240,11 @@ def registered() -> dict[str, AlgorithmSpec]:
 def supports_precision() -> list[str]:
     """The registered algorithms whose factory takes ``precision`` (``run.precision = 'bf16'`` runs them under autocast)."""
     return [name for name, spec in registered().items() if "precision" in inspect.signature(spec.factory).parameters]
+
+
+def supports_compile() -> list[str]:
+    """The registered algorithms whose factory takes ``compile`` (``run.compile = true`` compiles the network their clients train)."""
+    return [name for name, spec in registered().items() if "compile" in inspect.signature(spec.factory).parameters]
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:

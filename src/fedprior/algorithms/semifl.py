@@ -67,6 +67,7 @@ def semifl(
     local_epochs: int,
     device: torch.device = CPU,
     precision: Precision = "fp32",
+    compile: bool = False,
     dpl: Dpl = False,
     mix_alpha: MixAlpha = 0.75,
     mix_weight: MixWeight = 1.0,
@@ -80,6 +81,7 @@ def semifl(
         local_epochs=local_epochs,
         device=device,
         precision=precision,
+        compile=compile,
         dpl=dpl,
-        method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)),
+        method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)),  # MixUp's lambda comes from the global generator: clients one at a time
     )

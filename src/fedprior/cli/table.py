@@ -174,7 +174,10 @@ def table(
         None, "--seeds", min=1, help=f"Run every cell with seeds 0..N-1 (default {EMBEDDED_SEEDS} with --embedded, else 1); 'ours' is the mean, 'std' the sd."
     ),
     jobs: int | None = typer.Option(
-        None, "--jobs", min=1, help="Cells run at once, each in its own process with one thread and run.workers=1 (default: the cores available)."
+        None,
+        "--jobs",
+        min=1,
+        help="Cells run at once, each in its own process with one thread, run.workers=1 and run.concurrent_clients=1 (default: the cores available).",
     ),
     rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
     columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),

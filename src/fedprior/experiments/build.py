@@ -24,7 +24,7 @@ from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
 from fedprior.experiments.resident import ResidentClients, select_client_data
-from fedprior.experiments.workers_setup import worker_processes, worker_start_method
+from fedprior.experiments.workers_setup import concurrent_clients, worker_processes, worker_start_method
 from fedprior.partition import Partition
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
@@ -49,6 +49,8 @@ class Experiment:
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     threads: ThreadPolicy = field(default_factory=lambda: ThreadPolicy(1, 1, 1))
     workers: int = 1
+    concurrent_clients: int = 1
+    """``run.concurrent_clients``, checked (``workers_setup.concurrent_clients``)."""
     start_method: str | None = None
     """How worker processes start (``fork``/``spawn``; None: the runtime's default)."""
     _resident: tuple[ResidentClients, ClientData] | None = field(default=None, init=False, repr=False)
@@ -89,6 +91,7 @@ class Experiment:
             wait_for_clients=federation.wait_for_clients,
             threads=self.threads,
             workers=self.workers,
+            concurrent_clients=self.concurrent_clients,
             device=str(self.device),
             start_method=self.start_method,
             checkpoint_every=run.checkpoint_every,
@@ -97,6 +100,19 @@ class Experiment:
     def client_side(self) -> ClientSide:
         """What a worker process needs to run this experiment's client updates (picklable)."""
         return ClientSide(self.config, self.task, self.train, self.partition)
+
+
+def check_runtime_fields(config: ExperimentConfig) -> None:
+    """Refuse the fields of the local runtime's client pool with a Flower runtime, which runs the clients on its nodes."""
+    if config.run.workers > 1 and config.run.runtime != "local":
+        raise ConfigError(
+            f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1"
+        )
+    if config.run.concurrent_clients > 1 and config.run.runtime != "local":
+        raise ConfigError(
+            f"run.concurrent_clients: concurrent client updates serve run.runtime = 'local' only (Flower runs each client on its node); "
+            f"accepted with runtime '{config.run.runtime}': 1"
+        )
 
 
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
@@ -110,10 +126,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     ``run.imports`` are imported first (a table's cell in a spawned process starts without them).
     """
     import_modules(config.run.imports, "run.imports")
-    if config.run.workers > 1 and config.run.runtime != "local":
-        raise ConfigError(
-            f"run.workers: worker processes serve run.runtime = 'local' only (Flower runs the clients on its nodes); accepted with runtime '{config.run.runtime}': 0, 1"
-        )
+    check_runtime_fields(config)
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
     start_method = worker_start_method(config.run.start_method, device)
@@ -143,6 +156,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     )
     algorithm = build_algorithm(config, task, device)
     workers = worker_processes(config, algorithm, feature_space=feature_space, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
+    concurrent = concurrent_clients(config, algorithm, device)
     check_inputs(algorithm, partition, config)
     train = {"x": train_x, "y": torch.from_numpy(dataset.train_labels)}
     if validation is not None:
@@ -161,5 +175,6 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         device=device,
         threads=threads,
         workers=workers,
+        concurrent_clients=concurrent,
         start_method=start_method,
     )

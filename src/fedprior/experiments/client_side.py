@@ -25,11 +25,12 @@ def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, with the runtime-provided local epochs, batch size, device and precision.
+    """The configured algorithm, with the runtime-provided local epochs, batch size, device, precision and compile.
 
     ``run.imports`` are imported first: a spawned worker process (``ClientSide``) starts without them.
     """
     import_modules(config.run.imports, "run.imports")
+    check_compile(config.run.compile, device)
     return algorithm_spec(config.algorithm.name).build(
         task,
         config.algorithm.hyperparameters(),
@@ -37,7 +38,19 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
         batch_size=config.federation.batch_size,
         device=device,
         precision=config.run.precision,
+        compile=config.run.compile,
     )
+
+
+def check_compile(compile: bool, device: torch.device) -> None:
+    """``run.compile = true`` on the CPU is refused (docs/runtime.md, run.compile): a compiled graph costs 15-25 s to build
+    there, and torch 2.13's CPU backend trained the ``cnn`` model with zero gradients in its convolutions on one torch thread
+    (fedprior's default), where eager and two threads are right; on CUDA its kernels come from another backend (Triton)."""
+    if compile and device.type == "cpu":
+        raise ConfigError(
+            "run.compile: compiles on an accelerator only; on the CPU torch 2.13's compiled backward gave wrong gradients "
+            "(zero in the 'cnn' model's convolutions with one torch thread; docs/runtime.md); accepted with run.device = 'cpu': false"
+        )
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ PLACEMENT = frozenset(
         "run.seed",
         "run.threads",
         "run.workers",
+        "run.concurrent_clients",
+        "run.compile",
         "run.start_method",
         "run.device",
         "run.runtime",
@@ -44,8 +46,8 @@ PLACEMENT = frozenset(
 )
 """Config fields that do not define a method (the seed, and where or how a run executes): ignored when runs are grouped.
 
-``run.vectorize``, ``run.workers``, ``run.runtime`` and the like give the same numbers by
-design; ``run.deterministic`` changes bits on CUDA, not the method; ``data.root`` and
+``run.vectorize``, ``run.workers``, ``run.concurrent_clients``, ``run.runtime`` and the like give the same numbers by
+design; ``run.deterministic`` and ``run.compile`` change last bits, not the method; ``data.root`` and
 ``encoder.batch_size`` say where the files are and how many images one forward pass encodes.
 """
 

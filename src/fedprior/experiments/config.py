@@ -79,6 +79,10 @@ class RunConfig(ConfigSection):
     """Torch CPU threads per process for all work; 0: by the work's size (one per client update, every core for image evaluation and encoding; see fedprior.runtime.threads)."""
     workers: int = Field(0, ge=0)
     """Worker processes that train a round's sampled clients (runtime 'local'); 0: 1 for feature-space heads, min(cores, clients per round) for image models; never more than the most clients a round samples. The numbers do not depend on it."""
+    concurrent_clients: int = Field(1, ge=1)
+    """Client updates of a round run at once in each process (runtime 'local'), each in its own thread and, on CUDA, its own stream, for algorithms whose updates allow it (FedAvg, FedProx, MOON, FedDB, FixMatch, FedAvg-labeled, FedRGD); 1: one at a time. The numbers do not depend on it. On the CPU the threads share the cores (run.workers is the CPU's lever)."""
+    compile: bool = False
+    """Compile the network the clients train and the server evaluates with torch.compile (once per process, reused every round; the first rounds pay the compilation), for algorithms whose factory takes 'compile' (FedAvg, FedProx and MOON on image models, FedDB, FixMatch, FedAvg-labeled, FedRGD, SemiFL). The numbers differ from eager ones within float tolerance; a resume may change it."""
     start_method: Literal["auto", "fork", "spawn"] = "auto"
     """How worker processes start: 'fork' (they get the built experiment for free; not with CUDA), 'spawn' (they rebuild it), or 'auto': spawn with CUDA, else fork where the system has it."""
     device: str = "auto"

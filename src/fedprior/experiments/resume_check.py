@@ -4,7 +4,7 @@ The checkpoint records the run's resolved config (every field, as JSON). A resum
 compares it with the run directory's ``config.toml``, and refuses any change except:
 
 - fields that do not change the training: ``RESUME_MAY_CHANGE`` (where the data is, the
-  cache, threads, workers, device, how often to evaluate, the description, and
+  cache, threads, workers, concurrent clients, compilation, device, how often to evaluate, the description, and
   ``run.imports``: which modules define the algorithm is where its code is, like
   ``data.root``; the algorithm's name and hyperparameters are still compared, and an
   edit of a module's code could not be seen either way);
@@ -43,6 +43,8 @@ RESUME_MAY_CHANGE = frozenset(
         "run.threads",
         "run.vectorize",
         "run.workers",
+        "run.concurrent_clients",
+        "run.compile",
         "run.start_method",
         "run.device",
         "run.deterministic",
@@ -57,7 +59,8 @@ RESUME_MAY_CHANGE = frozenset(
 )
 """Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
 workers, device, evaluation cadence, which rounds the test set is scored on), how long a round waits for its clients, and the
-modules imported for the algorithm (a package renamed or moved). ``run.device`` may change because 'auto' resolves per machine anyway."""
+modules imported for the algorithm (a package renamed or moved). ``run.device`` may change because 'auto' resolves per machine anyway;
+``run.compile`` and ``run.deterministic`` change the last bits of the numbers (compiled or other kernels), not what the config means."""
 
 
 def checkpoint_metadata(config: ExperimentConfig) -> dict[str, str]:

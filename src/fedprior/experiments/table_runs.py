@@ -80,8 +80,8 @@ class CellRun:
         return start(self.name, self.config, self.path, report_extras=False)
 
     def single_threaded(self) -> CellRun:
-        """This run with ``run.threads = 1`` and ``run.workers = 1`` (one of several running at once)."""
-        run = self.config.run.model_copy(update={"threads": 1, "workers": 1})
+        """This run with ``run.threads = 1``, ``run.workers = 1`` and ``run.concurrent_clients = 1`` (one of several running at once)."""
+        run = self.config.run.model_copy(update={"threads": 1, "workers": 1, "concurrent_clients": 1})
         return replace(self, config=self.config.model_copy(update={"run": run}))
 
 

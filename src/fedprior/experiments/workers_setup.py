@@ -1,4 +1,4 @@
-"""How a local run trains a round's clients: worker processes, and how they start."""
+"""How a local run trains a round's clients: worker processes, how they start, and client updates run at once in each."""
 
 from __future__ import annotations
 
@@ -53,3 +53,27 @@ def worker_processes(config: ExperimentConfig, algorithm: Algorithm, *, feature_
             stacklevel=2,
         )
     return workers
+
+
+def concurrent_clients(config: ExperimentConfig, algorithm: Algorithm, device: torch.device) -> int:
+    """``run.concurrent_clients`` checked against the runtime and the algorithm (``fedprior.runtime.concurrent``).
+
+    More than 1 needs an algorithm whose updates may run in threads (``Algorithm.thread_safe_updates``;
+    the local runtime is checked before: ``build.check_runtime_fields``); on the CPU it is allowed, with
+    a note: threads without CUDA streams give the same numbers, and run faster only on cores nothing else uses.
+    """
+    asked = config.run.concurrent_clients
+    if asked == 1:
+        return 1
+    if not algorithm.thread_safe_updates:
+        raise ConfigError(
+            f"run.concurrent_clients: algorithm '{algorithm.name}' trains its clients one at a time (its client updates draw from torch's "
+            f"global random generator, which threads share, or keep state between calls; see Algorithm.thread_safe_updates); accepted for it: 1"
+        )
+    if device.type != "cuda":
+        warnings.warn(
+            f"run.concurrent_clients = {asked} on {device}: the client updates run in threads without CUDA streams; the numbers are those "
+            f"of 1, and a round is faster only where cores are idle, if at all (run.workers is the CPU's lever; docs/runtime.md)",
+            stacklevel=2,
+        )
+    return asked

@@ -8,6 +8,7 @@ aggregation, evaluation, records and checkpoints are written once.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Protocol
@@ -15,6 +16,7 @@ from typing import Protocol
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+from fedprior.runtime.concurrent import Lanes
 from fedprior.seeding import derived_seed
 
 
@@ -52,15 +54,25 @@ def global_rng(infos: Sequence[ClientInfo]) -> Iterator[None]:
 
 
 def update_clients(
-    algorithm: Algorithm, message: Broadcast, states: Sequence[State], datas: Sequence[ClientData], infos: Sequence[ClientInfo], vectorize: bool
+    algorithm: Algorithm,
+    message: Broadcast,
+    states: Sequence[State],
+    datas: Sequence[ClientData],
+    infos: Sequence[ClientInfo],
+    vectorize: bool,
+    lanes: Lanes | None = None,
 ) -> list[tuple[Reply, State]]:
     """Each client's (reply, new state), in the order given.
 
     The clients train together when the algorithm can (``client_update_many``) and
-    ``vectorize`` is on, one by one otherwise: the numbers are the same. A client with
-    no examples (a Dirichlet partition can leave one empty) is not trained: it replies
-    with no tensors and ``num_examples = 0``, keeps its state, and is left out of the
-    aggregation. Each update runs under :func:`global_rng`.
+    ``vectorize`` is on; else up to ``lanes.count`` at once in threads where the algorithm's
+    updates allow it (``run.concurrent_clients``, :mod:`fedprior.runtime.concurrent`), one by
+    one otherwise: the numbers are the same. A client with no examples (a Dirichlet
+    partition can leave one empty) is not trained: it replies with no tensors and
+    ``num_examples = 0``, keeps its state, and is left out of the aggregation. Each update
+    runs under :func:`global_rng`; concurrent updates, which must not draw from torch's
+    global generator (``Algorithm.thread_safe_updates``), run under one for them all, so
+    that what they leave in it (a rebuilt model's init) is undone as after serial ones.
     """
     results: list[tuple[Reply, State] | None] = [None] * len(datas)
     active = [i for i, data in enumerate(datas) if not is_empty(data)]
@@ -71,6 +83,13 @@ def update_clients(
         if vectorize and algorithm.client_update_many is not None:
             with global_rng(pick(infos)):
                 out = algorithm.client_update_many(message, pick(states), pick(datas), pick(infos))
+        elif lanes is not None and lanes.count > 1 and len(active) > 1:
+            if not algorithm.thread_safe_updates:
+                raise ValueError(
+                    f"algorithm '{algorithm.name}' does not declare thread-safe client updates (Algorithm.thread_safe_updates); they run one at a time"
+                )
+            with global_rng(pick(infos)):
+                out = lanes.run([functools.partial(algorithm.client_update, message, states[i], datas[i], infos[i]) for i in active])
         else:
             out = []
             for i in active:
@@ -82,10 +101,20 @@ def update_clients(
 
 
 class InProcessClients:
-    """Every client simulated in this process; their states kept here (and checkpointed with the server)."""
+    """Every client simulated in this process; their states kept here (and checkpointed with the server).
 
-    def __init__(self, algorithm: Algorithm, client_data: Callable[[int], ClientData], num_clients: int, states: dict[int, State] | None = None) -> None:
-        self.algorithm, self.client_data, self.num_clients = algorithm, client_data, num_clients
+    ``lanes``: up to ``lanes.count`` updates of a round at once (``run.concurrent_clients``; None: one at a time).
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        client_data: Callable[[int], ClientData],
+        num_clients: int,
+        states: dict[int, State] | None = None,
+        lanes: Lanes | None = None,
+    ) -> None:
+        self.algorithm, self.client_data, self.num_clients, self.lanes = algorithm, client_data, num_clients, lanes
         self._states: dict[int, State] = dict(states or {})
 
     def prepare(self) -> None:
@@ -99,6 +128,7 @@ class InProcessClients:
             [self.client_data(c) for c in clients],
             [info.for_client(c) for c in clients],
             vectorize,
+            self.lanes,
         )
         for client_id, (_, state) in zip(clients, results, strict=True):
             if state:

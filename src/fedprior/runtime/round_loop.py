@@ -51,6 +51,8 @@ class RoundLoop:
     """Torch threads for training and for evaluation (None: leave them as they are)."""
     workers: int = 1
     """``run.workers``: processes training a round's clients (in-process runtime only)."""
+    concurrent_clients: int = 1
+    """``run.concurrent_clients``: client updates run at once in each of those processes, in threads (``concurrent.py``)."""
     device: str = "cpu"
     """The run's resolved device (where the algorithm trains; workers rebuild it there)."""
     start_method: str | None = None

@@ -52,6 +52,7 @@ from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
 from fedprior.runtime.clients import ClientPool, InProcessClients
+from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sample_clients
@@ -292,9 +293,16 @@ def simulate(
 
     ``loop.workers > 1`` trains a round's clients in that many worker processes
     (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there),
-    each with ``loop.threads.train`` torch threads; the numbers are those of ``workers = 1``.
+    each with ``loop.threads.train`` torch threads; ``loop.concurrent_clients > 1`` runs that many
+    updates at once in each process (:mod:`fedprior.runtime.concurrent`), for an algorithm with
+    ``thread_safe_updates``. The numbers are those of ``workers = 1`` and ``concurrent_clients = 1``.
     """
     states = start.clients if start is not None else None
+    if loop.concurrent_clients > 1 and not algorithm.thread_safe_updates:
+        raise ValueError(
+            f"concurrent_clients = {loop.concurrent_clients}: algorithm '{algorithm.name}' does not declare thread-safe client updates "
+            "(Algorithm.thread_safe_updates); use 1"
+        )
     if loop.workers > 1:
         pool: InProcessClients = WorkerClients(
             algorithm,
@@ -306,9 +314,11 @@ def simulate(
             start_method=loop.start_method,
             threads=loop.threads.train if loop.threads else 1,
             client_size=client_size,
+            concurrent=loop.concurrent_clients,
+            device=loop.device,
         )
     else:
-        pool = InProcessClients(algorithm, client_data, num_clients, states)
+        pool = InProcessClients(algorithm, client_data, num_clients, states, Lanes(loop.concurrent_clients, loop.device))
     try:
         return run_rounds(
             algorithm, pool, test_data, loop, checkpoint_path=checkpoint_path, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata

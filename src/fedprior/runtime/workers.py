@@ -55,6 +55,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, Ro
 from fedprior.algorithms.pieces.tensors import to_cpu
 from fedprior.orphans import stay_with_parent
 from fedprior.runtime.clients import InProcessClients, update_clients
+from fedprior.runtime.concurrent import Lanes
 
 WorkerSetup = Callable[[], tuple[Algorithm, Callable[[int], ClientData]]]
 """Called once in each worker: the algorithm and the client-data function it trains with."""
@@ -113,13 +114,20 @@ def _become_worker(parent: int | None, inherited: Sequence[Connection], ignored:
 
 
 def serve(
-    conn: Connection, setup: WorkerSetup, threads: int, parent: int | None = None, inherited: Sequence[Connection] = (), ignored: Sequence[int] = ()
+    conn: Connection,
+    setup: WorkerSetup,
+    threads: int,
+    parent: int | None = None,
+    inherited: Sequence[Connection] = (),
+    ignored: Sequence[int] = (),
+    lanes: tuple[int, str] = (1, "cpu"),
 ) -> None:
     """A worker's main loop: build once, then train the groups of clients it is sent until told to stop.
 
     ``parent``: the PID of the process that started it, which it must not outlive;
     ``inherited``: that process's pipe ends it got by fork, closed at once; ``ignored``:
-    the stop signals that process ignores (the others end the worker quietly).
+    the stop signals that process ignores (the others end the worker quietly); ``lanes``:
+    how many of a group's updates run at once, and the device (``run.concurrent_clients``).
     """
     _become_worker(parent, inherited, ignored)
     torch.set_num_threads(threads)
@@ -130,12 +138,12 @@ def serve(
             _send(conn, ("setup-failed", traceback.format_exc()))
             return
         _send(conn, ("ready", os.getpid()))
-        _train(conn, algorithm, client_data)
+        _train(conn, algorithm, client_data, Lanes(*lanes))
     except (EOFError, OSError):  # the main process is gone (or closed its end): nothing left to do
         return
 
 
-def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], ClientData]) -> None:
+def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], ClientData], lanes: Lanes) -> None:
     broadcast: Broadcast | None = None
     info: RoundInfo | None = None
     vectorize = True
@@ -151,7 +159,9 @@ def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], 
         try:
             ids = [c for c, _ in items]
             assert broadcast is not None and info is not None, "a round message comes before its groups"
-            results = update_clients(algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize)
+            results = update_clients(
+                algorithm, broadcast, [s for _, s in items], [client_data(c) for c in ids], [info.for_client(c) for c in ids], vectorize, lanes
+            )
             results = [(replace(reply, arrays=to_cpu(reply.arrays)), to_cpu(state)) for reply, state in results]  # pickled: host tensors
             answer: tuple[str, Any, Any] = ("done", group, results)
         except Exception:
@@ -187,9 +197,12 @@ class WorkerClients(InProcessClients):
         start_method: str | None = None,
         threads: int = 1,
         client_size: Callable[[int], int] | None = None,
+        concurrent: int = 1,
+        device: str = "cpu",
     ) -> None:
         super().__init__(algorithm, client_data, num_clients, states)
         self.size, self.threads, self.client_size = workers, threads, client_size
+        self.concurrent, self.device = concurrent, device
         self.context = multiprocessing.get_context(start_method or default_start_method())
         if setup is None:
             if self.context.get_start_method() != "fork":
@@ -217,7 +230,10 @@ class WorkerClients(InProcessClients):
         inherited = [parent, *(w.conn for w in self.workers if not w.conn.closed)] if method == "fork" else []
         tied_to = os.getpid() if method in ("fork", "spawn") else None  # a forkserver's children have another parent
         process = self.context.Process(  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete kinds all have Process
-            target=serve, args=(child, self.setup, self.threads, tied_to, inherited, _ignored_stop_signals()), daemon=True, name="fedprior-worker"
+            target=serve,
+            args=(child, self.setup, self.threads, tied_to, inherited, _ignored_stop_signals(), (self.concurrent, self.device)),
+            daemon=True,
+            name="fedprior-worker",
         )
         with _stop_signals_held():
             process.start()
@@ -253,18 +269,21 @@ class WorkerClients(InProcessClients):
 
     # -- a round ------------------------------------------------------------------------
     def groups(self, clients: Sequence[int], vectorize: bool) -> list[list[int]]:
-        """One client per message, or, for a vectorized algorithm, one contiguous group per worker.
+        """One client per message (``concurrent`` clients with ``run.concurrent_clients``, trained at once in the worker), or,
+        for a vectorized algorithm, one contiguous group per worker.
 
         The largest come first (``client_size``, where given), so that no worker is left
         with a big client while the others idle at the end of the round.
         """
+        size = self.client_size
         if vectorize and self.algorithm.client_update_many is not None:
             count = min(self.size, len(clients))
             bounds = [round(i * len(clients) / count) for i in range(count + 1)]
             groups = [list(clients[a:b]) for a, b in itertools.pairwise(bounds)]
         else:
-            groups = [[c] for c in clients]
-        size = self.client_size
+            order = sorted(clients, key=lambda c: -size(c)) if size is not None else list(clients)  # concurrent clients of like sizes
+            step = self.concurrent if self.algorithm.thread_safe_updates else 1
+            groups = [order[i : i + step] for i in range(0, len(order), step)]
         if size is not None:
             groups.sort(key=lambda group: -sum(size(c) for c in group))
         return groups

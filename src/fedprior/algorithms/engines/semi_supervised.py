@@ -202,7 +202,11 @@ class Method:
     - ``backward(ctx, loss_s, loss_u)``: how the losses reach the parameters (FedMatch: disjoint);
     - ``finish(ctx) -> (reply arrays, client state)``: extra uploads and state (FedMatch: its embedding);
     - ``weights(state, replies, info)``: the aggregation weights (FedDB: DMA; FedRGD: groups);
-    - ``after_aggregate(state, replies, info) -> state`` and ``broadcast_extra(state, info) -> arrays``: server-side extras.
+    - ``after_aggregate(state, replies, info) -> state`` and ``broadcast_extra(state, info) -> arrays``: server-side extras;
+    - ``thread_safe``: the client-side steps given here (``start`` to ``finish``) may run for several clients at once in
+      threads (``Algorithm.thread_safe_updates``): they draw only from ``ctx.generator`` (never from torch's global
+      generator: no ``data.augment.seeded``) and keep nothing between calls. Left False, an algorithm whose method changes a
+      client-side step trains its clients one at a time; the default steps are thread-safe.
     """
 
     start: Callable[[Context], None] | None = None
@@ -215,6 +219,13 @@ class Method:
     weights: Callable[[State, Sequence[Reply], RoundInfo], torch.Tensor] = uniform_weights
     after_aggregate: Callable[[State, Sequence[Reply], RoundInfo], State] | None = None
     broadcast_extra: Callable[[State, RoundInfo], dict[str, torch.Tensor]] | None = None
+    thread_safe: bool = False
+
+    def client_steps_thread_safe(self) -> bool:
+        """Whether the client-side steps may run in threads: declared so, or all of them the defaults."""
+        defaults = Method()
+        steps = ("start", "lr_scale", "pseudo_labels", "train", "extra_loss", "backward", "finish")
+        return self.thread_safe or all(getattr(self, step) is getattr(defaults, step) for step in steps)
 
 
 # -- small pieces ---------------------------------------------------------------------------------
@@ -277,6 +288,8 @@ class SemiSupervised:
             client_update=lambda m, s, d, i: self.client_update(m, s, d, i, augment),
             aggregate=self.aggregate,
             evaluate=self.evaluate,
+            # the views are drawn from the client's generators, but for kornia-fixed's (torch's global generator, seeded per call)
+            thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
         )
 
     # -- server --
@@ -503,9 +516,13 @@ def semi_supervised_algorithm(
     dpl: bool = False,
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
+    compile: bool = False,
 ) -> Algorithm:
-    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps."""
+    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps.
+
+    ``compile`` (``run.compile``): the network the clients train and the server evaluates is compiled (``GlobalModel.receive``).
+    """
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
-    return SemiSupervised(task, GlobalModel(build, device=device), training, method, device, precision).algorithm(name)
+    return SemiSupervised(task, GlobalModel(build, device=device, compile=compile), training, method, device, precision).algorithm(name)

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, RoundInfo, State, Task
+from fedprior.algorithms.pieces.lanes import lane_key
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.algorithms.pieces.tensors import MODEL, M, load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.seeding import derived_seed
@@ -23,7 +24,8 @@ class GlobalModel(Generic[M]):
     overwritten); ``initial`` sets the weights of round 0 (default: the module's own
     initialization under the run's ``init`` stream). Models are built on the CPU (the
     same initial weights everywhere) and trained and evaluated on ``device``, their
-    forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`);
+    forward passes in ``precision`` (``run.precision``; :mod:`~fedprior.algorithms.pieces.precision`),
+    the models :meth:`receive` keeps compiled with ``torch.compile`` where ``compile`` (``run.compile``);
     States hold CPU tensors, except where an algorithm keeps them on the device (FedAvg's replies and mean,
     :func:`local_sgd_update`, :meth:`average`; the others that reply with ``model_arrays(..., resident=True)``); :meth:`receive`
     loads a State into a model kept there. ``load`` gives back what ``build`` gives (``M``).
@@ -33,8 +35,9 @@ class GlobalModel(Generic[M]):
     initial: Callable[[M], None] | None = None
     device: torch.device = field(default_factory=lambda: torch.device("cpu"))
     precision: str = "fp32"
+    compile: bool = False
     resident: dict[str, ResidentModel[M]] = field(default_factory=dict, init=False, compare=False, repr=False, hash=False)
-    """The models :meth:`receive` keeps on the device in this process, by slot (filled as they are asked for)."""
+    """The models :meth:`receive` keeps on the device in this process, by slot and lane (filled as they are asked for)."""
 
     def init(self, info: RoundInfo) -> State:
         with torch.random.fork_rng(devices=[]):
@@ -68,25 +71,33 @@ class GlobalModel(Generic[M]):
     def receive(self, arrays: State, slot: str = "local") -> M:
         """The model with the ``model.``-named weights of ``arrays``, on the device: what :meth:`load` gives, without the rebuild.
 
-        On the CPU it is :meth:`load` (a fresh model each call). On an accelerator one model per ``slot`` is built once
+        On the CPU (without ``compile``) it is :meth:`load` (a fresh model each call). Else one model per ``slot`` is built once
         in this process and kept there; each call copies the weights and buffers in place (``copy_``, all of them,
         strictly, as ``load_state_dict``) and puts back what a fresh build has: no gradients, each parameter's
         ``requires_grad`` and each module's training mode as built. The numbers are those of a rebuilt model: the
         weights and buffers are the same values, the optimizer is made afresh by the caller, and the rebuild's only
         other effect, the draws of the build's random init from torch's CPU generator, is invisible to the updates that
         call this (they draw from their client's streams, or under a reseeded generator; ``tests/test_resident.py``
-        compares both paths). The returned model is the slot's until the next call with that slot.
+        compares both paths). The returned model is the slot's until the next call with that slot in this thread's lane:
+        concurrent client updates (``run.concurrent_clients``) each have their own (:mod:`~fedprior.algorithms.pieces.lanes`).
+
+        With ``compile`` (``run.compile``) a slot's model is compiled once when it is built (``nn.Module.compile``: its
+        state dict keeps its names) and kept on the CPU too, so that each update reuses the compiled code rather than
+        compiling a rebuild; the numbers then differ from eager ones within float tolerance (fused kernels).
         """
-        if self.device.type == "cpu":
+        if self.device.type == "cpu" and not self.compile:
             return self.load(arrays)
-        held = self.resident.get(slot)
+        key = lane_key(slot)
+        held = self.resident.get(key)
         if held is None:
             model = self.load(arrays)
-            self.resident[slot] = ResidentModel(
+            self.resident[key] = ResidentModel(
                 model,
                 {name: p.requires_grad for name, p in model.named_parameters()},
                 {name: m.training for name, m in model.named_modules()},
             )
+            if self.compile:
+                model.compile()
             return model
         return held.receive(arrays)
 
