@@ -162,6 +162,37 @@ def test_fedproto_prototypes_are_count_weighted_and_classify_by_distance():
     assert prototype_loss(z, y, protos, held).item() == pytest.approx(((0.75**2) + (0.25**2)) / 2)  # class 1 has no prototype
 
 
+def selected_rows_mse(z: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
+    """FedProto's prototype distance as it was: the MSE over the rows selected by a boolean mask (a host sync on a GPU)."""
+    keep = present[y]
+    return F.mse_loss(z[keep], prototypes[y[keep]]) if bool(keep.any()) else z.new_zeros(())
+
+
+def proto_step(loss_fn, features, y, prototypes, present, head) -> tuple[torch.Tensor, torch.Tensor]:
+    """The value of CE + 0.1 * ``loss_fn`` and its gradient on the features."""
+    z = features.clone().requires_grad_(True)
+    loss = F.cross_entropy(z @ head, y) + 0.1 * loss_fn(z, y, prototypes, present)
+    loss.backward()
+    assert z.grad is not None
+    return loss.detach(), z.grad
+
+
+@pytest.mark.parametrize("held", ["all", "none", "some"])
+def test_fedproto_prototype_loss_is_the_selected_rows_mse_with_its_gradient_to_the_bit(held):
+    """The masked prototype distance (no selection, no value read: no host sync on a GPU) against the selected rows' MSE:
+    the gradient the local model receives is the same to the bit whichever rows have a prototype; so is the value when every
+    row or none has one; when some have, the value may differ in the last bits (the sum runs over the whole batch)."""
+    g = torch.Generator().manual_seed(0)
+    present = torch.full((5,), held == "all") if held != "some" else torch.tensor([True, False, True, True, False])
+    for trial in range(20):
+        n, dim = 1 + trial * 3, 7 + trial * 11
+        case = (torch.randn(n, dim, generator=g), torch.randint(0, 5, (n,), generator=g), torch.randn(5, dim, generator=g), present)
+        head = torch.randn(dim, 5, generator=g)
+        masked, expected = proto_step(prototype_loss, *case, head), proto_step(selected_rows_mse, *case, head)
+        assert torch.equal(masked[1], expected[1])
+        assert torch.equal(masked[0], expected[0]) if held != "some" else torch.allclose(masked[0], expected[0], rtol=1e-6, atol=0)
+
+
 def test_fedproto_clients_keep_their_models_and_upload_prototypes():
     algorithm = fedproto(TASK, **KW, lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))

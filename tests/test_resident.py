@@ -87,16 +87,18 @@ EVERY_CLIENT = ("federation.fraction=1.0",)
 """All 8 clients in every round: the client states that end on the host are the same after 2 rounds as after 4."""
 
 PER_ROUND = {
-    **{name: (8, 3) for name in ("fedavg", "scaffold", "feddyn", "fedrod", "fednh", "fedetf")},
+    **{name: (8, 3) for name in ("fedavg", "scaffold", "moon", "feddyn", "fedrod", "fednh", "fedetf")},
     "fedrep": (16, 24),
     "fedproto": (8, 24),
-    "fedbm": (348, 3),
+    "fedbm": (26, 3),
 }
 """Copies (up, down) per round of 8 clients, measured (before the body_training algorithms and SCAFFOLD kept their models and
-state on the device: scaffold 272 / 259, feddyn 980 / 251, fedbm 676 / 284, fedproto 608 / 536). Up: each update's epoch order
-(drawn on the client's CPU stream; FedREP has two phases); FedBM adds, per local step, the synthetic batch's labels and noise and
-kornia's crop and flip parameters, drawn on the CPU. Down: the evaluation's logits and labels (FedREP and FedProto evaluate each
-of the round's 8 personal models)."""
+state on the device: scaffold 272 / 259, feddyn 980 / 251, fedbm 676 / 284, fedproto 608 / 536; before MOON received its previous
+model into a resident one: moon 72 / 67; before FedBM drew its clients' synthetic batches ahead of their steps: fedbm 82 / 3, and
+348 / 3 with kornia's crop and flip). Up: each update's epoch orders (drawn on the client's CPU stream, all epochs in one copy;
+FedREP has two phases); FedBM adds, per client update, its synthetic batches' labels and noise (one copy each for all the
+steps), and its generator training's (2). Down: the evaluation's logits and labels (FedREP and FedProto evaluate each of the
+round's 8 personal models)."""
 
 
 @pytest.mark.parametrize("name", sorted(PER_ROUND))
@@ -180,7 +182,9 @@ def two_rounds(name: str, rebuild: bool, monkeypatch, extra: tuple[str, ...] = (
     with PretendDevice():
         algorithm = build_algorithm(experiment.config, experiment.task, DEVICE)
         client_data, test = experiment.resident_inputs(DEVICE)
-        result = simulate(algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=2, fraction=0.25))
+        result = simulate(
+            algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=2, fraction=experiment.config.federation.fraction)
+        )
     monkeypatch.undo()
     history = [{k: v for k, v in r.items() if k != "seconds"} for r in result.progress.history]
     return history, result.state, result.client_states, len(built)
@@ -198,13 +202,15 @@ RESIDENT_CASES = {
     "feddb-bn": ("feddb", ("algorithm.norm=bn",)),  # BatchNorm's running statistics and batch counter received too
     **{name: (name, ()) for name in ("scaffold", *BODY_TRAINING)},
     "fedbm-adam-kept": ("fedbm", ("algorithm.adam_state=kept",)),  # CGDE's Adam moments in the server state
+    "moon-every-client": ("moon", ("federation.fraction=1.0",)),  # round 2: every client's previous model received as z_prev's
     **{name: (name, ()) for name in ("fedsimclr", "fedswav", "orchestra")},  # the self-supervised engine (Orchestra: its setup stage too)
     "mfcl": ("mfcl", ("algorithm.server_epochs=2",)),  # MFCL's three stages; the second server epoch receives its state and Adam's
     "mfcl-bn-batch": ("mfcl", ("algorithm.norm=bn", "algorithm.encode_bn=batch")),  # BN encoding with its batches' statistics
 }
-SLOTS = {"fedbm": 5, "fedbm-adam-kept": 5, "mfcl": 5, "mfcl-bn-batch": 5}
+SLOTS = {"fedbm": 5, "fedbm-adam-kept": 5, "mfcl": 5, "mfcl-bn-batch": 5, "moon": 4, "moon-every-client": 4}
 """Resident models of a case beyond 3: FedBM's local model, teacher and evaluated model, and a client's and the server's G;
-MFCL's sensor, its encoder for the upload and the evaluation, the discriminator for training and evaluation."""
+MFCL's sensor, its encoder for the upload and the evaluation, the discriminator for training and evaluation; MOON's local,
+global, previous and evaluated model."""
 
 
 @pytest.mark.parametrize("case", sorted(RESIDENT_CASES))

@@ -53,6 +53,7 @@ Equations (fedbm.txt), and where each is computed:
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Sequence
 from typing import Annotated, Literal
 
@@ -63,11 +64,11 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
-from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, synthesize, train_generator
+from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, draw_batches, synthesize, train_generator
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
 from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
-from fedprior.algorithms.pieces.local_training import LossFn
+from fedprior.algorithms.pieces.local_training import LossFn, local_steps
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, load_model_arrays, model_arrays, with_prefix
 from fedprior.data.standardize import PixelStandardizer
@@ -277,12 +278,17 @@ def fedbm(
             generator = generators.receive(generator_arrays(message.arrays))
             if device.type == "cpu":
                 generator.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
-            sampler, rng = conditions_on_device(), info.generator("synthetic")
+            sampler = conditions_on_device()
+            # every local step's labels, noise and crop-and-flip seed, drawn before the first step from the client's
+            # "synthetic" stream in the order the steps use them (the numbers of drawing at each step), moved to the device once
+            steps = local_steps(int(data["x"].shape[0]), training.batch_size, training.epochs)
+            draws = draw_batches(sampler, task.num_classes, synthetic_batch, steps, info.generator("synthetic"), device)
+            step = itertools.count()
 
             def with_synthetic(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-                labels = torch.randint(0, task.num_classes, (synthetic_batch,), generator=rng).to(device)
-                fake = synthesize(generator, sampler, labels, rng, to_input, augment_synthetic, per_batch)
-                return train_loss(m, torch.cat([x, fake]), torch.cat([y, labels]), counts)
+                i = next(step)  # training.fit calls the loss once per local step
+                fake = synthesize(generator, sampler, draws, i, to_input, augment_synthetic, per_batch)
+                return train_loss(m, torch.cat([x, fake]), torch.cat([y, draws.labels[i]]), counts)
 
             fit_loss = with_synthetic
 

@@ -49,12 +49,35 @@ PROTOS, PRESENT = "prototypes", "prototype_present"
 Lambda = Annotated[float, Field(ge=0, description="weight lambda of the prototype distance (FedETF code: 0.1, as MSE)")]
 
 
+class _MeanSquaredDifference(torch.autograd.Function):
+    """sum(diff^2) / count, with the gradient ``F.mse_loss`` (mean) gives its input on ``count`` elements: float(2 / count) * diff * grad."""
+
+    @staticmethod
+    def forward(ctx, diff: torch.Tensor, count: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(diff, count)
+        return (diff * diff).sum() / count
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
+        diff, count = ctx.saved_tensors
+        norm = (count.double().reciprocal() * 2).to(diff.dtype)  # 2 / count in float64 (times 2 is exact), then rounded, as mse_loss's backward
+        return norm * diff * grad, None
+
+
 def prototype_loss(features: torch.Tensor, y: torch.Tensor, prototypes: torch.Tensor, present: torch.Tensor) -> torch.Tensor:
-    """Mean squared error between features and their class's global prototype, over the rows whose class has one."""
-    keep = present[y]
-    if not bool(keep.any()):
-        return features.new_zeros(())
-    return F.mse_loss(features[keep], prototypes[y[keep]])
+    """Mean squared error between features and their class's global prototype, over the rows whose class has one (0 if none has).
+
+    Without a host sync: no row is selected and nothing is read back. A row whose class has no prototype gets its own
+    (detached) features as target, so it adds 0 to the sum and 0 to the gradient, and the sum is divided by the number of the
+    other rows' elements (a device tensor). The gradient is that of ``F.mse_loss(features[keep], prototypes[y[keep]])`` to the
+    bit (:class:`_MeanSquaredDifference`); so is the value when every row or no row has a prototype; when only some have, the
+    value differs in the last bits (the sum runs over the whole batch, in another order).
+    """
+    keep = present[y].unsqueeze(1)
+    features = features.float()  # as mse_loss under autocast
+    target = torch.where(keep, prototypes[y].float(), features.detach())
+    count = (keep.sum() * features.shape[1]).clamp_min(1).to(features.dtype)
+    return _MeanSquaredDifference.apply(features - target, count)
 
 
 def aggregate_prototypes(

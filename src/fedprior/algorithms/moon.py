@@ -77,14 +77,16 @@ def moon(
     last local model as client state. Representation: the network's ``embed`` features
     (the CNN's hidden layer, ResNet-18's pooled features); MOON's extra projection head
     is left out. Supervised: clients use their labels (an upper reference in mfcl.md).
-    The three networks and the client's data live on ``device``; state and replies on the CPU.
+    The three networks and the client's data live on ``device``, each a resident model there (the local, the global and the
+    previous one: :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`), and so do the replies and the client state.
     """
     if model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
 
-    def loss(global_model: nn.Module, state: State) -> LossFn:  # z_prev: the client's last local model, the global one the first time
-        return moon_loss(global_model, net.load(state) if state else global_model, mu, temperature)
+    def loss(global_model: nn.Module, state: State) -> LossFn:
+        # z_prev: the client's last local model (copied into the resident "previous" model on an accelerator), the global one the first time
+        return moon_loss(global_model, net.receive(state, "previous") if state else global_model, mu, temperature)
 
     fedavg_update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, make_loss=loss)
 

@@ -25,9 +25,10 @@ Host syncs: the conditions of a batch are one batched product for all classes
 (:meth:`Conditions.sample`), L_div is one ``torch.cdist`` over the batch with a
 same-class pair mask (:func:`diversity_loss`), the labels and noise of a whole cycle are
 drawn first (on the CPU, in the order the steps used to draw them, so the numbers do not
-change) and copied to the device once, and the loss terms are summed on the device and
-read once per cycle. The crop and flip of G's images draw their parameters on the images'
-device, from a generator there seeded per step from ``rng``
+change) and copied to the device once (:func:`draw_batches`; a client's local steps draw
+their synthetic batches the same way, :func:`synthesize`), and the loss terms are summed
+on the device and read once per cycle. The crop and flip of G's images draw their
+parameters on the images' device, from a generator there seeded per step from ``rng``
 (:mod:`fedprior.data.augment.crop_flip`): nothing waits for the host inside a cycle.
 """
 
@@ -176,6 +177,38 @@ def synthetic_inputs(images: torch.Tensor, to_input: Callable[[torch.Tensor], to
     return to_input(images)
 
 
+@dataclass(frozen=True)
+class SyntheticDraws:
+    """The random draws of ``steps`` batches of G's images, drawn before the first (:func:`draw_batches`).
+
+    Step ``i`` uses ``labels[i]`` (its labels, on the device), ``noise[i]`` (the standard normal draws of its
+    conditions, :meth:`Conditions.from_noise`; on the conditions' device) and ``seeds[i]`` (the seed of its
+    crop and flip, :func:`synthetic_inputs`).
+    """
+
+    labels: torch.Tensor
+    """(steps, batch) class labels."""
+    noise: torch.Tensor
+    """(steps, batch, D) standard normal draws."""
+    seeds: list[int]
+
+
+def draw_batches(conditions: Conditions, num_classes: int, batch_size: int, steps: int, rng: torch.Generator, device: torch.device) -> SyntheticDraws:
+    """The labels, noise and augmentation seeds of ``steps`` batches of ``batch_size`` images, drawn from ``rng`` on the CPU
+    in the order a step-by-step loop draws them (per step: labels, noise, seed; so the numbers are those of drawing at
+    each step), the labels moved to ``device`` and the noise to the conditions' device in one copy each, not one per step."""
+    labels, noises, seeds = [], [], []
+    for _ in range(steps):
+        labels.append(torch.randint(0, num_classes, (batch_size,), generator=rng))
+        noises.append(conditions.noise(batch_size, rng))
+        seeds.append(seed_from(rng))
+    if not steps:
+        dim = conditions.mean.shape[1]
+        empty_labels = torch.empty(0, batch_size, dtype=torch.long, device=device)
+        return SyntheticDraws(empty_labels, torch.empty(0, batch_size, dim, device=conditions.mean.device), [])
+    return SyntheticDraws(torch.stack(labels).to(device), torch.stack(noises).to(conditions.mean.device), seeds)
+
+
 def train_generator(
     generator: nn.Module,
     teacher: nn.Module,
@@ -199,19 +232,12 @@ def train_generator(
     statistics = BatchNormStatistics(teacher)
     device = next(generator.parameters()).device
     sums = {key: torch.zeros((), dtype=torch.float64, device=device) for key in ("generator_sem", "generator_div", "generator_dis")}
-    labels, noises, seeds = [], [], []
-    for _ in range(settings.steps):
-        labels.append(torch.randint(0, num_classes, (settings.batch_size,), generator=rng))
-        noises.append(conditions.noise(settings.batch_size, rng))
-        seeds.append(seed_from(rng))
-    all_labels = torch.stack(labels).to(device) if labels else None
-    all_noise = torch.stack(noises).to(conditions.mean.device) if noises else None
+    draws = draw_batches(conditions, num_classes, settings.batch_size, settings.steps, rng, device)
     for step in range(settings.steps):
-        assert all_labels is not None and all_noise is not None
-        y = all_labels[step]
-        z = conditions.from_noise(y, all_noise[step])
+        y = draws.labels[step]
+        z = conditions.from_noise(y, draws.noise[step])
         images = generator(z)
-        inputs = synthetic_inputs(images, to_input, settings.augment, seeds[step], settings.per_batch)
+        inputs = synthetic_inputs(images, to_input, settings.augment, draws.seeds[step], settings.per_batch)
         with statistics.recording():
             semantic = loss_fn(teacher, inputs, y)
         div = diversity_loss(z, images, y, num_classes) if settings.lambda_div > 0 else torch.zeros((), device=device)
@@ -230,13 +256,14 @@ def train_generator(
 def synthesize(
     generator: nn.Module,
     conditions: Conditions,
-    labels: torch.Tensor,
-    rng: torch.Generator,
+    draws: SyntheticDraws,
+    step: int,
     to_input: Callable[[torch.Tensor], torch.Tensor],
     augment: bool,
     per_batch: bool = True,
 ) -> torch.Tensor:
-    """Client-side synthetic inputs for ``labels``: G in eval mode (running BatchNorm statistics), as the code."""
+    """Client-side synthetic inputs of local step ``step``, for the labels ``draws.labels[step]``: G in eval mode (running
+    BatchNorm statistics), as the code; its conditions from ``draws.noise[step]``, its crop and flip seeded by ``draws.seeds[step]``."""
     generator.eval()
-    images = generator(conditions.sample(labels, rng))
-    return synthetic_inputs(images, to_input, augment, seed_from(rng), per_batch)
+    images = generator(conditions.from_noise(draws.labels[step], draws.noise[step]))
+    return synthetic_inputs(images, to_input, augment, draws.seeds[step], per_batch)

@@ -19,6 +19,19 @@ def cross_entropy_loss(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> to
     return F.cross_entropy(model(x), y)
 
 
+def local_steps(n: int, batch_size: int, epochs: int) -> int:
+    """The steps :func:`train_epochs` runs on ``n`` examples: ``epochs`` passes of ceil(n / batch_size) mini-batches."""
+    return epochs * -(-n // batch_size)
+
+
+def epoch_orders(n: int, epochs: int, generator: torch.Generator, device: torch.device) -> torch.Tensor:
+    """(epochs, n): each epoch's shuffled order of ``n`` examples, drawn on the CPU from ``generator`` one epoch after the
+    other (the draws an epoch-by-epoch loop makes) and moved to ``device`` in one copy, not one per epoch."""
+    if epochs == 0:
+        return torch.empty(0, n, dtype=torch.long, device=device)
+    return torch.stack([torch.randperm(n, generator=generator) for _ in range(epochs)]).to(device)
+
+
 def train_epochs(
     model: nn.Module,
     x: torch.Tensor,
@@ -32,11 +45,12 @@ def train_epochs(
     after_backward: Callable[[], None] | None = None,
     precision: str = "fp32",
 ) -> dict[str, float]:
-    """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller).
+    """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller): :func:`local_steps` steps.
 
     ``x``, ``y`` and ``model`` are on the device already (moved once per update, not
     per batch); the order comes from the client's CPU ``generator``, so every device
-    visits the same batches. The loss is summed on the device and read once at the end
+    visits the same batches, and the orders of all epochs go to the device in one copy
+    (:func:`epoch_orders`). The loss is summed on the device and read once at the end
     (no per-step synchronization on a GPU). ``after_backward`` runs between
     ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
     mean training loss and the step count. ``precision`` (``run.precision``): the forward pass and
@@ -45,8 +59,7 @@ def train_epochs(
     model.train()
     n = x.shape[0]
     steps, total = 0, torch.zeros((), dtype=torch.float64, device=x.device)
-    for _ in range(epochs):
-        order = torch.randperm(n, generator=generator).to(x.device)
+    for order in epoch_orders(n, epochs, generator, x.device):
         steps += train_pass(
             model, x, y, order, total, batch_size=batch_size, optimizer=optimizer, loss_fn=loss_fn, after_backward=after_backward, precision=precision
         )
