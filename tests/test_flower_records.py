@@ -101,6 +101,18 @@ def test_client_update_on_a_node_equals_the_in_process_one(tmp_path, digits_expe
     assert same(here.arrays, there.arrays) and here.metrics == there.metrics
 
 
+def test_a_node_trains_in_the_runs_precision_like_the_in_process_client(tmp_path):
+    name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=5", "federation.rounds=2", "run.precision=bf16"])
+    experiment = build_experiment(name, config)
+    node = NodeData(export_nodes(experiment, tmp_path, 1)[0])
+    algorithm, info = experiment.algorithm, RoundInfo(seed=0, stage="federated", round=1)
+    broadcast = algorithm.broadcast(algorithm.init(info), info)
+    with torch_threads(experiment.threads.train):
+        here, _ = algorithm.client_update(broadcast, {}, experiment.client_data(3), info.for_client(3))
+        there, _ = node.algorithm.client_update(broadcast, {}, node.client_data(3), info.for_client(3))
+    assert same(here.arrays, there.arrays) and here.metrics == there.metrics  # a node building in fp32 differs in the bf16 roundings
+
+
 def test_client_state_is_versioned_by_step_and_survives_a_new_context(tmp_path):
     def context():
         return Context(run_id=1, node_id=1, node_config={}, state=RecordDict(), run_config={})

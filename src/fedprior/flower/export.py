@@ -64,6 +64,8 @@ def task_description(experiment) -> dict[str, Any]:
         "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
         "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
         "device": config.run.device,
+        "precision": config.run.precision,  # the clients' forward passes: what the run asked for, not fp32 on the nodes
+        "compile": config.run.compile,
     }
 
 
@@ -149,6 +151,8 @@ class NodeData:
             local_epochs=int(f["local_epochs"]),
             batch_size=int(f["batch_size"]),
             device=resolve_device(self.description.get("device", "cpu")),
+            precision=self.description.get("precision", "fp32"),
+            compile=bool(self.description.get("compile", False)),
         )
 
     def client_data(self, client_id: int) -> ClientData:
