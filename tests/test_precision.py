@@ -120,3 +120,24 @@ def test_run_section_fields_are_checked_and_an_older_checkpoint_without_them_sti
     assert changes_that_matter(older, now) == {}  # recorded before the fields existed: they ran at the defaults
     assert set(changes_that_matter(older, validate_config({"run": {"precision": "bf16"}}).to_dict())) == {"run.precision"}
     assert changes_that_matter(now, validate_config({"run": {"checkpoint_every": 7}}).to_dict()) == {}  # the cadence may change on resume
+
+
+def test_resident_models_are_channels_last_on_cuda_and_keep_the_layout_when_they_receive_a_broadcast(monkeypatch):
+    from fedprior.algorithms.engines import supervised
+    from fedprior.models import build_model
+
+    rgb = Task(num_classes=3, input_shape=(3, 8, 8), class_names=("a", "b", "c"), num_clients=4)  # 3 channels: one would be both layouts at once
+
+    def convolution_layouts(model: nn.Module) -> set[bool]:
+        return {p.is_contiguous(memory_format=torch.channels_last) for p in model.parameters() if p.ndim == 4}
+
+    on_cuda = supervised.cuda_layout(build_model("cnn", rgb), torch.device("cuda"))  # the layout needs no GPU, only the device's type
+    assert convolution_layouts(on_cuda) == {True}
+    assert convolution_layouts(supervised.cuda_layout(build_model("cnn", rgb), torch.device("cpu"))) == {False}  # the CPU's numbers unchanged
+    net = supervised.GlobalModel(lambda: build_model("cnn", rgb), device=torch.device("cuda"))
+    monkeypatch.setattr(supervised.GlobalModel, "load", lambda self, arrays: supervised.load_model_arrays(self.build(), arrays))  # stays on the CPU
+    state = net.init(INFO)
+    first = net.receive(state)
+    again = net.receive({k: v + 1 for k, v in state.items()})
+    assert again is first and convolution_layouts(again) == {True}  # copy_ keeps the layout
+    assert torch.equal(again.state_dict()["features.0.weight"], state["model.features.0.weight"] + 1)

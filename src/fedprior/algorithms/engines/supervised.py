@@ -81,7 +81,7 @@ class GlobalModel(Generic[M]):
         compares both paths). The returned model is the slot's until the next call with that slot in this thread's lane:
         concurrent client updates (``run.concurrent_clients``) each have their own (:mod:`~fedprior.algorithms.pieces.lanes`).
 
-        With ``compile`` (``run.compile``) a slot's model is compiled once when it is built (``nn.Module.compile``: its
+        On CUDA a slot's model is kept in the channels-last layout (:func:`cuda_layout`). With ``compile`` (``run.compile``) a slot's model is compiled once when it is built (``nn.Module.compile``: its
         state dict keeps its names) and kept on the CPU too, so that each update reuses the compiled code rather than
         compiling a rebuild; the numbers then differ from eager ones within float tolerance (fused kernels).
         """
@@ -96,6 +96,7 @@ class GlobalModel(Generic[M]):
                 {name: p.requires_grad for name, p in model.named_parameters()},
                 {name: m.training for name, m in model.named_modules()},
             )
+            cuda_layout(model, self.device)
             if self.compile:
                 model.compile()
             return model
@@ -129,6 +130,20 @@ class ResidentModel(Generic[M]):
         for name, module in self.model.named_modules():
             module.training = self.training[name]
         return self.model
+
+
+def cuda_layout(model: nn.Module, device: torch.device) -> nn.Module:
+    """On CUDA, ``model``'s 4-d weights in the channels-last layout (in place); elsewhere ``model`` as it is.
+
+    cuDNN's tensor-core convolutions read and write NHWC: with the weights channels-last, a convolution of a
+    contiguous batch returns channels-last activations and the next layers stay there, so bf16 training
+    (``run.precision``) saves a transpose around every convolution (issue 19 item 3). The copy_ of each
+    broadcast into the model keeps the layout. The numbers are those of the contiguous layout up to the
+    kernels' summation order; the CPU keeps the contiguous layout (its numbers unchanged).
+    """
+    if device.type == "cuda" and any(p.ndim == 4 for p in model.parameters()):
+        model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
+    return model
 
 
 def round_lr(lr: float, decay: float, round_: int) -> float:
