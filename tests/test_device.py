@@ -1,5 +1,6 @@
 """run.device resolution, the CUDA-missing error, data moved once per update, CPU tensors out; every algorithm on the device; the thread policy."""
 
+import math
 import os
 
 import pytest
@@ -11,7 +12,7 @@ from pretend_device import DEVICE, OnDevice, PretendDevice
 from fedprior.algorithms.base import ClientInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg
-from fedprior.algorithms.registry import ALGORITHMS
+from fedprior.algorithms.registry import ALGORITHMS, supports_precision
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
 from fedprior.experiments.build import build_experiment
@@ -209,6 +210,29 @@ def test_every_algorithm_computes_on_the_device_it_is_given(shared_cache, one_to
     off = record.modules_off_the_device()
     assert not off, f"{name} called these modules with weights off the device {DEVICE}:\n" + "\n".join(off)
     assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # the run's result is on the host
+
+
+def finite_numbers(history: list[dict]) -> bool:
+    return all(math.isfinite(v) for row in history for v in row.values() if isinstance(v, float))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: the registry-wide one-round test on CUDA runs where there is one (issue 19 item 7)")
+@pytest.mark.parametrize("name", sorted(ALGORITHMS))
+def test_every_algorithm_runs_a_round_on_a_real_gpu_with_its_data_resident(shared_cache, name):
+    """The test above on a real CUDA device, through the run's own path: resident data, resident models, bf16 where taken.
+
+    What the pretend device cannot see (CUDA's own refusals, streams, pinned copies, cuDNN) fails here.
+    """
+    preset, overrides = SETUPS[name]
+    for precision in ("fp32", "bf16") if name in supports_precision() else ("fp32",):
+        config_name, config = load_config(preset, [*overrides, *ONE_CLIENT, "run.device=cuda", f"run.precision={precision}"])
+        experiment = build_experiment(config_name, config)
+        client_data, test = experiment.resident_inputs()
+        result = simulate(
+            experiment.algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=1, fraction=experiment.config.federation.fraction)
+        )
+        assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # the run's result is on the host
+        assert result.progress.history and finite_numbers(result.progress.history), (name, precision, result.progress.history)
 
 
 def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would():
