@@ -131,6 +131,7 @@ CASES = {
     "fedavg-cnn": ("fedavg-cnn", ["data.dataset=digits"]),
     "fedbm-fedavg": ("fedbm-fedavg", MORE_PRESETS["fedbm-fedavg"]),  # a FedBM-table baseline (validation split, momentum, lr decay)
     "moon": SETUPS["moon"],
+    **{name: SETUPS[name] for name in ("scaffold", "fedbm", "fednh")},  # control variates; CGDE's synthetic batches; prototypes
     **{name: SETUPS[name] for name in ("feddb", "fixmatch", "fedrgd")},
     "feddb-momentum": ("feddb", [*SETUPS["feddb"][1], "algorithm.keep_optimizer_state=true"]),  # client states on both sides
 }
@@ -198,7 +199,24 @@ def test_on_the_pretend_device_each_lane_keeps_its_own_resident_model_with_the_n
 
 # -- which algorithms may, and the config ---------------------------------------------------------
 
-THREAD_SAFE = {"fedavg", "fedprox", "moon", "central", "feddb", "fixmatch", "fedavg-labeled", "fedrgd"}  # central: FedAvg on one client
+THREAD_SAFE = {
+    "fedavg",
+    "fedprox",
+    "moon",
+    "central",
+    "feddb",
+    "fixmatch",
+    "fedavg-labeled",
+    "fedrgd",
+    "scaffold",
+    "fedbm",
+    "feddyn",
+    "fedrep",
+    "fedrod",
+    "fednh",
+    "fedetf",
+}
+"""central: FedAvg on one client. FedProto builds a client's first model under a reseeded global generator (GlobalModel.init)."""
 
 
 def test_the_algorithms_that_declare_thread_safe_updates_never_use_the_global_generator(one_torch_thread, monkeypatch):

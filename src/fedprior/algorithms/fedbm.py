@@ -323,4 +323,5 @@ def fedbm(
         client_update=client_update,
         aggregate=aggregate,
         evaluate=lambda state, data: training.evaluate(evaluated(net.receive(state, "evaluate"), tau, evaluation_logits), data),
+        thread_safe_updates=True,
     )

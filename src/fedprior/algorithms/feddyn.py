@@ -105,5 +105,10 @@ def feddyn(
         return server_update(state, models, params, alpha, task.num_clients, [r.num_examples for r in replies])
 
     return net.algorithm(
-        "feddyn", client_update, init=init, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data)
+        "feddyn",
+        client_update,
+        init=init,
+        aggregate=aggregate,
+        evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data),
+        thread_safe_updates=True,
     )

@@ -102,4 +102,6 @@ def fedetf(
         metrics = training.fit(local, data, info, loss_fn=lambda m, x, y: etf_loss(m(x), y, counts, loss))
         return Reply(model_arrays(local, resident=True), int(data["x"].shape[0]), metrics), state  # on the run's device
 
-    return net.algorithm("fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))
+    return net.algorithm(
+        "fedetf", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data), thread_safe_updates=True
+    )

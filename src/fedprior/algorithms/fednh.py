@@ -118,4 +118,10 @@ def fednh(
         new[PROTOTYPES] = update_prototypes(state[PROTOTYPES].to(device_of(replies[0].arrays)), means, counts, rho)  # where the replies are
         return new
 
-    return net.algorithm("fednh", client_update, aggregate=aggregate, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))
+    return net.algorithm(
+        "fednh",
+        client_update,
+        aggregate=aggregate,
+        evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data),
+        thread_safe_updates=True,
+    )

@@ -93,4 +93,4 @@ def fedrep(
         features = torch.cat([split(body).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
         return mean_metrics(personal_evaluation(state, lambda head: head_metrics(features, head, y)))
 
-    return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate)
+    return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate, thread_safe_updates=True)

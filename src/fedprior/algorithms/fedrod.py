@@ -92,4 +92,6 @@ def fedrod(
         # the reply and the P-head on the run's device
         return Reply(model_arrays(shared, resident=True), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL, resident=True)
 
-    return net.algorithm("fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data))
+    return net.algorithm(
+        "fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data), thread_safe_updates=True
+    )

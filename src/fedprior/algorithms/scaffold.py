@@ -114,4 +114,4 @@ def scaffold(
             new[CONTROL + name] = state[CONTROL + name] + total_dc / num_clients
         return new
 
-    return net.algorithm("scaffold", client_update, init=init, broadcast=broadcast, aggregate=aggregate)
+    return net.algorithm("scaffold", client_update, init=init, broadcast=broadcast, aggregate=aggregate, thread_safe_updates=True)
