@@ -230,9 +230,17 @@ def _child_terminated(signum: int, frame: Any) -> None:
 
 
 def _child_run(run: CellRun) -> dict[str, Any]:
-    _BUSY["run"] = True
     try:
-        if _PARENT["stopping"].is_set():  # the table stopped (a SIGTERM before this cell was taken up was ignored)
+        # SIGTERM held off while reading the event: raised inside Event.is_set, it could leave the event's process-shared
+        # lock held, and every other process of the table would wait on it forever. One that arrives meanwhile is
+        # delivered on unblocking, with the cell marked busy: it stops the cell here.
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+        try:
+            stopped = _PARENT["stopping"].is_set()
+            _BUSY["run"] = True
+        finally:
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        if stopped:  # the table stopped (a SIGTERM before this cell was taken up was ignored)
             raise Interrupted(signal.SIGTERM)
         return run.execute()
     finally:
