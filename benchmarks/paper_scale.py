@@ -18,7 +18,7 @@ client from the partition, the round loop, sampling, aggregation):
   does not depend on what the sensor learned. The upload (one round) is not timed.
 - ``fedbm``: FedBM on OCT-C8 (fedbm.txt IV-A2; ``papers/fedbm/tables.py`` REAL, OCT-C8
   beta 0.05 with the authors' README values): 18,400 training images of 3x128x128 (2,800
-  validation, 2,800 test), 8 classes, ResNet-18 (the repository's, CIFAR stem), 12 clients,
+  validation, 2,800 test), 8 classes, ResNet-18 (the FedBM authors' ImageNet-stem form, ``resnet18-imagenet``), 12 clients,
   half a round, batch 8, 2 local epochs, the generator (CGDE, 64 wide) every 5 rounds;
   budget 200 rounds.
 
@@ -201,7 +201,7 @@ SETTINGS: dict[str, Setting] = {
     ),
     "fedbm": Setting(
         preset="fedbm",
-        what="FedBM, OCT-C8 shape: 18,400 images of 3x128x128, ResNet-18 (CIFAR stem), 12 clients, half a round, batch 8, E = 2, CGDE every 5 rounds",
+        what="FedBM, OCT-C8 shape: 18,400 images of 3x128x128, ResNet-18 (the authors', ImageNet stem), 12 clients, half a round, batch 8, E = 2, CGDE every 5 rounds",
         budget=200,
         timed_stage="federated",
         small="360 images of 3x64x64, 6 clients, the small ConvNet instead of ResNet-18, generator 8 wide, 2 steps of 8, every round",
@@ -210,7 +210,7 @@ SETTINGS: dict[str, Setting] = {
             "small": Shape(360, 80, (3, 64, 64), OCT_CLASSES, val=80),
         },
         overrides={
-            "paper": ("algorithm.model=resnet18", "federation.num_clients=12", "algorithm.generator_width=64"),
+            "paper": ("algorithm.model=resnet18-imagenet", "federation.num_clients=12", "algorithm.generator_width=64"),
             "small": (
                 "algorithm.model=convnet-small",
                 "federation.num_clients=6",

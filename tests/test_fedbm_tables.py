@@ -18,7 +18,7 @@ def test_paper_setting_cells_carry_the_datasets_settings_and_fedbms_tuned_values
     assert "algorithm.tau=17.5" in balanced.overrides and balanced.overrides[-1] == "algorithm.loss=balanced-softmax" and balanced.paper is None
     fedbm = next(c for c in grid if c.row == "FedBM" and c.column == "OCT-C8 beta=0.05")
     _, config = load_config(fedbm.preset, fedbm.overrides)
-    assert (config.data.dataset, config.algorithm.model, config.federation.num_clients, config.federation.rounds) == ("oct-c8", "resnet18", 12, 200)
+    assert (config.data.dataset, config.algorithm.model, config.federation.num_clients, config.federation.rounds) == ("oct-c8", "resnet18-imagenet", 12, 200)
     hyper = config.algorithm.hyperparameters()
     assert (hyper["tau"], hyper["lambda_dis"], hyper["synthetic_batch"], hyper["prompts"]) == (17.5, 0.1, 16, "oct")
     assert config.partition.alpha == 0.05 and config.federation.batch_size == 8 and config.run.model_selection == "validation"

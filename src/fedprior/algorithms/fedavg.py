@@ -44,7 +44,7 @@ def fedavg(
     if model == "linear":
         check_features(task, "algorithm.model")
         if lr_decay != 1.0:
-            raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet' or 'resnet18')")
+            raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet', 'resnet18' or 'resnet18-imagenet')")
         if precision != "fp32":
             raise ConfigError("run.precision: model = 'linear' trains batched heads on features in fp32 only; accepted: fp32 (bf16 with an image model)")
         if compile:

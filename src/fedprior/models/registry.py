@@ -26,8 +26,13 @@ def _cnn(task: Task) -> nn.Module:
 
 
 def _resnet18(task: Task) -> nn.Module:
-    """FedBM's backbone (fedbm.txt Sec. IV-A2), CIFAR form, BatchNorm."""
+    """ResNet-18, CIFAR form (3x3 stem, full resolution), BatchNorm: for 32x32 images."""
     return ResNet18(_square_images(task, "resnet18")[0], task.num_classes)
+
+
+def _resnet18_imagenet(task: Task) -> nn.Module:
+    """ResNet-18 with the ImageNet stem (7x7 stride 2, max pool): the FedBM authors' network for 128x128 images."""
+    return ResNet18(_square_images(task, "resnet18-imagenet")[0], task.num_classes, stem="imagenet")
 
 
 def _linear(task: Task) -> nn.Module:
@@ -59,6 +64,7 @@ MODELS: dict[str, Callable[..., nn.Module]] = {
     "convnet": _convnet,
     "convnet-small": _convnet_small,
     "resnet18": _resnet18,
+    "resnet18-imagenet": _resnet18_imagenet,
     "wrn28-2": _wrn28_2,
 }
 """Every network here but 'cnn' and 'linear' splits into ``embed`` and ``head`` (body/head methods need it)."""

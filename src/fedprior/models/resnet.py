@@ -1,4 +1,10 @@
-"""ResNet-18 (He et al., 2016) in its CIFAR form: a 3x3 stem without max pooling, four stages of two basic blocks.
+"""ResNet-18 (He et al., 2016): four stages of two basic blocks after a CIFAR stem (3x3, no pooling) or an ImageNet one.
+
+The ImageNet stem (``stem = "imagenet"``: 7x7 convolution with stride 2, then a 3x3 max pool with stride 2) is
+the FedBM authors' network for their 128x128 medical images (their code's ``models_dict/resnet.py`` ``ResNet18``,
+chosen by ``--local_model='ResNet18'`` in every command of its README): it works on a quarter of the side from
+the first block on. The CIFAR stem keeps the full resolution, which at 128x128 costs about 15x the FLOPs per
+image (counted in ``tests/test_metrics_models.py``); it suits 32x32 images.
 
 FedBM trains it on every client (fedbm.txt Sec. IV-A, "ResNet-18 as the backbone");
 MFCL's server trains it as the discriminator on the sensor module's representations
@@ -39,11 +45,19 @@ class BasicBlock(nn.Module):
 
 
 class ResNet18(nn.Module):
-    """ResNet-18: stem conv3x3 -> 4 stages x 2 BasicBlocks (width, 2w, 4w, 8w; strides 1, 2, 2, 2) -> global average pool."""
+    """ResNet-18: stem -> 4 stages x 2 BasicBlocks (width, 2w, 4w, 8w; strides 1, 2, 2, 2) -> global average pool.
 
-    def __init__(self, in_channels: int, num_classes: int, width: int = 64, norm: str = "bn") -> None:
+    ``stem``: ``"cifar"`` (conv 3x3, stride 1) or ``"imagenet"`` (conv 7x7, stride 2, then max pool 3x3, stride 2).
+    """
+
+    def __init__(self, in_channels: int, num_classes: int, width: int = 64, norm: str = "bn", stem: str = "cifar") -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False), norm2d(norm, width), nn.ReLU())
+        if stem == "cifar":
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 3, 1, 1, bias=False), norm2d(norm, width), nn.ReLU())
+        elif stem == "imagenet":
+            self.stem = nn.Sequential(nn.Conv2d(in_channels, width, 7, 2, 3, bias=False), norm2d(norm, width), nn.ReLU(), nn.MaxPool2d(3, 2, 1))
+        else:
+            raise ValueError(f"ResNet18: unknown stem '{stem}'; accepted: cifar, imagenet")
         blocks: list[nn.Module] = []
         channels = width
         for stage, stride in enumerate((1, 2, 2, 2)):

@@ -41,8 +41,10 @@ Momentum = Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (
 WeightDecay = Annotated[float, Field(ge=0, description="client SGD weight decay")]
 LrDecay = Annotated[float, Field(gt=0, le=1, description="the client learning rate is lr * lr_decay^(round - 1) (FedBM's code: 0.99)")]
 ModelName = Annotated[
-    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18"],
-    Field(description="the network: 'cnn', 'convnet', 'convnet-small' or 'resnet18' on images, 'linear' on encoder features"),
+    Literal["cnn", "linear", "convnet", "convnet-small", "resnet18", "resnet18-imagenet"],
+    Field(
+        description="the network: 'cnn', 'convnet', 'convnet-small', 'resnet18' (CIFAR stem) or 'resnet18-imagenet' (ImageNet stem, for large images) on images, 'linear' on encoder features"
+    ),
 ]
 HeadInitField = Annotated[
     Literal["random", "text"], Field(description="linear head start: 'random', or 'text' (W = class text features, b = 0; needs a vision-language encoder)")
@@ -77,8 +79,10 @@ Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.tx
 # Training a whole network under FedBM's common settings (FedBM and its baselines).
 OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
 BodyModel = Annotated[
-    Literal["convnet", "convnet-small", "resnet18"],
-    Field(description="the network: 'convnet' / 'convnet-small' (embedded settings) or 'resnet18' (FedBM's backbone)"),
+    Literal["convnet", "convnet-small", "resnet18", "resnet18-imagenet"],
+    Field(
+        description="the network: 'convnet' / 'convnet-small' (embedded settings), 'resnet18' (CIFAR stem, 32x32 images) or 'resnet18-imagenet' (the FedBM authors' ResNet-18 for 128x128 images)"
+    ),
 ]
 
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
 
 METRICS = ("selected_accuracy", "selected_macro_f1", "final_accuracy", "final_macro_f1")
-REAL = ("algorithm.model=resnet18", "federation.batch_size=8", "federation.fraction=0.5", "data.train_subset=0", "data.validation_fraction=0.1")
+REAL = ("algorithm.model=resnet18-imagenet", "federation.batch_size=8", "federation.fraction=0.5", "data.train_subset=0", "data.validation_fraction=0.1")
 EMBEDDED = ("data.dataset=fashion-mnist",)
 NOTE = "Fashion-MNIST (a 7,500-image subset: 5,400 to train, 2,100 to validate), ConvNet, MiniLM, 10 clients, 30 rounds; paper numbers are OCT-C8 with ResNet-18 and BiomedCLIP over 200 rounds"
 DATASETS = {"OCT-C8": "oct-c8", "Kvasir-v2": "kvasir", "HAM10000": "dermamnist", "PBC": "bloodmnist", "FEMNIST": "femnist"}
