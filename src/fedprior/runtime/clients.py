@@ -83,11 +83,7 @@ def update_clients(
         if vectorize and algorithm.client_update_many is not None:
             with global_rng(pick(infos)):
                 out = algorithm.client_update_many(message, pick(states), pick(datas), pick(infos))
-        elif lanes is not None and lanes.count > 1 and len(active) > 1:
-            if not algorithm.thread_safe_updates:
-                raise ValueError(
-                    f"algorithm '{algorithm.name}' does not declare thread-safe client updates (Algorithm.thread_safe_updates); they run one at a time"
-                )
+        elif lanes is not None and lanes.count > 1 and len(active) > 1 and algorithm.thread_safe_updates:
             with global_rng(pick(infos)):
                 out = lanes.run([functools.partial(algorithm.client_update, message, states[i], datas[i], infos[i]) for i in active])
         else:

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from sklearn.model_selection import StratifiedKFold
 
+from fedprior.algorithms.pieces.local_training import epoch_orders
 from fedprior.algorithms.pieces.metrics import logit_metrics
 
 PROTOCOLS = ("train-test", "test-2fold")
@@ -120,7 +121,7 @@ def dense_evaluation(
     optimizer = torch.optim.Adam(layer.parameters(), lr=lr)
     generator = torch.Generator().manual_seed(seed)
     n = x_train.shape[0]
-    orders = torch.stack([torch.randperm(n, generator=generator) for _ in range(epochs)]).to(device) if epochs else ()  # one copy
+    orders = epoch_orders(n, epochs, generator, device)  # one copy
     with torch.enable_grad():  # also when the caller evaluates under no_grad
         for order in orders:
             for start in range(0, n, batch_size):

@@ -46,7 +46,7 @@ def device_generator(generator: torch.Generator, device: torch.device) -> torch.
     else a new one seeded from it (:func:`seed_from`, a draw on the host that never waits for the device)."""
     if torch.device(generator.device) == torch.device(device):
         return generator
-    return torch.Generator(device=device).manual_seed(seed_from(generator))
+    return generator_at(seed_from(generator), device)
 
 
 def generator_at(seed: int, device: torch.device) -> torch.Generator:
