@@ -75,6 +75,7 @@ def objective_for(task, noise, sigma, lam=1.0, rows=4):
         losses="synthetic",
         label_refresh="batch",
         count_source="labels",
+        count_every="epoch",
         noise=noise,
     )
 
@@ -127,16 +128,28 @@ def gradient_samples(noise: str, draws: int, orthogonal: bool = True) -> torch.T
 
 
 @pytest.mark.parametrize(
-    "label_refresh, count_source, sampling, losses",
+    "label_refresh, count_source, sampling, losses, count_every",
     [
-        ("batch", "labels", "balanced", "both"),
-        ("all", "model", "equal", "both"),
-        ("batch", "labels", "balanced", "synthetic"),
+        ("batch", "labels", "balanced", "both", "iteration"),
+        ("all", "model", "equal", "both", "iteration"),
+        ("batch", "labels", "balanced", "synthetic", "iteration"),
+        ("all", "labels", "balanced", "both", "epoch"),
+        ("batch", "model", "equal", "both", "epoch"),
     ],
 )
-def test_vectorized_equals_per_client(label_refresh, count_source, sampling, losses):
+def test_vectorized_equals_per_client(label_refresh, count_source, sampling, losses, count_every):
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=2, batch_size=4, label_refresh=label_refresh, count_source=count_source, sampling=sampling, losses=losses, sigma=0.3)
+    algo = fst_cbdg(
+        task,
+        local_epochs=2,
+        batch_size=4,
+        label_refresh=label_refresh,
+        count_source=count_source,
+        sampling=sampling,
+        losses=losses,
+        count_every=count_every,
+        sigma=0.3,
+    )
     state = algo.init(INFO)
     message = algo.broadcast(state, INFO)
     datas = [client_features(task, n, c) for c, n in enumerate([9, 4, 13])]
@@ -187,6 +200,55 @@ def test_synthetic_counts_follow_eq7_and_clients_never_see_labels():
     expected = int(balanced_counts(torch.bincount(p.argmax(1), minlength=K), 0.0).sum())
     reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
     assert reply.metrics["synthetic_samples"] == expected
+
+
+def step_counts(objective, run, step):
+    """Per client, how many synthetic samples of each class the step draws."""
+    batch = objective.synthetic_batch(run, step)
+    return [torch.bincount(batch["y"][c][batch["mask"][c]], minlength=K) for c in range(run.num_clients)]
+
+
+@pytest.mark.parametrize("sampling", ["balanced", "equal"])
+def test_eq7_counts_every_iteration_from_the_refreshed_labels(sampling):
+    """Algorithm 1, lines 14-16: each iteration counts m_k from the labels q^t it has just refreshed.
+
+    With count_every='epoch' the step draws its share of the plan made at the epoch's start,
+    whatever the labels have become since (the order that collapsed the IID columns).
+    """
+    task = make_task()
+    xs = [client_features(task, n, c)["x"] for c, n in enumerate([6, 9])]
+    q = torch.zeros(15, K)
+    q[:, 0] = 1.0  # every image's pseudo-label is class 0 at the epoch's start
+    by_iteration = objective_for(task, "projected", 0.1, rows=15)
+    by_iteration.count_every, by_iteration.sampling, by_iteration.q = "iteration", sampling, q.clone()
+    by_epoch = objective_for(task, "projected", 0.1, rows=15)
+    by_epoch.sampling, by_epoch.q = sampling, q.clone()
+    runs = [
+        HeadTraining(task.prior["text_features"], torch.zeros(K), xs, [torch.Generator().manual_seed(c) for c in range(2)], 3, Sgd(0.1, 0.0, 0.0))
+        for _ in range(2)
+    ]
+    for objective, run in zip((by_iteration, by_epoch), runs, strict=True):
+        objective.start_epoch(run, 0)
+    start = [torch.tensor([6, 0, 0]), torch.tensor([9, 0, 0])]  # m_k at the start: n = (0, 6, 6), (0, 9, 9)
+    for c, m in enumerate(start):
+        n = balanced_counts(m, 0.0)
+        expected = equal_counts(n.sum()[None], K)[0] if sampling == "equal" else n
+        assert torch.equal(step_counts(by_iteration, runs[0], 0)[c], expected)
+    refreshed = torch.zeros(15, K)
+    refreshed[[0, 1, 2, 3, 4, 6, 7]] = torch.tensor([0.2, 0.7, 0.1])  # client 0: 5 of class 1, 1 of 0; client 1: 2 of class 1
+    refreshed[[5, 8, 9, 10, 11, 12, 13, 14]] = torch.tensor([0.6, 0.3, 0.1])
+    for objective in (by_iteration, by_epoch):
+        objective.q = refreshed
+    now = [torch.tensor([1, 5, 0]), torch.tensor([7, 2, 0])]
+    iteration_counts = step_counts(by_iteration, runs[0], 1)
+    for c, m in enumerate(now):
+        n = balanced_counts(m, 0.0)
+        expected = equal_counts(n.sum()[None], K)[0] if sampling == "equal" else n
+        assert torch.equal(iteration_counts[c], expected)
+    # the epoch's plan splits the start's n over the client's steps (2 and 3), whatever q is now
+    planned = [torch.cat(by_epoch.synthetic_labels[c]) for c in range(2)]
+    assert [int(p.numel()) for p in planned] == [12, 18]
+    assert sum(int(t.sum()) for t in step_counts(by_epoch, runs[1], 1)) == sum(int(by_epoch.synthetic_labels[c][1].numel()) for c in range(2))
 
 
 def test_aggregation_is_the_plain_mean_by_default():

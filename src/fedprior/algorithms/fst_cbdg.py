@@ -17,22 +17,22 @@ features I_j only (Algorithm 1):
 - and the server averages the heads (Algorithm 1, line 22: W <- E_c[W_c]).
 
 What the paper leaves open is a hyperparameter here, with the default in brackets
-(IMPLEMENTATION-NOTES.md discusses each):
+(docs/fst-cbdg.md walks Algorithm 1 line by line and gives each choice's measured effect):
 sigma [0.1]; the batch size (federation.batch_size; presets use 50, the setting of
 Lee et al. 2022 that the paper follows); when q is refreshed (label_refresh: ['all']
 the client's images at every iteration, as Algorithm 1 line 14 reads, or 'batch' only
 the images of the iteration's mini-batch); whether q persists across rounds on a
 client (keep_labels [true], client state); where m_k comes from (count_source:
-['labels'] the pseudo-labels, as the paper says, or 'model' the current model's
-predictions). Measured on the locked-text stand-in (Fashion-MNIST, 100 clients,
-10 rounds, 3 seeds, zero-shot 77.9%): under IID the 'batch' refresh collapses to
-51.7%, 'all' gives 73.1%, 'all' with count_source='model' 78.0%; under shards s=2
-and Dirichlet 0.1 every variant stays within a point of 78.6% and 77.9%.
-Departures, all documented choices: Eq. (6) is a sum; we take the mean over the
-synthetic samples of a step (with Eq. 7 asking for ~4x more synthetic than real
-samples, a sum would swamp L_iST whatever lambda). The n_k of an epoch are computed
-at its start and the synthetic samples spread evenly over its mini-batches, so one
-local epoch visits every real image and every planned synthetic sample once.
+['labels'] the pseudo-labels q^t, as the paper says, or 'model' the current model's
+predictions); when Eq. 7 is applied (count_every: ['iteration'] every iteration, after
+line 14 has refreshed the labels, as Algorithm 1 lines 14-16 read, drawing that
+iteration's n_k samples; or 'epoch', the count made once at the start of each local
+epoch and its samples spread evenly over the epoch's mini-batches, which in a client's
+first round counts the zero-shot labels and under IID made every client push the head
+the same way: docs/fst-cbdg.md).
+One departure, kept on purpose: Eq. (6) is a sum; we take the mean over the synthetic
+samples of a step (Eq. 7 asks for ~4x more synthetic than real samples, and all of them
+every iteration, so a sum would swamp L_iST whatever lambda).
 
 How the synthetic features are drawn (noise ['projected'] or 'direct'): the loss sees
 z only through Wz + b. Split z = T_y + Q a + e_perp with Q an orthonormal basis of
@@ -123,31 +123,49 @@ class FstObjective:
     """Eq. (3)-(8) for a batch of clients (see the module docstring)."""
 
     def __init__(
-        self, task: Task, text: torch.Tensor, q: torch.Tensor, *, beta, gamma, lam, sigma, sampling, losses, label_refresh, count_source, noise
+        self, task: Task, text: torch.Tensor, q: torch.Tensor, *, beta, gamma, lam, sigma, sampling, losses, label_refresh, count_source, count_every, noise
     ) -> None:
         self.text, self.q, self.k = text, q, task.num_classes
         self.beta, self.gamma, self.lam, self.sigma = beta, gamma, lam, sigma
         self.sampling, self.losses, self.label_refresh = sampling, losses, label_refresh
-        self.count_source, self.noise = count_source, noise
+        self.count_source, self.count_every, self.noise = count_source, count_every, noise
         self.synthetic_labels: list[list[torch.Tensor]] = []
         self.synthetic_drawn: torch.Tensor | None = None
 
-    # -- planning the synthetic samples of an epoch (Eq. 7) --------------------------------
+    # -- how many synthetic samples of each class (Eq. 7) ------------------------------------
     def start_epoch(self, run: HeadTraining, epoch: int) -> None:
+        """With count_every='epoch', plan the epoch's synthetic labels from the labels at its start."""
         self.synthetic_labels = [[torch.zeros(0, dtype=torch.long)] * s for s in run.steps]
         if self.synthetic_drawn is None:
             self.synthetic_drawn = torch.zeros(run.num_clients, dtype=torch.long)
-        if self.losses == "self-training":
+        if self.losses == "self-training" or self.count_every == "iteration":
             return
-        counts = self._pseudo_counts(run)
-        n = balanced_counts(counts, self.gamma)
-        if self.sampling == "equal":
-            n = equal_counts(n.sum(1), self.k)
+        n = self._synthetic_counts(run)
         self.synthetic_drawn += n.sum(1)
         for c, generator in enumerate(run.generators):
             labels = torch.repeat_interleave(torch.arange(self.k), n[c])
             labels = labels[torch.randperm(labels.numel(), generator=generator)]
             self.synthetic_labels[c] = list(torch.tensor_split(labels, run.steps[c]))
+
+    def _synthetic_counts(self, run: HeadTraining) -> torch.Tensor:
+        """n_k per client (B, K) from the current pseudo-labels: Eq. 7, or the same total split equally (Table 4)."""
+        n = balanced_counts(self._pseudo_counts(run), self.gamma)
+        return equal_counts(n.sum(1), self.k) if self.sampling == "equal" else n
+
+    def _step_labels(self, run: HeadTraining, step: int) -> list[torch.Tensor | None]:
+        """The classes of each client's synthetic samples at this step (None: the client has finished its epoch).
+
+        count_every='iteration' (Algorithm 1, lines 14-16): n_k by Eq. 7 from the labels this
+        iteration has just refreshed, all of them drawn now; 'epoch': this step's share of the
+        epoch's plan (:meth:`start_epoch`).
+        """
+        if self.count_every == "epoch":
+            return [self.synthetic_labels[c][step] if step < run.steps[c] else None for c in range(run.num_clients)]
+        n = self._synthetic_counts(run)
+        active = torch.tensor([step < s for s in run.steps])
+        assert self.synthetic_drawn is not None  # set by start_epoch
+        self.synthetic_drawn += n.sum(1) * active
+        return [torch.repeat_interleave(torch.arange(self.k), n[c]) if active[c] else None for c in range(run.num_clients)]
 
     @torch.no_grad()
     def _pseudo_counts(self, run: HeadTraining) -> torch.Tensor:
@@ -199,7 +217,7 @@ class FstObjective:
         Only the draws run client by client, each from the client's own (CPU) generator; the
         batch then moves to the run's device in one go.
         """
-        planned = [self.synthetic_labels[c][step] if step < run.steps[c] else None for c in range(run.num_clients)]
+        planned = self._step_labels(run, step)
         sizes = torch.tensor([0 if y is None else y.numel() for y in planned])
         width = int(sizes.max())
         if width == 0:
@@ -299,6 +317,13 @@ def fst_cbdg(
     count_source: Annotated[
         Literal["labels", "model"], Field(description="m_k of Eq. 7 from the soft pseudo-labels (paper) or the current model's predictions")
     ] = "labels",
+    count_every: Annotated[
+        Literal["iteration", "epoch"],
+        Field(
+            description="when Eq. 7 counts m_k and draws the n_k synthetic samples: every iteration from the labels it has just refreshed "
+            "(Algorithm 1, lines 14-16) or once at the start of each local epoch, spread over its mini-batches"
+        ),
+    ] = "iteration",
     keep_labels: Annotated[bool, Field(description="a client keeps its soft pseudo-labels between the rounds it is sampled in")] = True,
     noise: Annotated[
         Literal["projected", "direct"],
@@ -315,7 +340,16 @@ def fst_cbdg(
     text = text.to(device)
     sgd = Sgd(lr, momentum, weight_decay)
     settings = dict(
-        beta=beta, gamma=gamma, lam=lam, sigma=sigma, sampling=sampling, losses=losses, label_refresh=label_refresh, count_source=count_source, noise=noise
+        beta=beta,
+        gamma=gamma,
+        lam=lam,
+        sigma=sigma,
+        sampling=sampling,
+        losses=losses,
+        label_refresh=label_refresh,
+        count_source=count_source,
+        count_every=count_every,
+        noise=noise,
     )
 
     def init(info: RoundInfo) -> State:
