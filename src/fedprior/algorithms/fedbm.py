@@ -15,18 +15,22 @@ projection to the language model's dimension) against a classifier nobody trains
   re-initialized. Once trained it is broadcast with the model (the paper: "the updated
   generator is sent to all clients"; the round loop counts its bytes), and each client
   appends ``synthetic_batch`` generated images, with uniformly drawn labels, to every
-  real mini-batch (Eq. 11: the loss on D^c U D^c_hat). The code trains the generator
-  after rounds 5, 10, ..., so synthetic images enter from round 6.
+  real mini-batch (Eq. 11: the loss on D^c U D^c_hat), fresh for every step as the code
+  (``synthetic_data='per-round'``: one epoch's worth generated first and reused in every
+  epoch, Algorithm 1 line 19). The code trains the generator after rounds 5, 10, ..., so
+  synthetic images enter from round 6. L_sem (Eq. 6) is the clients' loss (the code;
+  ``semantic_loss='cross-entropy'``: the paper's CE).
 
 Server state: ``model.*`` (backbone and projection), ``generator.*`` (its parameters and
 BatchNorm statistics), ``cgde.trained`` and, with ``adam_state='kept'``,
 ``generator_adam.*`` (its Adam, :mod:`~fedprior.algorithms.pieces.optimizer_state`).
-Aggregation is the example-weighted FedAvg of the whole state dict (the code; the
-paper writes a plain mean).
+Aggregation is the example-weighted FedAvg of the whole state dict (the code;
+``aggregation='uniform'``: Algorithm 1 line 14's plain mean). docs/fedbm.md, "The
+algorithm, line by line", walks Algorithm 1 against this module.
 
 Defaults follow the authors' code where the paper is silent (tau, generator schedule,
-synthetic batch, SGD with decay 0.99 per round; see ``body_training.py`` for the
-optimizer the paper names instead). Ablations (Tables VI-XII) are switches:
+synthetic batch, SGD with decay 0.99 per round; ``optimizer='adam'`` and
+``lr_decay_every='epoch'`` give the paper's, ``body_training.py``). Ablations (Tables VI-XII) are switches:
 ``classifier`` ('linear' is "w/o LKCC"; 'mean-embedding' and 'random' are Table VIII),
 ``cgde=false`` ("w/o CGDE"), ``prompt_fraction`` (Table VII), ``conditions='noise'``,
 ``lambda_div=0``, ``lambda_dis=0`` (Table IX), ``lambda_div``/``lambda_dis`` (Tables X, XI),
@@ -52,6 +56,7 @@ Equations (fedbm.txt), and where each is computed:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 from collections.abc import Sequence
@@ -110,6 +115,21 @@ EvaluationLogits = Annotated[
 ]
 AdamState = Annotated[
     Literal["fresh", "kept"], Field(description="generator Adam: a fresh optimizer each cycle (code) or its moments kept in the server state")
+]
+SemanticLoss = Annotated[
+    Literal["model-loss", "cross-entropy"],
+    Field(description="L_sem of Eq. 6: the clients' training loss (Eq. 4 under LKCC; the code) or cross-entropy on the model's logits F (the paper's CE)"),
+]
+Aggregation = Annotated[
+    Literal["examples", "uniform"],
+    Field(description="the server's mean of the client models: weighted by their example counts (the code) or plain (Algorithm 1, line 14)"),
+]
+SyntheticData = Annotated[
+    Literal["per-step", "per-round"],
+    Field(
+        description="a client's generated images: fresh for every local step (the code) or one epoch's worth generated before the "
+        "first epoch and reused in every epoch (Algorithm 1, line 19: 'generate the synthesized dataset', then E epochs on it)"
+    ),
 ]
 
 
@@ -206,6 +226,9 @@ def fedbm(
     synthetic_augment: SyntheticAugment = "per-batch",
     loss: LossKind = "eq4",
     evaluation_logits: EvaluationLogits = "f-over-tau",
+    semantic_loss: SemanticLoss = "model-loss",
+    aggregation: Aggregation = "examples",
+    synthetic_data: SyntheticData = "per-step",
     **shared,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
@@ -232,6 +255,10 @@ def fedbm(
 
     def train_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor, counts: torch.Tensor | None = None) -> torch.Tensor:
         return classifier_loss(net, x, y, loss, counts)
+
+    def sem_loss(net: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """L_sem of Eq. 6 on the frozen global model."""
+        return F.cross_entropy(net(x), y) if semantic_loss == "cross-entropy" else train_loss(net, x, y)
 
     def to_input(images: torch.Tensor) -> torch.Tensor:
         return standardize.apply(images)
@@ -281,12 +308,14 @@ def fedbm(
             sampler = conditions_on_device()
             # every local step's labels, noise and crop-and-flip seed, drawn before the first step from the client's
             # "synthetic" stream in the order the steps use them (the numbers of drawing at each step), moved to the device once
-            steps = local_steps(int(data["x"].shape[0]), training.batch_size, training.epochs)
+            # ("per-round": one epoch's draws, Algorithm 1 line 19's dataset, that every epoch visits in the same order)
+            per_epoch = local_steps(int(data["x"].shape[0]), training.batch_size, 1)
+            steps = per_epoch * (1 if synthetic_data == "per-round" else training.epochs)
             draws = draw_batches(sampler, task.num_classes, synthetic_batch, steps, info.generator("synthetic"), device)
             step = itertools.count()
 
             def with_synthetic(m: nn.Module, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-                i = next(step)  # training.fit calls the loss once per local step
+                i = next(step) % steps  # training.fit calls the loss once per local step
                 fake = synthesize(generator, sampler, draws, i, to_input, augment_synthetic, per_batch)
                 return train_loss(m, torch.cat([x, fake]), torch.cat([y, draws.labels[i]]), counts)
 
@@ -296,7 +325,8 @@ def fedbm(
         return Reply(model_arrays(local, resident=True), num_examples=int(data["x"].shape[0]), metrics=metrics), state  # on the run's device
 
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        state = net.average(state, replies, info)
+        weighted = replies if aggregation == "examples" else [dataclasses.replace(r, num_examples=1) for r in replies]
+        state = net.average(state, weighted, info)
         if not cgde or info.round % generator_every:
             return state
         teacher = net.receive(state, "teacher")  # on an accelerator resident models, the new global model and G copied in
@@ -307,7 +337,7 @@ def fedbm(
         adam = torch.optim.Adam(generator.parameters(), lr=settings.lr, betas=settings.betas)
         if adam_state == "kept":
             load_optimizer_state(adam, generator, state, ADAM)
-        train_generator(generator, teacher, train_loss, conditions_on_device(), task.num_classes, settings, to_input, info.generator("cgde"), adam)
+        train_generator(generator, teacher, sem_loss, conditions_on_device(), task.num_classes, settings, to_input, info.generator("cgde"), adam)
         if device.type == "cpu":
             generator.to(CPU, memory_format=torch.contiguous_format)  # type: ignore[call-overload]  # Module.to takes memory_format; its stub overloads omit it
         new = {**state, **model_arrays(generator, GENERATOR, resident=True), TRAINED: torch.tensor(1)}  # G stays on the run's device

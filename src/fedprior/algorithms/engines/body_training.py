@@ -5,7 +5,7 @@ authors' code, which produced the tables (its README commands), uses SGD with lr
 momentum 0.9 and weight decay 5e-4, decayed by 0.99 per round, and every baseline
 shares these "common hyperparameters ... determined by FedAvg". Both are
 :class:`LocalOptimizer` settings; the defaults are the code's SGD (SCAFFOLD's control
-variates assume it), ``optimizer='adam'`` gives the paper's.
+variates assume it), ``optimizer='adam'`` with ``lr_decay_every='epoch'`` gives the paper's.
 
 :func:`train_on_device` moves the model and the client's data to the run's device once and
 trains there. On an accelerator the model stays there: the algorithms on this engine receive
@@ -39,6 +39,8 @@ class LocalOptimizer:
     momentum: float = 0.9
     weight_decay: float = 5e-4
     lr_decay: float = 0.99
+    decay_every: str = "round"
+    """'round' (the code): every epoch of round r at lr * lr_decay^(r - 1); 'epoch' (the paper): :meth:`epoch_lr`."""
 
     def build(self, params: ParamsT, round_: int) -> torch.optim.Optimizer:
         """The optimizer of a (1-based) round: lr * lr_decay^(round - 1); a fresh one every round."""
@@ -48,6 +50,25 @@ class LocalOptimizer:
         if self.kind == "adam":
             return torch.optim.Adam(params, lr=lr, weight_decay=self.weight_decay)
         raise ConfigError(f"algorithm.optimizer: unknown optimizer '{self.kind}'; accepted: sgd, adam")
+
+    def epoch_lr(self, round_: int, epochs: int, epoch: int) -> float:
+        """The learning rate of 0-based local epoch ``epoch`` of ``epochs`` in a (1-based) round under ``decay_every='epoch'``:
+        lr * lr_decay^((round - 1) * epochs + epoch), one decay per epoch trained so far (the paper's "decays at a rate of
+        0.99 per epoch", Sec. IV-A2; with one local epoch per round it is the per-round schedule)."""
+        return self.lr * self.lr_decay ** (max(round_ - 1, 0) * epochs + epoch)
+
+    def schedule(self, optimizer: torch.optim.Optimizer, round_: int, epochs: int) -> Callable[[int], None] | None:
+        """What sets ``optimizer``'s learning rate at the start of each local epoch (None: the round's rate throughout)."""
+        if self.decay_every == "round":
+            return None
+        if self.decay_every != "epoch":
+            raise ConfigError(f"algorithm.lr_decay_every: unknown schedule '{self.decay_every}'; accepted: round, epoch")
+
+        def set_lr(epoch: int) -> None:
+            for group in optimizer.param_groups:
+                group["lr"] = self.epoch_lr(round_, epochs, epoch)
+
+        return set_lr
 
 
 def train_on_device(
@@ -72,6 +93,7 @@ def train_on_device(
     """
     x = fast_layout(model.to(device), data["x"].to(device))
     chosen = params(model) if params else [p for p in model.parameters() if p.requires_grad]
+    built = optimizer.build(chosen, info.round)
     try:
         return train_epochs(
             model,
@@ -79,11 +101,12 @@ def train_on_device(
             data["y"].to(device),
             epochs=epochs,
             batch_size=batch_size,
-            optimizer=optimizer.build(chosen, info.round),
+            optimizer=built,
             generator=info.generator(),
             loss_fn=loss_fn,
             after_backward=after_backward,
             precision=precision,
+            on_epoch=optimizer.schedule(built, info.round, epochs),
         )
     finally:
         if device.type == "cpu":
@@ -159,5 +182,5 @@ def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device 
 
 def shared_training(shared: dict[str, Any]) -> tuple[str, LocalTraining]:
     """The network name and the :class:`LocalTraining` of the FedBM set's values (``hyperparameters.body_training``)."""
-    optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"])
+    optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"], shared["lr_decay_every"])
     return shared["model"], LocalTraining(shared["local_epochs"], shared["batch_size"], optimizer, shared["device"], shared["precision"])

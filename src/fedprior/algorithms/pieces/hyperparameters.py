@@ -78,6 +78,13 @@ LinearEval = Annotated[
 Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
 # Training a whole network under FedBM's common settings (FedBM and its baselines).
 OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
+LrDecayEvery = Annotated[
+    Literal["round", "epoch"],
+    Field(
+        description="lr_decay per 'round' (FedBM's code: lr * lr_decay^(round - 1)) or per 'epoch' (FedBM's paper, Sec. IV-A2: "
+        "local epoch e of round r trains at lr * lr_decay^((r - 1) E + e), E the round's local epochs)"
+    ),
+]
 BodyModel = Annotated[
     Literal["convnet", "convnet-small", "resnet18", "resnet18-imagenet"],
     Field(
@@ -186,6 +193,7 @@ def body_training(
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 5e-4,
     lr_decay: LrDecay = 0.99,
+    lr_decay_every: LrDecayEvery = "round",
 ) -> None:
     """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (runtime ``local_epochs``, ``batch_size``, ``device``, ``precision`` among them)."""
 

@@ -44,6 +44,7 @@ def train_epochs(
     loss_fn: LossFn = cross_entropy_loss,
     after_backward: Callable[[], None] | None = None,
     precision: str = "fp32",
+    on_epoch: Callable[[int], None] | None = None,
 ) -> dict[str, float]:
     """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller): :func:`local_steps` steps.
 
@@ -55,11 +56,14 @@ def train_epochs(
     ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
     mean training loss and the step count. ``precision`` (``run.precision``): the forward pass and
     the loss run under :func:`~fedprior.algorithms.pieces.precision.autocast`; weights stay float32.
+    ``on_epoch(e)`` runs before the first step of each (0-based) epoch e (a per-epoch learning rate).
     """
     model.train()
     n = x.shape[0]
     steps, total = 0, torch.zeros((), dtype=torch.float64, device=x.device)
-    for order in epoch_orders(n, epochs, generator, x.device):
+    for epoch, order in enumerate(epoch_orders(n, epochs, generator, x.device)):
+        if on_epoch is not None:
+            on_epoch(epoch)
         steps += train_pass(
             model, x, y, order, total, batch_size=batch_size, optimizer=optimizer, loss_fn=loss_fn, after_backward=after_backward, precision=precision
         )
