@@ -13,7 +13,7 @@ import pytest
 
 from fedprior.cli.table import markdown
 from fedprior.experiments.findings import evaluate, paired, t_quantile, verdict
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row, run_table
+from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
 from fedprior.papers import all_tables
 
 ROWS = (Row("Top", "fedavg-cnn"), Row("Zero", "fedavg-cnn"), Row("A", "fedavg-cnn"), Row("B", "fedavg-cnn"), Row("C", "fedavg-cnn"))
@@ -282,3 +282,30 @@ def test_a_metric_only_some_rows_produce_is_left_out_of_the_others_and_named_in_
     text = markdown("Toy", list(cells.values()))
     top = next(line for line in text.splitlines() if line.startswith("| Top"))
     assert top.rstrip().endswith("| - |")
+
+
+def test_a_measured_control_decides_a_column_like_a_row_control(monkeypatch):
+    calls = []
+
+    def measure(name, config):  # what tables.measure_controls hands it: the row's config in the column, seed 0, --set included
+        calls.append((name, config.run.seed, config.federation.rounds))
+        return (41.5, "41.5% on the views")
+
+    control = MeasuredControl("views keep the class", row="C", measure=measure, at_least=60.0)
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0), control))
+    measured = measure_controls(table, embedded=True, extra=["federation.rounds=3"])
+    assert measured == {("views keep the class", "c"): (41.5, "41.5% on the views")} and calls == [("fedavg-cnn", 0, 3)]
+    cells = [c for c in results(table) if c["row"] != "C"]  # measured whether or not its row runs
+    evaluated = evaluate(table, cells, embedded=True, measurements=measured)
+    assert [c["status"] for c in evaluated["controls"]] == ["passed", "failed"]
+    assert evaluated["controls"][1]["value"] == 41.5 and evaluated["controls"][1]["margin"] == 60.0
+    assert evaluated["notices"] == ["setting not informative at c: views keep the class failed: 41.5% on the views"]
+    assert [f["verdict"] for f in evaluated["findings"]] == ["setting not informative", "setting not informative", "not run"]
+    assert "| views keep the class | c | 41.5 (41.5% on the views) | | | 60 | failed |" in markdown("Toy", cells, evaluated)
+    passed = evaluate(table, results(table), embedded=True, measurements={("views keep the class", "c"): (60.0, "60%")})
+    assert [f["verdict"] for f in passed["findings"]] == ["holds", "reversed", "not resolved"] and passed["notices"] == []
+    unmeasured = evaluate(table, results(table), embedded=True)
+    assert unmeasured["controls"][1]["status"] == "not run" and unmeasured["findings"][0]["note"] == "controls not run"
+    assert unmeasured["notices"] == ["control not run at c: views keep the class (not measured); the verdicts there are not backed by it"]
+    with pytest.raises(ValueError, match=re.escape("toy: control 'views keep the class': unknown row(s) 'D'")):
+        make(controls=(MeasuredControl("views keep the class", row="D", measure=measure, at_least=60.0),))

@@ -108,7 +108,12 @@ def controls_markdown(controls: list[dict]) -> list[str]:
     lines = ["## Controls", "", "checked in each column on the mean over seeds; a column where one fails is not informative", ""]
     lines += ["| condition | column | above | below | difference | needed | status |", "|---|---|---|---|---|---|---|"]
     for c in controls:
-        if c["status"] == "not run":
+        if c.get("kind") == "measured":  # a number measured on the column's setting (tables.MeasuredControl)
+            if c["status"] == "not run":
+                lines.append(f"| {c['condition']} | {c['column']} | | | | {c['margin']:g} | not run (not measured) |")
+            else:
+                lines.append(f"| {c['condition']} | {c['column']} | {c['value']:.1f} ({c['measured']}) | | | {c['margin']:g} | {c['status']} |")
+        elif c["status"] == "not run":
             lines.append(f"| {c['condition']} | {c['column']} | | | | {c['margin']:g} | not run ({', '.join(c['missing'])}) |")
         else:
             lines.append(
@@ -195,7 +200,7 @@ def table(
     from fedprior.experiments.config import load_config
     from fedprior.experiments.findings import evaluate
     from fedprior.experiments.table_runs import REUSED, RUN, execute_runs, plan_cell
-    from fedprior.experiments.tables import cell_value, cells, run_table
+    from fedprior.experiments.tables import cell_value, cells, measure_controls, run_table
     from fedprior.papers import table_by_name
     from fedprior.runtime.threads import available_cores
 
@@ -241,7 +246,8 @@ def table(
     results = run_table(
         paper_table, embedded, set_, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen, columns=chosen_columns
     )
-    evaluated = evaluate(paper_table, results, embedded)
+    measured = measure_controls(paper_table, embedded, set_, chosen_columns, imports)
+    evaluated = evaluate(paper_table, results, embedded, measured)
     document = {
         "table": name,
         "title": paper_table.title,
