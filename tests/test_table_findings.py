@@ -11,7 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedprior.cli.table import markdown
+from fedprior.cli.table import finding_line, markdown
 from fedprior.experiments.findings import evaluate, paired, t_quantile, verdict
 from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
 from fedprior.papers import all_tables
@@ -84,7 +84,7 @@ def test_a_failing_control_withholds_every_verdict_and_heads_the_table():
     assert evaluated["notices"] == [notice]
     text = markdown("Toy", cells, evaluated)
     assert text.splitlines()[:3] == ["# Toy", "", f"**{notice}**  "]
-    assert "| A > B | c | acc | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
+    assert "| A > B | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
     assert "| 82.0 ± 2.0 (50.0) |" in text  # mean ± sd (n - 1) per cell
 
 
@@ -129,9 +129,16 @@ def test_controls_and_claims_whose_rows_did_not_run():
     assert a_c["verdict"] == "not resolved" and a_c["note"] == "controls not run"
 
 
-def test_a_cost_claim_holds_when_the_better_row_spends_less():
-    table = make((Claim("A costs less", better="B", worse="A", column="c", higher_is_better=False),))
-    assert evaluate(table, results(table), embedded=True)["findings"][0]["verdict"] == "holds"
+def test_a_cost_claim_holds_when_the_better_row_spends_less_and_says_its_difference_is_worse_minus_better():
+    table = make((Claim("B costs less", better="B", worse="A", column="c", higher_is_better=False), Claim("A > B", better="A", worse="B", column="c")))
+    cost, gain = evaluate(table, results(table), embedded=True)["findings"]
+    # A - B = 10, 11, 9 (B spends less): the cost claim's difference is worse - better, A - B, as the plain claim's is better - worse
+    assert (cost["verdict"], cost["paired_difference"], cost["mean"], cost["low"]) == ("holds", "A - B", 10.0, 7.52)
+    assert (gain["paired_difference"], gain["mean"]) == ("A - B", 10.0)
+    text = markdown("Toy", results(table), evaluate(table, results(table), embedded=True))
+    assert "| B costs less | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **holds** |  |" in text
+    assert "difference column: better - worse, or worse - better for a cost" in text
+    assert finding_line(cost) == "  B costs less: A - B = +10.00 sd 1.00, n=3, 95% [+7.52, +12.48]: holds"
 
 
 @pytest.mark.parametrize(

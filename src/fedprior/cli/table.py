@@ -126,24 +126,27 @@ def findings_markdown(findings: list[dict]) -> list[str]:
     lines = [
         "## Findings",
         "",
-        "each claim of the paper on the paired differences over seeds (better - worse, seed s of both rows: the same partition "
+        "each claim of the paper on the paired differences over seeds (the difference column: better - worse, or worse - better "
+        "for a cost such as bits, so that a positive mean favours the claim; seed s of both rows: the same partition "
         "and client sampling), their mean, sd (n - 1) and 95% interval of the mean (Student t, n - 1 degrees of freedom); "
         "holds: interval above 0, reversed: below 0, not resolved: spans 0 or one seed",
         "",
     ]
     if not findings:
         return [*lines, "no claim declared", ""]
-    lines += ["| claim | column | metric | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| claim | column | metric | difference | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         metric = METRIC_LABELS.get(f["metric"], f["metric"])
         if f["verdict"] == "not run":
-            lines.append(f"| {f['claim']} | {f['column']} | {metric} | | | | | {f['note']} | |")
+            lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | | | | | {f['note']} | |")
             continue
         sd = "" if f["sd"] is None else f"{f['sd']:.2f}"
         interval = "one seed: no interval" if f["low"] is None else f"[{f['low']:+.2f}, {f['high']:+.2f}]"
         verdict = f"**{f['verdict']}**" + (f" ({extra})" if (extra := other_notes(f)) else "")
         paper = "" if f["paper"] is None else f"{f['paper']:+.1f}"
-        lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |")
+        lines.append(
+            f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |"
+        )
     lines += ["", "Sources:", ""]
     lines += [f"- {f['claim']}: {f['source']}" for f in findings if f["source"]]
     return [*lines, ""]
@@ -161,7 +164,7 @@ def finding_line(f: dict) -> str:
     interval = "one seed: no interval" if f["low"] is None else f"95% [{f['low']:+.2f}, {f['high']:+.2f}]"
     sd = "" if f["sd"] is None else f" sd {f['sd']:.2f}"
     note = f" ({extra})" if (extra := other_notes(f)) else ""
-    return f"  {f['claim']}: {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
+    return f"  {f['claim']}: {f['paired_difference']} = {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
 
 
 @app.command()

@@ -11,7 +11,10 @@ measured control not measured, gets verdicts, marked ``controls not run``.
 
 **Claims** (:class:`~fedprior.experiments.tables.Claim`) are tested on the paired
 differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
-same partition and client sampling wherever the two rows share those settings), with
+same partition and client sampling wherever the two rows share those settings), or
+``d_s = worse_s - better_s`` for a cost (``higher_is_better=False``, e.g. bits sent: the
+better row is claimed to spend less), so that a positive mean favours the claim in either
+case; each finding names its difference (``paired_difference``: "ROW - ROW"). With
 their mean, sample standard deviation (n - 1) and the 95% interval of the mean from
 Student's t with n - 1 degrees of freedom: ``mean +- t(0.975, n - 1) * sd / sqrt(n)``.
 The verdict:
@@ -166,7 +169,16 @@ def evaluate(
     for claim in table.claims:
         metric = claim.metric or table.metrics[0]
         column = table.column_in_setting(claim.column, embedded)
-        entry = {"claim": claim.name, "better": claim.better, "worse": claim.worse, "column": column or claim.column, "metric": metric, "source": claim.source}
+        difference = f"{claim.better} - {claim.worse}" if claim.higher_is_better else f"{claim.worse} - {claim.better}"
+        entry = {
+            "claim": claim.name,
+            "better": claim.better,
+            "worse": claim.worse,
+            "column": column or claim.column,
+            "metric": metric,
+            "paired_difference": difference,
+            "source": claim.source,
+        }
         if column is None or column not in columns:
             findings.append({**entry, "verdict": NOT_RUN, "note": "not run: its column is not in this run"})
             continue
