@@ -203,7 +203,7 @@ def table(
     from fedprior.experiments.config import load_config
     from fedprior.experiments.findings import evaluate
     from fedprior.experiments.table_runs import REUSED, RUN, execute_runs, plan_cell
-    from fedprior.experiments.tables import cell_value, cells, measure_controls, run_table
+    from fedprior.experiments.tables import cell_value, cells, control_configs, run_table
     from fedprior.papers import table_by_name
     from fedprior.runtime.threads import available_cores
 
@@ -222,6 +222,7 @@ def table(
         for seed in range(n_seeds):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
+    to_measure = control_configs(paper_table, embedded, set_, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
     stderr.print(f"{paper_table.title}: {len(planned)} cells x {n_seeds} seed(s), {n_jobs} at once{setting}; runs in {folder}", highlight=False)
@@ -249,7 +250,7 @@ def table(
     results = run_table(
         paper_table, embedded, set_, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen, columns=chosen_columns
     )
-    measured = measure_controls(paper_table, embedded, set_, chosen_columns, imports)
+    measured = {key: control.measure(preset, config) for key, (control, preset, config) in to_measure.items()}
     evaluated = evaluate(paper_table, results, embedded, measured)
     document = {
         "table": name,

@@ -296,13 +296,14 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
     return sorted(out, key=lambda c: order[c.row])
 
 
-def measure_controls(
+def control_configs(
     table: PaperTable, embedded: bool, extra: list[str] | None = None, columns: list[str] | None = None, imports: list[str] | None = None
-) -> dict[tuple[str, str], tuple[float, str]]:
-    """Each :class:`MeasuredControl` of ``table`` measured in every column of the run: (condition, column) -> (value, what).
+) -> dict[tuple[str, str], tuple[MeasuredControl, str, ExperimentConfig]]:
+    """What each :class:`MeasuredControl` of ``table`` measures in each column of the run: (condition, column) -> (control, preset, config).
 
-    The config measured is the one the control's row would run in the column with seed 0
-    (``extra``: the run's ``--set``), whether or not the row itself is run.
+    The config is the one the control's row would run in the column with seed 0 (``extra``:
+    the run's ``--set``), whether or not the row itself is run. Loading it checks it, so a
+    table command calls this before any cell runs.
     """
     from fedprior.experiments.config import load_config
 
@@ -311,8 +312,15 @@ def measure_controls(
         if isinstance(control, MeasuredControl):
             for cell in cells(table, embedded, extra, [control.row], columns):
                 name, config = load_config(cell.preset, [*cell.overrides, "run.seed=0"], imports or [])
-                out[control.condition, cell.column] = control.measure(name, config)
+                out[control.condition, cell.column] = (control, name, config)
     return out
+
+
+def measure_controls(
+    table: PaperTable, embedded: bool, extra: list[str] | None = None, columns: list[str] | None = None, imports: list[str] | None = None
+) -> dict[tuple[str, str], tuple[float, str]]:
+    """Each :class:`MeasuredControl` of ``table`` measured in every column of the run (:func:`control_configs`): (condition, column) -> (value, what)."""
+    return {key: control.measure(name, config) for key, (control, name, config) in control_configs(table, embedded, extra, columns, imports).items()}
 
 
 def cell_value(table: PaperTable, summary: dict[str, Any], metric: str) -> float:
