@@ -23,6 +23,19 @@ cell finishing; a rerun puts them back into ``--runs/NAME`` first, so a table su
 loss of its run folders (a machine given back, a clean clone) as long as ``DIR`` is
 committed: only the cells not kept train again. A kept cell is reused only where its
 config is the one the table would run (``fedprior table`` checks, as for any finished run).
+
+A table often takes several passes (a machine given back, a stopped run continued, a table
+re-evaluated from its kept cells). ``passes`` lists every pass of the table in
+``NAME.json``: its command, machine, wall seconds, whether it continued a stopped run, and
+how many cells it copied from earlier tables, restored from ``--keep`` and finished itself
+(trained or resumed to their end). A pass that continues a table (its folder or ``--keep``
+already holds finished cells) is appended to the passes of the table's existing
+``NAME.json``; a pass that starts from nothing starts the list again. ``command``,
+``machine``, ``wall_seconds`` and ``continued_a_stopped_run`` at the top are the last
+pass's; ``cells_copied_from_earlier_tables``, ``cells_restored_from_keep``,
+``cells_finished`` and ``wall_seconds_all_passes`` are summed over the passes. (A file
+written before the list existed becomes the list's first pass, with what it recorded:
+its last pass's counts only.)
 """
 
 from __future__ import annotations
@@ -92,14 +105,42 @@ def restore_kept_cells(kept: Path, out: Path) -> int:
     return restored
 
 
+PASS_FIELDS = ("command", "machine", "wall_seconds", "continued_a_stopped_run", "cells_copied_from_earlier_tables", "cells_restored_from_keep")
+"""What a pass records (and what a result file written before ``passes`` existed recorded of its last pass)."""
+SUMMED = {
+    "cells_copied_from_earlier_tables": "cells_copied_from_earlier_tables",
+    "cells_restored_from_keep": "cells_restored_from_keep",
+    "cells_finished": "cells_finished",
+    "wall_seconds_all_passes": "wall_seconds",
+}
+"""Top-level field -> the pass field it sums."""
+
+
+def with_earlier_passes(previous: dict | None, this: dict) -> dict:
+    """The result file of a table after pass ``this`` (its fields and ``table``), given the table's file before it (or None).
+
+    ``this`` continues the table (``continued_a_stopped_run``) where ``previous`` exists: its
+    passes come first (a file without ``passes`` is one pass, its top-level fields); otherwise
+    ``this`` is the first pass.
+    """
+    earlier: list[dict] = []
+    if previous is not None and this["continued_a_stopped_run"]:
+        earlier = previous.get("passes") or [{k: previous[k] for k in PASS_FIELDS if k in previous}]
+    passes = [*earlier, {k: v for k, v in this.items() if k != "table"}]
+    totals = {field: sum(p.get(key, 0) for p in passes) for field, key in SUMMED.items()}
+    totals["wall_seconds_all_passes"] = round(totals["wall_seconds_all_passes"], 1)
+    return {**{k: v for k, v in this.items() if k != "table"}, **totals, "passes": passes, "table": this["table"]}
+
+
 def run_table(
     name: str, jobs: int, runs: Path, keep: Path, extra: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]
 ) -> dict:
-    """Run one table to its end, keeping its finished cells in ``keep/NAME`` as they finish; the result file's contents."""
+    """Run one table to its end, keeping its finished cells in ``keep/NAME`` as they finish; this pass and the table."""
     out, kept = runs / name, keep / name
     restored = restore_kept_cells(kept, out)
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
     shared = share_finished_cells(name, rows, columns, out, earlier, SEEDS)
+    finished_before = len(list(out.glob("*/result.json")))
     command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *extra]
     if rows is not None:
         command += ["--rows", ",".join(rows)]
@@ -123,6 +164,7 @@ def run_table(
         "continued_a_stopped_run": resumed,
         "cells_copied_from_earlier_tables": shared,
         "cells_restored_from_keep": restored,
+        "cells_finished": len(list(out.glob("*/result.json"))) - finished_before,
         "table": json.loads((out / "table.json").read_text()),
     }
 
@@ -143,7 +185,9 @@ def main() -> None:
     for i, name in enumerate(args.tables):
         earlier = {t: args.runs / t for t in args.tables[:i]}
         result = run_table(name, args.jobs, args.runs, args.keep, extra, rows.get(name), columns.get(name), earlier)
-        (RESULTS / f"{name}.json").write_text(json.dumps(result, indent=2) + "\n")
+        path = RESULTS / f"{name}.json"
+        result = with_earlier_passes(json.loads(path.read_text()) if path.is_file() else None, result)
+        path.write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: {result['wall_seconds']:.0f} s -> {RESULTS / (name + '.json')}", flush=True)
 
 

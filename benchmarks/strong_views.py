@@ -9,7 +9,9 @@ them) as they are, on their weak view, on the strong view of each recipe of
 the weak view followed by one single operation of a recipe's list (FixMatch's at its
 random magnitudes; the FedDB code's at its fixed m = 10, always applied) or by Cutout
 alone. A view the clean model still classifies keeps the class visible; FixMatch trains
-the pseudo-labels on such views (issue 17's target: >= 60% on the strong views).
+the pseudo-labels on such views (issue 17's target: >= 60% on the strong views). The training
+and scoring are ``papers/feddb/strong_views.py``'s, which the FedDB tables' strong-view control
+runs in a table's own network and views.
 
     python benchmarks/strong_views.py [--steps 400] [--test 2000] [--seed 0] [--json]
 
@@ -22,11 +24,9 @@ import argparse
 import json
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from shared import load, machine, print_result
 
 from fedprior.data import load_dataset
@@ -34,28 +34,9 @@ from fedprior.data.augment.fixmatch import STRONG_AUGMENTS, FixMatchAugment
 from fedprior.data.augment.randaugment import cutout_fixmatch, feddb_code_ops, fixmatch_ops, rand_augment
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.models.cnn import SmallCNN
+from fedprior.papers.feddb.strong_views import accuracy, strong_views, train_clean
 
 RESULT = Path(__file__).parent / "results" / "strong_views.json"
-
-
-def train(x: torch.Tensor, y: torch.Tensor, steps: int, seed: int, weak: FixMatchAugment | None = None) -> SmallCNN:
-    """The small CNN trained on clean images (or on their weak views): Adam (lr 1e-3), batches of 64 drawn with ``seed``."""
-    torch.manual_seed(seed)
-    model = SmallCNN(1, x.shape[-1], 10)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    generator = torch.Generator().manual_seed(seed)
-    for _ in range(steps):
-        batch = torch.randint(0, x.shape[0], (64,), generator=generator)
-        images = x[batch] if weak is None else weak.weak(x[batch], generator)
-        optimizer.zero_grad()
-        F.cross_entropy(model(images), y[batch]).backward()
-        optimizer.step()
-    return model.eval()
-
-
-@torch.no_grad()
-def accuracy(model: SmallCNN, x: torch.Tensor, y: torch.Tensor) -> float:
-    return round(100.0 * float((model(x).argmax(1) == y).float().mean()), 2)
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -75,19 +56,22 @@ def main(argv: list[str] | None = None) -> dict:
     train_y, test_y = torch.from_numpy(data.train_labels), torch.from_numpy(data.test_labels[: args.test])
     base = FixMatchAugment(standardizer.mean, standardizer.std)
     loaded = time.perf_counter()
-    models = {"clean-trained": train(train_x, train_y, args.steps, args.seed)}
-    trained = time.perf_counter() - loaded
-    models["weak-trained"] = train(train_x, train_y, args.steps, args.seed, weak=base)
 
-    def views(model: SmallCNN) -> dict[str, float]:
+    def build() -> SmallCNN:
+        return SmallCNN(1, train_x.shape[-1], 10)
+
+    models = {"clean-trained": train_clean(build, train_x, train_y, args.steps, args.seed)}
+    trained = time.perf_counter() - loaded
+    models["weak-trained"] = train_clean(build, train_x, train_y, args.steps, args.seed, weak=base)
+
+    def views(model: torch.nn.Module) -> dict[str, float]:
         """Clean, weak and each recipe's strong view of the test images (fixed seeds: the same views for every model)."""
         out = {"clean": accuracy(model, test_x, test_y), "weak": accuracy(model, base.weak(test_x, torch.Generator().manual_seed(1)), test_y)}
         for index, recipe in enumerate(STRONG_AUGMENTS):
-            strong = replace(base, strong_augment=recipe).strong(test_x, torch.Generator().manual_seed(2 + index))
-            out[f"strong {recipe}"] = accuracy(model, strong, test_y)
+            out[f"strong {recipe}"] = accuracy(model, strong_views(base, test_x, recipe, 2 + index), test_y)
         return out
 
-    def single(model: SmallCNN, ops: list, offset: int) -> dict[str, float]:
+    def single(model: torch.nn.Module, ops: list, offset: int) -> dict[str, float]:
         """The weak view, then each operation alone on every image."""
         out = {}
         for index, op in enumerate(ops):
@@ -96,7 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
             out[op.name] = accuracy(model, base._standard(rand_augment(unit, [op], n=1, generator=generator)), test_y)
         return out
 
-    def single_ops(model: SmallCNN) -> dict[str, dict[str, float]]:
+    def single_ops(model: torch.nn.Module) -> dict[str, dict[str, float]]:
         fixmatch = single(model, fixmatch_ops(), 100)
         generator = torch.Generator(device=test_x.device).manual_seed(300)
         unit = base._weak_unit(base._unit(test_x), generator).clamp(0.0, 1.0)

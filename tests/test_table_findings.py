@@ -11,9 +11,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedprior.cli.table import markdown
+from fedprior.cli.table import finding_line, markdown
 from fedprior.experiments.findings import evaluate, paired, t_quantile, verdict
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row, run_table
+from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
 from fedprior.papers import all_tables
 
 ROWS = (Row("Top", "fedavg-cnn"), Row("Zero", "fedavg-cnn"), Row("A", "fedavg-cnn"), Row("B", "fedavg-cnn"), Row("C", "fedavg-cnn"))
@@ -84,7 +84,7 @@ def test_a_failing_control_withholds_every_verdict_and_heads_the_table():
     assert evaluated["notices"] == [notice]
     text = markdown("Toy", cells, evaluated)
     assert text.splitlines()[:3] == ["# Toy", "", f"**{notice}**  "]
-    assert "| A > B | c | acc | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
+    assert "| A > B | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
     assert "| 82.0 ± 2.0 (50.0) |" in text  # mean ± sd (n - 1) per cell
 
 
@@ -129,9 +129,16 @@ def test_controls_and_claims_whose_rows_did_not_run():
     assert a_c["verdict"] == "not resolved" and a_c["note"] == "controls not run"
 
 
-def test_a_cost_claim_holds_when_the_better_row_spends_less():
-    table = make((Claim("A costs less", better="B", worse="A", column="c", higher_is_better=False),))
-    assert evaluate(table, results(table), embedded=True)["findings"][0]["verdict"] == "holds"
+def test_a_cost_claim_holds_when_the_better_row_spends_less_and_says_its_difference_is_worse_minus_better():
+    table = make((Claim("B costs less", better="B", worse="A", column="c", higher_is_better=False), Claim("A > B", better="A", worse="B", column="c")))
+    cost, gain = evaluate(table, results(table), embedded=True)["findings"]
+    # A - B = 10, 11, 9 (B spends less): the cost claim's difference is worse - better, A - B, as the plain claim's is better - worse
+    assert (cost["verdict"], cost["paired_difference"], cost["mean"], cost["low"]) == ("holds", "A - B", 10.0, 7.52)
+    assert (gain["paired_difference"], gain["mean"]) == ("A - B", 10.0)
+    text = markdown("Toy", results(table), evaluate(table, results(table), embedded=True))
+    assert "| B costs less | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **holds** |  |" in text
+    assert "difference column: better - worse, or worse - better for a cost" in text
+    assert finding_line(cost) == "  B costs less: A - B = +10.00 sd 1.00, n=3, 95% [+7.52, +12.48]: holds"
 
 
 @pytest.mark.parametrize(
@@ -282,3 +289,30 @@ def test_a_metric_only_some_rows_produce_is_left_out_of_the_others_and_named_in_
     text = markdown("Toy", list(cells.values()))
     top = next(line for line in text.splitlines() if line.startswith("| Top"))
     assert top.rstrip().endswith("| - |")
+
+
+def test_a_measured_control_decides_a_column_like_a_row_control(monkeypatch):
+    calls = []
+
+    def measure(name, config):  # what tables.measure_controls hands it: the row's config in the column, seed 0, --set included
+        calls.append((name, config.run.seed, config.federation.rounds))
+        return (41.5, "41.5% on the views")
+
+    control = MeasuredControl("views keep the class", row="C", measure=measure, at_least=60.0)
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0), control))
+    measured = measure_controls(table, embedded=True, extra=["federation.rounds=3"])
+    assert measured == {("views keep the class", "c"): (41.5, "41.5% on the views")} and calls == [("fedavg-cnn", 0, 3)]
+    cells = [c for c in results(table) if c["row"] != "C"]  # measured whether or not its row runs
+    evaluated = evaluate(table, cells, embedded=True, measurements=measured)
+    assert [c["status"] for c in evaluated["controls"]] == ["passed", "failed"]
+    assert evaluated["controls"][1]["value"] == 41.5 and evaluated["controls"][1]["margin"] == 60.0
+    assert evaluated["notices"] == ["setting not informative at c: views keep the class failed: 41.5% on the views"]
+    assert [f["verdict"] for f in evaluated["findings"]] == ["setting not informative", "setting not informative", "not run"]
+    assert "| views keep the class | c | 41.5 (41.5% on the views) | | | 60 | failed |" in markdown("Toy", cells, evaluated)
+    passed = evaluate(table, results(table), embedded=True, measurements={("views keep the class", "c"): (60.0, "60%")})
+    assert [f["verdict"] for f in passed["findings"]] == ["holds", "reversed", "not resolved"] and passed["notices"] == []
+    unmeasured = evaluate(table, results(table), embedded=True)
+    assert unmeasured["controls"][1]["status"] == "not run" and unmeasured["findings"][0]["note"] == "controls not run"
+    assert unmeasured["notices"] == ["control not run at c: views keep the class (not measured); the verdicts there are not backed by it"]
+    with pytest.raises(ValueError, match=re.escape("toy: control 'views keep the class': unknown row(s) 'D'")):
+        make(controls=(MeasuredControl("views keep the class", row="D", measure=measure, at_least=60.0),))

@@ -108,7 +108,12 @@ def controls_markdown(controls: list[dict]) -> list[str]:
     lines = ["## Controls", "", "checked in each column on the mean over seeds; a column where one fails is not informative", ""]
     lines += ["| condition | column | above | below | difference | needed | status |", "|---|---|---|---|---|---|---|"]
     for c in controls:
-        if c["status"] == "not run":
+        if c.get("kind") == "measured":  # a number measured on the column's setting (tables.MeasuredControl)
+            if c["status"] == "not run":
+                lines.append(f"| {c['condition']} | {c['column']} | | | | {c['margin']:g} | not run (not measured) |")
+            else:
+                lines.append(f"| {c['condition']} | {c['column']} | {c['value']:.1f} ({c['measured']}) | | | {c['margin']:g} | {c['status']} |")
+        elif c["status"] == "not run":
             lines.append(f"| {c['condition']} | {c['column']} | | | | {c['margin']:g} | not run ({', '.join(c['missing'])}) |")
         else:
             lines.append(
@@ -121,24 +126,27 @@ def findings_markdown(findings: list[dict]) -> list[str]:
     lines = [
         "## Findings",
         "",
-        "each claim of the paper on the paired differences over seeds (better - worse, seed s of both rows: the same partition "
+        "each claim of the paper on the paired differences over seeds (the difference column: better - worse, or worse - better "
+        "for a cost such as bits, so that a positive mean favours the claim; seed s of both rows: the same partition "
         "and client sampling), their mean, sd (n - 1) and 95% interval of the mean (Student t, n - 1 degrees of freedom); "
         "holds: interval above 0, reversed: below 0, not resolved: spans 0 or one seed",
         "",
     ]
     if not findings:
         return [*lines, "no claim declared", ""]
-    lines += ["| claim | column | metric | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| claim | column | metric | difference | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|---|"]
     for f in findings:
         metric = METRIC_LABELS.get(f["metric"], f["metric"])
         if f["verdict"] == "not run":
-            lines.append(f"| {f['claim']} | {f['column']} | {metric} | | | | | {f['note']} | |")
+            lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | | | | | {f['note']} | |")
             continue
         sd = "" if f["sd"] is None else f"{f['sd']:.2f}"
         interval = "one seed: no interval" if f["low"] is None else f"[{f['low']:+.2f}, {f['high']:+.2f}]"
         verdict = f"**{f['verdict']}**" + (f" ({extra})" if (extra := other_notes(f)) else "")
         paper = "" if f["paper"] is None else f"{f['paper']:+.1f}"
-        lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |")
+        lines.append(
+            f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |"
+        )
     lines += ["", "Sources:", ""]
     lines += [f"- {f['claim']}: {f['source']}" for f in findings if f["source"]]
     return [*lines, ""]
@@ -156,7 +164,7 @@ def finding_line(f: dict) -> str:
     interval = "one seed: no interval" if f["low"] is None else f"95% [{f['low']:+.2f}, {f['high']:+.2f}]"
     sd = "" if f["sd"] is None else f" sd {f['sd']:.2f}"
     note = f" ({extra})" if (extra := other_notes(f)) else ""
-    return f"  {f['claim']}: {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
+    return f"  {f['claim']}: {f['paired_difference']} = {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
 
 
 @app.command()
@@ -195,7 +203,7 @@ def table(
     from fedprior.experiments.config import load_config
     from fedprior.experiments.findings import evaluate
     from fedprior.experiments.table_runs import REUSED, RUN, execute_runs, plan_cell
-    from fedprior.experiments.tables import cell_value, cells, run_table
+    from fedprior.experiments.tables import cell_value, cells, control_configs, run_table
     from fedprior.papers import table_by_name
     from fedprior.runtime.threads import available_cores
 
@@ -214,6 +222,7 @@ def table(
         for seed in range(n_seeds):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
+    to_measure = control_configs(paper_table, embedded, set_, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {paper_table.embedded_note})" if embedded and paper_table.embedded_note else ""
     stderr.print(f"{paper_table.title}: {len(planned)} cells x {n_seeds} seed(s), {n_jobs} at once{setting}; runs in {folder}", highlight=False)
@@ -241,7 +250,8 @@ def table(
     results = run_table(
         paper_table, embedded, set_, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen, columns=chosen_columns
     )
-    evaluated = evaluate(paper_table, results, embedded)
+    measured = {key: control.measure(preset, config) for key, (control, preset, config) in to_measure.items()}
+    evaluated = evaluate(paper_table, results, embedded, measured)
     document = {
         "table": name,
         "title": paper_table.title,

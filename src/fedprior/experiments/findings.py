@@ -1,15 +1,20 @@
 """A table's findings: its controls checked, and each claim of the paper given a verdict, from the cells' seeds.
 
-**Controls** (:class:`~fedprior.experiments.tables.Control`) are checked in every column
-the run has: the mean over seeds of ``above - below`` must be at least the margin. A column
-where one fails is *not informative*: its claims get no verdict (``setting not
+**Controls** are checked in every column the run has: for a
+:class:`~fedprior.experiments.tables.Control`, the mean over seeds of ``above - below`` must be
+at least the margin; for a :class:`~fedprior.experiments.tables.MeasuredControl`, the value
+measured in the column's setting (``tables.measure_controls``) must be at least its floor. A
+column where one fails is *not informative*: its claims get no verdict (``setting not
 informative``), and table.md says so at its top (``setting not informative: <condition>
-failed at <column>: X vs Y``). A column where a control row was not run (``--rows``) gets
-verdicts, marked ``controls not run``.
+failed at <column>: X vs Y``). A column where a control row was not run (``--rows``), or a
+measured control not measured, gets verdicts, marked ``controls not run``.
 
 **Claims** (:class:`~fedprior.experiments.tables.Claim`) are tested on the paired
 differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
-same partition and client sampling wherever the two rows share those settings), with
+same partition and client sampling wherever the two rows share those settings), or
+``d_s = worse_s - better_s`` for a cost (``higher_is_better=False``, e.g. bits sent: the
+better row is claimed to spend less), so that a positive mean favours the claim in either
+case; each finding names its difference (``paired_difference``: "ROW - ROW"). With
 their mean, sample standard deviation (n - 1) and the 95% interval of the mean from
 Student's t with n - 1 degrees of freedom: ``mean +- t(0.975, n - 1) * sd / sqrt(n)``.
 The verdict:
@@ -31,8 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedprior.experiments.tables import MeasuredControl
+
 if TYPE_CHECKING:
-    from fedprior.experiments.tables import PaperTable
+    from fedprior.experiments.tables import Control, PaperTable
 
 CONFIDENCE = 0.95
 HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
@@ -85,11 +92,23 @@ def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
 
 
-def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -> dict[str, Any]:
+def measured_control(control: MeasuredControl, column: str, value: tuple[float, str] | None) -> dict[str, Any]:
+    """A measured control's entry in ``column``: passed where the value reaches the floor, failed below it, not run unmeasured."""
+    entry: dict[str, Any] = {"condition": control.condition, "column": column, "kind": "measured", "margin": control.at_least, "note": control.note}
+    if value is None:
+        return {**entry, "status": NOT_RUN, "missing": ["not measured"]}
+    number, what = value
+    return {**entry, "value": _round(number), "measured": what, "status": PASSED if number >= control.at_least - 1e-9 else FAILED}
+
+
+def evaluate(
+    table: PaperTable, results: list[dict[str, Any]], embedded: bool, measurements: dict[tuple[str, str], tuple[float, str]] | None = None
+) -> dict[str, Any]:
     """The controls per column, the claims with their verdicts, and the notices for the top of table.md.
 
     ``results``: :func:`~fedprior.experiments.tables.run_table`'s cells (``metrics[m]["values"]``
-    per seed, seed 0 first).
+    per seed, seed 0 first); ``measurements``: :func:`~fedprior.experiments.tables.measure_controls`'s
+    values, (condition, column) -> (value, what was measured).
     """
     cells = {(r["row"], r["column"]): r for r in results}
     columns = list(dict.fromkeys(r["column"] for r in results))
@@ -102,46 +121,64 @@ def evaluate(table: PaperTable, results: list[dict[str, Any]], embedded: bool) -
         cell = cells.get((row, column))
         return None if cell is None or metric not in cell["metrics"] else cell["metrics"][metric].get("paper")
 
+    def row_control(control: Control, column: str) -> tuple[dict[str, Any], str]:
+        """A control on two rows in ``column``: its entry, and the numbers a failure notice quotes."""
+        metric = control.metric or table.metrics[0]
+        above, below = values(control.above, column, metric), values(control.below, column, metric)
+        entry: dict[str, Any] = {"condition": control.condition, "column": column, "metric": metric, "margin": control.margin, "note": control.note}
+        if above is None or below is None:
+            lacking = [r for r, v in ((control.above, above), (control.below, below)) if v is None]
+            return {**entry, "status": NOT_RUN, "missing": lacking}, ""
+        difference = float(np.mean(np.subtract(above, below)))
+        passed = difference >= control.margin - 1e-9
+        entry.update(above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference))
+        measured = f"{entry['above']:.1f} vs {entry['below']:.1f}"
+        if control.settled_within is not None:
+            moved = values(control.above, column, "late_change")  # present: the row ran, and the table has the metric
+            late = float(np.mean(np.abs(moved))) if moved else math.inf
+            entry["late_change"] = _round(late)
+            passed = passed and late < control.settled_within
+            measured += f", {control.above} moved {late:.2f} points over its last 10% of rounds"
+        return {**entry, "status": PASSED if passed else FAILED}, measured
+
     controls, notices = [], []
     status: dict[str, str] = {}
     not_run: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for control in table.controls:
-        metric = control.metric or table.metrics[0]
         for column in columns:
-            above, below = values(control.above, column, metric), values(control.below, column, metric)
-            entry: dict[str, Any] = {"condition": control.condition, "column": column, "metric": metric, "margin": control.margin, "note": control.note}
-            if above is None or below is None:
-                lacking = tuple(r for r, v in ((control.above, above), (control.below, below)) if v is None)
-                entry.update(status=NOT_RUN, missing=list(lacking))
+            if isinstance(control, MeasuredControl):
+                entry = measured_control(control, column, (measurements or {}).get((control.condition, column)))
+                measured = entry.get("measured", "")
+            else:
+                entry, measured = row_control(control, column)
+            controls.append(entry)
+            if entry["status"] == FAILED:
+                status[column] = FAILED
+                notices.append(f"setting not informative at {column}: {control.condition} failed: {measured}")
+            elif entry["status"] == NOT_RUN:
                 if status.get(column) != FAILED:
                     status[column] = NOT_RUN
-                not_run.setdefault((control.condition, lacking), []).append(column)
-            else:
-                difference = float(np.mean(np.subtract(above, below)))
-                passed = difference >= control.margin - 1e-9
-                entry.update(above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference))
-                measured = f"{entry['above']:.1f} vs {entry['below']:.1f}"
-                if control.settled_within is not None:
-                    moved = values(control.above, column, "late_change")  # present: the row ran, and the table has the metric
-                    late = float(np.mean(np.abs(moved))) if moved else math.inf
-                    entry["late_change"] = _round(late)
-                    passed = passed and late < control.settled_within
-                    measured += f", {control.above} moved {late:.2f} points over its last 10% of rounds"
-                entry["status"] = PASSED if passed else FAILED
-                if not passed:
-                    status[column] = FAILED
-                    notices.append(f"setting not informative at {column}: {control.condition} failed: {measured}")
-                elif column not in status:
-                    status[column] = PASSED
-            controls.append(entry)
+                not_run.setdefault((control.condition, tuple(entry["missing"])), []).append(column)
+            elif column not in status:
+                status[column] = PASSED
     for (condition, missing), where in not_run.items():
-        notices.append(f"control not run at {', '.join(where)}: {condition} (row(s) {', '.join(missing)} not run); the verdicts there are not backed by it")
+        why = "not measured" if missing == ("not measured",) else f"row(s) {', '.join(missing)} not run"
+        notices.append(f"control not run at {', '.join(where)}: {condition} ({why}); the verdicts there are not backed by it")
 
     findings = []
     for claim in table.claims:
         metric = claim.metric or table.metrics[0]
         column = table.column_in_setting(claim.column, embedded)
-        entry = {"claim": claim.name, "better": claim.better, "worse": claim.worse, "column": column or claim.column, "metric": metric, "source": claim.source}
+        difference = f"{claim.better} - {claim.worse}" if claim.higher_is_better else f"{claim.worse} - {claim.better}"
+        entry = {
+            "claim": claim.name,
+            "better": claim.better,
+            "worse": claim.worse,
+            "column": column or claim.column,
+            "metric": metric,
+            "paired_difference": difference,
+            "source": claim.source,
+        }
         if column is None or column not in columns:
             findings.append({**entry, "verdict": NOT_RUN, "note": "not run: its column is not in this run"})
             continue

@@ -8,21 +8,27 @@ for reference: the data and the encoder differ).
 
 Each table also declares, before any run, the paper's qualitative **claims** it tests
 (:class:`Claim`: "row A > row B on metric M in column C", quoting the paper) and its
-**controls** (:class:`Control`: rows that bound what any method reaches in the setting, and
-the margin between them under which the table can tell methods apart). A claim or control
-naming a row, column or metric the table does not have is refused when the table is
-defined (at import). :mod:`fedprior.experiments.findings` evaluates them on a run's cells.
+**controls**: rows that bound what any method reaches in the setting, and the margin
+between them under which the table can tell methods apart (:class:`Control`), or a number
+measured on the setting itself that must reach a floor (:class:`MeasuredControl`, e.g. how
+much of an image FedDB's strong views leave). A claim or control naming a row, column or
+metric the table does not have is refused when the table is defined (at import).
+:mod:`fedprior.experiments.findings` evaluates them on a run's cells and measurements
+(:func:`measure_controls`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedprior.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedprior.experiments.config import ExperimentConfig
 
 
 @dataclass(frozen=True)
@@ -117,6 +123,29 @@ class Control:
 
 
 @dataclass(frozen=True)
+class MeasuredControl:
+    """A condition on a column's setting itself rather than on two rows' cells: a number measured there must reach a floor.
+
+    ``measure(name, config)`` gets the config of ``row``'s cell in the column (seed 0, the
+    run's ``--set`` included: its data, network and augmentation) and returns (value, what it
+    measured); the column is informative where the value is at least ``at_least``. The table
+    command measures it once per column, beside the cells, whether or not ``row`` runs: it
+    must be cheap (seconds to a few minutes), and it trains nothing a cell trains.
+    """
+
+    condition: str
+    """What must hold, e.g. 'a model trained on clean images keeps at least 60% on the strong views'."""
+    row: str
+    """The row whose cell config is measured (a row that uses what is measured, e.g. the strong views)."""
+    measure: Callable[[str, ExperimentConfig], tuple[float, str]]
+    """(preset name, the cell's config) -> (value, a line saying what was measured)."""
+    at_least: float
+    """The floor, in the value's unit."""
+    note: str = ""
+    """Why this condition."""
+
+
+@dataclass(frozen=True)
 class PaperTable:
     name: str
     title: str
@@ -146,8 +175,8 @@ class PaperTable:
     (the authors' per-dataset settings of their method, e.g. FedBM's temperature on OCT-C8 at beta 0.05)."""
     claims: tuple[Claim, ...] = ()
     """The paper's qualitative claims this table tests, declared before any run."""
-    controls: tuple[Control, ...] = ()
-    """The conditions on control rows under which the table is informative (none: nothing bounds it, e.g. bits sent)."""
+    controls: tuple[Control | MeasuredControl, ...] = ()
+    """The conditions under which the table is informative (none: nothing bounds it, e.g. bits sent)."""
 
     def __post_init__(self) -> None:
         """Refuse claims and controls that name a row, column or metric the table does not have."""
@@ -162,6 +191,9 @@ class PaperTable:
             self._check_metric(where, claim.metric)
         for control in self.controls:
             where = f"{self.name}: control {control.condition!r}"
+            if isinstance(control, MeasuredControl):
+                self._check_rows(where, (control.row,), labels)
+                continue
             self._check_rows(where, (control.above, control.below), labels)
             self._check_metric(where, control.metric)
             if control.settled_within is not None:
@@ -262,6 +294,33 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
             )
     order = {r.label: i for i, r in enumerate(table.rows)}
     return sorted(out, key=lambda c: order[c.row])
+
+
+def control_configs(
+    table: PaperTable, embedded: bool, extra: list[str] | None = None, columns: list[str] | None = None, imports: list[str] | None = None
+) -> dict[tuple[str, str], tuple[MeasuredControl, str, ExperimentConfig]]:
+    """What each :class:`MeasuredControl` of ``table`` measures in each column of the run: (condition, column) -> (control, preset, config).
+
+    The config is the one the control's row would run in the column with seed 0 (``extra``:
+    the run's ``--set``), whether or not the row itself is run. Loading it checks it, so a
+    table command calls this before any cell runs.
+    """
+    from fedprior.experiments.config import load_config
+
+    out = {}
+    for control in table.controls:
+        if isinstance(control, MeasuredControl):
+            for cell in cells(table, embedded, extra, [control.row], columns):
+                name, config = load_config(cell.preset, [*cell.overrides, "run.seed=0"], imports or [])
+                out[control.condition, cell.column] = (control, name, config)
+    return out
+
+
+def measure_controls(
+    table: PaperTable, embedded: bool, extra: list[str] | None = None, columns: list[str] | None = None, imports: list[str] | None = None
+) -> dict[tuple[str, str], tuple[float, str]]:
+    """Each :class:`MeasuredControl` of ``table`` measured in every column of the run (:func:`control_configs`): (condition, column) -> (value, what)."""
+    return {key: control.measure(name, config) for key, (control, name, config) in control_configs(table, embedded, extra, columns, imports).items()}
 
 
 def cell_value(table: PaperTable, summary: dict[str, Any], metric: str) -> float:

@@ -1,0 +1,72 @@
+"""The FedDB tables' strong-view control: measured in a cell's own network and views, and a column where it fails gives no verdict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fedprior.experiments.build import build_experiment
+from fedprior.experiments.config import load_config
+from fedprior.experiments.findings import evaluate
+from fedprior.experiments.tables import MeasuredControl, measure_controls
+from fedprior.models import build_model
+from fedprior.papers import table_by_name
+from fedprior.papers.feddb import strong_views
+
+COMMITTED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "tables" / "feddb-table2.json"
+
+
+def test_every_feddb_table_declares_the_strong_view_rule_as_a_control():
+    for number in (1, 2, 3, 4):
+        table = table_by_name(f"feddb-table{number}")
+        (control,) = [c for c in table.controls if isinstance(c, MeasuredControl)]
+        assert control.at_least == 60.0 and control.measure is strong_views.strong_view_accuracy
+        preset = next(r.preset for r in table.rows if r.label == control.row)
+        assert preset == "feddb"  # a row that trains on the strong views
+
+
+def test_the_committed_table2_reads_not_informative_where_the_views_fail_the_rule():
+    table = table_by_name("feddb-table2")
+    cells = json.loads(COMMITTED.read_text())["table"]["cells"]
+    condition = next(c.condition for c in table.controls if isinstance(c, MeasuredControl))
+    failed = evaluate(table, cells, embedded=True, measurements={(condition, "δ=0.3"): (32.2, "32.2% on fixmatch strong views")})
+    assert {f["verdict"] for f in failed["findings"] if f["verdict"] != "not run"} == {"setting not informative"}
+    assert failed["notices"] == [f"setting not informative at δ=0.3: {condition} failed: 32.2% on fixmatch strong views"]
+    passed = evaluate(table, cells, embedded=True, measurements={(condition, "δ=0.3"): (61.0, "61%")})
+    assert "holds" in {f["verdict"] for f in passed["findings"]}  # FedDB > SemiFL, as committed
+
+
+@pytest.fixture
+def small_budget(monkeypatch):
+    """A few steps on a few test images: the same code path as the table's 400 steps on 2,000."""
+    monkeypatch.setattr(strong_views, "STEPS", 3)
+    monkeypatch.setattr(strong_views, "TEST_IMAGES", 64)
+    monkeypatch.setattr(strong_views, "_MEASURED", {})
+    built = []
+    train = strong_views.train_clean
+
+    def recording(build, x, y, steps, seed, weak=None):
+        model = train(build, x, y, steps, seed, weak)
+        built.append(sum(p.numel() for p in model.parameters()))
+        return model
+
+    monkeypatch.setattr(strong_views, "train_clean", recording)
+    return built
+
+
+def test_the_control_trains_the_cells_network_and_scores_its_strong_views_once_per_setting(small_budget):
+    table = table_by_name("feddb-table4")
+    small = ["data.train_subset=2000", "partition.num_unlabeled=1000"]
+    measured = measure_controls(table, embedded=True, extra=small)
+    assert sorted(column for _, column in measured) == ["iid", "δ=0.1", "δ=0.3"]
+    assert len(small_budget) == 1  # the three columns share data, network and views: measured once
+    name, config = load_config("feddb", small)
+    width8 = sum(p.numel() for p in build_model("convnet", build_experiment(name, config).task, norm="bn-batch", width=8).parameters())
+    assert small_budget == [width8]
+    value, what = measured[next(iter(measured))]
+    assert 0.0 <= value <= 100.0 and what.startswith("convnet trained 3 steps on clean images:") and what.endswith(f"{value:.1f}% on fixmatch strong views")
+    wider = measure_controls(table, embedded=True, extra=[*small, "algorithm.width=16", "algorithm.strong_augment=kornia-fixed"], columns=["iid"])
+    assert len(small_budget) == 2 and small_budget[1] > width8  # the cell's own network (width 16 here) ...
+    assert next(iter(wider.values()))[1].endswith("on kornia-fixed strong views")  # ... and its own views
