@@ -246,3 +246,20 @@ def test_table_8_prints_bits_in_three_digits():
     ]
     text = markdown("Table 8", results)
     assert "| MFCL | 2.88e+08 (3e+12) | 1.23e+07 (-) |" in text
+
+
+def test_fedsimclr_runs_its_800_rounds_in_every_paper_setting_table():
+    """Appendix D.4: "FedSimCLR needs 800 FL rounds to achieve the reported accuracy in Table 2" (Table 3: "other settings are
+    the same as in Table 2"; Table 7's FedSimCLR is Table 2's); the embedded grids keep the presets' 15, untrained rows 0."""
+    for name in ("mfcl-table2", "mfcl-table3", "mfcl-table7", "mfcl-table8"):
+        table = table_by_name(name)
+        real = {c.row: load_config(c.preset, c.overrides)[1] for c in cells(table, embedded=False)}
+        simclr = [row for row in real if row.startswith("FedSimCLR")]
+        assert simclr, name
+        for row in simclr:
+            assert real[row].federation.rounds == (0 if row.endswith("untrained") else 800), (name, row)
+        for row in ("FedSwAV", "Orchestra", "FedAvg", "MFCL(PN)", "MFCL (PN)", "MFCL"):
+            if row in real:
+                assert real[row].federation.rounds == 15, (name, row)
+        embedded = {c.row: load_config(c.preset, c.overrides)[1] for c in cells(table, embedded=True)}
+        assert all(embedded[row].federation.rounds == 15 for row in embedded if row.startswith("FedSimCLR") and not row.endswith("untrained"))
