@@ -36,7 +36,8 @@ from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
 StemNorm = Annotated[
-    Literal["bn", "gn", "pn"], Field(description="normalization after the first two convolutions: bn (SimCLR), gn, or pn (Table 7's FedSimCLR with PN)")
+    Literal["bn", "gn", "pn", "pn-eq3"],
+    Field(description="normalization after the first two convolutions: bn (SimCLR), gn, pn (Table 7's FedSimCLR with PN) or pn-eq3 (PN with Eq. 3 as printed)"),
 ]
 
 

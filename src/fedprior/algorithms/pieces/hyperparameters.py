@@ -235,7 +235,7 @@ def with_shared(group: Sequence[inspect.Parameter], *, first: bool = False, **de
 
 def check_group_channels(field: str, width: int, norm: str, group_channels: int) -> None:
     """ConfigError unless Lambda (``algorithm.norm_group_channels``) divides the ``width`` channels its PN or GN layers normalize."""
-    if norm in ("pn", "gn") and width % group_channels:
+    if norm in ("pn", "pn-eq3", "gn") and width % group_channels:
         divisors = [d for d in range(1, width + 1) if width % d == 0]
         raise ConfigError(
             f"algorithm.norm_group_channels: Lambda = {group_channels} channels per group does not divide algorithm.{field} = {width} "
