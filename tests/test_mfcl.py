@@ -1,4 +1,4 @@
-"""MFCL (mfcl.md): Peer Normalization, the sensor module, NT-Xent, the two phases, resume in phase 2, byte counts."""
+"""MFCL: Peer Normalization, the sensor module, NT-Xent, the two phases, resume in phase 2, byte counts."""
 
 import math
 
@@ -195,7 +195,7 @@ def small_data(n: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 DATA = [small_data(n, c) for c, n in enumerate((12, 20, 8, 16))]
-# The test set, and the labelled training pool the linear evaluation trains its dense layer on (mfcl.md Sec. 3).
+# The test set, and the labelled training pool the linear evaluation trains its dense layer on (the MFCL paper's Sec. 3).
 TEST = {**small_data(60, 99), "x_train": torch.cat([d["x"] for d in DATA]), "y_train": torch.cat([d["y"] for d in DATA])}
 
 

@@ -34,7 +34,7 @@ def test_scenario_in_a_config_sets_the_window_and_checks_the_clients():
     assert (config.partition.scheme, config.partition.window, config.partition.scenario) == ("window", 2, "Sc2")
     _, config = load_config("mfcl", ["partition.scenario=Sc5"])
     assert config.partition.window == 5
-    with pytest.raises(ConfigError, match=r"partition.scenario: Sc12 is defined for 100 clients \(mfcl.md Table 4\); federation.num_clients is 10"):
+    with pytest.raises(ConfigError, match=r"partition.scenario: Sc12 is defined for 100 clients \(the MFCL paper's Table 4\); federation.num_clients is 10"):
         load_config("mfcl", ["partition.scenario=Sc12"])
     _, config = load_config("mfcl", ['partition.scenario=""', "partition.scheme=iid", "federation.num_clients=7"])
     assert config.partition.scenario is None and config.partition.scheme == "iid"

@@ -36,7 +36,7 @@ def pooled_over_views(view1: torch.Tensor, view2: torch.Tensor, groups: int) -> 
     return torch.cat([side[..., :W], side[..., W:]])
 
 
-# ---------------------------------------------------------------- Lambda = channels per group (mfcl.md Sec. 2.2, Eq. 3)
+# ---------------------------------------------------------------- Lambda = channels per group (the MFCL paper's Sec. 2.2, Eq. 3)
 
 
 def test_pn_with_lambda_c_pools_all_channels_and_pixels_of_the_two_views():
@@ -130,7 +130,7 @@ def test_the_old_field_norm_groups_fails_with_what_replaced_it():
             algorithm_spec(name).validate({"norm_groups": 32})
 
 
-# ---------------------------------------------------------------- linear evaluation (mfcl.md Sec. 3)
+# ---------------------------------------------------------------- linear evaluation (the MFCL paper's Sec. 3)
 
 
 def blobs(n: int, seed: int, dim: int = 8, classes: int = 4) -> tuple[torch.Tensor, torch.Tensor]:

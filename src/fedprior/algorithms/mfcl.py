@@ -1,4 +1,4 @@
-"""MFCL, Modular Federated Contrastive Learning with Peer Normalization (mfcl.md).
+"""MFCL, Modular Federated Contrastive Learning with Peer Normalization (the MFCL paper; docs/mfcl.md walks it line by line).
 
 Two modules, trained one after the other in one run (three stages):
 
@@ -52,7 +52,7 @@ all but ``reps.client`` stay on the run's device (the sensor's replies and their
 send them, the discriminator and Adam's moments after each epoch), and the sensor, its encoder and the discriminator are
 models kept there that receive the State by in-place copies (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`).
 
-Equations (mfcl.md), and where each is computed:
+Equations (the MFCL paper), and where each is computed:
 
 - Eq. 1, the client-size-weighted average: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`;
 - Eq. 2, the autoencoder's reconstruction of two views: ``train_sensor`` inside :func:`mfcl`
@@ -186,7 +186,7 @@ def mfcl(
     eval_input: EvalInput = "clean",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
-    """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (mfcl.md).
+    """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (the MFCL paper).
 
     Phase 1 trains the sensor module with FedAvg (Eq. 1-2), phase 2 sends each client's
     representations once and trains a ResNet-18 with NT-Xent (Eq. 5) at the server;

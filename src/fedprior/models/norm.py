@@ -7,9 +7,9 @@
 - ``gn``: GroupNorm (Wu & He, 2018), FedRGD's and MFCL's alternative to BatchNorm;
   groups given either as a count (``groups``, lowered to a divisor of the channels: the
   networks of FedRGD, ConvNet and ResNet) or as Lambda, the channels per group
-  (``group_channels``, mfcl.md Sec. 2.2: MFCL's sensor module and FedSimCLR's stem), which
+  (``group_channels``, the MFCL paper's Sec. 2.2: MFCL's sensor module and FedSimCLR's stem), which
   must divide the channels (C / Lambda groups);
-- ``pn``: Peer Normalization (mfcl.md Eq. 3-4), GroupNorm whose statistics are pooled
+- ``pn``: Peer Normalization (the MFCL paper's Eq. 3-4), GroupNorm whose statistics are pooled
   over the two augmented views of each sample (:mod:`fedprior.models.peer_norm`);
 - ``pn-eq3``: PN with Eq. 3 as printed (a per-pixel mean, a variance summed over the pixels;
   ``PeerNorm(statistics="eq3")``);

@@ -1,4 +1,4 @@
-"""Peer Normalization (PN), mfcl.md Sec. 2.2, Eq. 3-4.
+"""Peer Normalization (PN), the MFCL paper's Sec. 2.2, Eq. 3-4.
 
 A contrastive client mini-batch holds two augmented views of each of K samples,
 laid out ``B = (x_{1,1}, ..., x_{K,1}, x_{1,2}, ..., x_{K,2})`` (first every sample's
@@ -57,7 +57,7 @@ def group_count(channels: int, groups: int) -> int:
 
 
 def groups_of(channels: int, group_channels: int) -> int:
-    """C / Lambda: the number of groups of ``group_channels`` (Lambda, mfcl.md Sec. 2.2, Eq. 3) channels in a layer of ``channels``.
+    """C / Lambda: the number of groups of ``group_channels`` (Lambda, the MFCL paper's Sec. 2.2, Eq. 3) channels in a layer of ``channels``.
 
     ValueError when Lambda is not a divisor of C (the message lists the divisors).
     """

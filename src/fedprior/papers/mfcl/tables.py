@@ -1,4 +1,4 @@
-"""MFCL's Tables 2, 3, 7 and 8 (mfcl.md) as grids, with the published numbers.
+"""MFCL's Tables 2, 3, 7 and 8 (the MFCL paper) as grids, with the published numbers.
 
 Paper setting: CIFAR-10 with M = 10 clients in scenarios Sc1-Sc10 (Table 2, 7, 8) and
 CIFAR-100 with M = 100 in Sc11-Sc110 (Table 3) (``--set data.root=...``), every network
@@ -16,9 +16,9 @@ Table 3's 100-class scenarios cannot exist on ten classes: its embedded columns 
 M = 100 clients and the fraction of classes each client holds (W / 100 -> W' / 10, at
 least one class), one column per distinct W'.
 
-Every table carries the paper's claims it tests (``claims``, quoting mfcl.md 5 and
+Every table carries the paper's claims it tests (``claims``, quoting the MFCL paper's results and
 Appendix D) and, for accuracy, control rows and two controls (issue 18). Every
-self-supervised row is scored by the paper's linear evaluation (mfcl.md Sec. 3: a dense
+self-supervised row is scored by the paper's linear evaluation (the MFCL paper's Sec. 3: a dense
 layer trained on the training pool's frozen features, scored on the test set;
 ``algorithm.linear_eval = "train-test"``). The control rows, scored the same way:
 
