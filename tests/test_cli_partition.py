@@ -60,7 +60,7 @@ def test_json_is_one_object_with_statistics_and_parameters(digits_labels):
 
 def test_window_scheme_through_the_cli_gives_the_closed_form_betas():
     # 10 clients, window 3 on 10 classes: every class held by 3 clients, uniform windows:
-    # beta_cib = log2(10/3), beta_hetero = (1 - 3/10) log2(1e6 / 3) (mfcl.md Appendix B, average over M^2 pairs).
+    # beta_cib = log2(10/3), beta_hetero = (1 - 3/10) log2(1e6 / 3) (the MFCL paper's Appendix B, average over M^2 pairs).
     record = json.loads(invoke("--scheme", "window", "--clients", "10", "--window", "3", "--json").stdout)
     assert record["beta_cib"] == pytest.approx(math.log2(10 / 3), abs=1e-9)
     assert record["beta_hetero"] == pytest.approx(0.7 * math.log2(1e6 / 3), abs=1e-9)

@@ -1,4 +1,4 @@
-"""MFCL (mfcl.md): Peer Normalization, the sensor module, NT-Xent, the two phases, resume in phase 2, byte counts."""
+"""MFCL: Peer Normalization, the sensor module, NT-Xent, the two phases, resume in phase 2, byte counts."""
 
 import math
 
@@ -68,6 +68,30 @@ def test_peer_norm_groups_views_and_affine():
     assert pn.views == 2
     with pytest.raises(ValueError, match="cannot hold 2 views"):
         pn(x[:3])
+
+
+def test_peer_norm_eq3_as_printed_by_hand():
+    # The same 8 numbers: K = 1, one group of Lambda = 2 channels, 1 x 2 pixels, view 1 then view 2.
+    view1 = torch.tensor([[[[1.0, 3.0]], [[5.0, 7.0]]]])
+    view2 = torch.tensor([[[[2.0, 2.0]], [[4.0, 8.0]]]])
+    out = PeerNorm(2, groups=1, eps=0.0, statistics="eq3")(torch.cat([view1, view2]))
+    # Eq. 3 as printed: mu = 1/(2 Lambda) sum_j sum_c w_j^c, a vector over the 2 pixels: ((1+5+2+4)/4, (3+7+2+8)/4) = (3, 5);
+    # sigma^2 = 1/(2 Lambda) sum_j sum_c ||w_j^c - mu||^2 = ((4+4) + (4+4) + (1+9) + (1+9)) / 4 = 9 (the norm sums the pixels).
+    mu = torch.tensor([3.0, 5.0]).view(1, 1, 1, 2)
+    assert torch.allclose(out, (torch.cat([view1, view2]) - mu) / 3.0)
+    assert not torch.allclose(out, PeerNorm(2, groups=1, eps=0.0)(torch.cat([view1, view2])), atol=1e-3)
+    # One view (an image alone): the same formula with j = 1 only: mu = (3, 5), sigma^2 = ((4+4) + (4+4)) / 2 = 8.
+    lone = PeerNorm(2, groups=1, eps=0.0, statistics="eq3", views=1)(view1)
+    assert torch.allclose(lone, (view1 - mu) / math.sqrt(8.0))
+
+
+def test_the_sensor_takes_pn_as_printed_by_name():
+    module = SensorModule(3, 8, "pn-eq3", 2)
+    norms = [m for m in module.modules() if isinstance(m, PeerNorm)]
+    assert len(norms) == 4 and {m.statistics for m in norms} == {"eq3"}
+    assert {m.statistics for m in SensorModule(3, 8, "pn", 2).modules() if isinstance(m, PeerNorm)} == {"group"}
+    with pytest.raises(ValueError, match="unknown statistics 'per-pixel'; accepted: group, eq3"):
+        PeerNorm(4, 2, statistics="per-pixel")
 
 
 # ---------------------------------------------------------------- sensor module (Table 5)
@@ -171,7 +195,7 @@ def small_data(n: int, seed: int) -> dict[str, torch.Tensor]:
 
 
 DATA = [small_data(n, c) for c, n in enumerate((12, 20, 8, 16))]
-# The test set, and the labelled training pool the linear evaluation trains its dense layer on (mfcl.md Sec. 3).
+# The test set, and the labelled training pool the linear evaluation trains its dense layer on (the MFCL paper's Sec. 3).
 TEST = {**small_data(60, 99), "x_train": torch.cat([d["x"] for d in DATA]), "y_train": torch.cat([d["y"] for d in DATA])}
 
 

@@ -34,7 +34,7 @@ def test_scenario_in_a_config_sets_the_window_and_checks_the_clients():
     assert (config.partition.scheme, config.partition.window, config.partition.scenario) == ("window", 2, "Sc2")
     _, config = load_config("mfcl", ["partition.scenario=Sc5"])
     assert config.partition.window == 5
-    with pytest.raises(ConfigError, match=r"partition.scenario: Sc12 is defined for 100 clients \(mfcl.md Table 4\); federation.num_clients is 10"):
+    with pytest.raises(ConfigError, match=r"partition.scenario: Sc12 is defined for 100 clients \(the MFCL paper's Table 4\); federation.num_clients is 10"):
         load_config("mfcl", ["partition.scenario=Sc12"])
     _, config = load_config("mfcl", ['partition.scenario=""', "partition.scheme=iid", "federation.num_clients=7"])
     assert config.partition.scenario is None and config.partition.scheme == "iid"
@@ -246,3 +246,20 @@ def test_table_8_prints_bits_in_three_digits():
     ]
     text = markdown("Table 8", results)
     assert "| MFCL | 2.88e+08 (3e+12) | 1.23e+07 (-) |" in text
+
+
+def test_fedsimclr_runs_its_800_rounds_in_every_paper_setting_table():
+    """Appendix D.4: "FedSimCLR needs 800 FL rounds to achieve the reported accuracy in Table 2" (Table 3: "other settings are
+    the same as in Table 2"; Table 7's FedSimCLR is Table 2's); the embedded grids keep the presets' 15, untrained rows 0."""
+    for name in ("mfcl-table2", "mfcl-table3", "mfcl-table7", "mfcl-table8"):
+        table = table_by_name(name)
+        real = {c.row: load_config(c.preset, c.overrides)[1] for c in cells(table, embedded=False)}
+        simclr = [row for row in real if row.startswith("FedSimCLR")]
+        assert simclr, name
+        for row in simclr:
+            assert real[row].federation.rounds == (0 if row.endswith("untrained") else 800), (name, row)
+        for row in ("FedSwAV", "Orchestra", "FedAvg", "MFCL(PN)", "MFCL (PN)", "MFCL"):
+            if row in real:
+                assert real[row].federation.rounds == 15, (name, row)
+        embedded = {c.row: load_config(c.preset, c.overrides)[1] for c in cells(table, embedded=True)}
+        assert all(embedded[row].federation.rounds == 15 for row in embedded if row.startswith("FedSimCLR") and not row.endswith("untrained"))

@@ -12,6 +12,8 @@ from fedprior.algorithms.mfcl import encoding_mode, mfcl
 from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
 from fedprior.algorithms.raw_pixels import raw_pixels
 from fedprior.algorithms.registry import algorithm_spec
+from fedprior.data.augment import seed_from
+from fedprior.data.augment.simclr import simclr_views
 from fedprior.errors import ConfigError
 from fedprior.models.autoencoder import SensorModule
 from fedprior.models.contrastive_net import ContrastiveNet
@@ -34,7 +36,7 @@ def pooled_over_views(view1: torch.Tensor, view2: torch.Tensor, groups: int) -> 
     return torch.cat([side[..., :W], side[..., W:]])
 
 
-# ---------------------------------------------------------------- Lambda = channels per group (mfcl.md Sec. 2.2, Eq. 3)
+# ---------------------------------------------------------------- Lambda = channels per group (the MFCL paper's Sec. 2.2, Eq. 3)
 
 
 def test_pn_with_lambda_c_pools_all_channels_and_pixels_of_the_two_views():
@@ -128,7 +130,7 @@ def test_the_old_field_norm_groups_fails_with_what_replaced_it():
             algorithm_spec(name).validate({"norm_groups": 32})
 
 
-# ---------------------------------------------------------------- linear evaluation (mfcl.md Sec. 3)
+# ---------------------------------------------------------------- linear evaluation (the MFCL paper's Sec. 3)
 
 
 def blobs(n: int, seed: int, dim: int = 8, classes: int = 4) -> tuple[torch.Tensor, torch.Tensor]:
@@ -258,3 +260,35 @@ def test_eval_features_sensor_scores_the_representations_before_any_discriminato
         z = lambda x: module.encode(x, views=1).flatten(1)  # noqa: E731  (4 x 4 x 4 = 64 numbers per image)
         expected = dense_evaluation(z(data["x_train"]), data["y_train"], z(data["x"]), data["y"], 3)
     assert algorithm.evaluate(state, data) == expected
+
+
+def test_eval_input_views_encodes_two_views_together_as_the_upload_does():
+    """``eval_input = "views"``: each image's two SimCLR views through the encoder together (PN pooled over the pair, as in
+    training and the upload), the two views' features averaged; ``"clean"`` (the default) encodes the image alone."""
+    g = torch.Generator().manual_seed(0)
+    data = {
+        "x": torch.rand(30, 1, 8, 8, generator=g),
+        "y": torch.arange(30) % 3,
+        "x_train": torch.rand(24, 1, 8, 8, generator=g),
+        "y_train": torch.arange(24) % 3,
+    }
+    scores = {}
+    for mode in ("clean", "views"):
+        algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor", eval_input=mode)
+        state = algorithm.init(RoundInfo(0, "sensor", 0))
+        scores[mode] = algorithm.evaluate(state, data)
+    module = SensorModule(1, 4, "pn", 2)
+    module.load_state_dict({k[len("sensor.") :]: v for k, v in state.items() if k.startswith("sensor.")})
+    module.eval()
+    stream = torch.Generator().manual_seed(0)  # the test images' views first, then the training pool's (linear_evaluate's order)
+
+    def pairs(x: torch.Tensor) -> torch.Tensor:
+        view1, view2 = simclr_views(x, seed_from(stream))
+        z = module.encode(torch.cat([view1, view2]), views=2).flatten(1)
+        return (z[: x.shape[0]] + z[x.shape[0] :]) / 2
+
+    with torch.no_grad():
+        test = pairs(data["x"])
+        expected = dense_evaluation(pairs(data["x_train"]), data["y_train"], test, data["y"], 3)
+    assert scores["views"] == expected
+    assert scores["views"] != scores["clean"]

@@ -181,7 +181,7 @@ def test_more_clients_than_samples_names_the_field(make):
         make().split(balanced_labels(4, 10))
 
 
-# ---------------------------------------------------------------- class windows (mfcl.md Tables 1 and 4)
+# ---------------------------------------------------------------- class windows (the MFCL paper's Tables 1 and 4)
 
 
 def test_window_clients_hold_exactly_their_classes_in_equal_counts():

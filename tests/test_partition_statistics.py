@@ -1,6 +1,6 @@
-"""Partition statistics: class histograms, beta^CIB and beta^hetero (mfcl.md Appendix B), the heatmap.
+"""Partition statistics: class histograms, beta^CIB and beta^hetero (the MFCL paper's Appendix B), the heatmap.
 
-The published values of mfcl.md Table 1 (CIFAR-10, M = 10) and Table 4 (CIFAR-100, M = 100)
+The published values of the MFCL paper's Table 1 (CIFAR-10, M = 10) and Table 4 (CIFAR-100, M = 100)
 are reproduced from partitions built by ClassWindowPartitioner on synthetic balanced labels.
 
 What the tables let us check, worked out by hand: with every client uniform over its W
@@ -130,7 +130,7 @@ def ab(text: str, num_classes: int) -> set[int]:
     return {(a - 1 + j) % num_classes for j in range(length)}
 
 
-# mfcl.md Table 1: scenario -> (window W, client 1, client 2, client 9, client 10, beta^CIB, beta^hetero).
+# the MFCL paper's Table 1: scenario -> (window W, client 1, client 2, client 9, client 10, beta^CIB, beta^hetero).
 TABLE_1 = {
     1: (1, "1", "2", "9", "10", 3.32, 17.94),
     2: (2, "1:2", "3:4", "8:9", "10:1", 2.32, 15.14),
@@ -196,7 +196,7 @@ def test_table_1_client_windows(scenario):
         assert set(window_classes(9, window, 10)) == ab(client_10, 10)
 
 
-# mfcl.md Table 4 (CIFAR-100, M = 100): scenario -> (window W, client 1, client 2, client 99, client 100, cib, hetero).
+# the MFCL paper's Table 4 (CIFAR-100, M = 100): scenario -> (window W, client 1, client 2, client 99, client 100, cib, hetero).
 # Clients 99 and 100 of Sc11-13 are printed as Table 1's clients 9 and 10 ({9}, {8:9}, {5:7}, ...):
 # copied rows, not checked.
 TABLE_4 = {

@@ -229,7 +229,7 @@ class PartitionResult:
     counts: np.ndarray
     """The (clients, classes) matrix of sample counts."""
     statistics: dict[str, Any]
-    """Sizes, classes per client, beta_cib and beta_hetero (mfcl.md Appendix B), ... (see ``partition.statistics.describe``)."""
+    """Sizes, classes per client, beta_cib and beta_hetero (the MFCL paper's Appendix B), ... (see ``partition.statistics.describe``)."""
     class_names: tuple[str, ...] = ()
 
     def plot(self, path: str | Path, *, view: str = "counts", scale: str = "auto", order: str = "auto") -> Path:

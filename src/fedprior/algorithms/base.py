@@ -131,7 +131,7 @@ class Algorithm:
     - ``evaluation_inputs``: fields beside the test set's ``x`` and ``y`` that ``evaluate`` reads from
       its data; ``("x_train", "y_train")`` is the labelled training pool (every image the clients hold,
       with its label), which the runtime adds to the evaluation data (``experiments.build``): the
-      self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
+      self-supervised methods' linear evaluation trains its dense layer on it (the MFCL paper's Sec. 3).
       No client ever receives it;
     - ``validate(state) -> metrics``: optional; the global model's metrics on a validation split,
       keys prefixed ``validation_`` (``run.model_selection = 'validation'``, set by the runtime:

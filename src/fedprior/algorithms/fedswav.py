@@ -1,10 +1,10 @@
-"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of mfcl.md Tables 2 and 3.
+"""FedSwAV: SwAV trained end to end by FedAvg, the clustering baseline of the MFCL paper's Tables 2 and 3.
 
-Equations (Caron et al., NeurIPS 2020, SwAV; mfcl.md), and where each is computed: Eq. 1-2, the swapped
+Equations (Caron et al., NeurIPS 2020, SwAV; the MFCL paper), and where each is computed: Eq. 1-2, the swapped
 prediction, :func:`~fedprior.algorithms.pieces.contrastive.swapped_prediction`; Sec. 3.1, the equal-partition
 codes by Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; the prototype scores of the
-normalized projections, ``loss`` inside :func:`fedswav` (the prototypes: :class:`SwavNet`); mfcl.md Eq. 1, the
-client-size-weighted average, :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; mfcl.md Sec. 3,
+normalized projections, ``loss`` inside :func:`fedswav` (the prototypes: :class:`SwavNet`); the MFCL paper's Eq. 1, the
+client-size-weighted average, :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; the MFCL paper's Sec. 3,
 linear evaluation, :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
 Where it departs from SwAV: no multi-crop, no feature queue, the prototypes not frozen in the first epoch.
 """
@@ -70,7 +70,7 @@ def fedswav(
     scores into equal-partition codes q over the mini-batch (Sec. 3.1, epsilon, 3
     iterations); each view predicts the other's code, L = -1/2 [q2 log softmax(s1 / tau) +
     q1 log softmax(s2 / tau)] (Eq. 1-2); the prototypes are renormalized before each step.
-    Combined with FedAvg as mfcl.md Sec. 3 does (credited to Luo et al., 2021). Left out
+    Combined with FedAvg as the MFCL paper's Sec. 3 does (credited to Luo et al., 2021). Left out
     from SwAV: multi-crop, the feature queue and freezing the prototypes in the first
     epoch. Same ResNet-18 and Table 6 head as FedSimCLR; scored by linear evaluation.
     """

@@ -1,4 +1,4 @@
-"""MFCL, Modular Federated Contrastive Learning with Peer Normalization (mfcl.md).
+"""MFCL, Modular Federated Contrastive Learning with Peer Normalization (the MFCL paper; docs/mfcl.md walks it line by line).
 
 Two modules, trained one after the other in one run (three stages):
 
@@ -35,8 +35,10 @@ Evaluation (stage ``server`` and the initial model): linear evaluation
 (:mod:`fedprior.algorithms.pieces.linear_eval`; ``linear_eval = "train-test"``, the paper's Sec. 3:
 a dense layer trained with the labels of the training pool's frozen features and scored
 on the test set; ``"test-2fold"``: cross-fitted on the test set alone) of the features of
-the images through the frozen encoder (one view: PN with a single view is GN; BN as
-``encode_bn`` says), the discriminator and, as the paper reads them ("one linear Dense
+the images through the frozen encoder (``eval_input = "clean"``: each image alone, and PN with a single view is GN,
+while the discriminator was trained on pairs normalized together; ``"views"``: two SimCLR views of each image
+encoded together as the upload does, their features averaged; the paper does not say; BN as ``encode_bn``
+says), the discriminator and, as the paper reads them ("one linear Dense
 layer ... on top of the projection layers"), the projection head
 (``eval_features = "backbone"`` reads the discriminator's pooled features instead, as
 SimCLR does; ``"sensor"`` the encoder's representations z, flattened, before any
@@ -50,7 +52,7 @@ all but ``reps.client`` stay on the run's device (the sensor's replies and their
 send them, the discriminator and Adam's moments after each epoch), and the sensor, its encoder and the discriminator are
 models kept there that receive the State by in-place copies (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`).
 
-Equations (mfcl.md), and where each is computed:
+Equations (the MFCL paper), and where each is computed:
 
 - Eq. 1, the client-size-weighted average: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`;
 - Eq. 2, the autoencoder's reconstruction of two views: ``train_sensor`` inside :func:`mfcl`
@@ -97,7 +99,13 @@ from fedprior.seeding import derived_seed
 SENSOR, ENCODER, DISC, PROJ, REPS = "sensor.", "sensor.encoder.", "disc.", "proj.", "reps."
 STAGES = ("sensor", "upload", "server")
 
-SensorNorm = Annotated[Literal["pn", "gn", "bn"], Field(description="normalization of the sensor module: pn (Peer Normalization, Eq. 3-4), gn, bn")]
+SensorNorm = Annotated[
+    Literal["pn", "pn-eq3", "gn", "bn"],
+    Field(
+        description="normalization of the sensor module: pn (Peer Normalization, Eq. 3-4: a mean and variance per sample and group of "
+        "channels, pooled over the two views, as GN's), pn-eq3 (Eq. 3 as printed: a per-pixel mean, the variance summed over the pixels), gn, bn"
+    ),
+]
 EncodeBN = Annotated[
     Literal["running", "batch"],
     Field(
@@ -116,6 +124,14 @@ MfclEvalFeatures = Annotated[
     Field(
         description="features the linear evaluation reads: after the projection head (the paper), the discriminator's pooled output, "
         "or the sensor's representations z before the discriminator (a control)"
+    ),
+]
+
+EvalInput = Annotated[
+    Literal["clean", "views"],
+    Field(
+        description="what the linear evaluation encodes for each image: clean (the image alone; PN with one view is GN) or views "
+        "(two SimCLR views encoded together, PN pooled over the pair as in training and the upload; the two views' features averaged)"
     ),
 ]
 
@@ -167,9 +183,10 @@ def mfcl(
     eval_features: MfclEvalFeatures = "projection",
     linear_eval: LinearEval = "train-test",
     encode_bn: EncodeBN = "running",
+    eval_input: EvalInput = "clean",
     min_scale: MinScale = 0.08,
 ) -> Algorithm:
-    """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (mfcl.md).
+    """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (the MFCL paper).
 
     Phase 1 trains the sensor module with FedAvg (Eq. 1-2), phase 2 sends each client's
     representations once and trains a ResNet-18 with NT-Xent (Eq. 5) at the server;
@@ -316,13 +333,22 @@ def mfcl(
         pair = server_modules(state, "evaluate")
         body, head = pair.disc, pair.proj
 
+        views_stream = torch.Generator().manual_seed(0)  # eval_input = "views": the same views at every evaluation
+
         def features(x: torch.Tensor) -> torch.Tensor:
             encoding_mode(encoder, encode_bn)  # after linear_evaluate's eval(): BN as the clients encode
-            z = encoder(x)
+            if eval_input == "views":  # as the upload encodes: two views, PN pooled over each image's pair
+                view1, view2 = simclr_views(x, seed_from(views_stream), min_scale=min_scale)
+                with peer_views(encoder, 2):
+                    z = encoder(torch.cat([view1, view2]))
+            else:
+                z = encoder(x)  # PN reads one view (linear_evaluate's peer_views): GN on the image alone
             if eval_features == "sensor":
-                return z
-            h = body.embed(z)
-            return head(h) if eval_features == "projection" else h
+                out = z
+            else:
+                h = body.embed(z)
+                out = head(h) if eval_features == "projection" else h
+            return out if eval_input == "clean" else (out[: x.shape[0]] + out[x.shape[0] :]) / 2
 
         parts = nn.ModuleDict({"encoder": encoder, "disc": body, "proj": head})
         metrics = linear_evaluate(features, parts, data, task, device, linear_eval)

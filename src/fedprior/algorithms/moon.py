@@ -1,4 +1,4 @@
-"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of mfcl.md Tables 2-3.
+"""MOON (Li, He and Song, CVPR 2021): model-contrastive federated learning, a supervised upper reference of the MFCL paper's Tables 2-3.
 
 Equations (Li, He and Song, CVPR 2021): Eq. 2, the model-contrastive loss, :func:`model_contrastive_loss`;
 Eq. 3, the local objective, :func:`moon_loss`; the client loop and the average are FedAvg's
@@ -76,7 +76,7 @@ def moon(
     time) give l_con, added with weight mu to the cross-entropy. The client keeps its
     last local model as client state. Representation: the network's ``embed`` features
     (the CNN's hidden layer, ResNet-18's pooled features); MOON's extra projection head
-    is left out. Supervised: clients use their labels (an upper reference in mfcl.md).
+    is left out. Supervised: clients use their labels (an upper reference in the MFCL paper).
     The three networks and the client's data live on ``device``, each a resident model there (the local, the global and the
     previous one: :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`), and so do the replies and the client state.
     """

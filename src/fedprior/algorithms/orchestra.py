@@ -1,4 +1,4 @@
-"""Orchestra (Lubana et al., ICML 2022): unsupervised FL by globally consistent clustering; a baseline of mfcl.md Tables 2-3.
+"""Orchestra (Lubana et al., ICML 2022): unsupervised FL by globally consistent clustering; a baseline of the MFCL paper's Tables 2-3.
 
 The facts below follow the authors' code (github.com/akhilmathurs/orchestra: models.py
 ``orchestra``, client.py, myfedavg.py), where the paper leaves them open.
@@ -38,7 +38,7 @@ cluster loss and the rotation (degeneracy) loss, ``loss`` in ``client_update`` i
 rotations: :func:`rotate`); the target network's moving average, :meth:`OrchestraNet.update_target`; the
 client's equal-size local clustering, :func:`local_clustering`; the server's global clustering,
 :func:`global_clustering`; Sinkhorn-Knopp, :func:`~fedprior.algorithms.pieces.contrastive.sinkhorn`; FedAvg
-(mfcl.md Eq. 1), :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; linear evaluation,
+(the MFCL paper's Eq. 1), :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`; linear evaluation,
 :func:`~fedprior.algorithms.engines.self_supervised.linear_evaluate`.
 Where it departs from Orchestra: Table 6's projection head and SimCLR's views (no blur, no solarization).
 """

@@ -1,4 +1,4 @@
-"""Raw pixels: the linear evaluation of the images themselves, nothing trained (a control of mfcl.md Tables 2, 3 and 7).
+"""Raw pixels: the linear evaluation of the images themselves, nothing trained (a control of the MFCL paper's Tables 2, 3 and 7).
 
 A self-supervised method earns its number only if its features beat what a linear
 classifier reaches on the pixels alone (DESIGN.md, "Reproducing a paper": "an untrained
@@ -25,7 +25,7 @@ from fedprior.errors import ConfigError
 
 
 def raw_pixels(task: Task, *, device: torch.device = torch.device("cpu"), linear_eval: LinearEval = "train-test") -> Algorithm:
-    """Raw pixels: the linear evaluation of the flattened [0, 1] pixels, nothing trained (a control of mfcl.md Tables 2, 3, 7)."""
+    """Raw pixels: the linear evaluation of the flattened [0, 1] pixels, nothing trained (a control of the MFCL paper's Tables 2, 3, 7)."""
     if len(task.input_shape) != 3:
         raise ConfigError(f"algorithm.name: raw-pixels reads images (C, H, W); the data gives {task.input_shape} (set encoder.name = 'none')")
 

@@ -71,7 +71,7 @@ DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
 RETIRED_FIELDS = {
     "norm_groups": (
         "algorithm.norm_groups was the number of channel groups of PN and GN; it is now algorithm.norm_group_channels, the paper's "
-        "Lambda = channels per group (mfcl.md Sec. 2.2, Eq. 3), and a layer of C channels has C / Lambda groups. The old default of "
+        "Lambda = channels per group (the MFCL paper's Sec. 2.2, Eq. 3), and a layer of C channels has C / Lambda groups. The old default of "
         "32 groups was Lambda = 2 at 64 channels but Lambda = 1 (InstanceNorm) at 16; replace norm_groups = G by norm_group_channels = "
         "width / G (default 2)"
     ),

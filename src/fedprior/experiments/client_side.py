@@ -84,7 +84,7 @@ def evaluation_data(algorithm: Algorithm, data: ClientData, train: dict[str, tor
     """``data`` (the test or validation set) plus the fields of the labelled training pool ``algorithm.evaluation_inputs`` names.
 
     The pool is every training image the clients hold (after any validation hold-out);
-    the self-supervised methods' linear evaluation trains its dense layer on it (mfcl.md Sec. 3).
+    the self-supervised methods' linear evaluation trains its dense layer on it (the MFCL paper's Sec. 3).
     """
     unknown = [k for k in algorithm.evaluation_inputs if k not in EVALUATION_FIELDS]
     if unknown:

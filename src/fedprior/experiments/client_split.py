@@ -38,7 +38,7 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
         named, num_classes = scenario(p.scenario), int(labels.max()) + 1
         if num_classes != named.num_classes:
             raise ConfigError(
-                f"partition.scenario: {named.name} is defined on {named.num_classes} classes (mfcl.md {named.table}); "
+                f"partition.scenario: {named.name} is defined on {named.num_classes} classes (the MFCL paper's {named.table}); "
                 f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead"
             )
     owners = None if groups is None or p.num_labeled else groups[pool]

@@ -156,7 +156,7 @@ class ExperimentConfig(ConfigSection):
         named = scenario(self.partition.scenario)
         if self.federation.num_clients != named.num_clients:
             raise ConfigError(
-                f"partition.scenario: {named.name} is defined for {named.num_clients} clients (mfcl.md {named.table}); "
+                f"partition.scenario: {named.name} is defined for {named.num_clients} clients (the MFCL paper's {named.table}); "
                 f"federation.num_clients is {self.federation.num_clients}"
             )
         return self.partition.model_copy(update={"scenario": named.name, "scheme": "window", "window": named.window})

@@ -1,4 +1,4 @@
-"""MFCL's sensor module: the convolutional autoencoder of mfcl.md Table 5 (Appendix C.3).
+"""MFCL's sensor module: the convolutional autoencoder of the MFCL paper's Table 5 (Appendix C.3).
 
     1  Conv2D(C, w, 3, 1, 1)            encoder
     2  Norm, ReLU, MaxPool2D(2, 2)

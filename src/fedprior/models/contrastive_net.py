@@ -1,12 +1,12 @@
 """A backbone with a projection head: the network the end-to-end self-supervised baselines federate.
 
-FedSimCLR, FedSwAV and Orchestra (mfcl.md Tables 2, 3, 7) train a ResNet-18 end to end
+FedSimCLR, FedSwAV and Orchestra (the MFCL paper's Tables 2, 3, 7) train a ResNet-18 end to end
 on the clients; here it is :class:`~fedprior.models.resnet.ResNet18` (``width`` scales
 it; 64 is the standard network) with Table 6's projection head on top, the head MFCL's
 server uses, so every method is scored by a linear classifier on the same kind of
 features. ``stem_norm`` replaces the BatchNorm after the network's first two
 convolutions (the stem's and the first block's first) by GN or PN: "After the first two
-Conv2D layers in FedSimCLR, the PN is used in lieu of BN" (mfcl.md Appendix D.3, Table 7),
+Conv2D layers in FedSimCLR, the PN is used in lieu of BN" (the MFCL paper's Appendix D.3, Table 7),
 in groups of ``group_channels`` channels (Lambda, Sec. 2.2; ``width`` / Lambda groups).
 """
 

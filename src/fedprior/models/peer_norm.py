@@ -1,4 +1,4 @@
-"""Peer Normalization (PN), mfcl.md Sec. 2.2, Eq. 3-4.
+"""Peer Normalization (PN), the MFCL paper's Sec. 2.2, Eq. 3-4.
 
 A contrastive client mini-batch holds two augmented views of each of K samples,
 laid out ``B = (x_{1,1}, ..., x_{K,1}, x_{1,2}, ..., x_{K,2})`` (first every sample's
@@ -18,6 +18,15 @@ for numerical safety. With identical views PN equals GN, and with ``views = 1`` 
 *is* GN; that is how a single image (a test image, no pair) is normalized
 (:func:`peer_views`).
 
+Eq. 3 as printed reads differently: mu_i is bold, a vector over the spatial positions
+(w^c is channel c's feature map, so the sum over c and j is a per-pixel mean of the
+group's 2 Lambda maps), and sigma_i^2 = 1/(2 Lambda) sum ||w - mu_i||^2 is a scalar whose
+squared l2 norm *sums* over the H x W positions while dividing by 2 Lambda only, so
+sigma_i^2 is H W times a per-element variance and Eq. 4's output has a magnitude of about
+1/sqrt(H W) before eps_1. ``statistics = "eq3"`` (the norm ``pn-eq3``) computes exactly that;
+the default ``"group"`` is the GN reading above, which Figure 3 draws and the text's "PN is
+similar to GN ... normalizes a group of channels of two positive examples together" says.
+
 Lambda is the number of channels in a group (Sec. 2.2: "a group of Lambda <= C
 channels"; Eq. 3 divides by 2 Lambda), so a layer of C channels has C / Lambda groups
 (:func:`groups_of`). Lambda = C pools every channel and pixel of the two views (a
@@ -34,6 +43,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
+STATISTICS = ("group", "eq3")
+"""PN's two readings of Eq. 3 (module docstring)."""
+
 
 def group_count(channels: int, groups: int) -> int:
     """min(groups, channels), lowered until it divides ``channels``: the group *count* rule of the GroupNorm layers of
@@ -45,7 +57,7 @@ def group_count(channels: int, groups: int) -> int:
 
 
 def groups_of(channels: int, group_channels: int) -> int:
-    """C / Lambda: the number of groups of ``group_channels`` (Lambda, mfcl.md Sec. 2.2, Eq. 3) channels in a layer of ``channels``.
+    """C / Lambda: the number of groups of ``group_channels`` (Lambda, the MFCL paper's Sec. 2.2, Eq. 3) channels in a layer of ``channels``.
 
     ValueError when Lambda is not a divisor of C (the message lists the divisors).
     """
@@ -61,12 +73,17 @@ class PeerNorm(nn.Module):
 
     ``views`` is an attribute, not state: 2 while training on contrastive pairs, 1 for
     single images (then PN is GN). Use :func:`peer_views` to change it for a block of code.
+    ``statistics``: ``"group"`` (scalar mean and variance per sample and group, as GN) or ``"eq3"`` (Eq. 3 as printed: a
+    per-pixel mean over the group's channels and the views, a scalar variance summed over the pixels; module docstring).
     """
 
-    def __init__(self, channels: int, groups: int, eps: float = 1e-5, views: int = 2) -> None:
+    def __init__(self, channels: int, groups: int, eps: float = 1e-5, views: int = 2, statistics: str = "group") -> None:
         super().__init__()
         if groups < 1 or channels % groups:
             raise ValueError(f"PeerNorm: {groups} groups do not divide {channels} channels")
+        if statistics not in STATISTICS:
+            raise ValueError(f"PeerNorm: unknown statistics '{statistics}'; accepted: {', '.join(STATISTICS)}")
+        self.statistics = statistics
         self.channels = channels
         self.groups = groups
         self.eps = eps
@@ -80,15 +97,20 @@ class PeerNorm(nn.Module):
             raise ValueError(f"PeerNorm over {self.channels} channels got input with {c}")
         if n % self.views:
             raise ValueError(f"PeerNorm: a batch of {n} rows cannot hold {self.views} views of each sample")
-        grouped = x.reshape(self.views, n // self.views, self.groups, -1)
-        mean = grouped.mean(dim=(0, 3), keepdim=True)
-        var = grouped.var(dim=(0, 3), unbiased=False, keepdim=True)
+        if self.statistics == "eq3":  # (views, K, groups, Lambda, pixels): mu over j and c per pixel, sigma^2 = sum_j,c ||w - mu||^2 / (2 Lambda)
+            grouped = x.reshape(self.views, n // self.views, self.groups, c // self.groups, -1)
+            mean = grouped.mean(dim=(0, 3), keepdim=True)
+            var = (grouped - mean).square().mean(dim=(0, 3), keepdim=True).sum(dim=4, keepdim=True)
+        else:
+            grouped = x.reshape(self.views, n // self.views, self.groups, -1)
+            mean = grouped.mean(dim=(0, 3), keepdim=True)
+            var = grouped.var(dim=(0, 3), unbiased=False, keepdim=True)
         out = ((grouped - mean) / torch.sqrt(var + self.eps)).reshape_as(x)
         shape = (1, c) + (1,) * (x.dim() - 2)
         return out * self.weight.view(shape) + self.bias.view(shape)
 
     def extra_repr(self) -> str:
-        return f"{self.channels}, groups={self.groups} (Lambda={self.channels // self.groups}), views={self.views}"
+        return f"{self.channels}, groups={self.groups} (Lambda={self.channels // self.groups}), views={self.views}, statistics={self.statistics}"
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""The non-linear projection head of mfcl.md Table 6 (Appendix C.3), after SimCLR (Chen et al., 2020).
+"""The non-linear projection head of the MFCL paper's Table 6 (Appendix C.3), after SimCLR (Chen et al., 2020).
 
     Dense -> BN, ReLU -> Dense -> BN, ReLU -> Dense -> BN
 

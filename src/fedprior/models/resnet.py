@@ -8,7 +8,7 @@ image (counted in ``tests/test_metrics_models.py``); it suits 32x32 images.
 
 FedBM trains it on every client (fedbm.txt Sec. IV-A, "ResNet-18 as the backbone");
 MFCL's server trains it as the discriminator on the sensor module's representations
-(mfcl.md Sec. 4, "adapted to the representation's shape": ``in_channels`` = the
+(the MFCL paper's Sec. 4, "adapted to the representation's shape": ``in_channels`` = the
 representation's channels). ``width`` scales every stage (64 is the standard network;
 a smaller one suits the embedded CPU settings), ``norm`` picks the normalization
 (:mod:`fedprior.models.norm`).

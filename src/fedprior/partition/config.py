@@ -23,9 +23,9 @@ class PartitionConfig(ConfigSection):
     min_size: int = Field(0, ge=0)
     """For scheme=dirichlet: redraw until every client holds at least this many samples."""
     window: int = Field(2, ge=1)
-    """Classes per client for scheme=window (mfcl.md Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
+    """Classes per client for scheme=window (the MFCL paper's Table 1: client m holds classes mW..mW+W-1 mod n, equal counts)."""
     scenario: str | None = None
-    """An MFCL scenario by name: Sc1..Sc10 (mfcl.md Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
+    """An MFCL scenario by name: Sc1..Sc10 (the MFCL paper's Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
     balance: bool = False
     """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
     num_labeled: int = Field(0, ge=0)

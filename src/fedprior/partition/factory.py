@@ -14,7 +14,7 @@ SCHEMES: dict[str, str] = {
     "iid": "uniformly random near-equal shares (fst-cbdg.txt 4.1)",
     "shard": "sort by label, N*s shards, s random shards per client (fst-cbdg.txt 4.1)",
     "dirichlet": "per class, proportions over clients ~ Dir(alpha) (LDA; fst-cbdg.txt 4.1, feddb.txt 5.1)",
-    "window": "client m holds classes mW..mW+W-1 mod n, equal counts (mfcl.md Tables 1 and 4)",
+    "window": "client m holds classes mW..mW+W-1 mod n, equal counts (the MFCL paper's Tables 1 and 4)",
     "natural": "each client is one natural owner of the data, e.g. a FEMNIST writer (fedbm.txt IV-A1)",
 }
 """The partition schemes ``partition.scheme`` accepts, with a line each."""

@@ -104,7 +104,7 @@ def heatmap_figure(
 
     Cells with no samples are white, so a sparse partition reads at a glance; values are
     printed in the cells when the matrix is at most 20 x 20. The title carries
-    beta^CIB and beta^hetero (mfcl.md Appendix B). Sized for 10..1,000 clients and 10..100 classes.
+    beta^CIB and beta^hetero (the MFCL paper's Appendix B). Sized for 10..1,000 clients and 10..100 classes.
     """
     from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg

@@ -1,4 +1,4 @@
-"""MFCL's data scenarios by name: Sc1-Sc10 (mfcl.md Table 1) and Sc11-Sc110 (Table 4).
+"""MFCL's data scenarios by name: Sc1-Sc10 (the MFCL paper's Table 1) and Sc11-Sc110 (Table 4).
 
 Every scenario is a class-window partition (:mod:`fedprior.partition.window`): client m
 holds W consecutive classes (wrapping around), the same number of samples of each.
@@ -42,5 +42,5 @@ def scenario(name: str) -> Scenario:
     if 11 <= number <= 110:
         return Scenario(f"Sc{number}", number - 10, 100, 100)
     raise ConfigError(
-        f"partition.scenario: unknown scenario {name!r}; accepted: Sc1..Sc10 (mfcl.md Table 1, 10 clients) and Sc11..Sc110 (Table 4, 100 clients)"
+        f"partition.scenario: unknown scenario {name!r}; accepted: Sc1..Sc10 (the MFCL paper's Table 1, 10 clients) and Sc11..Sc110 (Table 4, 100 clients)"
     )

@@ -1,6 +1,6 @@
-"""What a partition looks like: per-client class histograms, class imbalance and heterogeneity (mfcl.md Appendix B).
+"""What a partition looks like: per-client class histograms, class imbalance and heterogeneity (the MFCL paper's Appendix B).
 
-The two measures are MFCL's (mfcl.md section 4 "Setup" and Appendix B), in bits:
+The two measures are MFCL's (the MFCL paper's section 4 "Setup" and Appendix B), in bits:
 
 * ``beta^m = KL(P^m || U) = log2(n) - H(P^m)``: how far client m's class distribution is
   from uniform over the ``n`` classes; ``beta^CIB`` is its mean over clients (Eq. 6).
@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 SMOOTHING = 1e-6
-"""Probability given to a class a client does not hold, in beta^{m,z} (mfcl.md Appendix B: varsigma = 1e-6)."""
+"""Probability given to a class a client does not hold, in beta^{m,z} (the MFCL paper's Appendix B: varsigma = 1e-6)."""
 
 
 def class_counts(labels: np.ndarray, parts: Sequence[np.ndarray], num_classes: int) -> np.ndarray:
@@ -52,7 +52,7 @@ def _entropy_bits(p: np.ndarray) -> np.ndarray:
 
 
 def client_imbalance(counts: np.ndarray) -> np.ndarray:
-    """``beta^m = log2(n) - H(P^m)`` of every non-empty client, in bits (mfcl.md Appendix B, Eq. 6).
+    """``beta^m = log2(n) - H(P^m)`` of every non-empty client, in bits (the MFCL paper's Appendix B, Eq. 6).
 
     ``n`` is the number of columns of ``counts`` (all classes of the data set, held or not).
     """
@@ -61,7 +61,7 @@ def client_imbalance(counts: np.ndarray) -> np.ndarray:
 
 
 def beta_cib(counts: np.ndarray) -> float:
-    """``beta^CIB``: the mean of ``beta^m = KL(P^m || U)`` over clients, in bits (mfcl.md Eq. 6).
+    """``beta^CIB``: the mean of ``beta^m = KL(P^m || U)`` over clients, in bits (the MFCL paper's Eq. 6).
 
     0 when every client is class-balanced, ``log2(n)`` when every client holds a single
     class. Clients without samples are left out of the mean.
@@ -70,7 +70,7 @@ def beta_cib(counts: np.ndarray) -> float:
 
 
 def pairwise_divergence(counts: np.ndarray, smoothing: float = SMOOTHING) -> np.ndarray:
-    """The ``(M, M)`` matrix of ``beta^{m,z} = KL(P^m || P^z)`` in bits (mfcl.md Appendix B, Eq. 7).
+    """The ``(M, M)`` matrix of ``beta^{m,z} = KL(P^m || P^z)`` in bits (the MFCL paper's Appendix B, Eq. 7).
 
     Where client z holds no sample of class v, ``p^z(v) = smoothing`` (the paper's
     varsigma = 1e-6); P^z is not renormalized afterwards, as in the paper. Terms with
@@ -87,7 +87,7 @@ def pairwise_divergence(counts: np.ndarray, smoothing: float = SMOOTHING) -> np.
 def beta_hetero(counts: np.ndarray, smoothing: float = SMOOTHING) -> float:
     """``beta^hetero``: the mean of ``beta^{m,z}`` over ALL ``M * M`` ordered pairs of clients, in bits.
 
-    Departure from the main text, on purpose: mfcl.md section 4 writes the average over the
+    Departure from the main text, on purpose: the MFCL paper's section 4 writes the average over the
     ``M(M-1)`` pairs with ``z != m``, but Appendix B says "the average of beta^{m,z} over m and
     z", and the published Tables 1 and 4 are the average over all ``M^2`` pairs (the ``m = z``
     terms are 0). E.g. Table 1 Sc1 (10 clients with one class each): every ``m != z`` pair

@@ -1,6 +1,6 @@
-"""Fixed class windows with equal counts: the scenarios of mfcl.md Table 1 (CIFAR-10) and Table 4 (CIFAR-100).
+"""Fixed class windows with equal counts: the scenarios of the MFCL paper's Table 1 (CIFAR-10) and Table 4 (CIFAR-100).
 
-mfcl.md section 4 ("Setup", Table 1) and Appendix C.1 (Table 4): client m holds the
+the MFCL paper's section 4 ("Setup", Table 1) and Appendix C.1 (Table 4): client m holds the
 classes of a window of W consecutive class indices, wrapping around after the last
 class, "and for each scenario for each client, the number of samples of all classes
 having non-zero samples are the same". Window W = 1 (one class per client) is the most

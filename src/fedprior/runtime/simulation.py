@@ -33,7 +33,7 @@ Communication is accounted in every round for every algorithm, as totals over th
 round's clients (``traffic.py``): ``download_bytes`` is what the sampled clients receive
 (the broadcast's tensors, once per sampled client), ``upload_bytes`` what the clients that
 answered sent (their replies' tensors), with ``upload_bytes_by_client`` beside it, all in
-bytes of the tensors' buffers (mfcl.md Table 8 counts the same payloads).
+bytes of the tensors' buffers (the MFCL paper's Table 8 counts the same payloads).
 """
 
 from __future__ import annotations

@@ -99,7 +99,7 @@ def linear_evaluate(
 ) -> dict[str, float | list[float]]:
     """Linear evaluation (:mod:`~fedprior.algorithms.pieces.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
 
-    ``protocol = "train-test"`` (mfcl.md Sec. 3): a dense layer is trained on the features of the
+    ``protocol = "train-test"`` (the MFCL paper's Sec. 3): a dense layer is trained on the features of the
     training pool, ``data["x_train"]`` / ``data["y_train"]`` (:data:`TRAIN_FIELDS`, added by the
     runtime for an algorithm whose ``evaluation_inputs`` name them), and scores ``data["x"]``;
     ``"test-2fold"``: cross-fitted on the test set alone. ``model`` is put in eval mode and its

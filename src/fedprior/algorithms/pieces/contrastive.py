@@ -7,7 +7,7 @@ import torch.nn.functional as F
 
 
 def nt_xent(h1: torch.Tensor, h2: torch.Tensor, temperature: float) -> torch.Tensor:
-    """The normalized temperature-scaled cross-entropy of mfcl.md Appendix A, Eq. 5 (SimCLR's loss).
+    """The normalized temperature-scaled cross-entropy of the MFCL paper's Appendix A, Eq. 5 (SimCLR's loss).
 
     ``h1[i]`` and ``h2[i]`` are the two views of sample i (K rows each); over the 2K rows,
 

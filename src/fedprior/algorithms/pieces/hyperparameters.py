@@ -54,7 +54,7 @@ NormGroupChannels = Annotated[
     int,
     Field(
         ge=1,
-        description="Lambda of PN and GN: channels per group (mfcl.md Sec. 2.2, Eq. 3); a layer of C channels has C / Lambda groups, "
+        description="Lambda of PN and GN: channels per group (the MFCL paper's Sec. 2.2, Eq. 3); a layer of C channels has C / Lambda groups, "
         "so Lambda must divide the width. Not given by the paper; 2 = GroupNorm's 32 groups at Table 5's 64 channels",
     ),
 ]
@@ -70,7 +70,7 @@ Width = Annotated[int, Field(ge=1, description="width of the ResNet-18 backbone 
 LinearEval = Annotated[
     Literal["train-test", "test-2fold"],
     Field(
-        description="linear evaluation: train-test (the paper, mfcl.md Sec. 3: a dense layer trained on the training set's frozen features, "
+        description="linear evaluation: train-test (the MFCL paper's, Sec. 3: a dense layer trained on the training set's frozen features, "
         "scored on the test set) or test-2fold (a logistic regression cross-fitted on two halves of the test set)"
     ),
 ]
@@ -243,9 +243,9 @@ def with_shared(group: Sequence[inspect.Parameter], *, first: bool = False, **de
 
 def check_group_channels(field: str, width: int, norm: str, group_channels: int) -> None:
     """ConfigError unless Lambda (``algorithm.norm_group_channels``) divides the ``width`` channels its PN or GN layers normalize."""
-    if norm in ("pn", "gn") and width % group_channels:
+    if norm in ("pn", "pn-eq3", "gn") and width % group_channels:
         divisors = [d for d in range(1, width + 1) if width % d == 0]
         raise ConfigError(
             f"algorithm.norm_group_channels: Lambda = {group_channels} channels per group does not divide algorithm.{field} = {width} "
-            f"(mfcl.md Sec. 2.2: a layer of C channels has C / Lambda groups); accepted with this width: {', '.join(map(str, divisors))}"
+            f"(the MFCL paper's Sec. 2.2: a layer of C channels has C / Lambda groups); accepted with this width: {', '.join(map(str, divisors))}"
         )

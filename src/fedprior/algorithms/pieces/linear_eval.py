@@ -1,4 +1,4 @@
-"""Linear evaluation of frozen features: the self-supervised methods' test metric (mfcl.md Sec. 3, "Performance metric").
+"""Linear evaluation of frozen features: the self-supervised methods' test metric (the MFCL paper's Sec. 3, "Performance metric").
 
 The paper scores MFCL and the self-supervised baselines as SimCLR does: "one linear
 Dense layer on top of the projection layers" (Sec. 3 and Appendix C.3), trained with
@@ -104,7 +104,7 @@ def dense_evaluation(
     seed: int = 0,
     device: torch.device = torch.device("cpu"),
 ) -> dict[str, float | list[float]]:
-    """The paper's linear evaluation (mfcl.md Sec. 3): a dense layer trained on the training features, scored on the test features.
+    """The paper's linear evaluation (the MFCL paper's Sec. 3): a dense layer trained on the training features, scored on the test features.
 
     Cross-entropy, Adam (``lr``), ``epochs`` passes of shuffled mini-batches of ``batch_size``
     (the orders drawn from a CPU generator seeded with ``seed``, every epoch's before the first

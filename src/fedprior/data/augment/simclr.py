@@ -1,6 +1,6 @@
 """SimCLR's augmented views (Chen et al., 2020, Appendix A), with kornia, for MFCL and the contrastive baselines.
 
-MFCL's clients build "two different augmented versions" of every sample (mfcl.md
+MFCL's clients build "two different augmented versions" of every sample (the MFCL paper's
 Sec. 2.1, A(x) in Eq. 2) with SimCLR's recipe (the paper follows Chen et al. for the
 contrastive part): a random resized crop (scale 0.08-1, aspect 3/4-4/3) back to the
 image's size, a horizontal flip with probability 1/2, colour jitter (brightness,

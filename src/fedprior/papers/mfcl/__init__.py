@@ -1,4 +1,4 @@
-"""MFCL (mfcl.md): Tables 2, 3, 7 and 8 as grids, Figures 6 and 7 and Table 8 in a run's report, its presets.
+"""MFCL (Modular Federated Contrastive Learning with Peer Normalization; docs/mfcl.md): Tables 2, 3, 7 and 8 as grids, Figures 6 and 7 and Table 8 in a run's report, its presets.
 
 The algorithm is :mod:`fedprior.algorithms.mfcl`; its baselines are
 :mod:`~fedprior.algorithms.fedsimclr`, :mod:`~fedprior.algorithms.fedswav`,

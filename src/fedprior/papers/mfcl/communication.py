@@ -1,4 +1,4 @@
-"""mfcl.md Table 8 (Appendix D.4): the communication burden of FedSimCLR and MFCL, from the formula and from our payloads.
+"""The MFCL paper's Table 8 (Appendix D.4): the communication burden of FedSimCLR and MFCL, from the formula and from our payloads.
 
 The paper's formula: 32-bit floats sent with a channel code of rate 1/3, so every
 transmitted number costs 32 * 3 = 96 bits.
