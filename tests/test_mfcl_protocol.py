@@ -153,12 +153,17 @@ def test_the_dense_layer_trains_on_the_training_set_and_scores_the_test_set():
 
 
 def test_the_2fold_option_keeps_its_old_value():
-    """The value main's ``linear_evaluation`` gave before issue 18 on this input (2-fold logistic regression on the test set)."""
+    """The value main's ``linear_evaluation`` gave before issue 18 on this input (2-fold logistic regression on the test set).
+
+    Recorded on one CPU: the fit amplifies last-bit differences between CPU kernels (another AVX512 machine gives a
+    loss 6e-5 relative away), so the loss and F1 are pinned to 1e-3 relative, the accuracy exactly; the option's
+    equality with the old function (below) is exact on any machine.
+    """
     g = torch.Generator().manual_seed(18)
     y = torch.arange(120) % 3
     x = (torch.rand(120, 6, generator=g) + 0.4 * F.one_hot(y, 3).float().repeat(1, 2)) / 1.4  # in [0, 1], as images are
     old = linear_evaluation(x, y, 3)
-    assert (old["accuracy"], old["loss"], old["macro_f1"]) == (0.825, pytest.approx(0.4572384516398112, rel=1e-6), pytest.approx(0.8246709655890685, rel=1e-6))
+    assert (old["accuracy"], old["loss"], old["macro_f1"]) == (0.825, pytest.approx(0.4572384516398112, rel=1e-3), pytest.approx(0.8246709655890685, rel=1e-3))
     task = Task(num_classes=3, input_shape=(6,), class_names=("a", "b", "c"), num_clients=1)
     assert linear_evaluate(lambda v: v, nn.Identity(), {"x": x, "y": y}, task, torch.device("cpu"), "test-2fold") == old
 
