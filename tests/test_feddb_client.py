@@ -456,3 +456,37 @@ def test_optimizer_state_round_trips_through_client_state(kind):
     load_optimizer_state(fresh, model, saved)
     step(fresh)
     assert all(torch.allclose(model.state_dict()[k], expected[k]) for k in expected)
+
+
+@pytest.mark.parametrize("name", ["feddb", "fedavg-labeled"])
+def test_eval_batch_size_is_the_sample_of_batchnorm_statistics_at_inference(name):
+    """norm = bn-batch normalizes by each forward pass's batch: the test loss is that of chunks of eval_batch_size
+    images (the code's 250, fedprior's 1024), here 3 of 6."""
+    import torch.nn.functional as F
+
+    from fedprior.models import build_model
+
+    x, y = torch.randn(6, 1, 8, 8), torch.tensor([0, 1, 2, 0, 1, 2])
+    chunked, whole = build(name, eval_batch_size=3), build(name)
+    state = chunked.init(INFO)
+    model = build_model("convnet", TASK, norm="bn-batch", width=4)
+    model.load_state_dict({k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")})
+    model.eval()
+    with torch.no_grad():
+        by_three = F.cross_entropy(torch.cat([model(x[:3]), model(x[3:])]), y).item()
+        by_six = F.cross_entropy(model(x), y).item()
+    assert chunked.evaluate(state, {"x": x, "y": y})["loss"] == pytest.approx(by_three, rel=1e-5)
+    assert whole.evaluate(state, {"x": x, "y": y})["loss"] == pytest.approx(by_six, rel=1e-5)
+    assert abs(by_three - by_six) > 1e-3
+
+
+def test_eval_batch_size_reaches_the_pseudo_labeling_pass():
+    """Algorithm 1's APP-U (local_epochs = 0: the uploaded APP-U is DPL's own) changes with the inference batch under bn-batch."""
+    data = client_data()
+
+    def appu(**values) -> torch.Tensor:
+        algorithm = algorithm_spec("feddb").build(TASK, {**SMALL, **values}, local_epochs=0, batch_size=8)
+        return one_update(algorithm, data)[0].arrays["appu"]
+
+    assert torch.equal(appu(), appu(eval_batch_size=40))  # 40 unlabeled images: one pass either way
+    assert not torch.allclose(appu(), appu(eval_batch_size=7), atol=1e-4)

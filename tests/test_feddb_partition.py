@@ -111,3 +111,18 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     # every round: best_accuracy here is over rounds 10, 20, ..., 800)
     assert config.federation.evaluate_every == 10
     assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy", "late_change", "mean_client_pl_accuracy")
+
+
+def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():
+    """feddb.txt 5.1: eta = 0.03 (the code: cosine over 800 rounds), not the embedded presets' 0.1 over 200 rounds;
+    FedMatch keeps its own code's optimizer (lr 1e-3, plateau decay, no cosine)."""
+    from fedprior.experiments.tables import cells
+    from fedprior.papers import table_by_name
+
+    for name in ("feddb-table1", "feddb-table4"):
+        for cell in cells(table_by_name(name), embedded=False):
+            algorithm = load_config(cell.preset, cell.overrides)[1].algorithm.hyperparameters()
+            expected = (1e-3, 0) if cell.preset == "fedmatch" else (0.03, 800)
+            assert (algorithm["lr"], algorithm["lr_decay_rounds"]) == expected, (name, cell.row, cell.column)
+    embedded = cells(table_by_name("feddb-table2"), embedded=True)
+    assert {(load_config(c.preset, c.overrides)[1].algorithm.hyperparameters()["lr"]) for c in embedded if c.preset != "fedmatch"} == {0.1}

@@ -21,6 +21,9 @@ Switches for Table 4's ablation: ``dpl = false`` labels with the plain predictio
 (Eq. 3), ``dma = false`` averages uniformly (Eq. 7); with both off this is FixMatch.
 The code's server momentum (0.5) is ``server_momentum``; the paper has none.
 
+Every line of Algorithms 1-3, when it runs and where it departs from the paper or the authors' code:
+docs/feddb.md, "The algorithm, line by line".
+
 Equations (feddb.txt), and where each is computed:
 
 - Eq. 2-6, the local loss L_s + lambda L_u: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`

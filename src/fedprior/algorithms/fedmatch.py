@@ -196,7 +196,7 @@ def agreement_labels(ctx: Context) -> tuple[torch.Tensor, torch.Tensor]:
     helpers = ctx.extra.get("helpers", [])
     if not helpers or ctx.probabilities.shape[0] == 0:
         return labels, mask
-    raw = [torch.softmax(predict(h, ctx.weak_unlabeled), dim=1) for h in helpers]
+    raw = [torch.softmax(predict(h, ctx.weak_unlabeled, batch=ctx.training.eval_batch_size), dim=1) for h in helpers]
     ctx.extra["helper_probabilities"] = raw
     k = own.shape[1]
     votes = sum((F.one_hot((debias(p, ctx.appu) if ctx.training.dpl else p).argmax(1), k) for p in raw), F.one_hot(labels, k))
@@ -295,7 +295,7 @@ def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, f
         e = embedding(ctx.model, task, ctx.info.seed, ctx.device)
         state: State = {EMBEDDING: e}
         if patience > 0 and ctx.x_labeled.shape[0]:
-            loss = float(F.cross_entropy(predict(ctx.model, ctx.x_labeled), ctx.y_labeled))
+            loss = float(F.cross_entropy(predict(ctx.model, ctx.x_labeled, batch=ctx.training.eval_batch_size), ctx.y_labeled))
             best, wait, scale = adaptive_lr_decay(
                 loss,
                 float(ctx.state.get(BEST_LOSS, torch.tensor(math.inf))),

@@ -33,7 +33,7 @@ class DirichletPartitioner:
         holds at least this many samples (``partition.min_size``); 0 accepts the first draw,
         which may leave clients empty when alpha is small.
     balance:
-        The FedDB authors' code variant (IMPLEMENTATION-NOTES.md, FedDB): while classes are
+        The FedDB authors' code variant (``non_iid`` in ``src/data.py``): while classes are
         dealt out in turn, a client that already holds at least ``n / num_clients`` samples
         gets no share of later classes (its proportion is zeroed and the rest renormalized),
         and a draw is accepted only when every client holds at least ``max(min_size, 1)``
@@ -51,7 +51,7 @@ class DirichletPartitioner:
       the later clients.
     * Classes are dealt in increasing label order, one Dirichlet draw each.
     * The FedDB paper writes the draw as q ~ Dir(delta * p) over classes per client; its code
-      draws per class over clients, as here (IMPLEMENTATION-NOTES.md).
+      draws per class over clients, as here (docs/feddb.md).
     """
 
     def __init__(self, num_clients: int, alpha: float = 0.5, seed: int = 0, min_size: int = 0, balance: bool = False, max_tries: int = 1000) -> None:

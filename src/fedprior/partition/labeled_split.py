@@ -5,7 +5,7 @@ original training dataset, with the residual data designated as the unlabeled da
 [...] To enrich the unlabeled dataset, we add the samples from the labeled dataset to the
 unlabeled dataset after discarding their labels." The authors' code partitions the
 labeled and the unlabeled set separately, each with its own Dirichlet draw
-(IMPLEMENTATION-NOTES.md, FedDB).
+(``split_dataset`` called once for each set in its ``src/main.py``; docs/feddb.md).
 """
 
 from __future__ import annotations

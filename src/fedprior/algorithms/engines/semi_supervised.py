@@ -113,6 +113,7 @@ class Training:
     fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
     appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
     appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
+    eval_batch_size: int = SEMI_SUPERVISED_DEFAULTS["eval_batch_size"]
     diagnostics: bool = SEMI_SUPERVISED_DEFAULTS["diagnostics"]
     dpl: bool = False
     use_unlabeled: bool = True
@@ -334,7 +335,7 @@ class SemiSupervised:
     def evaluate(self, state: State, data: ClientData) -> dict[str, Any]:
         """Test metrics of the global model, and the last aggregation's diagnostics (DMA weights, Figure 3's JS)."""
         model = self.net.receive(state, "evaluate")
-        logits = predict(model, data["x"].to(self.device), precision=self.precision).cpu()
+        logits = predict(model, data["x"].to(self.device), batch=self.training.eval_batch_size, precision=self.precision).cpu()
         metrics: dict[str, Any] = logit_metrics(logits, data["y"])
         if f"{DIAG}weights" in state:
             weights = state[f"{DIAG}weights"]
@@ -388,7 +389,7 @@ class SemiSupervised:
         t = ctx.training
         ctx.weak_unlabeled = ctx.augment.weak(ctx.x_unlabeled, ctx.generator)
         ctx.probabilities = (
-            torch.softmax(predict(ctx.model, ctx.weak_unlabeled, precision=ctx.precision), dim=1)
+            torch.softmax(predict(ctx.model, ctx.weak_unlabeled, batch=t.eval_batch_size, precision=ctx.precision), dim=1)
             if ctx.x_unlabeled.shape[0]
             else torch.zeros(0, self.task.num_classes, device=ctx.device)
         )
@@ -487,7 +488,8 @@ class SemiSupervised:
         x = ctx.x_unlabeled if ctx.training.appu_subset == "all" else ctx.x_unlabeled[confident_rows(ctx)]
         if x.shape[0] == 0:
             return None
-        return app_u(torch.softmax(predict(ctx.model, ctx.augment.weak(x, ctx.generator), precision=ctx.precision), dim=1))
+        weak = ctx.augment.weak(x, ctx.generator)
+        return app_u(torch.softmax(predict(ctx.model, weak, batch=ctx.training.eval_batch_size, precision=ctx.precision), dim=1))
 
 
 def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Module], nn.Module] | None = None) -> Callable[[], nn.Module]:

@@ -14,7 +14,7 @@ of ``fedprior algorithms`` from the signature (:mod:`fedprior.algorithms.registr
   its own parameters then the set's, with per-algorithm defaults where it says so.
 
 Defaults of the semi-supervised set follow the FedDB paper (feddb.txt 5.1) and, where it is
-silent, the authors' code (IMPLEMENTATION-NOTES.md, FedDB); those of the FedBM set the
+silent, the authors' code (docs/feddb.md); those of the FedBM set the
 authors' code (docs/fedbm.md); each description says which.
 """
 
@@ -153,6 +153,14 @@ def semi_supervised(
     appu_gamma: Annotated[
         float, Field(ge=0, le=1, description="gamma, the momentum of APP-U's moving average over the local epochs (Algorithm 3, line 20; the code: 0.5)")
     ] = 0.5,
+    eval_batch_size: Annotated[
+        int,
+        Field(
+            ge=1,
+            description="images per forward pass where the model predicts without training (DPL's pseudo-labels and APP-U, the test set); "
+            "with norm = bn-batch each pass normalizes by its own batch's statistics (fedprior: 1024; the code: 250, its 'global' loader)",
+        ),
+    ] = 1024,
     diagnostics: Annotated[
         bool,
         Field(
@@ -177,6 +185,7 @@ SUPERVISED_NAMES = (
     "keep_optimizer_state",
     "flip",
     "server_momentum",
+    "eval_batch_size",
 )
 """Of :func:`semi_supervised`, what an algorithm trained on the labeled data alone (fedavg-labeled) uses."""
 

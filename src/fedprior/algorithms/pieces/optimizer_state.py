@@ -6,7 +6,7 @@ rounds; the checkpoint copies them to the host), which checkpoints, resume
 and Flower carry like any other state:
 
 - FedDB's clients keep their optimizer state across the rounds they are sampled in
-  (the FedDB authors' code; IMPLEMENTATION-NOTES.md, FedDB), in the client State
+  (the FedDB authors' code: each ``Client`` keeps its ``optimizer_state_dict``; docs/feddb.md), in the client State
   (``algorithms/engines/semi_supervised.py``, ``keep_optimizer_state``);
 - MFCL's server trains its discriminator one epoch per round with Adam, whose moments
   and step counts live in the server State (``algorithms/mfcl.py``), so a run killed
