@@ -47,8 +47,8 @@ probe (logistic regression on the 58k non-reserved training features) 86.4 / 85.
 a weak but useful zero-shot, clearly below the probe, like CLIP in the paper.
 Why 20 epochs in v1: longer training memorizes the wrong captions (30 epochs: zero-shot
 71.9%, probe 85.8%; 50 epochs: 65.7%, 85.3%; 15 epochs: 78.9%, 86.9%); 20 is the
-shortest "few tens" that stays in the regime of the prototype in
-IMPLEMENTATION-NOTES.md (76.1% zero-shot, entropy 2.299, probe 81.7%).
+shortest "few tens" that stays in the regime of the project's first prototype of the
+stand-in (76.1% zero-shot, entropy 2.299, probe 81.7%; docs/fst-cbdg.md).
 On digits (300 pretraining images): zero-shot ~89%, entropy 2.298, probe ~98%.
 That zero-shot is too close to the probe for a table to separate methods; ``v2-headroom``
 (30 epochs, caption_noise 0.5) puts zero-shot well below the probe, as CLIP's is: zero-shot
