@@ -55,3 +55,21 @@ def test_the_four_papers_methods_link_their_equations():
     for method in ("feddb", "fst_cbdg", "fedbm", "mfcl"):
         docstring = ast.get_docstring(ast.parse((ALGORITHMS / f"{method}.py").read_text())) or ""
         assert "Equations" in docstring and len(REFERENCE.findall(docstring)) >= 4, method
+
+
+SOURCE = Path(__file__).parents[1] / "src" / "fedprior"
+DOCS_PATH = re.compile(r"\bdocs/[\w./-]*\w\.md\b")
+OUTSIDE = ("IMPLEMENTATION-NOTES",)
+"""Files a reader of a clone does not have (the project's own notes): the source must not send readers there."""
+
+
+def test_the_source_cites_only_files_that_are_in_the_repository():
+    """A docs/*.md page named in the source exists; nothing names a file that lives outside the repository."""
+    missing, outside = [], []
+    for path in sorted(SOURCE.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        where = path.relative_to(SOURCE.parents[1])
+        missing += [f"{where}: {page}" for page in sorted(set(DOCS_PATH.findall(text))) if not (SOURCE.parents[1] / page).is_file()]
+        outside += [f"{where}: {name}" for name in OUTSIDE if name in text]
+    assert not missing, f"docs pages cited but absent: {missing}"
+    assert not outside, f"files outside the repository cited: {outside}"
