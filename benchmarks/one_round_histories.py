@@ -199,7 +199,7 @@ def main() -> int:
         missing = set(ALGORITHMS) - {r["algorithm"] for r in results.values()}
         if missing:
             sys.exit(f"no preset runs the algorithms {sorted(missing)}")
-        what = f"{args.rounds} rounds of every stage" if args.rounds else "one small round of every stage"
+        what = f"{args.rounds} rounds (a stage with its own round count keeps it)" if args.rounds else "one small round of every stage"
         record = {
             "what": f"every shipped preset's numbers after {what} (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
             "rounds": args.rounds,
@@ -218,7 +218,8 @@ def main() -> int:
 
     record = json.loads(args.check.read_text())
     if record.get("rounds") != args.rounds:
-        sys.exit(f"{args.check} holds runs of {record.get('rounds') or 'one small round'}: check it with --rounds {record.get('rounds')}")
+        held = record.get("rounds")
+        sys.exit(f"{args.check} holds runs of {held or 'one small'} round(s): check it " + (f"with --rounds {held}" if held else "without --rounds"))
     then = {key: record["machine"].get(key, "not recorded") for key in ("kind", "cpu")}
     if then != {key: at_start[key] for key in then}:
         print(f"recorded on {then}, this is {at_start['kind']}, {at_start['cpu']}: where they differ, the bits may differ for that alone")
