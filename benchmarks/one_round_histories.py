@@ -8,32 +8,36 @@ every stage, on the small embedded data the registry-wide tests use
 ``fedprior run`` (:func:`fedprior.experiments.runner.start`, without report extras),
 on the CPU with one thread and no worker processes. It keeps every number of the
 run's summary and of each round's history entry (accuracies, losses, bytes sent,
-client counts; not the seconds), and a SHA-256 digest of the final checkpoint's
-tensors (server and client states).
+client counts; not the seconds), a digest of the checkpoint's tensors after every
+round and the SHA-256 of the final one (server and client states).
 
     python benchmarks/one_round_histories.py --record benchmarks/results/one_round_histories.json
     python benchmarks/one_round_histories.py --check benchmarks/results/one_round_histories.json [--only fedavg-cnn mfcl ...]
+    python benchmarks/one_round_histories.py --rounds 30 --check benchmarks/results/drift_30_rounds.json
 
 ``--record`` writes the file (with the command, the commit and the machine); ``--check``
-reruns and compares exactly (floats bit-identical), prints every difference and exits 1
-if there is one. A shipped preset without small-data overrides in ``PRESETS`` stops the
-script before any run. :data:`VARIANTS` add runs for paths one small round of the
-presets leaves idle: pseudo-labels above the threshold, per-client state read back
-in a second round.
+reruns and compares exactly (floats bit-identical), prints per run the first round that
+differs with that round's differing numbers, and exits 1 if any run differs. ``--rounds N``
+(the drift check: 30) trains every run N rounds, so that a difference that starts after
+the first round is seen in the round it starts. A shipped preset without small-data
+overrides in ``PRESETS`` stops the script before any run. :data:`VARIANTS` add runs for
+paths one small round of the presets leaves idle: pseudo-labels above the threshold,
+per-client state read back in a second round (left out with ``--rounds``, whose runs read
+it back anyway).
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
-import struct
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+from fedprior.experiments.fingerprints import first_difference, numbers, same
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
@@ -59,43 +63,28 @@ VARIANTS = {
 """Runs beside the presets' own (name -> preset, overrides after ``SMALL``): paths one small round leaves idle."""
 
 
-def numbers(value: Any, prefix: str, out: dict[str, Any]) -> None:
-    """Every number (int, float, bool) in ``value`` under a dotted key; strings and timings left out."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not any(skip in str(key) for skip in SKIPPED):
-                numbers(item, f"{prefix}.{key}" if prefix else str(key), out)
-    elif isinstance(value, list | tuple):
-        for index, item in enumerate(value):
-            numbers(item, f"{prefix}[{index}]", out)
-    elif isinstance(value, bool | int | float):
-        out[prefix] = value
-
-
 def state_digest(run_path: Path) -> str:
-    """SHA-256 of the final checkpoint's tensors: server, then each client, each by sorted key (name, dtype, shape, bytes)."""
-    import torch
-
+    """SHA-256 of the last checkpoint's tensors (:func:`fedprior.experiments.fingerprints.state_sha256`: server, then each client)."""
+    from fedprior.experiments.fingerprints import state_sha256
     from fedprior.experiments.run_dir import RunDir
 
     state = RunDir(run_path).load_checkpoint()
     assert state is not None, f"{run_path}: no checkpoint"
-    digest = hashlib.sha256()
-    for owner, tensors in [("server", state.server), *((f"client{c}", s) for c, s in sorted(state.clients.items()))]:
-        for key in sorted(tensors):
-            tensor = tensors[key].detach().cpu().contiguous()
-            digest.update(f"{owner}/{key}/{tensor.dtype}/{tuple(tensor.shape)}".encode())
-            digest.update(tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b"")
-    return digest.hexdigest()
+    return state_sha256(state.server, state.clients)
 
 
-def runs() -> dict[str, tuple[str, list[str]]]:
-    """Every run: each shipped preset with its small-data overrides, then the :data:`VARIANTS` (name -> preset, overrides)."""
+def runs(rounds: int | None = None) -> dict[str, tuple[str, list[str]]]:
+    """Every run: each shipped preset with its small-data overrides, then the :data:`VARIANTS` (name -> preset, overrides).
+
+    ``rounds``: every run trains that many rounds (``federation.rounds``, last), the
+    :data:`VARIANTS` that only add rounds left out: a long run reads per-client state back anyway."""
     from algorithm_setups import PRESETS, SMALL
 
-    out = {preset: (preset, [*overrides, *SMALL, *RUN]) for preset, overrides in PRESETS.items()}
+    longer = [] if rounds is None else [f"federation.rounds={rounds}"]
+    out = {preset: (preset, [*overrides, *SMALL, *RUN, *longer]) for preset, overrides in PRESETS.items()}
     for name, (preset, extra) in VARIANTS.items():
-        out[name] = (preset, [*PRESETS[preset], *SMALL, *extra, *RUN])
+        if rounds is None or extra != TWO_ROUNDS:
+            out[name] = (preset, [*PRESETS[preset], *SMALL, *extra, *RUN, *longer])
     return out
 
 
@@ -107,46 +96,57 @@ def run_one(name: str, preset: str, overrides: list[str], folder: Path) -> dict[
     started = time.perf_counter()
     config_name, config = load_config(preset, overrides)
     rounds: list[dict[str, Any]] = []
-    summary = start(config_name, config, folder / name, report_extras=False, on_round=rounds.append)
-    values: dict[str, Any] = {}
-    numbers({"summary": summary, "rounds": rounds}, "", values)
+    states: list[str] = []
+
+    def on_round(record: dict[str, Any]) -> None:  # called after the round's checkpoint is written (run.checkpoint_every = 1)
+        rounds.append(record)
+        states.append(state_digest(folder / name)[:16])
+
+    summary = start(config_name, config, folder / name, report_extras=False, on_round=on_round)
+    values = numbers({"summary": summary, "rounds": rounds}, SKIPPED)
     return {
         "preset": preset,
         "algorithm": config.algorithm.name,
         "overrides": overrides,
         "values": values,
         "state_sha256": state_digest(folder / name),
+        "round_states": states,
         "seconds": round(time.perf_counter() - started, 1),
     }
 
 
-def same(a: Any, b: Any) -> bool:
-    """Equal, floats bit for bit (0.0 and -0.0 differ; a NaN equals a NaN, both read back from JSON)."""
-    if isinstance(a, float) or isinstance(b, float):
-        return isinstance(a, float) and isinstance(b, float) and struct.pack("<d", a) == struct.pack("<d", b)
-    return type(a) is type(b) and a == b
+def round_of(key: str) -> int | None:
+    """The round a value's key belongs to (``rounds[6].client_train_loss`` -> 6: the history's index, rounds counted
+    over every stage, 0 the initial evaluation); None for the summary's."""
+    return int(key[len("rounds[") : key.index("]")]) if key.startswith("rounds[") else None
 
 
 def differences(recorded: dict[str, Any], now: dict[str, Any]) -> list[str]:
-    """Every way ``now`` (preset -> result) differs from ``recorded``, one line each."""
+    """Every way ``now`` (run -> result) differs from ``recorded``: per run, the first round that differs (its numbers or
+    the state after it), that round's and the summary's differing numbers, a count of the later ones, the final state."""
     lines = []
-    for preset in sorted(set(recorded) | set(now)):  # a preset or a variant
-        if preset not in now:
-            lines.append(f"{preset}: recorded, not run now")
+    for run in sorted(set(recorded) | set(now)):  # a preset or a variant
+        if run not in now:
+            lines.append(f"{run}: recorded, not run now")
             continue
-        if preset not in recorded:
-            lines.append(f"{preset}: not recorded")
+        if run not in recorded:
+            lines.append(f"{run}: not recorded")
             continue
-        old, new = recorded[preset], now[preset]
-        for key in sorted(set(old["values"]) | set(new["values"])):
-            if key not in new["values"]:
-                lines.append(f"{preset}: {key} missing (was {old['values'][key]!r})")
-            elif key not in old["values"]:
-                lines.append(f"{preset}: {key} new ({new['values'][key]!r})")
-            elif not same(old["values"][key], new["values"][key]):
-                lines.append(f"{preset}: {key} {old['values'][key]!r} -> {new['values'][key]!r}")
+        old, new = recorded[run], now[run]
+        changed = [key for key in sorted(set(old["values"]) | set(new["values"])) if not same(old["values"].get(key), new["values"].get(key))]
+        rounds = [r for r in map(round_of, changed) if r is not None]
+        first_numbers = min(rounds, default=None)
+        first_state = first_difference(old.get("round_states", []), new["round_states"]) if "round_states" in old else None
+        first = min((r for r in (first_numbers, first_state) if r is not None), default=None)
+        if first is not None:
+            lines.append(f"{run}: first differs in round {first} (numbers from round {first_numbers}, state from round {first_state})")
+        for key in changed:
+            if round_of(key) in (None, first):
+                lines.append(f"{run}: {key} {old['values'].get(key, 'missing')!r} -> {new['values'].get(key, 'missing')!r}")
+        if later := sum(r != first for r in rounds):
+            lines.append(f"{run}: and {later} numbers of later rounds")
         if old["state_sha256"] != new["state_sha256"]:
-            lines.append(f"{preset}: final state differs (sha256 {old['state_sha256'][:12]} -> {new['state_sha256'][:12]})")
+            lines.append(f"{run}: final state differs (sha256 {old['state_sha256'][:12]} -> {new['state_sha256'][:12]})")
     return lines
 
 
@@ -162,6 +162,7 @@ def main() -> int:
     mode.add_argument("--record", type=Path, metavar="FILE", help="run every preset and write FILE")
     mode.add_argument("--check", type=Path, metavar="FILE", help="run every preset and compare with FILE exactly")
     parser.add_argument("--only", nargs="+", metavar="RUN", help="run (and check) only these presets or variants")
+    parser.add_argument("--rounds", type=int, metavar="N", help="every run trains N rounds (the drift check: 30); default: the presets' one small round")
     args = parser.parse_args()
 
     os.environ["FEDPRIOR_CACHE"] = tempfile.mkdtemp(prefix="one-round-cache-")  # the locked-text stand-in trained afresh, the user's cache untouched
@@ -178,7 +179,7 @@ def main() -> int:
         sys.exit(
             f"tests/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}"
         )
-    every = runs()
+    every = runs(args.rounds)
     chosen = list(every) if not args.only else args.only
     unknown = [p for p in chosen if p not in every]
     if unknown:
@@ -198,8 +199,10 @@ def main() -> int:
         missing = set(ALGORITHMS) - {r["algorithm"] for r in results.values()}
         if missing:
             sys.exit(f"no preset runs the algorithms {sorted(missing)}")
+        what = f"{args.rounds} rounds (a stage with its own round count keeps it)" if args.rounds else "one small round of every stage"
         record = {
-            "what": "every shipped preset's numbers after one small round of every stage (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
+            "what": f"every shipped preset's numbers after {what} (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
+            "rounds": args.rounds,
             "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
             "commit": git("rev-parse", "HEAD"),
             "src_changed_since_commit": bool(git("status", "--porcelain", "src")),
@@ -213,7 +216,14 @@ def main() -> int:
         print(f"recorded {len(results)} runs ({sum(len(r['values']) for r in results.values())} numbers) in {wall} s to {args.record}")
         return 0
 
-    recorded = json.loads(args.check.read_text())["runs"]
+    record = json.loads(args.check.read_text())
+    if record.get("rounds") != args.rounds:
+        held = record.get("rounds")
+        sys.exit(f"{args.check} holds runs of {held or 'one small'} round(s): check it " + (f"with --rounds {held}" if held else "without --rounds"))
+    then = {key: record["machine"].get(key, "not recorded") for key in ("kind", "cpu")}
+    if then != {key: at_start[key] for key in then}:
+        print(f"recorded on {then}, this is {at_start['kind']}, {at_start['cpu']}: where they differ, the bits may differ for that alone")
+    recorded = record["runs"]
     if args.only:
         recorded = {p: recorded[p] for p in chosen if p in recorded}
     lines = differences(recorded, json.loads(json.dumps(results)))  # both sides as JSON reads them back

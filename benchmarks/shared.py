@@ -61,9 +61,9 @@ def load() -> str:
 
 def machine() -> dict:
     """What a result file says of the machine it was measured on."""
-    from fedprior.encoders.shipped_towers import machine_kind
+    from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 
-    return {"uname": shell("uname -a"), "cores": os.cpu_count(), "kind": machine_kind(), "load_at_start": load()}
+    return {"uname": shell("uname -a"), "cores": os.cpu_count(), "kind": machine_kind(), "cpu": cpu_kind(), "load_at_start": load()}
 
 
 def save_settings(path: Path, header: dict, settings: dict, started: float, at_start: dict) -> None:

@@ -7,12 +7,16 @@ import shlex
 import signal
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
+
+if TYPE_CHECKING:
+    from fedprior.experiments.tables import Cell, PaperTable
 
 EMBEDDED_SEEDS = 3
 """Seeds per cell of an embedded table unless --seeds says otherwise (the paper's setting: 1)."""
@@ -193,11 +197,22 @@ def table(
     imports: list[str] = typer.Option(
         [], "--import", help=f"{IMPORT_HELP} Added to every cell's run.imports (for a --set algorithm.name=... of your own, say)."
     ),
+    verify: bool = typer.Option(
+        False,
+        "--verify",
+        help="Rerun the committed cells (--cells) and compare each with its committed result: identical, differs (from which round) or other machine. "
+        "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs.",
+    ),
+    verify_all: bool = typer.Option(False, "--verify-all", help="--verify every seed (--seeds) of every chosen cell."),
+    kept_cells: Path = typer.Option(
+        Path("benchmarks/results/cells"), "--cells", help="Where --verify finds the committed cells: DIR/NAME/ROW--COLUMN--seedN/{config.toml,result.json}."
+    ),
 ) -> None:
     """Run every cell of a paper's table and print our number beside the paper's, its controls and a verdict per claim.
 
     Run again with the same --out, it continues a stopped table: finished cells are reused,
-    a cell stopped mid-way resumes from its checkpoint, the others run.
+    a cell stopped mid-way resumes from its checkpoint, the others run. With --verify, rerun
+    the committed cells instead and say whether today's code gives their numbers to the bit.
     """
     from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
@@ -216,6 +231,11 @@ def table(
         where = "in the embedded setting (its datasets are not embedded); run it without --embedded" if embedded else "in the paper's setting"
         raise ConfigError(f"{name}: no cell of {'the chosen rows and columns' if chosen or chosen_columns else 'this table'} runs {where}")
     n_seeds = seeds or (EMBEDDED_SEEDS if embedded else 1)
+    if verify or verify_all:
+        if set_ or imports:
+            raise ConfigError("--verify reruns the committed cells as they ran: leave out --set and --import")
+        verify_cells(paper_table, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
+        return
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
     runs = {}
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
@@ -277,6 +297,28 @@ def table(
         console.print("findings (paired differences over seeds, 95% t interval):", highlight=False)
         for finding in evaluated["findings"]:
             console.print(finding_line(finding), highlight=False, soft_wrap=True)
+
+
+def verify_cells(paper_table: PaperTable, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
+    """``--verify``: each chosen kept cell's status, one line each as it is known, a count; exit code 1 if any differs."""
+    import tempfile
+
+    from fedprior.errors import ConfigError
+    from fedprior.experiments.table_verify import DIFFERS, Verified, verify
+
+    if not (cells / paper_table.name).is_dir():
+        raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {cells / paper_table.name} (give --cells DIR, run from the repository root)")
+    stderr.print(f"{paper_table.title}: verifying the committed cells in {cells / paper_table.name}", highlight=False)
+
+    def report(v: Verified) -> None:
+        typer.echo(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
+
+    with tempfile.TemporaryDirectory(prefix="fedprior-verify-") as scratch:
+        results = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+    counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+    typer.echo(", ".join(f"{n} {status}" for status, n in counts.items()))
+    if counts.get(DIFFERS):
+        raise typer.Exit(1)
 
 
 def selection(text: str | None) -> list[str] | None:

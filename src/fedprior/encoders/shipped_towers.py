@@ -94,11 +94,36 @@ class ShippedTower:
         return FOLDER / self.file
 
 
-def machine_kind() -> str:
-    """What decides whether training gives the same bits: OS, architecture, torch build and the CPU kernels it picks."""
+def machine_kind(device: Any = None) -> str:
+    """What decides whether training gives the same bits: OS, architecture, torch build and the CPU kernels it picks;
+    for a CUDA ``device`` (a run's ``run.device``), the GPU's name and the CUDA version too."""
     import torch
 
-    return f"{platform.system()} {platform.machine()}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    kind = f"{platform.system()} {platform.machine()}, torch {torch.__version__}, CPU capability {torch.backends.cpu.get_cpu_capability()}"
+    if device is not None and torch.device(device).type == "cuda":
+        kind += f", {torch.cuda.get_device_name(torch.device(device))}, CUDA {torch.version.cuda}"
+    return kind
+
+
+KERNEL_FLAGS = ("avx2", "fma", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni", "amx_tile")
+"""The CPU features the math libraries under torch (MKL, oneDNN) choose their kernels by, beyond torch's CPU capability."""
+
+
+def cpu_kind() -> str:
+    """The CPU beyond :func:`machine_kind`: two CPUs of the same capability (AVX512) may still give other bits, as MKL and
+    oneDNN pick kernels and block sizes by model, features and cache size. Vendor, family, model, stepping, L2 size and
+    :data:`KERNEL_FLAGS` (Linux: /proc/cpuinfo and sysfs; elsewhere what ``platform`` says)."""
+    try:
+        first = Path("/proc/cpuinfo").read_text().split("\n\n")[0]  # the first CPU's block
+    except OSError:
+        return platform.processor() or "unknown CPU"
+    fields = {key.strip(): value.strip() for key, _, value in (line.partition(":") for line in first.splitlines())}
+    try:
+        l2 = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
+    except OSError:
+        l2 = "?"
+    flags = [f for f in KERNEL_FLAGS if f in fields.get("flags", "").split()]
+    return f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}, L2 {l2}, {' '.join(flags) or 'no listed flags'}"
 
 
 def shipped_towers() -> dict[str, ShippedTower]:

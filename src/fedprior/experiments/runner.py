@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from fedprior.algorithms.pieces.metrics import selected_round
+from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.fingerprints import round_digest, state_sha256
 from fedprior.experiments.paper_registry import report_extra, summary_extra
 from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
@@ -84,7 +86,11 @@ def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float
 
 
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
-    """The run's summary (what ``fedprior run --json`` prints)."""
+    """The run's summary (what ``fedprior run --json`` prints).
+
+    ``round_fingerprints``: a digest of each round's floats (round 0: the initial evaluation;
+    ``fingerprints.round_digest``); ``machine_kind`` and ``cpu``: what decides the bits (CPU kernels, GPU).
+    """
     config = experiment.config
     history = [r["accuracy"] for r in progress.history if "accuracy" in r]
     evaluated_rounds = [r["step"] for r in progress.history if "accuracy" in r]
@@ -117,6 +123,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "late_change": late_change(progress.initial, progress.history),
         "history": history,
         "evaluated_rounds": evaluated_rounds,
+        "round_fingerprints": [round_digest(r) for r in [progress.initial, *progress.history]],
         **extra,
         **communication(progress.history),
         **client_failures(progress.history),
@@ -124,6 +131,8 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         "device": str(experiment.device),
         "workers": experiment.workers,
         "threads": experiment.threads.as_dict(),
+        "machine_kind": machine_kind(experiment.device),
+        "cpu": cpu_kind(),
         "run_dir": str(run.path),
     }
 
@@ -236,6 +245,7 @@ def execute(
             client_size=experiment.client_size,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
+    summary["state_sha256"] = state_sha256(result.state, result.client_states)
     extra = ""
     numbers = summary_extra(config.algorithm.name)  # cheap, in every run: a table's claims may test them
     if numbers is not None:

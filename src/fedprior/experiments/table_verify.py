@@ -1,0 +1,209 @@
+"""``fedprior table NAME --verify``: rerun a committed table's kept cells and compare each with what was committed.
+
+A kept cell is ``CELLS/NAME/ROW--COLUMN--seedN/`` holding the ``config.toml`` and
+``result.json`` of a finished run (``benchmarks/paper_tables.py --keep``). Each chosen one is
+rerun from its ``config.toml`` (on the device it ran on, one thread) and said to be:
+
+- ``identical``: every number of the committed summary is the same to the bit (and, where the
+  summary has them, every round's digest and the final state's, ``fingerprints.py``);
+- ``differs``: with the first round whose history differs, and the table's numbers both ways;
+- ``other machine``: the machine it was recorded on is of another kind than this one (another
+  CPU capability, AVX2 against AVX512, or another CPU model, or a GPU): float kernels round
+  differently there, so the bits are not expected to match and the cell is not rerun;
+- ``not kept``: no committed result for it.
+
+A cell reruns with its committed ``run.threads``, ``run.workers`` and
+``run.concurrent_clients``: their combination can change the last bits (seen: a cell run with
+threads 0 and workers 0, rerun with 1 and 1, differs from round 1). So the reruns go ``jobs``
+at once only when every one ran as a table's process runs a cell (all three 1, as
+``--jobs`` above 1 runs them), else one after the other in this process.
+
+Where the cell's ``result.json`` does not say which machine ran it (cells committed before it
+did), the table's record ``CELLS/../tables/NAME.json`` does, for the machine of the table's
+last run: a table continued on several machines is known to it only by its last.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from fedprior.experiments.fingerprints import first_difference, numbers, same
+from fedprior.experiments.table_runs import cell_folder
+from fedprior.experiments.tables import cell_value
+
+if TYPE_CHECKING:
+    from fedprior.experiments.config import ExperimentConfig
+    from fedprior.experiments.tables import Cell, PaperTable
+
+IDENTICAL, DIFFERS, OTHER_MACHINE, NOT_KEPT = "identical", "differs", "other machine", "not kept"
+
+NOT_COMPARED = ("seconds", "run_dir", "description", "threads", "device", "workers")
+"""Summary keys that are not a number of the run (timings, where it ran)."""
+
+
+@dataclass
+class Machine:
+    """What ran a cell: torch's CPU capability (and GPU) and the CPU model, each None when not recorded; where it was read."""
+
+    kind: str | None
+    cpu: str | None
+    source: str
+
+
+def recorded_machine(summary: dict[str, Any], table_record: Path) -> Machine:
+    """The machine a kept cell ran on: its summary's ``machine_kind``/``cpu``, else the table record's ``machine``."""
+    if "machine_kind" in summary:
+        return Machine(summary["machine_kind"], summary.get("cpu"), "the cell's result.json")
+    try:
+        machine = json.loads(table_record.read_text())["machine"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return Machine(None, None, "nowhere")
+    return Machine(machine.get("kind"), machine.get("cpu"), f"{table_record} (the machine of the table's last run)")
+
+
+def other_machine(recorded: Machine, kind: str, cpu: str) -> bool:
+    """Whether the recorded machine is known to be of another kind than this one (kind ``kind``, CPU ``cpu``)."""
+    return (recorded.kind is not None and recorded.kind != kind) or (recorded.cpu is not None and recorded.cpu != cpu)
+
+
+@dataclass
+class Comparison:
+    differing: list[str]
+    """The committed summary's numbers (dotted keys) that differ now, or are missing now."""
+    first_round: int | None
+    """The first round (a step: rounds counted over every stage, 0 the initial evaluation) whose numbers differ, if known."""
+    how: str
+    """How ``first_round`` was found: from the rounds' digests, or from the evaluated rounds' test accuracy only."""
+    state_differs: bool | None
+    """Whether the final state's SHA-256 differs (None: not recorded)."""
+
+    @property
+    def identical(self) -> bool:
+        return not self.differing and self.first_round is None and not self.state_differs
+
+
+def compare(recorded: dict[str, Any], now: dict[str, Any]) -> Comparison:
+    """How a rerun's summary ``now`` differs from the committed ``recorded`` one.
+
+    The first differing round comes from ``round_fingerprints`` (a digest of every float of
+    every round) where the committed summary has them; else from ``history``, the test
+    accuracy of the ``evaluated_rounds`` only: a difference in the last bits of a training
+    loss shows there only once it flips a test prediction, at the next evaluated round or later.
+    """
+    old, new = numbers(recorded, NOT_COMPARED), numbers(now, NOT_COMPARED)
+    differing = [key for key in old if key not in new or not same(old[key], new[key])]
+    if "round_fingerprints" in recorded:
+        index = first_difference(recorded["round_fingerprints"], now.get("round_fingerprints", []))
+        how = "every round's digest"
+    else:
+        steps = [0, *recorded.get("evaluated_rounds", [])]
+        curves = [[recorded.get("initial_accuracy"), *recorded.get("history", [])], [now.get("initial_accuracy"), *now.get("history", [])]]
+        at = first_difference(*([json.dumps(v) for v in curve] for curve in curves))
+        index = None if at is None else steps[min(at, len(steps) - 1)]
+        how = "the test accuracy of the evaluated rounds (result.json has no per-round digests)"
+    state = recorded["state_sha256"] != now.get("state_sha256") if "state_sha256" in recorded else None
+    return Comparison(differing, index, how, state)
+
+
+def describe(comparison: Comparison, values: dict[str, tuple[float, float]]) -> str:
+    """One line: where a differing cell first differs, its numbers both ways (``values``: metric -> committed, now)."""
+    where = (
+        f"from round {comparison.first_round} (found by {comparison.how})"
+        if comparison.first_round is not None
+        else "in no round's numbers (" + ("the final state differs" if comparison.state_differs else ", ".join(comparison.differing[:3])) + ")"
+    )
+    both = ", ".join(f"{metric} {old:.2f} committed, {new:.2f} now" for metric, (old, new) in values.items())
+    return f"{DIFFERS} {where}; {both}; {len(comparison.differing)} of the summary's numbers differ"
+
+
+@dataclass
+class Verified:
+    """One kept cell's seed and what verifying it found."""
+
+    cell: Cell
+    seed: int
+    status: str
+    line: str
+
+
+def chosen_seeds(table: PaperTable, planned: list[Cell], kept: Path, every: bool, seeds: int) -> list[tuple[Cell, int]]:
+    """The (cell, seed) pairs to verify: every seed of every cell (``every``), else one per row: seed 0 of the row's first
+    cell that is kept (of its first cell when none is)."""
+    if every:
+        return [(cell, seed) for cell in planned for seed in range(seeds)]
+    out = []
+    for row in dict.fromkeys(cell.row for cell in planned):
+        in_row = [cell for cell in planned if cell.row == row]
+        out.append((next((c for c in in_row if (cell_folder(kept, c, 0) / "result.json").is_file()), in_row[0]), 0))
+    return out
+
+
+def verify(
+    table: PaperTable, planned: list[Cell], cells: Path, out: Path, every: bool, seeds: int, jobs: int, report: Callable[[Verified], None]
+) -> list[Verified]:
+    """Verify the kept cells of ``table`` under ``cells/NAME`` among ``planned`` (see :func:`chosen_seeds`), rerunning each
+    in ``out`` (``jobs`` at once); ``report`` is called for each as it is known. Every cell's result, in the order known."""
+    import torch
+
+    from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.run_dir import RunDir
+    from fedprior.experiments.table_runs import RUN, CellRun, execute_runs
+
+    kept, results = cells / table.name, []
+
+    def done(verified: Verified) -> None:
+        results.append(verified)
+        report(verified)
+
+    reruns, committed = [], {}
+    for cell, seed in chosen_seeds(table, planned, kept, every, seeds):
+        folder = cell_folder(kept, cell, seed)
+        if not (folder / "result.json").is_file():
+            done(Verified(cell, seed, NOT_KEPT, f"{NOT_KEPT} (no {folder / 'result.json'})"))
+            continue
+        summary = json.loads((folder / "result.json").read_text())
+        machine = recorded_machine(summary, cells.parent / "tables" / f"{table.name}.json")
+        device = torch.device(summary.get("device", "cpu"))
+        if device.type == "cuda" and not torch.cuda.is_available():
+            done(Verified(cell, seed, OTHER_MACHINE, f"{OTHER_MACHINE} (it ran on {device}; this machine has no GPU)"))
+            continue
+        here = (machine_kind(device), cpu_kind())
+        if other_machine(machine, *here):
+            then = f"{machine.kind}; {machine.cpu or 'CPU model not recorded'}"
+            done(Verified(cell, seed, OTHER_MACHINE, f"{OTHER_MACHINE} (recorded: {then}, from {machine.source}; this is {here[0]}; {here[1]})"))
+            continue
+        name, config = RunDir(folder).read_config()
+        config = config.model_copy(update={"run": config.run.model_copy(update={"device": str(device)})})
+        rerun = CellRun(cell, seed, name, config, out / folder.name, RUN)
+        committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config))
+        reruns.append(rerun)
+
+    def compared(run: CellRun, summary: dict[str, Any]) -> None:
+        recorded, machine, changes = committed[run.cell.row, run.cell.column, run.seed]
+        comparison = compare(recorded, summary)
+        notes = [f"the table defines another config today: {changes}"] if changes else []
+        if comparison.identical:
+            done(Verified(run.cell, run.seed, IDENTICAL, "; ".join([IDENTICAL, *notes])))
+            return
+        if machine.cpu is None:
+            notes.append(f"the CPU model it ran on is not recorded ({machine.source} says {machine.kind}): another CPU of that kind may give other bits")
+        values = {metric: (cell_value(table, recorded, metric), cell_value(table, summary, metric)) for metric in table.metrics if metric in recorded}
+        done(Verified(run.cell, run.seed, DIFFERS, "; ".join([describe(comparison, values), *notes])))
+
+    alone = [r for r in reruns if r.single_threaded().config.run != r.config.run]  # not as a table's process runs a cell
+    execute_runs(reruns, 1 if alone else jobs, compared)
+    return results
+
+
+def today_changes(cell: Cell, seed: int, committed: ExperimentConfig, load_config: Callable[..., Any]) -> str:
+    """The fields (that change the numbers) in which the config the table runs for ``cell`` today differs from the committed one."""
+    from fedprior.experiments.resume_check import changes_that_matter, describe_changes
+
+    _, today = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
+    changed = changes_that_matter(committed.to_dict(), today.to_dict())
+    return describe_changes(changed, "committed", "today") if changed else ""
