@@ -27,6 +27,7 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config, validate_config
 from fedprior.experiments.resume_check import changes_that_matter
+from fedprior.models import build_model
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
@@ -178,21 +179,21 @@ DATA = [toy_images(24, seed=c) for c in range(6)]
 TEST = toy_images(60, seed=99)
 
 
-def small_experiment():
-    name, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "run.device=cpu"])
-    return build_experiment(name, config)
+def toy_setup():
+    """The algorithm and client data of the toy runs below, built in a spawned worker (picklable: a module-level function)."""
+    return fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1), DATA.__getitem__
 
 
-def run_small(experiment, **kw):
+def run_toy(**kw):
+    algorithm, client_data = toy_setup()
     loop = RoundLoop(seed=3, rounds=2, fraction=1.0, threads=ONE_THREAD, **kw)
-    return simulate(experiment.algorithm, experiment.client_data, 6, experiment.test, loop, worker_setup=experiment.client_side())
+    return simulate(algorithm, client_data, 6, TEST, loop, worker_setup=toy_setup)
 
 
 @pytest.mark.slow
-def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers(shared_cache):
-    """Workers that run client updates in threads are spawned: forked ones crash now and then (``test_worker_stress``)."""
-    experiment = small_experiment()
-    assert_same_run(run_small(experiment), run_small(experiment, workers=2, concurrent_clients=2))
+def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers():
+    """Workers that run client updates in threads are spawned: forked ones crashed now and then (the stress test below)."""
+    assert_same_run(run_toy(), run_toy(workers=2, concurrent_clients=2))
     toy = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1)
     for method, refusal in ((None, "started by 'spawn' .* need a picklable setup"), ("fork", "started by fork: threads .* start them by 'spawn'")):
         loop = RoundLoop(seed=3, rounds=1, fraction=1.0, threads=ONE_THREAD, workers=2, concurrent_clients=2, start_method=method)
@@ -201,20 +202,23 @@ def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers(
 
 
 @pytest.mark.stress
-def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worker(shared_cache, one_torch_thread):
-    """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 150 by default) after this process compiled and
-    trained a model in threads as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs
-    (their clients failed, the numbers differed); no worker may die, and every run gives the numbers of one process."""
+def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worker(one_torch_thread):
+    """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 300 by default) after this process compiled
+    and trained models as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
+    clients failed, the numbers differed); no worker may die, and every run gives the numbers of one process."""
     compiled = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1, model="convnet", compile=True)
-    simulate(compiled, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=2, fraction=0.5, threads=ONE_THREAD, concurrent_clients=3))
-    experiment = small_experiment()
-    plain = run_small(experiment)
-    reps = int(os.environ.get("FEDPRIOR_STRESS_REPS", "150"))
+    for k in (1, 3):
+        simulate(compiled, DATA.__getitem__, 6, TEST, RoundLoop(seed=3, rounds=2, fraction=0.5, threads=ONE_THREAD, concurrent_clients=k))
+    cnn = build_model("cnn", TASK)
+    cnn.compile()
+    torch.nn.functional.cross_entropy(cnn(DATA[0]["x"][:8]), DATA[0]["y"][:8]).backward()
+    plain = run_toy()
+    reps = int(os.environ.get("FEDPRIOR_STRESS_REPS", "300"))
     for rep in range(1, reps + 1):
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("error", message=".*a new worker redoes", category=RuntimeWarning)  # a worker died
-                assert_same_run(plain, run_small(experiment, workers=2, concurrent_clients=2))
+                assert_same_run(plain, run_toy(workers=2, concurrent_clients=2))
         except (AssertionError, RuntimeWarning) as error:
             raise AssertionError(f"run {rep} of {reps}: {error}") from None
 

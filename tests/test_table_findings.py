@@ -176,7 +176,7 @@ class Sleeper:
 
     @property
     def config(self) -> SimpleNamespace:
-        return SimpleNamespace(run=SimpleNamespace(device="cpu"))
+        return SimpleNamespace(run=SimpleNamespace(device="cpu", concurrent_clients=1))
 
     def single_threaded(self) -> Sleeper:
         return self
