@@ -202,6 +202,7 @@ def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers(
 
 
 @pytest.mark.stress
+@pytest.mark.timeout(7200)  # spawned workers: about 3 s a run on a busy 2-core machine
 def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worker(one_torch_thread):
     """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 300 by default) after this process compiled
     and trained models as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
@@ -221,6 +222,8 @@ def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worke
                 assert_same_run(plain, run_toy(workers=2, concurrent_clients=2))
         except (AssertionError, RuntimeWarning) as error:
             raise AssertionError(f"run {rep} of {reps}: {error}") from None
+        if rep % 50 == 0:
+            print(f"{rep} of {reps} runs gave the numbers of one process", flush=True)  # seen with pytest -s
 
 
 def test_on_the_pretend_device_each_lane_keeps_its_own_resident_model_with_the_numbers_of_one(one_torch_thread, monkeypatch):
