@@ -202,7 +202,7 @@ def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers(
 
 
 @pytest.mark.stress
-@pytest.mark.timeout(7200)  # spawned workers: about 3 s a run on a busy 2-core machine
+@pytest.mark.timeout(7200)  # spawned workers: 3 to 9 s a run on a busy 2-core machine (150 runs took 23 min)
 def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worker(one_torch_thread):
     """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 300 by default) after this process compiled
     and trained models as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
