@@ -37,6 +37,7 @@ no numbers, never appear inside the context.)
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import warnings
@@ -48,6 +49,8 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
+
+import fedprior
 
 DEVICE = torch.device("meta")
 
@@ -213,7 +216,11 @@ class Record:
 
 
 Frame = tuple[str, str, int]
-"""(file under fedprior/, function, line) of a frame."""
+"""(file relative to the fedprior package, function, line) of a frame."""
+
+PACKAGE = os.path.dirname(os.path.abspath(fedprior.__file__)) + os.sep
+"""The folder of the fedprior package: a frame is fedprior's own when its file lies under it (not when its path merely
+contains "/fedprior/", as every file does in a checkout named fedprior, the virtual environment's torch included)."""
 
 
 def fedprior_frames() -> list[Frame]:
@@ -222,8 +229,8 @@ def fedprior_frames() -> list[Frame]:
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if "/fedprior/" in filename:
-            frames.append((filename.rsplit("/fedprior/", 1)[1], frame.f_code.co_name, frame.f_lineno))
+        if filename.startswith(PACKAGE):
+            frames.append((filename[len(PACKAGE) :], frame.f_code.co_name, frame.f_lineno))
         frame = frame.f_back
     return frames
 

@@ -1,5 +1,6 @@
-"""run.workers: worker processes give the numbers of one process; a killed worker fails its clients only; evaluate_every."""
+"""run.workers: worker processes give the numbers of one process; a dead worker's clients are redone, and fail only if the redo dies too; evaluate_every."""
 
+import faulthandler
 import json
 import os
 import signal
@@ -94,13 +95,38 @@ def suicidal_algorithm(victim: int, fatal_round: int, parent: int) -> Algorithm:
     )
 
 
-def test_a_killed_worker_fails_its_clients_and_the_run_goes_on_with_a_new_worker():
+def test_a_worker_that_dies_once_has_its_clients_redone_by_a_new_worker_with_the_numbers_of_one_process(tmp_path):
+    """A segfault in a worker (here raised by client 1's update in round 2, the first time only) costs no update."""
+    victim, parent, marker = 1, os.getpid(), tmp_path / "crashed"
+
+    def client_update(message, state, data, info):
+        if info.client_id == victim and info.round == 2 and os.getpid() != parent:
+            try:
+                os.close(os.open(marker, os.O_CREAT | os.O_EXCL))  # only the first worker that trains it crashes
+            except FileExistsError:
+                pass
+            else:
+                faulthandler.disable()  # no "Fatal Python error" dump in the test's output
+                os.kill(os.getpid(), signal.SIGSEGV)
+        return toy.client_update(message, state, data, info)
+
+    toy = suicidal_algorithm(-1, 0, parent)
+    algo = toy.with_(client_update=client_update)
+    alone = run(algo, rounds=3, vectorize=False)
+    with pytest.warns(RuntimeWarning, match=rf"died \(killed by signal {int(signal.SIGSEGV)}\) during the update of clients \[{victim}\]; a new worker redoes"):
+        pooled = run(algo, rounds=3, workers=2, vectorize=False)
+    assert marker.exists() and all(r["failed_clients"] == [] for r in pooled.progress.history)
+    assert_same_run(alone, pooled)
+
+
+def test_a_client_whose_update_kills_every_worker_fails_and_the_run_goes_on_with_a_new_worker():
     victim = 1
     algo = suicidal_algorithm(victim, fatal_round=2, parent=os.getpid())
-    result = simulate(algo, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2, vectorize=False))
+    with pytest.warns(RuntimeWarning, match="a new worker redoes"):  # once: the worker that redoes it dies too
+        result = simulate(algo, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=4, fraction=1.0, threads=ONE_THREAD, workers=2, vectorize=False))
     history = result.progress.history
     assert [r["failed_clients"] for r in history] == [[], [victim], [], []]
-    assert "died (killed by signal 9)" in history[1]["failures"][str(victim)]
+    assert "died (killed by signal 9) during the update; each of the 2 workers that trained it died" in history[1]["failures"][str(victim)]
     assert sorted(map(int, history[1]["upload_bytes_by_client"])) == [c for c in range(6) if c != victim]  # the others replied
     assert history[1].get("aggregated", True) and "accuracy" in history[1]
     # the victim kept its old state through the failed round, and trained again afterwards

@@ -129,7 +129,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     check_runtime_fields(config)
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
-    start_method = worker_start_method(config.run.start_method, device)
+    start_method = worker_start_method(config.run.start_method, device, config.run.concurrent_clients)
     feature_space = config.encoder.name != "none"
     threads = thread_policy(config.run.threads, feature_space=feature_space)
     with torch_threads(threads.encode):

@@ -84,7 +84,7 @@ class RunConfig(ConfigSection):
     compile: bool = False
     """Compile the network the clients train and the server evaluates with torch.compile (once per process, reused every round; the first rounds pay the compilation), for algorithms whose factory takes 'compile' (FedAvg, FedProx and MOON on image models, FedDB, FixMatch, FedAvg-labeled, FedRGD, SemiFL). The numbers differ from eager ones within float tolerance; a resume may change it."""
     start_method: Literal["auto", "fork", "spawn"] = "auto"
-    """How worker processes start: 'fork' (they get the built experiment for free; not with CUDA), 'spawn' (they rebuild it), or 'auto': spawn with CUDA, else fork where the system has it."""
+    """How worker processes start: 'fork' (they get the built experiment for free; not with CUDA nor with concurrent_clients > 1, whose threads crash now and then in a forked worker), 'spawn' (they rebuild it), or 'auto': spawn with CUDA or concurrent_clients > 1, else fork where the system has it."""
     device: str = "auto"
     """Where models train and evaluate and frozen encoders run: auto (CUDA when present, else cpu), cpu, cuda, cuda:N."""
     non_finite: Literal["stop", "drop"] = "stop"

@@ -165,11 +165,12 @@ def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, di
 
 
 def start_method(pending: list[CellRun]) -> str:
-    """``fork`` (no start-up cost) where no run can use CUDA, else ``spawn``: CUDA cannot be used in a process forked
-    after CUDA started, and this process may have started it (e.g. a test run before)."""
+    """``fork`` (no start-up cost) where no run can use CUDA nor runs client updates in threads, else ``spawn``: CUDA cannot
+    be used in a process forked after CUDA started, and this process may have started it (e.g. a test run before); threads
+    in a forked process crash now and then (``fedprior.runtime.workers``)."""
     from fedprior.runtime.workers import default_start_method
 
-    method = default_start_method()
+    method = default_start_method(max((run.config.run.concurrent_clients for run in pending), default=1))
     if method == "fork" and any(run.config.run.device != "cpu" for run in pending) and cuda_possible():
         return "spawn"
     return method

@@ -13,16 +13,23 @@ from fedprior.experiments.config import ExperimentConfig
 from fedprior.runtime.sampling import clients_per_round
 from fedprior.runtime.simulation import stage_plan
 from fedprior.runtime.threads import available_cores, default_workers
-from fedprior.runtime.workers import default_start_method
+from fedprior.runtime.workers import FORK_WITH_THREADS, default_start_method
 
 
-def worker_start_method(asked: str, device: torch.device) -> str | None:
-    """``run.start_method``: 'auto' is spawn with CUDA (CUDA cannot run in a forked process), else the runtime's default."""
+def worker_start_method(asked: str, device: torch.device, concurrent: int = 1) -> str | None:
+    """``run.start_method``: 'auto' is spawn with CUDA (CUDA cannot run in a forked process) or with ``concurrent`` client updates
+    in each worker (``run.concurrent_clients > 1``: threads in a forked worker crash now and then, ``fedprior.runtime.workers``),
+    else the runtime's default."""
     if asked == "auto":
-        return "spawn" if device.type == "cuda" else None
+        return "spawn" if device.type == "cuda" or concurrent > 1 else None
     if asked == "fork" and device.type == "cuda":
         raise ConfigError(
             f"run.start_method: 'fork' cannot be used with run.device = {device} (CUDA cannot run in a forked process); accepted with CUDA: auto, spawn"
+        )
+    if asked == "fork" and concurrent > 1:
+        raise ConfigError(
+            f"run.start_method: 'fork' cannot be used with run.concurrent_clients = {concurrent} ({FORK_WITH_THREADS}); "
+            "accepted with run.concurrent_clients > 1: auto, spawn"
         )
     if asked == "fork" and default_start_method() != "fork":
         raise ConfigError(f"run.start_method: 'fork' is not safe or not available on {sys.platform}; accepted here: auto, spawn")

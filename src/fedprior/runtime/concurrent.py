@@ -23,7 +23,10 @@ keeps in Python objects between calls.
 On the CPU the lanes are threads without streams: the numbers are the same (tests use
 that); the speed is the cores', as with worker processes (``run.workers``).
 A lane runs its updates with the caller's grad mode and torch function and dispatch modes
-(a ``FlopCounterMode`` or a test's dispatch mode around a round sees every lane's work).
+(a ``FlopCounterMode`` or a test's dispatch mode around a round sees every lane's work), and
+with the caller's torch thread count: OpenMP keeps a team size per thread, and a new
+thread's is OpenMP's default (every core), which torch's own loops ignore but oneDNN's
+convolutions and MKL's products read, so without it each lane's kernels ran on every core.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ class Lanes:
         caller = torch.cuda.current_stream(self.device) if cuda else None
         device_index = (self.device.index if self.device.index is not None else torch.cuda.current_device()) if cuda else None
         inherit = caller_modes()
+        team = torch.get_num_threads()
         results: list[Any] = [None] * len(jobs)
         errors: dict[int, BaseException] = {}
         taken = iter(range(len(jobs)))
@@ -73,6 +77,7 @@ class Lanes:
 
         def lane(number: int, stream: Any) -> None:
             try:
+                torch.set_num_threads(team)  # else oneDNN's and MKL's kernels here use OpenMP's default team: every core
                 on_device = torch.cuda.device(device_index) if device_index is not None else nullcontext()  # a new thread starts on device 0
                 with inherit(), in_lane(number), on_device, torch.cuda.stream(stream) if stream is not None else nullcontext():
                     if stream is not None:

@@ -13,9 +13,14 @@ share it.
 
 How workers start: by ``fork`` on the CPU, which gives them the built experiment (its
 tensors, the algorithm) for free, shared copy-on-write; by ``spawn`` where CUDA is
-used, since CUDA cannot be used in a process forked after CUDA started. A spawned
-worker gets a picklable *setup* (``fedprior.experiments.client_side.ClientSide``) and
-rebuilds the algorithm from it.
+used, since CUDA cannot be used in a process forked after CUDA started, and where a
+worker runs client updates in threads (``run.concurrent_clients > 1``): threads started
+in a forked child that inherited this process's torch state crash now and then (a
+segfault in a client thread's convolution, in 7 of 300 runs of ``workers = 2,
+concurrent_clients = 2`` once the parent had compiled a model; the stress test in
+``tests/test_concurrent_clients.py``, ``pytest -m stress``), while a spawned worker starts
+clean. A spawned worker gets a picklable *setup*
+(``fedprior.experiments.client_side.ClientSide``) and rebuilds the algorithm from it.
 
 No orphans: a worker never outlives this process. It closes the pipe ends it inherited
 by fork (its own pipe's other end and those of the workers started before it; held
@@ -26,11 +31,15 @@ this process dies, ``kill -9`` included). A Ctrl-C or SIGTERM sent to the whole 
 group (a terminal, a scheduler) ends the workers quietly (the default action of the
 signal, no traceback); this process handles the interruption and says how to resume.
 
-Faults: a worker that dies (killed, out of memory, a crash in native code) fails the
-clients it had in hand; they are reported as failures of that round, like a failing
-Flower client, a replacement worker is started, and the run goes on. A Python
-exception in a client update is a bug, not a fault: it stops the run, as it does with
-``workers = 1``, with the worker's traceback in the message.
+Faults: a worker that dies (killed, out of memory, a crash in native code) is replaced
+by a new one, which redoes the updates of the clients the dead one had in hand (a
+warning says so): a client update is a pure function of its inputs, so the round's
+numbers are those of ``workers = 1``. If the worker that redoes them dies too (a crash
+that the update itself causes), those clients are reported as failures of that round
+(``failed_clients``, ``failures``: which worker died and how), like a failing Flower
+client, and the run goes on with the others. A Python exception in a client update is a
+bug, not a fault: it stops the run, as it does with ``workers = 1``, with the worker's
+traceback in the message.
 """
 
 from __future__ import annotations
@@ -42,6 +51,7 @@ import pickle
 import signal
 import sys
 import traceback
+import warnings
 from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -59,6 +69,10 @@ from fedprior.runtime.concurrent import Lanes
 
 WorkerSetup = Callable[[], tuple[Algorithm, Callable[[int], ClientData]]]
 """Called once in each worker: the algorithm and the client-data function it trains with."""
+
+
+REDOS = 1
+"""How many times the updates of a dead worker's clients are redone by a new worker before they count as failed."""
 
 
 class WorkerError(RuntimeError):
@@ -169,9 +183,14 @@ def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], 
         _send(conn, answer)
 
 
-def default_start_method() -> str:
-    """``fork`` where it is safe and available (Linux), else ``spawn``."""
-    return "fork" if sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods() else "spawn"
+def default_start_method(concurrent: int = 1) -> str:
+    """``fork`` where it is safe and available (Linux, workers that run one client update at a time), else ``spawn``."""
+    fork = sys.platform.startswith("linux") and "fork" in multiprocessing.get_all_start_methods()
+    return "fork" if fork and concurrent == 1 else "spawn"
+
+
+FORK_WITH_THREADS = "threads started in a forked worker that inherited torch's state crash now and then (a segfault in a client thread)"
+"""Why worker processes that run concurrent client updates are spawned, not forked (see the module docstring)."""
 
 
 @dataclass
@@ -203,10 +222,13 @@ class WorkerClients(InProcessClients):
         super().__init__(algorithm, client_data, num_clients, states)
         self.size, self.threads, self.client_size = workers, threads, client_size
         self.concurrent, self.device = concurrent, device
-        self.context = multiprocessing.get_context(start_method or default_start_method())
+        method = start_method or default_start_method(concurrent)
+        if method == "fork" and concurrent > 1:
+            raise ValueError(f"concurrent clients = {concurrent} in worker processes started by fork: {FORK_WITH_THREADS}; start them by 'spawn'")
+        self.context = multiprocessing.get_context(method)
         if setup is None:
-            if self.context.get_start_method() != "fork":
-                raise ValueError("worker processes that are not forked need a picklable setup")
+            if method != "fork":
+                raise ValueError(f"worker processes started by {method!r} (with CUDA, or concurrent clients) need a picklable setup")
             setup = lambda: (algorithm, client_data)  # noqa: E731  (inherited by fork, never pickled)
         self.setup = setup
         self.workers: list[Worker] = []
@@ -289,20 +311,20 @@ class WorkerClients(InProcessClients):
         return groups
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
-        pending = deque(self.groups(clients, vectorize))
+        pending = deque((group, 0) for group in self.groups(clients, vectorize))  # (clients, times redone)
         self.prepare(len(pending))
         idle = list(self.workers)
-        busy: dict[int, tuple[Worker, list[int]]] = {}
+        busy: dict[int, tuple[Worker, list[int], int]] = {}
         results: dict[int, tuple[Reply, State]] = {}
         failures: dict[int, str] = {}
         while pending or busy:
             while pending and idle:
                 worker = idle.pop()
-                group = pending.popleft()
+                group, redone = pending.popleft()
                 worker = self._dispatch(worker, message, info, step, vectorize, group)
-                busy[id(worker)] = (worker, group)
-            ready = wait([w.conn for w, _ in busy.values()] + [w.process.sentinel for w, _ in busy.values()])
-            for key, (worker, group) in list(busy.items()):
+                busy[id(worker)] = (worker, group, redone)
+            ready = wait([w.conn for w, _, _ in busy.values()] + [w.process.sentinel for w, _, _ in busy.values()])
+            for key, (worker, group, redone) in list(busy.items()):
                 if worker.conn not in ready and worker.process.sentinel not in ready:
                     continue
                 del busy[key]
@@ -310,8 +332,12 @@ class WorkerClients(InProcessClients):
                     kind, _, payload = _receive(worker.conn)
                 except (EOFError, OSError, pickle.UnpicklingError):
                     reason = self._died(worker)
-                    failures.update({c: reason for c in group})
                     idle.append(self._replace(worker))
+                    if redone < REDOS:
+                        warnings.warn(f"{reason} of clients {group}; a new worker redoes their updates", RuntimeWarning, stacklevel=2)
+                        pending.appendleft((group, redone + 1))
+                    else:
+                        failures.update({c: f"{reason}; each of the {redone + 1} workers that trained it died" for c in group})
                     continue
                 if kind == "error":
                     raise WorkerError(f"a client update failed in worker process {worker.process.pid}:\n{payload}")
