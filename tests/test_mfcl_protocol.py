@@ -247,17 +247,22 @@ def test_mfcl_clients_encode_with_the_bn_mode_asked_for(mode):
     assert positive < 0.05 if mode == "running" else positive > 0.3
 
 
-def test_eval_features_sensor_scores_the_representations_before_any_discriminator():
-    algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor")
-    assert [s.evaluate for s in algorithm.stages] == [True, False, True]  # scored after phase 1, before any discriminator
-    state = algorithm.init(RoundInfo(0, "sensor", 0))
+def small_evaluation_data() -> dict[str, torch.Tensor]:
+    """30 test and 24 training 8 x 8 images of 3 classes, for the evaluation-protocol tests."""
     g = torch.Generator().manual_seed(0)
-    data = {
+    return {
         "x": torch.rand(30, 1, 8, 8, generator=g),
         "y": torch.arange(30) % 3,
         "x_train": torch.rand(24, 1, 8, 8, generator=g),
         "y_train": torch.arange(24) % 3,
     }
+
+
+def test_eval_features_sensor_scores_the_representations_before_any_discriminator():
+    algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor")
+    assert [s.evaluate for s in algorithm.stages] == [True, False, True]  # scored after phase 1, before any discriminator
+    state = algorithm.init(RoundInfo(0, "sensor", 0))
+    data = small_evaluation_data()
     module = SensorModule(1, 4, "pn", 2)
     module.load_state_dict({k[len("sensor.") :]: v for k, v in state.items() if k.startswith("sensor.")})
     module.eval()
@@ -270,13 +275,7 @@ def test_eval_features_sensor_scores_the_representations_before_any_discriminato
 def test_eval_input_views_encodes_two_views_together_as_the_upload_does():
     """``eval_input = "views"``: each image's two SimCLR views through the encoder together (PN pooled over the pair, as in
     training and the upload), the two views' features averaged; ``"clean"`` (the default) encodes the image alone."""
-    g = torch.Generator().manual_seed(0)
-    data = {
-        "x": torch.rand(30, 1, 8, 8, generator=g),
-        "y": torch.arange(30) % 3,
-        "x_train": torch.rand(24, 1, 8, 8, generator=g),
-        "y_train": torch.arange(24) % 3,
-    }
+    data = small_evaluation_data()
     scores = {}
     for mode in ("clean", "views"):
         algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor", eval_input=mode)
