@@ -164,8 +164,8 @@ def test_a_damaged_tower_list_is_an_error(digits, config, towers_copy):
 def test_build_check_reproduces_the_shipped_digits_tower():
     """The real recipe, retrained: on the machine kind the tower was built on it must match bit for bit."""
     shipped = shipped_towers.shipped_towers()["digits-300"]
-    if shipped.built_on != shipped_towers.machine_kind():
-        pytest.skip(f"the shipped tower was built on {shipped.built_on}; this is {shipped_towers.machine_kind()}")
+    if shipped.built_on != shipped_towers.build_machine():
+        pytest.skip(f"the shipped tower was built on {shipped.built_on}; this is {shipped_towers.build_machine()}")
     result = invoke("standin", "build", "--recipe", "digits-300", "--check")
     assert result.exit_code == 0, result.output
     assert f"weights SHA-256 {shipped.weights_sha256}" in result.output
@@ -175,7 +175,7 @@ def test_build_check_reproduces_the_shipped_digits_tower():
 @pytest.mark.parametrize("built_on", ["this machine", "another machine"])
 def test_build_check_fails_on_other_weights_and_says_what_it_means(towers_copy, monkeypatch, built_on):
     manifest = json.loads((towers_copy / "towers.json").read_text())
-    manifest["towers"]["digits-300"]["built_on"] = shipped_towers.machine_kind() if built_on == "this machine" else "Plan9 mips, torch 0.1"
+    manifest["towers"]["digits-300"]["built_on"] = shipped_towers.build_machine() if built_on == "this machine" else "Plan9 mips, torch 0.1"
     (towers_copy / "towers.json").write_text(json.dumps(manifest))
     monkeypatch.setattr(locked_text, "train_recipe", untrained)
     result = invoke("standin", "build", "--recipe", "digits-300", "--check")
@@ -195,7 +195,7 @@ def test_build_write_refreshes_the_shipped_tower_and_its_fingerprint(digits, con
     assert result.exit_code == 0, result.output
     entry = shipped_towers.shipped_towers()["digits-300"]
     expected = tensors_sha256(untrained(config, digits).state_dict())
-    assert entry.weights_sha256 == expected and entry.built_on == shipped_towers.machine_kind()
+    assert entry.weights_sha256 == expected and entry.built_on == shipped_towers.build_machine()
     assert entry.bytes == (towers_copy / "digits-300.safetensors").stat().st_size
     assert set(shipped_towers.shipped_towers()) == set(shipped_towers.RECIPES), "the other recipe's entry is kept"
     # runs now load the new file, and --check agrees with it

@@ -30,11 +30,11 @@ app.add_typer(standin, name="standin")
 def list_towers() -> None:
     """The shipped towers: recipe, file size, weights SHA-256, the machine kind they were built on, and whether the file is intact."""
     from fedprior.encoders.locked_text import load_shipped_tower
-    from fedprior.encoders.shipped_towers import RECIPES, machine_kind, shipped_towers
+    from fedprior.encoders.shipped_towers import RECIPES, build_machine, shipped_towers
     from fedprior.errors import FedpriorError
 
     towers = shipped_towers()
-    typer.echo(f"this machine: {machine_kind()}")
+    typer.echo(f"this machine: {build_machine()}")
     for name, recipe in RECIPES.items():
         tower = towers.get(name)
         if tower is None:
@@ -72,7 +72,7 @@ def build(
     unknown = [name for name in recipes if name not in shipped.RECIPES]
     if unknown:
         raise ConfigError(f"--recipe: unknown recipe '{unknown[0]}'; accepted: {', '.join(shipped.RECIPES)}")
-    kind = shipped.machine_kind()
+    kind = shipped.build_machine()
     typer.echo(f"this machine: {kind}")
     towers = shipped.shipped_towers()
     failures = []

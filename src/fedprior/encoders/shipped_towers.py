@@ -126,6 +126,13 @@ def cpu_kind() -> str:
     return f"{fields.get('vendor_id', '?')} family {fields.get('cpu family', '?')} model {fields.get('model', '?')} stepping {fields.get('stepping', '?')}, L2 {l2}, {' '.join(flags) or 'no listed flags'}"
 
 
+def build_machine() -> str:
+    """What a shipped tower's ``built_on`` records and ``fedprior standin build --check`` compares: :func:`machine_kind`
+    and :func:`cpu_kind`. The capability alone is not enough: the digits tower, built on one AVX512 CPU, retrains to
+    other bits on another AVX512 CPU. An entry written before the CPU was recorded matches no machine."""
+    return f"{machine_kind()}; {cpu_kind()}"
+
+
 def shipped_towers() -> dict[str, ShippedTower]:
     """The manifest's entries by recipe name (empty when nothing ships); a damaged manifest is a :class:`FedpriorError`."""
     if not MANIFEST.exists():
