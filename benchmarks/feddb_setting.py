@@ -26,12 +26,30 @@ holding a run of another config refused; ``--jobs`` at a time, each in its own p
 
 Writes ``benchmarks/results/feddb_setting.json``: the command, the machine, and per
 setting the two controls (best, final, late change, seconds) and whether each rule passes.
+
+**The central controls (issue 31), ``--central``.** The controls above ask whether labels help; they cannot say
+whether the setting lets FixMatch learn from unlabeled images at all. ``--central`` runs, for each candidate of
+:data:`CENTRAL_SETTINGS` (overrides of the table's embedded δ = 0.3 column), the table's own central rows with
+``fedprior table feddb-table2 --embedded --columns δ=0.3``: ``Central (labels only)`` and ``Central FixMatch`` (one
+client holding the labeled and unlabeled pool, the federation's budget: ``experiments.tables.central_overrides``),
+and the strong-view control measured in the FedDB row's setting. A candidate is informative when both table
+controls pass: central FixMatch at least 5 points above central labels-only, and a clean-trained network keeping at
+least 60% on the strong views. The labeled-only row runs in a table of its own, given only the candidate's overrides
+that it knows (the weak view's: ``flip``, ``weak_shift``; the network and optimizer), as the strong view's fields are
+unknown to ``fedavg-labeled``; the script then applies the table's central control to the two rows' cells.
+
+    python benchmarks/feddb_setting.py --central [--jobs 2] [--runs runs/feddb-setting] [--only mild-views ...] [--set run.device=cuda]
+
+Writes ``benchmarks/results/feddb_setting_central.json``: per candidate its overrides, both rows' best accuracy,
+the two controls with their numbers and status, and the cells' wall seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +62,7 @@ from fedprior.experiments.table_runs import CellRun, execute_runs, plan_cell
 from fedprior.experiments.tables import Cell
 
 RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
+CENTRAL_RESULT = Path(__file__).parent / "results" / "feddb_setting_central.json"
 UNLABELED = 20000
 GAP, SETTLED = 10.0, 0.5
 
@@ -119,13 +138,86 @@ def verdict(controls: dict[str, dict]) -> dict:
     return {"gap": gap, "rules": rules, "informative": all(rules.values())}
 
 
+MILD_VIEWS = ("algorithm.flip=false", "algorithm.weak_shift=0.07", "algorithm.strong_ops=1", "algorithm.cutout=0.25")
+"""Views a network trained on clean Fashion-MNIST still reads (benchmarks/strong_views.py's rule, >= 60% on the strong
+views): no flip, a 2-pixel shift, one RandAugment operation, Cutout a quarter of the side (FixMatch: flip, 4 pixels
+at 32, two operations, half the side)."""
+CENTRAL_SETTINGS: dict[str, tuple[str, ...]] = {
+    # name: overrides of the embedded δ = 0.3 column (both rows; the strong view's fields reach the FixMatch row only)
+    "preset": (),
+    "mild-views": MILD_VIEWS,
+    "mild-views-lr0.03": (*MILD_VIEWS, "algorithm.lr=0.03"),
+    "mild-views-w16": (*MILD_VIEWS, "algorithm.width=16"),
+    "mild-views-r400": (*MILD_VIEWS, "federation.rounds=400", "algorithm.lr_decay_rounds=400", "federation.evaluate_every=10"),
+}
+STRONG_ONLY = ("algorithm.strong_ops", "algorithm.cutout", "algorithm.strong_augment", "algorithm.threshold")
+"""Fields of the strong view and the pseudo-labels: unknown to ``fedavg-labeled``, which trains on weak views of the labels."""
+COLUMN = "δ=0.3"
+
+
+def table_rows(rows: str, out: Path, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:
+    """``fedprior table feddb-table2 --embedded --columns δ=0.3 --rows ROWS`` in ``out``, seed 0; its table.json."""
+    fedprior = str(Path(sys.executable).with_name("fedprior"))
+    sets = [a for o in (*overrides, *args.extra) for a in ("--set", o)]
+    command = [fedprior, "table", "feddb-table2", "--embedded", "--columns", COLUMN, "--rows", rows, "--seeds", "1", "--jobs", str(args.jobs)]
+    subprocess.run([*command, "--out", str(out), *sets], check=True, stdout=subprocess.DEVNULL)
+    return json.loads((out / "table.json").read_text())
+
+
+def run_central(name: str, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:
+    """One candidate: its two central rows (two tables, see the module docstring) and the table's controls on them."""
+    from fedprior.papers.feddb.tables import CENTRAL_CONTROL
+
+    labeled = table_rows(CENTRAL_CONTROL.below, args.runs / name / "labeled", tuple(o for o in overrides if not o.startswith(STRONG_ONLY)), args)
+    fixmatch = table_rows(CENTRAL_CONTROL.above, args.runs / name / "fixmatch", overrides, args)
+    cells = {c["row"]: c for t in (labeled, fixmatch) for c in t["cells"]}
+    above, below = cells[CENTRAL_CONTROL.above]["ours"], cells[CENTRAL_CONTROL.below]["ours"]
+    central = {
+        "condition": CENTRAL_CONTROL.condition,
+        "above": above,
+        "below": below,
+        "difference": round(above - below, 2),
+        "status": "passed" if above - below >= CENTRAL_CONTROL.margin else "failed",
+    }
+    measured = [{k: c.get(k) for k in ("condition", "value", "measured", "status")} for c in fixmatch["controls"] if c.get("kind") == "measured"]
+    controls = [central, *measured]
+    return {
+        "overrides": list(overrides),
+        "rows": {
+            row: {"best_accuracy": c["ours"], "final_accuracy": c["metrics"]["final_accuracy"]["mean"], "seconds": round(c["seconds"], 1)}
+            for row, c in cells.items()
+        },
+        "controls": controls,
+        "informative": len(controls) == 2 and all(c["status"] == "passed" for c in controls),
+    }
+
+
+def main_central(args: argparse.Namespace) -> None:
+    started, at_start = time.perf_counter(), machine()
+    header = {
+        "what": f"FedDB Table 2's central controls in its embedded {COLUMN} column under each candidate setting, seed 0: best accuracy (%)",
+        "rules": [
+            "Central FixMatch at least 5 points above Central (labels only) (one client holding the labeled and unlabeled pool, the federation's budget)",
+            "a network trained on clean images keeps at least 60% accuracy on the strong views",
+        ],
+    }
+    for name, overrides in CENTRAL_SETTINGS.items():
+        if args.only is None or name in args.only:  # written as each candidate finishes: a stopped search keeps what it measured
+            result = run_central(name, overrides, args)
+            print(name, json.dumps({"informative": result["informative"], "controls": result["controls"]}), flush=True)
+            save_settings(CENTRAL_RESULT, header, {name: result}, started, at_start)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=Path, default=Path("runs/feddb-setting"))
     parser.add_argument("--only", nargs="*", default=None, help="setting names (default: all)")
     parser.add_argument("--set", dest="extra", action="append", default=[], help="an override for every run (e.g. run.device=cuda)")
+    parser.add_argument("--central", action="store_true", help="the central controls' candidates (CENTRAL_SETTINGS) instead of the labels control's")
     args = parser.parse_args()
+    if args.central:
+        return main_central(args)
     chosen = [s for s in SETTINGS if args.only is None or s.name in args.only]
     started, load_at_start = time.perf_counter(), machine()
     header = {

@@ -33,7 +33,9 @@ def test_the_committed_table2_reads_not_informative_where_the_views_fail_the_rul
     condition = next(c.condition for c in table.controls if isinstance(c, MeasuredControl))
     failed = evaluate(table, cells, embedded=True, measurements={(condition, "δ=0.3"): (32.2, "32.2% on fixmatch strong views")})
     assert {f["verdict"] for f in failed["findings"] if f["verdict"] != "not run"} == {"setting not informative"}
-    assert failed["notices"] == [f"setting not informative at δ=0.3: {condition} failed: 32.2% on fixmatch strong views"]
+    not_informative, central = failed["notices"]  # the committed table predates the central control (issue 31): its rows did not run
+    assert not_informative == f"setting not informative at δ=0.3: {condition} failed: 32.2% on fixmatch strong views"
+    assert central.startswith("control not run at δ=0.3: Central FixMatch at least 5 points above Central (labels only)")
     passed = evaluate(table, cells, embedded=True, measurements={(condition, "δ=0.3"): (61.0, "61%")})
     assert "holds" in {f["verdict"] for f in passed["findings"]}  # FedDB > SemiFL, as committed
 
@@ -66,7 +68,13 @@ def test_the_control_trains_the_cells_network_and_scores_its_strong_views_once_p
     width8 = sum(p.numel() for p in build_model("convnet", build_experiment(name, config).task, norm="bn-batch", width=8).parameters())
     assert small_budget == [width8]
     value, what = measured[next(iter(measured))]
-    assert 0.0 <= value <= 100.0 and what.startswith("convnet trained 3 steps on clean images:") and what.endswith(f"{value:.1f}% on fixmatch strong views")
-    wider = measure_controls(table, embedded=True, extra=[*small, "algorithm.width=16", "algorithm.strong_augment=kornia-fixed"], columns=["iid"])
+    assert (
+        0.0 <= value <= 100.0
+        and what.startswith("convnet trained 3 steps on clean images:")
+        and f"{value:.1f}% on strong views (fixmatch, 2 ops, Cutout 0.5, shift 0.125, flip)" in what
+    )
+    wider = measure_controls(
+        table, embedded=True, extra=[*small, "algorithm.width=16", "algorithm.strong_augment=kornia-fixed", "algorithm.cutout=0.25"], columns=["iid"]
+    )
     assert len(small_budget) == 2 and small_budget[1] > width8  # the cell's own network (width 16 here) ...
-    assert next(iter(wider.values()))[1].endswith("on kornia-fixed strong views")  # ... and its own views
+    assert next(iter(wider.values()))[1].endswith("on strong views (kornia-fixed, 2 ops, Cutout 0.25, shift 0.125, flip)")  # ... and its own views

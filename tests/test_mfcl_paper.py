@@ -105,19 +105,27 @@ def test_table_8_measured_from_a_summary():
 def test_table_2_grid_and_paper_numbers():
     table = table_by_name("mfcl-table2")
     embedded = cells(table, embedded=True)
-    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 16
+    assert {c.column for c in embedded} == {"Sc1", "Sc2", "Sc5", "Sc10"} and len(embedded) == 4 * 18  # 16 rows, and the two central controls (issue 31)
     # Issue 18's control rows: each norm's network untrained, raw pixels, the sensor's representations trained or not.
     controls = {c.row: load_config(c.preset, c.overrides)[1] for c in embedded if c.column == "Sc2" and c.paper is None}
     assert set(controls) == {f"{r} untrained" for r in ("MFCL(PN)", "MFCL(GN)", "MFCL(BN)", "FedSimCLR")} | {
         "raw pixels",
         "MFCL(PN) sensor",
         "MFCL(PN) sensor untrained",
+        "Central MFCL(PN)",
+        "Central FedSimCLR",
     }
+    assert controls["Central MFCL(PN)"].federation.num_clients == 1 and controls["Central FedSimCLR"].partition.scenario is None
     assert controls["raw pixels"].algorithm.name == "raw-pixels" and controls["MFCL(BN) untrained"].algorithm.hyperparameters()["norm"] == "bn"
     sensor = controls["MFCL(PN) sensor"]
     assert sensor.algorithm.hyperparameters()["eval_features"] == "sensor" and sensor.federation.rounds == 15
     assert controls["MFCL(PN) sensor untrained"].federation.rounds == 0
-    assert {(c.above, c.below, c.margin) for c in table.controls} == {("MFCL(PN)", "MFCL(PN) untrained", 5.0), ("FedSimCLR", "FedSimCLR untrained", 5.0)}
+    assert {(c.above, c.below, c.margin) for c in table.controls} == {
+        ("MFCL(PN)", "MFCL(PN) untrained", 5.0),
+        ("FedSimCLR", "FedSimCLR untrained", 5.0),
+        ("Central MFCL(PN)", "MFCL(PN) untrained", 5.0),
+        ("Central FedSimCLR", "FedSimCLR untrained", 5.0),
+    }
     claimed = {(c.better, c.worse, c.column) for c in table.claims}
     for sc in ("Sc1", "Sc2"):  # the claims issue 18 lists
         assert {("MFCL(PN)", w, f"CIFAR-10 {sc}") for w in ("MFCL(GN)", "MFCL(BN)", "FedSimCLR")} <= claimed
@@ -160,7 +168,12 @@ def test_table_7_has_its_controls_and_the_claims_of_appendix_d3():
     assert {"MFCL (PN) untrained", "FedSimCLR (BN) untrained", "raw pixels", "MFCL (PN) sensor", "FedAvg (supervised)"} <= rows
     for cell in embedded:
         load_config(cell.preset, cell.overrides)
-    assert {(c.above, c.below) for c in table.controls} == {("MFCL (PN)", "MFCL (PN) untrained"), ("FedSimCLR (BN)", "FedSimCLR (BN) untrained")}
+    assert {(c.above, c.below) for c in table.controls} == {
+        ("MFCL (PN)", "MFCL (PN) untrained"),
+        ("FedSimCLR (BN)", "FedSimCLR (BN) untrained"),
+        ("Central MFCL (PN)", "MFCL (PN) untrained"),
+        ("Central FedSimCLR (BN)", "FedSimCLR (BN) untrained"),
+    }
     claimed = {(c.better, c.worse, c.column) for c in table.claims}
     for sc in ("Sc2", "Sc10"):
         column = f"CIFAR-10 {sc}"

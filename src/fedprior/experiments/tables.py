@@ -20,7 +20,7 @@ metric the table does not have is refused when the table is defined (at import).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -68,6 +68,9 @@ class Row:
     """Whether the row runs in the embedded grid (False: it needs something only the paper's setting has)."""
     paper_setting: bool = True
     """Whether the row runs in the paper's setting (False: a control defined for the embedded grid only)."""
+    central: bool = False
+    """A central control: the row's cell runs on one client holding every image of the column's federation, with the
+    federation's budget (:func:`central_overrides`), after every other override (``--set`` included)."""
 
 
 @dataclass(frozen=True)
@@ -293,7 +296,37 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
                 )
             )
     order = {r.label: i for i, r in enumerate(table.rows)}
+    central = {r.label for r in selected_rows if r.central}
+    out = [replace(c, overrides=[*c.overrides, *central_overrides(c.preset, c.overrides)]) if c.row in central else c for c in out]
     return sorted(out, key=lambda c: order[c.row])
+
+
+def central_overrides(preset: str, overrides: list[str]) -> list[str]:
+    """The overrides that turn a federated cell into its central control, with the same budget.
+
+    One client holds every image the federation's clients hold (``federation.num_clients = 1``, sampled every
+    round), and the rounds shrink by the federation's participation (``rounds x fraction``, at least 1): the
+    central client then processes as many images, as many times, as the federation's sampled clients together
+    (a round of one client holding everything costs ``1 / fraction`` federated rounds). A cosine decay over
+    ``algorithm.lr_decay_rounds`` and the test cadence ``federation.evaluate_every`` shrink by the same factor. A named
+    ``partition.scenario`` (MFCL's, defined for its number of clients) is cleared.
+    """
+    from fedprior.experiments.config import load_config
+
+    _, config = load_config(preset, overrides)
+    federation, scale = config.federation, config.federation.fraction
+
+    def shrink(value: int) -> int:
+        return max(1, round(value * scale))
+
+    out = ["federation.num_clients=1", "federation.fraction=1.0", f"federation.rounds={shrink(federation.rounds)}"]
+    if config.partition.scenario:  # a named scenario fixes its number of clients: one client holds every image anyway
+        out += ["partition.scenario=", "partition.scheme=iid"]
+    out.append(f"federation.evaluate_every={shrink(federation.evaluate_every)}")
+    decay = config.algorithm.hyperparameters().get("lr_decay_rounds")
+    if isinstance(decay, int) and decay > 0:
+        out.append(f"algorithm.lr_decay_rounds={shrink(decay)}")
+    return out
 
 
 def control_configs(

@@ -49,7 +49,7 @@ trains with the true and with shuffled ``y_unlabeled`` and gets identical models
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,6 +106,9 @@ class Training:
     keep_optimizer_state: bool = SEMI_SUPERVISED_DEFAULTS["keep_optimizer_state"]
     flip: bool = SEMI_SUPERVISED_DEFAULTS["flip"]
     strong_augment: str = SEMI_SUPERVISED_DEFAULTS["strong_augment"]
+    weak_shift: float = SEMI_SUPERVISED_DEFAULTS["weak_shift"]
+    strong_ops: int = SEMI_SUPERVISED_DEFAULTS["strong_ops"]
+    cutout: float = SEMI_SUPERVISED_DEFAULTS["cutout"]
     server_momentum: float = SEMI_SUPERVISED_DEFAULTS["server_momentum"]
     threshold: float = SEMI_SUPERVISED_DEFAULTS["threshold"]
     unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
@@ -273,7 +276,7 @@ class SemiSupervised:
     def augment(self) -> FixMatchAugment:
         if not self.task.pixel_mean:
             raise ConfigError("encoder.name: the semi-supervised algorithms train on images; set encoder.name = 'none'")
-        return FixMatchAugment(self.task.pixel_mean, self.task.pixel_std, flip=self.training.flip, strong_augment=self.training.strong_augment)
+        return views(self.task, vars(self.training))
 
     def algorithm(self, name: str) -> Algorithm:
         t = self.training
@@ -504,6 +507,24 @@ def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Mo
         return wrap(net) if wrap is not None else net
 
     return build
+
+
+VIEW_FIELDS = ("flip", "weak_shift", "strong_ops", "cutout", "strong_augment")
+"""The hyperparameters that shape the weak and strong views."""
+
+
+def views(task: Task, settings: Mapping[str, Any]) -> FixMatchAugment:
+    """The weak and strong views for ``task``'s images, from ``settings`` (hyperparameters or a :class:`Training`'s fields; defaults where absent)."""
+    view = {k: settings.get(k, SEMI_SUPERVISED_DEFAULTS[k]) for k in VIEW_FIELDS}
+    return FixMatchAugment(
+        task.pixel_mean,
+        task.pixel_std,
+        flip=bool(view["flip"]),
+        pad_fraction=float(view["weak_shift"]),
+        n=int(view["strong_ops"]),
+        cutout=float(view["cutout"]),
+        strong_augment=str(view["strong_augment"]),
+    )
 
 
 def semi_supervised_algorithm(

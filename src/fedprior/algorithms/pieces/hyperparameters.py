@@ -131,6 +131,26 @@ def semi_supervised(
             description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
         ),
     ] = "fixmatch",
+    weak_shift: Annotated[
+        float,
+        Field(
+            gt=0,
+            lt=0.5,
+            description="the weak view's largest translation, as a fraction of the image side (reflect-padded crop; FixMatch: 0.125, 4 pixels at 32; at least 1 pixel)",
+        ),
+    ] = 0.125,
+    strong_ops: Annotated[
+        int,
+        Field(ge=1, le=14, description="RandAugment operations per strong view (FixMatch and the FedDB code: 2; 'fixmatch' and 'kornia-fixed' recipes)"),
+    ] = 2,
+    cutout: Annotated[
+        float,
+        Field(
+            ge=0,
+            lt=1,
+            description="the side of the strong view's Cutout square, as a fraction of the image side (FixMatch: 0.5; 0 = off; 'feddb-code' has Cutout among its operations instead)",
+        ),
+    ] = 0.5,
     threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (feddb.txt 5.1: 0.95)")] = 0.95,
     unlabeled_weight: Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")] = 1.0,
     unlabeled_mean: Annotated[
@@ -184,6 +204,7 @@ SUPERVISED_NAMES = (
     "lr_decay_rounds",
     "keep_optimizer_state",
     "flip",
+    "weak_shift",
     "server_momentum",
     "eval_batch_size",
 )

@@ -132,7 +132,7 @@ def plot_bias(rounds: list[dict[str, Any]], path: Path) -> bool:
 
 def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
     """A few unlabeled (else labeled) images of client 0 with their weak and strong views."""
-    from fedprior.data.augment.fixmatch import FixMatchAugment
+    from fedprior.algorithms.engines.semi_supervised import views as fixmatch_views
 
     task = experiment.task
     if not task.pixel_mean:
@@ -142,9 +142,7 @@ def plot_views(experiment: Experiment, path: Path, count: int = 6) -> bool:
     if indices.size == 0:
         return False
     x = experiment.train["x"][torch.from_numpy(indices)]
-    hyperparameters = experiment.config.algorithm.hyperparameters()
-    flip = bool(hyperparameters.get("flip", True))
-    augment = FixMatchAugment(task.pixel_mean, task.pixel_std, flip=flip, strong_augment=str(hyperparameters.get("strong_augment", "fixmatch")))
+    augment = fixmatch_views(task, experiment.config.algorithm.hyperparameters())
     generator = torch.Generator().manual_seed(experiment.config.run.seed)
     views = {"image": x, "weak": augment.weak(x, generator), "strong": augment.strong(x, generator)}
     fig, axes = _axes(3, x.shape[0], (1.3, 1.4))

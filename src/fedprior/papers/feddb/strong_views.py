@@ -61,6 +61,13 @@ def strong_views(augment: FixMatchAugment, x: torch.Tensor, recipe: str, seed: i
     return replace(augment, strong_augment=recipe).strong(x, torch.Generator(device=x.device).manual_seed(seed))
 
 
+def view_summary(hyperparameters: dict) -> str:
+    """The view settings in a few words, e.g. 'fixmatch, 2 ops, Cutout 0.5, shift 0.125, flip'."""
+    v = {k: hyperparameters.get(k) for k in ("strong_augment", "strong_ops", "cutout", "weak_shift", "flip")}
+    flip = "flip" if v["flip"] is not False else "no flip"
+    return f"{v['strong_augment']}, {v['strong_ops']} ops, Cutout {v['cutout']}, shift {v['weak_shift']}, {flip}"
+
+
 _MEASURED: dict[str, tuple[float, str]] = {}
 """:func:`strong_view_accuracy` by what it depends on (a table's columns often share their data, network and views)."""
 
@@ -70,16 +77,17 @@ def strong_view_accuracy(name: str, config: ExperimentConfig) -> tuple[float, st
 
     The cell's network (``algorithm.model``, ``norm``, ``width``) is trained by :func:`train_clean`
     for :data:`STEPS` steps on the clean training images of the cell's data, then scored on the
-    strong views (the cell's ``algorithm.strong_augment`` after its weak view, ``algorithm.flip``)
+    strong views (the cell's views: ``algorithm.strong_augment``, ``strong_ops`` and ``cutout`` after its weak view, ``flip`` and ``weak_shift``)
     of the first :data:`TEST_IMAGES` test images. Computed once per distinct setting in a process.
     """
+    from fedprior.algorithms.engines.semi_supervised import VIEW_FIELDS, views
     from fedprior.experiments.build import build_experiment
     from fedprior.models import build_model
 
     hyperparameters = config.algorithm.hyperparameters()
     model, norm, width = hyperparameters["model"], hyperparameters["norm"], hyperparameters["width"]
-    flip, recipe = bool(hyperparameters.get("flip", True)), str(hyperparameters["strong_augment"])
-    key = f"{config.data.model_dump_json()}|{model}|{norm}|{width}|{flip}|{recipe}|{config.run.device}"
+    shape = "|".join(str(hyperparameters.get(k)) for k in VIEW_FIELDS)
+    key = f"{config.data.model_dump_json()}|{model}|{norm}|{width}|{shape}|{config.run.device}"
     if key not in _MEASURED:
         experiment = build_experiment(name, config)
         task, test = experiment.task, experiment.test
@@ -87,8 +95,11 @@ def strong_view_accuracy(name: str, config: ExperimentConfig) -> tuple[float, st
         x, y = experiment.train["x"].to(experiment.device), experiment.train["y"].to(experiment.device)
         trained = train_clean(lambda: build_model(model, task, **options), x, y, STEPS, SEED)
         test_x, test_y = test["x"][:TEST_IMAGES].to(experiment.device), test["y"][:TEST_IMAGES]
-        augment = FixMatchAugment(task.pixel_mean, task.pixel_std, flip=flip, strong_augment=recipe)
-        strong = accuracy(trained, strong_views(augment, test_x, recipe, SEED + 2), test_y)
+        augment = views(task, hyperparameters)
+        strong = accuracy(trained, strong_views(augment, test_x, augment.strong_augment, SEED + 2), test_y)
         clean = accuracy(trained, test_x, test_y)
-        _MEASURED[key] = (strong, f"{model} trained {STEPS} steps on clean images: {clean:.1f}% clean, {strong:.1f}% on {recipe} strong views")
+        _MEASURED[key] = (
+            strong,
+            f"{model} trained {STEPS} steps on clean images: {clean:.1f}% clean, {strong:.1f}% on strong views ({view_summary(hyperparameters)})",
+        )
     return _MEASURED[key]

@@ -78,16 +78,30 @@ def untrained(row: Row, label: str | None = None) -> Row:
     return Row(label or f"{row.label} untrained", row.preset, (*row.overrides, *zero), real=(*row.real, *zero))
 
 
+def central(row: Row) -> Row:
+    """``row`` without federation (issue 31): one client holding the whole training pool, the same network, views and
+    budget (:func:`~fedprior.experiments.tables.central_overrides`), embedded only."""
+    return Row(f"Central {row.label}", row.preset, row.overrides, paper_setting=False, central=True)
+
+
 def trained_above_untrained(mfcl: Row, simclr: Row) -> tuple[Control, ...]:
+    """The controls: trained above untrained, federated (the table's rows) and central (:func:`central`), for MFCL and FedSimCLR."""
     note = "linear evaluation must score a trained network above the same network untrained, else it cannot rank methods"
+    central_note = (
+        "the setting must let the method learn at all without federation (one client holding every image, the same network, "
+        "views and budget): a central run that stays at the untrained network's accuracy means the setting, not the federation, fails"
+    )
     return (
         Control(above=mfcl.label, below=untrained(mfcl).label, margin=5.0, note=note),
         Control(above=simclr.label, below=untrained(simclr).label, margin=5.0, note=note),
+        Control(above=central(mfcl).label, below=untrained(mfcl).label, margin=5.0, note=central_note),
+        Control(above=central(simclr).label, below=untrained(simclr).label, margin=5.0, note=central_note),
     )
 
 
-def control_rows(mfcl: Row, others: tuple[Row, ...], sensor_label: str = "MFCL(PN) sensor") -> tuple[Row, ...]:
-    """The control rows beside a table's paper rows: ``mfcl`` (PN) and ``others`` untrained, raw pixels, the sensor's representations.
+def control_rows(mfcl: Row, simclr: Row, others: tuple[Row, ...], sensor_label: str = "MFCL(PN) sensor") -> tuple[Row, ...]:
+    """The control rows beside a table's paper rows: ``mfcl`` (PN), ``simclr`` and ``others`` untrained, ``mfcl`` and
+    ``simclr`` central (:func:`central`), raw pixels, the sensor's representations.
 
     The sensor rows are embedded only: at the paper's size z has 64 x 16 x 16 = 16,384 numbers per
     image, 3.3 GB of float32 features for CIFAR-10's 50,000 training images.
@@ -95,14 +109,16 @@ def control_rows(mfcl: Row, others: tuple[Row, ...], sensor_label: str = "MFCL(P
     sensor = Row(sensor_label, mfcl.preset, (*mfcl.overrides, *SENSOR), paper_setting=False)
     return (
         untrained(mfcl),
-        *(untrained(row) for row in others),
+        *(untrained(row) for row in (simclr, *others)),
+        central(mfcl),
+        central(simclr),
         RAW_PIXELS,
         sensor,
         Row(f"{sensor_label} untrained", mfcl.preset, (*sensor.overrides, "federation.rounds=0"), paper_setting=False),
     )
 
 
-ROWS_2_3 = (*PAPER_ROWS_2_3, *control_rows(MFCL_PN, (FEDSIMCLR, MFCL_BN, MFCL_GN)))
+ROWS_2_3 = (*PAPER_ROWS_2_3, *control_rows(MFCL_PN, FEDSIMCLR, (MFCL_BN, MFCL_GN)))
 CONTROLS_2_3 = trained_above_untrained(MFCL_PN, FEDSIMCLR)
 
 
@@ -274,7 +290,7 @@ _T7_PAPER_ROWS = (
 )
 _T7_ROWS = (
     *_T7_PAPER_ROWS,
-    *control_rows(_T7_PAPER_ROWS[5], (_T7_PAPER_ROWS[0], _T7_PAPER_ROWS[4]), sensor_label="MFCL (PN) sensor"),
+    *control_rows(_T7_PAPER_ROWS[5], _T7_PAPER_ROWS[0], (_T7_PAPER_ROWS[4],), sensor_label="MFCL (PN) sensor"),
     Row("FedAvg (supervised)", "mfcl-fedavg", real=FULL_SUPERVISED),
 )
 _T7_COLUMNS = (scenario(2), scenario(10))
