@@ -107,9 +107,9 @@ def test_an_empty_rows_or_columns_selection_is_an_error_not_the_whole_grid():
 
 
 def test_a_mistyped_command_suggests_the_right_one_once():
-    result = invoke("tables")
+    result = invoke("compar")
     assert result.exit_code == 2
-    assert result.output.count("Did you mean 'table'?") == 1, result.output
+    assert result.output.count("Did you mean 'compare'?") == 1, result.output
 
 
 GRID = ["fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg,FedNTD,FST-CBDG", "--seeds", "1", "--jobs", "1"]

@@ -132,7 +132,9 @@ def render_runs(comparison) -> Table:
 @user_errors
 def compare(
     runs: list[Path] = typer.Argument(
-        ..., help="Run directories to compare (finished or not); runs that differ only in run.seed (or where/how they ran) form one group."
+        ...,
+        help="Run directories to compare (finished or not), or folders holding them (a sweep's or a table's --out); "
+        "runs that differ only in run.seed (or where/how they ran) form one group.",
     ),
     plot: Path = typer.Option(Path("compare.png"), "--plot", help="Where to write the accuracy curves (PNG): a mean line and a ±sd band per group."),
     csv_file: Path | None = typer.Option(

@@ -118,13 +118,49 @@ def run(
         help="Train nothing and write nothing: print the config as TOML (every field) and the partition's statistics as TOML comments (with --json: one JSON object).",
     ),
     imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Kept in the run's config (run.imports), so a resume imports it again."),
+    seeds: str | None = typer.Option(
+        None, "--seeds", help="Run once per seed, each run in its own folder of --out: N for seeds 0..N-1, or a list (0,3,5; '7,' for seed 7 alone)."
+    ),
+    sweep: list[str] = typer.Option(
+        [],
+        "--sweep",
+        help="Run once per value, each run in its own folder of --out: section.key=v1,v2,... (repeatable: the grid is every combination, times --seeds).",
+    ),
+    out: Path | None = typer.Option(
+        None,
+        "--out",
+        help="With --seeds/--sweep: the folder holding one run folder per seed and value (default runs/NAME-sweep-TIMESTAMP); "
+        "the same command again continues a stopped sweep. Then `fedprior compare OUT`.",
+    ),
+    jobs: int | None = typer.Option(
+        None,
+        "--jobs",
+        min=1,
+        help="With --seeds/--sweep: runs at once, each in its own process with one thread, run.workers=1 and run.concurrent_clients=1 (default 1: in this process).",
+    ),
 ) -> None:
-    """Run an experiment: train with a progress bar, write a run directory, print a summary."""
+    """Run an experiment: train with a progress bar, write a run directory, print a summary.
+
+    With --seeds and/or --sweep, run the grid of seeds and values instead, one run folder
+    each in --out; the same command with the same --out continues a stopped grid (finished
+    runs reused, stopped ones resumed), and `fedprior compare OUT` folds the seeds into mean ± sd.
+    """
+    from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
 
     import_first(imports)
     overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
+    if seeds is not None or sweep:
+        if run_dir is not None:
+            raise ConfigError("--run-dir names one run; with --seeds or --sweep give --out, the folder for the grid's runs")
+        from fedprior.cli.sweep import run_sweep
+
+        run_sweep(preset, overrides, sweep, seeds, out, jobs or 1, as_json, dry_run, imports)
+        return
+    for option, value in (("--out", out), ("--jobs", jobs)):
+        if value is not None:
+            raise ConfigError(f"{option} is for a grid of runs (--seeds, --sweep); one run goes to --run-dir")
     name, config = load_config(preset, overrides, imports)
     if dry_run:
         show_dry_run(preset, overrides, name, config, as_json, imports)

@@ -161,6 +161,25 @@ def other_notes(f: dict) -> str:
     return "; ".join(n for n in f["note"].split("; ") if n and n != "one seed: no interval")
 
 
+def control_lines(controls: list[dict]) -> list[str]:
+    """The controls for the terminal: a heading, then one line per control and column with its status and numbers."""
+    if not controls:
+        return ["controls: none (nothing in this table bounds what a method can reach)"]
+    return ["controls (on the mean over seeds; a column where one fails is not informative):", *map(control_line, controls)]
+
+
+def control_line(c: dict) -> str:
+    """One control in one column: passed, failed or not run, then what it measured against what it needs."""
+    where = f"{c['condition']} at {c['column']}"
+    if c["status"] == "not run":
+        why = "not measured" if c["missing"] == ["not measured"] else f"row(s) {', '.join(c['missing'])} not run"
+        return f"  not run  {where}: {why}"
+    if c.get("kind") == "measured":
+        return f"  {c['status']:<7}  {where}: {c['value']:.1f}, needed {c['margin']:g} ({c['measured']})"
+    moved = f"; the upper row moved {c['late_change']:.2f} points over its last 10% of rounds" if "late_change" in c else ""
+    return f"  {c['status']:<7}  {where}: {c['above']:.1f} vs {c['below']:.1f}, difference {c['difference']:+.1f}, needed {c['margin']:g}{moved}"
+
+
 def finding_line(f: dict) -> str:
     """One line per claim for the terminal."""
     if f["verdict"] == "not run":
@@ -293,6 +312,8 @@ def table(
     for notice in evaluated["notices"]:
         console.print(notice, highlight=False, style="bold")
     console.print(render(paper_table.title, results))
+    for line in control_lines(evaluated["controls"]):
+        console.print(line, highlight=False, soft_wrap=True)
     if evaluated["findings"]:
         console.print("findings (paired differences over seeds, 95% t interval):", highlight=False)
         for finding in evaluated["findings"]:

@@ -15,6 +15,7 @@ import hashlib
 import io
 import json
 import math
+import re
 import tomllib
 import warnings
 from collections.abc import Sequence
@@ -303,7 +304,29 @@ def cell(value: Any) -> Any:
 
 
 def compare_runs(paths: Sequence[str | Path]) -> Comparison:
-    """Read the run directories ``paths`` (finished or not) for a side-by-side comparison."""
+    """Read the run directories ``paths`` (finished or not) for a side-by-side comparison; a folder of runs (a sweep's or a
+    table's ``--out``) stands for the run directories in it."""
     if not paths:
         raise FedpriorError("compare: name at least one run directory")
-    return Comparison([read_run(p) for p in paths])
+    return Comparison([read_run(p) for p in run_folders(paths)])
+
+
+def run_folders(paths: Sequence[str | Path]) -> list[Path]:
+    """``paths`` with each folder that is no run directory but holds some (``fedprior run --seeds/--sweep``'s or ``fedprior
+    table``'s ``--out``) replaced by them, in the order of their values (lr=0.05 before lr=0.2, seed2 before seed10); other
+    paths as they are."""
+    out = []
+    for path in map(Path, paths):
+        holds = path.is_dir() and not (path / "config.toml").exists()
+        inner = [p for p in path.iterdir() if (p / "config.toml").is_file()] if holds else []
+        out += sorted(inner, key=by_values) or [path]
+    return out
+
+
+def by_values(path: Path) -> list[tuple[str, float]]:
+    """A sort key for a folder named ``lr=0.05--seed2``: each ``--`` part as (its text, the number it ends with, else 0)."""
+    key = []
+    for part in path.name.split("--"):
+        match = re.fullmatch(r"(.*?)(\d+(?:\.\d*)?(?:e-?\d+)?)", part)
+        key.append((match.group(1), float(match.group(2))) if match else (part, 0.0))
+    return key

@@ -1,6 +1,7 @@
 """A table's runs in its ``--out`` folder, so that the same table command run again continues a stopped table.
 
-Each seed of each cell runs in ``OUT/ROW--COLUMN--seedN``. When the table command runs
+Each seed of each cell runs in ``OUT/ROW--COLUMN--seedN``. (A sweep, ``fedprior run --seeds/--sweep``, runs its grid
+the same way: :mod:`fedprior.experiments.sweep`.) When the table command runs
 again into the same ``--out`` (after Ctrl-C, SIGTERM, ``kill -9`` or a crash), each
 folder is taken as it is:
 
@@ -51,8 +52,10 @@ REUSED, RESUMED, RUN = "reused", "resumed", "run"
 
 
 def cell_folder(folder: Path, cell: Cell, seed: int) -> Path:
-    """``folder/ROW--COLUMN--seedN``, with characters a file name should not hold replaced by '_'."""
-    return folder / re.sub(r"[^A-Za-z0-9.=-]+", "_", f"{cell.row}--{cell.column}--seed{seed}").strip("_")
+    """``folder/ROW--COLUMN--seedN`` (an empty row or column left out: a sweep's ``lr=0.01--seedN``), with characters a file
+    name should not hold replaced by '_'."""
+    name = "--".join(part for part in (cell.row, cell.column, f"seed{seed}") if part)
+    return folder / re.sub(r"[^A-Za-z0-9.=-]+", "_", name).strip("_")
 
 
 @dataclass
@@ -94,10 +97,11 @@ def finished_result(run: RunDir) -> dict[str, Any] | None:
     return summary if isinstance(summary, dict) and "initial_accuracy" in summary else None
 
 
-def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: ExperimentConfig, option: str = "--out") -> CellRun:
+def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: ExperimentConfig, option: str = "--out", command: str = "table") -> CellRun:
     """What running ``cell`` with ``seed`` in ``folder`` does now; a ConfigError if its folder holds a run of another config.
 
-    ``option`` is the command-line option that named ``folder``, for the error message."""
+    ``option`` is the command-line option that named ``folder``, ``command`` what runs the grid ('table', 'sweep'), for the
+    error message."""
     path = cell_folder(folder, cell, seed)
     run = RunDir(path)
     result = finished_result(run) if run.result.is_file() else None
@@ -107,20 +111,23 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     _, saved = run.read_config()
     changed = changes_that_matter(saved.to_dict(), config.to_dict())
     if changed:
+        which = f"cell {cell.row} / {cell.column} seed {seed}" if cell.column else f"run {path.name}"
         raise ConfigError(
-            f"{option}: cell {cell.row} / {cell.column} seed {seed} ({path}) holds a run of another config: "
-            f"{describe_changes(changed, 'there')}; rerun the table with the settings it started with, or give another {option}"
+            f"{option}: {which} ({path}) holds a run of another config: "
+            f"{describe_changes(changed, 'there')}; rerun the {command} with the settings it started with, or give another {option}"
         )
     if result is not None:
         return CellRun(cell, seed, name, config, path, REUSED, result)
     return CellRun(cell, seed, name, config, path, RESUMED)
 
 
-def execute_runs(runs: list[CellRun], jobs: int, on_done: Callable[[CellRun, dict[str, Any]], None]) -> dict[tuple[str, str, int], dict[str, Any]]:
+def execute_runs(
+    runs: list[CellRun], jobs: int, on_done: Callable[[CellRun, dict[str, Any]], None], on_start: Callable[[CellRun], None] | None = None
+) -> dict[tuple[str, str, int], dict[str, Any]]:
     """Every run's summary by (row, column, seed): the finished ones read, the others run, ``on_done`` after each.
 
-    ``jobs = 1`` (or one run left): in this process, in order. Otherwise in ``jobs`` processes
-    (each run single-threaded, see the module docstring), reported in the order they finish.
+    ``jobs = 1`` (or one run left): in this process, in order, ``on_start`` before each run that trains. Otherwise in
+    ``jobs`` processes (each run single-threaded, see the module docstring), reported in the order they finish.
     A failed run, Ctrl-C or SIGTERM stops the others at their last checkpoint (they resume
     when the table runs again) and raises.
     """
@@ -136,6 +143,8 @@ def execute_runs(runs: list[CellRun], jobs: int, on_done: Callable[[CellRun, dic
     pending = [run for run in runs if run.action != REUSED]
     if jobs <= 1 or len(pending) <= 1:
         for run in pending:
+            if on_start is not None:
+                on_start(run)
             done(run, run.execute())
         return summaries
     _in_processes(pending, jobs, done)

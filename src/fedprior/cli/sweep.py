@@ -1,0 +1,108 @@
+"""``fedprior run NAME --seeds N --sweep KEY=V1,V2 --out OUT``: a grid of runs, one folder each, continued after a stop.
+
+The grid and its folders are :mod:`fedprior.experiments.sweep`'s; the runs go through
+:mod:`fedprior.experiments.table_runs` like a paper table's cells. One line per run as it
+ends (``[done/total]``, its values and seed, final accuracy, seconds, ``reused``/``resumed``);
+with ``--jobs 1`` also one line as each starts.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import signal
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from fedprior.cli.app import stderr
+
+
+def run_sweep(
+    preset: str,
+    set_: list[str],
+    sweep: list[str],
+    seeds: str | None,
+    out: Path | None,
+    jobs: int,
+    as_json: bool,
+    dry_run: bool,
+    imports: list[str],
+) -> None:
+    """Plan the grid (every config checked, every folder looked at), then run what is left; ``dry_run``: only say what would run."""
+    from fedprior.errors import Interrupted
+    from fedprior.experiments.config import read_toml
+    from fedprior.experiments.sweep import other_runs, parse_seeds, parse_sweep, plan_sweep
+    from fedprior.experiments.table_runs import REUSED, RUN, execute_runs
+
+    sweeps = [parse_sweep(text) for text in sweep]
+    seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, imports)]  # --sweep alone: the config's seed
+    folder = out or Path("runs") / f"{read_toml(preset)[0]}-sweep-{datetime.now():%Y%m%d-%H%M%S}"
+    runs = plan_sweep(preset, set_, sweeps, seed_list, folder, imports, seeds_given=seeds is not None)
+    grid = " x ".join([*(f"{len(s.values)} {s.key}" for s in sweeps), f"{len(seed_list)} seed(s)"])
+    stderr.print(f"{preset}: {len(runs)} run(s) ({grid}), {min(jobs, len(runs))} at once; runs in {folder}", highlight=False, soft_wrap=True)
+    kept = [r.action for r in runs if r.action != RUN]
+    if kept:
+        stderr.print(
+            f"continuing the sweep in {folder}: {kept.count(REUSED)} finished run(s) reused, {len(kept) - kept.count(REUSED)} resumed", highlight=False
+        )
+    others = other_runs(folder, runs)
+    if others:
+        stderr.print(
+            f"note: {folder} also holds {len(others)} run(s) of another grid ({', '.join(p.name for p in others[:3])}{', ...' if len(others) > 3 else ''}); "
+            f"`fedprior compare {folder}` reads them too",
+            highlight=False,
+            soft_wrap=True,
+        )
+    if dry_run:
+        for run in runs:
+            typer.echo(f"{run.path}: {run.action} ({' '.join([*run.cell.overrides, f'run.seed={run.seed}']) or 'the config as it is'})")
+        return
+    done: dict[Path, dict[str, Any]] = {}
+
+    def on_start(run) -> None:
+        stderr.print(f"[{len(done) + 1}/{len(runs)}] {label(run)} running in {run.path}", highlight=False, soft_wrap=True)
+
+    def on_done(run, summary) -> None:
+        done[run.path] = {"run_dir": str(run.path), "swept": run.cell.overrides[len(set_) :], "seed": run.seed, "action": run.action, "summary": summary}
+        how = "" if run.action == RUN else f", {run.action}"
+        stderr.print(
+            f"[{len(done)}/{len(runs)} done] {label(run)}: final accuracy {100 * summary['final_accuracy']:.2f}% "
+            f"(best {100 * summary['best_accuracy']:.2f}%, {summary['wall_seconds']:.1f} s{how})",
+            highlight=False,
+            soft_wrap=True,
+        )
+
+    try:
+        execute_runs(runs, jobs, on_done, on_start)
+    except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the same command continues the whole sweep
+        again = command_line(preset, set_, sweep, seeds, folder, jobs, imports)
+        raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the sweep with `{again}`") from None
+    if as_json:
+        typer.echo(json.dumps({"out": str(folder), "runs": [done[run.path] for run in runs]}))
+        return
+    stderr.print(f"{len(runs)} run(s) in {folder}; seeds folded into mean ± sd: `fedprior compare {folder}`", highlight=False, soft_wrap=True)
+
+
+def label(run) -> str:
+    """A run in progress lines: its swept values (``lr=0.01``) and seed."""
+    return " ".join(part for part in (run.cell.row.replace("--", " "), f"seed {run.seed}") if part)
+
+
+def seed_of(preset: str, set_: list[str], imports: list[str]) -> int:
+    """The seed a run of ``preset`` with ``set_`` has (``--sweep`` without ``--seeds``)."""
+    from fedprior.experiments.config import load_config
+
+    return load_config(preset, set_, imports)[1].run.seed
+
+
+def command_line(preset: str, set_: list[str], sweep: list[str], seeds: str | None, folder: Path, jobs: int, imports: list[str]) -> str:
+    """The ``fedprior run`` command that continues this sweep in ``folder`` (shell-quoted)."""
+    parts = ["fedprior", "run", preset, *(arg for module in imports for arg in ("--import", module))]
+    parts += [arg for override in set_ for arg in ("--set", override)]
+    parts += [arg for text in sweep for arg in ("--sweep", text)]
+    parts += ["--seeds", seeds] if seeds is not None else []
+    parts += ["--jobs", str(jobs), "--out", str(folder)]
+    return shlex.join(parts)
