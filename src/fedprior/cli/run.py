@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
+from fedprior.cli.app import ALGORITHM_HELP, IMPORT_HELP, app, import_first, stderr, user_errors
 
 
 class RoundProgress:
@@ -117,7 +117,12 @@ def run(
         "--dry-run",
         help="Train nothing and write nothing: print the config as TOML (every field) and the partition's statistics as TOML comments (with --json: one JSON object).",
     ),
-    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Kept in the run's config (run.imports), so a resume imports it again."),
+    imports: list[str] = typer.Option(
+        [],
+        "--import",
+        help=f"{IMPORT_HELP} Kept in the run's config (run.imports) where the run's algorithm is one of yours, so a resume imports it again.",
+    ),
+    algorithm: str | None = typer.Option(None, "--algorithm", metavar="NAME", help=ALGORITHM_HELP),
 ) -> None:
     """Run an experiment: train with a progress bar, write a run directory, print a summary."""
     from fedprior.experiments.config import load_config
@@ -125,15 +130,15 @@ def run(
 
     import_first(imports)
     overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
-    name, config = load_config(preset, overrides, imports)
+    name, config = load_config(preset, overrides, imports, algorithm)
     if dry_run:
-        show_dry_run(preset, overrides, name, config, as_json, imports)
+        show_dry_run(preset, overrides, name, config, as_json, imports, algorithm)
         return
     summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
     report(summary, as_json)
 
 
-def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool, imports: list[str] | None = None) -> None:
+def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool, imports: list[str] | None = None, algorithm: str | None = None) -> None:
     """``--dry-run``: the config and the partition its run would train on, on stdout; nothing trained, nothing written."""
     from fedprior.cli.dry_run import config_header, statistics_lines
     from fedprior.experiments.dry_run import dry_run
@@ -142,7 +147,7 @@ def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: 
     if as_json:
         typer.echo(json.dumps({"name": name, "config": config.to_dict(), **plan}))
         return
-    typer.echo(config.to_toml(header=config_header(source, overrides, imports)))
+    typer.echo(config.to_toml(header=config_header(source, overrides, imports, algorithm)))
     typer.echo("\n".join(statistics_lines(config, plan)))
 
 
