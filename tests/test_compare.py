@@ -130,16 +130,21 @@ def test_plot_into_a_folder_is_one_line(runs, tmp_path):
 # Grouping, mean ± sd, CSV and the plot, on run directories written by hand (no training).
 
 
-def fake_run(folder, algorithm, seed, final, best, alpha=0.1, threads=1, extra=None, finished=True):
-    """A minimal run directory: config.toml, and result.json (finished) or metrics.jsonl (2 rounds, the second = final)."""
+def fake_run(folder, algorithm, seed, final, best, alpha=0.1, threads=1, extra=None, finished=True, rounds=None, fingerprint=None):
+    """A minimal run directory: config.toml, and result.json (finished) or metrics.jsonl (2 rounds, the second = final).
+
+    ``rounds``: federation.rounds in the config; ``fingerprint``: the summary's round fingerprints and state hash (a run's numbers).
+    """
     folder.mkdir(parents=True)
     lines = [f'name = "{algorithm}-run"', "", "[algorithm]", f'name = "{algorithm}"', "lr = 0.1"]
     lines += [f"{k} = {v}" for k, v in (extra or {}).items()]
     lines += ["", "[partition]", f"alpha = {alpha}", "", "[run]", f"seed = {seed}", f"threads = {threads}", ""]
+    lines += ["[federation]", f"rounds = {rounds}", ""] if rounds is not None else []
     (folder / "config.toml").write_text("\n".join(lines))
     history = [best, final] if best != final else [0.5 * final, final]
     if finished:
         summary = {
+            **({"round_fingerprints": [fingerprint] * 3, "state_sha256": fingerprint} if fingerprint else {}),
             "rounds": 2,
             "initial_accuracy": 0.1,
             "history": history,
@@ -355,3 +360,72 @@ def test_a_narrow_terminal_leaves_columns_out_rather_than_cropping_numbers(grid)
     assert [c.header for c in narrow.columns][-1] == "MB to / from\nclients" and needed_width(narrow) == 70
     assert str(narrow.caption).endswith("left out for the terminal's width (in --csv, --json): wall time s")
     assert "MB to / from clients, wall time s" in str(render(comparison, 66).caption)
+
+
+def test_a_repeated_run_counts_once_with_a_warning_in_the_table(tmp_path):
+    """The same config and seed twice (a repeat, or one folder named twice): one run of the group, and the table says so."""
+    runs = [
+        fake_run(tmp_path / "fa-s0", "fedavg", 0, 0.70, 0.72, fingerprint="aa"),
+        fake_run(tmp_path / "fa-s1", "fedavg", 1, 0.74, 0.75, fingerprint="bb"),
+        fake_run(tmp_path / "fa-s0-again", "fedavg", 0, 0.70, 0.72, threads=2, fingerprint="aa"),  # threads: where it ran, not what
+        fake_run(tmp_path / "fa-s1-other", "fedavg", 1, 0.99, 0.99, fingerprint="cc"),
+    ]
+    comparison = compare_runs(runs)
+    (group,) = comparison.groups
+    assert group.seeds == [0, 1] and group.run_labels == ["fa-s0", "fa-s1"]
+    assert group.stat("final_accuracy") == (pytest.approx(0.72), pytest.approx(0.04 / 2**0.5), 2)  # not 0.70, 0.74, 0.70, 0.99
+    assert [r.text() for r in comparison.repeats] == [
+        "fa-s0-again repeats fa-s0 (same config and seed 0; the same numbers)",
+        "fa-s1-other repeats fa-s1 (same config and seed 1; other numbers)",
+    ]
+    assert comparison.group_rows()[0]["n"] == 2 and len(json.loads(json.dumps(comparison.to_dict()))["repeats"]) == 2
+    twice = compare_runs([runs[0], runs[0]])
+    assert [r.text() for r in twice.repeats] == [f"{tmp_path.name}/fa-s0 is given twice"] and twice.group_rows()[0]["n"] == 1
+
+    result = invoke("compare", *runs)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    row = next(line for line in lines if "fedavg" in line)
+    assert row.split("│")[2:4] == [" 2 ", " 0 1   "] and "72.00 ± 2.83" in row, row
+    assert "4 runs (2 repeated runs counted once) in 1 group;" in result.stdout
+    assert (
+        "warning: counted once: fa-s0-again repeats fa-s0 (same config and seed 0; the same numbers); "
+        "fa-s1-other repeats fa-s1 (same config and seed 1; other numbers)"
+    ) in lines
+
+
+def test_groups_with_other_budgets_are_not_paired_and_the_table_names_the_fields_that_differ(tmp_path):
+    import numpy as np
+
+    def grid(fedprox_rounds):
+        runs = []
+        for algorithm, rounds in (("fedavg", 3), ("fedprox", fedprox_rounds)):
+            for seed in (0, 1):
+                folder = fake_run(tmp_path / f"{fedprox_rounds}" / f"{algorithm}-{seed}", algorithm, seed, 0.5, 0.5, rounds=rounds)
+                np.savez(folder / "partition.npz", client_0=np.arange(seed, seed + 5))
+                runs.append(folder)
+        return runs
+
+    same, other = grid(3), grid(4)
+    assert compare_runs(same).paired and compare_runs(same).budget_differences == {}
+    comparison = compare_runs(other)
+    assert not comparison.paired and comparison.budget_differences == {"federation.rounds": [3, 4]}
+    assert comparison.to_dict()["budget_differences"] == {"federation.rounds": [3, 4]}
+
+    lines = invoke("compare", *other).stdout.splitlines()
+    assert "the groups differ in: algorithm.name (fedavg, fedprox); federation.rounds (3, 4)" in lines
+    assert "not paired: the groups' budgets differ: federation.rounds (3, 4)" in lines
+    lines = invoke("compare", *same).stdout.splitlines()
+    assert "paired: every group ran the same seeds with the same budget, each seed on one partition" in lines
+    assert "the groups differ in: algorithm.name (fedavg, fedprox)" in lines
+
+
+def test_compare_writes_a_plot_only_when_asked_and_counts_in_words(grid, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = invoke("compare", grid[0])
+    assert result.exit_code == 0, result.output
+    assert "1 run in 1 group;" in result.stdout and "written" not in result.stdout
+    assert not list(tmp_path.glob("*.png"))  # nothing left in the working directory
+    assert json.loads(invoke("compare", *grid, "--json").stdout)["plot"] is None and not list(tmp_path.glob("*.png"))
+    result = invoke("compare", *grid, "--plot", "curves.png")
+    assert "accuracy curves written to curves.png" in result.stdout and (tmp_path / "curves.png").is_file()

@@ -108,3 +108,17 @@ def test_utf8_bom_is_accepted_and_other_encodings_are_one_line(tmp_path):
     (tmp_path / "utf16.toml").write_bytes("[federation]\nrounds = 4\n".encode("utf-16"))
     with pytest.raises(ConfigError, match=r"utf16.toml: not UTF-8 text \(byte 0xff at position 0\); save it as UTF-8"):
         load_config(str(tmp_path / "utf16.toml"))
+
+
+def test_a_preset_changed_by_overrides_is_described_as_the_config_it_now_is():
+    """Issue 33 item 2: the preset's description where only the seed or where and how the run executes changed, else the run's own."""
+    from cli import invoke
+
+    preset = list_presets()["fedavg-cnn"]
+    assert load_config("fedavg-cnn", ["run.seed=3", "run.workers=1", "data.root='/data'", "federation.evaluate_every=2"])[1].description == preset
+    _, config = load_config("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "partition.scheme=iid", "federation.fraction=0.5"])
+    assert config.description == "fedavg on digits: 6 clients, IID, 50% per round, 20 rounds, 1 local epoch, batch 32 (made from the preset 'fedavg-cnn')"
+    _, config = load_config("fedprox-cnn", ["algorithm.mu=0.1"])  # the preset's says 'mu 0.01'
+    assert config.description.startswith("fedprox on fashion-mnist: 100 clients, Dirichlet 0.5, 10% per round, 20 rounds")
+    shown = invoke("presets", "show", "fedavg-cnn", "--set", "data.dataset=digits")
+    assert shown.exit_code == 0 and 'description = "fedavg on digits: 100 clients, Dirichlet 0.5, 10% per round' in shown.stdout

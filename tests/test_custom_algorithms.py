@@ -208,6 +208,9 @@ def test_the_report_is_titled_by_the_runs_algorithm_and_lists_only_its_fields(tm
     report = (result.run_dir / "report.md").read_text()
     lines = report.splitlines()
     assert lines[0] == "# uniform-fedavg (fedavg-cnn)", lines[0]
+    # described as the run that ran, not as the preset (issue 33 item 2: the Python API's overrides too)
+    assert lines[2] == "uniform-fedavg on digits: 4 clients, IID, 50% per round, 2 rounds, 1 local epoch, batch 32 (made from the preset 'fedavg-cnn')"
+    assert result.summary["description"] == lines[2]
     note = next(line for line in lines if line.startswith("Changed from the preset"))
     assert "algorithm.name = 'uniform-fedavg' (preset: 'fedavg')" in note and "algorithm.lr = 0.1 (preset: 0.05)" in note
     assert "algorithm.mix = 1.0 (not in the preset)" in note
@@ -291,3 +294,66 @@ def test_an_installed_algorithm_runs_from_the_cli_without_import(tmp_path):
     assert "ep-fedavg: FedAvg with the unweighted mean" in listed.stdout and "ep-registered-by-module" in listed.stdout
     warnings = [line for line in listed.stderr.splitlines() if line.startswith("warning:")]
     assert len(warnings) == 2 and "'ep-broken = ep_missing_module:factory'" in warnings[0] + warnings[1], listed.stderr
+
+
+def test_a_factory_without_a_docstring_is_listed_not_a_crash(tmp_path, monkeypatch, registry):
+    """Issue 33 item 1: `fedprior algorithms --import m` read the first line of the factory's docstring, and one without crashed."""
+    module = MODULE.replace('    """FedAvg with the unweighted mean of the client models as the server update."""\n', "")
+    assert module != MODULE
+    (tmp_path / "undocumented_algorithms.py").write_text(module)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    sys.modules.pop("undocumented_algorithms", None)
+    result = invoke("algorithms", "--import", "undocumented_algorithms")
+    assert result.exit_code == 0, result.output
+    assert "uniform-fedavg: uniform_fedavg (its factory has no docstring)" in result.stdout.splitlines()
+    assert fedprior.list_algorithms()["uniform-fedavg"] == "uniform_fedavg (its factory has no docstring)"
+
+
+def test_algorithm_replaces_the_presets_whole_algorithm_section(tmp_path, monkeypatch, registry):
+    """Issue 33 item 6: --set algorithm.name=NAME keeps the preset's other algorithm keys, and the error says so and names --algorithm."""
+    monkeypatch.syspath_prepend(str(write_module(tmp_path / "mods", "section_algorithms")))
+    sys.modules.pop("section_algorithms", None)
+    line = error_line(invoke("run", "fedavg-cnn", "--import", "section_algorithms", "--set", "algorithm.name=uniform-fedavg", "--dry-run"))
+    assert line == (  # the preset sets model and lr; uniform-fedavg has an lr, not a model
+        "error: algorithm.model: unknown key; accepted: lr, mix; algorithm.model comes from the preset 'fedavg-cnn', written for its "
+        "algorithm 'fedavg' (--set algorithm.name changes only the name): give --algorithm uniform-fedavg instead, which replaces the "
+        "whole [algorithm] section (then --set algorithm.KEY=VALUE sets its fields)"
+    )
+
+    shown = invoke("run", "fedavg-cnn", "--import", "section_algorithms", "--algorithm", "uniform-fedavg", "--set", "algorithm.mix=0.5", "--dry-run")
+    assert shown.exit_code == 0, shown.output
+    section = shown.stdout.split("[algorithm]\n")[1].split("\n\n")[0]
+    assert section == 'name = "uniform-fedavg"\nlr = 0.05\nmix = 0.5', section  # the defaults but mix; none of fedavg's keys
+    assert "`fedprior run fedavg-cnn --algorithm uniform-fedavg --set algorithm.mix=0.5 --import section_algorithms`" in shown.stdout
+    assert 'imports = [\n    "section_algorithms",\n]' in shown.stdout  # the run needs the module that defines its algorithm
+
+    plain = invoke("presets", "show", "fedavg-cnn", "--import", "section_algorithms")  # fedavg: the module is not needed
+    assert plain.exit_code == 0 and "imports = []" in plain.stdout and 'imports = [\n    "section_algorithms"' not in plain.stdout
+    mine = invoke("presets", "show", "fedavg-cnn", "--import", "section_algorithms", "--algorithm", "uniform-fedavg")
+    assert mine.exit_code == 0 and 'imports = [\n    "section_algorithms",\n]' in mine.stdout and 'name = "uniform-fedavg"' in mine.stdout
+
+
+@pytest.mark.slow
+def test_a_resume_from_another_folder_finds_the_module_where_the_run_did_or_says_what_to_do(tmp_path):
+    """Issue 33 item 6: my_algorithms.py in the folder the run started from (not on PYTHONPATH); the resume runs elsewhere."""
+    start, elsewhere, run = tmp_path / "start", tmp_path / "elsewhere", tmp_path / "runs" / "mine"
+    write_module(start, "folder_algorithms")
+    (start / "mine.toml").write_text(CONFIG)
+    elsewhere.mkdir()
+    nothing = tmp_path / "nothing"  # PYTHONPATH holds no module of the test
+    nothing.mkdir()
+    stopped = fedprior_cli("run", "mine.toml", "--import", "folder_algorithms", "--run-dir", run, cwd=start, modules=nothing, STOP_AT_ROUND="2")
+    assert stopped.returncode == 143, stopped.stderr
+    recorded = json.loads((run / "imports.json").read_text())["modules"]["folder_algorithms"]
+    assert recorded == {"file": str((start / "folder_algorithms.py").resolve()), "search_path": str(start.resolve())}
+
+    resumed = fedprior_cli("resume", run, "--json", cwd=elsewhere, modules=nothing)
+    assert len(history(resumed)) == 2
+    assert f"warning: run.imports: module 'folder_algorithms' imported from {start.resolve()}, where the run found it" in resumed.stderr
+
+    (start / "folder_algorithms.py").rename(tmp_path / "moved.py")
+    gone = fedprior_cli("resume", run, cwd=elsewhere, modules=nothing)
+    assert gone.returncode == 2 and len(gone.stderr.strip().splitlines()) == 1, gone.stderr
+    assert gone.stderr.startswith("error: run.imports: cannot import module 'folder_algorithms': not found on sys.path, in the working directory, ")
+    assert f"where the run imported it from ({start.resolve() / 'folder_algorithms.py'})" in gone.stderr
+    assert "run from the folder holding folder_algorithms.py or with PYTHONPATH=FOLDER set to it" in gone.stderr

@@ -199,10 +199,20 @@ def test_resume_rewrites_a_damaged_partition_file(runs, tmp_path, damage):
 # ----------------------------------------------------------------------------- item 10: report
 
 
-def test_report_names_what_differs_from_the_preset(runs):
-    report = (runs["root"] / "two" / "report.md").read_text()
-    assert "Changed from the preset 'fedavg-cnn', whose description this is:" in report
-    assert "federation.rounds = 2 (preset: 20)" in report
+def test_report_describes_the_run_that_ran_and_names_what_differs_from_the_preset(runs):
+    """A digits run on 4 clients made from fedavg-cnn is not described as the preset's Fashion-MNIST on 100 clients (issue 33 item 2)."""
+    from fedprior.experiments.config import list_presets
+
+    run = runs["root"] / "two"
+    report = (run / "report.md").read_text()
+    described = "fedavg on digits: 4 clients, IID, 50% per round, 2 rounds, 1 local epoch, batch 32 (made from the preset 'fedavg-cnn')"
+    assert report.splitlines()[2] == described
+    assert json.loads((run / "result.json").read_text())["description"] == described
+    assert f'description = "{described}"' in (run / "config.toml").read_text()
+    assert f"Changed from the preset 'fedavg-cnn', described as \"{list_presets()['fedavg-cnn']}\":" in report
+    assert "federation.rounds = 2 (preset: 20)" in report and "data.dataset = 'digits' (preset: 'fashion-mnist')" in report
+    # the thread settings as words, not a Python dict (issue 33 item 10)
+    assert "| torch threads | train 1, evaluate " in report and "{'train'" not in report and "| worker processes | 1 |" in report
 
 
 def test_a_checkpoint_of_the_previous_format_still_resumes_with_a_warning(runs, tmp_path):

@@ -63,6 +63,8 @@ def test_every_run_writes_tensorboard_and_logs_to_mlflow(tmp_path, monkeypatch, 
     (run,) = client.search_runs([experiment.experiment_id])
     assert run.info.status == "FINISHED" and run.info.run_name == "run"
     assert run.data.params["federation.rounds"] == "2" and run.data.params["algorithm.name"] == "fedavg"
+    assert run.data.params["description"] == summary["description"]  # the run's, not the preset's (issue 33 item 2)
+    assert summary["description"].startswith("fedavg on digits: 4 clients,") and "Fashion-MNIST" not in summary["description"]
     history = client.get_metric_history(run.info.run_id, "accuracy")
     assert sorted((m.step, m.value) for m in history) == [(s, pytest.approx(a)) for s, a in enumerate(accuracies)]
     assert run.data.metrics["best_accuracy"] == pytest.approx(summary["best_accuracy"])

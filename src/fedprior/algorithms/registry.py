@@ -94,7 +94,9 @@ class AlgorithmSpec:
 
     @property
     def summary(self) -> str:
-        return (inspect.getdoc(self.factory) or "").splitlines()[0]
+        """The first line of the factory's docstring; a factory without one (user code) is described by its name."""
+        lines = (inspect.getdoc(self.factory) or "").strip().splitlines()
+        return lines[0] if lines else f"{getattr(self.factory, '__qualname__', self.name)} (its factory has no docstring)"
 
     def hyperparameters(self) -> dict[str, inspect.Parameter]:
         params = inspect.signature(self.factory, eval_str=True).parameters
@@ -272,7 +274,6 @@ def import_modules(names: Sequence[str], where: str = "--import") -> None:
     Importing a module twice does nothing the second time.
     """
     import importlib
-    import os
     import re
     import sys
 
@@ -281,14 +282,35 @@ def import_modules(names: Sequence[str], where: str = "--import") -> None:
             raise ConfigError(f"{where}: {name!r} is not a module name; give a dotted Python module name such as 'mypkg.algorithms' (no path, no '.py')")
         if name in sys.modules:
             continue
-        if os.getcwd() not in sys.path and "" not in sys.path:
-            sys.path.append(os.getcwd())
+        search_working_directory()
         load_entry_points()  # before the module registers: its names then meet the installed ones in a fixed order
+        before = set(REGISTERED_HERE)
         try:
             importlib.import_module(name)
         except Exception as error:  # not found, a syntax error, or its own code failing (a register_algorithm refused)
             raise ConfigError(f"{where}: cannot import module '{name}' ({type(error).__name__}: {error})") from None
+        REGISTERED_BY[name] = REGISTERED_HERE - before
 
+
+def search_working_directory() -> None:
+    """Let imports find modules in the working directory, last, as ``python -m`` does (the ``fedprior`` script's folder is not it)."""
+    import os
+    import sys
+
+    if os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+
+
+def registers_other_algorithms(module: str, algorithm: str) -> bool:
+    """Whether importing ``module`` (by :func:`import_modules`) registered algorithms, none of them ``algorithm``: a config
+    running ``algorithm`` does not need it. False for a module that registered nothing (it may be needed for another reason)
+    or was imported otherwise (what it registered is not known)."""
+    registered = REGISTERED_BY.get(module, set())
+    return bool(registered) and algorithm not in registered
+
+
+REGISTERED_BY: dict[str, set[str]] = {}
+"""Module -> the algorithms its import registered, for the modules :func:`import_modules` imported."""
 
 REGISTERED_HERE: set[str] = set()
 """Names registered from user code in this process (other processes, e.g. Flower's nodes, do not know them);

@@ -18,9 +18,9 @@ from collections.abc import Callable
 
 import click
 import typer
-from rich.console import Console
 from rich.markup import escape
 
+from fedprior.cli.console import make_console
 from fedprior.errors import FedpriorError, Interrupted
 
 app = typer.Typer(
@@ -32,7 +32,7 @@ app = typer.Typer(
     suggest_commands=False,  # click (8.2+) already ends 'No such command' with 'Did you mean ...?'; typer's would repeat it
 )
 
-stderr = Console(stderr=True)
+stderr = make_console(stderr=True)
 DEBUG = {"on": False}
 """Set by ``--debug`` for this process: show tracebacks."""
 
@@ -54,6 +54,14 @@ IMPORT_HELP = (
     "on PYTHONPATH, or in the working directory); it registers algorithms from your own code. Repeatable."
 )
 """The help of ``--import`` (run, resume, table, compare, algorithms, presets show)."""
+
+
+ALGORITHM_HELP = (
+    "Run this algorithm instead of the config's: replaces its whole algorithm section by name = NAME, the other fields at their "
+    "defaults (--set algorithm.KEY=VALUE sets them; --set algorithm.name=NAME would keep the preset's other algorithm keys). "
+    "See `fedprior algorithms`."
+)
+"""The help of ``--algorithm`` (run, presets show)."""
 
 
 def import_first(modules: list[str]) -> None:

@@ -7,10 +7,10 @@ from pathlib import Path
 from typing import Any
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
+from fedprior.cli.console import make_console, plus_minus, print_table
 
 COLUMNS = {
     "final_accuracy": "final\naccuracy %",
@@ -25,6 +25,10 @@ SPREAD = ("accuracy", "macro_f1")
 """Metrics shown as mean ± sd; the others (bytes, seconds: the same for every seed, or machine noise) as the mean."""
 
 
+WRITTEN = {"plot": "accuracy curves", "csv": "per-group CSV", "runs_csv": "per-run CSV"}
+"""What each file written by ``compare`` holds (its line on stdout)."""
+
+
 def number(key: str, value: float) -> str:
     """A value in a column's unit: fractions as % (the header says so), bytes as MB, seconds with one decimal."""
     if key.endswith(SPREAD):
@@ -34,14 +38,15 @@ def number(key: str, value: float) -> str:
     return f"{value:.1f}"
 
 
-def spread(key: str, row: dict[str, Any]) -> str:
-    """A group's cell: mean ± sd (sample sd, n - 1) for accuracy and F1, the mean for the rest; '-' where no run has the metric."""
+def spread(key: str, row: dict[str, Any], plus: str = "±") -> str:
+    """A group's cell: mean ± sd (sample sd, n - 1; ``plus`` is ``+-`` where the output cannot encode ±) for accuracy and F1,
+    the mean for the rest; '-' where no run has the metric."""
     mean, sd = row[f"{key}_mean"], row[f"{key}_sd"]
     if mean is None:
         return "-"
     if sd is None or not key.endswith(SPREAD):
         return number(key, mean)
-    return f"{number(key, mean)} ± {number(key, sd)}"
+    return f"{number(key, mean)} {plus} {number(key, sd)}"
 
 
 def shown(key: str, value: Any) -> str:
@@ -57,19 +62,21 @@ def shown(key: str, value: Any) -> str:
     return str(value)
 
 
-def render(comparison, width: int | None = None) -> Table:
+def render(comparison, width: int | None = None, plus: str = "±") -> Table:
     """One row per group: its label, n (starred where some of its runs have not finished), seeds, mean ± sd of each metric.
 
     Where the table is wider than ``width`` (the terminal), the columns wall time, MB and
     best/final macro-F1 are left out in that order (the caption says which: --csv and
-    --json have them), rather than cropped or broken inside a number.
+    --json have them), rather than cropped or broken inside a number. The caption also
+    warns of runs counted once (repeats of a run: the same config and seed), names the
+    fields in which the groups differ, and says whether they are paired or why not.
     """
     rows = comparison.group_rows()
     have = set(comparison.metrics) | ({"bytes"} if {"download_bytes", "upload_bytes"} <= set(comparison.metrics) else set())
     keys = [k for k in COLUMNS if k in have]
     left_out: list[str] = []
     while True:
-        table = group_table(comparison, rows, keys, left_out)
+        table = group_table(comparison, rows, keys, left_out, plus)
         if width is None or len(keys) <= 2:
             return table
         if needed_width(table) <= width:
@@ -86,15 +93,42 @@ def needed_width(table: Table) -> int:
     return sum(widths) + 3 * len(widths) + 1
 
 
-def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_out: list[str]) -> Table:
-    caption = f"{len(comparison.runs)} runs in {len(rows)} groups; ±: sample sd over a group's runs (n - 1)"
+def counted(n: int, noun: str) -> str:
+    return f"{n} {noun}{'s' * (n != 1)}"
+
+
+def distinct(values: list[Any]) -> str:
+    """A field's distinct values over the runs, in the order met ('-': a run without the field)."""
+    from fedprior.experiments.compare_groups import shown_value
+
+    return ", ".join(dict.fromkeys("-" if v is None else shown_value(v) for v in values))
+
+
+def caption(comparison, rows: list[dict[str, Any]], left_out: list[str], plus: str) -> str:
+    """The group table's notes, a line each: counts and the sd, unfinished runs, runs counted once, the fields the groups differ in, pairing, left-out columns."""
+    repeats = comparison.repeats
+    once = f" ({counted(len(repeats), 'repeated run')} counted once)" if repeats else ""
+    lines = [f"{counted(len(comparison.runs), 'run')}{once} in {counted(len(rows), 'group')}; {plus}: sample sd over a group's runs (n - 1)"]
     if any(row["finished"] < row["n"] for row in rows):
-        caption += "; *: some of the group's runs have not finished (their numbers are from the rounds they recorded)"
+        lines.append("*: some of the group's runs have not finished (their numbers are from the rounds they recorded)")
+    if repeats:
+        lines.append(f"warning: counted once: {'; '.join(repeat.text() for repeat in repeats)}")
+    differences = comparison.method_differences
+    if len(rows) > 1 and differences:
+        lines.append("the groups differ in: " + "; ".join(f"{key} ({distinct(values)})" for key, values in differences.items()))
+    budget = comparison.budget_differences
     if comparison.paired:
-        caption += "; paired: every group ran the same seeds, each seed on one partition"
+        lines.append("paired: every group ran the same seeds with the same budget, each seed on one partition")
+    elif budget:
+        lines.append("not paired: the groups' budgets differ: " + "; ".join(f"{key.replace('_', ' ')} ({distinct(values)})" for key, values in budget.items()))
     if left_out:
-        caption += f"; left out for the terminal's width (in --csv, --json): {', '.join(left_out)}"
-    table = Table(title="runs grouped by method, seeds folded", title_justify="left", caption=caption, caption_justify="left")
+        lines.append(f"left out for the terminal's width (in --csv, --json): {', '.join(left_out)}")
+    return "\n".join(lines)
+
+
+def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_out: list[str], plus: str = "±") -> Table:
+    caption_text = caption(comparison, rows, left_out, plus)
+    table = Table(title="runs grouped by method, seeds folded", title_justify="left", caption=caption_text, caption_justify="left")
     longest = max((len(word) for row in rows for word in row["group"].split()), default=6)
     table.add_column("method", overflow="fold", min_width=min(longest, 24))  # a field=value broken only when longer than 24
     table.add_column("n", justify="right", no_wrap=True)
@@ -103,7 +137,7 @@ def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_ou
         table.add_column(COLUMNS[key], justify="right", no_wrap=True)  # 74.00 ± 4.00 on one line; the method column folds instead
     for row in rows:
         n = f"{row['n']}" + ("*" if row["finished"] < row["n"] else "")
-        cells = [f"{spread('download_bytes', row)} / {spread('upload_bytes', row)}" if k == "bytes" else spread(k, row) for k in keys]
+        cells = [f"{spread('download_bytes', row)} / {spread('upload_bytes', row)}" if k == "bytes" else spread(k, row, plus) for k in keys]
         table.add_row(row["group"], n, " ".join(map(str, row["seeds"])), *cells)
     return table
 
@@ -136,7 +170,9 @@ def compare(
         help="Run directories to compare (finished or not), or folders holding them (a sweep's or a table's --out); "
         "runs that differ only in run.seed (or where/how they ran) form one group.",
     ),
-    plot: Path = typer.Option(Path("compare.png"), "--plot", help="Where to write the accuracy curves (PNG): a mean line and a ±sd band per group."),
+    plot: Path | None = typer.Option(
+        None, "--plot", help="Also write the accuracy curves to this PNG file: a mean line and a ±sd band per group (none is written without it)."
+    ),
     csv_file: Path | None = typer.Option(
         None, "--csv", help="Also write one row per group (mean and sd of each metric, accuracy as fractions) to this CSV file."
     ),
@@ -153,34 +189,37 @@ def compare(
         help=f"{IMPORT_HELP} (compare reads run directories as data and runs of your own algorithms need none; accepted like in run and resume).",
     ),
 ) -> None:
-    """Compare runs grouped by method, seeds folded: mean ± sd of final/best accuracy, F1, bytes sent, wall time per group; their curves in one PNG."""
+    """Compare runs grouped by method, seeds folded: mean ± sd of final/best accuracy, F1, bytes sent, wall time per group; --plot: their curves in one PNG.
+
+    A run repeated (the same config and seed) counts once, with a warning under the table; the
+    table also names the fields in which the groups differ, and calls them paired only where
+    they ran the same seeds with the same budget (rounds, local epochs, ...) on the same partitions.
+    """
     from fedprior.cli.partition import check_output_file
     from fedprior.experiments.compare import compare_runs
 
     import_first(imports)
-    check_output_file(plot, "--plot", example="compare.png")  # a folder or an unwritable place: one line, before reading the runs
-    for path, option in ((csv_file, "--csv"), (runs_csv, "--runs-csv")):
+    # a folder or an unwritable place: one line, before reading the runs
+    for path, option in ((plot, "--plot"), (csv_file, "--csv"), (runs_csv, "--runs-csv")):
         if path is not None:
-            check_output_file(path, option, example="compare.csv")
+            check_output_file(path, option, example="compare.png" if option == "--plot" else "compare.csv")
     comparison = compare_runs(runs)
     for run in comparison.runs:
         if not run.finished:
             stderr.print(
                 f"note: {run.path} has not finished; its numbers come from the {run.rounds} rounds in its metrics.jsonl", highlight=False, soft_wrap=True
             )
-    path = comparison.plot(plot)
-    written = {}
+    written = {} if plot is None else {"plot": str(comparison.plot(plot))}
     if csv_file is not None:
         written["csv"] = str(comparison.write_csv(csv_file, per="group"))
     if runs_csv is not None:
         written["runs_csv"] = str(comparison.write_csv(runs_csv, per="run"))
     if as_json:
-        typer.echo(json.dumps({**comparison.to_dict(), "plot": str(path), **written}))
+        typer.echo(json.dumps({**comparison.to_dict(), "plot": None, **written}))
         return
-    console = Console()
-    console.print(render(comparison, console.width), highlight=False)
+    console = make_console()
+    print_table(console, render(comparison, console.width, plus_minus(console.file)))
     if per_run:
-        console.print(render_runs(comparison), highlight=False)
-    typer.echo(f"accuracy curves written to {path}")
+        print_table(console, render_runs(comparison))
     for kind, where in written.items():
-        typer.echo(f"{'per-group' if kind == 'csv' else 'per-run'} CSV written to {where}")
+        typer.echo(f"{WRITTEN[kind]} written to {where}")

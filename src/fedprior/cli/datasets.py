@@ -7,11 +7,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from fedprior.cli.app import app, user_errors
+from fedprior.cli.console import make_console, print_table
 from fedprior.errors import FedpriorError
 
 
@@ -63,4 +63,4 @@ def datasets(
         found, where = availability(spec.name, root)
         description = spec.description + (f"\n[dim]{escape(where)}[/]" if where else "")
         table.add_row(spec.name, "[green]yes[/]" if found else "no", description)
-    Console().print(table, highlight=False)
+    print_table(make_console(), table)

@@ -16,9 +16,10 @@ from fedprior.experiments.config import ExperimentConfig
 ROLE_NAMES = {"train": "images", "labeled": "labeled", "unlabeled": "unlabeled"}
 
 
-def config_header(source: str, overrides: list[str], imports: list[str] | None = None) -> str:
+def config_header(source: str, overrides: list[str], imports: list[str] | None = None, algorithm: str | None = None) -> str:
     """The comment lines leading a printed config: where it comes from and how to run it."""
-    options = [*(arg for o in overrides for arg in ("--set", o)), *(arg for m in imports or [] for arg in ("--import", m))]
+    options = [*(["--algorithm", algorithm] if algorithm is not None else []), *(arg for o in overrides for arg in ("--set", o))]
+    options += [arg for m in imports or [] for arg in ("--import", m)]
     command = shlex.join(["fedprior", "run", source, *options])
     return (
         f"the config of `{command}`, every field (a field left out of a file takes its default)\n"

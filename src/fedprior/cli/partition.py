@@ -69,10 +69,11 @@ def _sparkline(row: np.ndarray) -> str:
 
 
 def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, show: int, role: str = "") -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    from fedprior.cli.console import make_console, print_table
+
+    console = make_console()
     counts = np.asarray(summary["class_counts"])
     names = summary.get("class_names") or [str(i) for i in range(summary["num_classes"])]
     shown = ", ".join(f"{key}={value}" for key, value in parameters.items())
@@ -126,7 +127,7 @@ def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, s
         largest = ", ".join(f"{names[c]}: {row[c]}" for c in top if row[c] > 0)
         histogram = _sparkline(row) if row.size <= 60 else ""
         table.add_row(str(client), str(int(row.sum())), str(int((row > 0).sum())), histogram, largest)
-    console.print(table)
+    print_table(console, table)
 
 
 # The options that shape the partition; with --preset the preset's fields do, changed with --set.
@@ -326,9 +327,9 @@ def partition(
         typer.echo(json.dumps(record))
         return
     if from_preset:
-        from rich.console import Console
+        from fedprior.cli.console import make_console
 
-        Console().print(_preset_line(from_preset, set_), highlight=False, soft_wrap=True, markup=False)
+        make_console().print(_preset_line(from_preset, set_), highlight=False, soft_wrap=True, markup=False)
     for role, summary in summaries.items():
         _print_summary(dataset, scheme, parameters, summary, show, role)
     for path in plots.values():

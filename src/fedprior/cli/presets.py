@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import typer
 from pydantic import BaseModel
-from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
-from fedprior.cli.app import IMPORT_HELP, app, import_first, user_errors
+from fedprior.cli.app import ALGORITHM_HELP, IMPORT_HELP, app, import_first, user_errors
+from fedprior.cli.console import make_console, print_table
 
 presets_app = typer.Typer(
     help="List the shipped experiment presets (run one with `fedprior run NAME`); `fedprior presets show NAME` prints one's TOML.",
@@ -28,9 +29,9 @@ def presets(
         return
     from fedprior.experiments.config import ExperimentConfig, list_presets
 
-    console = Console()
+    console = make_console()
     for name, description in list_presets().items():
-        console.print(f"[bold]{name:<22}[/] {description}", highlight=False)
+        console.print(f"[bold]{name:<22}[/] {escape(description)}", highlight=False)
     if fields:
         table = Table("field", "default", "meaning")
         for section, info in ExperimentConfig.model_fields.items():
@@ -39,7 +40,7 @@ def presets(
                 continue
             for key, field in model.model_fields.items():
                 table.add_row(f"{section}.{key}", repr(field.default), field.description or "")
-        console.print(table)
+        print_table(console, table)
 
 
 @presets_app.command("show")
@@ -47,15 +48,16 @@ def presets(
 def show(
     preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
-    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Shown in run.imports."),
+    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Shown in run.imports where the config's algorithm is one of yours."),
+    algorithm: str | None = typer.Option(None, "--algorithm", metavar="NAME", help=ALGORITHM_HELP),
 ) -> None:
     """Print a preset's config as TOML, every field with its value: saved to FILE.toml, `fedprior run FILE.toml` runs that very config."""
     from fedprior.cli.dry_run import config_header
     from fedprior.experiments.config import load_config
 
     import_first(imports)
-    _, config = load_config(preset, set_, imports)
-    typer.echo(config.to_toml(header=config_header(preset, set_, imports)), nl=False)
+    _, config = load_config(preset, set_, imports, algorithm)
+    typer.echo(config.to_toml(header=config_header(preset, set_, imports, algorithm)), nl=False)
 
 
 @app.command()
@@ -67,10 +69,10 @@ def algorithms(imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_
     from fedprior.algorithms.registry import registered
 
     import_first(imports)
-    console = Console()
+    console = make_console()
     for spec in registered().values():
-        console.print(f"[bold]{spec.name}[/]: {spec.summary}", highlight=False)
+        console.print(f"[bold]{spec.name}[/]: {escape(spec.summary)}", highlight=False)
         for name, param in spec.hyperparameters().items():
             meta = [m for m in typing.get_args(param.annotation)[1:] if hasattr(m, "description")]
             help_text = meta[0].description if meta else ""
-            console.print(f"    {name} = {param.default!r}  {help_text}", highlight=False)
+            console.print(f"    {name} = {escape(repr(param.default))}  {escape(help_text)}", highlight=False)

@@ -10,7 +10,7 @@ from typing import Any
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
+from fedprior.cli.app import ALGORITHM_HELP, IMPORT_HELP, app, import_first, stderr, user_errors
 
 
 class RoundProgress:
@@ -117,7 +117,12 @@ def run(
         "--dry-run",
         help="Train nothing and write nothing: print the config as TOML (every field) and the partition's statistics as TOML comments (with --json: one JSON object).",
     ),
-    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Kept in the run's config (run.imports), so a resume imports it again."),
+    imports: list[str] = typer.Option(
+        [],
+        "--import",
+        help=f"{IMPORT_HELP} Kept in the run's config (run.imports) where the run's algorithm is one of yours, so a resume imports it again.",
+    ),
+    algorithm: str | None = typer.Option(None, "--algorithm", metavar="NAME", help=ALGORITHM_HELP),
     seeds: str | None = typer.Option(
         None, "--seeds", help="Run once per seed, each run in its own folder of --out: N for seeds 0..N-1, or a list (0,3,5; '7,' for seed 7 alone)."
     ),
@@ -152,6 +157,10 @@ def run(
     import_first(imports)
     overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
     if seeds is not None or sweep:
+        if algorithm is not None:
+            raise ConfigError(
+                f"--algorithm with --seeds/--sweep: not supported; write the config first (fedprior presets show {preset} --algorithm {algorithm} > mine.toml) and sweep mine.toml"
+            )
         if run_dir is not None:
             raise ConfigError("--run-dir names one run; with --seeds or --sweep give --out, the folder for the grid's runs")
         from fedprior.cli.sweep import run_sweep
@@ -161,15 +170,15 @@ def run(
     for option, value in (("--out", out), ("--jobs", jobs)):
         if value is not None:
             raise ConfigError(f"{option} is for a grid of runs (--seeds, --sweep); one run goes to --run-dir")
-    name, config = load_config(preset, overrides, imports)
+    name, config = load_config(preset, overrides, imports, algorithm)
     if dry_run:
-        show_dry_run(preset, overrides, name, config, as_json, imports)
+        show_dry_run(preset, overrides, name, config, as_json, imports, algorithm)
         return
     summary = with_progress(lambda **cb: start(name, config, run_dir, **cb))
     report(summary, as_json)
 
 
-def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool, imports: list[str] | None = None) -> None:
+def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: bool, imports: list[str] | None = None, algorithm: str | None = None) -> None:
     """``--dry-run``: the config and the partition its run would train on, on stdout; nothing trained, nothing written."""
     from fedprior.cli.dry_run import config_header, statistics_lines
     from fedprior.experiments.dry_run import dry_run
@@ -178,7 +187,7 @@ def show_dry_run(source: str, overrides: list[str], name: str, config, as_json: 
     if as_json:
         typer.echo(json.dumps({"name": name, "config": config.to_dict(), **plan}))
         return
-    typer.echo(config.to_toml(header=config_header(source, overrides, imports)))
+    typer.echo(config.to_toml(header=config_header(source, overrides, imports, algorithm)))
     typer.echo("\n".join(statistics_lines(config, plan)))
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
+from fedprior.cli.console import make_console, plus_minus, print_table
 
 if TYPE_CHECKING:
     from fedprior.experiments.tables import Cell, PaperTable
@@ -61,7 +61,8 @@ def column_label(column: str, metric: str, several: bool) -> str:
     return f"{column} {METRIC_LABELS.get(metric, metric)}" if several else column
 
 
-def render(title: str, results: list[dict]) -> Table:
+def render(title: str, results: list[dict], plus: str = "±") -> Table:
+    """The table on the terminal: ours ± sd (``plus``: ``+-`` where the output cannot encode ±) (paper) per cell."""
     rows, columns, cell = grid(results)
     several = len({m for _, m in columns}) > 1
     table = Table(title=f"{title}\nours (paper)", title_justify="left")
@@ -69,7 +70,7 @@ def render(title: str, results: list[dict]) -> Table:
     for column, metric in columns:
         table.add_column(column_label(column, metric, several), justify="right")
     for row in rows:
-        table.add_row(row, *(cell_text(cell.get((row, c)), m, "+-") for c, m in columns))
+        table.add_row(row, *(cell_text(cell.get((row, c)), m, plus) for c, m in columns))
     return table
 
 
@@ -308,10 +309,10 @@ def table(
     if as_json:
         typer.echo(json.dumps(document))
         return
-    console = Console()
+    console = make_console()
     for notice in evaluated["notices"]:
         console.print(notice, highlight=False, style="bold")
-    console.print(render(paper_table.title, results))
+    print_table(console, render(paper_table.title, results, plus_minus(console.file)))
     for line in control_lines(evaluated["controls"]):
         console.print(line, highlight=False, soft_wrap=True)
     if evaluated["findings"]:

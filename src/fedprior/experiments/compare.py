@@ -28,7 +28,7 @@ import numpy as np
 
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
-from fedprior.experiments.compare_groups import PLACEMENT, Group, group_runs, paired
+from fedprior.experiments.compare_groups import PLACEMENT, Group, Repeat, budget_differences, group_runs, paired
 from fedprior.experiments.config_fields import flatten
 from fedprior.experiments.report import accuracy_curve
 from fedprior.experiments.run_dir import RunDir
@@ -54,6 +54,8 @@ class RunView:
     """Test accuracy by round: round 0 (the initial model, NaN where unknown) and the evaluated rounds."""
     partition: str = ""
     """A fingerprint of partition.npz: equal for runs on the same partition."""
+    fingerprints: str = ""
+    """A finished run's round fingerprints and final-state SHA-256 (``fingerprints.py``): equal for runs that gave the same numbers; '' if none."""
 
     @property
     def status(self) -> str:
@@ -158,13 +160,15 @@ def read_run(path: str | Path) -> RunView:
         metrics = {k: summary[k] for k in METRICS if k in summary}
         curve = accuracy_curve(summary)
         finished, rounds = True, summary["rounds"]
+        numbers = [summary.get("round_fingerprints"), summary.get("state_sha256")]
+        fingerprints = json.dumps(numbers) if all(numbers) else ""
     else:
         initial = initial_metrics(run.checkpoint)
         records = read_metrics(run.metrics)
         metrics = partial_metrics(records, initial)
         curve = {0: initial.get("accuracy", math.nan), **{r["step"]: r["accuracy"] for r in records if "accuracy" in r}}
-        finished, rounds = False, len(records)
-    return RunView(path, name, flatten(raw), finished, rounds, metrics, curve, fingerprint(run.partition_indices))
+        finished, rounds, fingerprints = False, len(records), ""
+    return RunView(path, name, flatten(raw), finished, rounds, metrics, curve, fingerprint(run.partition_indices), fingerprints)
 
 
 def labels(runs: list[RunView]) -> list[str]:
@@ -205,8 +209,23 @@ class Comparison:
 
     @property
     def paired(self) -> bool:
-        """Whether the groups are paired: the same seeds in each, and one partition per seed across groups."""
+        """Whether the groups are paired: the same seeds and budget in each, and one partition per seed across groups."""
         return paired(self.groups)
+
+    @property
+    def repeats(self) -> list[Repeat]:
+        """The runs not counted: each repeats a counted run of its group (the same config and seed), or is one given twice."""
+        return [repeat for group in self.groups for repeat in group.repeats]
+
+    @property
+    def budget_differences(self) -> dict[str, list[Any]]:
+        """The budget fields (rounds, local epochs, ...; ``compare_groups.BUDGET``) whose values differ between groups, with their values."""
+        return budget_differences(self.groups) if len(self.groups) > 1 else {}
+
+    @property
+    def method_differences(self) -> dict[str, list[Any]]:
+        """:attr:`differences` without the fields that do not define a method (``PLACEMENT``: the seed, threads, device, ...)."""
+        return {key: values for key, values in self.differences.items() if key not in PLACEMENT}
 
     @property
     def metrics(self) -> list[str]:
@@ -281,6 +300,8 @@ class Comparison:
                 for g, row in zip(self.groups, self.group_rows(), strict=True)
             ],
             "paired": self.paired,
+            "budget_differences": self.budget_differences,
+            "repeats": [vars(repeat) for repeat in self.repeats],
             "ignored_fields": sorted(PLACEMENT),
         }
 

@@ -7,6 +7,14 @@ which only say where or how a run executes. Its numbers are the mean and the sam
 standard deviation (n - 1) over its runs. Its label is the algorithm and the fields that
 vary among that algorithm's runs (``fixmatch num_labeled=250``), not the hyperparameters
 that differ only because another algorithm lacks them; its CSV row holds every field.
+
+A run given twice, or two runs of one group with the same seed (the same config and seed:
+a repeat), count once: the group keeps the finished one with the most rounds (the first
+given among equals), and lists the others as :class:`Repeat`, which say whether they gave
+the same numbers (the summaries' ``state_sha256`` and ``round_fingerprints``,
+:mod:`fedprior.experiments.fingerprints`). Groups are *paired* only where they ran the
+same seeds, each seed on one partition, with the same budget (:data:`BUDGET`, and the
+rounds each run recorded).
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import json
 import math
 import statistics
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -52,6 +60,10 @@ design; ``run.deterministic`` and ``run.compile`` change last bits, not the meth
 """
 
 
+BUDGET = ("federation.rounds", "federation.local_epochs", "federation.batch_size", "federation.fraction", "federation.num_clients")
+"""Config fields that set how much training a run gets: groups that differ in one are not paired (a budget, not a method, would differ)."""
+
+
 def mean_sd(values: Sequence[float]) -> tuple[float | None, float | None, int]:
     """``(mean, sample sd with n - 1, n)`` of the values that are not NaN; None for a mean of none, an sd of fewer than two."""
     kept = [float(v) for v in values if v is not None and not math.isnan(v)]
@@ -71,6 +83,27 @@ def shown_value(value: Any) -> str:
 
 
 @dataclass
+class Repeat:
+    """A run left out of its group's numbers: it repeats another run of the group (the same config and seed), or is that run given twice."""
+
+    label: str
+    of: str
+    """The label of the run counted instead."""
+    seed: Any
+    same_numbers: bool | None
+    """Whether both gave the same numbers in every round and ended in the same state (their fingerprints); None where one has none
+    (it has not finished)."""
+    same_folder: bool = False
+    """The run directory was named twice."""
+
+    def text(self) -> str:
+        if self.same_folder:
+            return f"{self.label} is given twice"
+        numbers = {True: "the same numbers", False: "other numbers", None: "numbers not compared"}[self.same_numbers]
+        return f"{self.label} repeats {self.of} (same config and seed {self.seed}; {numbers})"
+
+
+@dataclass
 class Group:
     """Runs of one method: the same algorithm and the same values of every config field that varies (seeds folded)."""
 
@@ -82,7 +115,10 @@ class Group:
     style: int
     """Index of the group's setting among the comparison's settings (the fields that vary within one algorithm): its line style."""
     runs: list[RunView]
+    """The runs counted: one per seed."""
     run_labels: list[str]
+    repeats: list[Repeat] = field(default_factory=list)
+    """Runs of this group not counted: each repeats one of ``runs`` (the same seed)."""
 
     @property
     def seeds(self) -> list[Any]:
@@ -150,22 +186,69 @@ def group_runs(runs: Sequence[RunView], labels: Sequence[str]) -> list[Group]:
         # differ only because FedAvg has none of FixMatch's) would bury the label; the CSV row keeps every field
         parts = [f"{short[k]}={shown_value(setting[k])}" for k in within if setting[k] is not None]
         style = settings.setdefault(json.dumps([setting[k] for k in within], default=str), len(settings))
+        counted, repeats = one_run_per_seed(indices, runs, labels)
         groups.append(
             Group(
                 label=" ".join([algorithm[indices[0]], *parts]),
                 algorithm=algorithm[indices[0]],
                 setting=setting,
                 style=style,
-                runs=[runs[i] for i in indices],
-                run_labels=[labels[i] for i in indices],
+                runs=[runs[i] for i in counted],
+                run_labels=[labels[i] for i in counted],
+                repeats=repeats,
             )
         )
     return groups
 
 
+def one_run_per_seed(indices: Sequence[int], runs: Sequence[RunView], labels: Sequence[str]) -> tuple[list[int], list[Repeat]]:
+    """The runs of one group to count (one per seed: the finished one with the most rounds, the first given among equals), in the
+    order given, and the others as repeats of it."""
+    by_seed: dict[str, list[int]] = {}
+    for i in indices:
+        by_seed.setdefault(json.dumps(runs[i].config.get("run.seed"), default=str), []).append(i)
+    kept = {seed: min(members, key=lambda i: (not runs[i].finished, -runs[i].rounds, i)) for seed, members in by_seed.items()}
+    repeats = [
+        Repeat(
+            labels[i],
+            labels[kept[seed]],
+            runs[i].config.get("run.seed"),
+            same_numbers(runs[i], runs[kept[seed]]),
+            runs[i].path.resolve() == runs[kept[seed]].path.resolve(),
+        )
+        for seed, members in by_seed.items()
+        for i in members
+        if i != kept[seed]
+    ]
+    return sorted(kept.values()), repeats
+
+
+def same_numbers(a: RunView, b: RunView) -> bool | None:
+    """Whether two finished runs gave the same numbers: the same rounds' fingerprints and the same final state; None if either has none."""
+    if not (a.fingerprints and b.fingerprints):
+        return None
+    return a.fingerprints == b.fingerprints
+
+
+def budget_differences(groups: Sequence[Group]) -> dict[str, list[Any]]:
+    """The :data:`BUDGET` fields whose values differ between the groups' runs, each with its distinct values in the order met,
+    or else ``recorded_rounds`` where the runs recorded different numbers of rounds (one has not finished); empty where every
+    run had the same budget."""
+    runs = [r for g in groups for r in g.runs]
+    values = {key: [r.config.get(key) for r in runs] for key in BUDGET}
+    distinct = {key: list({json.dumps(v, default=str): v for v in vs}.values()) for key, vs in values.items()}
+    out = {key: vs for key, vs in distinct.items() if len(vs) > 1}
+    recorded: list[Any] = list(dict.fromkeys(r.rounds for r in runs))
+    if len(recorded) > 1 and "federation.rounds" not in out:
+        out["recorded_rounds"] = recorded
+    return out
+
+
 def paired(groups: Sequence[Group]) -> bool:
-    """Whether the groups are paired: each ran the same seeds, and the runs of one seed all trained on one partition."""
+    """Whether the groups are paired: each ran the same seeds with the same budget, and the runs of one seed all trained on one partition."""
     if len(groups) < 2 or any(sorted(map(str, g.seeds)) != sorted(map(str, groups[0].seeds)) for g in groups):
+        return False
+    if budget_differences(groups):
         return False
     by_seed: dict[str, set[str]] = {}
     for group in groups:

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
-from fedprior.algorithms.registry import algorithm_spec, import_modules
+from fedprior.algorithms.registry import algorithm_spec, import_modules, registers_other_algorithms
 from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
@@ -300,13 +300,57 @@ def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
     return list(owner.model_fields)
 
 
-def load_config(source: str, overrides: list[str] | None = None, imports: list[str] | None = None) -> tuple[str, ExperimentConfig]:
+def load_config(
+    source: str, overrides: list[str] | None = None, imports: list[str] | None = None, algorithm: str | None = None
+) -> tuple[str, ExperimentConfig]:
     """(name, checked config) from a preset name or TOML path plus ``section.key=value`` overrides.
 
-    ``imports`` (``--import``, already imported) are added to ``run.imports``, after the modules it names.
+    ``imports`` (``--import``, already imported) are added to ``run.imports``, after the modules it names, but
+    for those that registered only other algorithms than the config's (the run does not need them).
+    ``algorithm`` (``--algorithm NAME``) replaces the whole ``[algorithm]`` section by ``name = NAME``
+    before the overrides apply (``--set algorithm.KEY=VALUE`` then sets its hyperparameters; the others
+    take their defaults). A preset changed by either gets the description of the run it now defines
+    (:mod:`fedprior.experiments.run_description`).
     """
+    from fedprior.experiments.run_description import described
+
     name, raw = read_toml(source)
-    return name, validate_config(with_imports(apply_overrides(raw, overrides or []), imports or []))
+    given = {**raw, "algorithm": {"name": algorithm}} if algorithm is not None else raw
+    changed = apply_overrides(given, overrides or [])
+    section = changed.get("algorithm")
+    running = str(section.get("name", "fedavg")) if isinstance(section, dict) else ""
+    merged = with_imports(changed, [m for m in imports or [] if not registers_other_algorithms(m, running)])
+    try:
+        config = validate_config(merged)
+    except ConfigError as error:
+        hint = left_over_algorithm_keys(source, given, merged, overrides or [])
+        raise ConfigError(f"{error}; {hint}" if hint else str(error)) from None
+    return name, described(name, config)
+
+
+def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str]) -> str:
+    """Where ``--set algorithm.name=...`` gave a preset another algorithm: the preset's own algorithm keys that the new one
+    does not accept, said to come from the preset, with the option that replaces the whole section ('' if none)."""
+    before, after = raw.get("algorithm"), merged.get("algorithm")
+    if not isinstance(before, dict) or not isinstance(after, dict):
+        return ""
+    old, new = before.get("name", "fedavg"), after.get("name", "fedavg")
+    if old == new or not isinstance(new, str):
+        return ""
+    try:
+        accepted = algorithm_spec(new).hyperparameters()
+    except ConfigError:
+        return ""
+    overridden = {tuple(parse_override(text)[0]) for text in overrides}
+    left = [f"algorithm.{key}" for key in before if key != "name" and key not in accepted and ("algorithm", key) not in overridden]
+    if not left:
+        return ""
+    keys = ", ".join(left)
+    origin = f"the preset '{source}'" if source in preset_paths() and "/" not in source and not source.endswith(".toml") else source
+    return (
+        f"{keys} {'come' if len(left) > 1 else 'comes'} from {origin}, written for its algorithm '{old}' (--set algorithm.name changes only the name): "
+        f"give --algorithm {new} instead, which replaces the whole [algorithm] section (then --set algorithm.KEY=VALUE sets its fields)"
+    )
 
 
 def with_imports(raw: dict[str, Any], imports: list[str]) -> dict[str, Any]:

@@ -14,25 +14,23 @@ if TYPE_CHECKING:
 def preset_note(name: str, config: ExperimentConfig) -> str:
     """A line naming the fields this run changed from the preset it is named after ('' if none or no such preset).
 
-    A preset's description speaks of the preset's own settings ("10 rounds"); with
-    ``--set`` overrides the report says what differs instead of rewriting the description.
-    Only the run's own fields are named: where the run's algorithm is not the preset's
-    (``--set algorithm.name=...``, an algorithm of your own), the preset algorithm's
-    hyperparameters that this one does not have are left out, and one it has that the
-    preset does not set is marked so.
+    Where the changes reach what the preset's description speaks of, the run has its own
+    description (:func:`fedprior.experiments.run_description.described`) and the note quotes
+    the preset's. Only the run's own fields are named: where the run's algorithm is not the
+    preset's (``--algorithm``, an algorithm of your own), the preset algorithm's
+    hyperparameters that this one does not have are left out, and one it has that the preset
+    does not set is marked so.
     """
-    from fedprior.experiments.config import load_config, preset_paths
-    from fedprior.experiments.config_fields import config_differences
+    from fedprior.experiments.config import list_presets
+    from fedprior.experiments.run_description import preset_changes
 
-    if name not in preset_paths():
-        return ""
-    changed = config_differences(load_config(name)[1].to_dict(), config.to_dict())
-    own = {f"algorithm.{key}" for key in ("name", *config.algorithm.hyperparameters())}
-    changed = {field: values for field, values in changed.items() if not field.startswith("algorithm.") or field in own}
+    changed = preset_changes(name, config)
     if not changed:
         return ""
     listed = ", ".join(f"{field} = {new!r} ({'not in the preset' if old is None else f'preset: {old!r}'})" for field, (old, new) in changed.items())
-    return f"Changed from the preset '{name}', whose description this is: {listed}."
+    preset = list_presets()[name]
+    whose = "whose description this is" if config.description == preset else f'described as "{preset}"'
+    return f"Changed from the preset '{name}', {whose}: {listed}."
 
 
 def report_title(name: str, algorithm: str) -> str:
@@ -45,6 +43,11 @@ def hyperparameters_text(hyperparameters: dict[str, Any] | None) -> str:
     if not hyperparameters:
         return "none"
     return ", ".join(f"{key} = {value!r}" for key, value in hyperparameters.items())
+
+
+def threads_text(threads: dict[str, int]) -> str:
+    """The run's torch threads per kind of work (``runtime/threads.py``: train, evaluate, encode) as ``train 1, evaluate 2, encode 2``."""
+    return ", ".join(f"{work} {n}" for work, n in threads.items()) or "-"
 
 
 def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
@@ -165,7 +168,9 @@ def write_report(
 | final accuracy | {100 * summary["final_accuracy"]:.2f}% |
 | best accuracy | {100 * summary["best_accuracy"]:.2f}% |
 {more}| wall time | {summary["wall_seconds"]:.1f} s |
-| device, workers, threads | {summary.get("device", "cpu")}, {summary.get("workers", 1)}, {summary.get("threads", {})} |
+| device | {summary.get("device", "cpu")} |
+| worker processes | {summary.get("workers", 1)} |
+| torch threads | {threads_text(summary.get("threads", {}))} |
 | failed client updates | {summary.get("failed_updates", 0)} |
 | clients without data | {summary.get("empty_updates", 0)} |
 {warning}

@@ -15,6 +15,7 @@ report.md, accuracy.png           a short report
 run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
 tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
 tracking.json                     the MLflow store (absolute URI) and run this run logs to, when run.mlflow is set
+imports.json                      where each module of run.imports was imported from (import_origins.py), when it names any
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class RunDir:
     lock_file = property(lambda self: self.path / "run.lock")
     tensorboard = property(lambda self: self.path / "tensorboard")
     tracking = property(lambda self: self.path / "tracking.json")
+    imports = property(lambda self: self.path / "imports.json")
 
     @classmethod
     def new(cls, name: str, base: Path = Path("runs")) -> RunDir:
@@ -148,14 +150,21 @@ class RunDir:
                 self.path.rmdir()
 
     def write_config(self, name: str, config: ExperimentConfig) -> None:
+        """config.toml, and imports.json: where the modules of ``run.imports`` were imported from (for a resume elsewhere)."""
+        from fedprior.experiments.import_origins import write_origins
+
         write_text(self.config, tomli_w.dumps({"name": name, **config.to_dict()}))
+        write_origins(self.imports, config.run.imports)
 
     def read_config(self) -> tuple[str, ExperimentConfig]:
-        """(name, config) of this run; a damaged config.toml is a one-line error naming it."""
+        """(name, config) of this run; a damaged config.toml is a one-line error naming it. The modules of its ``run.imports``
+        are looked for where the run found them too (imports.json; :func:`~fedprior.experiments.import_origins.prepare_imports`)."""
         from fedprior.experiments.config import parse_toml_file, validate_config
+        from fedprior.experiments.import_origins import prepare_imports
 
         raw = parse_toml_file(self.config)
         name = raw.pop("name", self.path.name)
+        prepare_imports(raw, self.imports)
         return str(name), validate_config(raw)
 
     def load_checkpoint(self, previous: bool = False) -> RunState | None:

@@ -17,6 +17,7 @@ from fedprior.experiments.fingerprints import round_digest, state_sha256
 from fedprior.experiments.paper_registry import report_extra, summary_extra
 from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
+from fedprior.experiments.run_description import described
 from fedprior.experiments.run_dir import RunDir
 from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
@@ -178,6 +179,7 @@ def execute(
     """
 
     started = time.perf_counter()
+    config = described(name, config)  # a run made from a preset with other data, partition, algorithm, ...: its own description
     check_runtime_knows_algorithm(config)
     if config.run.runtime != "local":  # Flower: fail before any long work if it is not installed
         from fedprior.flower.runtime import require_flower
