@@ -17,6 +17,7 @@ SETUPS = {
     "fedavg": ("fedavg-cnn", ["data.dataset=digits"]),
     "fedprox": ("fedprox-cnn", ["data.dataset=digits"]),
     "scaffold": ("scaffold-cnn", ["data.dataset=digits"]),
+    **{name: (f"{name}-cnn", ["data.dataset=digits"]) for name in ("fedavgm", "fedadagrad", "fedadam", "fedyogi")},
     "fedntd": ("fedntd-linear", STANDIN),
     "fst-cbdg": ("fst-cbdg", STANDIN),
     "zero-shot": ("zero-shot", STANDIN),

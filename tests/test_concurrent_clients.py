@@ -259,6 +259,10 @@ def test_on_the_pretend_device_each_lane_keeps_its_own_resident_model_with_the_n
 
 THREAD_SAFE = {
     "fedavg",
+    "fedavgm",
+    "fedadagrad",
+    "fedadam",
+    "fedyogi",
     "fedprox",
     "moon",
     "central",

@@ -2,12 +2,13 @@
 
 Equations (Li et al., MLSys 2020): Eq. 2, the proximal local objective, :func:`proximal_loss`; the
 client loop and the average are FedAvg's (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`,
-:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`).
+:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.average`). ``server_optimizer`` puts FedAvgM, FedAdagrad,
+FedAdam or FedYogi (Reddi et al., ICLR 2021, Algorithm 2) on the server: :func:`~fedprior.algorithms.pieces.server_optimizers.with_server_optimizer`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 from pydantic import Field
@@ -15,9 +16,10 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
-from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
 
 Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
 
@@ -33,6 +35,7 @@ def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
     return loss
 
 
+@with_shared(SERVER_OPTIMIZATION)
 def fedprox(
     task: Task,
     *,
@@ -47,8 +50,14 @@ def fedprox(
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
     compile: bool = False,
+    **server: Any,
 ) -> Algorithm:
-    """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2)."""
+    """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2).
+
+    ``server`` (:func:`~fedprior.algorithms.pieces.server_optimizers.server_optimization`): the server's step
+    on the averaged model, FedAvg's (``server_optimizer = 'none'``) or FedAvgM's, FedAdagrad's, FedAdam's, FedYogi's.
+    """
+    optimizer = checked_server_optimizer(**server)
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
     update = local_sgd_update(
         net,
@@ -60,4 +69,4 @@ def fedprox(
         make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
-    return net.algorithm("fedprox", update, thread_safe_updates=True)
+    return with_server_optimizer(net.algorithm("fedprox", update, thread_safe_updates=True), optimizer, net.parameter_names())

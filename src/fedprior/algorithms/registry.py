@@ -45,6 +45,7 @@ from fedprior.algorithms.fedetf import fedetf
 from fedprior.algorithms.fedmatch import fedmatch
 from fedprior.algorithms.fednh import fednh
 from fedprior.algorithms.fedntd import fedntd
+from fedprior.algorithms.fedopt import fedadagrad, fedadam, fedavgm, fedyogi
 from fedprior.algorithms.fedproto import fedproto
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.fedrep import fedrep
@@ -159,6 +160,10 @@ ALGORITHMS: dict[str, AlgorithmSpec] = {
         AlgorithmSpec("fedavg", fedavg),
         AlgorithmSpec("fedprox", fedprox),
         AlgorithmSpec("scaffold", scaffold),
+        AlgorithmSpec("fedavgm", fedavgm),
+        AlgorithmSpec("fedadagrad", fedadagrad),
+        AlgorithmSpec("fedadam", fedadam),
+        AlgorithmSpec("fedyogi", fedyogi),
         AlgorithmSpec("fedntd", fedntd),
         AlgorithmSpec("fst-cbdg", fst_cbdg),
         AlgorithmSpec("zero-shot", zero_shot),

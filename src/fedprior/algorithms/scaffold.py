@@ -8,6 +8,10 @@ Equations (Karimireddy et al., ICML 2020, Algorithm 1), and where each is comput
 - lines 16-17, the server's steps on x and c: ``aggregate`` inside :func:`scaffold` (the unweighted mean of
   the models: :func:`~fedprior.algorithms.pieces.tensors.weighted_mean`).
 
+``server_optimizer`` puts FedAvgM, FedAdagrad, FedAdam or FedYogi (Reddi et al., ICLR 2021, Algorithm 2) on the
+server: it steps x by Delta = x + mean_S(dy) - x (line 16 with eta_g = 1), c is updated as line 17 says
+(:func:`~fedprior.algorithms.pieces.server_optimizers.with_server_optimizer`).
+
 Where it departs from the paper: an optional per-round lr decay (:func:`~fedprior.algorithms.engines.supervised.round_lr`)
 and weight decay; integer buffers (BatchNorm's ``num_batches_tracked``) take the first reply's value, not a mean.
 """
@@ -15,22 +19,25 @@ and weight decay; integer buffers (BatchNorm's ``num_batches_tracked``) take the
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import train_epochs
 from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
+from fedprior.errors import ConfigError
 
 CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
 
 
+@with_shared(SERVER_OPTIMIZATION)
 def scaffold(
     task: Task,
     *,
@@ -43,6 +50,7 @@ def scaffold(
     global_lr: GlobalLr = 1.0,
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
+    **server: Any,
 ) -> Algorithm:
     """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
 
@@ -52,7 +60,15 @@ def scaffold(
     and it uploads dy = y - x, dc = c_i+ - c_i. The server, over the sampled set S of N clients:
     x <- x + eta_g mean_S(dy),  c <- c + (|S| / N) mean_S(dc)   (lines 16-17).
     Plain SGD (no momentum), as in the paper's analysis. c and c_i start at zero.
+    ``server`` (:func:`~fedprior.algorithms.pieces.server_optimizers.server_optimization`): a server optimizer in
+    place of the step eta_g on x (then ``global_lr`` stays 1; ``server_lr`` is its step size).
     """
+    optimizer = checked_server_optimizer(**server)
+    if optimizer.rule != "none" and global_lr != 1.0:
+        raise ConfigError(
+            f"algorithm.global_lr: is plain SCAFFOLD's server step; with algorithm.server_optimizer = {optimizer.rule!r} "
+            "the server's step size is algorithm.server_lr; accepted for global_lr: 1.0"
+        )
     net = GlobalModel(model_task(task, model), device=device, precision=precision)
     param_names = [name for name, _ in net.build().named_parameters()]
     num_clients = task.num_clients
@@ -114,4 +130,5 @@ def scaffold(
             new[CONTROL + name] = state[CONTROL + name] + total_dc / num_clients
         return new
 
-    return net.algorithm("scaffold", client_update, init=init, broadcast=broadcast, aggregate=aggregate, thread_safe_updates=True)
+    algorithm = net.algorithm("scaffold", client_update, init=init, broadcast=broadcast, aggregate=aggregate, thread_safe_updates=True)
+    return with_server_optimizer(algorithm, optimizer, [MODEL + name for name in param_names])

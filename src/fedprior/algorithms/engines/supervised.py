@@ -64,6 +64,14 @@ class GlobalModel(Generic[M]):
         )
         return Algorithm(**{**parts, **overrides})
 
+    def parameter_names(self) -> tuple[str, ...]:
+        """The State keys of the model's parameters (``model.conv.weight``; not its buffers): what a server optimizer steps.
+
+        The build's random init draws from a forked generator: asking leaves torch's global generator as it was.
+        """
+        with torch.random.fork_rng(devices=[]):
+            return tuple(MODEL + name for name, _ in self.build().named_parameters())
+
     def load(self, arrays: State) -> M:
         """A fresh model with the ``model.``-named weights of ``arrays``, on the device."""
         return load_model_arrays(self.build(), arrays).to(self.device)

@@ -1,0 +1,214 @@
+"""Server optimizers (Reddi et al., ICLR 2021, Algorithm 2; Hsu et al. 2019) against hand computations, and composed with FedProx and SCAFFOLD."""
+
+import math
+
+import pytest
+import torch
+from conftest import toy_images
+
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Task
+from fedprior.algorithms.fedprox import fedprox
+from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
+from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
+from fedprior.algorithms.registry import ALGORITHMS
+from fedprior.algorithms.scaffold import scaffold
+from fedprior.errors import ConfigError
+
+FEATURES = Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=10)
+INFO = RoundInfo(seed=0, stage="federated", round=1)
+
+DELTAS = ([0.5, -1.0], [1.0, 0.5], [-0.2, 0.25])
+"""Delta_t of rounds 1-3, two coordinates; x_0 = (1, -2)."""
+
+
+def toy_algorithm() -> Algorithm:
+    """An algorithm whose aggregate is the example-weighted mean of the replies' models and counts its rounds in ``control.c``."""
+
+    def init(info):
+        return {"model.w": torch.tensor([1.0, -2.0]), "model.bn.mean": torch.tensor([0.0]), "model.bn.count": torch.tensor(0), "control.c": torch.tensor(0.0)}
+
+    def aggregate(state, replies, info):
+        assert not [k for k in state if k.startswith("server_optimizer.")]  # the algorithm never sees the optimizer's slots
+        mean = weighted_mean([with_prefix(r.arrays, MODEL) for r in replies], [r.num_examples for r in replies])
+        return {**state, **{MODEL + k: v for k, v in mean.items()}, "control.c": state["control.c"] + 1}
+
+    def client_update(*args):
+        raise AssertionError("no client runs here")
+
+    return Algorithm(
+        name="toy",
+        inputs=("x",),
+        init=init,
+        broadcast=lambda state, info: Broadcast(dict(state)),
+        client_update=client_update,
+        aggregate=aggregate,
+        evaluate=lambda state, data: {"accuracy": 0.0},
+    )
+
+
+def three_rounds(optimizer: ServerOptimizer) -> list[dict[str, torch.Tensor]]:
+    """The server states after rounds 1-3 when the clients' example-weighted mean is x_t + Delta_t (two replies, weights 1 and 3)."""
+    algorithm = with_server_optimizer(toy_algorithm(), optimizer, ["model.w"])
+    state, states = algorithm.init(INFO), []
+    for t, delta in enumerate(DELTAS):
+        assert set(algorithm.broadcast(state, INFO).arrays) == {"model.w", "model.bn.mean", "model.bn.count", "control.c"}
+        target = state["model.w"] + torch.tensor(delta)
+        spread = torch.tensor([0.4, 0.8])
+        replies = [
+            Reply({"model.w": target + spread, "model.bn.mean": torch.tensor([4.0 * t]), "model.bn.count": torch.tensor(7 + t)}, num_examples=1),
+            Reply({"model.w": target - spread / 3, "model.bn.mean": torch.tensor([0.0]), "model.bn.count": torch.tensor(9)}, num_examples=3),
+        ]
+        state = algorithm.aggregate(state, replies, INFO)
+        assert torch.equal(state["model.bn.mean"], torch.tensor([1.0 * t]))  # a buffer: the plain (weighted) average, no optimizer step
+        assert state["model.bn.count"].item() == 7 + t and state["control.c"].item() == t + 1  # the aggregate's own values
+        states.append(state)
+    return states
+
+
+def close(tensor: torch.Tensor, values: list[float]) -> bool:
+    return torch.allclose(tensor, torch.tensor(values), rtol=1e-5, atol=1e-6)
+
+
+def test_fedavgm_by_hand():
+    """v_t = beta v_{t-1} + Delta_t, x_{t+1} = x_t + eta v_t; eta = 0.5, beta = 0.9."""
+    s1, s2, s3 = three_rounds(ServerOptimizer("avgm", lr=0.5, momentum=0.9))
+    v1 = [0.5, -1.0]
+    v2 = [0.9 * 0.5 + 1.0, 0.9 * -1.0 + 0.5]  # 1.45, -0.4
+    v3 = [0.9 * 1.45 - 0.2, 0.9 * -0.4 + 0.25]  # 1.105, -0.11
+    assert close(s1["server_optimizer.v.model.w"], v1) and close(s2["server_optimizer.v.model.w"], v2) and close(s3["server_optimizer.v.model.w"], v3)
+    assert close(s1["model.w"], [1.0 + 0.5 * 0.5, -2.0 + 0.5 * -1.0])  # 1.25, -2.5
+    assert close(s2["model.w"], [1.25 + 0.5 * 1.45, -2.5 + 0.5 * -0.4])  # 1.975, -2.7
+    assert close(s3["model.w"], [1.975 + 0.5 * 1.105, -2.7 + 0.5 * -0.11])
+
+
+def test_fedadagrad_by_hand():
+    """m_t = beta1 m + (1 - beta1) Delta, v_t = v + Delta^2, x + eta m / (sqrt(v) + tau); eta = 0.1, beta1 = 0.5, tau = 0.01."""
+    s1, s2, s3 = three_rounds(ServerOptimizer("adagrad", lr=0.1, beta1=0.5, tau=0.01))
+    m1, v1 = [0.25, -0.5], [0.25, 1.0]
+    x1 = [1.0 + 0.1 * 0.25 / (0.5 + 0.01), -2.0 + 0.1 * -0.5 / (1.0 + 0.01)]
+    m2, v2 = [0.5 * 0.25 + 0.5 * 1.0, 0.5 * -0.5 + 0.5 * 0.5], [0.25 + 1.0, 1.0 + 0.25]  # (0.625, 0), (1.25, 1.25)
+    x2 = [x1[0] + 0.1 * 0.625 / (math.sqrt(1.25) + 0.01), x1[1] + 0.0]
+    m3, v3 = [0.5 * 0.625 + 0.5 * -0.2, 0.5 * 0.0 + 0.5 * 0.25], [1.25 + 0.04, 1.25 + 0.0625]  # (0.2125, 0.125), (1.29, 1.3125)
+    x3 = [x2[0] + 0.1 * 0.2125 / (math.sqrt(1.29) + 0.01), x2[1] + 0.1 * 0.125 / (math.sqrt(1.3125) + 0.01)]
+    assert close(s1["server_optimizer.m.model.w"], m1) and close(s1["server_optimizer.v.model.w"], v1) and close(s1["model.w"], x1)
+    assert close(s2["server_optimizer.m.model.w"], m2) and close(s2["server_optimizer.v.model.w"], v2) and close(s2["model.w"], x2)
+    assert close(s3["server_optimizer.m.model.w"], m3) and close(s3["server_optimizer.v.model.w"], v3) and close(s3["model.w"], x3)
+
+
+def test_fedadam_by_hand():
+    """v_t = beta2 v + (1 - beta2) Delta^2, no bias correction (Algorithm 2); eta = 0.1, beta1 = 0.5, beta2 = 0.5, tau = 0.01."""
+    s1, s2, s3 = three_rounds(ServerOptimizer("adam", lr=0.1, beta1=0.5, beta2=0.5, tau=0.01))
+    v1 = [0.5 * 0.25, 0.5 * 1.0]  # 0.125, 0.5
+    x1 = [1.0 + 0.1 * 0.25 / (math.sqrt(0.125) + 0.01), -2.0 + 0.1 * -0.5 / (math.sqrt(0.5) + 0.01)]
+    v2 = [0.5 * 0.125 + 0.5 * 1.0, 0.5 * 0.5 + 0.5 * 0.25]  # 0.5625, 0.375
+    x2 = [x1[0] + 0.1 * 0.625 / (0.75 + 0.01), x1[1] + 0.0]  # m2 = (0.625, 0) as in FedAdagrad
+    v3 = [0.5 * 0.5625 + 0.5 * 0.04, 0.5 * 0.375 + 0.5 * 0.0625]  # 0.30125, 0.21875
+    x3 = [x2[0] + 0.1 * 0.2125 / (math.sqrt(0.30125) + 0.01), x2[1] + 0.1 * 0.125 / (math.sqrt(0.21875) + 0.01)]
+    assert close(s1["server_optimizer.v.model.w"], v1) and close(s1["model.w"], x1)
+    assert close(s2["server_optimizer.v.model.w"], v2) and close(s2["model.w"], x2)
+    assert close(s3["server_optimizer.m.model.w"], [0.2125, 0.125]) and close(s3["server_optimizer.v.model.w"], v3) and close(s3["model.w"], x3)
+
+
+def test_fedyogi_by_hand():
+    """v_t = v - (1 - beta2) Delta^2 sign(v - Delta^2): v grows where Delta^2 > v (round 2, first coordinate), shrinks elsewhere."""
+    s1, s2, s3 = three_rounds(ServerOptimizer("yogi", lr=0.1, beta1=0.5, beta2=0.5, tau=0.01))
+    v1 = [0.0 + 0.5 * 0.25, 0.0 + 0.5 * 1.0]  # sign(0 - Delta^2) = -1: 0.125, 0.5
+    x1 = [1.0 + 0.1 * 0.25 / (math.sqrt(0.125) + 0.01), -2.0 + 0.1 * -0.5 / (math.sqrt(0.5) + 0.01)]
+    v2 = [0.125 + 0.5 * 1.0, 0.5 - 0.5 * 0.25]  # 1.0 > 0.125: grows to 0.625; 0.25 < 0.5: shrinks to 0.375
+    x2 = [x1[0] + 0.1 * 0.625 / (math.sqrt(0.625) + 0.01), x1[1] + 0.0]
+    v3 = [0.625 - 0.5 * 0.04, 0.375 - 0.5 * 0.0625]  # both shrink: 0.605, 0.34375
+    x3 = [x2[0] + 0.1 * 0.2125 / (math.sqrt(0.605) + 0.01), x2[1] + 0.1 * 0.125 / (math.sqrt(0.34375) + 0.01)]
+    assert close(s1["server_optimizer.v.model.w"], v1) and close(s1["model.w"], x1)
+    assert close(s2["server_optimizer.v.model.w"], v2) and close(s2["model.w"], x2)
+    assert close(s3["server_optimizer.v.model.w"], v3) and close(s3["model.w"], x3)
+
+
+def test_server_optimizer_none_is_the_algorithm_itself():
+    algorithm = toy_algorithm()
+    assert with_server_optimizer(algorithm, ServerOptimizer("none"), ["model.w"]) is algorithm
+
+
+def linear_data(n, seed):
+    g = torch.Generator().manual_seed(seed)
+    return {"x": torch.randn(n, 4, generator=g), "y": torch.randint(0, 3, (n,), generator=g)}
+
+
+def test_fedprox_clients_under_a_fedadam_server_by_hand():
+    """Composition: FedProx's clients are untouched (the same replies as plain FedProx); the server's step is
+    FedAdam's on Delta = the example-weighted mean of the replies - x, computed here from the replies."""
+    hyper = dict(local_epochs=2, batch_size=4, model="linear", lr=0.5, mu=0.1)
+    adam = fedprox(FEATURES, **hyper, server_optimizer="adam", server_lr=0.05, beta1=0.9, beta2=0.99, tau=1e-3)
+    plain = fedprox(FEATURES, **hyper)
+    state, plain_state = adam.init(INFO), plain.init(INFO)
+    params = [MODEL + "weight", MODEL + "bias"]
+    assert set(state) == {*plain_state, *(f"server_optimizer.{s}.{p}" for s in "mv" for p in params)}
+    assert all(torch.equal(state[k], plain_state[k]) for k in plain_state)
+    message = adam.broadcast(state, INFO)
+    assert set(message.arrays) == set(plain.broadcast(plain_state, INFO).arrays)
+    datas = [linear_data(8, 0), linear_data(12, 1)]
+    replies = [adam.client_update(message, {}, d, INFO.for_client(c))[0] for c, d in enumerate(datas)]
+    plain_replies = [plain.client_update(message, {}, d, INFO.for_client(c))[0] for c, d in enumerate(datas)]
+    assert all(torch.equal(a.arrays[k], b.arrays[k]) for a, b in zip(replies, plain_replies, strict=True) for k in a.arrays)
+    new = adam.aggregate(state, replies, INFO)
+    for p in params:
+        delta = (8 * replies[0].arrays[p] + 12 * replies[1].arrays[p]) / 20 - state[p]
+        m, v = 0.1 * delta, 0.01 * delta**2
+        assert torch.allclose(new[p], state[p] + 0.05 * m / (v.sqrt() + 1e-3), atol=1e-6)
+        assert torch.allclose(new["server_optimizer.m." + p], m, atol=1e-7) and torch.allclose(new["server_optimizer.v." + p], v, atol=1e-8)
+        assert not torch.allclose(new[p], plain.aggregate(plain_state, replies, INFO)[p])  # not FedAvg's step
+
+
+def test_scaffold_under_fedavgm_steps_the_parameters_and_averages_the_buffers(image_task):
+    """SCAFFOLD's control variates are its own aggregate's; the parameters take FedAvgM's step on SCAFFOLD's
+    unweighted mean; BatchNorm's running statistics are that mean and its integer counter the first reply's."""
+    hyper = dict(local_epochs=1, batch_size=8, model="convnet-small", lr=0.05)
+    avgm = scaffold(image_task, **hyper, server_optimizer="avgm", server_lr=0.5, server_momentum=0.9)
+    plain = scaffold(image_task, **hyper)
+    state = avgm.init(INFO)
+    replies = [avgm.client_update(avgm.broadcast(state, INFO), {}, toy_images(16, seed), INFO.for_client(seed))[0] for seed in (0, 1)]
+    new, reference = avgm.aggregate(state, replies, INFO), plain.aggregate(plain.init(INFO), replies, INFO)
+    parameters = {k for k in new if k.startswith("server_optimizer.v.")}
+    assert parameters and all(torch.equal(new[k], reference[k]) for k in reference if k.startswith("control."))
+    for k, value in new.items():
+        if not k.startswith(MODEL):
+            continue
+        mean = (replies[0].arrays[k] + replies[1].arrays[k]) / 2 if value.is_floating_point() else replies[0].arrays[k]
+        if "server_optimizer.v." + k in parameters:  # round 1: v = Delta, x + 0.5 Delta
+            assert torch.allclose(new["server_optimizer.v." + k], mean - state[k], atol=1e-6)
+            assert torch.allclose(value, state[k] + 0.5 * (mean - state[k]), atol=1e-6)
+        else:
+            assert "running" in k or "num_batches" in k
+            assert torch.allclose(value, mean, atol=1e-6) if value.is_floating_point() else torch.equal(value, mean)
+
+
+@pytest.mark.parametrize(
+    "name, values, message",
+    [
+        (
+            "fedprox",
+            {"server_lr": 0.1},
+            "algorithm.server_lr: applies with algorithm.server_optimizer = 'avgm' or 'adagrad' or 'adam' or 'yogi', not with 'none'",
+        ),
+        (
+            "fedprox",
+            {"server_optimizer": "adam", "server_momentum": 0.9},
+            "algorithm.server_momentum: applies with algorithm.server_optimizer = 'avgm', not with 'adam'",
+        ),
+        ("fedprox", {"server_optimizer": "adagrad", "beta2": 0.9}, "algorithm.beta2: applies with .*'adam' or 'yogi', not with 'adagrad'"),
+        ("scaffold", {"server_optimizer": "avgm", "global_lr": 0.5}, "algorithm.global_lr: is plain SCAFFOLD's server step; .*algorithm.server_lr"),
+        ("fedadam", {"server_optimizer": "adam"}, "algorithm.server_optimizer: unknown key"),
+    ],
+)
+def test_server_hyperparameters_that_do_not_apply_are_refused(name, values, message):
+    with pytest.raises(ConfigError, match=message):
+        ALGORITHMS[name].build(FEATURES, {"model": "linear", **values}, local_epochs=1, batch_size=4)
+
+
+def test_the_four_algorithms_take_flowers_defaults():
+    """Flower 1.41's strategies (flwr.serverapp.strategy): FedAdam eta 0.1, FedYogi 0.01, FedAdagrad 0.1 without beta1; FedAvgM momentum 0.9 (Hsu et al.)."""
+    defaults = {name: {k: p.default for k, p in ALGORITHMS[name].hyperparameters().items()} for name in ("fedavgm", "fedadagrad", "fedadam", "fedyogi")}
+    assert {k: defaults["fedavgm"][k] for k in ("server_lr", "server_momentum")} == {"server_lr": 1.0, "server_momentum": 0.9}
+    assert {k: defaults["fedadagrad"][k] for k in ("server_lr", "beta1", "tau")} == {"server_lr": 0.1, "beta1": 0.0, "tau": 1e-3}
+    assert "beta2" not in defaults["fedadagrad"] and "server_momentum" not in defaults["fedadam"]
+    for name, lr in (("fedadam", 0.1), ("fedyogi", 0.01)):
+        assert {k: defaults[name][k] for k in ("server_lr", "beta1", "beta2", "tau")} == {"server_lr": lr, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
