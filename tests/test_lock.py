@@ -45,3 +45,29 @@ def test_the_readme_and_ci_install_from_the_lock():
     assert all('pip install -c requirements.lock -e ".[flower' in c for c in commands)
     ci = (ROOT / ".ci" / "run").read_text()
     assert commands[1] in ci  # .ci/run runs the README's test command verbatim
+
+
+def torch_requirement() -> Requirement:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return next(Requirement(r) for r in project["dependencies"] if canonicalize_name(Requirement(r).name) == "torch")
+
+
+def test_pyproject_asks_for_a_torch_floor_that_the_lock_satisfies():
+    """A library names the oldest torch it works with, not CI's exact build (issue 32): a GPU image keeps its own."""
+    (spec,) = torch_requirement().specifier
+    assert spec.operator == ">=", f"pyproject.toml: torch {spec} is not a floor"
+    assert torch_requirement().specifier.contains(locked()["torch"], prereleases=True)
+
+
+def test_the_readme_gpu_line_installs_the_torch_pyproject_asks_for_without_the_lock():
+    """README, "On a GPU": a CUDA torch first, with pyproject's own range; then fedprior without the CPU lock, on CUDA."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("\n## On a GPU\n", 1)[1].split("\n## ", 1)[0]
+    line = re.search(r"```bash\n(.*?)\n```", section, flags=re.S)[1]
+    specs = re.findall(r'pip install "(torch[^"]*)"', line)
+    assert len(specs) == 1, f"README 'On a GPU': want one `pip install \"torch...\"`, got {specs}"
+    assert Requirement(specs[0]).specifier == torch_requirement().specifier, f"README says {specs[0]}, pyproject.toml {torch_requirement()}"
+    assert "requirements.lock" not in line  # the lock pins the CPU build
+    assert 'pip install -e ".[flower]"' in line and "run.device=cuda" in line
+    floor = next(iter(torch_requirement().specifier)).version
+    assert f"torch {floor}" in section and f"torch>={floor}" in section.replace("`", "")  # the prose names the same floor
