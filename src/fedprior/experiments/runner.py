@@ -162,6 +162,7 @@ def execute(
     on_start: Callable[[Experiment, int, int], None] | None = None,
     on_round: RoundCallback | None = None,
     on_finished: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
     report_extras: bool = True,
     runtime_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -171,7 +172,8 @@ def execute(
     (``fedprior.experiments.paper_registry``, filled by ``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
     A resume first checks the checkpoint (``previous``: continue from the one before the
     last) and that config.toml is still the run's config (``resume_check.py``).
-    ``on_start(experiment, total rounds, rounds already done)`` is called before training.
+    ``on_start(experiment, total rounds, rounds already done)`` is called before training; ``on_note(line)`` hears
+    what the run says between rounds (worker processes starting), which run.log gets too.
     A resume of a finished run (every round done, result.json written) trains nothing,
     writes nothing, calls ``on_finished(message)`` and returns the summary in result.json.
     The run's ``run.log`` gets the start line, one line per round and the summary
@@ -225,6 +227,11 @@ def execute(
         if on_round:
             on_round(entry)
 
+    def note(line: str) -> None:
+        run.journal.write(line)
+        if on_note:
+            on_note(line)
+
     run.rewrite_metrics(start_from.progress.history if start_from else [])
     trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
@@ -245,6 +252,7 @@ def execute(
             checkpoint_metadata=metadata,
             worker_setup=experiment.client_side(),
             client_size=experiment.client_size,
+            on_note=note,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     summary["state_sha256"] = state_sha256(result.state, result.client_states)

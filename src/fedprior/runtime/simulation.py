@@ -288,11 +288,13 @@ def simulate(
     checkpoint_metadata: dict[str, str] | None = None,
     worker_setup: WorkerSetup | None = None,
     client_size: Callable[[int], int] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> SimulationResult:
     """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
 
     ``loop.workers > 1`` trains a round's clients in that many worker processes
-    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there),
+    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there, and
+    ``on_note`` hears a line when they start and when they are ready),
     each with ``loop.threads.train`` torch threads; ``loop.concurrent_clients > 1`` runs that many
     updates at once in each process (:mod:`fedprior.runtime.concurrent`), for an algorithm with
     ``thread_safe_updates``. The numbers are those of ``workers = 1`` and ``concurrent_clients = 1``.
@@ -316,6 +318,7 @@ def simulate(
             client_size=client_size,
             concurrent=loop.concurrent_clients,
             device=loop.device,
+            announce=on_note,
         )
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states, Lanes(loop.concurrent_clients, loop.device))
