@@ -213,7 +213,7 @@ def run_rounds(
                         )
                         if failures and not answered:
                             stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
-                        answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite)  # reached, but diverged
+                        answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite, state)  # reached, but diverged
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                     empty = sorted(r.client_id for r in answered if r.num_examples == 0)
