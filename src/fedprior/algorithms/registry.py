@@ -165,19 +165,24 @@ class AlgorithmSpec:
         except ValidationError as error:
             raise ConfigError(describe_validation_error(error, ("algorithm",), lambda _: accepted)) from None
 
-    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
-        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
+    def check_runtime(self, precision: str = "fp32", compile: bool = False) -> None:
+        """ConfigError unless the factory declares what ``run.precision`` and ``run.compile`` ask of it (checked before the data loads)."""
         needed = inspect.signature(self.factory).parameters
-        if runtime.get("precision", "fp32") != "fp32" and "precision" not in needed:
+        if precision != "fp32" and "precision" not in needed:
             raise ConfigError(
                 f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not take 'precision'); "
                 f"accepted for it: fp32; bf16 for: {', '.join(supports_precision())}"
             )
-        if runtime.get("compile", False) and "compile" not in needed:
+        if compile and "compile" not in needed:
             raise ConfigError(
                 f"run.compile: algorithm '{self.name}' does not compile its networks (its factory does not take 'compile'); "
                 f"accepted for it: false; true for: {', '.join(supports_compile())}"
             )
+
+    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
+        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
+        self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
+        needed = inspect.signature(self.factory).parameters
         provided = {k: v for k, v in runtime.items() if k in needed}
         return self.factory(task, **self.validate(values), **provided)
 
@@ -350,6 +355,11 @@ def import_modules(names: Sequence[str], where: str = "--import") -> None:
             importlib.import_module(name)
         except Exception as error:  # not found, a syntax error, or its own code failing (a register_algorithm refused)
             raise ConfigError(f"{where}: cannot import module '{name}' ({type(error).__name__}: {error})") from None
+        except SystemExit as error:  # its top level calls sys.exit() (a script's `main()` not behind `if __name__ == "__main__"`)
+            raise ConfigError(
+                f"{where}: importing module '{name}' called sys.exit({error.code!r}); a module named here is imported, not run: "
+                'put what runs as a script under `if __name__ == "__main__":`'
+            ) from None
         REGISTERED_BY[name] = REGISTERED_HERE - before
 
 

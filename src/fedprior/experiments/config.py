@@ -219,6 +219,8 @@ def read_toml(source: str) -> tuple[str, dict[str, Any]]:
     its stem. A UTF-8 byte-order mark is accepted.
     """
     presets = preset_paths()
+    if not source.strip():  # "" would be the working directory, a folder
+        raise ConfigError(f"an empty preset name {source!r}; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
     if source in presets and "/" not in source and not source.endswith(".toml"):
         path, name = presets[source], source
     elif "/" in source or source.endswith(".toml") or Path(source).exists():
