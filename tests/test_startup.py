@@ -40,7 +40,7 @@ def test_config_only_commands_do_not_import_torch(command):
 
 def test_the_snapshot_is_what_the_factories_declare():
     """Fails when a shipped factory's hyperparameters changed: rerun `python -m fedprior.algorithms.hyperparameter_snapshot`."""
-    assert json.loads(json.dumps(current_snapshot())) == read_snapshot()
+    assert json.loads(json.dumps(current_snapshot())) == read_snapshot(), "rerun `python -m fedprior.algorithms.hyperparameter_snapshot`"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, spec in ALGORITHMS.items() if is_shipped(spec)))

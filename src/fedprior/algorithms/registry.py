@@ -15,6 +15,12 @@ declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigErro
 the factory compiles the network its clients train, ``GlobalModel(compile=...)``): asking an
 algorithm whose factory does not declare it for ``true`` is a ConfigError naming those that do.
 
+The shipped algorithms are imported on first use (:class:`ShippedFactory`): their modules import torch,
+and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
+:mod:`fedprior.algorithms.hyperparameter_snapshot` instead (:func:`hyperparameters_from_snapshot`); a
+change to a shipped factory's hyperparameters is followed by
+``python -m fedprior.algorithms.hyperparameter_snapshot`` (tests/test_startup.py says so).
+
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import
 MODULE`` on the command line or in ``run.imports`` (recorded in a run's config.toml, so a
