@@ -12,10 +12,13 @@ client counts; not the seconds), a digest of the checkpoint's tensors after ever
 round and the SHA-256 of the final one (server and client states).
 
     python benchmarks/one_round_histories.py --record benchmarks/results/one_round_histories.json
+    python benchmarks/one_round_histories.py --record benchmarks/results/one_round_histories.json --only fedadam-cnn ...
     python benchmarks/one_round_histories.py --check benchmarks/results/one_round_histories.json [--only fedavg-cnn mfcl ...]
     python benchmarks/one_round_histories.py --rounds 30 --check benchmarks/results/drift_30_rounds.json
 
-``--record`` writes the file (with the command, the commit and the machine); ``--check``
+``--record`` writes the file (with the command, the commit and the machine); ``--record FILE
+--only RUN ...`` runs only those and merges them into FILE, the other runs kept as they are
+(the command, commit and machine of the merge listed under ``added``); ``--check``
 reruns and compares exactly (floats bit-identical), prints per run the first round that
 differs with that round's differing numbers, and exits 1 if any run differs. ``--rounds N``
 (the drift check: 30) trains every run N rounds, so that a difference that starts after
@@ -156,10 +159,39 @@ def git(*args: str) -> str:
     return shell(f"git -C {HERE.parent} {' '.join(args)}")
 
 
+def provenance(at_start: dict[str, Any], wall: float) -> dict[str, Any]:
+    """Where a recording comes from: the command, the commit (and whether src/ had changed since), torch, the machine, the seconds."""
+    import torch
+
+    return {
+        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "commit": git("rev-parse", "HEAD"),
+        "src_changed_since_commit": bool(git("status", "--porcelain", "src")),
+        "torch": torch.__version__,
+        "machine": at_start,
+        "wall_seconds": wall,
+    }
+
+
+def merge(path: Path, results: dict[str, Any], rounds: int | None, at_start: dict[str, Any], wall: float) -> int:
+    """``--record FILE --only RUN ...``: write these runs into FILE, every other run and the file's own provenance kept as they
+    were; the merge's provenance is appended to ``added``."""
+    if not path.is_file():
+        sys.exit(f"--record {path} --only ...: {path} does not exist; record every run first (no --only)")
+    record = json.loads(path.read_text())
+    if record.get("rounds") != rounds:
+        sys.exit(f"{path} holds runs of {record.get('rounds') or 'one small'} round(s); merge runs of as many")
+    record["runs"] = {**record["runs"], **results}
+    record.setdefault("added", []).append({"runs": sorted(results), **provenance(at_start, wall)})
+    path.write_text(json.dumps(record, indent=1) + "\n")
+    print(f"merged {len(results)} runs into {path} ({len(record['runs'])} runs now)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     mode = parser.add_mutually_exclusive_group(required=True)
-    mode.add_argument("--record", type=Path, metavar="FILE", help="run every preset and write FILE")
+    mode.add_argument("--record", type=Path, metavar="FILE", help="run every preset and write FILE (with --only: merge those runs into FILE)")
     mode.add_argument("--check", type=Path, metavar="FILE", help="run every preset and compare with FILE exactly")
     parser.add_argument("--only", nargs="+", metavar="RUN", help="run (and check) only these presets or variants")
     parser.add_argument("--rounds", type=int, metavar="N", help="every run trains N rounds (the drift check: 30); default: the presets' one small round")
@@ -193,9 +225,9 @@ def main() -> int:
             print(f"{name}: {results[name]['algorithm']}, {len(results[name]['values'])} numbers, {results[name]['seconds']} s", flush=True)
     wall = round(time.perf_counter() - started, 1)
 
+    if args.record and args.only:
+        return merge(args.record, results, args.rounds, at_start, wall)
     if args.record:
-        if args.only:
-            sys.exit("--record runs every preset (no --only)")
         missing = set(ALGORITHMS) - {r["algorithm"] for r in results.values()}
         if missing:
             sys.exit(f"no preset runs the algorithms {sorted(missing)}")
@@ -203,12 +235,7 @@ def main() -> int:
         record = {
             "what": f"every shipped preset's numbers after {what} (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
             "rounds": args.rounds,
-            "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
-            "commit": git("rev-parse", "HEAD"),
-            "src_changed_since_commit": bool(git("status", "--porcelain", "src")),
-            "torch": torch.__version__,
-            "machine": at_start,
-            "wall_seconds": wall,
+            **provenance(at_start, wall),
             "runs": results,
         }
         args.record.parent.mkdir(parents=True, exist_ok=True)

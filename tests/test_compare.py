@@ -348,6 +348,34 @@ def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
     assert legend.get_window_extent(renderer).x1 <= figure.bbox.x1 + 1  # and inside the picture
 
 
+def test_long_group_labels_wrap_and_the_legend_stays_beside_the_axes(tmp_path, monkeypatch):
+    """Groups told apart by a long field (labels of ~190 characters): the legend neither covers the axes nor the title (issue 33 item 11)."""
+    import warnings
+
+    from fedprior.experiments import compare_plot
+
+    figures = []
+    save = compare_plot.save_figure
+    monkeypatch.setattr(compare_plot, "save_figure", lambda figure, path, close=True: (figures.append(figure), save(figure, path, close=False))[1])
+    note = "a-long-description-of-the-setting-" * 5
+    runs = [fake_run(tmp_path / f"r{i}-{seed}", "fedavg", seed, 0.5 + 0.01 * i, 0.9, extra={"note": f'"{note}{i}"'}) for i in range(6) for seed in range(2)]
+    comparison = compare_runs(runs)
+    assert min(len(g.label) for g in comparison.groups) > 180
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # constrained layout warns where it had to collapse the axes
+        comparison.plot(tmp_path / "long.png")
+        (figure,) = figures
+        figure.canvas.draw()
+    renderer = figure.canvas.get_renderer()
+    (ax,) = figure.axes
+    (legend,) = figure.legends
+    box, axes, title = legend.get_window_extent(renderer), ax.get_window_extent(renderer), ax.title.get_window_extent(renderer)
+    assert box.x0 >= axes.x1 and box.x0 >= title.x1  # beside the axes and their title
+    assert box.x1 <= figure.bbox.x1 + 1 and box.y0 >= -1 and box.y1 <= figure.bbox.y1 + 1  # inside the picture
+    assert axes.width > 0.3 * figure.bbox.width  # the axes are not squeezed to a sliver
+    assert all(max(map(len, text.get_text().splitlines())) <= compare_plot.LABEL_WIDTH for text in legend.get_texts())
+
+
 def test_a_narrow_terminal_leaves_columns_out_rather_than_cropping_numbers(grid):
     from fedprior.cli.compare import needed_width, render
 

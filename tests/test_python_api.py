@@ -209,9 +209,8 @@ def test_a_config_round_trips_through_toml(tmp_path):
 
 
 def test_the_algorithm_paths_the_docs_showed_before_pieces_still_import():
+    from fedprior.algorithms.pieces import precision, tensors
     from fedprior.algorithms.precision import autocast
     from fedprior.algorithms.tensors import weighted_mean
-
-    from fedprior.algorithms.pieces import precision, tensors
 
     assert weighted_mean is tensors.weighted_mean and autocast is precision.autocast

@@ -212,3 +212,33 @@ def test_the_four_algorithms_take_flowers_defaults():
     assert "beta2" not in defaults["fedadagrad"] and "server_momentum" not in defaults["fedadam"]
     for name, lr in (("fedadam", 0.1), ("fedyogi", 0.01)):
         assert {k: defaults[name][k] for k in ("server_lr", "beta1", "beta2", "tau")} == {"server_lr": lr, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
+
+
+@pytest.mark.parametrize("rule, lr", [("avgm", 1.0), ("adagrad", 0.01), ("adam", 0.01), ("yogi", 0.01)])
+def test_an_unset_server_lr_of_fedprox_is_the_rules_own(rule, lr):
+    """server_lr left unset on fedprox: 1 for FedAvgM, 0.01 for the adaptive rules (the presets'), the same step as setting it."""
+    assert ALGORITHMS["fedprox"].validate({"server_optimizer": rule})["server_lr"] is None
+    hyper = dict(local_epochs=1, batch_size=4, model="linear", lr=0.5, server_optimizer=rule)
+    unset, given, one = (fedprox(FEATURES, **hyper, **extra) for extra in ({}, {"server_lr": lr}, {"server_lr": 1.0 if lr != 1.0 else 0.5}))
+    state = unset.init(INFO)
+    replies = [unset.client_update(unset.broadcast(state, INFO), {}, linear_data(8, c), INFO.for_client(c))[0] for c in (0, 1)]
+    stepped = unset.aggregate(state, replies, INFO)
+    assert all(torch.equal(stepped[k], v) for k, v in given.aggregate(state, replies, INFO).items())
+    assert not torch.equal(stepped[MODEL + "weight"], one.aggregate(state, replies, INFO)[MODEL + "weight"])
+
+
+def test_a_diverged_run_under_a_server_optimizer_names_server_lr_too():
+    from fedprior.runtime.divergence import DivergedError, check_global, screen_replies
+
+    nan = {MODEL + "w": torch.tensor([float("nan")])}
+    plain, stepped = {MODEL + "w": torch.zeros(1)}, {MODEL + "w": torch.zeros(1), "server_optimizer.v.model.w": torch.zeros(1)}
+    for state, named in ((plain, False), (stepped, True)):
+        messages = []
+        with pytest.raises(DivergedError, match="lower algorithm.lr") as error:
+            screen_replies([Reply(nan, num_examples=1)], "federated", 2, "stop", state)
+        messages.append(str(error.value))
+        with pytest.raises(DivergedError, match="lower algorithm.lr") as error:
+            check_global({**state, **nan}, {}, "federated", 2)
+        messages.append(str(error.value))
+        for message in messages:
+            assert ("lower algorithm.lr or algorithm.server_lr" in message) is named and ("server_lr" in message) is named

@@ -23,14 +23,14 @@ from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.hyperparameters import parameters, with_shared
-from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, server_optimization, with_server_optimizer
+from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, server_step, with_server_optimizer
 
 FEDAVG = tuple(p for p in inspect.signature(fedavg, eval_str=True).parameters.values() if p.kind is p.KEYWORD_ONLY)
 """FedAvg's keyword parameters: every algorithm here takes them, with FedAvg's defaults."""
 
-MOMENTUM = parameters(server_optimization, ("server_lr", "server_momentum"))
-ADAGRAD = parameters(server_optimization, ("server_lr", "beta1", "tau"))
-ADAPTIVE = parameters(server_optimization, ("server_lr", "beta1", "beta2", "tau"))
+MOMENTUM = parameters(server_step, ("server_lr", "server_momentum"))
+ADAGRAD = parameters(server_step, ("server_lr", "beta1", "tau"))
+ADAPTIVE = parameters(server_step, ("server_lr", "beta1", "beta2", "tau"))
 
 
 def model_parameters(task: Task, model: str) -> tuple[str, ...]:

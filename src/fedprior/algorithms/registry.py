@@ -15,6 +15,12 @@ declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigErro
 the factory compiles the network its clients train, ``GlobalModel(compile=...)``): asking an
 algorithm whose factory does not declare it for ``true`` is a ConfigError naming those that do.
 
+The shipped algorithms are imported on first use (:class:`ShippedFactory`): their modules import torch,
+and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
+:mod:`fedprior.algorithms.hyperparameter_snapshot` instead (:func:`hyperparameters_from_snapshot`); a
+change to a shipped factory's hyperparameters is followed by
+``python -m fedprior.algorithms.hyperparameter_snapshot`` (tests/test_startup.py says so).
+
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import
 MODULE`` on the command line or in ``run.imports`` (recorded in a run's config.toml, so a
@@ -27,42 +33,21 @@ algorithm then fails with the unknown-algorithm error, which repeats why it did 
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import importlib
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from fedprior.algorithms.base import Algorithm, Task
-from fedprior.algorithms.baselines import linear_probe, zero_shot
-from fedprior.algorithms.central import central
-from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.fedbm import fedbm
-from fedprior.algorithms.feddb import feddb
-from fedprior.algorithms.feddyn import feddyn
-from fedprior.algorithms.fedetf import fedetf
-from fedprior.algorithms.fedmatch import fedmatch
-from fedprior.algorithms.fednh import fednh
-from fedprior.algorithms.fedntd import fedntd
-from fedprior.algorithms.fedopt import fedadagrad, fedadam, fedavgm, fedyogi
-from fedprior.algorithms.fedproto import fedproto
-from fedprior.algorithms.fedprox import fedprox
-from fedprior.algorithms.fedrep import fedrep
-from fedprior.algorithms.fedrgd import fedrgd
-from fedprior.algorithms.fedrod import fedrod
-from fedprior.algorithms.fedsimclr import fedsimclr
-from fedprior.algorithms.fedswav import fedswav
-from fedprior.algorithms.fixmatch import fedavg_labeled, fixmatch
-from fedprior.algorithms.fst_cbdg import fst_cbdg
-from fedprior.algorithms.mfcl import mfcl
-from fedprior.algorithms.moon import moon
-from fedprior.algorithms.orchestra import orchestra
-from fedprior.algorithms.raw_pixels import raw_pixels
-from fedprior.algorithms.scaffold import scaffold
-from fedprior.algorithms.semifl import semifl
 from fedprior.errors import ConfigError
 from fedprior.validation import CheckedModel, describe_validation_error
+
+if TYPE_CHECKING:
+    from fedprior.algorithms.base import Algorithm, Task
 
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device", "precision", "compile")
 
@@ -86,6 +71,63 @@ class Hyperparameters(CheckedModel):
     model_config = ConfigDict(extra="forbid")
 
 
+class ShippedFactory:
+    """A shipped algorithm's factory, imported on first use: ``"fedprior.algorithms.fedavg:fedavg"``.
+
+    Its module imports torch; a command that only reads configs (``fedprior presets show``)
+    never calls, inspects or imports it. It is called like the factory, and
+    :func:`inspect.signature` and :func:`inspect.unwrap` reach the factory through
+    ``__wrapped__``.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    @functools.cached_property
+    def function(self) -> Callable[..., Algorithm]:
+        module, name = self.path.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the factory has been imported (its module is then in this process anyway)."""
+        return "function" in self.__dict__
+
+    @property
+    def __wrapped__(self) -> Callable[..., Algorithm]:
+        return self.function
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Algorithm:
+        return self.function(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[type, tuple[str]]:
+        return ShippedFactory, (self.path,)
+
+    def __repr__(self) -> str:
+        return f"ShippedFactory({self.path!r})"
+
+
+FROM_SNAPSHOT = {"on": False}
+"""Set by :func:`hyperparameters_from_snapshot`: shipped algorithms not yet imported are checked against the snapshot."""
+
+
+@contextlib.contextmanager
+def hyperparameters_from_snapshot() -> Iterator[None]:
+    """Within it, a shipped algorithm whose module is not imported yet is checked against
+    :mod:`fedprior.algorithms.hyperparameter_snapshot` instead of its factory: no torch.
+
+    For the commands that only read configs (``fedprior presets show``); a run reads the
+    factory, so that a snapshot out of date (tests/test_startup.py catches it) never changes
+    what runs.
+    """
+    before = FROM_SNAPSHOT["on"]
+    FROM_SNAPSHOT["on"] = True
+    try:
+        yield
+    finally:
+        FROM_SNAPSHOT["on"] = before
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
@@ -96,42 +138,57 @@ class AlgorithmSpec:
     @property
     def summary(self) -> str:
         """The first line of the factory's docstring; a factory without one (user code) is described by its name."""
-        lines = (inspect.getdoc(self.factory) or "").strip().splitlines()
-        return lines[0] if lines else f"{getattr(self.factory, '__qualname__', self.name)} (its factory has no docstring)"
+        factory = inspect.unwrap(self.factory)
+        lines = (inspect.getdoc(factory) or "").strip().splitlines()
+        return lines[0] if lines else f"{getattr(factory, '__qualname__', self.name)} (its factory has no docstring)"
 
     def hyperparameters(self) -> dict[str, inspect.Parameter]:
         params = inspect.signature(self.factory, eval_str=True).parameters
         return {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n not in RUNTIME_PROVIDED}
 
-    def config_model(self) -> type[BaseModel]:
-        """A pydantic model of the hyperparameters (unknown keys rejected)."""
+    def config_model(self, from_snapshot: bool | None = None) -> type[BaseModel]:
+        """A pydantic model of the hyperparameters (unknown keys rejected): from the factory's signature, or from the
+        snapshot for a shipped algorithm where ``from_snapshot`` says so (unset: within :func:`hyperparameters_from_snapshot`
+        and not imported yet)."""
+        from fedprior.algorithms.hyperparameter_snapshot import read_snapshot, snapshot_model
+
+        if from_snapshot is None:
+            from_snapshot = FROM_SNAPSHOT["on"] and is_shipped(self) and not self.factory.loaded  # type: ignore[attr-defined]
+        if from_snapshot and is_shipped(self) and self.name in read_snapshot():
+            return snapshot_model(self.name, read_snapshot()[self.name], Hyperparameters)
         fields: dict[str, Any] = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
         return create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checked hyperparameters with defaults filled in; ConfigError naming the field otherwise."""
-        retired = [k for k in values if k in RETIRED_FIELDS and k not in self.hyperparameters()]
+        model = self.config_model()
+        accepted = list(model.model_fields)
+        retired = [k for k in values if k in RETIRED_FIELDS and k not in accepted]
         if retired:
             raise ConfigError(" ".join(RETIRED_FIELDS[k] for k in retired))
         try:
-            return self.config_model()(**values).model_dump()
+            return model(**values).model_dump()
         except ValidationError as error:
-            accepted = list(self.hyperparameters())
             raise ConfigError(describe_validation_error(error, ("algorithm",), lambda _: accepted)) from None
 
-    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
-        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
+    def check_runtime(self, precision: str = "fp32", compile: bool = False) -> None:
+        """ConfigError unless the factory declares what ``run.precision`` and ``run.compile`` ask of it (checked before the data loads)."""
         needed = inspect.signature(self.factory).parameters
-        if runtime.get("precision", "fp32") != "fp32" and "precision" not in needed:
+        if precision != "fp32" and "precision" not in needed:
             raise ConfigError(
                 f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not take 'precision'); "
                 f"accepted for it: fp32; bf16 for: {', '.join(supports_precision())}"
             )
-        if runtime.get("compile", False) and "compile" not in needed:
+        if compile and "compile" not in needed:
             raise ConfigError(
                 f"run.compile: algorithm '{self.name}' does not compile its networks (its factory does not take 'compile'); "
                 f"accepted for it: false; true for: {', '.join(supports_compile())}"
             )
+
+    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
+        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
+        self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
+        needed = inspect.signature(self.factory).parameters
         provided = {k: v for k, v in runtime.items() if k in needed}
         return self.factory(task, **self.validate(values), **provided)
 
@@ -154,42 +211,52 @@ def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
     return spec
 
 
+SHIPPED = (
+    ("fedavg", "fedavg:fedavg"),
+    ("fedprox", "fedprox:fedprox"),
+    ("scaffold", "scaffold:scaffold"),
+    ("fedavgm", "fedopt:fedavgm"),
+    ("fedadagrad", "fedopt:fedadagrad"),
+    ("fedadam", "fedopt:fedadam"),
+    ("fedyogi", "fedopt:fedyogi"),
+    ("fedntd", "fedntd:fedntd"),
+    ("fst-cbdg", "fst_cbdg:fst_cbdg"),
+    ("zero-shot", "baselines:zero_shot"),
+    ("linear-probe", "baselines:linear_probe"),
+    ("mfcl", "mfcl:mfcl"),
+    ("fedsimclr", "fedsimclr:fedsimclr"),
+    ("fedswav", "fedswav:fedswav"),
+    ("orchestra", "orchestra:orchestra"),
+    ("raw-pixels", "raw_pixels:raw_pixels"),
+    ("moon", "moon:moon"),
+    ("feddb", "feddb:feddb"),
+    ("fedavg-labeled", "fixmatch:fedavg_labeled"),
+    ("fixmatch", "fixmatch:fixmatch"),
+    ("fedmatch", "fedmatch:fedmatch"),
+    ("fedrgd", "fedrgd:fedrgd"),
+    ("semifl", "semifl:semifl"),
+    ("fedbm", "fedbm:fedbm"),
+    ("feddyn", "feddyn:feddyn"),
+    ("fedrep", "fedrep:fedrep"),
+    ("fedrod", "fedrod:fedrod"),
+    ("fednh", "fednh:fednh"),
+    ("fedproto", "fedproto:fedproto"),
+    ("fedetf", "fedetf:fedetf"),
+    ("central", "central:central"),
+)
+"""The shipped algorithms: name -> ``module:factory`` in ``fedprior.algorithms`` (imported on first use)."""
+
+CENTRALIZED = ("linear-probe", "central")
+
 ALGORITHMS: dict[str, AlgorithmSpec] = {
-    spec.name: require_device(spec)
-    for spec in (
-        AlgorithmSpec("fedavg", fedavg),
-        AlgorithmSpec("fedprox", fedprox),
-        AlgorithmSpec("scaffold", scaffold),
-        AlgorithmSpec("fedavgm", fedavgm),
-        AlgorithmSpec("fedadagrad", fedadagrad),
-        AlgorithmSpec("fedadam", fedadam),
-        AlgorithmSpec("fedyogi", fedyogi),
-        AlgorithmSpec("fedntd", fedntd),
-        AlgorithmSpec("fst-cbdg", fst_cbdg),
-        AlgorithmSpec("zero-shot", zero_shot),
-        AlgorithmSpec("linear-probe", linear_probe, centralized=True),
-        AlgorithmSpec("mfcl", mfcl),
-        AlgorithmSpec("fedsimclr", fedsimclr),
-        AlgorithmSpec("fedswav", fedswav),
-        AlgorithmSpec("orchestra", orchestra),
-        AlgorithmSpec("raw-pixels", raw_pixels),
-        AlgorithmSpec("moon", moon),
-        AlgorithmSpec("feddb", feddb),
-        AlgorithmSpec("fedavg-labeled", fedavg_labeled),
-        AlgorithmSpec("fixmatch", fixmatch),
-        AlgorithmSpec("fedmatch", fedmatch),
-        AlgorithmSpec("fedrgd", fedrgd),
-        AlgorithmSpec("semifl", semifl),
-        AlgorithmSpec("fedbm", fedbm),
-        AlgorithmSpec("feddyn", feddyn),
-        AlgorithmSpec("fedrep", fedrep),
-        AlgorithmSpec("fedrod", fedrod),
-        AlgorithmSpec("fednh", fednh),
-        AlgorithmSpec("fedproto", fedproto),
-        AlgorithmSpec("fedetf", fedetf),
-        AlgorithmSpec("central", central, centralized=True),
-    )
+    name: AlgorithmSpec(name, ShippedFactory(f"fedprior.algorithms.{path}"), centralized=name in CENTRALIZED) for name, path in SHIPPED
 }
+"""Every registered algorithm. The shipped factories declare ``device`` as :func:`require_device` asks (tests/test_device.py)."""
+
+
+def is_shipped(spec: AlgorithmSpec) -> bool:
+    """Whether ``spec`` is one of fedprior's own algorithms (imported on first use), not one registered from other code."""
+    return isinstance(spec.factory, ShippedFactory)
 
 
 ENTRY_POINT_GROUP = "fedprior.algorithms"
@@ -294,6 +361,11 @@ def import_modules(names: Sequence[str], where: str = "--import") -> None:
             importlib.import_module(name)
         except Exception as error:  # not found, a syntax error, or its own code failing (a register_algorithm refused)
             raise ConfigError(f"{where}: cannot import module '{name}' ({type(error).__name__}: {error})") from None
+        except SystemExit as error:  # its top level calls sys.exit() (a script's `main()` not behind `if __name__ == "__main__"`)
+            raise ConfigError(
+                f"{where}: importing module '{name}' called sys.exit({error.code!r}); a module named here is imported, not run: "
+                'put what runs as a script under `if __name__ == "__main__":`'
+            ) from None
         REGISTERED_BY[name] = REGISTERED_HERE - before
 
 

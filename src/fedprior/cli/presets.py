@@ -52,11 +52,13 @@ def show(
     algorithm: str | None = typer.Option(None, "--algorithm", metavar="NAME", help=ALGORITHM_HELP),
 ) -> None:
     """Print a preset's config as TOML, every field with its value: saved to FILE.toml, `fedprior run FILE.toml` runs that very config."""
+    from fedprior.algorithms.registry import hyperparameters_from_snapshot
     from fedprior.cli.dry_run import config_header
     from fedprior.experiments.config import load_config
 
     import_first(imports)
-    _, config = load_config(preset, set_, imports, algorithm)
+    with hyperparameters_from_snapshot():  # no torch: the shipped algorithms' fields come from their snapshot
+        _, config = load_config(preset, set_, imports, algorithm)
     typer.echo(config.to_toml(header=config_header(preset, set_, imports, algorithm)), nl=False)
 
 

@@ -43,6 +43,9 @@ class RoundProgress:
         else:
             self.bar.update(self.task, completed=completed)
 
+    def note(self, line: str) -> None:
+        self.bar.console.print(line, highlight=False, markup=False, soft_wrap=True)
+
     def stop(self) -> None:
         self.bar.stop()
 
@@ -68,6 +71,9 @@ class RoundLines:
 
         self.emit(round_line(record, self.total))
 
+    def note(self, line: str) -> None:
+        self.emit(line)
+
     def stop(self) -> None:
         pass
 
@@ -92,10 +98,10 @@ def report(summary: dict[str, Any], as_json: bool) -> None:
 
 
 def with_progress(action) -> dict[str, Any]:
-    """``action(on_start=..., on_round=...)`` with a progress bar on a terminal, one line per round elsewhere."""
+    """``action(on_start=..., on_round=..., on_note=...)`` with a progress bar on a terminal, one line per round elsewhere."""
     progress: RoundProgress | RoundLines = RoundProgress() if stderr.is_terminal else RoundLines()
     try:
-        return action(on_start=progress.start, on_round=progress.round)
+        return action(on_start=progress.start, on_round=progress.round, on_note=progress.note)
     finally:
         progress.stop()
 

@@ -237,7 +237,7 @@ def table(
     from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
     from fedprior.experiments.findings import evaluate
-    from fedprior.experiments.table_runs import REUSED, RUN, execute_runs, plan_cell
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs, plan_cell
     from fedprior.experiments.tables import cell_value, cells, control_configs, run_table
     from fedprior.papers import table_by_name
     from fedprior.runtime.threads import available_cores
@@ -257,6 +257,7 @@ def table(
         verify_cells(paper_table, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
         return
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
+    check_grid_folder(folder)
     runs = {}
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
         for seed in range(n_seeds):

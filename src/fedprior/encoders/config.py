@@ -10,7 +10,22 @@ from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
 from fedprior.encoders.standin_recipes import DEFAULT_RECIPE, STANDIN_RECIPES, recipe_names
+from fedprior.errors import ConfigError
 from fedprior.validation import ConfigSection
+
+ACCEPTED = "none, locked-text, openclip:ARCH, hf-clip:FOLDER"
+
+
+def check_encoder_name(name: str) -> None:
+    """Raise a ConfigError unless ``name`` is one of the accepted forms (checked before any loading, without torch)."""
+    if name in ("none", "locked-text"):
+        return
+    for prefix in ("openclip:", "hf-clip:"):
+        if name.startswith(prefix):
+            if not name[len(prefix) :]:
+                raise ConfigError(f"encoder.name: '{name}' needs what follows the colon; accepted: {ACCEPTED}")
+            return
+    raise ConfigError(f"encoder.name: unknown encoder '{name}'; accepted: {ACCEPTED}")
 
 
 class EncoderConfig(ConfigSection):

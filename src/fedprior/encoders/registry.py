@@ -16,22 +16,10 @@ import torch
 
 from fedprior.data.dataset import Dataset
 from fedprior.encoders.cache import cached_features
+from fedprior.encoders.config import ACCEPTED as ACCEPTED  # re-exported with the check
 from fedprior.encoders.config import EncoderConfig
+from fedprior.encoders.config import check_encoder_name as check_encoder_name
 from fedprior.errors import ConfigError
-
-ACCEPTED = "none, locked-text, openclip:ARCH, hf-clip:FOLDER"
-
-
-def check_encoder_name(name: str) -> None:
-    """Raise a ConfigError unless ``name`` is one of the accepted forms (checked before any loading)."""
-    if name in ("none", "locked-text"):
-        return
-    for prefix in ("openclip:", "hf-clip:"):
-        if name.startswith(prefix):
-            if not name[len(prefix) :]:
-                raise ConfigError(f"encoder.name: '{name}' needs what follows the colon; accepted: {ACCEPTED}")
-            return
-    raise ConfigError(f"encoder.name: unknown encoder '{name}'; accepted: {ACCEPTED}")
 
 
 def build_encoder(config: EncoderConfig, dataset: Dataset, device: torch.device = torch.device("cpu")):

@@ -15,11 +15,11 @@ import torch
 
 from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.algorithms.pieces.tensors import to_device
-from fedprior.algorithms.registry import import_modules
+from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
-from fedprior.experiments.client_side import ClientSide, build_algorithm, client_fields, evaluation_data, with_validation
+from fedprior.experiments.client_side import ClientSide, build_algorithm, check_compile, client_fields, evaluation_data, with_validation
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
@@ -115,6 +115,13 @@ def check_runtime_fields(config: ExperimentConfig) -> None:
         )
 
 
+def check_before_data(config: ExperimentConfig, device: torch.device) -> None:
+    """What the algorithm's build would refuse of ``run.compile`` and ``run.precision``, refused before any data loads
+    (the algorithm itself is built once the data is in)."""
+    check_compile(config.run.compile, device)
+    algorithm_spec(config.algorithm.name).check_runtime(config.run.precision, config.run.compile)
+
+
 def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     """Load the data, encode it if an encoder is set, partition it and build the algorithm.
 
@@ -129,6 +136,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     check_runtime_fields(config)
     set_deterministic(config.run.deterministic)  # before anything touches the GPU
     device = resolve_device(config.run.device)
+    check_before_data(config, device)
     start_method = worker_start_method(config.run.start_method, device, config.run.concurrent_clients)
     feature_space = config.encoder.name != "none"
     threads = thread_policy(config.run.threads, feature_space=feature_space)

@@ -1,12 +1,14 @@
 """The accuracy curves of ``fedprior compare``: one mean line and a shaded ±sd band per group.
 
 A colour per algorithm (as many distinct colours as algorithms), a line style per setting
-(the fields that vary within one algorithm), the legend outside the axes, so that 30 runs
-in a dozen groups stay readable.
+(the fields that vary within one algorithm), the legend outside the axes with long labels
+wrapped, so that 30 runs in a dozen groups, or groups told apart by many fields, stay readable.
 """
 
 from __future__ import annotations
 
+import math
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,6 +28,9 @@ DASHES: list[str | tuple[float, tuple[float, ...]]] = [
 ]
 """Line styles, one per setting (solid first); beyond these, markers tell settings apart too."""
 MARKERS = ["o", "s", "^", "D", "v", "P", "X", "*"]
+LABEL_WIDTH = 60
+"""Characters per legend line: a longer label (many varying fields) wraps, so that the legend stays beside the axes
+rather than squeezing them to nothing and covering the title and the curves."""
 
 
 def palette(n: int) -> list:
@@ -48,10 +53,13 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
 
     algorithms = list(dict.fromkeys(g.algorithm for g in groups))
     colours = dict(zip(algorithms, palette(len(algorithms)), strict=True))
-    entries = [f"{g.label} (n={len(g.runs)})" for g in groups]
+    entries = [textwrap.fill(f"{g.label} (n={len(g.runs)})", LABEL_WIDTH) for g in groups]
     columns = 1 if len(groups) <= 16 else 2
-    width = 6 + min(8.0, 0.065 * max(map(len, entries), default=0) * columns)
-    fig, ax = plt.subplots(figsize=(width, 4.5), dpi=120, layout="constrained")
+    longest = max((len(line) for entry in entries for line in entry.splitlines()), default=0)
+    lines = sum(entry.count("\n") + 1 for entry in entries)
+    width = 6 + 0.065 * longest * columns
+    height = max(4.5, 1.2 + 0.19 * math.ceil(lines / columns))  # a legend taller than the axes would be cut off
+    fig, ax = plt.subplots(figsize=(width, height), dpi=120, layout="constrained")
     for group, entry in zip(groups, entries, strict=True):
         curve = group.curve()
         rounds = list(curve)

@@ -21,6 +21,7 @@ from pydantic_core import PydanticCustomError
 
 from fedprior.algorithms.registry import algorithm_spec, import_modules, registers_other_algorithms
 from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
+from fedprior.encoders.config import check_encoder_name
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.runtime.device import check_device_syntax
@@ -139,8 +140,6 @@ class ExperimentConfig(ConfigSection):
 
     def checked(self) -> ExperimentConfig:
         """Check the algorithm's hyperparameters too (they are free-form until the algorithm is known)."""
-        from fedprior.encoders.registry import check_encoder_name
-
         import_modules(self.run.imports, "run.imports")  # first: they register the algorithms of user code
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
@@ -220,6 +219,8 @@ def read_toml(source: str) -> tuple[str, dict[str, Any]]:
     its stem. A UTF-8 byte-order mark is accepted.
     """
     presets = preset_paths()
+    if not source.strip():  # "" would be the working directory, a folder
+        raise ConfigError(f"an empty preset name {source!r}; accepted: {', '.join(list_presets())} (or a path to a .toml file)")
     if source in presets and "/" not in source and not source.endswith(".toml"):
         path, name = presets[source], source
     elif "/" in source or source.endswith(".toml") or Path(source).exists():

@@ -51,6 +51,35 @@ def left_out_text(counts: dict[str, int]) -> str:
     return "; ".join(f"{count:,} {LEFT_OUT[key]}" for key, count in counts.items() if count)
 
 
+def check_concurrency(config: ExperimentConfig, dataset: Dataset, split: ClientSplit) -> None:
+    """``run.concurrent_clients > 1`` refused as the run refuses it, for an algorithm whose client updates run one at a time
+    (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`: a property of the built algorithm, so it is built
+    here on the run's task). On pixels only: with an encoder the task's input is its features, which a dry run does not compute."""
+    if config.run.concurrent_clients == 1 or config.encoder.name != "none":
+        return
+    import torch
+
+    from fedprior.data.standardize import PixelStandardizer
+    from fedprior.experiments.workers_setup import check_concurrent_updates
+    from fedprior.task import Task
+
+    standardizer = PixelStandardizer.fit(dataset.train_images)
+    task = Task(
+        num_classes=dataset.num_classes,
+        input_shape=tuple(dataset.train_images.shape[1:]),
+        class_names=dataset.class_names,
+        num_clients=split.config.federation.num_clients,
+        pixel_mean=standardizer.mean,
+        pixel_std=standardizer.std,
+    )
+    federation = split.config.federation
+    spec = algorithm_spec(config.algorithm.name)
+    algorithm = spec.build(
+        task, config.algorithm.hyperparameters(), local_epochs=federation.local_epochs, batch_size=federation.batch_size, device=torch.device("cpu")
+    )
+    check_concurrent_updates(config, algorithm)
+
+
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     """JSON-ready: the dataset's training images, those that leave the pool, and each role's partition statistics.
 
@@ -61,7 +90,9 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     ``train``, or ``labeled`` and ``unlabeled``, each :func:`~fedprior.partition.statistics.describe`'s
     summary plus ``median_client_size`` and ``median_classes_per_client``.
     """
+    algorithm_spec(config.algorithm.name).check_runtime(config.run.precision, config.run.compile)  # as the run, before the data
     dataset, reserved, split = planned_split(config)
+    check_concurrency(config, dataset, split)
     labels = dataset.train_labels
     roles = {}
     for role, parts in split.partition.roles.items():

@@ -49,6 +49,8 @@ class RunDir:
         self.path = Path(path)
         self.journal = RunLog(self.log)
         """Appends to run.log (the runner writes it; see :class:`RunLog`)."""
+        self.result_written = False
+        """Set once this process wrote result.json: the run is complete, whatever a later write (a tracker's) does."""
 
     config = property(lambda self: self.path / "config.toml")
     checkpoint = property(lambda self: self.path / "checkpoint.safetensors")
@@ -89,12 +91,38 @@ class RunDir:
         if self.path.exists() and not self.path.is_dir():
             raise FedpriorError(f"--run-dir: {self.path} is a file, not a folder; give a new or empty folder")
         if self.checkpoint.exists() or self.previous_checkpoint.exists():
+            holder = self.lock_holder()
+            if holder is not None:
+                raise FedpriorError(f"--run-dir: {self.path} holds a run that is in use by process {holder}; give another folder")
             raise FedpriorError(f"--run-dir: {self.path} already holds a run; resume it with `fedprior resume {self.path}`")
         if self.path.is_dir() and not self.config.is_file():
             others = sorted(p.name for p in self.path.iterdir() if p.name != self.lock_file.name)
             if others:
                 shown = ", ".join(others[:3]) + (", ..." if len(others) > 3 else "")
                 raise FedpriorError(f"--run-dir: {self.path} is not empty ({shown}) and is not a fedprior run; give a new or empty folder")
+
+    def lock_holder(self) -> str | None:
+        """The PID in ``run.lock`` if another process holds the lock now (a run or a resume of this folder), else None.
+
+        The lock is tried and at once let go; a lock file this process holds is not touched (closing any handle on it
+        would drop this process's lock), and one that cannot be opened for writing says nothing.
+        """
+        try:
+            text = self.lock_file.read_text().strip()
+        except OSError:
+            return None
+        if text == str(os.getpid()):
+            return text
+        try:
+            with open(self.lock_file, "a+") as handle:
+                try:
+                    fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except OSError as error:
+                    return (text or "another process") if error.errno in (errno.EAGAIN, errno.EACCES) else None
+                fcntl.lockf(handle, fcntl.LOCK_UN)
+        except OSError:
+            return None
+        return None
 
     @contextmanager
     def locked(self) -> Iterator[None]:
@@ -223,3 +251,4 @@ class RunDir:
 
     def write_result(self, summary: dict[str, Any]) -> None:
         write_text(self.result, json.dumps(summary, indent=2))
+        self.result_written = True

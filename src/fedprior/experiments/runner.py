@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import time
 from collections.abc import Callable
@@ -162,6 +164,7 @@ def execute(
     on_start: Callable[[Experiment, int, int], None] | None = None,
     on_round: RoundCallback | None = None,
     on_finished: Callable[[str], None] | None = None,
+    on_note: Callable[[str], None] | None = None,
     report_extras: bool = True,
     runtime_options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
@@ -171,7 +174,8 @@ def execute(
     (``fedprior.experiments.paper_registry``, filled by ``fedprior.papers``; FST-CBDG: Figures 2 and 3, which run the supervised baselines too).
     A resume first checks the checkpoint (``previous``: continue from the one before the
     last) and that config.toml is still the run's config (``resume_check.py``).
-    ``on_start(experiment, total rounds, rounds already done)`` is called before training.
+    ``on_start(experiment, total rounds, rounds already done)`` is called before training; ``on_note(line)`` hears
+    what the run says between rounds (worker processes starting), which run.log gets too.
     A resume of a finished run (every round done, result.json written) trains nothing,
     writes nothing, calls ``on_finished(message)`` and returns the summary in result.json.
     The run's ``run.log`` gets the start line, one line per round and the summary
@@ -225,6 +229,11 @@ def execute(
         if on_round:
             on_round(entry)
 
+    def note(line: str) -> None:
+        run.journal.write(line)
+        if on_note:
+            on_note(line)
+
     run.rewrite_metrics(start_from.progress.history if start_from else [])
     trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
     if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
@@ -245,6 +254,7 @@ def execute(
             checkpoint_metadata=metadata,
             worker_setup=experiment.client_side(),
             client_size=experiment.client_size,
+            on_note=note,
         )
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     summary["state_sha256"] = state_sha256(result.state, result.client_states)
@@ -263,15 +273,15 @@ def execute(
     return summary
 
 
-def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """``action()`` holding the run directory's lock; a stop it can be resumed from names ``run``.
+def resumable(run: RunDir, action: Callable[[], dict[str, Any]], lock: bool = True) -> dict[str, Any]:
+    """``action()`` holding the run directory's lock (``lock``; see :func:`resume` for when not); a stop it can be resumed from names ``run``.
 
     Ctrl-C and SIGTERM become :class:`Interrupted` (the CLI says how to resume), a round no
     client could be reached for ends with the resume command, and a failed write (a full
     disk) is one line naming the file and, once a checkpoint exists, how to go on. Python
     warnings, and why a run stopped, go to its run.log too.
     """
-    with run.locked(), run.journal.recording():
+    with run.locked() if lock else contextlib.nullcontext(), run.journal.recording():
         try:
             return action()
         except KeyboardInterrupt as error:  # Ctrl-C; or Interrupted, with its signal, where the CLI caught SIGTERM
@@ -280,7 +290,12 @@ def resumable(run: RunDir, action: Callable[[], dict[str, Any]]) -> dict[str, An
             raise RoundNotTrained(f"{error} with `fedprior resume {run.path}`") from None
         except OSError as error:
             where = error.filename or "a file"
-            after = f"; then `fedprior resume {run.path}` continues the run" if run.checkpoint.is_file() else ""
+            if run.result_written:  # the trackers' last writes come after result.json: the run itself is complete
+                after = f"; the run itself had finished ({run.result} is written), only {where} is incomplete"
+            elif run.checkpoint.is_file():
+                after = f"; then `fedprior resume {run.path}` continues the run"
+            else:
+                after = ""
             raise FedpriorError(f"cannot write {where} ({error.strerror or error}): free space or fix the permissions{after}") from error
 
 
@@ -296,11 +311,14 @@ def resume(path: Path, previous: bool = False, config: ExperimentConfig | None =
 
     ``config``: continue with this config instead of config.toml's; it may differ only in what
     a resume may change (threads, workers, device, ...: the resume check refuses the rest).
+    A finished run (result.json) in a folder this process cannot write is checked without taking the
+    lock, which is a write: its resume writes nothing (``execute``), and one that would write fails then.
     """
     run = RunDir.existing(path)
+    read_only = run.result.is_file() and not os.access(run.path, os.W_OK)
 
     def action() -> dict[str, Any]:
         name, saved = run.read_config()
         return execute(name, config or saved, run, resume=True, previous=previous, **callbacks)
 
-    return resumable(run, action)
+    return resumable(run, action, lock=not read_only)

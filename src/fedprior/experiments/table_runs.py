@@ -51,6 +51,16 @@ REUSED, RESUMED, RUN = "reused", "resumed", "run"
 """What a cell's run does: read its finished result, continue it from its checkpoint, or run it."""
 
 
+def check_grid_folder(folder: Path, option: str = "--out", command: str = "table") -> None:
+    """A ConfigError naming ``option``, before anything runs or is printed, where ``folder`` cannot hold the grid's run
+    folders: it, or a folder above it, is a file."""
+    for path in (folder, *folder.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigError(f"{option}: {path} is a file, not a folder; give a new folder, or the folder of a stopped {command} to continue it")
+            return
+
+
 def cell_folder(folder: Path, cell: Cell, seed: int) -> Path:
     """``folder/ROW--COLUMN--seedN`` (an empty row or column left out: a sweep's ``lr=0.01--seedN``), with characters a file
     name should not hold replaced by '_'."""

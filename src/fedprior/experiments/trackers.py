@@ -99,38 +99,77 @@ def replay(progress: Progress | None) -> list[dict[str, Any]]:
     return [{"round": 0, **progress.initial}, *progress.history]
 
 
+WRITER_THREAD = {"quiet": False}
+
+
+def quiet_writer_thread() -> None:
+    """Leave out the traceback Python prints when TensorBoard's writer thread fails (a full disk): the thread keeps the
+    error for the run's own thread, which raises it at its next write and reports it in one line
+    (:meth:`TensorBoardTracker.writing`). Installed once per process; other threads' errors print as before."""
+    import threading
+
+    if WRITER_THREAD["quiet"]:
+        return
+    WRITER_THREAD["quiet"] = True
+    previous = threading.excepthook
+
+    def hook(args: Any) -> None:
+        if type(args.thread).__name__ == "_AsyncWriterThread" and isinstance(args.exc_value, OSError):
+            return
+        previous(args)
+
+    threading.excepthook = hook
+
+
 class TensorBoardTracker:
     """Scalars, figures and the config in ``<run dir>/tensorboard`` (torch's SummaryWriter from the tensorboard package)."""
 
     def __init__(self, folder: Path, text: dict[str, str], done: list[dict[str, Any]], hparam_values: dict[str, float | str] | None = None) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
+        quiet_writer_thread()
+        self.folder = folder
         for old in folder.glob("events.out.tfevents.*"):  # a resumed run rewrites its history, as metrics.jsonl
             old.unlink()
         self.hparams = hparam_values or {}
-        self.writer = SummaryWriter(log_dir=str(folder))
-        self.writer.add_text("config", "\n".join(f"    {k} = {v}" for k, v in text.items()), 0)
+        with self.writing():
+            self.writer = SummaryWriter(log_dir=str(folder))
+            self.writer.add_text("config", "\n".join(f"    {k} = {v}" for k, v in text.items()), 0)
         for record in done:
             self.record(record)
 
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """An OSError of the writer (a full disk: raised without a file name, by its thread) names the event file."""
+        try:
+            yield
+        except OSError as error:
+            if error.filename:
+                raise
+            writer = getattr(self, "writer", None)
+            name = getattr(writer.file_writer.event_writer, "_file_name", None) if writer is not None and writer.file_writer else None
+            raise OSError(error.errno, error.strerror or str(error), str(name or self.folder)) from error
+
     def record(self, record: dict[str, Any]) -> None:
-        for key, value in scalars(record).items():
-            self.writer.add_scalar(key, value, step_of(record))
-        self.writer.flush()  # a dashboard watching the run sees each round as it ends
+        with self.writing():
+            for key, value in scalars(record).items():
+                self.writer.add_scalar(key, value, step_of(record))
+            self.writer.flush()  # a dashboard watching the run sees each round as it ends
 
     def finish(self, summary: dict[str, Any], figures: list[Path], step: int) -> None:
         import numpy as np
         from PIL import Image
 
-        for key in SUMMARY_KEYS:
-            if key in summary:
-                self.writer.add_scalar(f"summary/{key}", float(summary[key]), step)
-        if self.hparams:
-            self.write_hparams({f"summary/{key}": float(summary[key]) for key in HPARAM_METRICS if key in summary})
-        for path in figures:
-            with Image.open(path) as image:
-                self.writer.add_image(f"figures/{path.stem}", np.asarray(image.convert("RGB")), step, dataformats="HWC")
-        self.writer.close()
+        with self.writing():
+            for key in SUMMARY_KEYS:
+                if key in summary:
+                    self.writer.add_scalar(f"summary/{key}", float(summary[key]), step)
+            if self.hparams:
+                self.write_hparams({f"summary/{key}": float(summary[key]) for key in HPARAM_METRICS if key in summary})
+            for path in figures:
+                with Image.open(path) as image:
+                    self.writer.add_image(f"figures/{path.stem}", np.asarray(image.convert("RGB")), step, dataformats="HWC")
+            self.writer.close()
 
     def write_hparams(self, metrics: dict[str, float]) -> None:
         """The config as HParams of this run's event file, with ``metrics`` (scalars logged here) as its metrics.

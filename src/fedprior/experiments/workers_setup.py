@@ -62,6 +62,15 @@ def worker_processes(config: ExperimentConfig, algorithm: Algorithm, *, feature_
     return workers
 
 
+def check_concurrent_updates(config: ExperimentConfig, algorithm: Algorithm) -> None:
+    """ConfigError where ``run.concurrent_clients > 1`` asks ``algorithm`` for client updates at once that must run one at a time."""
+    if config.run.concurrent_clients > 1 and not algorithm.thread_safe_updates:
+        raise ConfigError(
+            f"run.concurrent_clients: algorithm '{algorithm.name}' trains its clients one at a time (its client updates draw from torch's "
+            f"global random generator, which threads share, or keep state between calls; see Algorithm.thread_safe_updates); accepted for it: 1"
+        )
+
+
 def concurrent_clients(config: ExperimentConfig, algorithm: Algorithm, device: torch.device) -> int:
     """``run.concurrent_clients`` checked against the runtime and the algorithm (``fedprior.runtime.concurrent``).
 
@@ -72,11 +81,7 @@ def concurrent_clients(config: ExperimentConfig, algorithm: Algorithm, device: t
     asked = config.run.concurrent_clients
     if asked == 1:
         return 1
-    if not algorithm.thread_safe_updates:
-        raise ConfigError(
-            f"run.concurrent_clients: algorithm '{algorithm.name}' trains its clients one at a time (its client updates draw from torch's "
-            f"global random generator, which threads share, or keep state between calls; see Algorithm.thread_safe_updates); accepted for it: 1"
-        )
+    check_concurrent_updates(config, algorithm)
     if device.type != "cuda":
         warnings.warn(
             f"run.concurrent_clients = {asked} on {device}: the client updates run in threads without CUDA streams; the numbers are those "

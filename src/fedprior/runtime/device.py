@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import os
 import re
-
-import torch
+from typing import TYPE_CHECKING
 
 from fedprior.errors import ConfigError
 
+if TYPE_CHECKING:
+    import torch
+
 DEVICE_PATTERN = r"^(auto|cpu|cuda(:[0-9]+)?)$"
 ACCEPTED = "auto, cpu, cuda, cuda:N"
-CPU = torch.device("cpu")
 
 
 def check_device_syntax(spec: str) -> None:
@@ -47,11 +48,14 @@ def resolve_device(spec: str) -> torch.device:
         check_device_syntax(spec)
     except ValueError as error:
         raise ConfigError(f"run.device: {error}") from None
+    import torch  # here, not above: the config's check (check_device_syntax) runs without torch
+
+    cpu = torch.device("cpu")
     if spec == "cpu":
-        return CPU
+        return cpu
     available = torch.cuda.is_available()
     if spec == "auto":
-        return torch.device("cuda", torch.cuda.current_device()) if available else CPU
+        return torch.device("cuda", torch.cuda.current_device()) if available else cpu
     if not available:
         raise ConfigError(
             f"run.device: '{spec}' asks for CUDA, but this machine has no usable CUDA device "
@@ -70,6 +74,8 @@ def set_deterministic(enabled: bool) -> None:
     cuBLAS reads ``CUBLAS_WORKSPACE_CONFIG`` when CUDA starts, so this must run before
     anything touches the GPU (``build_experiment`` calls it first thing).
     """
+    import torch
+
     if enabled:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     if enabled != torch.are_deterministic_algorithms_enabled():  # the call imports torch._inductor: seconds

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import torch
 
 from fedprior.algorithms.base import Reply, State
+from fedprior.algorithms.pieces.server_optimizers import PREFIX as SERVER_OPTIMIZER
 from fedprior.errors import FedpriorError
 
 NonFinite = Literal["stop", "drop"]
@@ -50,12 +51,20 @@ def non_finite_names(arrays: Mapping[str, torch.Tensor], metrics: Mapping[str, A
     return bad
 
 
+def lower(state: State) -> str:
+    """What to lower: ``algorithm.lr``, and ``algorithm.server_lr`` where a server optimizer steps the model (its slots are in ``state``)."""
+    if any(key.startswith(SERVER_OPTIMIZER) for key in state):
+        return "lower algorithm.lr or algorithm.server_lr (the server optimizer's step)"
+    return "lower algorithm.lr"
+
+
 def _where(stage: str, round_: int) -> str:
     return f"round {round_}" + ("" if stage == "federated" else f" of stage '{stage}'")
 
 
-def screen_replies(replies: Sequence[Reply], stage: str, round_: int, mode: NonFinite) -> tuple[list[Reply], dict[int, str]]:
-    """(the finite replies, {client: reason} of the dropped ones); raises DivergedError when ``mode`` is 'stop'."""
+def screen_replies(replies: Sequence[Reply], stage: str, round_: int, mode: NonFinite, state: State) -> tuple[list[Reply], dict[int, str]]:
+    """(the finite replies, {client: reason} of the dropped ones); raises DivergedError when ``mode`` is 'stop' (``state``: the server's, which
+    says what to lower)."""
     kept, dropped = [], {}
     for reply in replies:
         bad = non_finite_names(reply.arrays, reply.metrics)
@@ -65,7 +74,7 @@ def screen_replies(replies: Sequence[Reply], stage: str, round_: int, mode: NonF
         if mode == "stop":
             raise DivergedError(
                 f"training diverged in {_where(stage, round_)}: client {reply.client_id} returned non-finite values "
-                f"({', '.join(bad[:3])}); lower algorithm.lr (or set run.non_finite = 'drop' to leave such clients out); "
+                f"({', '.join(bad[:3])}); {lower(state)} (or set run.non_finite = 'drop' to leave such clients out); "
                 "the checkpoint of the round before is kept"
             )
         dropped[reply.client_id] = f"non-finite update ({', '.join(bad[:3])})"
@@ -78,5 +87,5 @@ def check_global(state: State, metrics: Mapping[str, Any], stage: str, round_: i
     if bad:
         raise DivergedError(
             f"training diverged in {_where(stage, round_)}: the global model holds non-finite values ({', '.join(bad[:3])}); "
-            "lower algorithm.lr; the checkpoint of the round before is kept"
+            f"{lower(state)}; the checkpoint of the round before is kept"
         )

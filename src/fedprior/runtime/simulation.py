@@ -213,7 +213,7 @@ def run_rounds(
                         )
                         if failures and not answered:
                             stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
-                        answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite)  # reached, but diverged
+                        answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite, state)  # reached, but diverged
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                     empty = sorted(r.client_id for r in answered if r.num_examples == 0)
@@ -288,11 +288,13 @@ def simulate(
     checkpoint_metadata: dict[str, str] | None = None,
     worker_setup: WorkerSetup | None = None,
     client_size: Callable[[int], int] | None = None,
+    on_note: Callable[[str], None] | None = None,
 ) -> SimulationResult:
     """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
 
     ``loop.workers > 1`` trains a round's clients in that many worker processes
-    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there),
+    (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there, and
+    ``on_note`` hears a line when they start and when they are ready),
     each with ``loop.threads.train`` torch threads; ``loop.concurrent_clients > 1`` runs that many
     updates at once in each process (:mod:`fedprior.runtime.concurrent`), for an algorithm with
     ``thread_safe_updates``. The numbers are those of ``workers = 1`` and ``concurrent_clients = 1``.
@@ -316,6 +318,7 @@ def simulate(
             client_size=client_size,
             concurrent=loop.concurrent_clients,
             device=loop.device,
+            announce=on_note,
         )
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states, Lanes(loop.concurrent_clients, loop.device))

@@ -20,7 +20,9 @@ segfault in a client thread's convolution, in 7 of 300 runs of ``workers = 2,
 concurrent_clients = 2`` once the parent had compiled a model; the stress test in
 ``tests/test_concurrent_clients.py``, ``pytest -m stress``), while a spawned worker starts
 clean. A spawned worker gets a picklable *setup*
-(``fedprior.experiments.client_side.ClientSide``) and rebuilds the algorithm from it.
+(``fedprior.experiments.client_side.ClientSide``) and rebuilds the algorithm from it. The workers start together, announced in a line before
+and one after (:meth:`WorkerClients.prepare`), and torch's lazy imports are paid once,
+before the fork, not in each worker's first round (:func:`warm_up`).
 
 No orphans: a worker never outlives this process. It closes the pipe ends it inherited
 by fork (its own pipe's other end and those of the workers started before it; held
@@ -50,6 +52,7 @@ import os
 import pickle
 import signal
 import sys
+import time
 import traceback
 import warnings
 from collections import deque
@@ -151,10 +154,22 @@ def serve(
         except BaseException:
             _send(conn, ("setup-failed", traceback.format_exc()))
             return
+        warm_up()  # a spawned worker's own; a forked one inherited the parent's
         _send(conn, ("ready", os.getpid()))
         _train(conn, algorithm, client_data, Lanes(*lanes))
     except (EOFError, OSError):  # the main process is gone (or closed its end): nothing left to do
         return
+
+
+def warm_up() -> None:
+    """Import what torch imports lazily on a process's first optimizer (``torch._dynamo``: 1.5 to 2.5 s of CPU here).
+
+    Every client update builds an optimizer, so each worker would pay it in its first round, all
+    of them at once on cores the round needs. The parent pays it once before forking (its
+    workers inherit the imported modules); a spawned worker pays it before it says it is
+    ready, so that the start of the workers, not round 1, shows the cost.
+    """
+    torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
 
 
 def _train(conn: Connection, algorithm: Algorithm, client_data: Callable[[int], ClientData], lanes: Lanes) -> None:
@@ -218,9 +233,11 @@ class WorkerClients(InProcessClients):
         client_size: Callable[[int], int] | None = None,
         concurrent: int = 1,
         device: str = "cpu",
+        announce: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(algorithm, client_data, num_clients, states)
         self.size, self.threads, self.client_size = workers, threads, client_size
+        self.announce = announce or (lambda line: None)
         self.concurrent, self.device = concurrent, device
         method = start_method or default_start_method(concurrent)
         if method == "fork" and concurrent > 1:
@@ -238,18 +255,44 @@ class WorkerClients(InProcessClients):
         """Start workers (once per run), up to ``needed`` of them (all by default), and wait until each has built the algorithm.
 
         A round starts no more workers than it has groups of clients to hand out, so
-        ``workers`` beyond the clients of a round never become idle processes.
+        ``workers`` beyond the clients of a round never become idle processes. They start
+        together, then each is waited for; ``announce`` hears a line before (how many, how)
+        and one after (how long it took), since a spawned worker rebuilds the experiment.
         """
         count = self.size if needed is None else min(self.size, max(1, needed))
-        while len(self.workers) < count:
-            self.workers.append(self._start())
+        if len(self.workers) >= count:
+            return
+        method = self.context.get_start_method()
+        new = count - len(self.workers)
+        how = "fork" if method == "fork" else f"{method}: each rebuilds the experiment"
+        self.announce(f"starting {new} worker process{'es' if new != 1 else ''} for the clients' updates (run.workers; {how})")
+        started = time.perf_counter()
+        if method == "fork":
+            warm_up()
+        launched: list[tuple[multiprocessing.process.BaseProcess, Connection]] = []
+        try:
+            for _ in range(new):
+                launched.append(self._launch([conn for _, conn in launched]))
+            for process, conn in launched:
+                self.workers.append(self._ready(process, conn))
+        except BaseException:
+            for process, conn in launched:
+                if not any(w.conn is conn for w in self.workers):
+                    process.terminate()
+                    conn.close()
+            raise
+        self.announce(f"{new} worker process{'es' if new != 1 else ''} ready after {time.perf_counter() - started:.1f} s")
 
     def _start(self) -> Worker:
+        return self._ready(*self._launch([]))
+
+    def _launch(self, starting: Sequence[Connection]) -> tuple[multiprocessing.process.BaseProcess, Connection]:
+        """Start a worker process (``starting``: the pipe ends of those started beside it, not ready yet); its end of the pipe."""
         parent, child = self.context.Pipe()
         method = self.context.get_start_method()
-        # a forked worker gets copies of this process's pipe ends (its own pipe's and the earlier
+        # a forked worker gets copies of this process's pipe ends (its own pipe's and the other
         # workers'): it closes them, else no worker would see its pipe end when this process dies
-        inherited = [parent, *(w.conn for w in self.workers if not w.conn.closed)] if method == "fork" else []
+        inherited = [parent, *(w.conn for w in self.workers if not w.conn.closed), *starting] if method == "fork" else []
         tied_to = os.getpid() if method in ("fork", "spawn") else None  # a forkserver's children have another parent
         process = self.context.Process(  # type: ignore[attr-defined]  # typeshed: get_context(str) -> BaseContext, whose concrete kinds all have Process
             target=serve,
@@ -260,9 +303,14 @@ class WorkerClients(InProcessClients):
         with _stop_signals_held():
             process.start()
         child.close()
+        return process, parent
+
+    def _ready(self, process: multiprocessing.process.BaseProcess, parent: Connection) -> Worker:
+        """Wait until a started worker has built the algorithm."""
         try:
             kind, detail = _receive(parent)
         except EOFError:
+            process.join(timeout=5)
             raise WorkerError(f"a worker process exited while starting (exit code {process.exitcode})") from None
         if kind != "ready":
             raise WorkerError(f"a worker process could not build the experiment:\n{detail}")

@@ -51,26 +51,42 @@ ServerOptimizerName = Annotated[
     ),
 ]
 ServerLr = Annotated[float, Field(gt=0, description="server learning rate eta: x + eta v (FedAvgM), x + eta m / (sqrt(v) + tau) (Algorithm 2)")]
+RULE_LR = {"none": None, "avgm": 1.0, "adagrad": 0.01, "adam": 0.01, "yogi": 0.01}
+"""The server learning rate of ``algorithm.server_optimizer`` where ``algorithm.server_lr`` is unset: FedAvgM's 1 (Hsu et al.), and
+0.01 for the adaptive rules (the *-cnn presets'; a step of about server_lr moves every weight at once, and 1 diverges at round 1)."""
+OptionalServerLr = Annotated[
+    float | None,
+    Field(
+        gt=0,
+        description="server learning rate eta: x + eta v (FedAvgM), x + eta m / (sqrt(v) + tau) (Algorithm 2); "
+        "unset: the rule's, 1.0 for 'avgm' and 0.01 for 'adagrad', 'adam' and 'yogi'",
+    ),
+]
 ServerMomentum = Annotated[float, Field(ge=0, lt=1, description="FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v")]
 Beta1 = Annotated[float, Field(ge=0, lt=1, description="decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2)")]
 Beta2 = Annotated[float, Field(ge=0, lt=1, description="decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2)")]
 Tau = Annotated[float, Field(gt=0, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2; Flower's default 1e-3)")]
 
 
-def server_optimization(
+def server_step(
     *,
-    server_optimizer: ServerOptimizerName = "none",
     server_lr: ServerLr = 1.0,
     server_momentum: ServerMomentum = 0.0,
     beta1: Beta1 = 0.9,
     beta2: Beta2 = 0.99,
     tau: Tau = 1e-3,
 ) -> None:
-    """The hyperparameters of a server optimizer on an algorithm that takes one (``algorithm.server_optimizer`` on fedprox, scaffold)."""
+    """The hyperparameters of a server step: those of FedAvgM, FedAdagrad, FedAdam and FedYogi as algorithms (``fedopt.py``)."""
 
 
-SERVER_OPTIMIZATION = parameters(server_optimization)
-"""The parameters of :func:`server_optimization`, for ``with_shared``."""
+def server_optimization(*, server_optimizer: ServerOptimizerName = "none", server_lr: OptionalServerLr = None) -> None:
+    """The option of an algorithm that takes a server optimizer (``algorithm.server_optimizer`` on fedprox, scaffold): the rule, its
+    ``server_lr`` (unset: :data:`RULE_LR`, the rule's own), and the other fields of :func:`server_step`."""
+
+
+SERVER_OPTIMIZATION = (*parameters(server_optimization), *parameters(server_step, ("server_momentum", "beta1", "beta2", "tau")))
+"""The parameters of the option, for ``with_shared``."""
+OPTION_DEFAULTS = {p.name: p.default for p in SERVER_OPTIMIZATION}
 
 
 def momentum_step(x: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, *, lr: float, momentum: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -140,18 +156,23 @@ FIELDS = {"lr": "server_lr", "momentum": "server_momentum", "beta1": "beta1", "b
 """Each hyperparameter's config field (``algorithm.<field>``)."""
 
 
-def checked_server_optimizer(*, server_optimizer: Rule, server_lr: float, server_momentum: float, beta1: float, beta2: float, tau: float) -> ServerOptimizer:
-    """The ServerOptimizer of the config fields of :func:`server_optimization`; ConfigError for a field set away from its default that the rule does not read."""
-    chosen = ServerOptimizer(server_optimizer, server_lr, server_momentum, beta1, beta2, tau)
-    default = ServerOptimizer()
-    unused = [name for name in FIELDS if name not in USED[chosen.rule] and getattr(chosen, name) != getattr(default, name)]
+def checked_server_optimizer(
+    *, server_optimizer: Rule, server_lr: float | None, server_momentum: float, beta1: float, beta2: float, tau: float
+) -> ServerOptimizer:
+    """The ServerOptimizer of the option's config fields (:data:`SERVER_OPTIMIZATION`), ``server_lr`` unset taking the rule's
+    (:data:`RULE_LR`); ConfigError for a field set away from its default that the rule does not read."""
+    given = {"server_lr": server_lr, "server_momentum": server_momentum, "beta1": beta1, "beta2": beta2, "tau": tau}
+    unused = [name for name, field in FIELDS.items() if name not in USED[server_optimizer] and given[field] != OPTION_DEFAULTS[field]]
     if unused:
         readers = [rule for rule, used in USED.items() if unused[0] in used]
+        default = OPTION_DEFAULTS[FIELDS[unused[0]]]
         raise ConfigError(
             f"algorithm.{FIELDS[unused[0]]}: applies with algorithm.server_optimizer = {' or '.join(repr(r) for r in readers)}, "
-            f"not with {chosen.rule!r}; leave it at its default {getattr(default, unused[0])} or choose a server optimizer that reads it"
+            f"not with {server_optimizer!r}; {'leave it unset' if default is None else f'leave it at its default {default}'} "
+            "or choose a server optimizer that reads it"
         )
-    return chosen
+    lr = RULE_LR[server_optimizer] if server_lr is None else server_lr
+    return ServerOptimizer(server_optimizer, 1.0 if lr is None else lr, server_momentum, beta1, beta2, tau)
 
 
 def slot_key(slot: str, name: str) -> str:

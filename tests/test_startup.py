@@ -1,0 +1,71 @@
+"""The commands that only read configs start without torch (issue 33 item 9), and the hyperparameter snapshot they read
+is the factories' own (benchmarks/startup.py measures the time)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from fedprior.algorithms.hyperparameter_snapshot import current_snapshot, read_snapshot
+from fedprior.algorithms.registry import ALGORITHMS, is_shipped, require_device
+from fedprior.experiments.config import list_presets, load_config
+
+RUN_THEN_LIST_MODULES = textwrap.dedent(
+    """
+    import json, runpy, sys
+    sys.argv = ["fedprior", *sys.argv[1:]]
+    try:
+        runpy.run_module("fedprior", run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code
+    else:
+        code = 0
+    print(json.dumps({"code": code, "torch": "torch" in sys.modules}), file=sys.stderr)
+    """
+)
+"""Run a fedprior command in this fresh process, then say on stderr's last line whether torch was imported."""
+
+
+@pytest.mark.parametrize("command", [["--help"], ["presets"], ["presets", "--fields"], ["presets", "show", "fixmatch"]])
+def test_config_only_commands_do_not_import_torch(command):
+    done = subprocess.run([sys.executable, "-c", RUN_THEN_LIST_MODULES, *command], capture_output=True, text=True, timeout=120)
+    after = json.loads(done.stderr.strip().splitlines()[-1])
+    assert after["code"] == 0, done.stderr
+    assert not after["torch"], f"`fedprior {' '.join(command)}` imported torch"
+
+
+def test_the_snapshot_is_what_the_factories_declare():
+    """Fails when a shipped factory's hyperparameters changed: rerun `python -m fedprior.algorithms.hyperparameter_snapshot`."""
+    assert json.loads(json.dumps(current_snapshot())) == read_snapshot(), "rerun `python -m fedprior.algorithms.hyperparameter_snapshot`"
+
+
+@pytest.mark.parametrize("name", sorted(n for n, spec in ALGORITHMS.items() if is_shipped(spec)))
+def test_a_snapshot_model_checks_as_the_factorys_model(name):
+    spec = ALGORITHMS[name]
+    require_device(spec)  # the shipped factories are imported on first use, so the registry no longer checks them at import
+    live, snapshot = spec.config_model(from_snapshot=False), spec.config_model(from_snapshot=True)
+    assert snapshot is not live and snapshot.model_json_schema() == live.model_json_schema()
+
+
+PRESETS_FROM_SNAPSHOT = textwrap.dedent(
+    """
+    import json, sys
+    from fedprior.algorithms.registry import hyperparameters_from_snapshot
+    from fedprior.experiments.config import list_presets, load_config
+    with hyperparameters_from_snapshot():
+        shown = {name: load_config(name)[1].to_toml() for name in list_presets()}
+    print(json.dumps({"torch": "torch" in sys.modules, "shown": shown}))
+    """
+)
+
+
+def test_every_preset_reads_the_same_from_the_snapshot_as_from_the_factories():
+    done = subprocess.run([sys.executable, "-c", PRESETS_FROM_SNAPSHOT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    fresh = json.loads(done.stdout)
+    assert not fresh["torch"]
+    assert fresh["shown"] == {name: load_config(name)[1].to_toml() for name in list_presets()}
