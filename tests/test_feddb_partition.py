@@ -85,8 +85,8 @@ def test_partition_command_shows_both_sets_with_a_heatmap_each(tmp_path):
 
 
 def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
-    from fedprior.experiments.tables import cells
     from fedprior.papers import table_by_name
+    from fedprior.reproduce.tables import cells
 
     real = cells(table_by_name("feddb-table2"), embedded=False)
     assert len(real) == 30 and {c.column for c in real} == {"CIFAR10 δ=0.3", "SVHN δ=0.3", "CIFAR100 δ=0.3"}
@@ -116,8 +116,8 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
 def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():
     """feddb.txt 5.1: eta = 0.03 (the code: cosine over 800 rounds), not the embedded presets' 0.1 over 200 rounds;
     FedMatch keeps its own code's optimizer (lr 1e-3, plateau decay, no cosine)."""
-    from fedprior.experiments.tables import cells
     from fedprior.papers import table_by_name
+    from fedprior.reproduce.tables import cells
 
     for name in ("feddb-table1", "feddb-table4"):
         for cell in cells(table_by_name(name), embedded=False):

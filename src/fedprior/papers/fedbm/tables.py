@@ -27,7 +27,7 @@ same datasets and betas).
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 METRICS = ("selected_accuracy", "selected_macro_f1", "final_accuracy", "final_macro_f1")
 REAL = ("algorithm.model=resnet18-imagenet", "federation.batch_size=8", "federation.fraction=0.5", "data.train_subset=0", "data.validation_fraction=0.1")

@@ -32,8 +32,8 @@ labeled/unlabeled split cannot draw class-balanced for SVHN): there that control
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row
 from fedprior.papers.feddb import strong_views
+from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row
 
 REAL = (
     "algorithm.model=wrn28-2",
@@ -94,7 +94,7 @@ LABELS_CONTROL = Control(
 CENTRAL_LABELED = row("Central (labels only)", "fedavg-labeled", paper_setting=False, central=True)
 CENTRAL_FIXMATCH = row("Central FixMatch", "fixmatch", paper_setting=False, central=True)
 """The central controls (issue 31): one client holding the column's labeled and unlabeled pool, the table's network,
-views and budget (:func:`~fedprior.experiments.tables.central_overrides`: rounds x fraction rounds of one client)."""
+views and budget (:func:`~fedprior.reproduce.tables.central_overrides`: rounds x fraction rounds of one client)."""
 CENTRAL_CONTROL = Control(
     above=CENTRAL_FIXMATCH.label,
     below=CENTRAL_LABELED.label,

@@ -16,7 +16,7 @@ show; the zero-shot and centralized rows are added to the tables that do not pri
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 REAL = ("encoder.name=openclip:RN50",)
 EMBEDDED = ("data.dataset=fashion-mnist", "encoder.name=locked-text")

@@ -38,8 +38,8 @@ cannot rank methods). Table 8 counts bits sent, which no control bounds.
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
 from fedprior.papers.mfcl.communication import PAPER, ROWS, measured
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 REAL = ("data.train_subset=0", "federation.evaluate_every=10")  # linear evaluation every 10 rounds / server epochs and at each stage's last
 EMBEDDED = ("data.dataset=fashion-mnist",)
@@ -80,7 +80,7 @@ def untrained(row: Row, label: str | None = None) -> Row:
 
 def central(row: Row) -> Row:
     """``row`` without federation (issue 31): one client holding the whole training pool, the same network, views and
-    budget (:func:`~fedprior.experiments.tables.central_overrides`), embedded only."""
+    budget (:func:`~fedprior.reproduce.tables.central_overrides`), embedded only."""
     return Row(f"Central {row.label}", row.preset, row.overrides, paper_setting=False, central=True)
 
 
