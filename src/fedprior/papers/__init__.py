@@ -6,7 +6,8 @@ per paper:
 
     papers/<paper>/__init__.py   TABLES (PaperTable grids), REPORT_EXTRAS (algorithm -> report hook) and
                                  SUMMARY_EXTRAS (algorithm -> figures-free summary additions, in every run)
-    papers/<paper>/tables.py     the paper's tables as grids, beside the published numbers
+    papers/<paper>/tables.py     the paper's tables as grids, beside the published numbers (declared with
+                                 fedprior.reproduce.declare: the numbers as printed, the claims of one passage)
     papers/<paper>/report.py     what a run's report adds for the paper's algorithms (figures, diagnostics)
     papers/<paper>/presets/      the paper's presets (`fedprior run NAME`)
 
