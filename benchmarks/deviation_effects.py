@@ -9,7 +9,7 @@ option's overrides) this runs
 
 and pairs each seed's metric with the same row's cell of the committed table (``benchmarks/results/tables/TABLE.json``,
 recorded on this machine kind: the baseline is not rerun). Each difference is reported as mean, sd and a 95% t interval
-(``experiments.findings.paired``), option minus default: positive means the option scores higher.
+(``reproduce.findings.paired``), option minus default: positive means the option scores higher.
 
     python benchmarks/deviation_effects.py [--only NAME ...] [--jobs 2] [--runs runs/deviations]
 
@@ -29,7 +29,7 @@ from pathlib import Path
 
 from shared import machine, save_settings
 
-from fedprior.experiments.findings import paired
+from fedprior.reproduce.findings import paired
 
 RESULT = Path(__file__).parent / "results" / "deviation_effects.json"
 TABLES = Path(__file__).parent / "results" / "tables"

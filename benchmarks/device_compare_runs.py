@@ -18,7 +18,7 @@ import json
 import sys
 from pathlib import Path
 
-from fedprior.experiments.fingerprints import first_difference
+from fedprior.results.fingerprints import first_difference
 
 
 def rounds(run: Path) -> list[dict]:

@@ -57,9 +57,9 @@ from typing import Any
 
 from shared import machine, save_settings
 
+from fedprior.experiments.cell import Cell
 from fedprior.experiments.config import load_config
 from fedprior.experiments.table_runs import CellRun, execute_runs, plan_cell
-from fedprior.experiments.tables import Cell
 
 RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
 CENTRAL_RESULT = Path(__file__).parent / "results" / "feddb_setting_central.json"

@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from fedprior.experiments.fingerprints import first_difference, numbers, same
+from fedprior.results.fingerprints import first_difference, numbers, same
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
@@ -67,9 +67,9 @@ VARIANTS = {
 
 
 def state_digest(run_path: Path) -> str:
-    """SHA-256 of the last checkpoint's tensors (:func:`fedprior.experiments.fingerprints.state_sha256`: server, then each client)."""
-    from fedprior.experiments.fingerprints import state_sha256
-    from fedprior.experiments.run_dir import RunDir
+    """SHA-256 of the last checkpoint's tensors (:func:`fedprior.results.fingerprints.state_sha256`: server, then each client)."""
+    from fedprior.results.fingerprints import state_sha256
+    from fedprior.results.run_dir import RunDir
 
     state = RunDir(run_path).load_checkpoint()
     assert state is not None, f"{run_path}: no checkpoint"

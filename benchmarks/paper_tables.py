@@ -51,8 +51,8 @@ from pathlib import Path
 from shared import load, machine
 
 from fedprior.experiments.table_runs import cell_folder
-from fedprior.experiments.tables import cells
 from fedprior.papers import table_by_name
+from fedprior.reproduce.tables import cells
 
 RESULTS = Path(__file__).parent / "results" / "tables"
 SEEDS = 3

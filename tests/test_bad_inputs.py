@@ -147,10 +147,11 @@ def validation_resume(fraction: float):
 
     def make(tmp: Path, bases: Path) -> list:
         from fedprior.experiments.config import load_config
-        from fedprior.experiments.run_dir import RunDir
+        from fedprior.experiments.run_config import write_config
+        from fedprior.results.run_dir import RunDir
 
         overrides = [a for a in TINY if a != "--set"] + ["run.model_selection=validation", f"data.validation_fraction={fraction}"]
-        RunDir(tmp / "old").write_config(*load_config("fedavg-cnn", overrides))
+        write_config(RunDir(tmp / "old"), *load_config("fedavg-cnn", overrides))
         return ["resume", tmp / "old"]
 
     return make
@@ -389,9 +390,9 @@ def test_disk_full_while_writing_the_report_names_the_figure_and_leaves_no_file(
 def test_every_figure_is_written_through_save_figure(tmp_path, monkeypatch):
     """The papers' figures (here FST-CBDG's Figure 2) fail like the report's: one line naming the PNG, no file."""
     import fedprior
-    from fedprior.experiments.run_dir import RunDir
     from fedprior.experiments.runner import resumable
     from fedprior.papers.fst_cbdg.report import plot_entropy
+    from fedprior.results.run_dir import RunDir
 
     figure_disk_full(monkeypatch, "zero_shot_entropy.png")
     run = RunDir(tmp_path / "run")

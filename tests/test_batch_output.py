@@ -112,7 +112,7 @@ def test_stderr_to_a_file_gets_one_flushed_line_per_round_and_run_log_appends_on
 
 
 def test_round_lines_name_failures_skipped_evaluations_and_stages():
-    from fedprior.experiments.run_log import round_line
+    from fedprior.results.run_log import round_line
 
     record = {"stage": "federated", "round": 3, "step": 3, "clients": [1, 2, 3, 4], "failed_clients": [2], "empty_clients": [4], "seconds": 1.25}
     assert round_line(record, 5) == "round 3/5 (federated): accuracy -, clients 3 ok 1 failed 1 without data, 1.2 s"
@@ -123,7 +123,7 @@ def test_round_lines_name_failures_skipped_evaluations_and_stages():
 
 
 def test_run_log_holds_python_warnings_and_the_summary_warnings(finished, tmp_path):
-    from fedprior.experiments.run_dir import RunDir
+    from fedprior.results.run_dir import RunDir
 
     run = RunDir(copy(finished, tmp_path))
     summary = json.loads(run.result.read_text())

@@ -10,9 +10,9 @@ from fedprior.algorithms.base import Task
 from fedprior.algorithms.engines.semi_supervised import SemiSupervised, Training, views
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.experiments.config import load_config
-from fedprior.experiments.tables import cells, central_overrides
 from fedprior.papers.feddb import tables as feddb
 from fedprior.papers.mfcl import tables as mfcl
+from fedprior.reproduce.tables import cells, central_overrides
 
 TASK = Task(num_classes=3, input_shape=(1, 28, 28), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
 

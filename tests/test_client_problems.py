@@ -13,8 +13,8 @@ from cli import TINY, invoke
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.experiments.report import summary_warnings
 from fedprior.experiments.runner import client_failures
+from fedprior.results.run_log import summary_warnings
 from fedprior.runtime.clients import InProcessClients
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import run_rounds

@@ -9,9 +9,9 @@ from typer.testing import CliRunner
 
 from fedprior.cli import app
 from fedprior.errors import FedpriorError
-from fedprior.experiments.compare import compare_runs
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
+from fedprior.results.compare import compare_runs
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
@@ -304,7 +304,7 @@ def test_cli_groups_table_csv_and_json(grid, tmp_path):
 
 def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
     """5 algorithms x 2 settings x 3 seeds: 10 mean lines with bands, a colour per algorithm, a line style per setting, the legend beside the axes."""
-    from fedprior.experiments import compare_plot
+    from fedprior.results import compare_plot
 
     figures = []
 

@@ -79,10 +79,11 @@ def test_rounds_true_is_not_one_round():
 
 
 def test_a_run_folders_config_can_be_run_again(tmp_path):
-    from fedprior.experiments.run_dir import RunDir
+    from fedprior.experiments.run_config import write_config
+    from fedprior.results.run_dir import RunDir
 
     name, config = load_config("fst-cbdg", ["federation.rounds=3", "run.seed=5"])
-    RunDir(tmp_path).write_config(name, config)
+    write_config(RunDir(tmp_path), name, config)
     again_name, again = load_config(str(tmp_path / "config.toml"))
     assert again_name == "fst-cbdg" and again == config  # the `name` key is the experiment name, not an unknown key
 

@@ -220,7 +220,8 @@ def test_the_report_is_titled_by_the_runs_algorithm_and_lists_only_its_fields(tm
 
 
 def test_a_shipped_presets_report_keeps_its_name_beside_the_algorithm(tmp_path):
-    from fedprior.experiments.report import hyperparameters_text, preset_note, report_title
+    from fedprior.experiments.config import preset_note
+    from fedprior.results.report import hyperparameters_text, report_title
 
     assert report_title("fedavg-cnn", "fedavg") == "fedavg (fedavg-cnn)" and report_title("fedavg", "fedavg") == "fedavg"
     assert hyperparameters_text({}) == "none" and hyperparameters_text({"lr": 0.1}) == "lr = 0.1"

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 
-from fedprior.experiments.report import failure_warning, write_report
-from fedprior.experiments.run_dir import RunDir
 from fedprior.experiments.runner import client_failures
+from fedprior.results.report import write_report
+from fedprior.results.run_dir import RunDir
+from fedprior.results.run_log import failure_warning
 
 HISTORY = [
     {"step": 1, "round": 1, "clients": [0, 1, 2], "failed_clients": []},

@@ -7,8 +7,8 @@ import torch
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
-from fedprior.experiments.tables import cells
 from fedprior.papers import table_by_name
+from fedprior.reproduce.tables import cells
 
 
 def test_paper_setting_cells_carry_the_datasets_settings_and_fedbms_tuned_values():

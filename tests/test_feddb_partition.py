@@ -85,8 +85,8 @@ def test_partition_command_shows_both_sets_with_a_heatmap_each(tmp_path):
 
 
 def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
-    from fedprior.experiments.tables import cells
     from fedprior.papers import table_by_name
+    from fedprior.reproduce.tables import cells
 
     real = cells(table_by_name("feddb-table2"), embedded=False)
     assert len(real) == 30 and {c.column for c in real} == {"CIFAR10 δ=0.3", "SVHN δ=0.3", "CIFAR100 δ=0.3"}
@@ -96,7 +96,7 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     assert config.partition.num_labeled == 4000 and config.algorithm.flip is False and config.partition.alpha == 0.3
     assert svhn.paper == 85.99
     embedded = cells(table_by_name("feddb-table1"), embedded=True)
-    assert {c.column for c in embedded} == {"iid"} and len(embedded) == 11
+    assert {c.column for c in embedded} == {"iid"} and len(embedded) == 13  # 10 rows, all labels and the two central controls (issue 31)
     everything = next(c for c in embedded if c.row == "FedAvg (all labels)")
     assert load_config(everything.preset, everything.overrides)[1].partition.num_labeled == 20250  # the control: every image labeled
     _, config = load_config(embedded[0].preset, embedded[0].overrides)
@@ -105,7 +105,7 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     dpl = next(c for c in embedded if c.row == "SemiFL-FedDPL")
     assert load_config(dpl.preset, dpl.overrides)[1].algorithm.hyperparameters()["dpl"] is True and dpl.paper == 68.46
     ablation = cells(table_by_name("feddb-table4"), embedded=True)
-    assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 15
+    assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 21  # 5 rows and 2 central controls x 3 columns
     _, config = load_config(svhn.preset, svhn.overrides)
     # issue 19: the real setting scores the test set every 10 rounds and at the last (the paper's best accuracy is over
     # every round: best_accuracy here is over rounds 10, 20, ..., 800)
@@ -116,8 +116,8 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
 def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():
     """feddb.txt 5.1: eta = 0.03 (the code: cosine over 800 rounds), not the embedded presets' 0.1 over 200 rounds;
     FedMatch keeps its own code's optimizer (lr 1e-3, plateau decay, no cosine)."""
-    from fedprior.experiments.tables import cells
     from fedprior.papers import table_by_name
+    from fedprior.reproduce.tables import cells
 
     for name in ("feddb-table1", "feddb-table4"):
         for cell in cells(table_by_name(name), embedded=False):

@@ -9,11 +9,11 @@ import pytest
 
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
-from fedprior.experiments.findings import evaluate
-from fedprior.experiments.tables import MeasuredControl, measure_controls
 from fedprior.models import build_model
 from fedprior.papers import table_by_name
 from fedprior.papers.feddb import strong_views
+from fedprior.reproduce.findings import evaluate
+from fedprior.reproduce.tables import MeasuredControl, measure_controls
 
 COMMITTED = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "tables" / "feddb-table2.json"
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from fedprior.experiments.config import load_config
-from fedprior.experiments.paper_registry import table_by_name
-from fedprior.experiments.tables import cells
+from fedprior.reproduce.paper_tables import table_by_name
+from fedprior.reproduce.tables import cells
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))

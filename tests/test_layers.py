@@ -1,15 +1,28 @@
-"""Layers never import upward (DESIGN.md, issue 21): every import of every module, lazy and TYPE_CHECKING ones included.
+"""Layers never import upward (DESIGN.md, issue 21), and no module of fedprior takes part in an import circle (issue 34).
 
 The order, lowest first; a module may import its own layer and any layer below it:
 
     foundation (fedprior/*.py: errors, validation, seeding, atomic, task, ...)
     < data, partition, models   (siblings: none imports another)
-    < encoders < algorithms < runtime < flower < experiments < papers
+    < encoders < algorithms < runtime < flower
+    < results (the run folder, its log and report, compare) < experiments (config, build, run, grids of runs)
+    < reproduce (paper tables, findings, verification) < papers
     < api (fedprior/__init__.py, api.py), cli (siblings)
+
+The modules in :data:`COMPATIBILITY` (old paths kept for users, e.g. ``fedprior.experiments.tables``) only
+re-export; their own imports are not ranked, and no module of fedprior may import them.
+
+**Circles.** Every import counts, in either check: a lazy one inside a function still makes a circle a reader
+must untangle, and an ``if TYPE_CHECKING`` one is still a dependency of the file (issue 34 names
+``compare.py <-> compare_groups.py``, whose one direction was type-only). A module's edges are the modules
+it names: ``from fedprior.x import y`` is an edge to ``fedprior.x.y`` where that is a module, else to
+``fedprior.x`` (a package's ``__init__``, whose own imports are its edges). The parent packages Python
+initialises before a module (``fedprior/__init__.py`` for every ``fedprior.*``) are not edges: otherwise every
+module would import the whole API through ``fedprior/__init__.py``.
 
 Inside ``algorithms/`` the same holds between its parts (:data:`ALGORITHM_PARTS`): ``base``
 < ``pieces`` (reusable pieces) < ``engines`` (shared training engines) < the method modules
-< ``registry``; a method module may build on another (central on fedavg), a piece or an
+< ``registry`` < ``write_hyperparameter_snapshot`` (a tool that imports every algorithm through the registry); a method module may build on another (central on fedavg), a piece or an
 engine never imports a method.
 
 Each ``import`` and ``from ... import`` anywhere in a module (top level, in a function, under
@@ -33,11 +46,19 @@ RANK = {
     "algorithms": 3,
     "runtime": 4,
     "flower": 5,
-    "experiments": 6,
-    "papers": 7,
-    "api": 8,
-    "cli": 8,
+    "results": 6,
+    "experiments": 7,
+    "reproduce": 8,
+    "papers": 9,
+    "api": 10,
+    "cli": 10,
 }
+
+COMPATIBILITY = {
+    "fedprior.experiments.tables": ("fedprior.reproduce.tables",),
+    "fedprior.experiments.compare": ("fedprior.results.compare", "fedprior.results.run_view"),
+}
+"""Module kept at an old path -> the modules it re-exports from (issue 34 moved them)."""
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 """(module, imported module) -> why it is still allowed. Must only shrink: each entry is checked to still exist."""
@@ -91,6 +112,8 @@ def upward_imports() -> dict[tuple[str, str], str]:
         me = module_name(path)
         mine = layer(me)
         assert mine is not None
+        if me in COMPATIBILITY:
+            continue
         for line, module in imports(path.read_text(), me, path.name == "__init__.py"):
             theirs = layer(module)
             if theirs is None or theirs == mine or RANK[theirs] < RANK[mine]:
@@ -114,7 +137,7 @@ def test_known_exceptions_still_exist():
     assert gone == [], f"no longer imported upward, remove from KNOWN_UPWARD: {gone}"
 
 
-ALGORITHM_PARTS = {"base": 0, "pieces": 1, "engines": 2, "registry": 4}
+ALGORITHM_PARTS = {"base": 0, "pieces": 1, "engines": 2, "registry": 4, "write_hyperparameter_snapshot": 5}
 """The rank of each part of ``fedprior.algorithms``; every other module there is a method (rank 3)."""
 
 
@@ -156,3 +179,99 @@ def test_the_check_sees_lazy_relative_and_type_checking_imports():
     found = {module for _, module in imports(source, "fedprior.models.probe")}
     assert {"fedprior.experiments.config", "fedprior.algorithms.base", "fedprior.flower", "fedprior.papers"} <= found
     assert [layer(module) for module in sorted(found) if layer(module)] == ["algorithms", "experiments", "flower", "papers"]
+
+
+def resolved(module: str) -> str:
+    """``module``, or the fedprior module that defines it (``fedprior.errors.ConfigError`` -> ``fedprior.errors``)."""
+    while "." in module and not is_module(module):
+        module = module.rpartition(".")[0]
+    return module
+
+
+def import_graph(sources: dict[str, tuple[str, bool]]) -> dict[str, set[str]]:
+    """Module -> the fedprior modules it imports anywhere (see the module docstring), from ``{module: (source, is_package)}``."""
+    graph: dict[str, set[str]] = {}
+    for me, (source, is_package) in sources.items():
+        graph[me] = {resolved(m) for _, m in imports(source, me, is_package) if layer(m) is not None} - {me}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of ``graph``: each strongly connected component of more than one module, sorted (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in graph:
+                continue
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return sorted(found)
+
+
+def fedprior_sources() -> dict[str, tuple[str, bool]]:
+    return {module_name(path): (path.read_text(), path.name == "__init__.py") for path in sorted(SRC.rglob("*.py"))}
+
+
+def test_no_import_circles():
+    found = circles(import_graph(fedprior_sources()))
+    assert found == [], "modules that import each other (move the shared name down to a file both can import): " + "; ".join(" <-> ".join(c) for c in found)
+
+
+def test_the_circle_check_sees_lazy_and_type_checking_circles():
+    """The three-module circle of issue 34 (report -> run_dir -> run_log -> report), written as a lazy and a type-only import."""
+    a, b, c, d = "fedprior.results.report", "fedprior.results.run_dir", "fedprior.results.run_log", "fedprior.results.compare"
+    sources = {
+        a: ("from fedprior.results.run_dir import RunDir\nfrom fedprior.errors import ConfigError\n", False),
+        b: ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from fedprior.results.run_log import RunLog\n", False),
+        c: ("def f():\n    from fedprior.results import report\n", False),
+        d: ("from fedprior.results.report import accuracy_curve\n", False),
+    }
+    assert circles(import_graph(sources)) == [sorted([a, b, c])]
+    sources[c] = ("def f():\n    from fedprior.results import compare\n", False)
+    assert circles(import_graph(sources)) == [sorted([a, b, c, d])]
+    sources[c] = ("from fedprior.errors import ConfigError\n", False)
+    assert circles(import_graph(sources)) == []
+
+
+def test_compatibility_modules_only_re_export_and_nothing_imports_them():
+    import importlib
+
+    for name, targets in COMPATIBILITY.items():
+        path = SRC.parent / Path(*name.split(".")).with_suffix(".py")
+        tree = ast.parse(path.read_text())
+        docstring = ast.get_docstring(tree) or ""
+        assert docstring.startswith("Kept for compatibility"), name
+        body = [node for node in tree.body[1:] if not (isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"])]
+        assert all(isinstance(node, ast.ImportFrom) and node.module in targets for node in body), f"{name} does more than re-export from {targets}"
+        module = importlib.import_module(name)
+        for exported in module.__all__:
+            assert any(getattr(importlib.import_module(t), exported, None) is getattr(module, exported) for t in targets), (name, exported)
+    users = [
+        f"{me} imports {module}"
+        for me, (source, is_package) in fedprior_sources().items()
+        for _, module in imports(source, me, is_package)
+        if resolved(module) in COMPATIBILITY
+    ]
+    assert users == [], "import the new path, not the one kept for users"

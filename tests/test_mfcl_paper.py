@@ -7,11 +7,11 @@ import pytest
 
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import load_config
-from fedprior.experiments.tables import cells, run_table
 from fedprior.papers import table_by_name
 from fedprior.papers.mfcl import communication
 from fedprior.partition.scenarios import scenario
 from fedprior.partition.subset import balanced_subset
+from fedprior.reproduce.tables import cells, run_table
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -107,9 +107,8 @@ def test_the_in_process_runner_passes_every_field(caught, tmp_path):
 def test_the_flower_runtimes_pass_every_field(caught, tmp_path):
     """flower-sim and a flower-local ServerApp both go through ``federate_experiment`` (workers: the local runtime's only)."""
     pytest.importorskip("flwr")
-    from fedprior.experiments.run_dir import RunDir
-    from fedprior.flower.runtime import federate_experiment
-    from fedprior.flower.server_app import Settings
+    from fedprior.flower.server_app import Settings, federate_experiment
+    from fedprior.results.run_dir import RunDir
 
     name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.runtime='flower-sim'"])
     experiment = build_experiment(name, config)

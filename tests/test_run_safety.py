@@ -156,7 +156,7 @@ def test_a_killed_runs_forked_children_do_not_keep_the_lock(runs, tmp_path):
     """A child forked by a run that outlives it after kill -9 (run.workers' workers did before issue 15) must not keep its lock."""
     run = copy(runs, tmp_path)
     script = (
-        "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.experiments.run_dir import RunDir\n"
+        "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.results.run_dir import RunDir\n"
         "with RunDir(Path(sys.argv[1])).locked():\n"
         "    child = os.fork()\n"
         "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(120)\n        os._exit(0)\n"

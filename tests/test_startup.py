@@ -10,8 +10,9 @@ import textwrap
 
 import pytest
 
-from fedprior.algorithms.hyperparameter_snapshot import current_snapshot, read_snapshot
+from fedprior.algorithms.hyperparameter_snapshot import read_snapshot
 from fedprior.algorithms.registry import ALGORITHMS, is_shipped, require_device
+from fedprior.algorithms.write_hyperparameter_snapshot import current_snapshot
 from fedprior.experiments.config import list_presets, load_config
 
 RUN_THEN_LIST_MODULES = textwrap.dedent(
@@ -39,8 +40,8 @@ def test_config_only_commands_do_not_import_torch(command):
 
 
 def test_the_snapshot_is_what_the_factories_declare():
-    """Fails when a shipped factory's hyperparameters changed: rerun `python -m fedprior.algorithms.hyperparameter_snapshot`."""
-    assert json.loads(json.dumps(current_snapshot())) == read_snapshot(), "rerun `python -m fedprior.algorithms.hyperparameter_snapshot`"
+    """Fails when a shipped factory's hyperparameters changed: rerun `python -m fedprior.algorithms.write_hyperparameter_snapshot`."""
+    assert json.loads(json.dumps(current_snapshot())) == read_snapshot(), "rerun `python -m fedprior.algorithms.write_hyperparameter_snapshot`"
 
 
 @pytest.mark.parametrize("name", sorted(n for n, spec in ALGORITHMS.items() if is_shipped(spec)))

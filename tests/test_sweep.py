@@ -7,10 +7,10 @@ import pytest
 from cli import TINY, error_line, invoke
 
 from fedprior.errors import ConfigError, Interrupted
-from fedprior.experiments.compare import compare_runs
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 from fedprior.experiments.sweep import Swept, parse_seeds, parse_sweep, points, split_values
+from fedprior.results.compare import compare_runs
 
 GRID = ["run", "fedavg-cnn", *TINY, "--seeds", "2", "--sweep", "algorithm.lr=0.01,0.03"]
 """2 values x 2 seeds of a 2-round digits run (a second each)."""
@@ -165,7 +165,7 @@ def test_seeds_and_values_are_parsed_as_written():
 
 
 def test_compare_reads_a_folder_of_runs_in_the_order_of_their_values(tmp_path):
-    from fedprior.experiments.compare import run_folders
+    from fedprior.results.compare import run_folders
 
     names = ["lr=0.2--seed10", "lr=0.2--seed2", "lr=0.05--seed1", "lr=1e-3--seed0"]
     for name in names:

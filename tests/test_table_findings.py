@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from fedprior.cli.table import finding_line, markdown
-from fedprior.experiments.findings import evaluate, paired, t_quantile, verdict
-from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
 from fedprior.papers import all_tables
+from fedprior.reproduce.findings import evaluate, paired, t_quantile, verdict
+from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
 
 ROWS = (Row("Top", "fedavg-cnn"), Row("Zero", "fedavg-cnn"), Row("A", "fedavg-cnn"), Row("B", "fedavg-cnn"), Row("C", "fedavg-cnn"))
 COLUMN = Column("DS", "c", ())

@@ -5,8 +5,8 @@ import json
 from cli import invoke
 
 from fedprior.cli.table import control_lines
-from fedprior.experiments.findings import evaluate
 from fedprior.papers import table_by_name
+from fedprior.reproduce.findings import evaluate
 
 
 def block(output: str, name: str) -> list[str]:

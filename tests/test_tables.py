@@ -10,8 +10,8 @@ from conftest import STANDIN
 
 from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.config import load_config
-from fedprior.experiments.tables import cells
 from fedprior.papers import all_tables, table_by_name
+from fedprior.reproduce.tables import cells
 
 
 def test_every_cell_of_every_table_is_a_valid_config():

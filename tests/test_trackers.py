@@ -10,9 +10,10 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import load_config
-from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.run_config import write_config
 from fedprior.experiments.runner import resume, start
 from fedprior.experiments.trackers import check_trackers, resolve_store, scalars
+from fedprior.results.run_dir import RunDir
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
@@ -156,7 +157,7 @@ def recorded_run(tmp_path, uri, run_id):
     name, config = load_config("fedavg-cnn", [*TINY, "run.mlflow='sqlite:///mlflow.db'"])
     run = RunDir(tmp_path / "run")
     run.path.mkdir()
-    run.write_config(name, config)
+    write_config(run, name, config)
     run.tracking.write_text(json.dumps({"mlflow": {"uri": uri, "given": "sqlite:///mlflow.db", "run_id": run_id}}))
     return run
 

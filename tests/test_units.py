@@ -10,13 +10,14 @@ from tensorboard.plugins.hparams import metadata
 
 import fedprior
 from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
-from fedprior.experiments.compare import compare_runs, read_metrics
 from fedprior.experiments.config import load_config
-from fedprior.experiments.runner import communication, resume, start
-from fedprior.experiments.tables import run_table
+from fedprior.experiments.runner import resume, start
 from fedprior.papers import table_by_name
+from fedprior.reproduce.tables import run_table
+from fedprior.results.compare import compare_runs
+from fedprior.results.run_view import read_metrics
 from fedprior.runtime.checkpoint import load_checkpoint, save_checkpoint
-from fedprior.runtime.traffic import round_traffic, upgrade_record
+from fedprior.runtime.traffic import communication, round_traffic, upgrade_record
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 

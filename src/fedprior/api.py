@@ -30,8 +30,8 @@ from fedprior.errors import ConfigError
 if TYPE_CHECKING:
     from fedprior.algorithms.base import Algorithm
     from fedprior.algorithms.registry import AlgorithmSpec
-    from fedprior.experiments.compare import Comparison
     from fedprior.experiments.config import ExperimentConfig
+    from fedprior.results.compare import Comparison
 
 Overrides = Mapping[str, Any] | Sequence[str] | None
 """``{"section.key": value}`` (Python values; ``{"section": {...}}`` replaces a whole section, whose
@@ -141,15 +141,15 @@ class RunResult:
     @property
     def curve(self) -> dict[int, float]:
         """Test accuracy by round: round 0 (the initial model) and every evaluated round."""
-        from fedprior.experiments.report import accuracy_curve
+        from fedprior.results.report import accuracy_curve
 
         return accuracy_curve(self.summary)
 
     @classmethod
     def load(cls, run_dir: str | Path) -> RunResult:
         from fedprior.errors import FedpriorError
-        from fedprior.experiments.compare import read_metrics
-        from fedprior.experiments.run_dir import RunDir
+        from fedprior.results.run_dir import RunDir
+        from fedprior.results.run_view import read_metrics
 
         run = RunDir.existing(Path(run_dir))
         if not run.result.is_file():
@@ -206,7 +206,7 @@ def open_run(run_dir: str | Path) -> RunResult:
 def compare(run_dirs: Sequence[str | Path]) -> Comparison:
     """Run directories side by side: ``.differences`` (config), ``.runs`` (numbers, curves), ``.groups`` (by method, seeds folded: mean ± sd),
     ``.group_rows()`` / ``.run_rows()``, ``.write_csv(path)``, ``.dataframe()`` (needs pandas), ``.plot(path)``, ``.to_dict()``."""
-    from fedprior.experiments.compare import compare_runs
+    from fedprior.results.compare import compare_runs
 
     return compare_runs(list(run_dirs))
 

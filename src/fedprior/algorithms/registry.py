@@ -19,7 +19,7 @@ The shipped algorithms are imported on first use (:class:`ShippedFactory`): thei
 and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
 :mod:`fedprior.algorithms.hyperparameter_snapshot` instead (:func:`hyperparameters_from_snapshot`); a
 change to a shipped factory's hyperparameters is followed by
-``python -m fedprior.algorithms.hyperparameter_snapshot`` (tests/test_startup.py says so).
+``python -m fedprior.algorithms.write_hyperparameter_snapshot`` (tests/test_startup.py says so).
 
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import

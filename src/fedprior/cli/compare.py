@@ -99,7 +99,7 @@ def counted(n: int, noun: str) -> str:
 
 def distinct(values: list[Any]) -> str:
     """A field's distinct values over the runs, in the order met ('-': a run without the field)."""
-    from fedprior.experiments.compare_groups import shown_value
+    from fedprior.results.compare_groups import shown_value
 
     return ", ".join(dict.fromkeys("-" if v is None else shown_value(v) for v in values))
 
@@ -196,7 +196,7 @@ def compare(
     they ran the same seeds with the same budget (rounds, local epochs, ...) on the same partitions.
     """
     from fedprior.cli.partition import check_output_file
-    from fedprior.experiments.compare import compare_runs
+    from fedprior.results.compare import compare_runs
 
     import_first(imports)
     # a folder or an unwritable place: one line, before reading the runs

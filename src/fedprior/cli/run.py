@@ -61,13 +61,13 @@ class RoundLines:
         self.total = 0
 
     def start(self, experiment, total: int, done: int = 0) -> None:
-        from fedprior.experiments.run_log import start_line
+        from fedprior.results.run_log import start_line
 
         self.total = total
         self.emit(start_line(experiment, total, done))
 
     def round(self, record: dict[str, Any]) -> None:
-        from fedprior.experiments.run_log import round_line
+        from fedprior.results.run_log import round_line
 
         self.emit(round_line(record, self.total))
 
@@ -79,15 +79,14 @@ class RoundLines:
 
     @staticmethod
     def emit(line: str) -> None:
-        from fedprior.experiments.run_log import stamped
+        from fedprior.results.run_log import stamped
 
         print(stamped(line), file=sys.stderr, flush=True)
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
     """The summary: one JSON line on stdout, or one line on stderr; warnings (failed or empty clients) on stderr either way."""
-    from fedprior.experiments.report import summary_warnings
-    from fedprior.experiments.run_log import summary_line
+    from fedprior.results.run_log import summary_line, summary_warnings
 
     for line in summary_warnings(summary):
         stderr.print(line, style="yellow", highlight=False, soft_wrap=True)

@@ -16,7 +16,8 @@ from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 from fedprior.cli.console import make_console, plus_minus, print_table
 
 if TYPE_CHECKING:
-    from fedprior.experiments.tables import Cell, PaperTable
+    from fedprior.experiments.cell import Cell
+    from fedprior.reproduce.tables import PaperTable
 
 EMBEDDED_SEEDS = 3
 """Seeds per cell of an embedded table unless --seeds says otherwise (the paper's setting: 1)."""
@@ -236,10 +237,10 @@ def table(
     """
     from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.findings import evaluate
     from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs, plan_cell
-    from fedprior.experiments.tables import cell_value, cells, control_configs, run_table
     from fedprior.papers import table_by_name
+    from fedprior.reproduce.findings import evaluate
+    from fedprior.reproduce.tables import cell_value, cells, control_configs, run_table
     from fedprior.runtime.threads import available_cores
 
     import_first(imports)
@@ -327,7 +328,7 @@ def verify_cells(paper_table: PaperTable, planned: list[Cell], cells: Path, out:
     import tempfile
 
     from fedprior.errors import ConfigError
-    from fedprior.experiments.table_verify import DIFFERS, Verified, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, verify
 
     if not (cells / paper_table.name).is_dir():
         raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {cells / paper_table.name} (give --cells DIR, run from the repository root)")

@@ -19,7 +19,7 @@ from fedprior.cli.app import app, user_errors
 from fedprior.cli.table import EMBEDDED_SEEDS
 
 if TYPE_CHECKING:
-    from fedprior.experiments.tables import PaperTable
+    from fedprior.reproduce.tables import PaperTable
 
 CHECKOUT_RECORDS = Path(__file__).resolve().parents[3] / "benchmarks" / "results" / "tables"
 """The records of a source checkout (``fedprior tables`` run from anywhere in it)."""
@@ -35,7 +35,7 @@ def records_folder(given: Path | None) -> Path:
 
 def setting_grid(table: PaperTable, embedded: bool) -> dict[str, Any]:
     """The rows, columns and number of cells of ``table`` in one setting (the embedded grid, or the paper's)."""
-    from fedprior.experiments.tables import cells
+    from fedprior.reproduce.tables import cells
 
     if embedded:
         rows = [r.label for r in table.rows if r.embedded]

@@ -19,10 +19,11 @@ from fedprior.errors import FedpriorError
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.experiments.resume_check import checkpoint_metadata
-from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.run_config import read_config
 from fedprior.experiments.runner import execute
 from fedprior.flower.runtime import train_on_flower
 from fedprior.flower.server_app import SERVER_DONE
+from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import load_checkpoint
 
 log = logging.getLogger("fedprior.flower")
@@ -41,7 +42,7 @@ def serve_run_dir(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     SuperNodes hold their own data (``export-data`` is off).
     """
     run = RunDir.existing(Path(str(run_config["run-dir"])))
-    name, config = run.read_config()
+    name, config = read_config(run)
     experiment = build_experiment(name, config)
     start = load_checkpoint(run.checkpoint) if run.checkpoint.is_file() else None
     result = train_on_flower(
@@ -58,7 +59,7 @@ def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
     run = RunDir(Path(str(run_config["run-dir"]))) if run_config.get("run-dir") else None
     resume = run is not None and run.checkpoint.is_file() and run.config.is_file()
     if run is not None and resume:  # a restarted server: the run directory's own config, from its last checkpoint
-        name, config = run.read_config()
+        name, config = read_config(run)
     else:
         overrides = split_overrides(run_config.get("overrides", ""))
         runtime = str(run_config.get("runtime") or "flower-sim")

@@ -5,7 +5,8 @@ experiments, not the other way round). ``fedprior/__init__.py`` imports
 ``fedprior.papers``, so every entry point (the CLI, the Python API, the Flower app)
 finds the papers registered. A paper registers its presets folder and the module that
 holds its ``TABLES``, ``REPORT_EXTRAS`` and ``SUMMARY_EXTRAS``; the module is imported on
-first use, so that listing presets stays light.
+first use, so that listing presets stays light. The tables are looked up by name in
+:mod:`fedprior.reproduce.paper_tables` (the floor above, which reads this registry too).
 """
 
 from __future__ import annotations
@@ -15,12 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
-
-from fedprior.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fedprior.experiments.tables import PaperTable
+from typing import Any
 
 SHARED_PRESETS = Path(__file__).resolve().parents[1] / "presets"
 """Presets that belong to no paper (the plain FedAvg/FedProx/SCAFFOLD CNN runs)."""
@@ -66,18 +62,6 @@ def paper_module(name: str) -> ModuleType:
 def preset_dirs() -> list[Path]:
     """Every folder holding shipped presets: the shared one, then each paper's."""
     return [SHARED_PRESETS, *(paper.presets for paper in papers())]
-
-
-def all_tables() -> dict[str, PaperTable]:
-    """Every paper table by name (``fedprior table NAME``)."""
-    return {table.name: table for paper in papers() for table in paper_module(paper.name).TABLES}
-
-
-def table_by_name(name: str) -> PaperTable:
-    tables = all_tables()
-    if name not in tables:
-        raise ConfigError(f"unknown table '{name}'; accepted: {', '.join(tables)}")
-    return tables[name]
 
 
 def _hook(attribute: str, algorithm: str) -> Any:

@@ -28,7 +28,7 @@ from typing import Any
 from fedprior.algorithms.base import Algorithm
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.config_fields import config_differences, flatten
+from fedprior.results.config_fields import config_differences, flatten
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import stage_plan, total_rounds
 

@@ -14,19 +14,19 @@ from fedprior.algorithms.pieces.metrics import selected_round
 from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.build import Experiment, build_experiment
-from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.fingerprints import round_digest, state_sha256
+from fedprior.experiments.config import ExperimentConfig, described, preset_note
 from fedprior.experiments.paper_registry import report_extra, summary_extra
-from fedprior.experiments.report import preset_note, write_report
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
-from fedprior.experiments.run_description import described
-from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.run_config import read_config, write_config
 from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
+from fedprior.results.fingerprints import round_digest, state_sha256
+from fedprior.results.report import write_report
+from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
-from fedprior.runtime.traffic import upgrade_records
+from fedprior.runtime.traffic import communication
 
 RoundCallback = Callable[[dict[str, Any]], None]
 
@@ -35,27 +35,6 @@ def partition_statistics(experiment: Experiment) -> dict[str, Any]:
     labels = experiment.dataset.train_labels
     parts = [experiment.partition.holdings(c) for c in range(experiment.partition.num_clients)]
     return describe(class_counts(labels, parts, experiment.dataset.num_classes))
-
-
-def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
-    """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server.
-
-    The sums of the rounds' records, which hold each round's totals over its clients
-    (``runtime/traffic.py``; records of an older fedprior, per client, are converted first).
-    ``stage_communication`` splits them by stage, with the number of (round, client)
-    participations, so per-round and per-client figures (mfcl.md Table 8) follow.
-    """
-    stages: dict[str, dict[str, int]] = {}
-    for r in upgrade_records(history):
-        entry = stages.setdefault(r.get("stage", ""), {"participations": 0, "download_bytes": 0, "upload_bytes": 0})
-        entry["participations"] += len(r.get("clients", []))
-        entry["download_bytes"] += int(r.get("download_bytes", 0))
-        entry["upload_bytes"] += int(r.get("upload_bytes", 0))
-    return {
-        "download_bytes": sum(e["download_bytes"] for e in stages.values()),
-        "upload_bytes": sum(e["upload_bytes"] for e in stages.values()),
-        "stage_communication": stages,
-    }
 
 
 def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -203,7 +182,7 @@ def execute(
         return finished
     stats = partition_statistics(experiment)
     if not resume:
-        run.write_config(name, config)
+        write_config(run, name, config)
     if not resume or not run.partition_intact(experiment.partition):
         run.write_partition(experiment.partition, stats)
     if not resume or not run.partition_plot.is_file():
@@ -318,7 +297,7 @@ def resume(path: Path, previous: bool = False, config: ExperimentConfig | None =
     read_only = run.result.is_file() and not os.access(run.path, os.W_OK)
 
     def action() -> dict[str, Any]:
-        name, saved = run.read_config()
+        name, saved = read_config(run)
         return execute(name, config or saved, run, resume=True, previous=previous, **callbacks)
 
     return resumable(run, action, lock=not read_only)

@@ -110,7 +110,7 @@ def check_grid(sweeps: list[Swept], set_: list[str], seeds_given: bool) -> None:
 
 def short_keys(keys: list[str]) -> dict[str, str]:
     """Each key's last part (``lr``), or the whole key where two swept keys share it."""
-    from fedprior.experiments.compare_groups import short_names
+    from fedprior.results.compare_groups import short_names
 
     return short_names(keys)
 
@@ -141,9 +141,9 @@ def plan_sweep(
     A run's overrides are ``--set``'s, then its swept values, then ``run.seed``. Two runs whose
     folder names would be the same (values that differ only in characters a folder name
     cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused)."""
+    from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import load_config
     from fedprior.experiments.table_runs import cell_folder, plan_cell
-    from fedprior.experiments.tables import Cell
 
     check_grid(sweeps, set_, seeds_given)
     runs: list[CellRun] = []

@@ -1,7 +1,8 @@
-"""A table's runs in its ``--out`` folder, so that the same table command run again continues a stopped table.
+"""A grid's runs in its ``--out`` folder, so that the same table (or sweep) command run again continues a stopped grid.
 
-Each seed of each cell runs in ``OUT/ROW--COLUMN--seedN``. (A sweep, ``fedprior run --seeds/--sweep``, runs its grid
-the same way: :mod:`fedprior.experiments.sweep`.) When the table command runs
+Each seed of each cell (:class:`~fedprior.experiments.cell.Cell`) runs in ``OUT/ROW--COLUMN--seedN``. A paper table's
+grid (:mod:`fedprior.reproduce.tables`) and a sweep's (``fedprior run --seeds/--sweep``,
+:mod:`fedprior.experiments.sweep`) run the same way. When the table command runs
 again into the same ``--out`` (after Ctrl-C, SIGTERM, ``kill -9`` or a crash), each
 folder is taken as it is:
 
@@ -41,11 +42,12 @@ from typing import TYPE_CHECKING, Any
 
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
 from fedprior.experiments.resume_check import changes_that_matter, describe_changes
-from fedprior.experiments.run_dir import RunDir
+from fedprior.experiments.run_config import read_config
+from fedprior.results.run_dir import RunDir
 
 if TYPE_CHECKING:
+    from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import ExperimentConfig
-    from fedprior.experiments.tables import Cell
 
 REUSED, RESUMED, RUN = "reused", "resumed", "run"
 """What a cell's run does: read its finished result, continue it from its checkpoint, or run it."""
@@ -118,7 +120,7 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     started = run.checkpoint.exists() or run.previous_checkpoint.exists()
     if result is None and not started:
         return CellRun(cell, seed, name, config, path, RUN)
-    _, saved = run.read_config()
+    _, saved = read_config(run)
     changed = changes_that_matter(saved.to_dict(), config.to_dict())
     if changed:
         which = f"cell {cell.row} / {cell.column} seed {seed}" if cell.column else f"run {path.name}"

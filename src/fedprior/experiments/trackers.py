@@ -37,8 +37,8 @@ from typing import Any
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.config_fields import flatten
-from fedprior.experiments.run_dir import RunDir
+from fedprior.results.config_fields import flatten
+from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress, blobs_path
 
 SUMMARY_KEYS = (

@@ -139,7 +139,7 @@ class LocalFederation:
 
     # environment ---------------------------------------------------------------------------
     def env(self, home: str) -> dict[str, str]:
-        from fedprior.flower.simulation import QUIET_ENV
+        from fedprior.flower.environment import QUIET_ENV
 
         flwr_home = self.work / "home" / home
         flwr_home.mkdir(parents=True, exist_ok=True)
@@ -358,8 +358,7 @@ def run_local_federation(
     ``<run dir>/flower`` is deleted at the end unless ``keep_files``.
     """
     from fedprior.flower.export import export_nodes
-    from fedprior.flower.server_app import SERVER_DONE
-    from fedprior.flower.simulation import run_key
+    from fedprior.flower.server_app import SERVER_DONE, run_key
 
     started = time.perf_counter()
     work = run.path / "flower"

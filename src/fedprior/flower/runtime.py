@@ -22,27 +22,6 @@ def require_flower() -> None:
         ) from None
 
 
-def federate_experiment(
-    grid, experiment, run, start: RunState | None, on_round: Callable[[dict[str, Any]], None] | None, settings, checkpoint_metadata: dict[str, str] | None
-) -> SimulationResult:
-    """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
-    (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
-    from fedprior.flower.server_app import federate
-
-    return federate(
-        grid,
-        experiment.algorithm,
-        experiment.test,
-        experiment.round_loop(),
-        num_clients=experiment.task.num_clients,
-        checkpoint_path=run.checkpoint,
-        start=start,
-        on_round=on_round,
-        settings=settings,
-        checkpoint_metadata=checkpoint_metadata,
-    )
-
-
 def train_on_flower(
     experiment,
     run,
@@ -67,8 +46,7 @@ def train_on_flower(
     runtime = experiment.config.run.runtime
     if grid is not None:
         from fedprior.flower.export import export_all
-        from fedprior.flower.server_app import settings_from_run_config
-        from fedprior.flower.simulation import run_key
+        from fedprior.flower.server_app import federate_experiment, run_key, settings_from_run_config
 
         run_config = run_config or {}
         data_dir = run.path / "flower" / "data"

@@ -7,7 +7,10 @@ node hosting sampled clients one TRAIN message (the broadcast, the RoundInfo, th
 client ids) and collects the replies, and the loop sorts them by client id (float
 sums depend on order) and calls the algorithm's own ``aggregate`` (custom
 aggregation and server-side training included) and ``evaluate``. So with the same
-config and seed it gives the in-process runtime's numbers.
+config and seed it gives the in-process runtime's numbers. :func:`federate_experiment`
+calls it with what a built experiment holds; every way of reaching the SuperNodes
+(:mod:`fedprior.flower.runtime`, :mod:`fedprior.flower.simulation`, :mod:`fedprior.flower.local`)
+goes through it.
 
 Faults: a reply that carries an error (the ClientApp raised, the node went away)
 or that has not come when ``round_timeout`` runs out fails its clients; they are
@@ -32,6 +35,7 @@ experiments that use it). Its run config keys and the file it leaves for
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from collections.abc import Callable
@@ -237,6 +241,31 @@ def federate(
         on_round=on_round,
         checkpoint_metadata=checkpoint_metadata,
     )
+
+
+def federate_experiment(
+    grid, experiment, run, start: RunState | None, on_round: Callable[[dict[str, Any]], None] | None, settings, checkpoint_metadata: dict[str, str] | None
+) -> SimulationResult:
+    """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
+    (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
+    return federate(
+        grid,
+        experiment.algorithm,
+        experiment.test,
+        experiment.round_loop(),
+        num_clients=experiment.task.num_clients,
+        checkpoint_path=run.checkpoint,
+        start=start,
+        on_round=on_round,
+        settings=settings,
+        checkpoint_metadata=checkpoint_metadata,
+    )
+
+
+def run_key(run) -> str:
+    """A name for the run on the nodes: the run directory's name and a hash of its absolute path."""
+    digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:12]
+    return f"{run.path.name}-{digest}"
 
 
 # -- what the ServerApp (fedprior.experiments.flower_app) reads and leaves ------------------------

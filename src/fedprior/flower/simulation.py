@@ -13,35 +13,15 @@ Telemetry, update checks and Ray's usage statistics are turned off.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import os
 import shutil
 from collections.abc import Callable
 from typing import Any
 
 from fedprior.errors import FedpriorError
+from fedprior.flower.environment import quiet_environment
 from fedprior.runtime.checkpoint import RunState
 from fedprior.runtime.simulation import SimulationResult
-
-QUIET_ENV = {
-    "FLWR_TELEMETRY_ENABLED": "0",
-    "FLWR_DISABLE_UPDATE_CHECK": "1",
-    "RAY_USAGE_STATS_ENABLED": "0",
-    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-    "RAY_ACCEL_ENV_VAR_OVERRIDE_ON_ZERO": "0",  # Ray's future default; silences its warning (no GPU is used)
-}
-
-
-def quiet_environment() -> None:
-    """No telemetry, no update check, no Ray usage statistics, no runtime dependency installation."""
-    os.environ.update(QUIET_ENV)
-
-
-def run_key(run) -> str:
-    """A name for the run on the nodes: the run directory's name and a hash of its absolute path."""
-    digest = hashlib.sha256(str(run.path.resolve()).encode()).hexdigest()[:12]
-    return f"{run.path.name}-{digest}"
 
 
 def backend_config(num_cpus_per_client: float = 1.0) -> dict[str, Any]:
@@ -74,8 +54,7 @@ def run_flower_simulation(
 
     from fedprior.flower.client_app import client_app as make_client_app
     from fedprior.flower.export import export_all
-    from fedprior.flower.runtime import federate_experiment
-    from fedprior.flower.server_app import Settings
+    from fedprior.flower.server_app import Settings, federate_experiment, run_key
 
     num_clients = experiment.task.num_clients
     data_dir = export_all(experiment, run.path / "flower" / "data")

@@ -8,7 +8,7 @@ A round record (a line of ``metrics.jsonl``, an entry of a checkpoint's history)
 - ``upload_bytes_by_client``: the same by client id (a reply's size differs between clients
   for some methods, e.g. MFCL's representations).
 
-The summary (``result.json``) sums the rounds' records, so its ``download_bytes`` and
+The summary (``result.json``) sums the rounds' records (:func:`communication`), so its ``download_bytes`` and
 ``upload_bytes`` are the run's totals in the same unit. Until this module, a record held
 ``download_bytes`` per client and ``upload_bytes`` as the by-client mapping; such a record is
 recognised by that mapping (the marker: ``upload_bytes`` is a dict) and converted on load
@@ -48,3 +48,24 @@ def upgrade_record(record: dict[str, Any]) -> dict[str, Any]:
 def upgrade_records(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """:func:`upgrade_record` of each record."""
     return [upgrade_record(r) for r in records]
+
+
+def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """Bytes sent over the run: server -> clients (each sampled client receives the broadcast) and clients -> server.
+
+    The sums of the rounds' records, which hold each round's totals over its clients
+    (records of an older fedprior, per client, are converted first: :func:`upgrade_record`).
+    ``stage_communication`` splits them by stage, with the number of (round, client)
+    participations, so per-round and per-client figures (mfcl.md Table 8) follow.
+    """
+    stages: dict[str, dict[str, int]] = {}
+    for r in upgrade_records(history):
+        entry = stages.setdefault(r.get("stage", ""), {"participations": 0, "download_bytes": 0, "upload_bytes": 0})
+        entry["participations"] += len(r.get("clients", []))
+        entry["download_bytes"] += int(r.get("download_bytes", 0))
+        entry["upload_bytes"] += int(r.get("upload_bytes", 0))
+    return {
+        "download_bytes": sum(e["download_bytes"] for e in stages.values()),
+        "upload_bytes": sum(e["upload_bytes"] for e in stages.values()),
+        "stage_communication": stages,
+    }

@@ -27,7 +27,10 @@ same datasets and betas).
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
+from collections.abc import Sequence
+
+from fedprior.reproduce.declare import printed, quoted
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 METRICS = ("selected_accuracy", "selected_macro_f1", "final_accuracy", "final_macro_f1")
 REAL = ("algorithm.model=resnet18-imagenet", "federation.batch_size=8", "federation.fraction=0.5", "data.train_subset=0", "data.validation_fraction=0.1")
@@ -77,17 +80,15 @@ def fedbm_settings(cols: tuple[Column, ...]) -> dict[tuple[str, str], tuple[str,
     return out
 
 
-def numbers(cols: tuple[Column, ...], rows: dict[str, list[float]]) -> tuple[dict, dict]:
-    """(paper accuracies, paper F1s) from, per row label, [acc, F1] for each column in order."""
-    accuracy, f1 = {}, {}
-    for label, values in rows.items():
-        for i, c in enumerate(cols):
-            accuracy[(label, c.label)] = values[2 * i]
-            f1[(label, c.label, "selected_macro_f1")] = values[2 * i + 1]
-    return accuracy, f1
-
-
 ACC, F1 = "selected_accuracy", "selected_macro_f1"
+Numbers = tuple[dict[tuple[str, str], float], dict[tuple[str, str, str], float]]
+"""(the paper's accuracies, its F1 scores): a table's ``paper`` and ``paper_metrics``."""
+
+
+def numbers(rows: tuple[Row, ...], cols: tuple[Column, ...], lines: Sequence[Sequence[float] | None]) -> Numbers:
+    """The paper's numbers as it prints them: one line per row, (accuracy, F1) in each column in order (None: a row it lacks)."""
+    f1 = printed(rows, cols, [None if line is None else line[1::2] for line in lines])
+    return printed(rows, cols, [None if line is None else line[0::2] for line in lines]), {(r, c, F1): v for (r, c), v in f1.items()}
 
 
 def central_control(fedavg: str = "FedAvg") -> Control:
@@ -103,16 +104,8 @@ def claim(name: str, better: str, worse: str, column: str, source: str, metric: 
     return Claim(name, better=better, worse=worse, column=column, metric=metric, source=source)
 
 
-def table(
-    name: str,
-    title: str,
-    rows: tuple[Row, ...],
-    cols: tuple[Column, ...],
-    values: dict[str, list[float]],
-    claims: tuple[Claim, ...] = (),
-    controls: tuple[Control, ...] = (),
-) -> PaperTable:
-    accuracy, f1 = numbers(cols, values)
+def table(name: str, title: str, rows: tuple[Row, ...], cols: tuple[Column, ...], paper: Numbers, claims: tuple[Claim, ...], control: Control) -> PaperTable:
+    accuracy, f1 = paper
     return PaperTable(
         name=name,
         title=title,
@@ -127,7 +120,7 @@ def table(
         embedded_note=NOTE,
         preset_overrides=fedbm_settings(cols),
         claims=claims,
-        controls=controls,
+        controls=(control,),
     )
 
 
@@ -145,7 +138,6 @@ COMPARISON = (
     Row("Scaffold", "fedbm-scaffold"),
     FEDBM,
 )
-LABELS = [r.label for r in COMPARISON]
 
 
 ABLATIONS = (
@@ -161,7 +153,7 @@ def comparison(
     """Table ``roman``'s comparison on ``dataset``: the paper's rows, then ``extra`` rows it has no numbers for."""
     cols = (column(dataset, None, embedded),) if dataset == "FEMNIST" else tuple(column(dataset, b, embedded) for b in BETAS)
     title = f"Table {roman}: comparison with existing methods on {dataset}"
-    return table(name, title, (*COMPARISON, *extra), cols, dict(zip(LABELS, values, strict=True)), claims, (central_control(),))
+    return table(name, title, (*COMPARISON, *extra), cols, numbers(COMPARISON, cols, values), claims, central_control())
 
 
 TABLE1 = comparison(
@@ -182,16 +174,12 @@ TABLE1 = comparison(
         [84.84, 84.55, 88.32, 88.16],
     ],
     claims=(
-        claim(
-            "FedBM > FedETF, F1 (beta=0.05)",
-            "FedBM",
-            "FedETF",
-            "OCT-C8 beta=0.05",
+        *quoted(
             "IV-B: 'in contrast to FedETF ... our method obtains superior performance with a remarkable increments of 2.66% (beta=0.05) "
-            "and 2.89% (beta=0.1) in F1-score' (84.55 vs 74.47 in the table)",
-            F1,
+            "and 2.89% (beta=0.1) in F1-score'",
+            claim("FedBM > FedETF, F1 (beta=0.05)", "FedBM", "FedETF", "OCT-C8 beta=0.05", "(84.55 vs 74.47 in the table)", F1),
+            claim("FedBM > FedETF, F1 (beta=0.1)", "FedBM", "FedETF", "OCT-C8 beta=0.1", "(88.16 vs 81.67)", F1),
         ),
-        claim("FedBM > FedETF, F1 (beta=0.1)", "FedBM", "FedETF", "OCT-C8 beta=0.1", "IV-B, as above (88.16 vs 81.67)", F1),
         claim("FedBM > FedETF (beta=0.05)", "FedBM", "FedETF", "OCT-C8 beta=0.05", "Table I: accuracy 84.84 vs 77.79 at beta 0.05"),
         claim(
             "FedBM > FedNH (beta=0.1)",
@@ -229,16 +217,11 @@ TABLE2 = comparison(
         [59.06, 54.25, 66.16, 64.88],
         [71.31, 69.51, 74.14, 73.75],
     ],
-    claims=(
-        claim(
-            "FedBM > FedETF (beta=0.05)",
-            "FedBM",
-            "FedETF",
-            "Kvasir-v2 beta=0.05",
-            "IV-B: 'The proposed FedBM exceeds the second-best approach, FedETF, with the overwhelming performance advantages ... "
-            "7.54% (P-value < 0.06) ... in Accuracy' (71.31 vs 63.77)",
-        ),
-        claim("FedBM > FedETF (beta=0.1)", "FedBM", "FedETF", "Kvasir-v2 beta=0.1", "IV-B, as above, 4.44% in Accuracy at beta=0.1 (74.14 vs 69.70)"),
+    claims=quoted(
+        "IV-B: 'The proposed FedBM exceeds the second-best approach, FedETF, with the overwhelming performance advantages ... "
+        "7.54% (P-value < 0.06) ... in Accuracy'",
+        claim("FedBM > FedETF (beta=0.05)", "FedBM", "FedETF", "Kvasir-v2 beta=0.05", "(71.31 vs 63.77)"),
+        claim("FedBM > FedETF (beta=0.1)", "FedBM", "FedETF", "Kvasir-v2 beta=0.1", "4.44% in Accuracy at beta=0.1 (74.14 vs 69.70)"),
     ),
 )
 TABLE3 = comparison(
@@ -258,15 +241,10 @@ TABLE3 = comparison(
         [67.88, 27.19, 66.96, 36.99],
         [72.75, 45.43, 73.55, 49.49],
     ],
-    claims=(
-        claim(
-            "FedBM > FedROD (beta=0.05)",
-            "FedBM",
-            "FedROD",
-            "HAM10000 beta=0.05",
-            "IV-B: 'FedBM outperforms FedROD with remarkable performance improvements in two cases' (72.75 vs 60.89)",
-        ),
-        claim("FedBM > FedROD (beta=0.1)", "FedBM", "FedROD", "HAM10000 beta=0.1", "IV-B, as above (73.55 vs 67.99)"),
+    claims=quoted(
+        "IV-B: 'FedBM outperforms FedROD with remarkable performance improvements in two cases'",
+        claim("FedBM > FedROD (beta=0.05)", "FedBM", "FedROD", "HAM10000 beta=0.05", "(72.75 vs 60.89)"),
+        claim("FedBM > FedROD (beta=0.1)", "FedBM", "FedROD", "HAM10000 beta=0.1", "(73.55 vs 67.99)"),
     ),
 )
 TABLE4 = comparison(
@@ -287,14 +265,11 @@ TABLE4 = comparison(
         [84.90, 80.54, 89.88, 87.71],
     ],
     claims=(
-        claim(
-            "FedBM > FedProx (beta=0.05)",
-            "FedBM",
-            "FedProx",
-            "PBC beta=0.05",
-            "IV-B: 'FedBM remarkably surpasses FedProx and FedETF when beta is 0.05, with prominent increments of 8.05% and 6.99% in Accuracy' (84.90 vs 79.51)",
+        *quoted(
+            "IV-B: 'FedBM remarkably surpasses FedProx and FedETF when beta is 0.05, with prominent increments of 8.05% and 6.99% in Accuracy'",
+            claim("FedBM > FedProx (beta=0.05)", "FedBM", "FedProx", "PBC beta=0.05", "(84.90 vs 79.51)"),
+            claim("FedBM > FedETF (beta=0.05)", "FedBM", "FedETF", "PBC beta=0.05", "(84.90 vs 77.91)"),
         ),
-        claim("FedBM > FedETF (beta=0.05)", "FedBM", "FedETF", "PBC beta=0.05", "IV-B, as above (84.90 vs 77.91)"),
         claim("Scaffold > FedBM (beta=0.1)", "Scaffold", "FedBM", "PBC beta=0.1", "IV-B: 'Scaffold exceeds FedBM when beta=0.1' (93.65 vs 89.88)"),
     ),
 )
@@ -315,137 +290,87 @@ TABLE5 = comparison(
         [74.55, 51.61],
         [75.98, 54.77],
     ],
-    claims=(
-        claim(
-            "FedBM > FedNH",
-            "FedBM",
-            "FedNH",
-            "FEMNIST",
-            "IV-B: 'the proposed FedBM outperforms FedNH by a considerable margin in both Accuracy (1.56%) and F1-score (2.43%)' (75.98 vs 74.42)",
-        ),
-        claim("FedBM > FedNH, F1", "FedBM", "FedNH", "FEMNIST", "IV-B, as above (54.77 vs 52.34)", F1),
+    claims=quoted(
+        "IV-B: 'the proposed FedBM outperforms FedNH by a considerable margin in both Accuracy (1.56%) and F1-score (2.43%)'",
+        claim("FedBM > FedNH", "FedBM", "FedNH", "FEMNIST", "(75.98 vs 74.42)"),
+        claim("FedBM > FedNH, F1", "FedBM", "FedNH", "FEMNIST", "(54.77 vs 52.34)", F1),
     ),
 )
 
-TWO = columns("OCT-C8", "Kvasir-v2")
-OCT = columns("OCT-C8")
-
-
-def two_datasets(oct_rows: list[list[float]], kvasir_rows: list[list[float]]) -> list[list[float]]:
-    return [a + b for a, b in zip(oct_rows, kvasir_rows, strict=True)]
-
-
 CENTRAL, FEDAVG = COMPARISON[0], COMPARISON[1]
+COMPARED = {"OCT-C8": TABLE1, "Kvasir-v2": TABLE2}
+"""The comparison tables whose Central Learning and FedAvg numbers the ablations repeat, by dataset."""
 
 
-def with_controls(
-    rows: tuple[Row, ...], values: dict[str, list[float]], datasets: int, fedavg: Row | None = FEDAVG
-) -> tuple[tuple[Row, ...], tuple[Column, ...], dict[str, list[float]]]:
-    """(rows, columns, numbers) of an ablation on OCT-C8 (``datasets`` 1) or OCT-C8 and Kvasir-v2 (2), Central Learning
-    (and FedAvg) ahead of its rows with Table I's (and II's) numbers."""
-    added = (CENTRAL,) if fedavg is None else (CENTRAL, fedavg)
-    out = {}
-    for row in added:
-        line = []
-        for dataset, source in (("OCT-C8", TABLE1), ("Kvasir-v2", TABLE2))[:datasets]:
-            for beta in BETAS:
-                label = f"{dataset} beta={beta}"
-                line += [source.paper[(row.label, label)], source.paper_metrics[(row.label, label, F1)]]
-        out[row.label] = line
-    return (*added, *rows), (OCT if datasets == 1 else TWO), {**out, **values}
+def ablation(
+    name: str, title: str, rows: tuple[Row, ...], lines: dict[str, Sequence[Sequence[float] | None]], claims: tuple[Claim, ...], below: Row = FEDAVG
+) -> PaperTable:
+    """An ablation as the paper prints it: per dataset (OCT-C8, then Kvasir-v2 where the paper has it), one line per row of ``rows``,
+    (accuracy, F1) at beta 0.05 and at 0.1 (None: a row the paper lacks). Central Learning goes first, then ``below`` (FedAvg) unless
+    it is one of ``rows`` (Table VIII's Baseline), with Tables I and II's numbers: the control, Central Learning 5 points above it."""
+    added = (CENTRAL,) if below in rows else (CENTRAL, below)
+    accuracy: dict[tuple[str, str], float] = {}
+    f1: dict[tuple[str, str, str], float] = {}
+    for dataset, block in lines.items():
+        printed_accuracy, printed_f1 = numbers(rows, columns(dataset), block)
+        accuracy |= {k: v for k, v in COMPARED[dataset].paper.items() if k[0] in {r.label for r in added}} | printed_accuracy
+        f1 |= {k: v for k, v in COMPARED[dataset].paper_metrics.items() if k[0] in {r.label for r in added}} | printed_f1
+    return table(name, title, (*added, *rows), columns(*lines), (accuracy, f1), claims, central_control(below.label))
 
 
-TABLE6 = table(
+def per_value(label: str, setting: str, values: tuple, *also: str) -> tuple[Row, ...]:
+    """FedBM with ``setting`` at each of ``values`` (after the overrides ``also``), a row each, labelled ``label.format(value)``."""
+    return tuple(Row(label.format(value), "fedbm", (*also, setting.format(value))) for value in values)
+
+
+TABLE6 = ablation(
     "fedbm-table6",
     "Table VI: FedBM with different modules",
-    *with_controls(
-        (
-            Row("w/o LKCC", "fedbm", ("algorithm.classifier=linear",)),
-            Row("w/o CGDE", "fedbm", ("algorithm.cgde=false",)),
-            FEDBM,
-        ),
-        dict(
-            zip(
-                ["w/o LKCC", "w/o CGDE", "FedBM"],
-                two_datasets(
-                    [[83.02, 82.94, 85.20, 84.92], [79.14, 77.13, 85.00, 84.56], [84.84, 84.55, 88.32, 88.16]],
-                    [[28.04, 21.18, 23.68, 16.07], [65.00, 61.67, 70.90, 68.73], [71.31, 69.51, 74.14, 73.75]],
-                ),
-                strict=True,
-            )
-        ),
-        2,
-    ),
+    (Row("w/o LKCC", "fedbm", ("algorithm.classifier=linear",)), Row("w/o CGDE", "fedbm", ("algorithm.cgde=false",)), FEDBM),
+    {
+        "OCT-C8": [[83.02, 82.94, 85.20, 84.92], [79.14, 77.13, 85.00, 84.56], [84.84, 84.55, 88.32, 88.16]],
+        "Kvasir-v2": [[28.04, 21.18, 23.68, 16.07], [65.00, 61.67, 70.90, 68.73], [71.31, 69.51, 74.14, 73.75]],
+    },
     claims=(
-        claim(
-            "FedBM > w/o LKCC, F1 (beta=0.05)",
-            "FedBM",
-            "w/o LKCC",
-            "OCT-C8 beta=0.05",
+        *quoted(
             "IV-C1: 'FedBM experiences significant performance decline once we remove LKCC (w/o LKCC), with decrements of 1.61% (beta=0.05) "
-            "and 3.24% (beta=0.1) on OCT-8 ... in F1-score' (84.55 vs 82.94)",
-            F1,
+            "and 3.24% (beta=0.1) on OCT-8 ... in F1-score'",
+            claim("FedBM > w/o LKCC, F1 (beta=0.05)", "FedBM", "w/o LKCC", "OCT-C8 beta=0.05", "(84.55 vs 82.94)", F1),
+            claim("FedBM > w/o LKCC, F1 (beta=0.1)", "FedBM", "w/o LKCC", "OCT-C8 beta=0.1", "(88.16 vs 84.92)", F1),
         ),
-        claim("FedBM > w/o LKCC, F1 (beta=0.1)", "FedBM", "w/o LKCC", "OCT-C8 beta=0.1", "IV-C1, as above (88.16 vs 84.92)", F1),
-        claim(
-            "FedBM > w/o CGDE (beta=0.05)",
-            "FedBM",
-            "w/o CGDE",
-            "OCT-C8 beta=0.05",
+        *quoted(
             "IV-C1: 'discarding CGDE (w/o CGDE) also leads to a substantial performance drop, with decrements of 5.70% (beta=0.05) and "
-            "3.32% (beta=0.1) on OCT-8 ... in Accuracy' (84.84 vs 79.14)",
+            "3.32% (beta=0.1) on OCT-8 ... in Accuracy'",
+            claim("FedBM > w/o CGDE (beta=0.05)", "FedBM", "w/o CGDE", "OCT-C8 beta=0.05", "(84.84 vs 79.14)"),
+            claim("FedBM > w/o CGDE (beta=0.1)", "FedBM", "w/o CGDE", "OCT-C8 beta=0.1", "(88.32 vs 85.00)"),
         ),
-        claim("FedBM > w/o CGDE (beta=0.1)", "FedBM", "w/o CGDE", "OCT-C8 beta=0.1", "IV-C1, as above (88.32 vs 85.00)"),
     ),
-    controls=(central_control(),),
 )
 
 LKCC_ONLY = ("algorithm.cgde=false",)
-TABLE7 = table(
+TABLE7 = ablation(
     "fedbm-table7",
     "Table VII: LKCC with a fraction of the prompts (no CGDE)",
-    *with_controls(
-        tuple(Row(f"LKCC ({p}%)", "fedbm", (*LKCC_ONLY, f"algorithm.prompt_fraction={p / 100}")) for p in (25, 50, 75, 100)),
-        {
-            "LKCC (25%)": [76.64, 76.05, 83.71, 83.45],
-            "LKCC (50%)": [76.82, 76.54, 82.40, 82.23],
-            "LKCC (75%)": [77.70, 75.71, 84.12, 83.39],
-            "LKCC (100%)": [79.14, 77.13, 85.00, 84.56],
-        },
-        1,
+    per_value("LKCC ({:.0%})", "algorithm.prompt_fraction={}", (0.25, 0.5, 0.75, 1.0), *LKCC_ONLY),
+    {"OCT-C8": [[76.64, 76.05, 83.71, 83.45], [76.82, 76.54, 82.40, 82.23], [77.70, 75.71, 84.12, 83.39], [79.14, 77.13, 85.00, 84.56]]},
+    claims=quoted(
+        "IV-C2: 'Reducing the number of prompts probably leads to a decline in performance. When all prompts are used to construct "
+        "local classifiers, FedBM achieves the highest performance'",
+        claim("LKCC (100%) > LKCC (25%) (beta=0.05)", "LKCC (100%)", "LKCC (25%)", "OCT-C8 beta=0.05", "(79.14 vs 76.64)"),
+        claim("LKCC (100%) > LKCC (25%) (beta=0.1)", "LKCC (100%)", "LKCC (25%)", "OCT-C8 beta=0.1", "(85.00 vs 83.71)"),
     ),
-    claims=(
-        claim(
-            "LKCC (100%) > LKCC (25%) (beta=0.05)",
-            "LKCC (100%)",
-            "LKCC (25%)",
-            "OCT-C8 beta=0.05",
-            "IV-C2: 'Reducing the number of prompts probably leads to a decline in performance. When all prompts are used to construct "
-            "local classifiers, FedBM achieves the highest performance' (79.14 vs 76.64)",
-        ),
-        claim("LKCC (100%) > LKCC (25%) (beta=0.1)", "LKCC (100%)", "LKCC (25%)", "OCT-C8 beta=0.1", "IV-C2, as above (85.00 vs 83.71)"),
-    ),
-    controls=(central_control(),),
 )
-TABLE8 = table(
+BASELINE = Row("Baseline", "fedbm-fedavg")
+TABLE8 = ablation(
     "fedbm-table8",
     "Table VIII: how the fixed classifier is built (no CGDE)",
-    *with_controls(
-        (
-            Row("Baseline", "fedbm-fedavg"),
-            Row("Random (Freezing)", "fedbm", (*LKCC_ONLY, "algorithm.classifier=random")),
-            Row("Embedding (Averaging)", "fedbm", (*LKCC_ONLY, "algorithm.classifier=mean-embedding")),
-            Row("Embedding (Distribution)", "fedbm", LKCC_ONLY),
-        ),
-        {
-            "Baseline": [74.82, 72.34, 78.64, 76.25],
-            "Random (Freezing)": [76.11, 73.07, 82.67, 82.03],
-            "Embedding (Averaging)": [76.75, 76.34, 84.22, 83.81],
-            "Embedding (Distribution)": [79.14, 77.13, 85.00, 84.56],
-        },
-        1,
-        fedavg=None,
+    (
+        BASELINE,
+        Row("Random (Freezing)", "fedbm", (*LKCC_ONLY, "algorithm.classifier=random")),
+        Row("Embedding (Averaging)", "fedbm", (*LKCC_ONLY, "algorithm.classifier=mean-embedding")),
+        Row("Embedding (Distribution)", "fedbm", LKCC_ONLY),
     ),
+    {"OCT-C8": [[74.82, 72.34, 78.64, 76.25], [76.11, 73.07, 82.67, 82.03], [76.75, 76.34, 84.22, 83.81], [79.14, 77.13, 85.00, 84.56]]},
     claims=(
         claim(
             "Random (Freezing) > Baseline (beta=0.05)",
@@ -461,45 +386,39 @@ TABLE8 = table(
             "OCT-C8 beta=0.05",
             "IV-C2: 'Using averaged concept embedding as local classifiers outperforms the random initialization strategy' (76.75 vs 76.11)",
         ),
-        claim(
-            "Embedding (Distribution) > Embedding (Averaging) (beta=0.05)",
-            "Embedding (Distribution)",
-            "Embedding (Averaging)",
-            "OCT-C8 beta=0.05",
-            "IV-C2: 'concept embedding distribution is superior to averaged concept embedding in different heterogeneous settings' (79.14 vs 76.75)",
-        ),
-        claim(
-            "Embedding (Distribution) > Embedding (Averaging) (beta=0.1)",
-            "Embedding (Distribution)",
-            "Embedding (Averaging)",
-            "OCT-C8 beta=0.1",
-            "IV-C2, as above (85.00 vs 84.22)",
+        *quoted(
+            "IV-C2: 'concept embedding distribution is superior to averaged concept embedding in different heterogeneous settings'",
+            claim(
+                "Embedding (Distribution) > Embedding (Averaging) (beta=0.05)",
+                "Embedding (Distribution)",
+                "Embedding (Averaging)",
+                "OCT-C8 beta=0.05",
+                "(79.14 vs 76.75)",
+            ),
+            claim(
+                "Embedding (Distribution) > Embedding (Averaging) (beta=0.1)",
+                "Embedding (Distribution)",
+                "Embedding (Averaging)",
+                "OCT-C8 beta=0.1",
+                "(85.00 vs 84.22)",
+            ),
         ),
     ),
-    controls=(central_control("Baseline"),),
+    below=BASELINE,
 )
-TABLE9 = table(
+TABLE9 = ablation(
     "fedbm-table9",
     "Table IX: CGDE's components",
-    *with_controls(
-        (
-            Row("w/o Concept Conditions", "fedbm", ("algorithm.conditions=noise",)),
-            Row("w/o L_div", "fedbm", ("algorithm.lambda_div=0",)),
-            Row("w/o L_dis", "fedbm", ("algorithm.lambda_dis=0",)),
-            FEDBM,
-        ),
-        dict(
-            zip(
-                ["w/o Concept Conditions", "w/o L_div", "w/o L_dis", "FedBM"],
-                two_datasets(
-                    [[81.19, 80.18, 84.09, 83.43], [84.26, 83.65, 87.60, 87.65], [82.13, 81.54, 85.91, 85.99], [84.84, 84.55, 88.32, 88.16]],
-                    [[64.29, 63.05, 71.16, 70.25], [70.00, 68.14, 74.52, 74.03], [67.95, 65.39, 72.10, 71.54], [71.31, 69.51, 74.14, 73.75]],
-                ),
-                strict=True,
-            )
-        ),
-        2,
+    (
+        Row("w/o Concept Conditions", "fedbm", ("algorithm.conditions=noise",)),
+        Row("w/o L_div", "fedbm", ("algorithm.lambda_div=0",)),
+        Row("w/o L_dis", "fedbm", ("algorithm.lambda_dis=0",)),
+        FEDBM,
     ),
+    {
+        "OCT-C8": [[81.19, 80.18, 84.09, 83.43], [84.26, 83.65, 87.60, 87.65], [82.13, 81.54, 85.91, 85.99], [84.84, 84.55, 88.32, 88.16]],
+        "Kvasir-v2": [[64.29, 63.05, 71.16, 70.25], [70.00, 68.14, 74.52, 74.03], [67.95, 65.39, 72.10, 71.54], [71.31, 69.51, 74.14, 73.75]],
+    },
     claims=(
         claim(
             "FedBM > w/o Concept Conditions (beta=0.05)",
@@ -508,63 +427,35 @@ TABLE9 = table(
             "OCT-C8 beta=0.05",
             "IV-C3: 'our method obtains the worst performance if we do use Gaussian noises instead of concept conditions on two datasets' (84.84 vs 81.19)",
         ),
-        claim(
-            "FedBM > w/o L_div (beta=0.05)",
-            "FedBM",
-            "w/o L_div",
-            "OCT-C8 beta=0.05",
-            "IV-C3: 'both removing L_div and L_dis result in performance degradation of the proposed method' (84.84 vs 84.26)",
+        *quoted(
+            "IV-C3: 'both removing L_div and L_dis result in performance degradation of the proposed method'",
+            claim("FedBM > w/o L_div (beta=0.05)", "FedBM", "w/o L_div", "OCT-C8 beta=0.05", "(84.84 vs 84.26)"),
+            claim("FedBM > w/o L_dis (beta=0.05)", "FedBM", "w/o L_dis", "OCT-C8 beta=0.05", "(84.84 vs 82.13)"),
         ),
-        claim("FedBM > w/o L_dis (beta=0.05)", "FedBM", "w/o L_dis", "OCT-C8 beta=0.05", "IV-C3, as above (84.84 vs 82.13)"),
     ),
-    controls=(central_control(),),
 )
-TABLE10 = table(
+TABLE10 = ablation(
     "fedbm-table10",
     "Table X: FedBM with different lambda_div",
-    *with_controls(
-        tuple(Row(f"lambda_div={v}", "fedbm", (f"algorithm.lambda_div={v}",)) for v in ("0.1", "1.0", "10")),
-        dict(
-            zip(
-                ["lambda_div=0.1", "lambda_div=1.0", "lambda_div=10"],
-                two_datasets(
-                    [[83.90, 83.64, 86.92, 87.10], [84.84, 84.55, 88.32, 88.16], [83.26, 82.68, 87.51, 87.39]],
-                    [[69.31, 67.40, 73.77, 73.26], [71.31, 69.51, 74.14, 73.75], [69.62, 67.90, 74.35, 73.71]],
-                ),
-                strict=True,
-            )
-        ),
-        2,
+    per_value("lambda_div={}", "algorithm.lambda_div={}", ("0.1", "1.0", "10")),
+    {
+        "OCT-C8": [[83.90, 83.64, 86.92, 87.10], [84.84, 84.55, 88.32, 88.16], [83.26, 82.68, 87.51, 87.39]],
+        "Kvasir-v2": [[69.31, 67.40, 73.77, 73.26], [71.31, 69.51, 74.14, 73.75], [69.62, 67.90, 74.35, 73.71]],
+    },
+    claims=quoted(
+        "IV-C4: 'FedBM achieves the best performance on two datasets when lambda_div is set to 1'",
+        claim("lambda_div=1.0 > lambda_div=0.1 (beta=0.05)", "lambda_div=1.0", "lambda_div=0.1", "OCT-C8 beta=0.05", "(84.84 vs 83.90)"),
+        claim("lambda_div=1.0 > lambda_div=10 (beta=0.05)", "lambda_div=1.0", "lambda_div=10", "OCT-C8 beta=0.05", "(84.84 vs 83.26)"),
     ),
-    claims=(
-        claim(
-            "lambda_div=1.0 > lambda_div=0.1 (beta=0.05)",
-            "lambda_div=1.0",
-            "lambda_div=0.1",
-            "OCT-C8 beta=0.05",
-            "IV-C4: 'FedBM achieves the best performance on two datasets when lambda_div is set to 1' (84.84 vs 83.90)",
-        ),
-        claim("lambda_div=1.0 > lambda_div=10 (beta=0.05)", "lambda_div=1.0", "lambda_div=10", "OCT-C8 beta=0.05", "IV-C4, as above (84.84 vs 83.26)"),
-    ),
-    controls=(central_control(),),
 )
-TABLE11 = table(
+TABLE11 = ablation(
     "fedbm-table11",
     "Table XI: FedBM with different lambda_dis",
-    *with_controls(
-        tuple(Row(f"lambda_dis={v}", "fedbm", (f"algorithm.lambda_dis={v}",)) for v in ("0.1", "1", "10")),
-        dict(
-            zip(
-                ["lambda_dis=0.1", "lambda_dis=1", "lambda_dis=10"],
-                two_datasets(
-                    [[84.84, 84.55, 88.32, 88.16], [83.50, 83.33, 87.05, 87.12], [83.00, 82.46, 86.17, 86.33]],
-                    [[70.14, 67.72, 74.14, 73.75], [71.31, 69.51, 72.33, 71.50], [69.97, 68.55, 72.39, 71.39]],
-                ),
-                strict=True,
-            )
-        ),
-        2,
-    ),
+    per_value("lambda_dis={}", "algorithm.lambda_dis={}", ("0.1", "1", "10")),
+    {
+        "OCT-C8": [[84.84, 84.55, 88.32, 88.16], [83.50, 83.33, 87.05, 87.12], [83.00, 82.46, 86.17, 86.33]],
+        "Kvasir-v2": [[70.14, 67.72, 74.14, 73.75], [71.31, 69.51, 72.33, 71.50], [69.97, 68.55, 72.39, 71.39]],
+    },
     claims=(
         claim(
             "lambda_dis=0.1 > lambda_dis=10 (beta=0.05)",
@@ -574,49 +465,32 @@ TABLE11 = table(
             "IV-C4: 'the highest performance is observed when lambda_dis is set to 0.1 or 1' (84.84 vs 83.00)",
         ),
     ),
-    controls=(central_control(),),
 )
-TABLE12 = table(
+TABLE12 = ablation(
     "fedbm-table12",
     "Table XII: FedBM with different language models",
-    *with_controls(
-        (
-            Row("MiniLM (bundled)", "fedbm", ("algorithm.text_model=minilm",)),
-            Row("Bert", "fedbm", ("algorithm.text_model=hf:google-bert/bert-base-uncased",), embedded=False),
-            Row("RoBERTa", "fedbm", ("algorithm.text_model=hf:FacebookAI/roberta-base",), embedded=False),
-            # BiomedCLIP's text tower is this PubMedBERT plus a projection that needs open_clip; a CLIP-format export loads as hf-clip:FOLDER
-            Row("BiomedCLIP (text backbone)", "fedbm", ("algorithm.text_model=hf:microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract",), embedded=False),
-        ),
-        dict(
-            zip(
-                ["Bert", "RoBERTa", "BiomedCLIP (text backbone)"],
-                two_datasets(
-                    [[84.83, 84.35, 87.82, 87.73], [83.59, 82.78, 88.40, 88.35], [84.84, 84.55, 88.32, 88.16]],
-                    [[69.48, 67.64, 73.83, 73.19], [70.73, 69.99, 73.25, 71.52], [71.31, 69.51, 74.14, 73.75]],
-                ),
-                strict=True,
-            )
-        ),
-        2,
+    (
+        Row("MiniLM (bundled)", "fedbm", ("algorithm.text_model=minilm",)),
+        Row("Bert", "fedbm", ("algorithm.text_model=hf:google-bert/bert-base-uncased",), embedded=False),
+        Row("RoBERTa", "fedbm", ("algorithm.text_model=hf:FacebookAI/roberta-base",), embedded=False),
+        # BiomedCLIP's text tower is this PubMedBERT plus a projection that needs open_clip; a CLIP-format export loads as hf-clip:FOLDER
+        Row("BiomedCLIP (text backbone)", "fedbm", ("algorithm.text_model=hf:microsoft/BiomedNLP-BiomedBERT-base-uncased-abstract",), embedded=False),
     ),
-    claims=(
+    {  # the paper has no MiniLM row
+        "OCT-C8": [None, [84.83, 84.35, 87.82, 87.73], [83.59, 82.78, 88.40, 88.35], [84.84, 84.55, 88.32, 88.16]],
+        "Kvasir-v2": [None, [69.48, 67.64, 73.83, 73.19], [70.73, 69.99, 73.25, 71.52], [71.31, 69.51, 74.14, 73.75]],
+    },
+    claims=quoted(
+        "IV-C5: 'Overall, BiomedCLIP yields better performance on two datasets compared with Bert and RoBERTa'",
         claim(
             "BiomedCLIP > RoBERTa (OCT-C8 beta=0.05)",
             "BiomedCLIP (text backbone)",
             "RoBERTa",
             "OCT-C8 beta=0.05",
-            "IV-C5: 'Overall, BiomedCLIP yields better performance on two datasets compared with Bert and RoBERTa' (84.84 vs 83.59); "
-            "the paper also says 'FedBM with different PLMs dose not present significant performance differences'",
+            "(84.84 vs 83.59); the paper also says 'FedBM with different PLMs dose not present significant performance differences'",
         ),
-        claim(
-            "BiomedCLIP > Bert (Kvasir-v2 beta=0.05)",
-            "BiomedCLIP (text backbone)",
-            "Bert",
-            "Kvasir-v2 beta=0.05",
-            "IV-C5, as above (71.31 vs 69.48)",
-        ),
+        claim("BiomedCLIP > Bert (Kvasir-v2 beta=0.05)", "BiomedCLIP (text backbone)", "Bert", "Kvasir-v2 beta=0.05", "(71.31 vs 69.48)"),
     ),
-    controls=(central_control(),),
 )
 
 FEDBM_TABLES = (TABLE1, TABLE2, TABLE3, TABLE4, TABLE5, TABLE6, TABLE7, TABLE8, TABLE9, TABLE10, TABLE11, TABLE12)

@@ -31,7 +31,7 @@ ALGORITHMS = ("feddb", "fixmatch", "fedavg-labeled", "fedmatch", "fedrgd", "semi
 
 
 def read_rounds(folder: Path) -> list[dict[str, Any]]:
-    from fedprior.experiments.compare import read_metrics
+    from fedprior.results.run_view import read_metrics
 
     return [r for r in read_metrics(Path(folder) / "metrics.jsonl") if r.get("step") is not None]
 

@@ -32,8 +32,9 @@ labeled/unlabeled split cannot draw class-balanced for SVHN): there that control
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row
 from fedprior.papers.feddb import strong_views
+from fedprior.reproduce.declare import printed, quoted
+from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row
 
 REAL = (
     "algorithm.model=wrn28-2",
@@ -94,7 +95,7 @@ LABELS_CONTROL = Control(
 CENTRAL_LABELED = row("Central (labels only)", "fedavg-labeled", paper_setting=False, central=True)
 CENTRAL_FIXMATCH = row("Central FixMatch", "fixmatch", paper_setting=False, central=True)
 """The central controls (issue 31): one client holding the column's labeled and unlabeled pool, the table's network,
-views and budget (:func:`~fedprior.experiments.tables.central_overrides`: rounds x fraction rounds of one client)."""
+views and budget (:func:`~fedprior.reproduce.tables.central_overrides`: rounds x fraction rounds of one client)."""
 CENTRAL_CONTROL = Control(
     above=CENTRAL_FIXMATCH.label,
     below=CENTRAL_LABELED.label,
@@ -131,10 +132,6 @@ ROWS = (
     row("SemiFL-FedDPL", "semifl", ("algorithm.dpl=true",)),
     row("FedDB", "feddb"),
 )
-
-
-def _paper(cols: tuple[Column, ...], values: list[list[float]], rows=ROWS) -> dict[tuple[str, str], float]:
-    return {(r.label, c.label): v for r, line in zip(rows, values, strict=True) for c, v in zip(cols, line, strict=True)}
 
 
 def _claims(column: str, paper: dict[tuple[str, str], float]) -> tuple[Claim, ...]:
@@ -179,7 +176,7 @@ def _claims(column: str, paper: dict[tuple[str, str], float]) -> tuple[Claim, ..
 
 
 def _table(number: int, title: str, cols: tuple[Column, ...], values: list[list[float]]) -> PaperTable:
-    paper = _paper(cols, values)
+    paper = printed(ROWS, cols, values)
     return PaperTable(
         name=f"feddb-table{number}",
         title=title,
@@ -265,14 +262,14 @@ TABLE4 = PaperTable(
     rows=(FEDAVG, ALL_LABELS, CENTRAL_LABELED, CENTRAL_FIXMATCH, *ABLATION_ROWS),
     columns=_T4,
     paper={k: v for t in (TABLE1, TABLE2, TABLE3) for k, v in t.paper.items() if k[0] == FEDAVG.label}  # FedAvg's numbers from Tables 1-3
-    | _paper(
+    | printed(
+        ABLATION_ROWS,
         _T4,
         [
             [65.80, 87.44, 24.72, 50.99, 86.61, 25.47, 35.14, 74.31, 25.90],
             [66.97, 88.00, 26.44, 53.92, 85.87, 28.47, 37.13, 76.29, 27.76],
             [67.32, 86.75, 26.71, 55.00, 85.99, 29.28, 37.95, 76.20, 27.99],
         ],
-        ABLATION_ROWS,
     ),
     real=REAL,
     embedded=EMBEDDED,
@@ -280,33 +277,15 @@ TABLE4 = PaperTable(
     metrics=METRICS,
     embedded_note=NOTE,
     claims=(
-        Claim(
-            "DPL > no DPL (CIFAR10 δ=0.3)",
-            better="DPL",
-            worse="no DPL, no DMA (FixMatch)",
-            column="CIFAR10 δ=0.3",
-            source="5.3: 'As illustrated in Table 4, employing DPL results in substantial gains for FedDB' (53.92 vs 50.99)",
+        *quoted(
+            "5.3: 'As illustrated in Table 4, employing DPL results in substantial gains for FedDB'",
+            Claim("DPL > no DPL (CIFAR10 δ=0.3)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.3", source="(53.92 vs 50.99)"),
+            Claim("DPL > no DPL (CIFAR10 δ=0.1)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.1", source="(37.13 vs 35.14)"),
         ),
-        Claim(
-            "DPL > no DPL (CIFAR10 δ=0.1)",
-            better="DPL",
-            worse="no DPL, no DMA (FixMatch)",
-            column="CIFAR10 δ=0.1",
-            source="5.3, as above (37.13 vs 35.14)",
-        ),
-        Claim(
-            "DPL + DMA > DPL (CIFAR10 δ=0.3)",
-            better="DPL + DMA (FedDB)",
-            worse="DPL",
-            column="CIFAR10 δ=0.3",
-            source="5.4: 'DMA consistently results in improved outcomes on the CIFAR10 and CIFAR100 datasets' (55.00 vs 53.92)",
-        ),
-        Claim(
-            "DPL + DMA > DPL (CIFAR10 δ=0.1)",
-            better="DPL + DMA (FedDB)",
-            worse="DPL",
-            column="CIFAR10 δ=0.1",
-            source="5.4, as above (37.95 vs 37.13)",
+        *quoted(
+            "5.4: 'DMA consistently results in improved outcomes on the CIFAR10 and CIFAR100 datasets'",
+            Claim("DPL + DMA > DPL (CIFAR10 δ=0.3)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.3", source="(55.00 vs 53.92)"),
+            Claim("DPL + DMA > DPL (CIFAR10 δ=0.1)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.1", source="(37.95 vs 37.13)"),
         ),
     ),
     controls=(LABELS_CONTROL, CENTRAL_CONTROL, strong_view_control("DPL + DMA (FedDB)")),

@@ -79,7 +79,7 @@ def baseline_curves(experiment: Experiment) -> dict[str, dict[int, float]]:
 
 def fst_cbdg_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tuple[dict[str, Any], str]:
     """Draw Figures 2 and 3 into ``folder``; return summary additions and a markdown section."""
-    from fedprior.experiments.report import accuracy_curve, plot_accuracy
+    from fedprior.results.report import accuracy_curve, plot_accuracy
 
     entropy = zero_shot_entropy(experiment)
     plot_entropy(entropy, experiment.task.num_classes, folder / "zero_shot_entropy.png")

@@ -16,7 +16,8 @@ show; the zero-shot and centralized rows are added to the tables that do not pri
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
+from fedprior.reproduce.declare import printed, quoted
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 REAL = ("encoder.name=openclip:RN50",)
 EMBEDDED = ("data.dataset=fashion-mnist", "encoder.name=locked-text")
@@ -41,10 +42,6 @@ FEDNTD = Row("FedNTD", "fedntd-linear")
 OURS = Row("FST-CBDG", "fst-cbdg")
 
 
-def _paper(rows: list[str], columns: list[str], values: list[list[float]]) -> dict[tuple[str, str], float]:
-    return {(r, c): v for r, line in zip(rows, values, strict=True) for c, v in zip(columns, line, strict=True)}
-
-
 HEADROOM = Control(
     above=CENTRALIZED.label,
     below=ZS.label,
@@ -62,20 +59,19 @@ def _controls_paper(columns: tuple[Column, ...], rows: tuple[Row, ...] = (ZS, CE
     return {(r.label, c.label): ZS_AND_PROBE[c.dataset][index[r.label]] for r in rows for c in columns}
 
 
+_T1_ROWS = (ZS, CENTRALIZED, FEDAVG, FEDNTD, OURS)
+_T1_COLUMNS = (
+    Column("CIFAR-10", "iid", IID),
+    Column("CIFAR-100", "iid", IID, embedded=False),
+    Column("CINIC-10", "iid", IID, embedded=False),
+)
+
 TABLE1 = PaperTable(
     name="fst-cbdg-table1",
     title="Table 1: test accuracy (%) under homogeneous (IID) data",
-    rows=(ZS, CENTRALIZED, FEDAVG, FEDNTD, OURS),
-    columns=(
-        Column("CIFAR-10", "iid", IID),
-        Column("CIFAR-100", "iid", IID, embedded=False),
-        Column("CINIC-10", "iid", IID, embedded=False),
-    ),
-    paper=_paper(
-        ["CLIP-ZS", "CLIP-FC-Centralized", "FedAvg", "FedNTD", "FST-CBDG"],
-        ["CIFAR-10 iid", "CIFAR-100 iid", "CINIC-10 iid"],
-        [[68.7, 39.0, 63.2], [77.5, 42.9, 70.4], [73.3, 37.8, 66.0], [72.8, 39.8, 66.2], [74.0, 43.2, 66.3]],
-    ),
+    rows=_T1_ROWS,
+    columns=_T1_COLUMNS,
+    paper=printed(_T1_ROWS, _T1_COLUMNS, [[68.7, 39.0, 63.2], [77.5, 42.9, 70.4], [73.3, 37.8, 66.0], [72.8, 39.8, 66.2], [74.0, 43.2, 66.3]]),
     real=REAL,
     embedded=EMBEDDED,
     real_datasets=DATASETS,
@@ -120,9 +116,9 @@ TABLE2 = PaperTable(
     rows=(ZS, CENTRALIZED, FEDAVG, FEDNTD, OURS),
     columns=_T2_COLUMNS,
     paper=_controls_paper(_T2_COLUMNS)
-    | _paper(
-        ["FedAvg", "FedNTD", "FST-CBDG"],
-        [c.label for c in _T2_COLUMNS],
+    | printed(
+        (FEDAVG, FEDNTD, OURS),
+        _T2_COLUMNS,
         [
             [32.3, 42.0, 43.5, 47.7, 34.1, 30.9, 20.1, 32.4, 41.9, 45.1, 16.4, 29.1],
             [42.0, 64.1, 47.6, 55.6, 26.6, 35.8, 26.6, 28.2, 37.1, 52.9, 15.9, 26.6],
@@ -134,26 +130,11 @@ TABLE2 = PaperTable(
     real_datasets=DATASETS,
     embedded_note=NOTE,
     claims=(
-        Claim(
-            "FST-CBDG > FedAvg (s=2)",
-            better="FST-CBDG",
-            worse="FedAvg",
-            column="CIFAR-10 s=2",
-            source="4.2.2: 'FST-CBDG also outperforms the supervised federated learning methods across different datasets and heterogeneous data partition strategies' (72.0 vs 32.3)",
-        ),
-        Claim(
-            "FST-CBDG > FedNTD (s=2)",
-            better="FST-CBDG",
-            worse="FedNTD",
-            column="CIFAR-10 s=2",
-            source="4.2.2, as above (72.0 vs 42.0)",
-        ),
-        Claim(
-            "FST-CBDG > FedAvg (a=0.1)",
-            better="FST-CBDG",
-            worse="FedAvg",
-            column="CIFAR-10 a=0.1",
-            source="4.2.2, as above, LDA (71.9 vs 32.4)",
+        *quoted(
+            "4.2.2: 'FST-CBDG also outperforms the supervised federated learning methods across different datasets and heterogeneous data partition strategies'",
+            Claim("FST-CBDG > FedAvg (s=2)", better="FST-CBDG", worse="FedAvg", column="CIFAR-10 s=2", source="(72.0 vs 32.3)"),
+            Claim("FST-CBDG > FedNTD (s=2)", better="FST-CBDG", worse="FedNTD", column="CIFAR-10 s=2", source="(72.0 vs 42.0)"),
+            Claim("FST-CBDG > FedAvg (a=0.1)", better="FST-CBDG", worse="FedAvg", column="CIFAR-10 a=0.1", source="LDA (71.9 vs 32.4)"),
         ),
         Claim(
             "FST-CBDG > CLIP-ZS (s=2)",
@@ -192,9 +173,9 @@ TABLE3 = PaperTable(
     ),
     columns=_T3_COLUMNS,
     paper=_controls_paper(_T3_COLUMNS, (CENTRALIZED,))
-    | _paper(
+    | printed(
         ["CLIP-ZS", "L_iST", "L_tSamp", "L_tSamp (Centralized)", "L_iST + L_tSamp"],
-        [c.label for c in _T3_COLUMNS],
+        _T3_COLUMNS,
         [[68.7, 68.7, 39.0, 39.0], [68.9, 68.2, 37.5, 37.5], [68.9, 65.7, 37.3, 35.5], [69.4, 69.4, 39.1, 39.1], [72.0, 74.0, 43.3, 43.2]],
     ),
     real=REAL,
@@ -202,27 +183,12 @@ TABLE3 = PaperTable(
     real_datasets=DATASETS,
     embedded_note=NOTE,
     claims=(
-        Claim(
-            "L_iST + L_tSamp > L_iST (s=2)",
-            better="L_iST + L_tSamp",
-            worse="L_iST",
-            column="CIFAR-10 s=2",
-            source="4.2.4: 'using either the self-training loss or text sampling loss alone does not lead to performance improvements "
-            "... when both losses are combined, the results demonstrate significant improvements' (72.0 vs 68.9)",
-        ),
-        Claim(
-            "L_iST + L_tSamp > L_tSamp (s=2)",
-            better="L_iST + L_tSamp",
-            worse="L_tSamp",
-            column="CIFAR-10 s=2",
-            source="4.2.4, as above (72.0 vs 68.9)",
-        ),
-        Claim(
-            "L_iST + L_tSamp > L_tSamp (iid)",
-            better="L_iST + L_tSamp",
-            worse="L_tSamp",
-            column="CIFAR-10 iid",
-            source="4.2.4, as above (74.0 vs 65.7)",
+        *quoted(
+            "4.2.4: 'using either the self-training loss or text sampling loss alone does not lead to performance improvements "
+            "... when both losses are combined, the results demonstrate significant improvements'",
+            Claim("L_iST + L_tSamp > L_iST (s=2)", better="L_iST + L_tSamp", worse="L_iST", column="CIFAR-10 s=2", source="(72.0 vs 68.9)"),
+            Claim("L_iST + L_tSamp > L_tSamp (s=2)", better="L_iST + L_tSamp", worse="L_tSamp", column="CIFAR-10 s=2", source="(72.0 vs 68.9)"),
+            Claim("L_iST + L_tSamp > L_tSamp (iid)", better="L_iST + L_tSamp", worse="L_tSamp", column="CIFAR-10 iid", source="(74.0 vs 65.7)"),
         ),
         Claim(
             "L_iST + L_tSamp > CLIP-ZS (iid)",
@@ -255,32 +221,16 @@ TABLE4 = PaperTable(
         Row("Balanced sampling, counted per epoch", "fst-cbdg", ("algorithm.sampling=balanced", "algorithm.count_every=epoch")),
     ),
     columns=_T4_COLUMNS,
-    paper=_controls_paper(_T4_COLUMNS)
-    | _paper(
-        ["Equal sampling", "Balanced sampling"],
-        [c.label for c in _T4_COLUMNS],
-        [[68.6, 68.6, 37.4, 37.4], [73.2, 74.0, 43.3, 43.2]],
-    ),
+    paper=_controls_paper(_T4_COLUMNS) | printed(["Equal sampling", "Balanced sampling"], _T4_COLUMNS, [[68.6, 68.6, 37.4, 37.4], [73.2, 74.0, 43.3, 43.2]]),
     real=REAL,
     embedded=EMBEDDED,
     real_datasets=DATASETS,
     embedded_note=NOTE,
-    claims=(
-        Claim(
-            "Balanced > Equal sampling (s=10)",
-            better="Balanced sampling",
-            worse="Equal sampling",
-            column="CIFAR-10 s=10",
-            source="4.2.4: 'Our class-balanced sampling strategy consistently outperforms equal sampling by a significant margin across all datasets, "
-            "regardless of whether the data distribution is homogeneous or heterogeneous' (73.2 vs 68.6)",
-        ),
-        Claim(
-            "Balanced > Equal sampling (iid)",
-            better="Balanced sampling",
-            worse="Equal sampling",
-            column="CIFAR-10 iid",
-            source="4.2.4, as above (74.0 vs 68.6)",
-        ),
+    claims=quoted(
+        "4.2.4: 'Our class-balanced sampling strategy consistently outperforms equal sampling by a significant margin across all datasets, "
+        "regardless of whether the data distribution is homogeneous or heterogeneous'",
+        Claim("Balanced > Equal sampling (s=10)", better="Balanced sampling", worse="Equal sampling", column="CIFAR-10 s=10", source="(73.2 vs 68.6)"),
+        Claim("Balanced > Equal sampling (iid)", better="Balanced sampling", worse="Equal sampling", column="CIFAR-10 iid", source="(74.0 vs 68.6)"),
     ),
     controls=CONTROLS,
 )

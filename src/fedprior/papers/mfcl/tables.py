@@ -38,8 +38,9 @@ cannot rank methods). Table 8 counts bits sent, which no control bounds.
 
 from __future__ import annotations
 
-from fedprior.experiments.tables import Claim, Column, Control, PaperTable, Row
 from fedprior.papers.mfcl.communication import PAPER, ROWS, measured
+from fedprior.reproduce.declare import printed, quoted
+from fedprior.reproduce.tables import Claim, Column, Control, PaperTable, Row
 
 REAL = ("data.train_subset=0", "federation.evaluate_every=10")  # linear evaluation every 10 rounds / server epochs and at each stage's last
 EMBEDDED = ("data.dataset=fashion-mnist",)
@@ -80,7 +81,7 @@ def untrained(row: Row, label: str | None = None) -> Row:
 
 def central(row: Row) -> Row:
     """``row`` without federation (issue 31): one client holding the whole training pool, the same network, views and
-    budget (:func:`~fedprior.experiments.tables.central_overrides`), embedded only."""
+    budget (:func:`~fedprior.reproduce.tables.central_overrides`), embedded only."""
     return Row(f"Central {row.label}", row.preset, row.overrides, paper_setting=False, central=True)
 
 
@@ -122,11 +123,6 @@ ROWS_2_3 = (*PAPER_ROWS_2_3, *control_rows(MFCL_PN, FEDSIMCLR, (MFCL_BN, MFCL_GN
 CONTROLS_2_3 = trained_above_untrained(MFCL_PN, FEDSIMCLR)
 
 
-def _paper(rows: tuple[Row, ...], columns: tuple[Column, ...], values: list[list[float]]) -> dict[tuple[str, str], float]:
-    """(row, column) -> number from a table printed one line per column (scenario), one entry per row."""
-    return {(r.label, c.label): v for c, line in zip(columns, values, strict=True) for r, v in zip(rows, line, strict=True)}
-
-
 def scenario(number: int, embedded: bool = True) -> Column:
     return Column("CIFAR-10", f"Sc{number}", (f"partition.scenario=Sc{number}",), embedded=embedded)
 
@@ -138,7 +134,7 @@ TABLE2 = PaperTable(
     title="Table 2: top-1 accuracy (%) on CIFAR-10, M = 10, scenarios Sc1-Sc10 (self-supervised: linear evaluation)",
     rows=ROWS_2_3,
     columns=_T2_COLUMNS,
-    paper=_paper(
+    paper=printed(  # the paper prints one line per scenario
         PAPER_ROWS_2_3,
         _T2_COLUMNS,
         [
@@ -153,6 +149,7 @@ TABLE2 = PaperTable(
             [92, 92, 93, 82, 81, 82, 85, 82, 85],
             [92, 93, 94, 83, 83, 82, 88, 82, 85],
         ],
+        by_column=True,
     ),
     real=REAL,
     embedded=EMBEDDED,
@@ -222,7 +219,7 @@ TABLE3 = PaperTable(
     title="Table 3: top-1 accuracy (%) on CIFAR-100, M = 100, scenarios Sc11-Sc110 (self-supervised: linear evaluation)",
     rows=ROWS_2_3,
     columns=_T3_COLUMNS,
-    paper=_paper(
+    paper=printed(
         PAPER_ROWS_2_3,
         _T3_COLUMNS,
         [
@@ -235,39 +232,22 @@ TABLE3 = PaperTable(
             [57, 57, 57, 44, 46, 49, 50, 48, 49],
             [57, 57, 58, 45, 46, 49, 51, 49, 49],
         ],
+        by_column=True,
     ),
     real=REAL,
     embedded=EMBEDDED,
     real_datasets=DATASETS,
     embedded_note=NOTE + "; Table 3's columns become 100 clients holding W' of 10 classes",
     claims=(
-        Claim(
-            "MFCL(PN) > FedSimCLR (Sc11)",
-            better="MFCL(PN)",
-            worse="FedSimCLR",
-            column="CIFAR-100 Sc11",
-            source="5: MFCL 'significantly outperforms the other methods' in the heterogeneous and CIB scenarios (Table 3, Sc11: 43 vs 31)",
+        *quoted(
+            "5: MFCL 'significantly outperforms the other methods' in the heterogeneous and CIB scenarios",
+            Claim("MFCL(PN) > FedSimCLR (Sc11)", better="MFCL(PN)", worse="FedSimCLR", column="CIFAR-100 Sc11", source="(Table 3, Sc11: 43 vs 31)"),
+            Claim("MFCL(PN) > FedAvg (Sc11)", better="MFCL(PN)", worse="FedAvg", column="CIFAR-100 Sc11", source="(Table 3, Sc11: 43 vs 18)"),
         ),
-        Claim(
-            "MFCL(PN) > FedAvg (Sc11)",
-            better="MFCL(PN)",
-            worse="FedAvg",
-            column="CIFAR-100 Sc11",
-            source="5, as above (Table 3, Sc11: 43 vs 18)",
-        ),
-        Claim(
-            "MFCL(PN) > MFCL(BN) (Sc11)",
-            better="MFCL(PN)",
-            worse="MFCL(BN)",
-            column="CIFAR-100 Sc11",
-            source="5: 'the proposed MFCL scheme with PN outperforms that with GN or BN' (Table 3, Sc11: 43 vs 2)",
-        ),
-        Claim(
-            "MFCL(PN) > MFCL(GN) (Sc11)",
-            better="MFCL(PN)",
-            worse="MFCL(GN)",
-            column="CIFAR-100 Sc11",
-            source="5, as above (Table 3, Sc11: 43 vs 40)",
+        *quoted(
+            "5: 'the proposed MFCL scheme with PN outperforms that with GN or BN'",
+            Claim("MFCL(PN) > MFCL(BN) (Sc11)", better="MFCL(PN)", worse="MFCL(BN)", column="CIFAR-100 Sc11", source="(Table 3, Sc11: 43 vs 2)"),
+            Claim("MFCL(PN) > MFCL(GN) (Sc11)", better="MFCL(PN)", worse="MFCL(GN)", column="CIFAR-100 Sc11", source="(Table 3, Sc11: 43 vs 40)"),
         ),
         Claim(
             "FedAvg > MFCL(PN) (Sc110)",
@@ -300,39 +280,21 @@ TABLE7 = PaperTable(
     title="Table 7: PN in FedSimCLR and in MFCL, top-1 accuracy (%) on CIFAR-10, M = 10",
     rows=_T7_ROWS,
     columns=_T7_COLUMNS,
-    paper=_paper(_T7_PAPER_ROWS, _T7_COLUMNS, [[73, 17, 74, 79, 75, 84], [82, 88, 82, 83, 84, 85]]),
+    paper=printed(_T7_PAPER_ROWS, _T7_COLUMNS, [[73, 17, 74, 79, 75, 84], [82, 88, 82, 83, 84, 85]], by_column=True),
     real=REAL,
     embedded=EMBEDDED,
     real_datasets=DATASETS,
     embedded_note=NOTE,
     claims=(
-        Claim(
-            "FedSimCLR (PN) > FedSimCLR (BN) (Sc2)",
-            better="FedSimCLR (PN)",
-            worse="FedSimCLR (BN)",
-            column="CIFAR-10 Sc2",
-            source="D: 'PN improves the performance even in the FedSimCLR framework as well as in our proposed MFCL framework' (Sc2: 75 vs 73)",
+        *quoted(
+            "D: 'PN improves the performance even in the FedSimCLR framework as well as in our proposed MFCL framework'",
+            Claim("FedSimCLR (PN) > FedSimCLR (BN) (Sc2)", better="FedSimCLR (PN)", worse="FedSimCLR (BN)", column="CIFAR-10 Sc2", source="(Sc2: 75 vs 73)"),
+            Claim("MFCL (PN) > MFCL (BN) (Sc2)", better="MFCL (PN)", worse="MFCL (BN)", column="CIFAR-10 Sc2", source="(Sc2: 84 vs 17)"),
         ),
-        Claim(
-            "MFCL (PN) > MFCL (BN) (Sc2)",
-            better="MFCL (PN)",
-            worse="MFCL (BN)",
-            column="CIFAR-10 Sc2",
-            source="D, as above (Sc2: 84 vs 17)",
-        ),
-        Claim(
-            "MFCL (PN) > FedSimCLR (PN) (Sc2)",
-            better="MFCL (PN)",
-            worse="FedSimCLR (PN)",
-            column="CIFAR-10 Sc2",
-            source="D: 'our proposed MFCL with PN always outperforms FedSimCLR whether the clients have homogeneous and CB data or heterogeneous and CIB data' (Sc2: 84 vs 75)",
-        ),
-        Claim(
-            "MFCL (PN) > FedSimCLR (PN) (Sc10)",
-            better="MFCL (PN)",
-            worse="FedSimCLR (PN)",
-            column="CIFAR-10 Sc10",
-            source="D, as above (Sc10: 85 vs 84)",
+        *quoted(
+            "D: 'our proposed MFCL with PN always outperforms FedSimCLR whether the clients have homogeneous and CB data or heterogeneous and CIB data'",
+            Claim("MFCL (PN) > FedSimCLR (PN) (Sc2)", better="MFCL (PN)", worse="FedSimCLR (PN)", column="CIFAR-10 Sc2", source="(Sc2: 84 vs 75)"),
+            Claim("MFCL (PN) > FedSimCLR (PN) (Sc10)", better="MFCL (PN)", worse="FedSimCLR (PN)", column="CIFAR-10 Sc10", source="(Sc10: 85 vs 84)"),
         ),
         Claim(
             "FedSimCLR (PN) > FedSimCLR (BN) (Sc10)",

@@ -5,7 +5,7 @@ A kept cell is ``CELLS/NAME/ROW--COLUMN--seedN/`` holding the ``config.toml`` an
 rerun from its ``config.toml`` (on the device it ran on, one thread) and said to be:
 
 - ``identical``: every number of the committed summary is the same to the bit (and, where the
-  summary has them, every round's digest and the final state's, ``fingerprints.py``);
+  summary has them, every round's digest and the final state's, ``results/fingerprints.py``);
 - ``differs``: with the first round whose history differs, and the table's numbers both ways;
 - ``other machine``: the machine it was recorded on is of another kind than this one (another
   CPU capability, AVX2 against AVX512, or another CPU model, or a GPU): float kernels round
@@ -31,13 +31,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprior.experiments.fingerprints import first_difference, numbers, same
 from fedprior.experiments.table_runs import cell_folder
-from fedprior.experiments.tables import cell_value
+from fedprior.reproduce.tables import cell_value
+from fedprior.results.fingerprints import first_difference, numbers, same
 
 if TYPE_CHECKING:
+    from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import ExperimentConfig
-    from fedprior.experiments.tables import Cell, PaperTable
+    from fedprior.reproduce.tables import PaperTable
 
 IDENTICAL, DIFFERS, OTHER_MACHINE, NOT_KEPT = "identical", "differs", "other machine", "not kept"
 
@@ -151,8 +152,9 @@ def verify(
 
     from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.run_dir import RunDir
+    from fedprior.experiments.run_config import read_config
     from fedprior.experiments.table_runs import RUN, CellRun, execute_runs
+    from fedprior.results.run_dir import RunDir
 
     kept, results = cells / table.name, []
 
@@ -177,7 +179,7 @@ def verify(
             then = f"{machine.kind}; {machine.cpu or 'CPU model not recorded'}"
             done(Verified(cell, seed, OTHER_MACHINE, f"{OTHER_MACHINE} (recorded: {then}, from {machine.source}; this is {here[0]}; {here[1]})"))
             continue
-        name, config = RunDir(folder).read_config()
+        name, config = read_config(RunDir(folder))
         config = config.model_copy(update={"run": config.run.model_copy(update={"device": str(device)})})
         rerun = CellRun(cell, seed, name, config, out / folder.name, RUN)
         committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config))

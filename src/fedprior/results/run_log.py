@@ -24,10 +24,17 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from fedprior.experiments.build import Experiment
+
+class Started(Protocol):
+    """What a start line reads of the run's experiment (:class:`fedprior.experiments.build.Experiment`, which this layer does not import)."""
+
+    name: str
+    config: Any
+    task: Any
+    device: Any
+    workers: int
 
 
 def stamped(line: str) -> str:
@@ -39,7 +46,7 @@ def _percent(value: float) -> str:
     return f"{100 * value:.2f}%"
 
 
-def start_line(experiment: Experiment, total: int, done: int) -> str:
+def start_line(experiment: Started, total: int, done: int) -> str:
     """The line a run starts (``done`` = 0) or resumes with: what is trained, on what, for how long, where."""
     config = experiment.config
     workers = f"{experiment.workers} worker{'s' if experiment.workers != 1 else ''}"
@@ -110,6 +117,33 @@ def stop_reason(error: BaseException) -> str:
     return str(error) or type(error).__name__
 
 
+def failure_warning(summary: dict[str, Any]) -> str:
+    """One line saying which rounds lost client updates, or '' when none did."""
+    per_round = summary.get("failed_clients_per_round") or {}
+    if not per_round:
+        return ""
+    rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
+    return (
+        f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
+        f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)"
+    )
+
+
+def summary_warnings(summary: dict[str, Any]) -> list[str]:
+    """The warning lines of a run summary: failed updates, clients without data, rounds that changed nothing."""
+    lines = [failure_warning(summary)]
+    empty = summary.get("empty_clients_per_round") or {}
+    if empty:
+        lines.append(
+            f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
+            f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}"
+        )
+    unchanged = summary.get("rounds_without_update") or []
+    if unchanged:
+        lines.append(f"warning: no client trained in rounds {', '.join(map(str, unchanged))}: the global model was not updated there")
+    return [line for line in lines if line]
+
+
 class RunLog:
     """Appends time-stamped lines to a run directory's ``run.log``.
 
@@ -143,7 +177,7 @@ class RunLog:
             self.broken = True
             warnings.warn(f"cannot write {self.path} ({error.strerror or error}); the run goes on without its log", stacklevel=2)
 
-    def start(self, experiment: Experiment, total: int, done: int) -> None:
+    def start(self, experiment: Started, total: int, done: int) -> None:
         """Write the waiting lines and the start (or resume) line."""
         self.total, self.last_step, self.started = total, done, True
         pending, self.pending = self.pending, []
@@ -155,8 +189,6 @@ class RunLog:
 
     def finish(self, summary: dict[str, Any]) -> None:
         """The summary's warnings (failed or empty clients) and the summary line."""
-        from fedprior.experiments.report import summary_warnings
-
         for line in summary_warnings(summary):
             self.write(line)
         self.write(summary_line(summary))

@@ -1,15 +1,15 @@
 """A table's findings: its controls checked, and each claim of the paper given a verdict, from the cells' seeds.
 
 **Controls** are checked in every column the run has: for a
-:class:`~fedprior.experiments.tables.Control`, the mean over seeds of ``above - below`` must be
-at least the margin; for a :class:`~fedprior.experiments.tables.MeasuredControl`, the value
+:class:`~fedprior.reproduce.tables.Control`, the mean over seeds of ``above - below`` must be
+at least the margin; for a :class:`~fedprior.reproduce.tables.MeasuredControl`, the value
 measured in the column's setting (``tables.measure_controls``) must be at least its floor. A
 column where one fails is *not informative*: its claims get no verdict (``setting not
 informative``), and table.md says so at its top (``setting not informative: <condition>
 failed at <column>: X vs Y``). A column where a control row was not run (``--rows``), or a
 measured control not measured, gets verdicts, marked ``controls not run``.
 
-**Claims** (:class:`~fedprior.experiments.tables.Claim`) are tested on the paired
+**Claims** (:class:`~fedprior.reproduce.tables.Claim`) are tested on the paired
 differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
 same partition and client sampling wherever the two rows share those settings), or
 ``d_s = worse_s - better_s`` for a cost (``higher_is_better=False``, e.g. bits sent: the
@@ -36,10 +36,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedprior.experiments.tables import MeasuredControl
+from fedprior.reproduce.tables import MeasuredControl
 
 if TYPE_CHECKING:
-    from fedprior.experiments.tables import Control, PaperTable
+    from fedprior.reproduce.tables import Control, PaperTable
 
 CONFIDENCE = 0.95
 HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
@@ -106,8 +106,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """The controls per column, the claims with their verdicts, and the notices for the top of table.md.
 
-    ``results``: :func:`~fedprior.experiments.tables.run_table`'s cells (``metrics[m]["values"]``
-    per seed, seed 0 first); ``measurements``: :func:`~fedprior.experiments.tables.measure_controls`'s
+    ``results``: :func:`~fedprior.reproduce.tables.run_table`'s cells (``metrics[m]["values"]``
+    per seed, seed 0 first); ``measurements``: :func:`~fedprior.reproduce.tables.measure_controls`'s
     values, (condition, column) -> (value, what was measured).
     """
     cells = {(r["row"], r["column"]): r for r in results}

@@ -1,6 +1,6 @@
 """A run directory: everything needed to inspect, resume and report one run.
 
-config.toml                       the resolved config (every field), with the experiment name
+config.toml                       the resolved config (every field), with the experiment name (experiments/run_config.py)
 partition.npz                     each client's training indices, by role
 partition.json                    partition statistics (sizes, class counts, beta_cib, beta_hetero)
 partition.png                     clients x classes heatmap
@@ -32,15 +32,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import tomli_w
 
 from fedprior.atomic import atomic_write, write_text
 from fedprior.errors import FedpriorError
-from fedprior.experiments.run_log import RunLog
+from fedprior.results.run_log import RunLog
 from fedprior.runtime.checkpoint import CheckpointError, RunState, load_checkpoint, previous_path
 
 if TYPE_CHECKING:  # reading a run folder (fedprior compare) needs neither the config models nor torch
-    from fedprior.experiments.config import ExperimentConfig
     from fedprior.partition import Partition
 
 
@@ -176,24 +174,6 @@ class RunDir:
             handle.close()
             if created and not any(self.path.iterdir()):  # stopped before writing anything: leave no empty folder
                 self.path.rmdir()
-
-    def write_config(self, name: str, config: ExperimentConfig) -> None:
-        """config.toml, and imports.json: where the modules of ``run.imports`` were imported from (for a resume elsewhere)."""
-        from fedprior.experiments.import_origins import write_origins
-
-        write_text(self.config, tomli_w.dumps({"name": name, **config.to_dict()}))
-        write_origins(self.imports, config.run.imports)
-
-    def read_config(self) -> tuple[str, ExperimentConfig]:
-        """(name, config) of this run; a damaged config.toml is a one-line error naming it. The modules of its ``run.imports``
-        are looked for where the run found them too (imports.json; :func:`~fedprior.experiments.import_origins.prepare_imports`)."""
-        from fedprior.experiments.config import parse_toml_file, validate_config
-        from fedprior.experiments.import_origins import prepare_imports
-
-        raw = parse_toml_file(self.config)
-        name = raw.pop("name", self.path.name)
-        prepare_imports(raw, self.imports)
-        return str(name), validate_config(raw)
 
     def load_checkpoint(self, previous: bool = False) -> RunState | None:
         """The run state to resume from (None: nothing trained yet), or a CheckpointError that says what to do.

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedprior.atomic import save_figure
-from fedprior.experiments.compare_groups import Group
-from fedprior.experiments.report import label_accuracy_axes
+from fedprior.results.compare_groups import Group
+from fedprior.results.report import label_accuracy_axes
 
 DASHES: list[str | tuple[float, tuple[float, ...]]] = [
     "-",

@@ -2,35 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fedprior.atomic import save_figure, write_text
-from fedprior.experiments.run_dir import RunDir
-
-if TYPE_CHECKING:
-    from fedprior.experiments.config import ExperimentConfig
-
-
-def preset_note(name: str, config: ExperimentConfig) -> str:
-    """A line naming the fields this run changed from the preset it is named after ('' if none or no such preset).
-
-    Where the changes reach what the preset's description speaks of, the run has its own
-    description (:func:`fedprior.experiments.run_description.described`) and the note quotes
-    the preset's. Only the run's own fields are named: where the run's algorithm is not the
-    preset's (``--algorithm``, an algorithm of your own), the preset algorithm's
-    hyperparameters that this one does not have are left out, and one it has that the preset
-    does not set is marked so.
-    """
-    from fedprior.experiments.config import list_presets
-    from fedprior.experiments.run_description import preset_changes
-
-    changed = preset_changes(name, config)
-    if not changed:
-        return ""
-    listed = ", ".join(f"{field} = {new!r} ({'not in the preset' if old is None else f'preset: {old!r}'})" for field, (old, new) in changed.items())
-    preset = list_presets()[name]
-    whose = "whose description this is" if config.description == preset else f'described as "{preset}"'
-    return f"Changed from the preset '{name}', {whose}: {listed}."
+from fedprior.results.run_dir import RunDir
+from fedprior.results.run_log import summary_warnings
 
 
 def report_title(name: str, algorithm: str) -> str:
@@ -95,33 +71,6 @@ OPTIONAL_ROWS = (
 """Summary keys the report shows when the run has them (macro-F1, validation model selection)."""
 
 
-def failure_warning(summary: dict[str, Any]) -> str:
-    """One line saying which rounds lost client updates, or '' when none did."""
-    per_round = summary.get("failed_clients_per_round") or {}
-    if not per_round:
-        return ""
-    rounds = ", ".join(f"{step} ({n})" for step, n in per_round.items())
-    return (
-        f"warning: {summary['failed_updates']} client updates failed, in rounds {rounds}; "
-        f"those rounds aggregated the others (metrics.jsonl: failed_clients, failures)"
-    )
-
-
-def summary_warnings(summary: dict[str, Any]) -> list[str]:
-    """The warning lines of a run summary: failed updates, clients without data, rounds that changed nothing."""
-    lines = [failure_warning(summary)]
-    empty = summary.get("empty_clients_per_round") or {}
-    if empty:
-        lines.append(
-            f"warning: {summary['empty_updates']} of {summary.get('client_updates', '?')} sampled clients held no "
-            f"data and trained nothing, in rounds {', '.join(f'{step} ({n})' for step, n in empty.items())}"
-        )
-    unchanged = summary.get("rounds_without_update") or []
-    if unchanged:
-        lines.append(f"warning: no client trained in rounds {', '.join(map(str, unchanged))}: the global model was not updated there")
-    return [line for line in lines if line]
-
-
 def problems_section(summary: dict[str, Any]) -> str:
     """report.md's table of the rounds that lost client updates or had clients without data ('' if none)."""
     failed, empty = summary.get("failed_clients_per_round") or {}, summary.get("empty_clients_per_round") or {}
@@ -140,7 +89,7 @@ def write_report(
     notes: str = "",
     hyperparameters: dict[str, Any] | None = None,
 ) -> None:
-    """report.md and accuracy.png, titled by the run's algorithm; ``notes`` go under the description (e.g. :func:`preset_note`),
+    """report.md and accuracy.png, titled by the run's algorithm; ``notes`` go under the description (e.g. :func:`~fedprior.experiments.config.preset_note`),
     ``hyperparameters`` (the run's ``[algorithm]`` fields but its name) in the table, where given."""
     curve = accuracy_curve(summary)
     title = report_title(summary["name"], summary["algorithm"])

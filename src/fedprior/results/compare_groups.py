@@ -12,7 +12,7 @@ A run given twice, or two runs of one group with the same seed (the same config 
 a repeat), count once: the group keeps the finished one with the most rounds (the first
 given among equals), and lists the others as :class:`Repeat`, which say whether they gave
 the same numbers (the summaries' ``state_sha256`` and ``round_fingerprints``,
-:mod:`fedprior.experiments.fingerprints`). Groups are *paired* only where they ran the
+:mod:`fedprior.results.fingerprints`). Groups are *paired* only where they ran the
 same seeds, each seed on one partition, with the same budget (:data:`BUDGET`, and the
 rounds each run recorded).
 """
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from fedprior.experiments.compare import RunView
+    from fedprior.results.run_view import RunView
 
 PLACEMENT = frozenset(
     {
