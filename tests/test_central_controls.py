@@ -82,3 +82,18 @@ def test_the_view_settings_reach_the_views_the_clients_draw():
     rows, cols = torch.nonzero(weak[:, 0] == weak[:, 0].amax(dim=(1, 2), keepdim=True), as_tuple=True)[1:]
     assert int((rows - 13).abs().max()) <= 2 and int((cols - 13).abs().max()) <= 2
     assert int((rows - 13).abs().max()) == 2  # 64 draws reach the largest shift
+
+
+def test_a_table_wide_set_does_not_train_the_untrained_rows():
+    # --set federation.rounds=30 algorithm.server_epochs=30 (e.g. the GPU setting) reaches every row; the untrained and
+    # sensor rows' defining overrides come after it, so they stay untrained / without a server phase
+    extra = ["federation.rounds=30", "algorithm.server_epochs=30"]
+    rows = ["MFCL(PN) untrained", "MFCL(PN) sensor", "MFCL(PN) sensor untrained", "MFCL(PN)"]
+    grid = {c.row: load_config(c.preset, c.overrides)[1] for c in cells(mfcl.TABLE2, embedded=True, extra=extra, rows=rows, columns=["Sc2"])}
+    hyper = {row: config.algorithm.hyperparameters()["server_epochs"] for row, config in grid.items()}
+    assert grid["MFCL(PN) untrained"].federation.rounds == 0 and hyper["MFCL(PN) untrained"] == 0
+    assert grid["MFCL(PN) sensor"].federation.rounds == 30 and hyper["MFCL(PN) sensor"] == 0
+    assert grid["MFCL(PN) sensor untrained"].federation.rounds == 0
+    assert grid["MFCL(PN)"].federation.rounds == 30 and hyper["MFCL(PN)"] == 30  # the trained row takes the --set
+    (simclr,) = cells(mfcl.TABLE2, embedded=True, extra=["federation.rounds=30"], rows=["FedSimCLR untrained"], columns=["Sc2"])
+    assert load_config(simclr.preset, simclr.overrides)[1].federation.rounds == 0

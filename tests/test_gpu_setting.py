@@ -28,6 +28,8 @@ def test_every_cell_of_the_gpu_setting_loads_with_its_overrides(name, size):
         _, config = load_config(cell.preset, cell.overrides)  # an unknown key (a field another row lacks) fails here
         if size == "gpu" and cell.row.startswith("Central"):
             assert config.federation.num_clients == 1
+        if cell.row.endswith("untrained"):
+            assert config.federation.rounds == 0  # the size's --set federation.rounds does not train the control
     if size == "gpu" and name == "feddb":
         (fedavg,) = [c for c in grid if c.row == "FedAvg"]
         assert load_config(fedavg.preset, fedavg.overrides)[1].federation.rounds == 800

@@ -72,6 +72,9 @@ class Row:
     central: bool = False
     """A central control: the row's cell runs on one client holding every image of the column's federation, with the
     federation's budget (:func:`central_overrides`), after every other override (``--set`` included)."""
+    defining: tuple[str, ...] = ()
+    """Overrides that make the row what it is, applied after ``--set`` so that no table-wide override undoes them
+    (an untrained network's zero rounds: ``--set federation.rounds=30`` must not train it)."""
 
 
 @dataclass(frozen=True)
@@ -278,7 +281,7 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
                     row=row.label,
                     column=name,
                     preset=row.preset,
-                    overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or [])],
+                    overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or []), *row.defining],
                     paper=table.paper.get((row.label, column.label)),
                     paper_metrics={
                         m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:] if (row.label, column.label, m) in table.paper_metrics

@@ -73,10 +73,10 @@ SENSOR = ("algorithm.eval_features=sensor", "algorithm.server_epochs=0", "federa
 
 
 def untrained(row: Row, label: str | None = None) -> Row:
-    """``row``'s network with no training (its phases set to zero rounds), scored by the same linear evaluation."""
+    """``row``'s network with no training (its phases set to zero rounds, after any ``--set``), scored by the same linear evaluation."""
     mfcl = row.preset.startswith("mfcl")
     zero = UNTRAINED_MFCL if mfcl else UNTRAINED
-    return Row(label or f"{row.label} untrained", row.preset, (*row.overrides, *zero), real=(*row.real, *zero))
+    return Row(label or f"{row.label} untrained", row.preset, row.overrides, real=row.real, defining=zero)
 
 
 def central(row: Row) -> Row:
@@ -107,7 +107,7 @@ def control_rows(mfcl: Row, simclr: Row, others: tuple[Row, ...], sensor_label: 
     The sensor rows are embedded only: at the paper's size z has 64 x 16 x 16 = 16,384 numbers per
     image, 3.3 GB of float32 features for CIFAR-10's 50,000 training images.
     """
-    sensor = Row(sensor_label, mfcl.preset, (*mfcl.overrides, *SENSOR), paper_setting=False)
+    sensor = Row(sensor_label, mfcl.preset, mfcl.overrides, paper_setting=False, defining=SENSOR)
     return (
         untrained(mfcl),
         *(untrained(row) for row in (simclr, *others)),
@@ -115,7 +115,7 @@ def control_rows(mfcl: Row, simclr: Row, others: tuple[Row, ...], sensor_label: 
         central(simclr),
         RAW_PIXELS,
         sensor,
-        Row(f"{sensor_label} untrained", mfcl.preset, (*sensor.overrides, "federation.rounds=0"), paper_setting=False),
+        Row(f"{sensor_label} untrained", mfcl.preset, mfcl.overrides, paper_setting=False, defining=(*SENSOR, "federation.rounds=0")),
     )
 
 
