@@ -352,7 +352,7 @@ def test_long_group_labels_wrap_and_the_legend_stays_beside_the_axes(tmp_path, m
     """Groups told apart by a long field (labels of ~190 characters): the legend neither covers the axes nor the title (issue 33 item 11)."""
     import warnings
 
-    from fedprior.experiments import compare_plot
+    from fedprior.results import compare_plot
 
     figures = []
     save = compare_plot.save_figure
