@@ -21,13 +21,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import machine, save_settings
+from shared import machine, run_embedded_table, save_settings
 
 from fedprior.reproduce.findings import paired
 
@@ -83,12 +81,7 @@ DEVIATIONS = {
 
 
 def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
-    fedprior = str(Path(sys.executable).with_name("fedprior"))
-    out = args.runs / name
-    command = [fedprior, "table", deviation.table, "--embedded", "--rows", deviation.row, "--columns", deviation.column]
-    command += ["--seeds", "3", "--jobs", str(args.jobs), "--out", str(out), *[a for o in deviation.overrides for a in ("--set", o)]]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    (cell,) = json.loads((out / "table.json").read_text())["cells"]
+    (cell,) = run_embedded_table(deviation.table, deviation.row, deviation.column, 3, args.jobs, args.runs / name, deviation.overrides)["cells"]
     committed = json.loads((TABLES / f"{deviation.table}.json").read_text())
     (base,) = [c for c in committed["table"]["cells"] if c["row"] == deviation.row and c["column"] == deviation.column]
     effects = {}

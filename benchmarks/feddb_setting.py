@@ -48,14 +48,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shared import machine, save_settings
+from shared import machine, run_embedded_table, save_settings
 
 from fedprior.experiments.cell import Cell
 from fedprior.experiments.config import load_config
@@ -157,11 +155,7 @@ COLUMN = "δ=0.3"
 
 def table_rows(rows: str, out: Path, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:
     """``fedprior table feddb-table2 --embedded --columns δ=0.3 --rows ROWS`` in ``out``, seed 0; its table.json."""
-    fedprior = str(Path(sys.executable).with_name("fedprior"))
-    sets = [a for o in (*overrides, *args.extra) for a in ("--set", o)]
-    command = [fedprior, "table", "feddb-table2", "--embedded", "--columns", COLUMN, "--rows", rows, "--seeds", "1", "--jobs", str(args.jobs)]
-    subprocess.run([*command, "--out", str(out), *sets], check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "table.json").read_text())
+    return run_embedded_table("feddb-table2", rows, COLUMN, 1, args.jobs, out, (*overrides, *args.extra))
 
 
 def run_central(name: str, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from shared import machine
+from shared import embedded_table_command, machine
 
 OUT = Path(__file__).parent / "results" / "gpu-setting"
 FEDDB = {
@@ -66,10 +66,7 @@ TABLES = {"feddb": FEDDB, "mfcl": MFCL_ROWS, "others": OTHER_ROWS}
 
 def table_command(spec: dict, size: str, out: Path, device: str, jobs: int) -> list[str]:
     """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``."""
-    fedprior = str(Path(sys.executable).with_name("fedprior"))
-    overrides = (*spec[size], f"run.device={device}")
-    command = [fedprior, "table", spec["table"], "--embedded", "--columns", spec["column"], "--rows", spec["rows"], "--seeds", "1", "--jobs", str(jobs)]
-    return [*command, "--out", str(out), *[a for o in overrides for a in ("--set", o)]]
+    return embedded_table_command(spec["table"], spec["rows"], spec["column"], 1, jobs, out, (*spec[size], f"run.device={device}"))
 
 
 def run_table(name: str, spec: dict, args: argparse.Namespace, seconds: float) -> dict:

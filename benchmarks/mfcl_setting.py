@@ -24,12 +24,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
-import sys
 import time
 from pathlib import Path
 
-from shared import machine, save_settings
+from shared import machine, run_embedded_table, save_settings
 
 RESULT = Path(__file__).parent / "results" / "mfcl_setting.json"
 MFCL_ROWS = "MFCL(PN),MFCL(PN) untrained,Central MFCL(PN)"
@@ -56,12 +54,7 @@ SETTINGS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
 
 def run_rows(rows: str, out: Path, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:
     """``fedprior table mfcl-table2 --embedded --columns Sc2 --rows ROWS`` in ``out``; its table.json."""
-    fedprior = str(Path(sys.executable).with_name("fedprior"))
-    sets = [a for o in (*overrides, *args.extra) for a in ("--set", o)]
-    command = [fedprior, "table", "mfcl-table2", "--embedded", "--columns", "Sc2", "--rows", rows]
-    command += ["--seeds", str(args.seeds), "--jobs", str(args.jobs), "--out", str(out), *sets]
-    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
-    return json.loads((out / "table.json").read_text())
+    return run_embedded_table("mfcl-table2", rows, "Sc2", args.seeds, args.jobs, out, (*overrides, *args.extra))
 
 
 def run_setting(name: str, common: tuple[str, ...], mfcl_only: tuple[str, ...], args: argparse.Namespace) -> dict:

@@ -1,4 +1,4 @@
-"""What the benchmarks share: ``--load N`` busy processes, timing a command, and printing the result.
+"""What the benchmarks share: ``--load N`` busy processes, timing a command, printing the result, and running part of a table.
 
 The busy processes stand for the other jobs of a shared machine. Started and stopped
 by the benchmark; a process of pure Python arithmetic takes one core and no memory
@@ -80,3 +80,16 @@ def save_settings(path: Path, header: dict, settings: dict, started: float, at_s
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(record, indent=2) + "\n")
+
+
+def embedded_table_command(table: str, rows: str, columns: str, seeds: int, jobs: int, out: Path, overrides: tuple[str, ...] = ()) -> list[str]:
+    """``fedprior table TABLE --embedded --rows ROWS --columns COLUMNS --seeds S --jobs J --out OUT --set ...`` (this venv's fedprior)."""
+    fedprior = str(Path(sys.executable).with_name("fedprior"))
+    command = [fedprior, "table", table, "--embedded", "--rows", rows, "--columns", columns, "--seeds", str(seeds), "--jobs", str(jobs)]
+    return [*command, "--out", str(out), *[a for o in overrides for a in ("--set", o)]]
+
+
+def run_embedded_table(table: str, rows: str, columns: str, seeds: int, jobs: int, out: Path, overrides: tuple[str, ...] = ()) -> dict:
+    """:func:`embedded_table_command` run to its end (its output dropped); the table.json it wrote in ``out``."""
+    subprocess.run(embedded_table_command(table, rows, columns, seeds, jobs, out, overrides), check=True, stdout=subprocess.DEVNULL)
+    return json.loads((out / "table.json").read_text())
