@@ -20,7 +20,7 @@ metric the table does not have is refused when the table is defined (at import).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -276,12 +276,15 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
             if (embedded and not row.embedded) or (not embedded and not row.paper_setting):
                 continue
             tuned = () if embedded else table.preset_overrides.get((row.preset, column.label), ())
+            overrides = [*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or []), *row.defining]
+            if row.central:
+                overrides += central_overrides(row.preset, overrides)
             out.append(
                 Cell(
                     row=row.label,
                     column=name,
                     preset=row.preset,
-                    overrides=[*setting, *column_overrides, *tuned, *row.overrides, *([] if embedded else row.real), *(extra or []), *row.defining],
+                    overrides=overrides,
                     paper=table.paper.get((row.label, column.label)),
                     paper_metrics={
                         m: table.paper_metrics[(row.label, column.label, m)] for m in table.metrics[1:] if (row.label, column.label, m) in table.paper_metrics
@@ -289,8 +292,6 @@ def cells(table: PaperTable, embedded: bool, extra: list[str] | None = None, row
                 )
             )
     order = {r.label: i for i, r in enumerate(table.rows)}
-    central = {r.label for r in selected_rows if r.central}
-    out = [replace(c, overrides=[*c.overrides, *central_overrides(c.preset, c.overrides)]) if c.row in central else c for c in out]
     return sorted(out, key=lambda c: order[c.row])
 
 

@@ -61,11 +61,10 @@ def strong_views(augment: FixMatchAugment, x: torch.Tensor, recipe: str, seed: i
     return replace(augment, strong_augment=recipe).strong(x, torch.Generator(device=x.device).manual_seed(seed))
 
 
-def view_summary(hyperparameters: dict) -> str:
-    """The view settings in a few words, e.g. 'fixmatch, 2 ops, Cutout 0.5, shift 0.125, flip'."""
-    v = {k: hyperparameters.get(k) for k in ("strong_augment", "strong_ops", "cutout", "weak_shift", "flip")}
-    flip = "flip" if v["flip"] is not False else "no flip"
-    return f"{v['strong_augment']}, {v['strong_ops']} ops, Cutout {v['cutout']}, shift {v['weak_shift']}, {flip}"
+def view_summary(augment: FixMatchAugment) -> str:
+    """The views in a few words, e.g. 'fixmatch, 2 ops, Cutout 0.5, shift 0.125, flip'."""
+    flip = "flip" if augment.flip else "no flip"
+    return f"{augment.strong_augment}, {augment.n} ops, Cutout {augment.cutout}, shift {augment.pad_fraction}, {flip}"
 
 
 _MEASURED: dict[str, tuple[float, str]] = {}
@@ -100,6 +99,6 @@ def strong_view_accuracy(name: str, config: ExperimentConfig) -> tuple[float, st
         clean = accuracy(trained, test_x, test_y)
         _MEASURED[key] = (
             strong,
-            f"{model} trained {STEPS} steps on clean images: {clean:.1f}% clean, {strong:.1f}% on strong views ({view_summary(hyperparameters)})",
+            f"{model} trained {STEPS} steps on clean images: {clean:.1f}% clean, {strong:.1f}% on strong views ({view_summary(augment)})",
         )
     return _MEASURED[key]
