@@ -160,21 +160,18 @@ def table_rows(rows: str, out: Path, overrides: tuple[str, ...], args: argparse.
 
 def run_central(name: str, overrides: tuple[str, ...], args: argparse.Namespace) -> dict:
     """One candidate: its two central rows (two tables, see the module docstring) and the table's controls on them."""
-    from fedprior.papers.feddb.tables import CENTRAL_CONTROL
+    from fedprior.papers.feddb.tables import CENTRAL_CONTROL, TABLE2
+    from fedprior.reproduce.findings import evaluate
 
     labeled = table_rows(CENTRAL_CONTROL.below, args.runs / name / "labeled", tuple(o for o in overrides if not o.startswith(STRONG_ONLY)), args)
     fixmatch = table_rows(CENTRAL_CONTROL.above, args.runs / name / "fixmatch", overrides, args)
-    cells = {c["row"]: c for t in (labeled, fixmatch) for c in t["cells"]}
-    above, below = cells[CENTRAL_CONTROL.above]["ours"], cells[CENTRAL_CONTROL.below]["ours"]
-    central = {
-        "condition": CENTRAL_CONTROL.condition,
-        "above": above,
-        "below": below,
-        "difference": round(above - below, 2),
-        "status": "passed" if above - below >= CENTRAL_CONTROL.margin else "failed",
-    }
-    measured = [{k: c.get(k) for k in ("condition", "value", "measured", "status")} for c in fixmatch["controls"] if c.get("kind") == "measured"]
-    controls = [central, *measured]
+    both = [*labeled["cells"], *fixmatch["cells"]]
+    cells = {c["row"]: c for c in both}
+    measured = [c for c in fixmatch["controls"] if c.get("kind") == "measured"]  # the strong views: measured in the FixMatch table
+    measurements = {(c["condition"], c["column"]): (c["value"], c["measured"]) for c in measured}
+    evaluated = evaluate(TABLE2, both, embedded=True, measurements=measurements)["controls"]  # the table's own controls on both rows
+    keys = ("condition", "above", "below", "difference", "value", "measured", "status")
+    controls = [{k: c[k] for k in keys if k in c} for c in evaluated if c["status"] != "not run"]
     return {
         "overrides": list(overrides),
         "rows": {
