@@ -71,10 +71,10 @@ def test_the_control_trains_the_cells_network_and_scores_its_strong_views_once_p
     assert (
         0.0 <= value <= 100.0
         and what.startswith("convnet trained 3 steps on clean images:")
-        and f"{value:.1f}% on strong views (fixmatch, 2 ops, Cutout 0.5, shift 0.125, flip)" in what
+        and f"{value:.1f}% on strong views (fixmatch, 1 ops, Cutout 0.25, shift 0.07, no flip)" in what  # the presets' mild views
     )
     wider = measure_controls(
-        table, embedded=True, extra=[*small, "algorithm.width=16", "algorithm.strong_augment=kornia-fixed", "algorithm.cutout=0.25"], columns=["iid"]
+        table, embedded=True, extra=[*small, "algorithm.width=16", "algorithm.strong_augment=kornia-fixed", "algorithm.cutout=0.5"], columns=["iid"]
     )
     assert len(small_budget) == 2 and small_budget[1] > width8  # the cell's own network (width 16 here) ...
-    assert next(iter(wider.values()))[1].endswith("on strong views (kornia-fixed, 2 ops, Cutout 0.25, shift 0.125, flip)")  # ... and its own views
+    assert next(iter(wider.values()))[1].endswith("on strong views (kornia-fixed, 1 ops, Cutout 0.5, shift 0.07, no flip)")  # ... and its own views
