@@ -79,6 +79,46 @@ DEVIATIONS = {
     ),
 }
 
+FEDDB_METRICS = ("best_accuracy", "final_accuracy")
+
+
+def feddb(overrides: tuple[str, ...], what: str) -> Deviation:
+    """A FedDB deviation (docs/feddb.md, "Deviations") on Table 2's FedDB row, embedded column delta = 0.3."""
+    return Deviation("feddb-table2", "FedDB", "δ=0.3", overrides, FEDDB_METRICS, what)
+
+
+def mfcl(overrides: tuple[str, ...], what: str) -> Deviation:
+    """An MFCL deviation or reading (docs/mfcl.md, "The algorithm, line by line") on Table 2's MFCL(PN) row, column Sc2."""
+    return Deviation("mfcl-table2", "MFCL(PN)", "Sc2", overrides, ("final_accuracy",), what)
+
+
+DEVIATIONS |= {
+    "feddb-d3-eval-batch-250": feddb(("algorithm.eval_batch_size=250",), "D3: the code's 250-image passes that do not train (default 1024)"),
+    "feddb-d4-appu-confident": feddb(("algorithm.appu_subset=confident",), "D4: APP-U over the confident images only, the code (default: all, A3 l.14)"),
+    "feddb-d5-unlabeled-mean-confident": feddb(
+        ("algorithm.unlabeled_mean=confident",), "D5: the unlabeled loss divided by the confident count, the code (default: all)"
+    ),
+    "feddb-d6-fallback-64": feddb(("algorithm.fallback_batch_size=64",), "D6: the code's 64-image fallback batch (default 0)"),
+    "feddb-d7-constant-lr": feddb(("algorithm.lr_decay_rounds=0",), "D7: the paper's constant eta (default: the code's cosine decay)"),
+    "feddb-d8-plain-sgd": feddb(
+        ("algorithm.nesterov=false", "algorithm.weight_decay=0", "algorithm.clip=0"),
+        "D8: SGD without the code's Nesterov, weight decay 5e-4 and clipping at 1 (the paper names none)",
+    ),
+    "feddb-d9-fresh-momentum": feddb(
+        ("algorithm.keep_optimizer_state=false",), "D9: every update from zero momentum buffers (default: each client's kept, the code)"
+    ),
+    "feddb-d10-server-momentum": feddb(("algorithm.server_momentum=0.5",), "D10: the code's server momentum 0.5 (default 0, Eq. 17)"),
+    "feddb-d11-dma-mse-code": feddb(("algorithm.dma_loss=mse-code",), "D11: the code's MSE and optimizer for DMA (default: Eq. 16's norm, Algorithm 2's step)"),
+    "feddb-d14-lr-0.03": feddb(("algorithm.lr=0.03",), "D14: the paper's eta 0.03 (default: the presets' 0.1)"),
+    "feddb-d15-code-randaugment": feddb(("algorithm.strong_augment=feddb-code",), "D15: the code's RandAugment (default: FixMatch's)"),
+    "feddb-d16-capped-dirichlet": feddb(("partition.balance=true",), "D16: the code's capped Dirichlet draw with redraws (default: the paper's plain draw)"),
+    "mfcl-pn-eq3": mfcl(("algorithm.norm=pn-eq3",), "row 7: Eq. 3 as printed, a per-pixel mean (default: GN-like scalar statistics per sample and group)"),
+    "mfcl-eval-input-views": mfcl(
+        ("algorithm.eval_input=views",), "row 25: the evaluation encodes two views together, as the upload (default: each image alone)"
+    ),
+    "mfcl-disc-width-16": mfcl(("algorithm.disc_width=16",), "row 19: a discriminator as wide as the sensor module's output (default 8, a CPU choice)"),
+}
+
 
 def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
     (cell,) = run_embedded_table(deviation.table, deviation.row, deviation.column, 3, args.jobs, args.runs / name, deviation.overrides)["cells"]
