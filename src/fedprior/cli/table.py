@@ -237,7 +237,7 @@ def table(
     """
     from fedprior.errors import ConfigError, Interrupted
     from fedprior.experiments.config import load_config
-    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs, plan_cell
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, copy_twin, execute_runs, plan_cell, twins
     from fedprior.papers import table_by_name
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.tables import cell_value, cells, control_configs, run_table
@@ -284,8 +284,16 @@ def table(
             highlight=False,
         )
 
+    planned_runs = list(runs.values())
+    copies = twins(planned_runs)  # a config two cells share trains once
+    if copies:
+        stderr.print(f"{len(copies)} run(s) have the config of another cell's run: each such config trains once, its twins copy it", highlight=False)
     try:
-        summaries = execute_runs(list(runs.values()), n_jobs, on_done)
+        summaries = execute_runs([run for i, run in enumerate(planned_runs) if i not in copies], n_jobs, on_done)
+        for i, j in copies.items():
+            copied = copy_twin(planned_runs[j], planned_runs[i])
+            summaries[copied.cell.row, copied.cell.column, copied.seed] = copied.result
+            on_done(copied, copied.result)
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: rerunning the table command goes on, not one cell's resume
         again = command_line(name, embedded, set_, folder, seeds, jobs, rows, columns, as_json, imports)
         raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the table with `{again}`") from None

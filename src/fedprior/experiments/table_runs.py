@@ -49,8 +49,9 @@ if TYPE_CHECKING:
     from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import ExperimentConfig
 
-REUSED, RESUMED, RUN = "reused", "resumed", "run"
-"""What a cell's run does: read its finished result, continue it from its checkpoint, or run it."""
+REUSED, RESUMED, RUN, COPIED = "reused", "resumed", "run", "copied"
+"""What a cell's run does: read its finished result, continue it from its checkpoint, run it, or copy the finished run of
+another cell of the grid whose config is the same (:func:`twins`)."""
 
 
 def check_grid_folder(folder: Path, option: str = "--out", command: str = "table") -> None:
@@ -98,6 +99,44 @@ class CellRun:
         """This run with ``run.threads = 1``, ``run.workers = 1`` and ``run.concurrent_clients = 1`` (one of several running at once)."""
         run = self.config.run.model_copy(update={"threads": 1, "workers": 1, "concurrent_clients": 1})
         return replace(self, config=self.config.model_copy(update={"run": run}))
+
+
+def twins(runs: list[CellRun]) -> dict[int, int]:
+    """``{i: j}``: run ``i`` would start from nothing (RUN) with the config of run ``j`` (an earlier run, or one already
+    finished or started), as far as the numbers go (:func:`~fedprior.experiments.resume_check.changes_that_matter`).
+
+    Cells of different columns can resolve to one config: a central control clears the column's scenario (MFCL), so
+    ``Central FedSimCLR`` is the same run in Sc2 and Sc10. Such a run trains once; the others copy it (:func:`copy_twin`).
+    """
+    configs = [run.config.to_dict() for run in runs]
+    found: dict[int, int] = {}
+    for i, run in enumerate(runs):
+        if run.action == RUN:
+            j = next(
+                (
+                    j
+                    for j in range(len(runs))
+                    if j != i and j not in found and (j < i or runs[j].action != RUN) and not changes_that_matter(configs[j], configs[i])
+                ),
+                None,
+            )
+            if j is not None:
+                found[i] = j
+    return found
+
+
+def copy_twin(original: CellRun, twin: CellRun) -> CellRun:
+    """``twin`` (see :func:`twins`) as a copy of ``original``'s finished run folder, its ``result.json`` naming its own
+    folder; the returned run is COPIED and holds the summary."""
+    import shutil
+
+    if twin.path.exists():  # a RUN holds at most the config.toml of a run stopped before its first round
+        shutil.rmtree(twin.path)
+    shutil.copytree(original.path, twin.path)
+    result = RunDir(twin.path).result
+    summary = {**json.loads(result.read_text()), "run_dir": str(twin.path)}
+    result.write_text(json.dumps(summary, indent=2))
+    return replace(twin, action=COPIED, result=summary)
 
 
 def finished_result(run: RunDir) -> dict[str, Any] | None:
