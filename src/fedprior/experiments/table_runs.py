@@ -41,8 +41,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprior.errors import ConfigError, FedpriorError, Interrupted
-from fedprior.experiments.resume_check import changes_that_matter, describe_changes
+from fedprior.experiments.resume_check import RESUME_MAY_CHANGE, changes_that_matter, describe_changes
 from fedprior.experiments.run_config import read_config
+from fedprior.results.config_fields import flatten
 from fedprior.results.run_dir import RunDir
 
 if TYPE_CHECKING:
@@ -102,26 +103,21 @@ class CellRun:
 
 
 def twins(runs: list[CellRun]) -> dict[int, int]:
-    """``{i: j}``: run ``i`` would start from nothing (RUN) with the config of run ``j`` (an earlier run, or one already
-    finished or started), as far as the numbers go (:func:`~fedprior.experiments.resume_check.changes_that_matter`).
+    """``{i: j}``: run ``i`` would start from nothing (RUN) with the config of run ``j`` as far as the numbers go (every
+    field but :data:`~fedprior.experiments.resume_check.RESUME_MAY_CHANGE`); ``j`` is a finished or started run of
+    that config where there is one, else the first run of it.
 
     Cells of different columns can resolve to one config: a central control clears the column's scenario (MFCL), so
     ``Central FedSimCLR`` is the same run in Sc2 and Sc10. Such a run trains once; the others copy it (:func:`copy_twin`).
     """
-    configs = [run.config.to_dict() for run in runs]
-    found: dict[int, int] = {}
+    groups: dict[str, list[int]] = {}
     for i, run in enumerate(runs):
-        if run.action == RUN:
-            j = next(
-                (
-                    j
-                    for j in range(len(runs))
-                    if j != i and j not in found and (j < i or runs[j].action != RUN) and not changes_that_matter(configs[j], configs[i])
-                ),
-                None,
-            )
-            if j is not None:
-                found[i] = j
+        fields = {k: v for k, v in flatten(run.config.to_dict()).items() if k not in RESUME_MAY_CHANGE}
+        groups.setdefault(json.dumps(fields, sort_keys=True), []).append(i)
+    found: dict[int, int] = {}
+    for members in groups.values():
+        first = next((j for j in members if runs[j].action != RUN), members[0])
+        found |= {i: first for i in members if i != first and runs[i].action == RUN}
     return found
 
 
