@@ -58,6 +58,7 @@ from shared import machine, run_embedded_table, save_settings
 from fedprior.experiments.cell import Cell
 from fedprior.experiments.config import load_config
 from fedprior.experiments.table_runs import CellRun, execute_runs, plan_cell
+from fedprior.papers.feddb.tables import PAPER_STRONG_VIEWS, PAPER_WEAK_VIEWS
 
 RESULT = Path(__file__).parent / "results" / "feddb_setting.json"
 CENTRAL_RESULT = Path(__file__).parent / "results" / "feddb_setting_central.json"
@@ -91,6 +92,7 @@ class Setting:
             f"algorithm.lr_decay_rounds={self.rounds}",
             f"federation.local_epochs={self.local_epochs}",
             f"federation.evaluate_every={self.evaluate_every}",
+            *PAPER_WEAK_VIEWS,  # the views this search ran with: the presets' before issue 31 (they now have milder ones)
             "run.seed=0",
         ]
 
@@ -142,7 +144,7 @@ views): no flip, a 2-pixel shift, one RandAugment operation, Cutout a quarter of
 at 32, two operations, half the side)."""
 CENTRAL_SETTINGS: dict[str, tuple[str, ...]] = {
     # name: overrides of the embedded δ = 0.3 column (both rows; the strong view's fields reach the FixMatch row only)
-    "preset": (),
+    "preset": (*PAPER_WEAK_VIEWS, *PAPER_STRONG_VIEWS),  # the presets before issue 31: FixMatch's views (now the paper setting's)
     "mild-views": MILD_VIEWS,
     "mild-views-lr0.03": (*MILD_VIEWS, "algorithm.lr=0.03"),
     "mild-views-w16": (*MILD_VIEWS, "algorithm.width=16"),
