@@ -11,7 +11,7 @@ and pairs each seed's metric with the same row's cell of the committed table (``
 recorded on this machine kind: the baseline is not rerun). Each difference is reported as mean, sd and a 95% t interval
 (``reproduce.findings.paired``), option minus default: positive means the option scores higher.
 
-    python benchmarks/deviation_effects.py [--only NAME ...] [--jobs 2] [--runs runs/deviations]
+    python benchmarks/deviation_effects.py [--only NAME ...] [--jobs 2] [--runs runs/deviations] [--set run.threads=1 ...]
 
 Writes ``benchmarks/results/deviation_effects.json`` (the command, the machine, per deviation its values, the
 baseline's and the paired difference), merged over the entries the file already holds.
@@ -121,7 +121,8 @@ DEVIATIONS |= {
 
 
 def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
-    (cell,) = run_embedded_table(deviation.table, deviation.row, deviation.column, 3, args.jobs, args.runs / name, deviation.overrides)["cells"]
+    overrides = (*deviation.overrides, *args.set)
+    (cell,) = run_embedded_table(deviation.table, deviation.row, deviation.column, 3, args.jobs, args.runs / name, overrides)["cells"]
     committed = json.loads((TABLES / f"{deviation.table}.json").read_text())
     (base,) = [c for c in committed["table"]["cells"] if c["row"] == deviation.row and c["column"] == deviation.column]
     effects = {}
@@ -138,6 +139,7 @@ def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
         "row": deviation.row,
         "column": deviation.column,
         "overrides": list(deviation.overrides),
+        "also_set": list(args.set),
         "what": deviation.what,
         "baseline": f"benchmarks/results/tables/{deviation.table}.json ({committed['machine']['kind']})",
         "seconds": round(cell["seconds"], 1),
@@ -150,14 +152,19 @@ def main() -> None:
     parser.add_argument("--only", nargs="*", default=None, help="deviation names (default: all)")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--runs", type=Path, default=Path("runs/deviations"))
+    parser.add_argument(
+        "--set", action="append", default=[], help="passed to every run as --set, e.g. run.threads=1 (settings that leave the numbers as they are)"
+    )
     args = parser.parse_args()
     started, at_start = time.perf_counter(), machine()
     header = {"what": "each kept deviation's option on one table column: paired difference option - default over 3 seeds (points), 95% t interval"}
-    for name, deviation in DEVIATIONS.items():
-        if args.only is None or name in args.only:
-            result = run(name, deviation, args)
-            print(name, json.dumps({m: e["difference"] for m, e in result["effects"].items()}), flush=True)
-            save_settings(RESULT, header, {name: result}, started, at_start)
+    unknown = sorted(set(args.only or ()) - set(DEVIATIONS))
+    if unknown:
+        parser.error(f"unknown deviation(s) {unknown}; known: {sorted(DEVIATIONS)}")
+    for name in args.only or DEVIATIONS:  # in the order given
+        result = run(name, DEVIATIONS[name], args)
+        print(name, json.dumps({m: e["difference"] for m, e in result["effects"].items()}), flush=True)
+        save_settings(RESULT, header, {name: result}, started, at_start)
 
 
 if __name__ == "__main__":
