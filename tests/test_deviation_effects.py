@@ -1,0 +1,39 @@
+"""benchmarks/deviation_effects.py: every declared deviation is one cell of a table, its option loads, and it changes the config."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from fedprior.experiments.config import load_config
+from fedprior.reproduce.paper_tables import table_by_name
+from fedprior.reproduce.tables import cells
+
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+import deviation_effects  # noqa: E402
+
+
+@pytest.mark.parametrize("name", sorted(deviation_effects.DEVIATIONS))
+def test_each_deviation_is_one_cell_whose_option_loads_and_changes_the_config(name):
+    deviation = deviation_effects.DEVIATIONS[name]
+    table = table_by_name(deviation.table)
+    (default,) = cells(table, embedded=True, rows=[deviation.row], columns=[deviation.column])
+    (option,) = cells(table, embedded=True, extra=list(deviation.overrides), rows=[deviation.row], columns=[deviation.column])
+    _, default_config = load_config(default.preset, default.overrides)
+    _, option_config = load_config(option.preset, option.overrides)  # an unknown or invalid field fails here
+    assert option_config.model_dump() != default_config.model_dump(), f"{name}: {deviation.overrides} is already the default"
+
+
+def test_the_committed_effects_name_declared_deviations_and_pair_three_seeds():
+    record = json.loads((BENCHMARKS / "results" / "deviation_effects.json").read_text())
+    assert set(record["settings"]) <= set(deviation_effects.DEVIATIONS)
+    for name, result in record["settings"].items():
+        assert result["overrides"] == list(deviation_effects.DEVIATIONS[name].overrides), name
+        for effect in result["effects"].values():
+            assert len(effect["option"]) == len(effect["default"]) == 3, name
+            differences = [a - b for a, b in zip(effect["option"], effect["default"], strict=True)]
+            assert effect["difference"]["mean"] == pytest.approx(sum(differences) / 3, abs=0.006), name
