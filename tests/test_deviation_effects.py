@@ -21,8 +21,8 @@ import deviation_effects  # noqa: E402
 def test_each_deviation_is_one_cell_whose_option_loads_and_changes_the_config(name):
     deviation = deviation_effects.DEVIATIONS[name]
     table = table_by_name(deviation.table)
-    (default,) = cells(table, embedded=True, rows=[deviation.row], columns=[deviation.column])
-    (option,) = cells(table, embedded=True, extra=list(deviation.overrides), rows=[deviation.row], columns=[deviation.column])
+    (default,) = cells(table, embedded=True, extra=list(deviation.setting), rows=[deviation.row], columns=[deviation.column])
+    (option,) = cells(table, embedded=True, extra=[*deviation.setting, *deviation.overrides], rows=[deviation.row], columns=[deviation.column])
     _, default_config = load_config(default.preset, default.overrides)
     _, option_config = load_config(option.preset, option.overrides)  # an unknown or invalid field fails here
     assert option_config.model_dump() != default_config.model_dump(), f"{name}: {deviation.overrides} is already the default"
