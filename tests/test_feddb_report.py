@@ -49,3 +49,18 @@ def test_a_table_cell_without_the_report_still_records_the_diagnostics_means(tmp
     assert len(coverage) == 2 and summary["mean_client_pl_coverage"] == sum(coverage) / 2
     assert json.loads((tmp_path / "run" / "result.json").read_text())["mean_client_pl_coverage"] == summary["mean_client_pl_coverage"]
     assert not (tmp_path / "run" / "pseudo_labels.png").exists()
+
+
+def test_fixmatch_is_feddb_without_dpl_and_dma_to_the_bit(tmp_path):
+    """Table 4's "no DPL, no DMA" row runs the `fixmatch` preset, and so shares Table 2's FixMatch cells: both
+    algorithms must then train the same model, round for round, from the same seed."""
+    tiny = [*TINY, "partition.num_unlabeled=300"]  # unlabeled images, so that pseudo-labeling takes part
+    results = {}
+    for preset, extra in (("fixmatch", []), ("feddb", ["algorithm.dpl=false", "algorithm.dma=false"])):
+        name, config = load_config(preset, [*tiny, *extra])
+        start(name, config, tmp_path / preset, report_extras=False)
+        results[preset] = json.loads((tmp_path / preset / "result.json").read_text())
+    fixmatch, feddb = results["fixmatch"], results["feddb"]
+    assert fixmatch["round_fingerprints"] == feddb["round_fingerprints"] and len(fixmatch["round_fingerprints"]) == 3  # round 0 and two trained
+    assert fixmatch["state_sha256"] == feddb["state_sha256"]
+    assert fixmatch["mean_client_pl_coverage"] > 0  # pseudo-labels were taken
