@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -180,6 +181,7 @@ def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
         "overrides": list(deviation.overrides),
         "setting": list(deviation.setting),
         "also_set": list(args.set),
+        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
         "what": deviation.what,
         "baseline": baseline,
         "seconds": round(cell["seconds"], 1),
