@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from shared import machine, run_embedded_table, save_settings
+from shared import command_line, machine, run_embedded_table, save_settings
 
 from fedprior.reproduce.findings import paired
 
@@ -181,7 +180,7 @@ def run(name: str, deviation: Deviation, args: argparse.Namespace) -> dict:
         "overrides": list(deviation.overrides),
         "setting": list(deviation.setting),
         "also_set": list(args.set),
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": command_line(),
         "what": deviation.what,
         "baseline": baseline,
         "seconds": round(cell["seconds"], 1),

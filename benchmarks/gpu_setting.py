@@ -27,11 +27,10 @@ from __future__ import annotations
 import argparse
 import json
 import subprocess
-import sys
 import time
 from pathlib import Path
 
-from shared import embedded_table_command, machine
+from shared import command_line, embedded_table_command, machine
 
 OUT = Path(__file__).parent / "results" / "gpu-setting"
 FEDDB = {
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> dict:
     record = {
         "what": "FedDB Table 2 (δ=0.3) and MFCL Table 2 (Sc2): controls and core rows in the GPU setting, one seed",
         "size": "tiny (CPU check)" if args.tiny else "gpu",
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *(argv if argv is not None else sys.argv[1:])]),
+        "command": command_line(argv),
         "machine": at_start,
         "tables": {},
     }

@@ -162,9 +162,10 @@ def git(*args: str) -> str:
 def provenance(at_start: dict[str, Any], wall: float) -> dict[str, Any]:
     """Where a recording comes from: the command, the commit (and whether src/ had changed since), torch, the machine, the seconds."""
     import torch
+    from shared import command_line
 
     return {
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": command_line(),
         "commit": git("rev-parse", "HEAD"),
         "src_changed_since_commit": bool(git("status", "--porcelain", "src")),
         "torch": torch.__version__,

@@ -79,7 +79,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -89,7 +88,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from shared import load, machine
+from shared import command_line, load, machine
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State
 from fedprior.data.cinic import CLASS_NAMES as CINIC_CLASSES
@@ -488,7 +487,7 @@ def main() -> None:
         print(json.dumps({"setting": key, **results[key]}), flush=True)
     record = {
         "what": "the papers' settings on synthetic data of the real shapes: seconds per round, achieved TFLOP/s, ratio to the device's dense peak, projected time of the paper's budget (issue 19 item 6)",
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": command_line(),
         "machine": at_start,
         "device": device_name(device),
         "torch": torch.__version__,

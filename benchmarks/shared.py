@@ -66,13 +66,18 @@ def machine() -> dict:
     return {"uname": shell("uname -a"), "cores": os.cpu_count(), "kind": machine_kind(), "cpu": cpu_kind(), "load_at_start": load()}
 
 
+def command_line(args: list[str] | None = None) -> str:
+    """``python benchmarks/NAME.py ARGS``: the command a result file records (``args``: this process's by default)."""
+    return "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *(sys.argv[1:] if args is None else args)])
+
+
 def save_settings(path: Path, header: dict, settings: dict, started: float, at_start: dict) -> None:
     """Write a setting-choosing benchmark's result: ``header`` (what, rule), the command, the machine, the wall
     seconds, and ``settings`` merged over those the file already holds (a rerun of some settings keeps the others)."""
     previous = json.loads(path.read_text())["settings"] if path.is_file() else {}
     record = {
         **header,
-        "command": "python " + " ".join([f"benchmarks/{Path(sys.argv[0]).name}", *sys.argv[1:]]),
+        "command": command_line(),
         "machine": at_start,
         "load_at_end": load(),
         "wall_seconds": round(time.perf_counter() - started, 1),
