@@ -79,6 +79,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -307,6 +308,8 @@ def run(exp: Experiment, count: bool) -> tuple[Tally, State]:
         if record["round"] > 0:  # round 0: the initial state (no training)
             tally.seconds[(record["stage"], record["round"])] = now - mark["t"]
             tally.flops[(record["stage"], record["round"])] = flops - mark["flops"]
+            # progress on stderr, so that a run stopped at a time limit still says how far it got (the GPU run of 2026-11-27 did not)
+            print(f"{'counted' if count else 'timed'} {record['stage']} round {record['round']}: {now - mark['t']:.2f} s", file=sys.stderr, flush=True)
         mark["t"], mark["flops"] = time.perf_counter(), (counter.total() if counter else 0)
 
     algorithm = instrumented(exp.algorithm, tally, counter, sync)
@@ -412,8 +415,11 @@ def measure(key: str, setting: Setting, args: argparse.Namespace) -> dict[str, A
     built = time.perf_counter()
     exp = experiment(key, setting, args.scale, args.device, args.precision, args.rounds, args.extra)
     build_seconds = time.perf_counter() - built
+    print(f"{key}: built in {build_seconds:.1f} s", file=sys.stderr, flush=True)
     timed, state = run(exp, count=False)
     evaluation = evaluation_seconds(exp, state) if args.evaluation else None
+    if evaluation is not None:
+        print(f"{key}: evaluation {evaluation:.1f} s", file=sys.stderr, flush=True)
     counted, _ = run(exp, count=True)
     stage = setting.timed_stage
     rounds = sorted(r for s, r in timed.seconds if s == stage and r > 1)  # round 1 of the timed stage warms up

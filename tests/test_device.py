@@ -232,7 +232,10 @@ def test_every_algorithm_runs_a_round_on_a_real_gpu_with_its_data_resident(share
             experiment.algorithm, client_data, experiment.task.num_clients, test, RoundLoop(seed=0, rounds=1, fraction=experiment.config.federation.fraction)
         )
         assert cpu_only(result.state) and all(cpu_only(s) for s in result.client_states.values())  # the run's result is on the host
-        assert result.progress.history and finite_numbers(result.progress.history), (name, precision, result.progress.history)
+        # An evaluation-only algorithm (zero-shot, raw-pixels: no stages) has no rounds; its one score is the initial one.
+        # (Found on the first GPU run, 2026-11-27: the other 29 passed, these two failed on the empty history alone.)
+        rows = result.progress.history if experiment.algorithm.stages else [result.progress.initial]
+        assert rows and all(rows) and finite_numbers(rows), (name, precision, rows)
 
 
 def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would():
