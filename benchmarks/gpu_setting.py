@@ -21,7 +21,10 @@ table stopped at its share keeps its finished cells and says so); ``fedprior tab
 whole budget. A stopped table's cells report their progress (rounds done, seconds a round, the seconds their
 rounds would take). Writes ``OUT/gpu_setting.json``: the command, the
 machine, per table its command, wall seconds, whether it finished, and its cells and controls (``table.json``).
-The sizes are chosen for one H100 without having run on one: the first GPU run says whether they fit.
+The sizes were chosen for one H100 before any GPU ran them; the first run (one H200, 2026-11-27,
+``benchmarks/results/device-2026-11-27/gpu-setting/``, the three tables at once, 4 cells each) says they do not fit
+10 minutes: FedDB's FixMatch took 5.9 s a round (800 rounds: 79 min), the SimCLR rows about 6 s (docs/feddb.md,
+docs/mfcl.md).
 """
 
 from __future__ import annotations

@@ -119,6 +119,23 @@ def test_a_step_the_budget_cannot_hold_is_skipped(tmp_path):
     assert steps["extra_second"]["status"] == "skipped" and "out of time" in steps["extra_second"]["note"]
 
 
+def test_the_reserve_keeps_budget_for_the_extra_commands_and_they_see_their_limit(tmp_path):
+    """DEVICE_CHECK_RESERVE: a step before the extras sees the budget less the reserve (skipped here: 10 s would be
+    left of it); the extra command runs on the whole budget and reads its limit as STEP_SECONDS."""
+    extra = tmp_path / "extra.txt"
+    extra.write_text('limit 100 echo "$STEP_SECONDS" > "$RESULTS/limit.txt"\n')
+    results = tmp_path / "results"
+    done = run_check(
+        "--dry-run", str(results), DEVICE_CHECK_EXTRA=str(extra), DEVICE_CHECK_BUDGET="30", DEVICE_CHECK_RESERVE="20", DEVICE_CHECK_STEPS="env extra_limit"
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    steps = summary(results)
+    assert steps["env"]["status"] == "skipped" and "20s kept for the extra commands" in steps["env"]["note"]
+    assert steps["extra_limit"]["status"] == "passed"
+    limit = int((results / "limit.txt").read_text())
+    assert limit == steps["extra_limit"]["limit"] and 15 <= limit <= 30
+
+
 @pytest.mark.benchmark  # 2-4 minutes on 2 cores: with the benchmarks (pytest -m benchmark), not in the default run
 def test_the_dry_run_runs_every_step_on_the_cpu(tmp_path):
     """Every step of the GPU session at a tiny size on the CPU, MiniLM's stand-in included; the results it writes."""
