@@ -18,7 +18,9 @@ embedded grids, one column each and one seed, with wider networks and hundreds o
 Each table runs under ``--budget-seconds`` (default 600, the issue's 10 minutes for all of them, split evenly: a
 table stopped at its share keeps its finished cells and says so); ``fedprior table``'s folders are under
 ``--runs``, so the same command continues a stopped table; ``--parallel`` runs the tables at once, each with the
-whole budget. A stopped table's cells report their progress (rounds done, seconds a round, the seconds their
+whole budget; ``--controls-only`` runs only the rows of the central controls (each method on one client
+holding all the data, against labels only or the untrained network), to learn whether the setting lets the method
+learn at all before its federated rows are paid for (FixMatch's 800 rounds took 79 minutes at the first run's pace). A stopped table's cells report their progress (rounds done, seconds a round, the seconds their
 rounds would take). Writes ``OUT/gpu_setting.json``: the command, the
 machine, per table its command, wall seconds, whether it finished, and its cells and controls (``table.json``).
 The sizes were chosen for one H100 before any GPU ran them; the first run (one H200, 2026-11-27,
@@ -45,6 +47,7 @@ FEDDB = {
     "table": "feddb-table2",
     "column": "δ=0.3",
     "rows": "FedAvg,FedAvg (all labels),Central (labels only),Central FixMatch,FixMatch,FedDB",
+    "controls": "Central (labels only),Central FixMatch",
     "gpu": ("algorithm.width=32", "federation.rounds=800", "algorithm.lr_decay_rounds=800", "federation.evaluate_every=20"),
     "tiny": ("partition.num_unlabeled=1000", "federation.local_epochs=1", "federation.rounds=1", "algorithm.lr_decay_rounds=1"),
 }
@@ -52,6 +55,7 @@ MFCL_ROWS = {
     "table": "mfcl-table2",
     "column": "Sc2",
     "rows": "MFCL(PN),MFCL(PN) untrained,Central MFCL(PN)",
+    "controls": "MFCL(PN) untrained,Central MFCL(PN)",
     "gpu": (
         "data.train_subset=10000",
         "algorithm.sensor_width=32",
@@ -65,16 +69,19 @@ OTHER_ROWS = {
     "table": "mfcl-table2",
     "column": "Sc2",
     "rows": "FedSimCLR,FedSimCLR untrained,Central FedSimCLR",
+    "controls": "FedSimCLR untrained,Central FedSimCLR",
     "gpu": ("data.train_subset=10000", "algorithm.width=32", "federation.rounds=100"),
     "tiny": ("data.train_subset=400", "federation.rounds=1"),
 }
 TABLES = {"feddb": FEDDB, "mfcl": MFCL_ROWS, "others": OTHER_ROWS}
 
 
-def table_command(spec: dict, size: str, out: Path, device: str, jobs: int) -> list[str]:
-    """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``."""
+def table_command(spec: dict, size: str, out: Path, device: str, jobs: int, controls_only: bool = False) -> list[str]:
+    """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``; with
+    ``controls_only`` only the rows its controls compare (the label and central controls, the untrained networks)."""
     threads = ("run.threads=1",) if size == "gpu" else ()  # the GPU does the work; jobs x all cores would crowd the CPU
-    return embedded_table_command(spec["table"], spec["rows"], spec["column"], 1, jobs, out, (*spec[size], *threads, f"run.device={device}"))
+    rows = spec["controls"] if controls_only else spec["rows"]
+    return embedded_table_command(spec["table"], rows, spec["column"], 1, jobs, out, (*spec[size], *threads, f"run.device={device}"))
 
 
 def cell_progress(folder: Path) -> list[dict]:
@@ -105,7 +112,7 @@ def cell_progress(folder: Path) -> list[dict]:
 
 def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[str], subprocess.Popen]:
     """``fedprior table`` for one spec, started in a process group of its own (so that a stop ends its workers too)."""
-    command = table_command(spec, "tiny" if args.tiny else "gpu", args.runs / name, args.device, args.jobs)
+    command = table_command(spec, "tiny" if args.tiny else "gpu", args.runs / name, args.device, args.jobs, args.controls_only)
     return command, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -144,6 +151,11 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--runs", type=Path, default=Path("runs/gpu-setting"))
     parser.add_argument("--only", nargs="*", choices=sorted(TABLES), default=None)
     parser.add_argument("--budget-seconds", type=float, default=None, help="for all tables together (default 600; --tiny: 3600)")
+    parser.add_argument(
+        "--controls-only",
+        action="store_true",
+        help="only the central controls' rows: whether the setting lets the methods learn at all, before the federated rows' hour",
+    )
     parser.add_argument("--parallel", action="store_true", help="run the tables at once, each with the whole budget (a GPU these small nets leave idle)")
     args = parser.parse_args(argv)
     if args.tiny:

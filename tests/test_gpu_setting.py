@@ -35,6 +35,17 @@ def test_every_cell_of_the_gpu_setting_loads_with_its_overrides(name, size):
         assert load_config(fedavg.preset, fedavg.overrides)[1].federation.rounds == 800
 
 
+@pytest.mark.parametrize("name", sorted(gpu_setting.TABLES))
+def test_the_controls_only_rows_are_the_rows_of_the_tables_central_controls(name, tmp_path):
+    """--controls-only runs exactly the rows of the table's central controls (in this spec's rows)."""
+    spec = gpu_setting.TABLES[name]
+    command = gpu_setting.table_command(spec, "gpu", tmp_path, "cpu", 4, controls_only=True)
+    rows = set(command[command.index("--rows") + 1].split(","))
+    pairs = [(c.above, c.below) for c in table_by_name(spec["table"]).controls if hasattr(c, "above")]
+    central = {row for pair in pairs if pair[0].startswith("Central") and set(pair) <= set(spec["rows"].split(",")) for row in pair}
+    assert central and rows == central, (central, rows)
+
+
 def test_the_device_script_runs_the_gpu_setting_outside_a_dry_run():
     lines = [line for line in (BENCHMARKS / "device_extra.txt").read_text().splitlines() if line and not line.startswith("#")]
     (line,) = [line for line in lines if line.startswith("gpu-setting ")]
