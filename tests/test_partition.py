@@ -145,6 +145,16 @@ def test_dirichlet_min_size_that_cannot_be_met_fails_clearly():
         DirichletPartitioner(20, 0.01, min_size=30, max_tries=5).split(labels)
 
 
+def test_a_capped_draw_that_leaves_a_client_empty_names_balance_and_the_set_not_min_size():
+    """FedDB's embedded 250 labels over 100 clients with the code's capped draw (deviation D16): lowering min_size
+    cannot help, so the error says what can, and which of the two sets failed."""
+    labels = balanced_labels(10, 100)
+    partitioner = LabeledSplitPartitioner.with_dirichlet(100, 250, 0.3, balance=True)
+    with pytest.raises(ConfigError, match=r"^the labeled set \(250 samples\): partition\.balance: .*set partition\.balance = false") as caught:
+        partitioner.partition(labels)
+    assert "lower partition.min_size" not in str(caught.value)
+
+
 def test_dirichlet_balance_variant_stops_giving_to_full_clients():
     labels = skewed_labels()
     num_clients = 15

@@ -107,6 +107,13 @@ class DirichletPartitioner:
             if smallest >= self.required_size:
                 order = np.argsort(owner, kind="stable")
                 return [part.astype(np.int64) for part in np.split(order, np.cumsum(sizes)[:-1])]
+        if self.balance and self.min_size <= 1:  # the capped draw's own requirement: lowering min_size cannot help
+            raise ConfigError(
+                f"partition.balance: the capped Dirichlet draw (the FedDB code's variant) left a client of the {num_clients} "
+                f"without a sample in each of {self.max_tries} tries with alpha={self.alpha:g} on {n} samples (smallest client "
+                f"in the last draw: {smallest}), and it needs every client to get one; raise partition.alpha, use fewer "
+                "clients or more samples, or set partition.balance = false (the papers' plain draw)"
+            )
         raise ConfigError(
             f"partition.min_size: no Dirichlet draw with alpha={self.alpha:g} gave every one of the {num_clients} "
             f"clients at least {self.required_size} samples in {self.max_tries} tries (smallest client in the last "

@@ -17,6 +17,14 @@ from fedprior.partition.base import Partition, Partitioner
 from fedprior.seeding import derived_seed, numpy_rng
 
 
+def split_set(role: str, partitioner: Partitioner, labels: np.ndarray) -> list[np.ndarray]:
+    """``partitioner.split(labels)`` for the ``role`` ('labeled' or 'unlabeled') set; a refusal names the set and its size."""
+    try:
+        return partitioner.split(labels)
+    except ConfigError as error:
+        raise ConfigError(f"the {role} set ({labels.size} samples): {error}") from None
+
+
 class LabeledSplitPartitioner:
     """Draw ``num_labeled`` class-balanced samples as the labeled set; partition labeled and unlabeled sets separately.
 
@@ -131,8 +139,8 @@ class LabeledSplitPartitioner:
                 )
             rng = numpy_rng(self.seed, "partition", "unlabeled-subset")
             unlabeled_pool = np.sort(rng.choice(unlabeled_pool, self.num_unlabeled, replace=False)).astype(np.int64)
-        labeled = [labeled_pool[part] for part in self.labeled.split(labels[labeled_pool])]
-        unlabeled = [unlabeled_pool[part] for part in self.unlabeled.split(labels[unlabeled_pool])]
+        labeled = [labeled_pool[part] for part in split_set("labeled", self.labeled, labels[labeled_pool])]
+        unlabeled = [unlabeled_pool[part] for part in split_set("unlabeled", self.unlabeled, labels[unlabeled_pool])]
         if self.add_labeled_to_unlabeled:
             unlabeled = [np.union1d(u, lab).astype(np.int64) for u, lab in zip(unlabeled, labeled, strict=True)]
         return Partition({"labeled": tuple(labeled), "unlabeled": tuple(unlabeled)})
