@@ -47,7 +47,7 @@ REAL = ("data.train_subset=0", "federation.evaluate_every=10")  # linear evaluat
 EMBEDDED = ("data.dataset=fashion-mnist",)
 DATASETS = {"CIFAR-10": "cifar10", "CIFAR-100": "cifar100"}
 NOTE = (
-    "Fashion-MNIST, 2,000 training images, sensor module 16 wide and ResNet-18 8 wide, 15 rounds, 10 server epochs; paper numbers are CIFAR-10/100 at full size"
+    "Fashion-MNIST, 2,000 training images, sensor module 16 wide and ResNet-18 8 wide, 15 rounds, 1 server epoch; paper numbers are CIFAR-10/100 at full size"
 )
 
 PAPER_CROP = ("algorithm.min_scale=0.08",)
