@@ -212,8 +212,8 @@ def main() -> None:
             deviation = DEVIATIONS[name]
             note = f"not measured: fedprior table exited with status {error.returncode} (its error is in the log)"
             print(f"{name}: {note}; going on", file=sys.stderr, flush=True)
-            result = {"table": deviation.table, "row": deviation.row, "column": deviation.column, "overrides": list(deviation.overrides)}
-            save_settings(RESULT, header, {name: {**result, "what": deviation.what, "command": command_line(), "not_measured": note}}, started, at_start)
+            where = {"table": deviation.table, "row": deviation.row, "column": deviation.column, "overrides": list(deviation.overrides)}
+            save_settings(RESULT, header, {name: {**where, "what": deviation.what, "command": command_line(), "not_measured": note}}, started, at_start)
             failed.append(name)
             continue
         print(name, json.dumps({m: e["difference"] for m, e in result["effects"].items()}), flush=True)

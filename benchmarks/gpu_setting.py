@@ -79,7 +79,7 @@ TABLES = {"feddb": FEDDB, "mfcl": MFCL_ROWS, "others": OTHER_ROWS}
 
 def table_command(spec: dict, size: str, out: Path, device: str, jobs: int, controls_only: bool = False) -> list[str]:
     """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``; with
-    ``controls_only`` only the rows its controls compare (the label and central controls, the untrained networks)."""
+    ``controls_only`` only the rows of its central controls (``spec["controls"]``)."""
     threads = ("run.threads=1",) if size == "gpu" else ()  # the GPU does the work; jobs x all cores would crowd the CPU
     rows = spec["controls"] if controls_only else spec["rows"]
     return embedded_table_command(spec["table"], rows, spec["column"], 1, jobs, out, (*spec[size], *threads, f"run.device={device}"))
@@ -111,15 +111,16 @@ def cell_progress(folder: Path) -> list[dict]:
     return progress
 
 
-def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[str], subprocess.Popen]:
-    """``fedprior table`` for one spec, started in a process group of its own (so that a stop ends its workers too)."""
-    command = table_command(spec, "tiny" if args.tiny else "gpu", args.runs / name, args.device, args.jobs, args.controls_only)
-    return command, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
+def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[str], Path, subprocess.Popen]:
+    """``fedprior table`` for one spec, its folder, and its process, started in a process group of its own (so that a
+    stop ends its workers too)."""
+    folder = args.runs / name
+    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs, args.controls_only)
+    return command, folder, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
 
 
-def wait_table(command: list[str], process: subprocess.Popen, started: float, seconds: float) -> dict:
-    """Wait for a started table until ``seconds`` after ``started``; stop it (and its workers) there."""
-    folder = Path(command[command.index("--out") + 1])
+def wait_table(command: list[str], folder: Path, process: subprocess.Popen, started: float, seconds: float) -> dict:
+    """Wait for a started table (writing into ``folder``) until ``seconds`` after ``started``; stop it (and its workers) there."""
     try:
         finished = process.wait(timeout=max(1.0, seconds - (time.perf_counter() - started))) == 0
         note = "" if finished else f"fedprior table exited with {process.returncode}"
@@ -175,8 +176,8 @@ def main(argv: list[str] | None = None) -> dict:
     share = args.budget_seconds if args.parallel else args.budget_seconds / len(chosen)
     running = {name: (*start_table(name, spec, args), time.perf_counter()) for name, spec in chosen.items()} if args.parallel else {}
     for name, spec in chosen.items():
-        command, process, since = running[name] if args.parallel else (*start_table(name, spec, args), time.perf_counter())
-        record["tables"][name] = wait_table(command, process, since, share)
+        command, folder, process, since = running[name] if args.parallel else (*start_table(name, spec, args), time.perf_counter())
+        record["tables"][name] = wait_table(command, folder, process, since, share)
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu_setting.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import tomllib
 from pathlib import Path
 
 from shared import command_line
@@ -37,9 +38,8 @@ def cell_trace(folder: Path) -> dict | None:
     if not match or match["row"] not in ROWS or not (folder / "result.json").is_file():
         return None
     result = json.loads((folder / "result.json").read_text())
-    config = (folder / "config.toml").read_text() if (folder / "config.toml").is_file() else ""
-    epochs_match = re.search(r"^server_epochs = (\d+)", config, re.M)
-    epochs = int(epochs_match[1]) if epochs_match else len(result["history"])
+    config = tomllib.loads((folder / "config.toml").read_text()) if (folder / "config.toml").is_file() else {}
+    epochs = config.get("algorithm", {}).get("server_epochs", len(result["history"]))
     twin = folder.parent / f"MFCL_PN_untrained--{match['column']}--seed{match['seed']}" / "result.json"
     untrained = json.loads(twin.read_text())["initial_accuracy"] if twin.is_file() else result["initial_accuracy"]
     accuracies = server_history(result, epochs)

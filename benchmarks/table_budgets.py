@@ -2,7 +2,7 @@
 
 Each kept cell records its wall seconds (``result.json``); a cell that is also another table's (the same final
 state, ``state_sha256``: ``fedprior table`` copies a cell whose preset and overrides another table already ran)
-is counted once, by the table listed first in ``benchmarks/paper_tables.py``'s order of runs. For each table:
+is counted once, by the first table in name order (the order of the folders under ``benchmarks/results/cells``). For each table:
 its cells, their core-minutes, the core-minutes of its own cells (not copied), and the wall minutes those take
 at two at a time (``--jobs 2``, the two cores), with whether that is within the 90 minutes. The cells' seconds
 were measured beside other work (load 2-5), so a quiet machine takes less.
