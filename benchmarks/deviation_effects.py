@@ -142,6 +142,9 @@ DEVIATIONS |= {
     ),
     "feddb-d10-server-momentum": feddb(("algorithm.server_momentum=0.5",), "D10: the code's server momentum 0.5 (default 0, Eq. 17)"),
     "feddb-d11-dma-mse-code": feddb(("algorithm.dma_loss=mse-code",), "D11: the code's MSE and optimizer for DMA (default: Eq. 16's norm, Algorithm 2's step)"),
+    "feddb-d13-evaluate-every-1": feddb(
+        ("federation.evaluate_every=1",), "D13: the paper's test after every round (default: every 5th round in the embedded tables)"
+    ),
     "feddb-d14-lr-0.03": feddb(("algorithm.lr=0.03",), "D14: the paper's eta 0.03 (default: the presets' 0.1)"),
     "feddb-d15-code-randaugment": feddb(("algorithm.strong_augment=feddb-code",), "D15: the code's RandAugment (default: FixMatch's)"),
     "feddb-d16-capped-dirichlet": feddb(("partition.balance=true",), "D16: the code's capped Dirichlet draw with redraws (default: the paper's plain draw)"),
