@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 
@@ -51,16 +53,25 @@ def test_a_table_cell_without_the_report_still_records_the_diagnostics_means(tmp
     assert not (tmp_path / "run" / "pseudo_labels.png").exists()
 
 
-def test_fixmatch_is_feddb_without_dpl_and_dma_to_the_bit(tmp_path):
-    """Table 4's "no DPL, no DMA" row runs the `fixmatch` preset, and so shares Table 2's FixMatch cells: both
-    algorithms must then train the same model, round for round, from the same seed."""
+@pytest.mark.parametrize(
+    ("fixmatch", "feddb", "dpl"),
+    [
+        ([], ["algorithm.dpl=false", "algorithm.dma=false"], False),  # Table 4's "no DPL, no DMA" row: Table 2's FixMatch cells
+        # Tables 1-3's "FixMatch-FedDPL" row: Table 4's "DPL" cells (a lower tau: the tiny net's debiased predictions are flat)
+        (["algorithm.dpl=true", "algorithm.threshold=0.15"], ["algorithm.dma=false", "algorithm.threshold=0.15"], True),
+    ],
+)
+def test_fixmatch_is_feddb_without_dma_to_the_bit(tmp_path, fixmatch, feddb, dpl):
+    """FixMatch (with or without DPL) and FedDB without DMA (and with or without DPL) train the same model, round
+    for round, from the same seed: the tables run one preset for both rows, so that they share their cells."""
     tiny = [*TINY, "partition.num_unlabeled=300"]  # unlabeled images, so that pseudo-labeling takes part
     results = {}
-    for preset, extra in (("fixmatch", []), ("feddb", ["algorithm.dpl=false", "algorithm.dma=false"])):
+    for preset, extra in (("fixmatch", fixmatch), ("feddb", feddb)):
         name, config = load_config(preset, [*tiny, *extra])
+        assert config.algorithm.dpl is dpl
         start(name, config, tmp_path / preset, report_extras=False)
         results[preset] = json.loads((tmp_path / preset / "result.json").read_text())
-    fixmatch, feddb = results["fixmatch"], results["feddb"]
-    assert fixmatch["round_fingerprints"] == feddb["round_fingerprints"] and len(fixmatch["round_fingerprints"]) == 3  # round 0 and two trained
-    assert fixmatch["state_sha256"] == feddb["state_sha256"]
-    assert fixmatch["mean_client_pl_coverage"] > 0  # pseudo-labels were taken
+    one, other = results["fixmatch"], results["feddb"]
+    assert one["round_fingerprints"] == other["round_fingerprints"] and len(one["round_fingerprints"]) == 3  # round 0 and two trained
+    assert one["state_sha256"] == other["state_sha256"]
+    assert one["mean_client_pl_coverage"] > 0  # pseudo-labels were taken (by DPL's rule where it is on)
