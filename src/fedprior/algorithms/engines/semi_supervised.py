@@ -294,6 +294,7 @@ class SemiSupervised:
             evaluate=self.evaluate,
             # the views are drawn from the client's generators, but for kornia-fixed's (torch's global generator, seeded per call)
             thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
+            batch_shapes="varying",  # full-batch steps on each client's data and confident subset (FedMatch's too: per-batch subsets)
         )
 
     # -- server --
