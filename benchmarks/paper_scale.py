@@ -315,7 +315,7 @@ def instrumented(algorithm: Algorithm, tally: Tally, counter: FlopTally | None, 
 def run(exp: Experiment, count: bool) -> tuple[Tally, State]:
     """Every round of ``exp`` in the in-process runtime; timed (``count`` False) or inside FlopCounterMode (True)."""
     tally, sync = Tally(), synchronizer(exp.device)
-    counter = FlopTally() if count else None
+    counter = FlopTally(by_module=False) if count else None  # totals only: FedMatch's autograd.grad refuses the module tracker's hooks
     mark = {"t": 0.0, "flops": 0}
 
     def on_round(record: dict[str, Any]) -> None:
