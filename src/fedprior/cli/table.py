@@ -6,6 +6,7 @@ import json
 import shlex
 import signal
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -58,8 +59,17 @@ def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
 
 
 def number(value: float) -> str:
-    """A percentage with one decimal; a large count (bits, bytes) in three significant digits."""
-    return f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.1f}"
+    """A percentage with one decimal (:func:`rounded`); a large count (bits, bytes) in three significant digits."""
+    return f"{value:.3g}" if abs(value) >= 1e5 else rounded(value, 1)
+
+
+def rounded(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals, half away from zero on its shortest decimal form: 1.95 -> '2.0'.
+
+    A table's numbers are stored rounded to two decimals (table.json); formatting the float 1.95 directly gives
+    '1.9' (it is 1.94999... in binary), a second rounding that the docs, quoting table.json, would not match.
+    """
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
 def column_label(column: str, metric: str, several: bool) -> str:
