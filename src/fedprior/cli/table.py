@@ -6,6 +6,7 @@ import json
 import shlex
 import signal
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,10 @@ METRIC_LABELS = {
 }
 
 
+GATING = "where one fails, the claims it gates there get no verdict"
+"""What a failed control does, said above the controls in table.md and on the terminal."""
+
+
 def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
     """Rows, (column, metric) pairs and the cells by (row, column): a table with several metrics gets a column per metric."""
     rows = list(dict.fromkeys(r["row"] for r in results))
@@ -54,8 +59,17 @@ def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
 
 
 def number(value: float) -> str:
-    """A percentage with one decimal; a large count (bits, bytes) in three significant digits."""
-    return f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.1f}"
+    """A percentage with one decimal (:func:`rounded`); a large count (bits, bytes) in three significant digits."""
+    return f"{value:.3g}" if abs(value) >= 1e5 else rounded(value, 1)
+
+
+def rounded(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals, half away from zero on its shortest decimal form: 1.95 -> '2.0'.
+
+    A table's numbers are stored rounded to two decimals (table.json); formatting the float 1.95 directly gives
+    '1.9' (it is 1.94999... in binary), a second rounding that the docs, quoting table.json, would not match.
+    """
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
 def column_label(column: str, metric: str, several: bool) -> str:
@@ -111,7 +125,7 @@ def code_span(text: str) -> str:
 def controls_markdown(controls: list[dict]) -> list[str]:
     if not controls:
         return ["## Controls", "", "none: nothing in this table bounds what a method can reach", ""]
-    lines = ["## Controls", "", "checked in each column on the mean over seeds; a column where one fails is not informative", ""]
+    lines = ["## Controls", "", f"checked in each column on the mean over seeds; {GATING}", ""]
     lines += ["| condition | column | above | below | difference | needed | status |", "|---|---|---|---|---|---|---|"]
     for c in controls:
         if c.get("kind") == "measured":  # a number measured on the column's setting (tables.MeasuredControl)
@@ -125,6 +139,10 @@ def controls_markdown(controls: list[dict]) -> list[str]:
             lines.append(
                 f"| {c['condition']} | {c['column']} | {c['above']:.1f} | {c['below']:.1f} | {c['difference']:+.1f} | {c['margin']:g} | {c['status']} |"
             )
+    gates = {c["condition"]: c["gates"] for c in controls if c.get("gates")}  # a table.json written before controls named them has none
+    if gates:
+        lines += ["", "what each control gates (rows, or claims by name; a claim is gated through either of its rows):", ""]
+        lines += [f"- {condition}: {', '.join(gated)}" for condition, gated in gates.items()]
     return [*lines, ""]
 
 
@@ -167,7 +185,7 @@ def control_lines(controls: list[dict]) -> list[str]:
     """The controls for the terminal: a heading, then one line per control and column with its status and numbers."""
     if not controls:
         return ["controls: none (nothing in this table bounds what a method can reach)"]
-    return ["controls (on the mean over seeds; a column where one fails is not informative):", *map(control_line, controls)]
+    return [f"controls (on the mean over seeds; {GATING}):", *map(control_line, controls)]
 
 
 def control_line(c: dict) -> str:

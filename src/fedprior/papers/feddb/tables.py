@@ -20,7 +20,8 @@ the mild views are the only candidate that passes the strong-view control; no ca
 the central one, so every column reads "setting not informative").
 
 Every table carries the paper's claims it tests (``claims``, quoting feddb.txt 5.2-5.4, on
-the CIFAR-10 columns: the embedded ones) and two controls. The strong views must keep the
+the CIFAR-10 columns: the embedded ones) and three controls, each gating the claims on test
+accuracy, not those on pseudo-label accuracy (:func:`gating_accuracy`). The strong views must keep the
 class: the column's network trained on its clean training images keeps at least 60% accuracy on
 the strong views of its test images (``papers/feddb/strong_views.py``, measured in the setting of
 the FedDB row's cell, a few hundred steps). The labels must matter: FedAvg with every image labeled
@@ -35,6 +36,8 @@ labeled/unlabeled split cannot draw class-balanced for SVHN): there that control
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from fedprior.papers.feddb import strong_views
 from fedprior.reproduce.declare import printed, quoted
@@ -191,8 +194,22 @@ def _claims(column: str, paper: dict[tuple[str, str], float]) -> tuple[Claim, ..
     return beats + with_dpl + pseudo_labels
 
 
+def gating_accuracy(claims: tuple[Claim, ...], strong_view_row: str) -> tuple[Control | MeasuredControl, ...]:
+    """The table's three controls, each gating its claims on test accuracy (``claims``' names whose metric is not
+    :data:`PL_ACCURACY`).
+
+    The labels', central and strong-view controls each ask whether the setting lets a method gain test accuracy from the
+    unlabeled images; every accuracy claim compares methods by that (FedDB against FedAvg on the labels alone too). The
+    pseudo-label accuracy claims are not gated: they score the labels a client trains on against the images' true labels
+    (feddb.txt 5.3, Figure 6), which needs no headroom in test accuracy.
+    """
+    accuracy = tuple(claim.name for claim in claims if claim.metric != PL_ACCURACY)
+    return tuple(replace(c, gates=accuracy) for c in (LABELS_CONTROL, CENTRAL_CONTROL, strong_view_control(strong_view_row)))
+
+
 def _table(number: int, title: str, cols: tuple[Column, ...], values: list[list[float]]) -> PaperTable:
     paper = printed(ROWS, cols, values)
+    claims = _claims(cols[0].label, paper)
     return PaperTable(
         name=f"feddb-table{number}",
         title=title,
@@ -204,8 +221,8 @@ def _table(number: int, title: str, cols: tuple[Column, ...], values: list[list[
         real_datasets=DATASETS,
         metrics=METRICS,
         embedded_note=NOTE,
-        claims=_claims(cols[0].label, paper),
-        controls=(LABELS_CONTROL, CENTRAL_CONTROL, strong_view_control("FedDB")),
+        claims=claims,
+        controls=gating_accuracy(claims, "FedDB"),
     )
 
 
@@ -274,6 +291,18 @@ ABLATION_ROWS = (
     row("DPL + DMA (FedDB)", "feddb"),
 )
 _T4 = (*_IID, *_D03, *_D01)
+_T4_CLAIMS = (
+    *quoted(
+        "5.3: 'As illustrated in Table 4, employing DPL results in substantial gains for FedDB'",
+        Claim("DPL > no DPL (CIFAR10 δ=0.3)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.3", source="(53.92 vs 50.99)"),
+        Claim("DPL > no DPL (CIFAR10 δ=0.1)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.1", source="(37.13 vs 35.14)"),
+    ),
+    *quoted(
+        "5.4: 'DMA consistently results in improved outcomes on the CIFAR10 and CIFAR100 datasets'",
+        Claim("DPL + DMA > DPL (CIFAR10 δ=0.3)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.3", source="(55.00 vs 53.92)"),
+        Claim("DPL + DMA > DPL (CIFAR10 δ=0.1)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.1", source="(37.95 vs 37.13)"),
+    ),
+)
 TABLE4 = PaperTable(
     name="feddb-table4",
     title="Table 4: ablation of DPL and DMA (best test accuracy %)",
@@ -294,19 +323,8 @@ TABLE4 = PaperTable(
     real_datasets=DATASETS,
     metrics=METRICS,
     embedded_note=NOTE,
-    claims=(
-        *quoted(
-            "5.3: 'As illustrated in Table 4, employing DPL results in substantial gains for FedDB'",
-            Claim("DPL > no DPL (CIFAR10 δ=0.3)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.3", source="(53.92 vs 50.99)"),
-            Claim("DPL > no DPL (CIFAR10 δ=0.1)", better="DPL", worse="no DPL, no DMA (FixMatch)", column="CIFAR10 δ=0.1", source="(37.13 vs 35.14)"),
-        ),
-        *quoted(
-            "5.4: 'DMA consistently results in improved outcomes on the CIFAR10 and CIFAR100 datasets'",
-            Claim("DPL + DMA > DPL (CIFAR10 δ=0.3)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.3", source="(55.00 vs 53.92)"),
-            Claim("DPL + DMA > DPL (CIFAR10 δ=0.1)", better="DPL + DMA (FedDB)", worse="DPL", column="CIFAR10 δ=0.1", source="(37.95 vs 37.13)"),
-        ),
-    ),
-    controls=(LABELS_CONTROL, CENTRAL_CONTROL, strong_view_control("DPL + DMA (FedDB)")),
+    claims=_T4_CLAIMS,
+    controls=gating_accuracy(_T4_CLAIMS, "DPL + DMA (FedDB)"),
 )
 
 FEDDB_TABLES = (TABLE1, TABLE2, TABLE3, TABLE4)
