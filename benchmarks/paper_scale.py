@@ -9,7 +9,9 @@ client from the partition, the round loop, sampling, aggregation):
 - ``feddb``: FedDB (feddb.txt 5.1; ``papers/feddb/tables.py`` REAL): CIFAR-10-shaped
   images (50,000 x 3x32x32, 10,000 test), WRN-28-2, 100 clients, 10% a round, E = 5
   full-batch local steps, 4,000 labels and every other image unlabeled, Dirichlet 0.3,
-  lr 0.03 cosine over 800 rounds; budget 800 rounds.
+  lr 0.03 cosine over 800 rounds, FixMatch's views (flip, a shift of 1/8, two RandAugment operations,
+  Cutout of half the side); budget 800 rounds. ``fixmatch``, ``fedmatch``, ``semifl`` and ``fedrgd``: the
+  baselines that share FedDB's engine, in the same setting.
 - ``mfcl``: MFCL's server phase (mfcl.md; ``papers/mfcl/tables.py`` FULL_MFCL): the
   representations of CIFAR-10 (50,000 images, two views each: 100,000 of 64x16x16, from
   the 64-wide sensor module) sent by 10 clients in scenario Sc2, then epochs of the
@@ -100,6 +102,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
+from fedprior.papers.feddb.tables import PAPER_STRONG_VIEWS, PAPER_WEAK_VIEWS
 from fedprior.runtime.flops import FlopTally, device_name, peak_tflops
 from fedprior.runtime.simulation import simulate
 
@@ -150,6 +153,8 @@ FEDDB_COMMON = (
     "algorithm.lr=0.03",
     "algorithm.lr_decay_rounds=800",
     "algorithm.threshold=0.01",
+    *PAPER_WEAK_VIEWS,  # FixMatch's views on 32x32 images, as the paper: not the embedded presets' mild ones
+    *PAPER_STRONG_VIEWS,
 )
 MFCL_COMMON = ("data.train_subset=0", "federation.rounds=0", "federation.num_clients=10", "federation.fraction=1.0")
 FEDBM_COMMON = (
