@@ -140,7 +140,7 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
     assert "  FedAvg / s=2: final_accuracy 5.00 (seed 0)" in lines, result.stdout
     claims = lines[lines.index("claims (verdict on the committed 2 seed(s), and with the rerun seeds in their place):") + 1 :]
     assert claims == [
-        "  FST-CBDG > FedAvg (s=2): verdict changed: not resolved -> holds (FST-CBDG - FedAvg: +12.55 committed, +10.05 now)",
+        "  FST-CBDG > FedAvg (s=2): verdict changed: not resolved -> holds (FST-CBDG - FedAvg: +12.55 [-18.58, +43.68] committed, +10.05 [+9.41, +10.69] now)",
         "1 other machine, 1 verdict(s) changed",
     ]
 
@@ -148,7 +148,10 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
     edit(kept / "result.json", lambda s: s.update(final_accuracy=a - 0.001))
     result = invoke("table", *two_seeds, "--verify", "--cells", tmp_path / "cells", cache=shared_cache)
     assert result.exit_code == 0, result.output
-    assert "  FST-CBDG > FedAvg (s=2): verdict unchanged: holds (FST-CBDG - FedAvg: +10.10 committed, +10.05 now)" in result.stdout.splitlines()
+    assert (
+        "  FST-CBDG > FedAvg (s=2): verdict unchanged: holds (FST-CBDG - FedAvg: +10.10 [+10.10, +10.10] committed, +10.05 [+9.41, +10.69] now)"
+        in result.stdout.splitlines()
+    )
 
 
 def test_a_row_without_a_kept_cell_says_so_and_the_cells_folder_must_hold_the_table(tmp_path, shared_cache):

@@ -170,14 +170,21 @@ class ClaimCheck:
 
     @property
     def line(self) -> str:
-        """E.g. ``FST-CBDG > FedAvg (s=2): verdict unchanged: holds (FST-CBDG - FedAvg: +12.31 committed, +12.05 now)``."""
+        """E.g. ``FST-CBDG > FedAvg (s=2): verdict unchanged: holds (FST-CBDG - FedAvg: +12.31 [+2.10, +22.52] committed,
+        +12.05 [+1.90, +22.20] now)``: the mean paired difference and its 95% interval both ways."""
         name, verdict = self.committed["claim"], self.committed["verdict"]
         if "mean" not in self.committed or "mean" not in self.now:  # not run: a row or the column not kept
             return f"{name}: not checked ({self.now.get('note') or self.committed.get('note')})"
-        means = f"{self.now['paired_difference']}: {self.committed['mean']:+.2f} committed, {self.now['mean']:+.2f} now"
+        means = f"{self.now['paired_difference']}: {interval(self.committed)} committed, {interval(self.now)} now"
         if self.changed:
             return f"{name}: verdict changed: {verdict} -> {self.now['verdict']} ({means})"
         return f"{name}: verdict unchanged: {verdict} ({means})"
+
+
+def interval(finding: dict[str, Any]) -> str:
+    """A finding's mean paired difference and its 95% interval, e.g. ``+4.38 [+1.00, +7.75]`` (``+4.38`` with one seed)."""
+    low, high = finding.get("low"), finding.get("high")
+    return f"{finding['mean']:+.2f}" + ("" if low is None or high is None else f" [{low:+.2f}, {high:+.2f}]")
 
 
 def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reruns: dict[tuple[str, str, int], dict[str, Any]]) -> list[ClaimCheck]:
