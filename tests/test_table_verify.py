@@ -153,6 +153,19 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
         in result.stdout.splitlines()
     )
 
+    # a failed control (probe - zero-shot < 8 at s=2) blanks the verdict both ways; the line says what the interval alone gives
+    for row in ("CLIP-FC-Centralized", "CLIP-ZS"):
+        for seed in (0, 1):
+            (table / f"{row}--s=2--seed{seed}").mkdir()
+            shutil.copyfile(table / f"FedAvg--s=2--seed{seed}" / "result.json", table / f"{row}--s=2--seed{seed}" / "result.json")
+    edit(kept / "result.json", lambda s: s.update(final_accuracy=a - 0.05))
+    result = invoke("table", *two_seeds, "--verify", "--cells", tmp_path / "cells", cache=shared_cache)
+    assert result.exit_code == 0, result.output
+    assert (
+        "  FST-CBDG > FedAvg (s=2): verdict unchanged: setting not informative (FST-CBDG - FedAvg: +12.55 [-18.58, +43.68] committed, "
+        "+10.05 [+9.41, +10.69] now; by its interval alone: not resolved -> holds)"
+    ) in result.stdout.splitlines(), result.stdout
+
 
 def test_a_row_without_a_kept_cell_says_so_and_the_cells_folder_must_hold_the_table(tmp_path, shared_cache):
     (tmp_path / "cells" / "fst-cbdg-table2").mkdir(parents=True)

@@ -178,13 +178,23 @@ class ClaimCheck:
         means = f"{self.now['paired_difference']}: {interval(self.committed)} committed, {interval(self.now)} now"
         if self.changed:
             return f"{name}: verdict changed: {verdict} -> {self.now['verdict']} ({means})"
-        return f"{name}: verdict unchanged: {verdict} ({means})"
+        before, after = by_interval(self.committed), by_interval(self.now)
+        hidden = f"; by its interval alone: {before} -> {after}" if before != after else ""  # under a failed control's verdict
+        return f"{name}: verdict unchanged: {verdict} ({means}{hidden})"
 
 
 def interval(finding: dict[str, Any]) -> str:
     """A finding's mean paired difference and its 95% interval, e.g. ``+4.38 [+1.00, +7.75]`` (``+4.38`` with one seed)."""
     low, high = finding.get("low"), finding.get("high")
     return f"{finding['mean']:+.2f}" + ("" if low is None or high is None else f" [{low:+.2f}, {high:+.2f}]")
+
+
+def by_interval(finding: dict[str, Any]) -> str:
+    """The verdict a finding's interval gives (holds, reversed, not resolved), also where a failed control blanks the
+    reported one (``setting not informative``)."""
+    from fedprior.reproduce.findings import Paired, verdict
+
+    return verdict(Paired(finding["n"], finding["mean"], finding["sd"], finding["low"], finding["high"]))
 
 
 def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reruns: dict[tuple[str, str, int], dict[str, Any]]) -> list[ClaimCheck]:
