@@ -18,8 +18,9 @@ committed cells are only read) and said to be:
 
 Where a rerun is not identical, :func:`claim_checks` recomputes the verdict of each claim
 (``reproduce/findings.py``) that concerns a rerun cell, on the committed seeds and again with
-the rerun seeds in place of the committed ones: on another machine kind, what can be checked is
-that the differences are small and every verdict stays the same (DESIGN.md, "Reproducing a paper").
+the rerun seeds in place of the committed ones: on another machine kind the bits are not
+expected to match, and what can be checked is that the differences are small and every verdict
+stays the same (docs/runs.md, "Other machine").
 
 A cell reruns with its committed ``run.threads``, ``run.workers`` and
 ``run.concurrent_clients``: their combination can change the last bits (seen: a cell run with
@@ -203,7 +204,7 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
 
     A claim can move where its column holds a rerun of one of its two rows or of a :class:`Control`'s row (a failed
     control blanks the column's verdicts). Its findings are recomputed on the column's rows that have every seed
-    kept (another row's claims are ``not run``); measured controls are not remeasured (``controls not run``)."""
+    kept (a claim on another row is ``not run``); measured controls are not remeasured (``controls not run``)."""
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.tables import Control, cells, run_table
 
