@@ -173,3 +173,6 @@ def test_a_row_without_a_kept_cell_says_so_and_the_cells_folder_must_hold_the_ta
     assert code == 0 and line == f"not kept (no {tmp_path / 'cells' / 'fst-cbdg-table2' / FOLDER / 'result.json'})"
     missing = invoke("table", *CELL, "--verify", "--cells", tmp_path / "elsewhere", cache=shared_cache)
     assert missing.exit_code == 2 and f"--cells: no committed cells of fst-cbdg-table2 in {tmp_path / 'elsewhere' / 'fst-cbdg-table2'}" in missing.stderr
+    committed = tmp_path / "cells" / "fst-cbdg-table2"
+    onto = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", committed, cache=shared_cache)
+    assert onto.exit_code == 2 and f"--out: {committed} holds the committed cells; the reruns go elsewhere" in onto.stderr, onto.output
