@@ -239,8 +239,9 @@ def table(
     verify: bool = typer.Option(
         False,
         "--verify",
-        help="Rerun the committed cells (--cells) and compare each with its committed result: identical, differs (from which round) or other machine. "
-        "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs.",
+        help="Rerun the committed cells (--cells) and compare each with its committed result: identical, differs (from which round), or, "
+        "recorded on another machine kind, the differences of the table's numbers and whether each claim's verdict stays the same. "
+        "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs or, on another machine kind, a verdict changes.",
     ),
     verify_all: bool = typer.Option(False, "--verify-all", help="--verify every seed (--seeds) of every chosen cell."),
     kept_cells: Path = typer.Option(
@@ -273,7 +274,7 @@ def table(
     if verify or verify_all:
         if set_ or imports:
             raise ConfigError("--verify reruns the committed cells as they ran: leave out --set and --import")
-        verify_cells(paper_table, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
+        verify_cells(paper_table, embedded, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
         return
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
     check_grid_folder(folder)
@@ -349,25 +350,41 @@ def table(
             console.print(finding_line(finding), highlight=False, soft_wrap=True)
 
 
-def verify_cells(paper_table: PaperTable, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
-    """``--verify``: each chosen kept cell's status, one line each as it is known, a count; exit code 1 if any differs."""
+def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
+    """``--verify``: each chosen kept cell's status, one line each as it is known; where a rerun is not identical, the
+    largest difference per cell and metric and each concerned claim's verdict both ways; a count. Exit code 1 if any
+    differs or a verdict changes."""
     import tempfile
 
     from fedprior.errors import ConfigError
-    from fedprior.reproduce.table_verify import DIFFERS, Verified, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, verify
 
-    if not (cells / paper_table.name).is_dir():
-        raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {cells / paper_table.name} (give --cells DIR, run from the repository root)")
-    stderr.print(f"{paper_table.title}: verifying the committed cells in {cells / paper_table.name}", highlight=False)
+    kept = cells / paper_table.name
+    if not kept.is_dir():
+        raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {kept} (give --cells DIR, run from the repository root)")
+    if out is not None and out.resolve() == kept.resolve():
+        raise ConfigError(f"--out: {out} holds the committed cells; the reruns go elsewhere (leave --out out for a temporary folder)")
+    stderr.print(f"{paper_table.title}: verifying the committed cells in {kept}", highlight=False)
 
     def report(v: Verified) -> None:
         typer.echo(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
 
     with tempfile.TemporaryDirectory(prefix="fedprior-verify-") as scratch:
-        results = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+        results, reruns = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+    checks = claim_checks(paper_table, embedded, kept, seeds, reruns) if any(v.changed for v in results) else []
+    if any(v.changed for v in results):
+        typer.echo("largest difference per cell (|now - committed| over its rerun seeds):")
+        for (row, column), metrics in largest_differences(results).items():
+            typer.echo(f"  {row} / {column}: " + ", ".join(f"{metric} {d:.2f} (seed {seed})" for metric, (d, seed) in metrics.items()))
+        typer.echo(f"claims (verdict on the committed {seeds} seed(s), and with the rerun seeds in their place):")
+        for check in checks:
+            typer.echo(f"  {check.line}")
+        if not checks:
+            typer.echo("  none concerns a rerun cell")
     counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
-    typer.echo(", ".join(f"{n} {status}" for status, n in counts.items()))
-    if counts.get(DIFFERS):
+    changed = sum(check.changed for check in checks)
+    typer.echo(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
+    if counts.get(DIFFERS) or changed:
         raise typer.Exit(1)
 
 
