@@ -201,7 +201,11 @@ def test_building_an_algorithm_sets_cudnn_autotuning_by_its_batch_shapes(shared_
     try:
         assert experiment.algorithm.batch_shapes == shapes
         assert torch.backends.cudnn.benchmark is (shapes == "fixed")
-        build_algorithm(experiment.config.model_copy(update={"run": experiment.config.run.model_copy(update={"cudnn_benchmark": "off"})}), experiment.task, experiment.device)
+        build_algorithm(
+            experiment.config.model_copy(update={"run": experiment.config.run.model_copy(update={"cudnn_benchmark": "off"})}),
+            experiment.task,
+            experiment.device,
+        )
         assert not torch.backends.cudnn.benchmark
     finally:
         torch.backends.cudnn.benchmark = False

@@ -55,11 +55,11 @@ def test_a_fused_step_gives_the_default_steps_numbers(kind):
     optimizers = [make(plain.parameters(), **options), make(fused.parameters(), **options, fused=True)]
     x, y = torch.randn(16, 3, 8, 8), torch.randint(0, 10, (16,))
     for _ in range(5):
-        for net, optimizer in zip((plain, fused), optimizers):
+        for net, optimizer in zip((plain, fused), optimizers, strict=True):
             optimizer.zero_grad()
             nn.functional.cross_entropy(net(x), y).backward()
             optimizer.step()
-    for a, b in zip(plain.parameters(), fused.parameters()):
+    for a, b in zip(plain.parameters(), fused.parameters(), strict=True):
         if kind == "sgd":
             assert torch.equal(a, b)
         else:

@@ -67,7 +67,9 @@ def test_varying_shapes_gives_each_client_and_round_its_own_share_of_unlabeled_i
         raise AssertionError("not called")
 
     algorithm = paper_scale.with_varying_shapes(
-        Algorithm(name="probe", inputs=("x_labeled", "x_unlabeled"), init=unused, broadcast=unused, client_update=client_update, aggregate=unused, evaluate=unused)
+        Algorithm(
+            name="probe", inputs=("x_labeled", "x_unlabeled"), init=unused, broadcast=unused, client_update=client_update, aggregate=unused, evaluate=unused
+        )
     )
     data = {"x_labeled": torch.zeros(7, 1), "x_unlabeled": torch.zeros(200, 1), "y_unlabeled": torch.zeros(200)}
     for round_ in (1, 2):
