@@ -46,12 +46,12 @@ class LocalOptimizer:
     def build(self, params: ParamsT, round_: int) -> torch.optim.Optimizer:
         """The optimizer of a (1-based) round: lr * lr_decay^(round - 1); a fresh one every round."""
         lr = round_lr(self.lr, self.lr_decay, round_)
-        params = list(params)
-        kernels = fused_on_cuda(params)  # one kernel a step on CUDA (2,300 steps a FedBM round); the CPU's kernels unchanged
+        params = list(params)  # type: ignore[assignment]  # tensors or param groups, read twice
+        fused = fused_on_cuda(params)  # one kernel a step on CUDA (2,300 steps a FedBM round); the CPU's kernels unchanged
         if self.kind == "sgd":
-            return torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay, **kernels)
+            return torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay, fused=fused)
         if self.kind == "adam":
-            return torch.optim.Adam(params, lr=lr, weight_decay=self.weight_decay, **kernels)
+            return torch.optim.Adam(params, lr=lr, weight_decay=self.weight_decay, fused=fused)
         raise ConfigError(f"algorithm.optimizer: unknown optimizer '{self.kind}'; accepted: sgd, adam")
 
     def epoch_lr(self, round_: int, epochs: int, epoch: int) -> float:

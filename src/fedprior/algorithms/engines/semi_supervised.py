@@ -249,11 +249,11 @@ def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH, precisio
 
 def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float) -> torch.optim.Optimizer:
     """The local optimizer (fused kernels on CUDA: :func:`~fedprior.algorithms.pieces.optimizer_kernels.fused_on_cuda`)."""
-    kernels = fused_on_cuda(parameters)
+    fused = fused_on_cuda(parameters)
     if training.optimizer == "adam":
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay, **kernels)
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay, fused=fused)
     return torch.optim.SGD(
-        parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay, nesterov=training.nesterov and training.momentum > 0, **kernels
+        parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay, nesterov=training.nesterov and training.momentum > 0, fused=fused
     )
 
 

@@ -163,7 +163,7 @@ def round_lr(lr: float, decay: float, round_: int) -> float:
 def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:
     """FedAvg's local SGD (fused kernels on CUDA: :func:`~fedprior.algorithms.pieces.optimizer_kernels.fused_on_cuda`)."""
     parameters = list(model.parameters())
-    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, **fused_on_cuda(parameters))
+    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, fused=fused_on_cuda(parameters))
 
 
 def model_task(task: Task, model: str) -> Callable[[], nn.Module]:

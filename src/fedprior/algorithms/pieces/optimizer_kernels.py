@@ -15,9 +15,10 @@ from typing import Any
 import torch
 
 
-def fused_on_cuda(parameters: Iterable[Any]) -> dict[str, bool]:
-    """``{"fused": True}`` where every parameter (tensors, or param groups' ``params``) is on a CUDA device, else ``{}``."""
+def fused_on_cuda(parameters: Iterable[Any]) -> bool | None:
+    """The optimizer's ``fused``: True where every parameter (tensors, or param groups' ``params``) is on a CUDA device, else
+    None (torch's default kernels)."""
     tensors: list[torch.Tensor] = []
     for item in parameters:
         tensors.extend(item["params"] if isinstance(item, dict) else [item])
-    return {"fused": True} if tensors and all(t.is_cuda for t in tensors) else {}
+    return True if tensors and all(t.is_cuda for t in tensors) else None
