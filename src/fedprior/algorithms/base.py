@@ -148,7 +148,15 @@ class Algorithm:
       (the last of an epoch aside), ``"varying"`` where their batch shapes change from client to client and
       round to round (full-batch steps on a client's data, or on the subset whose pseudo-labels pass a
       threshold). On CUDA, ``run.cudnn_benchmark = 'auto'`` lets cuDNN autotune only ``"fixed"`` shapes
-      (:func:`fedprior.runtime.device.cudnn_autotune`): it re-times its algorithms for every new shape.
+      (:func:`fedprior.runtime.device.cudnn_autotune`): it re-times its algorithms for every new shape;
+    - ``averages_models``: its replies are the clients' trained models (arrays under the keys of the server State it
+      was broadcast from) and ``aggregate`` is their example-weighted mean (FedAvg's, McMahan et al. 2017), so that
+      w_k - w_t is a client's update: client-level DP (``privacy.dp``, :mod:`~fedprior.algorithms.pieces.differential_privacy`)
+      clips and noises such updates and refuses an algorithm without it. ``with_`` keeps the flag: a variant whose
+      aggregate is no longer that mean (a server optimizer's step) sets it back to False;
+    - ``round_metrics(state) -> metrics``: optional; numbers the server reports after every round's aggregation
+      (client-level DP's epsilon, noise std and clip norm), recorded in the round's record (log line, metrics.jsonl,
+      TensorBoard, MLflow) by every runtime.
     """
 
     name: str
@@ -165,6 +173,8 @@ class Algorithm:
     validate: Callable[[State], dict[str, float]] | None = None
     thread_safe_updates: bool = False
     batch_shapes: Literal["fixed", "varying"] = "fixed"
+    averages_models: bool = False
+    round_metrics: Callable[[State], dict[str, float]] | None = None
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed)."""

@@ -15,6 +15,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
+from fedprior.privacy.wrap import with_privacy
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.task import Task
 
@@ -43,7 +44,7 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
         compile=config.run.compile,
     )
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
-    return algorithm
+    return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
 
 
 def check_compile(compile: bool, device: torch.device) -> None:

@@ -1,4 +1,4 @@
-"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, run.
+"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, privacy, run.
 
 Every field has a default and a docstring (shown by ``fedprior presets --fields``).
 A config is a preset name or a TOML file, plus ``--set section.key=value`` overrides;
@@ -35,6 +35,7 @@ from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-export
 from fedprior.encoders.config import check_encoder_name
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
+from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
@@ -149,6 +150,7 @@ class ExperimentConfig(ConfigSection):
     encoder: EncoderConfig = EncoderConfig()
     algorithm: AlgorithmConfig = AlgorithmConfig()
     federation: FederationConfig = FederationConfig()
+    privacy: PrivacyConfig = PrivacyConfig()
     run: RunConfig = RunConfig()
 
     def checked(self) -> ExperimentConfig:
@@ -157,6 +159,7 @@ class ExperimentConfig(ConfigSection):
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
+        check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
@@ -191,7 +194,7 @@ class ExperimentConfig(ConfigSection):
         return "\n".join(lines) + "\n"
 
 
-SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "run")
+SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "run")
 
 
 def toml_line(key: str, value: Any) -> str:
@@ -430,9 +433,11 @@ def own_description(name: str, config: ExperimentConfig) -> str:
     subset = f" ({d.train_subset:,}-image subset)" if d.train_subset else ""
     encoder = f" through the {e.name} encoder" if e.name != "none" else ""
     epochs = f"{f.local_epochs} local epoch{'s' * (f.local_epochs != 1)}"
+    p = config.privacy
+    private = f", client-level DP ({p.dp}-side {p.clipping} clipping, C {p.clip_norm:g}, z {p.noise_multiplier:g})" if p.dp != "none" else ""
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
-        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size} (made from the preset '{name}')"
+        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from the preset '{name}')"
     )
 
 

@@ -85,6 +85,10 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
             "final_macro_f1": f1[-1] if f1 else progress.initial["macro_f1"],
             "best_macro_f1": max([progress.initial["macro_f1"], *f1]),
         }
+    epsilons = [r["dp_epsilon"] for r in progress.history if "dp_epsilon" in r]
+    if epsilons:  # client-level DP (privacy.dp): epsilon at delta after every round, and after the last
+        privacy = config.privacy
+        extra.update({"dp_epsilon": epsilons[-1], "dp_epsilon_per_round": epsilons, "dp_delta": privacy.delta, "dp_accountant": privacy.accountant})
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
         extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"], "selected_macro_f1": chosen.get("macro_f1", float("nan"))})

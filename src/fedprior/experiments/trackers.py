@@ -51,6 +51,7 @@ SUMMARY_KEYS = (
     "download_bytes",
     "upload_bytes",
     "wall_seconds",
+    "dp_epsilon",
 )
 """The summary's numbers logged at the end of a run."""
 

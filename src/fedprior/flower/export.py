@@ -61,7 +61,8 @@ def task_description(experiment) -> dict[str, Any]:
             "pixel_std": list(task.pixel_std),
         },
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
-        "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size},
+        "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size, "fraction": config.federation.fraction},
+        "privacy": config.privacy.model_dump(),  # client-side clipping runs on the nodes
         "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
         "device": config.run.device,
         "precision": config.run.precision,  # the clients' forward passes: what the run asked for, not fp32 on the nodes
@@ -159,7 +160,13 @@ class NodeData:
             compile=bool(self.description.get("compile", False)),
         )
         cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
-        return algorithm
+        if "privacy" not in self.description:
+            return algorithm
+        from fedprior.privacy.config import PrivacyConfig
+        from fedprior.privacy.wrap import with_privacy
+
+        privacy = PrivacyConfig(**self.description["privacy"])
+        return with_privacy(algorithm, privacy, self.task.num_clients, float(f.get("fraction", 1.0)), accounted=False)
 
     def client_data(self, client_id: int) -> ClientData:
         """The data of one hosted client (only its tensors are read from disk).

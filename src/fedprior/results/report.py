@@ -100,6 +100,8 @@ def write_report(
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
     if "selected_round" in summary:
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
+    if "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round
+        more += f"| client-level DP: epsilon at delta {summary['dp_delta']:g} ({summary['dp_accountant']} RDP accountant) | {summary['dp_epsilon']:.3f} |\n"
     fields = "" if hyperparameters is None else f"| hyperparameters | {hyperparameters_text(hyperparameters)} |\n"
     text = f"""# {title}
 

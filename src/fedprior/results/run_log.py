@@ -65,7 +65,7 @@ def round_line(record: dict[str, Any], total: int) -> str:
     ``round STEP/TOTAL (STAGE[ ROUND])``: the step counts rounds over all stages (MFCL's
     server stage follows its federated one), the stage's own round is shown where it
     differs. Then test accuracy and loss (``accuracy -`` in a round without evaluation,
-    ``federation.evaluate_every``), the clients' mean training loss, the sampled clients
+    ``federation.evaluate_every``), the clients' mean training loss, client-level DP's epsilon so far, the sampled clients
     that answered and those that failed (and those without data), and the round's seconds.
     """
     step = record.get("step")
@@ -86,6 +86,8 @@ def round_line(record: dict[str, Any], total: int) -> str:
         parts.append(f"loss {record['loss']:.4f}")
     if "client_train_loss" in record:
         parts.append(f"train loss {record['client_train_loss']:.4f}")
+    if "dp_epsilon" in record:  # client-level DP: the privacy spent so far
+        parts.append(f"epsilon {record['dp_epsilon']:.3f}")
     if clients:
         empty = len(record.get("empty_clients", []))
         parts.append(f"clients {len(clients) - len(failed)} ok {len(failed)} failed" + (f" {empty} without data" if empty else ""))

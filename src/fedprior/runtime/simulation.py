@@ -220,6 +220,8 @@ def run_rounds(
                     if replies or stage.server_only:
                         state = algorithm.aggregate(state, replies, info)
                     record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
+                    if algorithm.round_metrics is not None:  # the server's own numbers of the round (client-level DP's epsilon)
+                        record.update(algorithm.round_metrics(state))
                     if evaluated(stage, round_, stage_rounds, loop.evaluate_every):
                         record.update(evaluate(state, progress.history, last=round_ == stage_rounds))
                     check_global(state, record, stage.name, round_)

@@ -1,0 +1,251 @@
+"""Client-level differential privacy (DP-FedAvg) around any algorithm whose clients reply with their trained model.
+
+McMahan, Ramage, Talwar, Zhang, "Learning Differentially Private Recurrent Language Models", ICLR 2018,
+Algorithm 1 (DP-FedAvg) with uniform client weights and the fixed-denominator estimator of its Sec. 2:
+
+- each sampled client k's update Delta_k = w_k - w_t is clipped to L2 norm C as one flat vector
+  (FlatClip): Delta_k * min(1, C / ||Delta_k||)                                   (:func:`clip_update`);
+- the server averages them over the m clients sampled per round, sum_k clip(Delta_k) / m, and adds
+  Gaussian noise N(0, sigma^2) to every coordinate with sigma = z C / m               (:func:`noise_std`);
+- w_{t+1} = w_t + that noised mean.
+
+The clipping runs on the server (``'server'``: the server sees the raw updates and clips them) or on the
+clients (``'client'``: each client clips its own update before it leaves; the server adds the noise).
+
+Adaptive clipping (Andrew, Thakkar, McMahan, Ramaswamy, "Differentially Private Learning with Adaptive
+Clipping", NeurIPS 2021, Algorithm 1): C follows the gamma-quantile of the update norms. Each client
+reports b_k = 1[||Delta_k|| <= C] (unclipped); the server releases the noised fraction
+b = (sum_k b_k + N(0, sigma_b^2)) / m and steps C <- C exp(-eta_C (b - gamma)) (the geometric update), after the
+round's noise was drawn with the C its updates were clipped to. The two releases together are one Gaussian
+mechanism of noise multiplier z (Theorem 1) when the updates get z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2)
+(:attr:`ClientLevelDp.update_noise_multiplier`), which needs z < 2 sigma_b; sigma_b defaults to m / 20, the
+paper's recommendation.
+
+:func:`with_client_level_dp` composes this with an algorithm as ``with_server_optimizer`` composes a server
+step: the clients and the rest of the server state are the algorithm's own; its ``aggregate`` receives the
+clipped replies with equal weights (``num_examples = 1``), and must be their mean (``Algorithm.averages_models``).
+The update is every floating-point array of the reply (parameters and float buffers alike, as Flower clips
+them); integer buffers (BatchNorm's step counters) take the aggregate's value. The noise is drawn from the
+round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run and its resume draw the same.
+
+The current C, the noise std and the number of noised releases are server State (``privacy.*``): checkpoints,
+resume and Flower carry them, and they are never broadcast except C, in the broadcast's config, to clients
+that clip. ``round_metrics`` reports ``dp_noise_std``, ``dp_clip_norm`` (the C of the round), with adaptive
+clipping ``dp_unclipped_fraction`` (the noised b), and ``dp_epsilon`` from the accountant given.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import Literal
+
+import torch
+
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+from fedprior.errors import ConfigError
+
+PREFIX = "privacy."
+CLIP_NORM = PREFIX + "clip_norm"
+"""State key of C for the next round (the initial C, then adaptive clipping's estimate)."""
+USED_CLIP_NORM = PREFIX + "used_clip_norm"
+NOISE_STD = PREFIX + "noise_std"
+RELEASES = PREFIX + "releases"
+UNCLIPPED = PREFIX + "unclipped_fraction"
+CONFIG_CLIP_NORM = "dp_clip_norm"
+"""Broadcast config key of C for clients that clip (Flower's ``clipping_norm``)."""
+METRIC_UNCLIPPED = "dp_unclipped"
+"""Reply metric of a client that clips: b_k = 1 if its update was within C (Andrew et al. 2021, Algorithm 1)."""
+
+Clipping = Literal["server", "client"]
+
+
+@dataclass(frozen=True)
+class ClientLevelDp:
+    """The settings of DP-FedAvg: where updates are clipped, z, C (the initial C when adaptive), m, and adaptive clipping's own."""
+
+    clipping: Clipping
+    noise_multiplier: float
+    clip_norm: float
+    sampled_clients: int
+    adaptive: bool = False
+    target_quantile: float = 0.5
+    clip_lr: float = 0.2
+    count_stddev: float | None = None
+
+    @property
+    def count_std(self) -> float:
+        """sigma_b, the std of the noise on the count of unclipped updates: given, or m / 20 (Andrew et al. 2021's recommendation)."""
+        return self.sampled_clients / 20 if self.count_stddev is None else self.count_stddev
+
+    @property
+    def update_noise_multiplier(self) -> float:
+        """z_Delta: z itself with fixed clipping; with adaptive clipping (z^-2 - (2 sigma_b)^-2)^(-1/2) (Andrew et al. 2021, Theorem 1)."""
+        if not self.adaptive:
+            return self.noise_multiplier
+        return (self.noise_multiplier**-2 - (2 * self.count_std) ** -2) ** -0.5
+
+
+def check_client_level_dp(dp: ClientLevelDp) -> None:
+    """ConfigError naming the ``privacy.*`` field for settings DP-FedAvg cannot run with (the config checks the same first)."""
+    if not dp.noise_multiplier > 0:
+        raise ConfigError(f"privacy.noise_multiplier: must be > 0 with privacy.dp on (got {dp.noise_multiplier}); it is the noise std over the clip norm")
+    if not dp.clip_norm > 0:
+        raise ConfigError(f"privacy.clip_norm: must be > 0 (got {dp.clip_norm})")
+    if dp.sampled_clients < 1:
+        raise ConfigError(f"federation: {dp.sampled_clients} clients sampled per round; DP-FedAvg needs at least 1")
+    if dp.adaptive and not dp.noise_multiplier < 2 * dp.count_std:
+        raise ConfigError(
+            f"privacy.noise_multiplier: {dp.noise_multiplier:g} must be below 2 * privacy.count_stddev = {2 * dp.count_std:g} with adaptive clipping "
+            f"(the count's noise alone would exceed the budget; Andrew et al. 2021, Theorem 1); raise privacy.count_stddev"
+            + (f" (unset: m / 20 = {dp.count_std:g})" if dp.count_stddev is None else "")
+            + " or lower privacy.noise_multiplier"
+        )
+
+
+def noise_std(noise_multiplier: float, clip_norm: float, sampled_clients: int) -> float:
+    """sigma = z C / m, the per-coordinate noise std on the mean of m clipped updates (McMahan et al. 2018, Algorithm 1; Flower's ``compute_stdv``)."""
+    return noise_multiplier * clip_norm / sampled_clients
+
+
+def flat_norm(update: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The L2 norm of all arrays of ``update`` as one flat vector (in float64)."""
+    if not update:
+        return torch.zeros((), dtype=torch.float64)
+    return torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(v.double()) for v in update.values()]))
+
+
+def clip_update(update: dict[str, torch.Tensor], clip_norm: float) -> tuple[dict[str, torch.Tensor], bool]:
+    """(update * min(1, C / ||update||), whether ||update|| <= C): FlatClip (McMahan et al. 2018, Sec. 2), the b_k of Andrew et al. 2021."""
+    norm = float(flat_norm(update))
+    scale = 1.0 if norm <= clip_norm else clip_norm / norm
+    return {k: v * scale for k, v in update.items()}, norm <= clip_norm
+
+
+def model_update(model: dict[str, torch.Tensor], reference: dict[str, torch.Tensor], algorithm: str) -> dict[str, torch.Tensor]:
+    """w_k - w_t for every floating-point array of the reply ``model``; ConfigError where the reply is not the client's model."""
+    strange = [k for k, v in model.items() if k not in reference or reference[k].shape != v.shape]
+    if strange:
+        raise ConfigError(
+            f"privacy.dp: algorithm '{algorithm}' replies with {strange[0]!r}, which is no array of the model it was sent; "
+            "client-level DP clips model updates w_k - w and needs an algorithm whose reply is the client's trained model"
+        )
+    return {k: v - reference[k].to(v.device) for k, v in model.items() if v.is_floating_point()}
+
+
+def clipped_reply(reply: Reply, reference: dict[str, torch.Tensor], clip_norm: float, algorithm: str) -> tuple[Reply, bool]:
+    """``reply`` whose model is w_t + clip(w_k - w_t), weighted 1 (DP-FedAvg's uniform weights), and whether it was within C."""
+    update, unclipped = clip_update(model_update(reply.arrays, reference, algorithm), clip_norm)
+    arrays = {k: (reference[k].to(v.device) + update[k]).to(v.dtype) if k in update else v for k, v in reply.arrays.items()}
+    return replace(reply, arrays=arrays, num_examples=1), unclipped
+
+
+def without_privacy(state: State) -> State:
+    """The algorithm's own State: the DP wrapper's entries left out."""
+    return {k: v for k, v in state.items() if not k.startswith(PREFIX)}
+
+
+def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Callable[[int], float] | None = None) -> Algorithm:
+    """``algorithm`` under DP-FedAvg (the module docstring): clipped, equally weighted updates, Gaussian noise on their mean.
+
+    ``epsilon(releases)``: the accountant's epsilon after that many noised rounds (``fedprior.privacy.accountant``),
+    reported as ``dp_epsilon`` every round (None on the clients, which need none). ConfigError where ``algorithm``
+    does not declare ``averages_models``.
+    """
+    check_client_level_dp(dp)
+    if not algorithm.averages_models:
+        raise ConfigError(
+            f"privacy.dp: algorithm '{algorithm.name}' does not reply with its clients' models averaged by the server (Algorithm.averages_models), "
+            "so its updates cannot be clipped and noised as DP-FedAvg's; accepted: privacy.dp = 'none' for it, or fedavg, fedprox (docs/privacy-robustness.md)"
+        )
+
+    def init(info: RoundInfo) -> State:
+        zero = torch.zeros((), dtype=torch.float64)
+        return {
+            **algorithm.init(info),
+            CLIP_NORM: torch.tensor(dp.clip_norm, dtype=torch.float64),
+            USED_CLIP_NORM: torch.tensor(dp.clip_norm, dtype=torch.float64),
+            NOISE_STD: zero,
+            RELEASES: torch.zeros((), dtype=torch.int64),
+            UNCLIPPED: zero.clone(),
+        }
+
+    def broadcast(state: State, info: RoundInfo) -> Broadcast:
+        message = algorithm.broadcast(without_privacy(state), info)
+        if dp.clipping == "server":
+            return message
+        return replace(message, config={**message.config, CONFIG_CLIP_NORM: float(state[CLIP_NORM])})
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        reply, state = algorithm.client_update(message, state, data, info)
+        return client_clipped(message, reply), state
+
+    def client_clipped(message: Broadcast, reply: Reply) -> Reply:
+        if CONFIG_CLIP_NORM not in message.config:
+            raise ConfigError("privacy.dp: 'client' clipping needs the clip norm in the broadcast (dp_clip_norm); the server sent none")
+        clipped, unclipped = clipped_reply(reply, message.arrays, float(message.config[CONFIG_CLIP_NORM]), algorithm.name)
+        return replace(clipped, metrics={**clipped.metrics, METRIC_UNCLIPPED: float(unclipped)})
+
+    def client_update_many(message, states, datas, infos):  # the algorithm's batched updates, each reply clipped
+        assert algorithm.client_update_many is not None
+        return [(client_clipped(message, reply), state) for reply, state in algorithm.client_update_many(message, states, datas, infos)]
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        own = without_privacy(state)
+        clip = float(state[CLIP_NORM])
+        if dp.clipping == "server":
+            pairs = [clipped_reply(r, own, clip, algorithm.name) for r in replies]
+            equal, unclipped = [r for r, _ in pairs], sum(float(b) for _, b in pairs)
+        else:  # clipped on the clients: equal weights here, their bits from the metrics
+            missing = [r.client_id for r in replies if METRIC_UNCLIPPED not in r.metrics]
+            if missing:
+                raise ConfigError(f"privacy.dp: 'client' clipping, but client {missing[0]} sent no '{METRIC_UNCLIPPED}' (did it clip?)")
+            equal, unclipped = [replace(r, num_examples=1) for r in replies], sum(r.metrics[METRIC_UNCLIPPED] for r in replies)
+        out = dict(algorithm.aggregate(own, equal, info))
+        m = dp.sampled_clients
+        sigma = noise_std(dp.update_noise_multiplier, clip, m)
+        generator = info.generator("privacy", "noise")
+        updated = sorted(k for k in out if k in own and own[k].is_floating_point() and any(k in r.arrays for r in replies))
+        for key in updated:  # w + sum_k clip(Delta_k) / m + N(0, sigma^2): the fixed denominator m (McMahan et al. 2018, Sec. 2)
+            x = own[key].to(out[key].device)
+            noise = torch.randn(x.shape, generator=generator, dtype=torch.float64) * sigma
+            out[key] = (x + (len(replies) / m) * (out[key] - x) + noise.to(device=x.device)).to(own[key].dtype)
+        next_clip, fraction = clip, 0.0
+        if dp.adaptive:  # Andrew et al. 2021, Algorithm 1: the noised fraction of unclipped updates, the geometric step of C
+            count_noise = torch.randn((), generator=info.generator("privacy", "count"), dtype=torch.float64).item() * dp.count_std
+            fraction = (unclipped + count_noise) / m
+            next_clip = clip * math.exp(-dp.clip_lr * (fraction - dp.target_quantile))
+        return {
+            **out,
+            CLIP_NORM: torch.tensor(next_clip, dtype=torch.float64),
+            USED_CLIP_NORM: torch.tensor(clip, dtype=torch.float64),
+            NOISE_STD: torch.tensor(sigma, dtype=torch.float64),
+            RELEASES: state[RELEASES] + 1,
+            UNCLIPPED: torch.tensor(fraction, dtype=torch.float64),
+        }
+
+    def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
+        return algorithm.evaluate(without_privacy(state), data)
+
+    def round_metrics(state: State) -> dict[str, float]:
+        own = algorithm.round_metrics(without_privacy(state)) if algorithm.round_metrics is not None else {}
+        metrics = {"dp_clip_norm": float(state[USED_CLIP_NORM]), "dp_noise_std": float(state[NOISE_STD])}
+        if dp.adaptive:
+            metrics["dp_unclipped_fraction"] = float(state[UNCLIPPED])
+        if epsilon is not None:
+            metrics["dp_epsilon"] = epsilon(int(state[RELEASES]))
+        return {**own, **metrics}
+
+    validate = algorithm.validate
+    client_side = dp.clipping == "client"
+    return algorithm.with_(
+        init=init,
+        broadcast=broadcast,
+        client_update=client_update if client_side else algorithm.client_update,
+        client_update_many=client_update_many if client_side and algorithm.client_update_many is not None else algorithm.client_update_many,
+        aggregate=aggregate,
+        evaluate=evaluate,
+        validate=None if validate is None else (lambda state: validate(without_privacy(state))),
+        round_metrics=round_metrics,
+    )
