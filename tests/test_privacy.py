@@ -1,0 +1,197 @@
+"""Client-level DP (``[privacy]``): clipping and noise as Flower's DP strategies compute them, adaptive clipping as
+Andrew et al. 2021's Algorithm 1, epsilon as dp-accounting gives it, and one line for each bad value."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo
+from fedprior.algorithms.pieces.differential_privacy import (
+    CLIP_NORM,
+    CONFIG_CLIP_NORM,
+    METRIC_UNCLIPPED,
+    NOISE_STD,
+    ClientLevelDp,
+    clip_update,
+    noise_std,
+    with_client_level_dp,
+)
+from fedprior.algorithms.pieces.tensors import weighted_mean
+from fedprior.errors import ConfigError
+from fedprior.experiments.config import load_config
+from fedprior.privacy.accountant import ORDERS, epsilon
+
+INFO = RoundInfo(seed=3, stage="federated", round=1)
+
+
+def mean_algorithm(averages_models: bool = True) -> Algorithm:
+    """A stand-in whose replies are models and whose aggregate is their example-weighted mean (FedAvg's server)."""
+
+    def client_update(message, state, data, info):  # "trains" to the model plus the step its data holds
+        return Reply({k: v + data[k] for k, v in message.arrays.items()}, num_examples=int(data["n"])), state
+
+    return Algorithm(
+        name="mean",
+        inputs=("x",),
+        init=lambda info: {"w": torch.zeros(3, 4), "b": torch.zeros(5)},
+        broadcast=lambda state, info: Broadcast(dict(state)),
+        client_update=client_update,
+        aggregate=lambda state, replies, info: {**state, **weighted_mean([r.arrays for r in replies], [r.num_examples for r in replies])},
+        evaluate=lambda state, data: {"accuracy": 0.0},
+        averages_models=averages_models,
+    )
+
+
+def updates(seed: int = 0) -> tuple[dict[str, torch.Tensor], list[Reply]]:
+    """The global model and four replies: two with updates above C = 1, two below (norms about 6, 3, 0.3, 0.06)."""
+    g = torch.Generator().manual_seed(seed)
+    x = {"w": torch.randn(3, 4, generator=g), "b": torch.randn(5, generator=g)}
+    scales = (1.5, 0.7, 0.07, 0.015)
+    replies = [
+        Reply({k: v + s * torch.randn(v.shape, generator=g) for k, v in x.items()}, num_examples=10 * (i + 1), client_id=i) for i, s in enumerate(scales)
+    ]
+    return x, replies
+
+
+def test_clipping_and_noise_std_equal_flowers_dp_strategy_on_the_same_updates():
+    dp_flower = pytest.importorskip("flwr.supercore.differential_privacy")
+    x, replies = updates()
+    dp = ClientLevelDp("server", noise_multiplier=1.3, clip_norm=1.0, sampled_clients=4)
+    algorithm = with_client_level_dp(mean_algorithm(), dp)
+    state = {**algorithm.init(INFO), **x}
+    out = algorithm.aggregate(state, replies, INFO)
+    # Flower's server-side fixed clipping: each reply becomes x + clip(reply - x), then FedAvg's mean of them
+    theirs = []
+    for reply in replies:
+        arrays = [reply.arrays[k].numpy().astype(np.float64) for k in ("w", "b")]
+        dp_flower.compute_clip_model_update(arrays, [x[k].numpy().astype(np.float64) for k in ("w", "b")], 1.0)
+        theirs.append(arrays)
+    clipped_mean = [np.mean([t[i] for t in theirs], axis=0) for i in range(2)]
+    sigma = dp_flower.compute_stdv(1.3, 1.0, 4)
+    assert float(out[NOISE_STD]) == sigma == noise_std(1.3, 1.0, 4)
+    # the noise is N(0, sigma^2) from the round's seeded server stream, drawn in key order; the rest is Flower's clipped mean
+    generator = INFO.generator("privacy", "noise")
+    noise = {k: torch.randn(x[k].shape, generator=generator, dtype=torch.float64) * sigma for k in ("b", "w")}
+    for i, k in enumerate(("w", "b")):
+        np.testing.assert_allclose(out[k].double().numpy(), clipped_mean[i] + noise[k].numpy(), rtol=1e-5, atol=1e-6)
+    # the same updates clipped by fedprior's own function
+    for reply, flower_arrays in zip(replies, theirs, strict=True):
+        ours, _ = clip_update({k: reply.arrays[k].double() - x[k].double() for k in ("w", "b")}, 1.0)
+        for i, k in enumerate(("w", "b")):
+            np.testing.assert_allclose((x[k].double() + ours[k]).numpy(), flower_arrays[i], rtol=1e-12)
+
+
+def test_the_noise_has_the_std_it_reports():
+    x = {"w": torch.zeros(200_000)}
+    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), ClientLevelDp("server", 2.0, 0.5, sampled_clients=10))
+    out = algorithm.aggregate(algorithm.init(INFO), [Reply({"w": torch.zeros(200_000)}, 1, client_id=0)], INFO)
+    assert float(out[NOISE_STD]) == 0.1
+    assert out["w"].std().item() == pytest.approx(0.1, rel=0.01)
+
+
+def test_client_side_clipping_clips_on_the_client_and_the_server_only_adds_noise():
+    x, replies = updates()
+    dp = ClientLevelDp("client", noise_multiplier=1.0, clip_norm=1.0, sampled_clients=4)
+    server_side = with_client_level_dp(mean_algorithm(), ClientLevelDp("server", 1.0, 1.0, 4))
+    client_side = with_client_level_dp(mean_algorithm(), dp)
+    state = {**client_side.init(INFO), **x}
+    message = client_side.broadcast(state, INFO)
+    assert message.config[CONFIG_CLIP_NORM] == 1.0 and CONFIG_CLIP_NORM not in server_side.broadcast(state, INFO).config
+    sent = []
+    for reply in replies:
+        data = {**{k: reply.arrays[k] - x[k] for k in x}, "n": torch.tensor(reply.num_examples)}
+        out, _ = client_side.client_update(message, {}, data, INFO.for_client(reply.client_id))
+        assert float(torch.cat([(out.arrays[k] - x[k]).flatten() for k in x]).norm()) <= 1.0 + 1e-5
+        sent.append(Reply(out.arrays, out.num_examples, out.metrics, reply.client_id))
+    assert [r.metrics[METRIC_UNCLIPPED] for r in sent] == [0.0, 0.0, 1.0, 1.0]
+    ours, theirs = client_side.aggregate(state, sent, INFO), server_side.aggregate(state, replies, INFO)
+    for k in x:
+        torch.testing.assert_close(ours[k], theirs[k])
+
+
+def test_adaptive_clipping_steps_c_geometrically_on_the_noised_unclipped_fraction():
+    flower = pytest.importorskip("flwr.supercore.differential_privacy")
+    x, replies = updates()
+    dp = ClientLevelDp("server", 0.5, 1.0, sampled_clients=4, adaptive=True, target_quantile=0.5, clip_lr=0.2, count_stddev=1.0)
+    # z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2) (Andrew et al. 2021, Theorem 1), as Flower computes it
+    assert dp.update_noise_multiplier == flower.compute_adaptive_noise_params(0.5, 4, 1.0)[1]
+    algorithm = with_client_level_dp(mean_algorithm(), dp)
+    out = algorithm.aggregate({**algorithm.init(INFO), **x}, replies, INFO)
+    count_noise = torch.randn((), generator=INFO.generator("privacy", "count"), dtype=torch.float64).item()
+    b = (2 + 1.0 * count_noise) / 4  # two of the four updates are within C = 1
+    assert float(out[CLIP_NORM]) == pytest.approx(math.exp(-0.2 * (b - 0.5)), rel=1e-12)
+    assert float(out[NOISE_STD]) == pytest.approx(dp.update_noise_multiplier * 1.0 / 4)  # the noise of the C the round clipped to
+    metrics = algorithm.round_metrics(out)  # type: ignore[misc]
+    assert metrics["dp_clip_norm"] == 1.0 and metrics["dp_unclipped_fraction"] == pytest.approx(b)
+
+
+def test_fewer_replies_than_sampled_keep_the_fixed_denominator():
+    x = {"w": torch.zeros(4)}
+    dp = ClientLevelDp("server", 1e-9, 10.0, sampled_clients=4)  # almost no noise
+    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), dp)
+    out = algorithm.aggregate(algorithm.init(INFO), [Reply({"w": torch.ones(4)}, 5, client_id=0)], INFO)
+    torch.testing.assert_close(out["w"], torch.full((4,), 0.25))  # sum / m (McMahan et al. 2018, Sec. 2), not the mean of one
+
+
+def test_epsilon_equals_dp_accounting_computed_directly():
+    import dp_accounting
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+
+    # every client every round: T Gaussian mechanisms, RDP T alpha / (2 z^2) in closed form (Mironov 2017, Prop. 7)
+    closed_form = [20 * a / (2 * 1.5**2) for a in ORDERS]
+    assert epsilon(1.5, 10, 10, 20, 1e-5) == pytest.approx(rdp.compute_epsilon(ORDERS, closed_form, 1e-5)[0], rel=1e-9)
+    # q = 0.1: the rounds composed one at a time in dp-accounting's own accountant
+    accountant = dp_accounting.rdp.RdpAccountant(ORDERS)
+    for _ in range(20):
+        accountant.compose(dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)))
+    assert epsilon(1.0, 100, 10, 20, 1e-5) == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
+    assert 3 < epsilon(1.0, 100, 10, 20, 1e-5) < 5  # DP-SGD's familiar range for q = 0.1, z = 1, 20 steps at 1e-5
+    assert epsilon(1.0, 100, 10, 0, 1e-5) == 0.0
+    assert epsilon(1.0, 100, 10, 5, 1e-5) < epsilon(1.0, 100, 10, 10, 1e-5)
+    # fixed-size sampling, replace-one: noise multiplier z / 2 on the sum's sensitivity 2C
+    replace_one = dp_accounting.rdp.RdpAccountant(ORDERS, dp_accounting.NeighboringRelation.REPLACE_ONE)
+    replace_one.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(0.5)), 20))
+    assert epsilon(1.0, 100, 10, 20, 1e-5, "without-replacement") == pytest.approx(replace_one.get_epsilon(1e-5), rel=1e-9)
+
+
+FEDAVG = ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=3"]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        (["privacy.dp=server", "privacy.noise_multiplier=-1"], "privacy.noise_multiplier: input should be greater than 0 (got -1)"),
+        (["privacy.dp=server", "privacy.noise_multiplier=0"], "privacy.noise_multiplier: input should be greater than 0 (got 0)"),
+        (["privacy.dp=server", "privacy.delta=1"], "privacy.delta: input should be less than 1 (got 1)"),
+        (["privacy.dp=server", "privacy.delta=0"], "privacy.delta: input should be greater than 0 (got 0)"),
+        (["privacy.dp=server", "privacy.clip_norm=0"], "privacy.clip_norm: input should be greater than 0 (got 0)"),
+        (["privacy.dp=laplace"], "privacy.dp: input should be 'none', 'server' or 'client' (got 'laplace')"),
+        (["privacy.noise_multiplier=2"], "privacy.noise_multiplier: applies with privacy.dp = 'server' or 'client', not 'none'"),
+        (["privacy.dp=client", "privacy.target_quantile=0.7"], "privacy.target_quantile: applies with privacy.clipping = 'adaptive', not 'fixed'"),
+        (["privacy.dp=server", "privacy.clipping=adaptive"], "privacy.noise_multiplier: 1 must be below 2 * privacy.count_stddev = 0.3 (unset: m / 20)"),
+    ],
+)
+def test_bad_privacy_settings_are_one_line_naming_the_field(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_config("fedavg-cnn", [*FEDAVG, *overrides])
+    assert str(error.value).startswith(message) and "\n" not in str(error.value)
+
+
+def test_an_algorithm_whose_aggregate_is_not_the_mean_of_models_is_refused():
+    with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' does not reply with its clients' models averaged"):
+        with_client_level_dp(mean_algorithm(averages_models=False), ClientLevelDp("server", 1.0, 1.0, 4))
+    x, _ = updates()
+    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("server", 1.0, 1.0, 4))
+    with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' replies with 'extra', which is no array of the model"):
+        algorithm.aggregate({**algorithm.init(INFO), **x}, [Reply({**x, "extra": torch.zeros(2)}, 1)], INFO)
+
+
+def test_a_server_optimizer_turns_averages_models_off():
+    from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
+
+    assert not with_server_optimizer(mean_algorithm(), ServerOptimizer("adam", lr=0.01), ["w"]).averages_models
+    assert with_server_optimizer(mean_algorithm(), ServerOptimizer("none"), ["w"]).averages_models
