@@ -71,6 +71,7 @@ SETUPS = {
 }
 # The shipped presets that SETUPS does not name, each with the small-data overrides of its family.
 MORE_PRESETS = {
+    "dp-fedavg-cnn": ["data.dataset=digits"],
     "fedavg-linear": STANDIN,
     "mfcl-bn": SETUPS["mfcl"][1],
     "mfcl-gn": SETUPS["mfcl"][1],

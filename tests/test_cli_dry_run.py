@@ -68,7 +68,7 @@ def test_presets_show_applies_overrides_and_names_them(tmp_path):
 
 def test_presets_show_of_an_unknown_preset_is_one_error_line():
     line = error_line(invoke("presets", "show", "nope"))
-    assert line.startswith("error: unknown preset 'nope'; accepted: fedadagrad-cnn, fedadam-cnn, fedavg-cnn, ") and "fixmatch" in line
+    assert line.startswith("error: unknown preset 'nope'; accepted: dp-fedavg-cnn, fedadagrad-cnn, fedadam-cnn, fedavg-cnn, ") and "fixmatch" in line
 
 
 def test_presets_still_lists_and_fields_still_work():
