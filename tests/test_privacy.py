@@ -125,7 +125,8 @@ def test_adaptive_clipping_steps_c_geometrically_on_the_noised_unclipped_fractio
     b = (2 + 1.0 * count_noise) / 4  # two of the four updates are within C = 1
     assert float(out[CLIP_NORM]) == pytest.approx(math.exp(-0.2 * (b - 0.5)), rel=1e-12)
     assert float(out[NOISE_STD]) == pytest.approx(dp.update_noise_multiplier * 1.0 / 4)  # the noise of the C the round clipped to
-    metrics = algorithm.round_metrics(out)  # type: ignore[misc]
+    assert algorithm.round_metrics is not None
+    metrics = algorithm.round_metrics(out)
     assert metrics["dp_clip_norm"] == 1.0 and metrics["dp_unclipped_fraction"] == pytest.approx(b)
 
 
@@ -195,3 +196,19 @@ def test_a_server_optimizer_turns_averages_models_off():
 
     assert not with_server_optimizer(mean_algorithm(), ServerOptimizer("adam", lr=0.01), ["w"]).averages_models
     assert with_server_optimizer(mean_algorithm(), ServerOptimizer("none"), ["w"]).averages_models
+
+
+@pytest.mark.slow
+def test_a_dp_run_resumed_after_round_1_ends_with_the_numbers_of_an_uninterrupted_run(tmp_path, shared_cache):
+    from fedprior.experiments.runner import resume, start
+    from fedprior.runtime.checkpoint import load_checkpoint
+
+    tiny = [*FEDAVG, "privacy.dp=server", "privacy.clipping=adaptive", "privacy.noise_multiplier=0.5", "privacy.count_stddev=1", "run.threads=1"]
+    name, two = load_config("fedavg-cnn", [*tiny, "federation.rounds=2"])
+    whole = start(name, two, tmp_path / "whole", report_extras=False)
+    first = start(*load_config("fedavg-cnn", [*tiny, "federation.rounds=1"]), tmp_path / "stopped", report_extras=False)
+    assert len(first["dp_epsilon_per_round"]) == 1
+    resumed = resume(tmp_path / "stopped", config=two, report_extras=False)
+    assert resumed["dp_epsilon_per_round"] == whole["dp_epsilon_per_round"] and resumed["history"] == whole["history"]
+    a, b = (load_checkpoint(tmp_path / d / "checkpoint.safetensors").server for d in ("whole", "stopped"))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the model, C's estimate, the releases counted
