@@ -12,7 +12,8 @@ pytest.importorskip("flwr")
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.experiments.runner import start  # noqa: E402
 
-pytestmark = pytest.mark.slow
+# Ray starts worker processes and the two runs take about 40 s on 2 busy cores: with the Flower process tests, not in the default run
+pytestmark = pytest.mark.federation_processes
 
 DP = [
     "data.dataset=digits",
