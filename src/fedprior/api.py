@@ -45,7 +45,7 @@ class Config:
 
     name: str
     settings: ExperimentConfig
-    """The six sections (``settings.federation.rounds``, ...); every field is documented by ``fedprior presets --fields``."""
+    """The seven sections (``settings.federation.rounds``, ``settings.privacy.dp``, ...); every field is documented by ``fedprior presets --fields``."""
 
     def override(self, overrides: Overrides) -> Config:
         """A copy with some fields changed (checked again, like the original)."""
