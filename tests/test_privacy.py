@@ -142,7 +142,7 @@ def test_epsilon_equals_dp_accounting_computed_directly():
     import dp_accounting
     from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
-    # every client every round: T Gaussian mechanisms, RDP T alpha / (2 z^2) in closed form (Mironov 2017, Prop. 7)
+    # every client every round: T Gaussian mechanisms, RDP T alpha / (2 z^2) in closed form (Mironov, "Renyi Differential Privacy", 2017)
     closed_form = [20 * a / (2 * 1.5**2) for a in ORDERS]
     assert epsilon(1.5, 10, 10, 20, 1e-5) == pytest.approx(rdp.compute_epsilon(ORDERS, closed_form, 1e-5)[0], rel=1e-9)
     # q = 0.1: the rounds composed one at a time in dp-accounting's own accountant
