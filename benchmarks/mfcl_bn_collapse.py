@@ -14,7 +14,7 @@ walked"):
 
 Each variant runs the preset (``mfcl-bn``, and ``mfcl`` for PN) in the given scenarios, one run
 at a time, and records the final linear accuracy, the per-class accuracies and the predicted
-classes' spread. Writes ``benchmarks/results/mfcl_bn_collapse/results.json`` (the command, the
+classes' spread. Writes ``benchmarks/results/mfcl_bn_collapse/results.json`` (each pass's command, the
 machine, every run's summary); the run folders go to ``--runs``.
 
     python benchmarks/mfcl_bn_collapse.py --set run.threads=1 --set run.workers=1
@@ -34,7 +34,12 @@ VARIANTS = {
     "bn batch pool": ("mfcl-bn", ("algorithm.encode_bn=batch",)),
     "bn running uploads": ("mfcl-bn", ("algorithm.linear_train=uploads",)),
     "bn batch uploads": ("mfcl-bn", ("algorithm.encode_bn=batch", "algorithm.linear_train=uploads")),
+    "pn pool (the preset)": ("mfcl", ()),
     "pn uploads": ("mfcl", ("algorithm.linear_train=uploads",)),
+    # the test images encoded as the uploads are (two SimCLR views, features averaged): no view shift between train and test
+    "bn running uploads views": ("mfcl-bn", ("algorithm.linear_train=uploads", "algorithm.eval_input=views")),
+    "bn batch uploads views": ("mfcl-bn", ("algorithm.encode_bn=batch", "algorithm.linear_train=uploads", "algorithm.eval_input=views")),
+    "pn uploads views": ("mfcl", ("algorithm.linear_train=uploads", "algorithm.eval_input=views")),
 }
 OUT = Path(__file__).parent / "results" / "mfcl_bn_collapse" / "results.json"
 
@@ -72,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     chosen = [v for v in VARIANTS if not args.only or v in args.only.split(",")]
     record = json.loads(OUT.read_text()) if OUT.is_file() else {"runs": {}}
-    record.update({"command": command_line(), "machine": machine()})
+    record.update({"commands": [*record.get("commands", []), command_line()], "machine": machine()})  # each pass's command
     for scenario in args.scenarios.split(","):
         for name in chosen:
             preset, extra = VARIANTS[name]

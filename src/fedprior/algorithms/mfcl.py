@@ -42,8 +42,11 @@ says), the discriminator and, as the paper reads them ("one linear Dense
 layer ... on top of the projection layers"), the projection head
 (``eval_features = "backbone"`` reads the discriminator's pooled features instead, as
 SimCLR does; ``"sensor"`` the encoder's representations z, flattened, before any
-discriminator: a control, evaluated after the sensor stage too). ``server_loss`` is the
-last epoch's mean NT-Xent.
+discriminator: a control, evaluated after the sensor stage too). The dense layer trains on the
+training pool encoded as the test set is (``linear_train = "pool"``) or on the representation pairs
+the server received, each view a row, with labels the clients send for it (``"uploads"``: the
+server's B^s, on which Sec. 3's first alternative trains the linear layer; docs/mfcl.md, "The BN
+path, walked"). ``server_loss`` is the last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 (discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
