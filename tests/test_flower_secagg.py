@@ -3,8 +3,8 @@
 The fast tests drive fedprior's round loop over a loopback Grid: every message goes, as a
 deep copy (Flower serializes them), straight to fedprior's ClientApp of its node, with one
 Context per node kept across messages, as a SuperNode keeps it. Flower's SecAggPlusWorkflow
-and secaggplus_mod run unchanged on it. The same on Flower's simulation engine and on a
-federation of processes: tests/test_flower_local.py (``-m federation_processes``).
+and secaggplus_mod run unchanged on it. The same on Flower's simulation engine (below) and
+on a federation of processes (tests/test_flower_local.py), both ``-m federation_processes``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from fedprior.flower.client_app import client_app  # noqa: E402
 from fedprior.flower.export import export_all  # noqa: E402
 from fedprior.flower.secagg import SecAggOptions, quantization_bound  # noqa: E402
 from fedprior.flower.server_app import Settings, federate_experiment, secagg_from_run_config  # noqa: E402
+from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 
 DIGITS = ["data.dataset=digits", "federation.num_clients=4", "federation.rounds=1", "federation.fraction=1.0"]
 
@@ -159,3 +160,22 @@ def test_a_round_needs_two_nodes_and_a_sum_below_the_modulus():
     with pytest.raises(ConfigError, match="the sum would wrap around"):
         SecAggOptions().nodes_fit(1024)
     SecAggOptions().nodes_fit(3)
+
+
+@pytest.mark.federation_processes
+def test_on_flowers_simulation_engine_the_secagg_aggregate_is_within_the_bound(tmp_path, monkeypatch):
+    """The same check on Ray's virtual SuperNodes (one per client): plain and SecAgg+ flower-sim runs of one round."""
+    from fedprior.experiments.runner import start
+
+    for key, value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+        monkeypatch.setenv(key, value)
+    name, config = load_config("fedavg-cnn", [*DIGITS, "run.runtime='flower-sim'"])
+    start(name, config, tmp_path / "plain", report_extras=False)
+    start(name, config, tmp_path / "secure", report_extras=False, runtime_options={"secagg": SecAggOptions()})
+    experiment = build_experiment(name, config)
+    total = sum(experiment.client_size(c) for c in range(4))
+    bound = quantization_bound(SecAggOptions(max_weight=float(total)), 4, total)
+    plain, secure = (load_checkpoint(tmp_path / d / "checkpoint.safetensors").server for d in ("plain", "secure"))
+    for key, value in plain.items():
+        gap = (secure[key].double() - value.double()).abs()
+        assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), key
