@@ -404,12 +404,12 @@ def plain_batch(exp: Experiment, setting: Setting) -> int:
     return exp.config.federation.batch_size
 
 
-def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
-    """The yardstick: a plain PyTorch loop of the same network, batch, precision and optimizer, as a user would write it.
+def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], int, str]:
+    """(one step of the plain loop, its batch, the network's name): :func:`plain_loop`'s step, built once.
 
     One fixed batch of random standardized images resident on the device, cross-entropy on random labels, forward
-    under the run's autocast, backward, the optimizer's step; on CUDA the model and the batch channels-last and cuDNN
-    autotuned (one shape). Warm-up steps, then ``steps`` timed; one step's FLOPs counted as fedprior's are.
+    under the run's autocast, backward, the optimizer's step (torch's default kernels); on CUDA the model and the batch
+    channels-last.
     """
     from fedprior.algorithms.pieces.precision import autocast
     from fedprior.algorithms.registry import algorithm_spec
@@ -445,6 +445,15 @@ def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
         loss.backward()
         optimizer.step()
 
+    return step, batch, str(hp["model"])
+
+
+def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
+    """The yardstick: a plain PyTorch loop of the same network, batch, precision and optimizer, as a user would write it
+    (:func:`plain_step`), cuDNN autotuned on CUDA (one shape). Warm-up steps, then ``steps`` timed; one step's FLOPs
+    counted as fedprior's are."""
+    step, batch, model = plain_step(exp, setting)
+    device = exp.device
     sync = synchronizer(device)
     autotuned = torch.backends.cudnn.benchmark
     torch.backends.cudnn.benchmark = True  # one shape: what a hand-written loop would do
@@ -463,7 +472,7 @@ def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
     finally:
         torch.backends.cudnn.benchmark = autotuned
     return {
-        "model": hp["model"],
+        "model": model,
         "batch": batch,
         "steps": steps,
         "seconds_per_step": round(seconds, 6),
@@ -476,7 +485,8 @@ def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
 def kernel_profile(exp: Experiment, setting: Setting) -> dict[str, Any]:
     """One more round under ``torch.profiler``: its operator calls and (on CUDA) kernel launches, and where they come from.
 
-    The round runs as a run runs it (client data resident, evaluation left out). Beside it, one client-sized batch of each
+    The round runs as a run runs it (client data resident, evaluation left out); with its optimizer steps counted, its calls
+    per step stand beside one step of the plain loop (``plain_step``). Beside it, one client-sized batch of each
     piece of a client step is profiled alone (the weak and strong views, the network's forward and backward, the optimizer's
     step, gradient clipping), so a launch count can be put on each: the strong view's RandAugment computes every operation
     on the whole batch and selects per image, so its launches do not grow with the batch but may rival the network's.
@@ -500,7 +510,10 @@ def kernel_profile(exp: Experiment, setting: Setting) -> dict[str, Any]:
             "wall_seconds": round(wall, 4),
             "aten_calls": sum(e.count for e in events if e.key.startswith("aten::")),
             "launches": sum(e.count for e in events if e.key.startswith(("cudaLaunchKernel", "cuLaunchKernel"))),
+            "optimizer_steps": sum(e.count for e in events if e.key.startswith("Optimizer.step#")),
         }
+        if out["optimizer_steps"]:
+            out["aten_calls_per_step"] = round(out["aten_calls"] / out["optimizer_steps"], 1)
         if exp.device.type == "cuda":
             out["device_busy_seconds"] = round(sum(e.self_device_time_total for e in events) / 1e6, 4)
         out["top"] = [
@@ -513,6 +526,7 @@ def kernel_profile(exp: Experiment, setting: Setting) -> dict[str, Any]:
     client_data, test = exp.resident_inputs()
     loop = replace(exp.round_loop(), concurrent_clients=1, rounds=1)
     out: dict[str, Any] = {"round": counts(lambda: simulate(plain, client_data, exp.config.federation.num_clients, test, loop), warm=False)}
+    out["plain_step"] = counts(plain_step(exp, setting)[0])  # the yardstick's step: its calls against a round's per step
     if setting.full_batch:
         out["pieces"] = client_step_pieces(exp, setting, counts)
     return out

@@ -65,3 +65,13 @@ def test_a_fused_step_gives_the_default_steps_numbers(kind):
         else:
             torch.testing.assert_close(a, b)  # float32's default tolerances
     assert copy.deepcopy(optimizers[1]).defaults["fused"]
+
+
+def test_param_groups_holding_generators_keep_every_parameter():
+    """FedRoD hands LocalOptimizer groups whose params are ``module.parameters()`` generators: deciding the kernels must not
+    exhaust them (it did once, and FedRoD's shared body stopped training: the 30-round drift check caught it)."""
+    net = small_net()
+    groups = [{"params": net[0].parameters()}, {"params": net[4].parameters(), "momentum": 0.0}]
+    optimizer = LocalOptimizer().build(groups, 1)
+    assert [len(g["params"]) for g in optimizer.param_groups] == [2, 2]
+    assert optimizer.param_groups[1]["momentum"] == 0.0

@@ -43,6 +43,8 @@ def test_paper_scale_times_the_plain_loop_and_profiles_the_pieces_of_a_client_st
     assert setting["plain_loop_ratio"] == pytest.approx(setting["client_tflops"] / plain["tflops"], rel=1e-3)
     pieces = setting["profile"]["pieces"]
     assert setting["profile"]["round"]["aten_calls"] > pieces["forward_backward"]["aten_calls"] > 0
+    assert setting["profile"]["round"]["optimizer_steps"] == 2 * 5  # 2 clients a round, E = 5 full-batch steps each
+    assert setting["profile"]["plain_step"]["optimizer_steps"] == 1 and setting["profile"]["plain_step"]["aten_calls"] > 0
     assert pieces["strong_view"]["aten_calls"] > pieces["weak_view"]["aten_calls"] > 0
 
 

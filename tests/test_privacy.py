@@ -28,7 +28,7 @@ from fedprior.privacy.accountant import ORDERS, epsilon
 INFO = RoundInfo(seed=3, stage="federated", round=1)
 
 
-def mean_algorithm(averages_models: bool = True) -> Algorithm:
+def mean_algorithm(mean_aggregate: bool = True) -> Algorithm:
     """A stand-in whose replies are models and whose aggregate is their example-weighted mean (FedAvg's server)."""
 
     def client_update(message, state, data, info):  # "trains" to the model plus the step its data holds
@@ -42,7 +42,7 @@ def mean_algorithm(averages_models: bool = True) -> Algorithm:
         client_update=client_update,
         aggregate=lambda state, replies, info: {**state, **weighted_mean([r.arrays for r in replies], [r.num_examples for r in replies])},
         evaluate=lambda state, data: {"accuracy": 0.0},
-        averages_models=averages_models,
+        mean_aggregate=mean_aggregate,
     )
 
 
@@ -183,19 +183,30 @@ def test_bad_privacy_settings_are_one_line_naming_the_field(overrides, message):
 
 
 def test_an_algorithm_whose_aggregate_is_not_the_mean_of_models_is_refused():
-    with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' does not reply with its clients' models averaged"):
-        with_client_level_dp(mean_algorithm(averages_models=False), ClientLevelDp("server", 1.0, 1.0, 4))
+    with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' reads its clients' replies other than through their mean"):
+        with_client_level_dp(mean_algorithm(mean_aggregate=False), ClientLevelDp("server", 1.0, 1.0, 4))
     x, _ = updates()
     algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("server", 1.0, 1.0, 4))
     with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' replies with 'extra', which is no array of the model"):
         algorithm.aggregate({**algorithm.init(INFO), **x}, [Reply({**x, "extra": torch.zeros(2)}, 1)], INFO)
 
 
-def test_a_server_optimizer_turns_averages_models_off():
+def test_a_server_optimizer_steps_on_the_noised_mean():
     from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
 
-    assert not with_server_optimizer(mean_algorithm(), ServerOptimizer("adam", lr=0.01), ["w"]).averages_models
-    assert with_server_optimizer(mean_algorithm(), ServerOptimizer("none"), ["w"]).averages_models
+    x, replies = updates()
+    dp = ClientLevelDp("server", 1.3, 1.0, 4)
+    plain = with_client_level_dp(mean_algorithm(), dp)
+    # FedAvgM with server lr 1 and momentum 0 is FedAvg: the same private model, so the step came after the noise
+    stepped = with_client_level_dp(with_server_optimizer(mean_algorithm(), ServerOptimizer("avgm", lr=1.0, momentum=0.0), ["w", "b"]), dp)
+    a, b = plain.aggregate({**plain.init(INFO), **x}, replies, INFO), stepped.aggregate({**stepped.init(INFO), **x}, replies, INFO)
+    for k in x:
+        torch.testing.assert_close(a[k], b[k])
+    adam = with_client_level_dp(with_server_optimizer(mean_algorithm(), ServerOptimizer("adam", lr=0.01), ["w", "b"]), dp)
+    moved = adam.aggregate({**adam.init(INFO), **x}, replies, INFO)
+    assert all(float((moved[k] - x[k]).abs().max()) <= 0.01 + 1e-6 for k in x)  # Adam's first step: at most lr a coordinate
+    with pytest.raises(ConfigError, match=r"^privacy.dp: algorithm 'mean' reads its clients' replies other than through their mean"):
+        with_client_level_dp(mean_algorithm().with_(aggregate=lambda state, replies, info: state), dp)
 
 
 @pytest.mark.slow

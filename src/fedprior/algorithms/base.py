@@ -149,11 +149,14 @@ class Algorithm:
       round to round (full-batch steps on a client's data, or on the subset whose pseudo-labels pass a
       threshold). On CUDA, ``run.cudnn_benchmark = 'auto'`` lets cuDNN autotune only ``"fixed"`` shapes
       (:func:`fedprior.runtime.device.cudnn_autotune`): it re-times its algorithms for every new shape;
-    - ``averages_models``: its replies are the clients' trained models (arrays under the keys of the server State it
-      was broadcast from) and ``aggregate`` is their example-weighted mean (FedAvg's, McMahan et al. 2017), so that
-      w_k - w_t is a client's update: client-level DP (``privacy.dp``, :mod:`~fedprior.algorithms.pieces.differential_privacy`)
-      clips and noises such updates and refuses an algorithm without it. ``with_`` keeps the flag: a variant whose
-      aggregate is no longer that mean (a server optimizer's step) sets it back to False;
+    - ``mean_aggregate``: ``aggregate`` reads the replies only through their example-weighted mean (each float
+      array's mean with weights ``num_examples``, as one Reply whose ``num_examples`` is their total):
+      ``aggregate(state, replies, info) == aggregate(state, [mean], info)``, as FedAvg's does (McMahan et al.,
+      AISTATS 2017, Algorithm 1). Secure aggregation, which gives the server that mean and never one reply
+      (``fedprior.flower.secagg``), runs such algorithms only. ``with_`` that replaces ``aggregate`` sets it back
+      to False unless it says otherwise (a server optimizer on the mean keeps it: ``with_server_optimizer``).
+      Client-level DP (``privacy.dp``, :mod:`~fedprior.algorithms.pieces.differential_privacy`) runs such algorithms
+      only too, where their replies are the clients' models: it hands ``aggregate`` the noised mean of clipped updates;
     - ``round_metrics(state) -> metrics``: optional; numbers the server reports after every round's aggregation
       (client-level DP's epsilon, noise std and clip norm), recorded in the round's record (log line, metrics.jsonl,
       TensorBoard, MLflow) by every runtime.
@@ -173,11 +176,13 @@ class Algorithm:
     validate: Callable[[State], dict[str, float]] | None = None
     thread_safe_updates: bool = False
     batch_shapes: Literal["fixed", "varying"] = "fixed"
-    averages_models: bool = False
+    mean_aggregate: bool = False
     round_metrics: Callable[[State], dict[str, float]] | None = None
 
     def with_(self, **changes) -> Algorithm:
-        """A copy with some functions replaced (how variants are composed)."""
+        """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""
+        if "aggregate" in changes:
+            changes.setdefault("mean_aggregate", False)
         return replace(self, **changes)
 
     @classmethod

@@ -59,9 +59,9 @@ def fedavg(
             batch_size=batch_size,
             sgd=Sgd(lr, momentum, weight_decay),
             device=device,
-        ).with_(averages_models=True)
+        )
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
     update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
-    return net.algorithm("fedavg", update, thread_safe_updates=True, averages_models=True)
+    return net.algorithm("fedavg", update, thread_safe_updates=True)

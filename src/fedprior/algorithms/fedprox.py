@@ -69,4 +69,4 @@ def fedprox(
         make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
-    return with_server_optimizer(net.algorithm("fedprox", update, thread_safe_updates=True, averages_models=True), optimizer, net.parameter_names())
+    return with_server_optimizer(net.algorithm("fedprox", update, thread_safe_updates=True), optimizer, net.parameter_names())

@@ -18,7 +18,7 @@ from fedprior.validation import ConfigSection
 
 class PrivacyConfig(ConfigSection):
     dp: Literal["none", "server", "client"] = "none"
-    """Client-level differential privacy, DP-FedAvg (McMahan et al. 2018, Algorithm 1): 'none'; 'server': the server clips each client's update w_k - w to clip_norm, averages them with equal weights over the m clients sampled per round and adds Gaussian noise of std noise_multiplier * clip_norm / m to every coordinate; 'client': each client clips its own update, the server adds the noise. For algorithms whose clients reply with their model and whose server averages them (fedavg, fedprox without a server optimizer)."""
+    """Client-level differential privacy, DP-FedAvg (McMahan et al. 2018, Algorithm 1): 'none'; 'server': the server clips each client's update w_k - w to clip_norm, averages them with equal weights over the m clients sampled per round and adds Gaussian noise of std noise_multiplier * clip_norm / m to every coordinate; 'client': each client clips its own update, the server adds the noise. For algorithms whose clients reply with their model and whose server reads only their mean (fedavg, fedprox, moon, fedntd, and the server optimizers fedavgm, fedadagrad, fedadam, fedyogi, which step on the noised mean)."""
     noise_multiplier: float = Field(1.0, gt=0)
     """z: the noise std over the clip norm (the sensitivity of the sum of clipped updates)."""
     clip_norm: float = Field(1.0, gt=0)

@@ -53,7 +53,8 @@ class GlobalModel(Generic[M]):
         return Broadcast(arrays={k: v for k, v in state.items() if k.startswith(MODEL)})
 
     def algorithm(self, name: str, client_update: ClientUpdate, **overrides) -> Algorithm:
-        """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden."""
+        """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden
+        (``mean_aggregate`` with FedAvg's aggregation; an ``aggregate`` of its own is not, unless ``mean_aggregate`` says so)."""
         parts = dict(
             name=name,
             inputs=("x", "y"),
@@ -62,6 +63,7 @@ class GlobalModel(Generic[M]):
             client_update=client_update,
             aggregate=self.average,
             evaluate=self.evaluate,
+            mean_aggregate="aggregate" not in overrides,  # the example-weighted mean, unless replaced
         )
         return Algorithm(**{**parts, **overrides})
 

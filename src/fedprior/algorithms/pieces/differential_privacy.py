@@ -22,9 +22,10 @@ mechanism of noise multiplier z (Theorem 1) when the updates get z_Delta = (z^-2
 paper's recommendation.
 
 :func:`with_client_level_dp` composes this with an algorithm as ``with_server_optimizer`` composes a server
-step: the clients and the rest of the server state are the algorithm's own; its ``aggregate`` receives the
-clipped replies with equal weights (``num_examples = 1``), and must be their mean (``Algorithm.averages_models``).
-The update is every floating-point array of the reply (parameters and float buffers alike, as Flower clips
+step: the clients and the rest of the server state are the algorithm's own, and its ``aggregate``, which must read
+the replies only through their mean (``Algorithm.mean_aggregate``: FedAvg's, FedProx's, a server optimizer's step on
+it), receives one reply, the noised mean of the clipped updates (:func:`noised_mean`); a server optimizer then steps
+on the private mean (DP-FedAdam and the like). The update is every floating-point array of the reply (parameters and float buffers alike, as Flower clips
 them); integer buffers (BatchNorm's step counters) take the aggregate's value. The noise is drawn from the
 round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run and its resume draw the same.
 
@@ -135,10 +136,30 @@ def model_update(model: dict[str, torch.Tensor], reference: dict[str, torch.Tens
 
 
 def clipped_reply(reply: Reply, reference: dict[str, torch.Tensor], clip_norm: float, algorithm: str) -> tuple[Reply, bool]:
-    """``reply`` whose model is w_t + clip(w_k - w_t), weighted 1 (DP-FedAvg's uniform weights), and whether it was within C."""
+    """``reply`` whose model is w_t + clip(w_k - w_t), weighted 1 (DP-FedAvg's equal weights), and whether it was within C."""
     update, unclipped = clip_update(model_update(reply.arrays, reference, algorithm), clip_norm)
     arrays = {k: (reference[k].to(v.device) + update[k]).to(v.dtype) if k in update else v for k, v in reply.arrays.items()}
     return replace(reply, arrays=arrays, num_examples=1), unclipped
+
+
+def noised_mean(clipped: Sequence[Reply], reference: State, m: int, sigma: float, generator: torch.Generator, algorithm: str) -> Reply:
+    """One Reply: w_t + sum_k clip(Delta_k) / m + N(0, sigma^2) in every floating-point array (McMahan et al. 2018, Algorithm 1
+    with the fixed denominator m of its Sec. 2, even where fewer clients answered); the noise drawn in key order from ``generator``.
+    An integer array (a step counter) is the first reply's, as FedAvg's mean keeps it."""
+    keys = sorted(clipped[0].arrays)
+    if any(sorted(r.arrays) != keys for r in clipped):
+        raise ConfigError(f"privacy.dp: algorithm '{algorithm}' replies with different arrays from different clients; client-level DP needs whole models")
+    arrays = {}
+    for key in keys:
+        first = clipped[0].arrays[key]
+        if not first.is_floating_point():
+            arrays[key] = first
+            continue
+        x = reference[key].to(first.device)
+        total = torch.stack([r.arrays[key].to(first.device, torch.float64) - x.double() for r in clipped]).sum(0)
+        noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(first.device) * sigma
+        arrays[key] = (x.double() + total / m + noise).to(first.dtype)
+    return Reply(arrays, num_examples=len(clipped), client_id=clipped[0].client_id)
 
 
 def without_privacy(state: State) -> State:
@@ -151,13 +172,14 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
 
     ``epsilon(releases)``: the accountant's epsilon after that many noised rounds (``fedprior.privacy.accountant``),
     reported as ``dp_epsilon`` every round (None on the clients, which need none). ConfigError where ``algorithm``
-    does not declare ``averages_models``.
+    does not declare ``mean_aggregate``.
     """
     check_client_level_dp(dp)
-    if not algorithm.averages_models:
+    if not algorithm.mean_aggregate:
         raise ConfigError(
-            f"privacy.dp: algorithm '{algorithm.name}' does not reply with its clients' models averaged by the server (Algorithm.averages_models), "
-            "so its updates cannot be clipped and noised as DP-FedAvg's; accepted: privacy.dp = 'none' for it, or fedavg, fedprox (docs/privacy-robustness.md)"
+            f"privacy.dp: algorithm '{algorithm.name}' reads its clients' replies other than through their mean (Algorithm.mean_aggregate), so its "
+            "updates cannot be clipped and noised as DP-FedAvg's; accepted: privacy.dp = 'none' for it, or fedavg, fedprox, moon, fedntd, fedavgm, "
+            "fedadagrad, fedadam, fedyogi (docs/privacy-robustness.md)"
         )
 
     def init(info: RoundInfo) -> State:
@@ -196,21 +218,16 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
         clip = float(state[CLIP_NORM])
         if dp.clipping == "server":
             pairs = [clipped_reply(r, own, clip, algorithm.name) for r in replies]
-            equal, unclipped = [r for r, _ in pairs], sum(float(b) for _, b in pairs)
-        else:  # clipped on the clients: equal weights here, their bits from the metrics
+            clipped, unclipped = [r for r, _ in pairs], sum(float(b) for _, b in pairs)
+        else:  # clipped on the clients: their bits from the metrics
             missing = [r.client_id for r in replies if METRIC_UNCLIPPED not in r.metrics]
             if missing:
                 raise ConfigError(f"privacy.dp: 'client' clipping, but client {missing[0]} sent no '{METRIC_UNCLIPPED}' (did it clip?)")
-            equal, unclipped = [replace(r, num_examples=1) for r in replies], sum(r.metrics[METRIC_UNCLIPPED] for r in replies)
-        out = dict(algorithm.aggregate(own, equal, info))
+            clipped, unclipped = list(replies), sum(r.metrics[METRIC_UNCLIPPED] for r in replies)
         m = dp.sampled_clients
         sigma = noise_std(dp.update_noise_multiplier, clip, m)
-        generator = info.generator("privacy", "noise")
-        updated = sorted(k for k in out if k in own and own[k].is_floating_point() and any(k in r.arrays for r in replies))
-        for key in updated:  # w + sum_k clip(Delta_k) / m + N(0, sigma^2): the fixed denominator m (McMahan et al. 2018, Sec. 2)
-            x = own[key].to(out[key].device)
-            noise = torch.randn(x.shape, generator=generator, dtype=torch.float64) * sigma
-            out[key] = (x + (len(replies) / m) * (out[key] - x) + noise.to(device=x.device)).to(own[key].dtype)
+        mean = noised_mean(clipped, own, m, sigma, info.generator("privacy", "noise"), algorithm.name)
+        out = dict(algorithm.aggregate(own, [mean], info))  # an aggregate of the mean alone (mean_aggregate): FedAvg's, a server step
         next_clip, fraction = clip, 0.0
         if dp.adaptive:  # Andrew et al. 2021, Algorithm 1: the noised fraction of unclipped updates, the geometric step of C
             count_noise = torch.randn((), generator=info.generator("privacy", "count"), dtype=torch.float64).item() * dp.count_std

@@ -15,9 +15,15 @@ from typing import Any
 import torch
 
 
+def materialized(parameters: Iterable[Any]) -> list[Any]:
+    """``parameters`` (tensors, or param groups) as a list, each group's ``params`` a list: safe to read twice (a group may
+    hold a generator, as ``module.parameters()``, which a first reading would exhaust)."""
+    return [{**item, "params": list(item["params"])} if isinstance(item, dict) else item for item in parameters]
+
+
 def fused_on_cuda(parameters: Iterable[Any]) -> bool | None:
     """The optimizer's ``fused``: True where every parameter (tensors, or param groups' ``params``) is on a CUDA device, else
-    None (torch's default kernels)."""
+    None (torch's default kernels). Reads ``parameters`` once: give it :func:`materialized` ones where the optimizer reads them too."""
     tensors: list[torch.Tensor] = []
     for item in parameters:
         tensors.extend(item["params"] if isinstance(item, dict) else [item])

@@ -224,6 +224,6 @@ def with_server_optimizer(algorithm: Algorithm, optimizer: ServerOptimizer, para
         broadcast=broadcast,
         aggregate=aggregate,
         evaluate=evaluate,
-        averages_models=False,  # the aggregate is a step on the mean, not the mean (client-level DP would noise after the step)
         validate=None if validate is None else (lambda state: validate(without_slots(state))),
+        mean_aggregate=algorithm.mean_aggregate,  # a step from x_t to the algorithm's aggregate: a function of the mean if that is
     )
