@@ -25,8 +25,9 @@ paper's recommendation.
 step: the clients and the rest of the server state are the algorithm's own, and its ``aggregate``, which must read
 the replies only through their mean (``Algorithm.mean_aggregate``: FedAvg's, FedProx's, a server optimizer's step on
 it), receives one reply, the noised mean of the clipped updates (:func:`noised_mean`); a server optimizer then steps
-on the private mean (DP-FedAdam and the like). The update is every floating-point array of the reply (parameters and float buffers alike, as Flower clips
-them); integer buffers (BatchNorm's step counters) take the aggregate's value. The noise is drawn from the
+on the private mean (DP-FedAdam and the like). The update is every floating-point array of the reply
+(parameters and float buffers alike, as Flower clips them); integer buffers (BatchNorm's step counters) take
+the first reply's value, as FedAvg's mean does. The noise is drawn from the
 round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run and its resume draw the same.
 
 The current C, the noise std and the number of noised releases are server State (``privacy.*``): checkpoints,
