@@ -46,7 +46,7 @@ class LocalOptimizer:
     def build(self, params: ParamsT, round_: int) -> torch.optim.Optimizer:
         """The optimizer of a (1-based) round: lr * lr_decay^(round - 1); a fresh one every round."""
         lr = round_lr(self.lr, self.lr_decay, round_)
-        params = materialized(params)  # type: ignore[assignment]  # tensors or param groups (a group's may be a generator), read twice
+        params = materialized(params)  # tensors or param groups (a group's may be a generator), read twice
         fused = fused_on_cuda(params)  # one kernel a step on CUDA (2,300 steps a FedBM round); the CPU's kernels unchanged
         if self.kind == "sgd":
             return torch.optim.SGD(params, lr=lr, momentum=self.momentum, weight_decay=self.weight_decay, fused=fused)
