@@ -446,6 +446,7 @@ def partition_text(config: ExperimentConfig) -> str:
         "shard": f"shards s={p.shards}",
         "window": f"scenario {p.scenario}" if p.scenario else f"class windows of {p.window}",
         "natural": "the dataset's own clients",
+        "quantity": f"IID, {p.sizes} sizes up to {p.size_ratio:g}x",
     }[p.scheme]
     if p.num_labeled:
         unlabeled = f"{p.num_unlabeled:,}" if p.num_unlabeled else "all other"
