@@ -109,6 +109,15 @@ def test_stderr_to_a_file_gets_one_flushed_line_per_round_and_run_log_appends_on
     assert re.fullmatch(STAMP + rf"resumed fedavg-cnn after round {done}/{done + 1}: fedavg on digits, .*", added[0]), added
     assert ROUND.match(added[1]) and ROUND.match(added[1]).group(1) == str(done + 1) and SUMMARY.search(added[2]) and len(added) == 3
     assert unstamped(added[:2]) == unstamped(resumed.stderr.splitlines()[:2])  # CliRunner's stderr is no terminal: the same lines
+    assert SUMMARY.match(resumed.stdout) and len(resumed.stdout.splitlines()) == 1 and not SUMMARY.search(resumed.stderr)  # the summary on stdout
+
+
+def test_a_runs_summary_goes_to_stdout_and_its_progress_to_stderr(tmp_path):
+    """Issue 46 item 5: `fedprior run ... > out.txt` keeps the summary line in out.txt; the round lines stay on stderr."""
+    result = invoke("run", "fedavg-cnn", *TINY, "--run-dir", tmp_path / "run", cache=tmp_path / "cache")
+    assert result.exit_code == 0, result.output
+    assert SUMMARY.match(result.stdout) and len(result.stdout.splitlines()) == 1 and str(tmp_path / "run") in result.stdout
+    assert [int(m.group(1)) for m in map(ROUND.match, result.stderr.splitlines()) if m] == [1, 2] and not SUMMARY.search(result.stderr)
 
 
 def test_round_lines_name_failures_skipped_evaluations_and_stages():

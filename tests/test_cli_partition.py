@@ -58,6 +58,18 @@ def test_json_is_one_object_with_statistics_and_parameters(digits_labels):
     assert other["class_counts"] != record["class_counts"]
 
 
+def test_quantity_scheme_through_the_cli_gives_skewed_sizes_and_every_sample():
+    """Issue 46 item 7: 1,438 digits over 4 clients, sizes exponential up to 8x: weights 1, 2, 4, 8 (sum 15)."""
+    record = json.loads(invoke("--scheme", "quantity", "--clients", "4", "--sizes", "exponential", "--size-ratio", "8", "--json").stdout)
+    assert record["parameters"] == {"num_clients": 4, "seed": 0, "sizes": "exponential", "size_ratio": 8.0}
+    assert record["client_sizes"] == [96, 192, 383, 767]  # 95.87, 191.73, 383.47, 766.93: floors (1,435) and the 3 left to .93, .87, .73
+    assert sum(record["client_sizes"]) == 1438
+    import fedprior
+
+    split = fedprior.build_partition("digits", "quantity", num_clients=4, sizes="exponential", size_ratio=8.0)  # the Python API: the same split
+    assert [len(part) for part in split.parts] == record["client_sizes"] and split.counts.tolist() == record["class_counts"]
+
+
 def test_window_scheme_through_the_cli_gives_the_closed_form_betas():
     # 10 clients, window 3 on 10 classes: every class held by 3 clients, uniform windows:
     # beta_cib = log2(10/3), beta_hetero = (1 - 3/10) log2(1e6 / 3) (the MFCL paper's Appendix B, average over M^2 pairs).
@@ -88,6 +100,9 @@ def test_plot_writes_a_png_and_json_stays_clean(tmp_path):
         (["--scheme", "dirichlet", "--alpha", "0"], r"--alpha \(partition.alpha\): must be a positive finite number, got 0.0"),
         (["--scheme", "shard", "--shards", "0"], r"--shards \(partition.shards\): must be a positive integer, got 0"),
         (["--scheme", "window", "--window", "11"], r"--window \(partition.window\): 11 classes per client"),
+        (["--scheme", "quantity", "--sizes", "zipf"], r"--sizes \(partition.sizes\): unknown value 'zipf'; accepted: linear, exponential, power-law"),
+        (["--scheme", "quantity", "--size-ratio", "0.5"], r"--size-ratio \(partition.size_ratio\): .* finite number >= 1, got 0.5"),
+        (["--scheme", "quantity", "--size-ratio", "1e9"], r"--size-ratio \(partition.size_ratio\): 1e\+09 leaves client 0 without a sample"),
     ],
 )
 def test_errors_are_one_line_without_traceback(args, expected):
@@ -118,6 +133,7 @@ def test_defaults_match_the_config_fields():
         partition.min_size,
         partition.window,
     )
+    assert (command.DEFAULT_SIZES, command.DEFAULT_SIZE_RATIO) == (partition.sizes, partition.size_ratio)
     assert command.DEFAULT_CLIENTS == FederationConfig().num_clients
     assert command.DEFAULT_DATASET == DataConfig().dataset
 

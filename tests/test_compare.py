@@ -303,7 +303,7 @@ def test_cli_groups_table_csv_and_json(grid, tmp_path):
 
 
 def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
-    """5 algorithms x 2 settings x 3 seeds: 10 mean lines with bands, a colour per algorithm, a line style per setting, the legend beside the axes."""
+    """5 algorithms x 2 settings x 3 seeds: 10 mean lines with bands, a colour per group, a line style per setting, the legend beside the axes."""
     from fedprior.results import compare_plot
 
     figures = []
@@ -330,10 +330,8 @@ def test_plot_of_30_runs_is_readable(tmp_path, monkeypatch):
     (ax,) = figure.axes
     lines = ax.get_lines()
     assert len(lines) == 10 and len(ax.collections) == 10  # a mean line and a ±sd band per group
-    colours = {line.get_label().split()[0]: line.get_color() for line in lines}
-    assert len({tuple(c) for c in colours.values()}) == 5  # one colour per algorithm, none repeated
-    for line in lines:
-        assert tuple(line.get_color()) == tuple(colours[line.get_label().split()[0]])
+    assert len({tuple(line.get_color()) for line in lines}) == 10  # a colour per group: one algorithm's settings differ too (issue 46)
+    assert all(tuple(band.get_facecolor()[0][:3]) == tuple(line.get_color()[:3]) for line, band in zip(lines, ax.collections, strict=True))
     styles = {"alpha=0.1": lines[0].get_linestyle(), "alpha=0.5": lines[1].get_linestyle()}
     assert styles["alpha=0.1"] != styles["alpha=0.5"]
     assert all(line.get_linestyle() == styles[line.get_label().split()[1]] for line in lines)
@@ -457,3 +455,30 @@ def test_compare_writes_a_plot_only_when_asked_and_counts_in_words(grid, tmp_pat
     assert json.loads(invoke("compare", *grid, "--json").stdout)["plot"] is None and not list(tmp_path.glob("*.png"))
     result = invoke("compare", *grid, "--plot", "curves.png")
     assert "accuracy curves written to curves.png" in result.stdout and (tmp_path / "curves.png").is_file()
+
+
+def test_paired_groups_get_differences_with_t_intervals(tmp_path):
+    """Issue 46: a 2-group, 3-seed sweep (one partition per seed) prints group - first group, seed by seed, with the 95% t interval.
+
+    lr=0.03 - lr=0.01 on final accuracy: d = (0.04, 0.02, 0.03), mean 3.00 points, sd 1.00, t(0.975, 2) = 4.3027:
+    3.00 +- 4.3027 / sqrt(3) = [0.52, 5.48], above 0: holds. Best accuracy: d = (0.01, -0.01, 0.03), [-3.97, +5.97]: not resolved."""
+    import numpy as np
+
+    finals = {0.01: (0.70, 0.72, 0.74), 0.03: (0.74, 0.74, 0.77)}
+    bests = {0.01: (0.75, 0.76, 0.77), 0.03: (0.76, 0.75, 0.80)}
+    for lr in finals:
+        for seed in range(3):
+            folder = fake_run(tmp_path / f"lr={lr}--seed{seed}", "fedavg", seed, finals[lr][seed], bests[lr][seed], extra={"lr_decay": lr})
+            np.savez(folder / "partition.npz", client_0=np.arange(seed, seed + 5))
+    comparison = compare_runs([tmp_path])
+    final, best = comparison.paired_differences()
+    assert (final["group"], final["minus"], final["n"], final["verdict"]) == ("fedavg lr_decay=0.03", "fedavg lr_decay=0.01", 3, "holds")
+    assert (100 * final["mean"], 100 * final["sd"]) == (pytest.approx(3.0), pytest.approx(1.0))
+    assert (100 * final["low"], 100 * final["high"]) == (pytest.approx(3 - 4.302653 / 3**0.5), pytest.approx(3 + 4.302653 / 3**0.5))
+    assert best["verdict"] == "not resolved" and 100 * best["low"] == pytest.approx(1 - 2 * 4.302653 / 3**0.5)
+    result = invoke("compare", tmp_path)
+    assert result.exit_code == 0, result.output
+    assert "final accuracy: fedavg lr_decay=0.03 - fedavg lr_decay=0.01 = +3.00 points, 95% t interval [+0.52, +5.48] over 3 seeds: holds" in result.stdout
+    assert json.loads(invoke("compare", tmp_path, "--json").stdout)["paired_differences"][0]["verdict"] == "holds"
+    (tmp_path / "lr=0.03--seed2" / "partition.npz").unlink()  # a seed without its partition: not paired, no differences
+    assert not compare_runs([tmp_path]).paired and compare_runs([tmp_path]).paired_differences() == []

@@ -1,3 +1,5 @@
+import warnings
+
 import pytest
 
 from fedprior.errors import ConfigError
@@ -37,7 +39,7 @@ def test_overrides_are_typed():
         ("federation.roundz=3", "federation.roundz: unknown key; accepted: rounds, num_clients"),
         ("algorithm.lrr=1", "algorithm.lrr: unknown key; accepted: model, lr"),
         ("algorithm.lr=0", "algorithm.lr: input should be greater than 0"),
-        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet', 'window' or 'natural'"),
+        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet', 'window', 'natural' or 'quantity'"),
         ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
         ("bogus.x=1", "unknown section 'bogus'"),
         ("federation", "expected section.key=value"),
@@ -123,3 +125,23 @@ def test_a_preset_changed_by_overrides_is_described_as_the_config_it_now_is():
     assert config.description.startswith("fedprox on fashion-mnist: 100 clients, Dirichlet 0.5, 10% per round, 20 rounds")
     shown = invoke("presets", "show", "fedavg-cnn", "--set", "data.dataset=digits")
     assert shown.exit_code == 0 and 'description = "fedavg on digits: 100 clients, Dirichlet 0.5, 10% per round' in shown.stdout
+
+
+TUNED = '[data]\ndataset = "digits"\n[algorithm]\nname = "fedavgm"\nlr = 0.1\nserver_lr = 0.5\n'
+"""A config written for FedAvgM whose lr and server_lr are away from every algorithm's defaults."""
+
+
+def test_switching_the_algorithm_names_the_values_carried_or_dropped(tmp_path):
+    """Issue 46: --set algorithm.name=X carries the config's other algorithm values into X, --algorithm X drops them for X's
+    defaults; either says which (those away from X's defaults), and a switch that changes nothing says nothing."""
+    path = tmp_path / "tuned.toml"
+    path.write_text(TUNED)
+    with pytest.warns(UserWarning, match=r"^--set algorithm.name=fedadam keeps .*written for 'fedavgm': algorithm.server_lr = 0.5 \(its default 0.01\)"):
+        assert load_config(str(path), ["algorithm.name='fedadam'", "algorithm.lr=0.1"])[1].algorithm.server_lr == 0.5
+    with pytest.warns(UserWarning, match=r"algorithm.lr = 0.05 \(fedadam's default; .* has 0.1\), algorithm.server_lr = 0.01 .*--set algorithm.lr=0.1"):
+        assert load_config(str(path), algorithm="fedadam")[1].algorithm.server_lr == 0.01
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        load_config(str(path), ["algorithm.lr=0.05", "algorithm.server_lr=0.01"], algorithm="fedadam")
+        load_config("fedavg-cnn", algorithm="fedadam")  # the preset's lr and model are fedadam's defaults
+        load_config(str(path))

@@ -358,3 +358,15 @@ def test_a_resume_from_another_folder_finds_the_module_where_the_run_did_or_says
     assert gone.stderr.startswith("error: run.imports: cannot import module 'folder_algorithms': not found on sys.path, in the working directory, ")
     assert f"where the run imported it from ({start.resolve() / 'folder_algorithms.py'})" in gone.stderr
     assert "run from the folder holding folder_algorithms.py or with PYTHONPATH=FOLDER set to it" in gone.stderr
+
+
+def test_algorithms_name_shows_that_algorithm_alone():
+    """Issue 46 item 7: `fedprior algorithms NAME` was refused; it shows NAME's line and hyperparameters, an unknown NAME is one line."""
+    result = invoke("algorithms", "fedadam")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith("fedadam: FedAdam") and all(line.startswith("    ") for line in lines[1:])
+    assert "    server_lr = 0.01  server learning rate eta" in " ".join(result.stdout.split("\n"))
+    assert {line.split()[0] for line in lines[1:]} == set(ALGORITHMS["fedadam"].hyperparameters())
+    line = error_line(invoke("algorithms", "fedadma"))
+    assert line.startswith("error: NAME: unknown algorithm 'fedadma'; accepted: fedavg, fedprox, ") and "fedadam" in line

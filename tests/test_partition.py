@@ -12,6 +12,7 @@ from fedprior.partition.dirichlet import DirichletPartitioner
 from fedprior.partition.factory import SCHEMES, make_partitioner, scheme_partitioner
 from fedprior.partition.iid import IidPartitioner
 from fedprior.partition.labeled_split import LabeledSplitPartitioner
+from fedprior.partition.quantity import QuantitySkewPartitioner, client_sizes, size_weights
 from fedprior.partition.shard import ShardPartitioner
 from fedprior.partition.window import ClassWindowPartitioner, window_classes
 
@@ -51,6 +52,9 @@ SCHEME_CASES = {
     "dirichlet-min-size": lambda seed: DirichletPartitioner(12, 0.3, seed=seed, min_size=20),
     "dirichlet-balance": lambda seed: DirichletPartitioner(12, 0.3, seed=seed, balance=True),
     "window": lambda seed: ClassWindowPartitioner(12, 3, seed=seed),
+    "quantity-linear": lambda seed: QuantitySkewPartitioner(12, "linear", 5.0, seed=seed),
+    "quantity-exponential": lambda seed: QuantitySkewPartitioner(12, "exponential", 20.0, seed=seed),
+    "quantity-power-law": lambda seed: QuantitySkewPartitioner(12, "power-law", 20.0, seed=seed),
 }
 
 
@@ -293,6 +297,59 @@ def test_labeled_split_errors_name_the_field():
         LabeledSplitPartitioner(400, IidPartitioner(4), IidPartitioner(4)).partition(labels)
     with pytest.raises(ConfigError, match=r"federation\.num_clients: the labeled partitioner has 4 clients"):
         LabeledSplitPartitioner(10, IidPartitioner(4), IidPartitioner(5))
+
+
+# ---------------------------------------------------------------- quantity skew (issue 46 item 7)
+
+
+@pytest.mark.parametrize(
+    "shape, ratio, weights",
+    [("linear", 4.0, [1, 2, 3, 4]), ("exponential", 8.0, [1, 2, 4, 8]), ("power-law", 16.0, [1, 4, 9, 16]), ("linear", 1.0, [1, 1, 1, 1])],
+)
+def test_quantity_weights_grow_with_the_client_to_the_ratio(shape, ratio, weights):
+    """4 clients, r = i / 3: linear 1 + (R - 1) r; exponential R^r (R = 8: 1, 2, 4, 8); power-law (i + 1)^(ln R / ln 4) (R = 16: squares)."""
+    assert size_weights(shape, 4, ratio) == pytest.approx(weights)
+
+
+def test_quantity_sizes_follow_the_weights_to_one_sample():
+    """100 samples over weights 1, 2, 4, 8 (sum 15): 6.67, 13.33, 26.67, 53.33 -> floors 6, 13, 26, 53 and the 2 left to the largest fractions."""
+    assert client_sizes(np.array([1.0, 2.0, 4.0, 8.0]), 100).tolist() == [7, 13, 27, 53]
+    labels = balanced_labels()  # 600 samples
+    parts = QuantitySkewPartitioner(4, "exponential", 8.0, seed=3).split(labels)
+    assert [p.size for p in parts] == [40, 80, 160, 320]
+    assert_well_formed(parts, labels.size, 4)
+
+
+def test_quantity_skew_keeps_the_classes_of_an_iid_draw():
+    """Each client is a random draw without replacement: its class counts are hypergeometric around the global shares
+    (10 classes of 2,000 each; the bound is 3 to 4 sd of a hypergeometric count for every client and class)."""
+    labels = balanced_labels(per_class=2000)
+    parts = QuantitySkewPartitioner(4, "exponential", 8.0, seed=0).split(labels)
+    counts = counts_of(labels, parts)
+    expected = counts.sum(axis=1, keepdims=True) / 10
+    assert np.all(np.abs(counts - expected) < 4 * np.sqrt(expected * 0.9 * 0.5) + 1)
+
+
+@pytest.mark.parametrize(
+    "make, message",
+    [
+        (lambda: QuantitySkewPartitioner(4, "zipf"), r"partition.sizes: unknown value 'zipf'; accepted: linear, exponential, power-law"),
+        (lambda: QuantitySkewPartitioner(4, "linear", 0.5), r"partition.size_ratio: .* finite number >= 1, got 0.5"),
+        (lambda: QuantitySkewPartitioner(4, "linear", True), r"partition.size_ratio: .* got True"),
+        (lambda: QuantitySkewPartitioner(4, "linear", float("inf")), r"partition.size_ratio: .* got inf"),
+        (lambda: QuantitySkewPartitioner(10, "exponential", 1e4).split(balanced_labels()), r"partition.size_ratio: 10000 leaves client 0 without a sample"),
+        (lambda: QuantitySkewPartitioner(0), r"federation.num_clients: must be a positive integer"),
+    ],
+)
+def test_quantity_errors_name_the_field(make, message):
+    with pytest.raises(ConfigError, match=message):
+        make()
+
+
+def test_quantity_scheme_from_the_config():
+    made = scheme_partitioner(PartitionConfig(scheme="quantity", sizes="linear", size_ratio=3.0), 7, 3)
+    assert isinstance(made, QuantitySkewPartitioner) and (made.sizes, made.size_ratio, made.seed) == ("linear", 3.0, 3)
+    assert PartitionConfig(scheme="quantity").scheme_parameters() == {"sizes": "power-law", "size_ratio": 10.0}
 
 
 # ---------------------------------------------------------------- factory

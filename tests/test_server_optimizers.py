@@ -8,7 +8,7 @@ from conftest import toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Task
 from fedprior.algorithms.fedprox import fedprox
-from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
+from fedprior.algorithms.pieces.server_optimizers import FIELDS, ServerOptimizer, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.algorithms.scaffold import scaffold
@@ -204,19 +204,52 @@ def test_server_hyperparameters_that_do_not_apply_are_refused(name, values, mess
         ALGORITHMS[name].build(FEATURES, {"model": "linear", **values}, local_epochs=1, batch_size=4)
 
 
-def test_the_four_algorithms_take_flowers_defaults():
-    """Flower 1.41's strategies (flwr.serverapp.strategy): FedAdam eta 0.1, FedYogi 0.01, FedAdagrad 0.1 without beta1; FedAvgM momentum 0.9 (Hsu et al.)."""
-    defaults = {name: {k: p.default for k, p in ALGORITHMS[name].hyperparameters().items()} for name in ("fedavgm", "fedadagrad", "fedadam", "fedyogi")}
-    assert {k: defaults["fedavgm"][k] for k in ("server_lr", "server_momentum")} == {"server_lr": 1.0, "server_momentum": 0.9}
-    assert {k: defaults["fedadagrad"][k] for k in ("server_lr", "beta1", "tau")} == {"server_lr": 0.1, "beta1": 0.0, "tau": 1e-3}
-    assert "beta2" not in defaults["fedadagrad"] and "server_momentum" not in defaults["fedadam"]
-    for name, lr in (("fedadam", 0.1), ("fedyogi", 0.01)):
-        assert {k: defaults[name][k] for k in ("server_lr", "beta1", "beta2", "tau")} == {"server_lr": lr, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
+RULES = {"fedavgm": "avgm", "fedadagrad": "adagrad", "fedadam": "adam", "fedyogi": "yogi"}
+
+
+def test_each_rule_has_one_set_of_defaults_as_an_algorithm_and_as_an_option():
+    """The algorithm fedX and fedprox/scaffold's server_optimizer = X with every field unset step alike: FedAvgM lr 1 and momentum 0.9,
+    the adaptive rules lr 0.01, FedAdagrad beta1 0 (no momentum), FedAdam and FedYogi beta1 0.9 and beta2 0.99, tau 1e-3."""
+    expected = {
+        "avgm": ServerOptimizer("avgm", lr=1.0, momentum=0.9),
+        "adagrad": ServerOptimizer("adagrad", lr=0.01, beta1=0.0, tau=1e-3),
+        "adam": ServerOptimizer("adam", lr=0.01, beta1=0.9, beta2=0.99, tau=1e-3),
+        "yogi": ServerOptimizer("yogi", lr=0.01, beta1=0.9, beta2=0.99, tau=1e-3),
+    }
+    for name, rule in RULES.items():
+        defaults = {k: p.default for k, p in ALGORITHMS[name].hyperparameters().items() if k in FIELDS.values()}
+        assert ServerOptimizer(rule, **{attr: defaults[field] for attr, field in FIELDS.items() if field in defaults}) == expected[rule]
+        for option in ("fedprox", "scaffold"):
+            unset = {k: v for k, v in ALGORITHMS[option].validate({"server_optimizer": rule}).items() if k in FIELDS.values()}
+            assert set(unset.values()) == {None}, unset
+            assert checked_server_optimizer(server_optimizer=rule, **unset) == expected[rule]
+    assert ServerOptimizer("adagrad") == expected["adagrad"] and ServerOptimizer("adagrad").beta2 is None
+
+
+def test_an_option_field_at_its_old_fixed_default_is_taken_as_unset():
+    """A config.toml written before each rule had its own defaults names server_momentum = 0.0, beta1 = 0.9, beta2 = 0.99 and
+    tau = 0.001 whatever the rule: it still loads and steps as it did; another value of a field the rule does not read is refused."""
+    old = {"server_lr": None, "server_momentum": 0.0, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
+    assert checked_server_optimizer(server_optimizer="none", **old) == ServerOptimizer("none")
+    assert checked_server_optimizer(server_optimizer="adagrad", **old) == ServerOptimizer("adagrad", lr=0.01, beta1=0.9, tau=1e-3)
+    with pytest.raises(ConfigError, match="algorithm.beta2: applies with algorithm.server_optimizer = 'adam' or 'yogi', not with 'adagrad'"):
+        checked_server_optimizer(server_optimizer="adagrad", **{**old, "beta2": 0.9})
+
+
+def test_fedavg_cnn_with_algorithm_fedadam_is_the_fedadam_cnn_preset():
+    """Issue 46: `fedprior run fedavg-cnn --algorithm fedadam` trained with server_lr 0.1 (10.92% after 2 rounds, the preset's
+    0.01 52.59%); with one set of defaults per rule its config is the preset's, the description aside."""
+    from fedprior.experiments.config import load_config
+
+    for name in RULES:
+        switched = load_config("fedavg-cnn", algorithm=name)[1].to_dict()
+        preset = load_config(f"{name}-cnn")[1].to_dict()
+        assert {**switched, "description": ""} == {**preset, "description": ""}, name
 
 
 @pytest.mark.parametrize("rule, lr", [("avgm", 1.0), ("adagrad", 0.01), ("adam", 0.01), ("yogi", 0.01)])
 def test_an_unset_server_lr_of_fedprox_is_the_rules_own(rule, lr):
-    """server_lr left unset on fedprox: 1 for FedAvgM, 0.01 for the adaptive rules (the presets'), the same step as setting it."""
+    """server_lr left unset on fedprox: 1 for FedAvgM, 0.01 for the adaptive rules, the same step as setting it."""
     assert ALGORITHMS["fedprox"].validate({"server_optimizer": rule})["server_lr"] is None
     hyper = dict(local_epochs=1, batch_size=4, model="linear", lr=0.5, server_optimizer=rule)
     unset, given, one = (fedprox(FEATURES, **hyper, **extra) for extra in ({}, {"server_lr": lr}, {"server_lr": 1.0 if lr != 1.0 else 0.5}))
@@ -242,3 +275,16 @@ def test_a_diverged_run_under_a_server_optimizer_names_server_lr_too():
         messages.append(str(error.value))
         for message in messages:
             assert ("lower algorithm.lr or algorithm.server_lr" in message) is named and ("server_lr" in message) is named
+
+
+def test_a_config_written_before_the_rules_defaults_is_the_same_run_today():
+    """A kept cell or grid folder names the option's old fixed defaults; the config planned today leaves them unset. They are the
+    same run (no change reported to a grid or table --verify) unless the rule reads the field with another default (Adagrad's beta1)."""
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.resume_check import changes_that_matter
+
+    written = ["algorithm.server_momentum=0.0", "algorithm.beta1=0.9", "algorithm.beta2=0.99", "algorithm.tau=0.001"]
+    for rule, changed in (("none", {}), ("adam", {}), ("adagrad", {"algorithm.beta1": (0.9, None)})):
+        rule_set = [f"algorithm.server_optimizer='{rule}'"]
+        before, today = (load_config("fedprox-cnn", [*rule_set, *extra])[1].to_dict() for extra in (written, []))
+        assert changes_that_matter(before, today) == changed, rule

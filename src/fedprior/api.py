@@ -263,6 +263,8 @@ def build_partition(
     min_size: int = 0,
     window: int = 2,
     balance: bool = False,
+    sizes: str = "power-law",
+    size_ratio: float = 10.0,
     root: str | Path | None = None,
     download: bool = False,
 ) -> PartitionResult:
@@ -273,7 +275,16 @@ def build_partition(
     from fedprior.partition.statistics import class_counts, describe
 
     # unchecked here, as before: each partitioner checks the parameters it uses, naming them
-    fields = PartitionConfig.model_construct(scheme=scheme, shards=shards, alpha=alpha, min_size=min_size, window=window, balance=balance)  # type: ignore[arg-type]
+    fields = PartitionConfig.model_construct(
+        scheme=scheme,  # type: ignore[arg-type]
+        shards=shards,
+        alpha=alpha,
+        min_size=min_size,
+        window=window,
+        balance=balance,
+        sizes=sizes,  # type: ignore[arg-type]
+        size_ratio=size_ratio,
+    )
     partitioner = make_partitioner(fields, num_clients, seed)
     data = load_dataset(dataset, root, download)
     parts = [np.asarray(p) for p in partitioner.partition(data.train_labels).roles["train"]]

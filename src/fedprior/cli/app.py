@@ -58,8 +58,8 @@ IMPORT_HELP = (
 
 ALGORITHM_HELP = (
     "Run this algorithm instead of the config's: replaces its whole algorithm section by name = NAME, the other fields at their "
-    "defaults (--set algorithm.KEY=VALUE sets them; --set algorithm.name=NAME would keep the preset's other algorithm keys). "
-    "See `fedprior algorithms`."
+    "defaults (--set algorithm.KEY=VALUE sets them; --set algorithm.name=NAME would keep the preset's other algorithm keys); "
+    "a warning names the config's values it drops. See `fedprior algorithms NAME`."
 )
 """The help of ``--algorithm`` (run, presets show)."""
 

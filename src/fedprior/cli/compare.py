@@ -142,6 +142,21 @@ def group_table(comparison, rows: list[dict[str, Any]], keys: list[str], left_ou
     return table
 
 
+def difference_lines(comparison) -> list[str]:
+    """The paired differences (:meth:`~fedprior.results.compare.Comparison.paired_differences`), a line each, in points:
+    ``final accuracy: B - A = +2.35 points, 95% t interval [-0.80, +5.50] over 3 seeds: not resolved``."""
+    lines = []
+    for d in comparison.paired_differences():
+        what = f"{d['metric'].replace('_', ' ')}: {d['group']} - {d['minus']} = {100 * d['mean']:+.2f} points"
+        if d["low"] is None:
+            lines.append(f"{what} (one seed: no interval)")
+        else:
+            lines.append(f"{what}, 95% t interval [{100 * d['low']:+.2f}, {100 * d['high']:+.2f}] over {d['n']} seeds: {d['verdict']}")
+    if lines:
+        lines.insert(0, "paired differences, seed by seed (mean, 95% t interval of the mean, n - 1 df; holds: above 0, reversed: below 0):")
+    return lines
+
+
 def render_runs(comparison) -> Table:
     """One row per run (--runs): its label, group, seed, status, partition, rounds, final and best accuracy."""
     same = " (same)" if comparison.same_partition else ""
@@ -194,6 +209,8 @@ def compare(
     A run repeated (the same config and seed) counts once, with a warning under the table; the
     table also names the fields in which the groups differ, and calls them paired only where
     they ran the same seeds with the same budget (rounds, local epochs, ...) on the same partitions.
+    Paired groups get each group's difference from the first, seed by seed, on final and best
+    accuracy: mean and 95% t interval, and whether it holds (above 0), is reversed or not resolved.
     """
     from fedprior.cli.partition import check_output_file
     from fedprior.results.compare import compare_runs
@@ -219,6 +236,8 @@ def compare(
         return
     console = make_console()
     print_table(console, render(comparison, console.width, plus_minus(console.file)))
+    for line in difference_lines(comparison):
+        typer.echo(line)
     if per_run:
         print_table(console, render_runs(comparison))
     for kind, where in written.items():

@@ -21,6 +21,8 @@ DEFAULT_SHARDS = 2
 DEFAULT_ALPHA = 0.5
 DEFAULT_MIN_SIZE = 0
 DEFAULT_WINDOW = 2
+DEFAULT_SIZES = "power-law"
+DEFAULT_SIZE_RATIO = 10.0
 DEFAULT_LABELED = 0
 DEFAULT_UNLABELED = 0
 
@@ -32,6 +34,8 @@ OPTION_OF_FIELD = {
     "partition.alpha": "--alpha",
     "partition.min_size": "--min-size",
     "partition.window": "--window",
+    "partition.sizes": "--sizes",
+    "partition.size_ratio": "--size-ratio",
     "partition.num_labeled": "--labeled",
     "partition.num_unlabeled": "--unlabeled",
 }
@@ -138,6 +142,8 @@ SHAPING_OPTIONS = {
     "shards": "partition.shards",
     "alpha": "partition.alpha",
     "window": "partition.window",
+    "sizes": "partition.sizes",
+    "size_ratio": "partition.size_ratio",
     "min_size": "partition.min_size",
     "balance": "partition.balance",
     "labeled": "partition.num_labeled",
@@ -201,11 +207,15 @@ def _preset_line(preset: dict[str, Any], overrides: list[str]) -> str:
 def partition(
     ctx: typer.Context,
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", help="Dataset whose training split is partitioned (see data.dataset)."),
-    scheme: str = typer.Option("iid", "--scheme", help="iid, shard, dirichlet or window (partition.scheme)."),
+    scheme: str = typer.Option("iid", "--scheme", help="iid, shard, dirichlet, window or quantity (partition.scheme)."),
     clients: int = typer.Option(DEFAULT_CLIENTS, "--clients", help="Number of clients (federation.num_clients)."),
     shards: int = typer.Option(DEFAULT_SHARDS, "--shards", help="scheme=shard: shards per client (partition.shards)."),
     alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha", help="scheme=dirichlet: concentration; smaller is more skewed (partition.alpha)."),
     window: int = typer.Option(DEFAULT_WINDOW, "--window", help="scheme=window: classes per client (partition.window)."),
+    sizes: str = typer.Option(
+        DEFAULT_SIZES, "--sizes", help="scheme=quantity: client sizes linear, exponential or power-law in the client id (partition.sizes)."
+    ),
+    size_ratio: float = typer.Option(DEFAULT_SIZE_RATIO, "--size-ratio", help="scheme=quantity: the largest client over the smallest (partition.size_ratio)."),
     min_size: int = typer.Option(
         DEFAULT_MIN_SIZE, "--min-size", help="scheme=dirichlet: redraw until every client holds this many samples (partition.min_size)."
     ),
@@ -281,6 +291,8 @@ def partition(
             alpha=alpha,
             min_size=min_size,
             window=window,
+            sizes=sizes,  # type: ignore[arg-type]
+            size_ratio=size_ratio,
             balance=balance,
             num_labeled=labeled,
             num_unlabeled=unlabeled,

@@ -62,17 +62,30 @@ def show(
     typer.echo(config.to_toml(header=config_header(preset, set_, imports, algorithm)), nl=False)
 
 
+def named_algorithm(name: str, algorithm_spec):
+    """The algorithm ``fedprior algorithms NAME`` shows; an unknown NAME is one line naming the accepted ones."""
+    from fedprior.errors import ConfigError
+
+    try:
+        return algorithm_spec(name)
+    except ConfigError as error:
+        raise ConfigError(f"NAME: {str(error).removeprefix('algorithm.name: ')}") from None
+
+
 @app.command()
 @user_errors
-def algorithms(imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Its algorithms are listed too.")) -> None:
-    """List the algorithms and their hyperparameters (the [algorithm] config keys): shipped, installed (entry points) and --import'ed."""
+def algorithms(
+    name: str | None = typer.Argument(None, metavar="[NAME]", help="Show this algorithm alone (see `fedprior algorithms` for the names)."),
+    imports: list[str] = typer.Option([], "--import", help=f"{IMPORT_HELP} Its algorithms are listed too."),
+) -> None:
+    """List the algorithms and their hyperparameters (the [algorithm] config keys): shipped, installed (entry points) and --import'ed; NAME: one of them."""
     import typing
 
-    from fedprior.algorithms.registry import registered
+    from fedprior.algorithms.registry import algorithm_spec, registered
 
     import_first(imports)
     console = make_console()
-    for spec in registered().values():
+    for spec in registered().values() if name is None else [named_algorithm(name, algorithm_spec)]:
         console.print(f"[bold]{spec.name}[/]: {escape(spec.summary)}", highlight=False)
         for name, param in spec.hyperparameters().items():
             meta = [m for m in typing.get_args(param.annotation)[1:] if hasattr(m, "description")]

@@ -1,4 +1,4 @@
-"""``fedprior run`` and ``fedprior resume``: train with a progress bar (one plain line per round where stderr is not a terminal), print or save the summary."""
+"""``fedprior run`` and ``fedprior resume``: train with a progress bar on stderr (one plain line per round where stderr is not a terminal), the summary on stdout."""
 
 from __future__ import annotations
 
@@ -85,15 +85,13 @@ class RoundLines:
 
 
 def report(summary: dict[str, Any], as_json: bool) -> None:
-    """The summary: one JSON line on stdout, or one line on stderr; warnings (failed or empty clients) on stderr either way."""
+    """The summary on stdout, one JSON line or one line of text (``fedprior run ... > out.txt`` keeps it); the progress and the
+    warnings (failed or empty clients) on stderr."""
     from fedprior.results.run_log import summary_line, summary_warnings
 
     for line in summary_warnings(summary):
         stderr.print(line, style="yellow", highlight=False, soft_wrap=True)
-    if as_json:
-        typer.echo(json.dumps(summary))
-        return
-    stderr.print(summary_line(summary), highlight=False, markup=False, soft_wrap=True)  # one line, also in a log file
+    typer.echo(json.dumps(summary) if as_json else summary_line(summary))
 
 
 def with_progress(action) -> dict[str, Any]:

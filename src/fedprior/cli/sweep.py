@@ -84,7 +84,7 @@ def run_sweep(
     if as_json:
         typer.echo(json.dumps({"out": str(folder), "runs": [done[run.path] for run in runs]}))
         return
-    stderr.print(f"{len(runs)} run(s) in {folder}; seeds folded into mean ± sd: `fedprior compare {folder}`", highlight=False, soft_wrap=True)
+    typer.echo(f"{len(runs)} run(s) in {folder}; seeds folded into mean ± sd: `fedprior compare {folder}`")  # the summary: stdout
 
 
 def label(run) -> str:

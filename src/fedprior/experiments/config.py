@@ -24,6 +24,7 @@ keep the preset's description. Where a run differs from its preset at all,
 from __future__ import annotations
 
 import tomllib
+import warnings
 from pathlib import Path
 from typing import Any, Literal
 
@@ -340,7 +341,35 @@ def load_config(
     except ConfigError as error:
         hint = left_over_algorithm_keys(source, given, merged, overrides or [])
         raise ConfigError(f"{error}; {hint}" if hint else str(error)) from None
+    note = switched_algorithm_note(source, raw, config, overrides or [], algorithm)
+    if note:
+        warnings.warn(note, stacklevel=2)
     return name, described(name, config)
+
+
+def switched_algorithm_note(source: str, raw: dict[str, Any], config: ExperimentConfig, overrides: list[str], algorithm: str | None) -> str:
+    """Where the run's algorithm is not the one ``source`` was written for: the preset's algorithm values, away from the run
+    algorithm's defaults, that the run takes or loses without being told ('' if none). ``--set algorithm.name=X`` carries them
+    into X (only the name changes); ``--algorithm X`` drops them for X's defaults (the whole section is replaced)."""
+    before = raw.get("algorithm")
+    if not isinstance(before, dict) or before.get("name", "fedavg") == config.algorithm.name:
+        return ""
+    old, new = before.get("name", "fedavg"), config.algorithm.name
+    set_here = {tuple(parse_override(text)[0]) for text in overrides}
+    defaults = {key: p.default for key, p in algorithm_spec(new).hyperparameters().items()}
+    differ = [key for key in before if key in defaults and ("algorithm", key) not in set_here and before[key] != defaults[key]]
+    if not differ:
+        return ""
+    origin = f"the preset '{source}'" if source in preset_paths() and "/" not in source and not source.endswith(".toml") else source
+    if algorithm is None:
+        carried = ", ".join(f"algorithm.{key} = {before[key]!r} (its default {defaults[key]!r})" for key in differ)
+        return (
+            f"--set algorithm.name={new} keeps the other fields of {origin}'s [algorithm], written for '{old}': {carried}; "
+            f"--algorithm {new} starts from {new}'s own defaults"
+        )
+    dropped = ", ".join(f"algorithm.{key} = {defaults[key]!r} ({new}'s default; {origin} has {before[key]!r})" for key in differ)
+    keep = " ".join(f"--set algorithm.{key}={before[key]!r}" for key in differ)
+    return f"--algorithm {new} replaces the [algorithm] section of {origin}, written for '{old}': {dropped}; {keep} {'keeps them' if len(differ) > 1 else 'keeps it'}"
 
 
 def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str]) -> str:
@@ -420,6 +449,7 @@ def partition_text(config: ExperimentConfig) -> str:
         "shard": f"shards s={p.shards}",
         "window": f"scenario {p.scenario}" if p.scenario else f"class windows of {p.window}",
         "natural": "the dataset's own clients",
+        "quantity": f"IID, {p.sizes} sizes up to {p.size_ratio:g}x",
     }[p.scheme]
     if p.num_labeled:
         unlabeled = f"{p.num_unlabeled:,}" if p.num_unlabeled else "all other"

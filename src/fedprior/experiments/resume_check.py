@@ -81,8 +81,23 @@ def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[s
     return {
         field: (old, new)
         for field, (old, new) in config_differences(before, after).items()
-        if field not in RESUME_MAY_CHANGE and not (old is None and field in defaults and new == defaults[field])
+        if field not in RESUME_MAY_CHANGE
+        and not (old is None and field in defaults and new == defaults[field])
+        and not same_server_step(field, old, new, after)
     }
+
+
+def same_server_step(field: str, old: Any, new: Any, after: dict[str, Any]) -> bool:
+    """Whether ``algorithm.<field>`` of the server optimizer option, at its fixed default of before issue 46 (``old``) and unset now
+    (``new`` None: the rule's own), steps alike: the rule of ``after`` does not read it, or its own default is that value."""
+    from fedprior.algorithms.pieces.server_optimizers import FIELDS, RULE_DEFAULTS, USED, WRITTEN_BEFORE
+
+    key = field.removeprefix("algorithm.")
+    rule = after.get("algorithm", {}).get("server_optimizer")
+    if new is not None or rule not in USED or key not in WRITTEN_BEFORE or old != WRITTEN_BEFORE[key]:
+        return False
+    read = {FIELDS[attr] for attr in USED[rule]}
+    return key not in read or RULE_DEFAULTS[rule][key] == old
 
 
 def describe_changes(changed: dict[str, tuple[Any, Any]], before: str, after: str = "now") -> str:

@@ -14,8 +14,8 @@ from fedprior.validation import ConfigSection
 
 
 class PartitionConfig(ConfigSection):
-    scheme: Literal["iid", "shard", "dirichlet", "window", "natural"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers)."""
+    scheme: Literal["iid", "shard", "dirichlet", "window", "natural", "quantity"] = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers), quantity (IID draws of skewed sizes: partition.sizes, partition.size_ratio)."""
     shards: int = Field(2, ge=1)
     """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
@@ -28,6 +28,10 @@ class PartitionConfig(ConfigSection):
     """An MFCL scenario by name: Sc1..Sc10 (the MFCL paper's Table 1: 10 clients, 10 classes, window = the number) or Sc11..Sc110 (Table 4: 100 clients, 100 classes, window = number - 10); sets scheme = window and the window; "" clears it."""
     balance: bool = False
     """For scheme=dirichlet: the FedDB code's variant (a client holding n/num_clients samples gets no more; redraw until every client holds one)."""
+    sizes: Literal["linear", "exponential", "power-law"] = "power-law"
+    """For scheme=quantity: how a client's size grows with its id, from client 0 (smallest) to the last (largest): linear, exponential (a geometric progression) or power-law (a power of the rank)."""
+    size_ratio: float = Field(10.0, ge=1)
+    """For scheme=quantity: the largest client's size over the smallest's (1: equal sizes)."""
     num_labeled: int = Field(0, ge=0)
     """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
     num_unlabeled: int = Field(0, ge=0)
@@ -43,4 +47,6 @@ class PartitionConfig(ConfigSection):
             return {"alpha": self.alpha, "min_size": self.min_size, "balance": self.balance}
         if self.scheme == "window":
             return {"window": self.window}
+        if self.scheme == "quantity":
+            return {"sizes": self.sizes, "size_ratio": self.size_ratio}
         return {}

@@ -16,6 +16,7 @@ SCHEMES: dict[str, str] = {
     "dirichlet": "per class, proportions over clients ~ Dir(alpha) (LDA; fst-cbdg.txt 4.1, feddb.txt 5.1)",
     "window": "client m holds classes mW..mW+W-1 mod n, equal counts (the MFCL paper's Tables 1 and 4)",
     "natural": "each client is one natural owner of the data, e.g. a FEMNIST writer (fedbm.txt IV-A1)",
+    "quantity": "IID draws of skewed sizes, linear, exponential or power-law in the client id (as flwr-datasets' size partitioners)",
 }
 """The partition schemes ``partition.scheme`` accepts, with a line each."""
 
@@ -24,7 +25,7 @@ def scheme_partitioner(config: PartitionConfig, num_clients: int, seed: int, gro
     """The partitioner of ``config.scheme`` with its parameters (the one place that reads them).
 
     ``shards`` serves scheme ``shard``, ``alpha``, ``min_size`` and ``balance`` (the FedDB
-    code's variant) serve ``dirichlet``, ``window`` serves ``window``, ``groups`` (each position's
+    code's variant) serve ``dirichlet``, ``window`` serves ``window``, ``sizes`` and ``size_ratio`` serve ``quantity``, ``groups`` (each position's
     owner, aligned with the labels ``split`` gets) serves ``natural``; the others are ignored.
     """
     scheme = config.scheme
@@ -48,6 +49,10 @@ def scheme_partitioner(config: PartitionConfig, num_clients: int, seed: int, gro
         from fedprior.partition.natural import NaturalPartitioner
 
         return NaturalPartitioner(num_clients, groups)
+    if scheme == "quantity":
+        from fedprior.partition.quantity import QuantitySkewPartitioner
+
+        return QuantitySkewPartitioner(num_clients, config.sizes, config.size_ratio, seed=seed)
     raise ConfigError(f"partition.scheme: unknown scheme {scheme!r}; accepted: {', '.join(SCHEMES)}")
 
 

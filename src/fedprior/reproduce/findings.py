@@ -33,63 +33,22 @@ the embedded grid leaves out) is listed as ``not run``.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fedprior.reproduce.tables import MeasuredControl
+from fedprior.results.paired import paired, verdict
+from fedprior.results.paired import t_quantile as t_quantile  # re-exported: the statistics live in results (compare uses them too)
 
 if TYPE_CHECKING:
     from fedprior.reproduce.tables import Control, PaperTable
 
-CONFIDENCE = 0.95
-HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
 NOT_INFORMATIVE, NOT_RUN = "setting not informative", "not run"
 PASSED, FAILED = "passed", "failed"
 ONE_SEED = "one seed: no interval"
 UNGATED = "no control gates it"
-
-
-@dataclass(frozen=True)
-class Paired:
-    """Paired differences over seeds: n, mean, sample sd and the t interval of the mean (None with one seed)."""
-
-    n: int
-    mean: float
-    sd: float | None
-    low: float | None
-    high: float | None
-
-
-def t_quantile(n: int) -> float:
-    """t(0.975, n - 1): the two-sided 95% quantile of Student's t with n - 1 degrees of freedom."""
-    from scipy.stats import t
-
-    return float(t.ppf(0.5 + CONFIDENCE / 2, n - 1))
-
-
-def paired(differences: Sequence[float]) -> Paired:
-    """Mean, sd (n - 1) and 95% t interval of ``differences`` (one per seed)."""
-    d = np.asarray(differences, dtype=float)
-    mean = float(d.mean())
-    if d.size < 2:
-        return Paired(int(d.size), mean, None, None, None)
-    sd = float(d.std(ddof=1))
-    half = t_quantile(d.size) * sd / math.sqrt(d.size)
-    return Paired(int(d.size), mean, sd, mean - half, mean + half)
-
-
-def verdict(stats: Paired) -> str:
-    """holds (interval above 0), reversed (below 0) or not resolved (spans 0, or one seed)."""
-    if stats.low is None or stats.high is None:
-        return NOT_RESOLVED
-    if stats.low > 0:
-        return HOLDS
-    if stats.high < 0:
-        return REVERSED
-    return NOT_RESOLVED
 
 
 def _round(value: float | None) -> float | None:

@@ -193,7 +193,7 @@ def interval(finding: dict[str, Any]) -> str:
 def by_interval(finding: dict[str, Any]) -> str:
     """The verdict a finding's interval gives (holds, reversed, not resolved), also where a failed control blanks the
     reported one (``setting not informative``)."""
-    from fedprior.reproduce.findings import Paired, verdict
+    from fedprior.results.paired import Paired, verdict
 
     return verdict(Paired(finding["n"], finding["mean"], finding["sd"], finding["low"], finding["high"]))
 

@@ -12,7 +12,7 @@ import csv
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,12 @@ from typing import Any
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
 from fedprior.results.compare_groups import PLACEMENT, Group, Repeat, budget_differences, group_runs, paired
+from fedprior.results.paired import paired as paired_stats
+from fedprior.results.paired import verdict
 from fedprior.results.run_view import METRICS, RunView, read_run
+
+DIFFERENCE_METRICS = ("final_accuracy", "best_accuracy")
+"""The metrics of which ``compare`` gives paired differences between groups."""
 
 
 def labels(runs: list[RunView]) -> list[str]:
@@ -63,6 +68,25 @@ class Comparison:
     def paired(self) -> bool:
         """Whether the groups are paired: the same seeds and budget in each, and one partition per seed across groups."""
         return paired(self.groups)
+
+    def paired_differences(self, metrics: Sequence[str] = DIFFERENCE_METRICS) -> list[dict[str, Any]]:
+        """Where the groups are paired (:attr:`paired`): each group's difference from the first group, seed by seed, on each of
+        ``metrics`` the runs have: ``{"metric", "group", "minus", "n", "mean", "sd", "low", "high", "verdict"}``, the mean,
+        sample sd and 95% t interval of d_s = group_s - first_s (fractions, as the metrics), and holds (interval above 0),
+        reversed (below 0) or not resolved (:mod:`fedprior.results.paired`). Empty where the groups are not paired."""
+        if not self.paired:
+            return []
+        first, out = self.groups[0], []
+        for metric in (m for m in metrics if m in self.metrics):
+            base = {str(r.config.get("run.seed")): r.metrics.get(metric) for r in first.runs}
+            for group in self.groups[1:]:
+                pairs = [(r.metrics.get(metric), base[str(r.config.get("run.seed"))]) for r in group.runs]
+                differences = [a - b for a, b in pairs if a is not None and b is not None]
+                if len(differences) < len(pairs):  # a run without the metric: no pairing for it
+                    continue
+                stats = paired_stats(differences)
+                out.append({"metric": metric, "group": group.label, "minus": first.label, **asdict(stats), "verdict": verdict(stats)})
+        return out
 
     @property
     def repeats(self) -> list[Repeat]:
@@ -152,6 +176,7 @@ class Comparison:
                 for g, row in zip(self.groups, self.group_rows(), strict=True)
             ],
             "paired": self.paired,
+            "paired_differences": self.paired_differences(),
             "budget_differences": self.budget_differences,
             "repeats": [vars(repeat) for repeat in self.repeats],
             "ignored_fields": sorted(PLACEMENT),

@@ -1,8 +1,9 @@
 """The accuracy curves of ``fedprior compare``: one mean line and a shaded ±sd band per group.
 
-A colour per algorithm (as many distinct colours as algorithms), a line style per setting
-(the fields that vary within one algorithm), the legend outside the axes with long labels
-wrapped, so that 30 runs in a dozen groups, or groups told apart by many fields, stay readable.
+A distinct colour per group (a sweep's groups of one algorithm told apart too), and a line style
+per setting (the fields that vary within one algorithm: the groups of one setting share it),
+the legend outside the axes with long labels wrapped, so that 30 runs in a dozen groups, or
+groups told apart by many fields, stay readable.
 """
 
 from __future__ import annotations
@@ -51,8 +52,7 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    algorithms = list(dict.fromkeys(g.algorithm for g in groups))
-    colours = dict(zip(algorithms, palette(len(algorithms)), strict=True))
+    colours = palette(len(groups))
     entries = [textwrap.fill(f"{g.label} (n={len(g.runs)})", LABEL_WIDTH) for g in groups]
     columns = 1 if len(groups) <= 16 else 2
     longest = max((len(line) for entry in entries for line in entry.splitlines()), default=0)
@@ -60,13 +60,12 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
     width = 6 + 0.065 * longest * columns
     height = max(4.5, 1.2 + 0.19 * math.ceil(lines / columns))  # a legend taller than the axes would be cut off
     fig, ax = plt.subplots(figsize=(width, height), dpi=120, layout="constrained")
-    for group, entry in zip(groups, entries, strict=True):
+    for group, entry, colour in zip(groups, entries, colours, strict=True):
         curve = group.curve()
         rounds = list(curve)
         mean = [100 * m for m, _, _ in curve.values()]
         style = DASHES[group.style % len(DASHES)]
         marker = MARKERS[(group.style // len(DASHES)) % len(MARKERS)] if group.style >= len(DASHES) else None
-        colour = colours[group.algorithm]
         ax.plot(rounds, mean, color=colour, linestyle=style, marker=marker, markersize=3, linewidth=1.5, label=entry)
         banded = [(step, m, sd) for step, (m, sd, _) in curve.items() if sd is not None]
         if banded:

@@ -50,43 +50,81 @@ ServerOptimizerName = Annotated[
         "'avgm' (FedAvgM: server_lr, server_momentum), 'adagrad' (server_lr, beta1, tau), 'adam' or 'yogi' (server_lr, beta1, beta2, tau)"
     ),
 ]
+RULE_DEFAULTS: dict[str, dict[str, float]] = {
+    "none": {},
+    "avgm": {"server_lr": 1.0, "server_momentum": 0.9},
+    "adagrad": {"server_lr": 0.01, "beta1": 0.0, "tau": 1e-3},
+    "adam": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
+    "yogi": {"server_lr": 0.01, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3},
+}
+"""Each rule's hyperparameters (config fields ``algorithm.<field>``) with their defaults, declared once: the algorithms fedavgm,
+fedadagrad, fedadam and fedyogi take them, and so does ``algorithm.server_optimizer`` of fedprox and scaffold for each field
+left unset, and :class:`ServerOptimizer` for each left None.
+
+- FedAvgM: server lr 1 and momentum 0.9 (Hsu et al., 2019; Flower's default momentum 0 would be FedAvg itself).
+- Server lr 0.01 for the three adaptive rules: m and v start at zero, so their first step moves every weight by about
+  server_lr at once; Flower's 0.1 (FedAdam, FedAdagrad) diverges on the small CNN here (docs/server-optimizers.md),
+  0.01 is Flower's FedYogi default.
+- beta1 = 0 for FedAdagrad: Algorithm 2 of Reddi et al. ("Adaptive Federated Optimization", ICLR 2021) gives all three
+  adaptive rules the first moment m_t = beta1 m_{t-1} + (1 - beta1) Delta_t; at beta1 = 0 FedAdagrad steps by Delta_t
+  itself, Adagrad's own step and Flower's FedAdagrad. FedAdam and FedYogi: beta1 0.9, beta2 0.99. tau 1e-3 (Flower's).
+"""
+
+
+def described_defaults(field: str) -> str:
+    """The defaults of ``field`` rule by rule, for a field's description: 'avgm 1, adagrad 0.01, ...'."""
+    return ", ".join(f"{rule} {values[field]:g}" for rule, values in RULE_DEFAULTS.items() if field in values)
+
+
 ServerLr = Annotated[float, Field(gt=0, description="server learning rate eta: x + eta v (FedAvgM), x + eta m / (sqrt(v) + tau) (Algorithm 2)")]
-RULE_LR = {"none": None, "avgm": 1.0, "adagrad": 0.01, "adam": 0.01, "yogi": 0.01}
-"""The server learning rate of ``algorithm.server_optimizer`` where ``algorithm.server_lr`` is unset: FedAvgM's 1 (Hsu et al.), and
-0.01 for the adaptive rules (the *-cnn presets'; a step of about server_lr moves every weight at once, and 1 diverges at round 1)."""
+ServerMomentum = Annotated[float, Field(ge=0, lt=1, description="FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v")]
+Beta1 = Annotated[float, Field(ge=0, lt=1, description="decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2)")]
+Beta2 = Annotated[float, Field(ge=0, lt=1, description="decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2)")]
+Tau = Annotated[float, Field(gt=0, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2)")]
+UNSET = "unset: the rule's own"
 OptionalServerLr = Annotated[
     float | None,
     Field(
         gt=0,
-        description="server learning rate eta: x + eta v (FedAvgM), x + eta m / (sqrt(v) + tau) (Algorithm 2); "
-        "unset: the rule's, 1.0 for 'avgm' and 0.01 for 'adagrad', 'adam' and 'yogi'",
+        description=f"server learning rate eta: x + eta v (FedAvgM), x + eta m / (sqrt(v) + tau) (Algorithm 2); {UNSET}, {described_defaults('server_lr')}",
     ),
 ]
-ServerMomentum = Annotated[float, Field(ge=0, lt=1, description="FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v")]
-Beta1 = Annotated[float, Field(ge=0, lt=1, description="decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2)")]
-Beta2 = Annotated[float, Field(ge=0, lt=1, description="decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2)")]
-Tau = Annotated[float, Field(gt=0, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2; Flower's default 1e-3)")]
+OptionalServerMomentum = Annotated[
+    float | None,
+    Field(ge=0, lt=1, description=f"FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v; {UNSET}, {described_defaults('server_momentum')}"),
+]
+OptionalBeta1 = Annotated[
+    float | None,
+    Field(ge=0, lt=1, description=f"decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2); {UNSET}, {described_defaults('beta1')}"),
+]
+OptionalBeta2 = Annotated[
+    float | None,
+    Field(ge=0, lt=1, description=f"decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2); {UNSET}, {described_defaults('beta2')}"),
+]
+OptionalTau = Annotated[
+    float | None, Field(gt=0, description=f"adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); {UNSET}, {described_defaults('tau')}")
+]
 
 
-def server_step(
+def server_step(*, server_lr: ServerLr, server_momentum: ServerMomentum, beta1: Beta1, beta2: Beta2, tau: Tau) -> None:
+    """The hyperparameters of a server step, typed; each algorithm of ``fedopt.py`` takes its rule's with :data:`RULE_DEFAULTS`'s defaults."""
+
+
+def server_optimization(
     *,
-    server_lr: ServerLr = 1.0,
-    server_momentum: ServerMomentum = 0.0,
-    beta1: Beta1 = 0.9,
-    beta2: Beta2 = 0.99,
-    tau: Tau = 1e-3,
+    server_optimizer: ServerOptimizerName = "none",
+    server_lr: OptionalServerLr = None,
+    server_momentum: OptionalServerMomentum = None,
+    beta1: OptionalBeta1 = None,
+    beta2: OptionalBeta2 = None,
+    tau: OptionalTau = None,
 ) -> None:
-    """The hyperparameters of a server step: those of FedAvgM, FedAdagrad, FedAdam and FedYogi as algorithms (``fedopt.py``)."""
+    """The option of an algorithm that takes a server optimizer (``algorithm.server_optimizer`` on fedprox, scaffold): the rule,
+    and its hyperparameters, each unset by default, which means the rule's own (:data:`RULE_DEFAULTS`)."""
 
 
-def server_optimization(*, server_optimizer: ServerOptimizerName = "none", server_lr: OptionalServerLr = None) -> None:
-    """The option of an algorithm that takes a server optimizer (``algorithm.server_optimizer`` on fedprox, scaffold): the rule, its
-    ``server_lr`` (unset: :data:`RULE_LR`, the rule's own), and the other fields of :func:`server_step`."""
-
-
-SERVER_OPTIMIZATION = (*parameters(server_optimization), *parameters(server_step, ("server_momentum", "beta1", "beta2", "tau")))
+SERVER_OPTIMIZATION = parameters(server_optimization)
 """The parameters of the option, for ``with_shared``."""
-OPTION_DEFAULTS = {p.name: p.default for p in SERVER_OPTIMIZATION}
 
 
 def momentum_step(x: torch.Tensor, delta: torch.Tensor, v: torch.Tensor, *, lr: float, momentum: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -116,33 +154,6 @@ def adaptive_step(
     return x + lr * m / (v.sqrt() + tau), m, v
 
 
-@dataclass(frozen=True)
-class ServerOptimizer:
-    """A server optimizer and its hyperparameters (the defaults: :func:`server_optimization`'s)."""
-
-    rule: Rule = "none"
-    lr: float = 1.0
-    momentum: float = 0.0
-    beta1: float = 0.9
-    beta2: float = 0.99
-    tau: float = 1e-3
-
-    @property
-    def slots(self) -> tuple[str, ...]:
-        """The names of its per-parameter state: FedAvgM's momentum v, or the moments m and v."""
-        return {"none": (), "avgm": ("v",)}.get(self.rule, ("m", "v"))
-
-    def step(self, x: torch.Tensor, delta: torch.Tensor, slots: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-        """x_{t+1} and the new slots from x_t, Delta_t and the slots of round t - 1."""
-        if self.rule == "none":
-            return x + delta, {}
-        if self.rule == "avgm":
-            x, v = momentum_step(x, delta, slots["v"], lr=self.lr, momentum=self.momentum)
-            return x, {"v": v}
-        x, m, v = adaptive_step(self.rule, x, delta, slots["m"], slots["v"], lr=self.lr, beta1=self.beta1, beta2=self.beta2, tau=self.tau)
-        return x, {"m": m, "v": v}
-
-
 USED = {
     "none": (),
     "avgm": ("lr", "momentum"),
@@ -156,23 +167,68 @@ FIELDS = {"lr": "server_lr", "momentum": "server_momentum", "beta1": "beta1", "b
 """Each hyperparameter's config field (``algorithm.<field>``)."""
 
 
+@dataclass(frozen=True)
+class ServerOptimizer:
+    """A server optimizer: its rule and the hyperparameters the rule reads (:data:`USED`); one left None takes the rule's
+    default (:data:`RULE_DEFAULTS`); those the rule does not read stay None."""
+
+    rule: Rule = "none"
+    lr: float | None = None
+    momentum: float | None = None
+    beta1: float | None = None
+    beta2: float | None = None
+    tau: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.rule not in USED:
+            raise ValueError(f"server optimizer {self.rule!r}: accepted: {', '.join(map(repr, USED))}")
+        for attr in USED[self.rule]:
+            if getattr(self, attr) is None:
+                object.__setattr__(self, attr, RULE_DEFAULTS[self.rule][FIELDS[attr]])
+
+    def value(self, attr: str) -> float:
+        """A hyperparameter the rule reads (set in ``__post_init__``)."""
+        value = getattr(self, attr)
+        assert value is not None, f"{attr} is not read by {self.rule!r}"
+        return value
+
+    @property
+    def slots(self) -> tuple[str, ...]:
+        """The names of its per-parameter state: FedAvgM's momentum v, or the moments m and v."""
+        return {"none": (), "avgm": ("v",)}.get(self.rule, ("m", "v"))
+
+    def step(self, x: torch.Tensor, delta: torch.Tensor, slots: dict[str, torch.Tensor]) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """x_{t+1} and the new slots from x_t, Delta_t and the slots of round t - 1."""
+        if self.rule == "none":
+            return x + delta, {}
+        if self.rule == "avgm":
+            x, v = momentum_step(x, delta, slots["v"], lr=self.value("lr"), momentum=self.value("momentum"))
+            return x, {"v": v}
+        lr, beta1, tau = self.value("lr"), self.value("beta1"), self.value("tau")
+        beta2 = 0.0 if self.rule == "adagrad" else self.value("beta2")  # FedAdagrad's v reads no beta2
+        x, m, v = adaptive_step(self.rule, x, delta, slots["m"], slots["v"], lr=lr, beta1=beta1, beta2=beta2, tau=tau)
+        return x, {"m": m, "v": v}
+
+
+WRITTEN_BEFORE = {"server_momentum": 0.0, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
+"""The option's fixed defaults before each rule had its own (fedprior before issue 46): a run's config.toml holds every field,
+so one written then names them all; where the rule does not read a field, that value is taken as unset, not refused."""
+
+
 def checked_server_optimizer(
-    *, server_optimizer: Rule, server_lr: float | None, server_momentum: float, beta1: float, beta2: float, tau: float
+    *, server_optimizer: Rule, server_lr: float | None, server_momentum: float | None, beta1: float | None, beta2: float | None, tau: float | None
 ) -> ServerOptimizer:
-    """The ServerOptimizer of the option's config fields (:data:`SERVER_OPTIMIZATION`), ``server_lr`` unset taking the rule's
-    (:data:`RULE_LR`); ConfigError for a field set away from its default that the rule does not read."""
-    given = {"server_lr": server_lr, "server_momentum": server_momentum, "beta1": beta1, "beta2": beta2, "tau": tau}
-    unused = [name for name, field in FIELDS.items() if name not in USED[server_optimizer] and given[field] != OPTION_DEFAULTS[field]]
+    """The ServerOptimizer of the option's config fields (:data:`SERVER_OPTIMIZATION`), each unset field taking the rule's default
+    (:data:`RULE_DEFAULTS`); ConfigError for a field set that the rule does not read (but at its value in :data:`WRITTEN_BEFORE`)."""
+    given = {"lr": server_lr, "momentum": server_momentum, "beta1": beta1, "beta2": beta2, "tau": tau}
+    unused = [attr for attr, value in given.items() if value is not None and attr not in USED[server_optimizer] and value != WRITTEN_BEFORE.get(FIELDS[attr])]
     if unused:
         readers = [rule for rule, used in USED.items() if unused[0] in used]
-        default = OPTION_DEFAULTS[FIELDS[unused[0]]]
         raise ConfigError(
             f"algorithm.{FIELDS[unused[0]]}: applies with algorithm.server_optimizer = {' or '.join(repr(r) for r in readers)}, "
-            f"not with {server_optimizer!r}; {'leave it unset' if default is None else f'leave it at its default {default}'} "
-            "or choose a server optimizer that reads it"
+            f"not with {server_optimizer!r}; leave it unset or choose a server optimizer that reads it"
         )
-    lr = RULE_LR[server_optimizer] if server_lr is None else server_lr
-    return ServerOptimizer(server_optimizer, 1.0 if lr is None else lr, server_momentum, beta1, beta2, tau)
+    return ServerOptimizer(server_optimizer, **{attr: value for attr, value in given.items() if attr in USED[server_optimizer]})
 
 
 def slot_key(slot: str, name: str) -> str:
