@@ -19,6 +19,11 @@ class DatasetError(FedpriorError, ValueError):
     """A dataset's arrays are inconsistent (label count, label range): damaged files, or files that do not belong together."""
 
 
+class UserCodeError(FedpriorError):
+    """An algorithm registered from the user's own code raised, or its factory returned no Algorithm; the message names
+    the algorithm, its module and the Python error (``fedprior --debug`` shows the traceback)."""
+
+
 class Interrupted(KeyboardInterrupt):
     """A run stopped by a signal (Ctrl-C: SIGINT; a scheduler or ``kill``: SIGTERM) after it stopped what it started.
 

@@ -136,11 +136,13 @@ def points(sweeps: list[Swept]) -> list[Point]:
 def plan_sweep(
     preset: str, set_: list[str], sweeps: list[Swept], seeds: list[int], folder: Path, imports: list[str] | None = None, seeds_given: bool = True
 ) -> list[CellRun]:
-    """Every run of the grid (points x seeds), each config checked and each folder looked at before anything runs.
+    """Every run of the grid (points x seeds), each config checked whole (:func:`~fedprior.experiments.build.check_planned`)
+    and each folder looked at before anything runs.
 
     A run's overrides are ``--set``'s, then its swept values, then ``run.seed``. Two runs whose
     folder names would be the same (values that differ only in characters a folder name
     cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused)."""
+    from fedprior.experiments.build import check_planned
     from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import load_config
     from fedprior.experiments.table_runs import cell_folder, plan_cell
@@ -158,6 +160,8 @@ def plan_sweep(
                 )
             folders[path] = f"{point.label} seed {seed}"
             name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [])
+            if seed == seeds[0]:
+                check_planned(config, f"--sweep: the run {point.label}: " if point.label else "")
             runs.append(plan_cell(folder, cell, seed, name, config, command="sweep"))
     return runs
 

@@ -1,0 +1,107 @@
+"""What the fourth reliability probe found (issue 46 item 6), one test each: every planned config of a sweep or table
+checked whole before anything trains, ``--dry-run`` included; a user's algorithm that raises or returns no Algorithm
+named with its module; and one clear line for each input the probe gave."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from cli import TINY, error_line, invoke
+
+import fedprior
+from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, algorithm_spec
+
+
+@pytest.fixture
+def registry():
+    """Algorithms a test registers are forgotten after it."""
+    shipped, here = dict(ALGORITHMS), set(REGISTERED_HERE)
+    yield ALGORITHMS
+    ALGORITHMS.clear()
+    ALGORITHMS.update(shipped)
+    REGISTERED_HERE.clear()
+    REGISTERED_HERE.update(here)
+
+
+# ----------------------------------------------------------------------------- cross-field checks before anything trains
+
+SERVER_GRID = ["--sweep", "algorithm.server_optimizer=adam,none", "--sweep", "algorithm.server_lr=0.01,0.1"]
+NONE_WITH_LR = (
+    "algorithm.server_lr: applies with algorithm.server_optimizer = 'avgm' or 'adagrad' or 'adam' or 'yogi', not with 'none'; "
+    "leave it unset or choose a server optimizer that reads it"
+)
+
+
+@pytest.mark.parametrize("dry_run", [[], ["--dry-run"]], ids=["run", "dry-run"])
+def test_a_sweep_whose_later_run_breaks_a_cross_field_rule_is_refused_before_any_run(tmp_path, dry_run):
+    out = tmp_path / "grid"
+    result = invoke("run", "fedprox-cnn", *TINY, *SERVER_GRID, "--seeds", "2", "--out", out, *dry_run)
+    assert error_line(result) == f"error: --sweep: the run server_optimizer=none--server_lr=0.01: {NONE_WITH_LR}"
+    assert result.stderr.strip() == error_line(result) and not out.exists()  # no banner, nothing trained or written
+
+
+def test_the_dry_run_of_one_run_refuses_what_its_algorithm_refuses():
+    refused = error_line(invoke("run", "fedprox-cnn", *TINY, "--set", "algorithm.server_lr=0.1", "--dry-run"))
+    assert refused == f"error: {NONE_WITH_LR}"
+    scaffold = error_line(invoke("run", "scaffold-cnn", *TINY, "--set", "algorithm.server_optimizer=adam", "--set", "algorithm.global_lr=0.5", "--dry-run"))
+    assert scaffold.startswith("error: algorithm.global_lr: is plain SCAFFOLD's server step")
+
+
+def test_a_table_whose_cells_break_a_cross_field_rule_is_refused_before_its_banner(tmp_path):
+    out = tmp_path / "table"
+    result = invoke("table", "fst-cbdg-table2", "--embedded", "--rows", "FedAvg", "--columns", "s=2", "--set", "run.precision=bf16", "--out", out)
+    line = error_line(result)
+    assert line.startswith("error: cell FedAvg / s=2: run.precision: model = 'linear' trains batched heads on features in fp32 only")
+    assert result.stderr.strip() == line and not out.exists()
+
+
+def test_the_check_without_data_stops_a_factory_at_its_first_look_at_the_task(registry):
+    looked = []
+
+    def factory(task, *, lr: float = 0.1, device: torch.device = torch.device("cpu")):
+        if lr > 1:
+            raise fedprior.ConfigError("algorithm.lr: at most 1")
+        looked.append(True)
+        return task.num_classes  # the data's: never reached without it
+
+    spec = fedprior.register_algorithm("looks-at-task", factory)
+    spec.check_without_data({"lr": 0.5})
+    with pytest.raises(fedprior.ConfigError, match="algorithm.lr: at most 1"):
+        spec.check_without_data({"lr": 2.0})
+    assert looked == [True]
+    algorithm_spec("fedavg").check_without_data({}, local_epochs=1, batch_size=8)  # a shipped factory stops at its model's task
+
+
+# ----------------------------------------------------------------------------- a user's own algorithm that fails
+
+
+def raising(task, *, device: torch.device = torch.device("cpu")):
+    raise RuntimeError("boom")
+
+
+def gives_dict(task, *, device: torch.device = torch.device("cpu")):
+    return {"stages": ()}
+
+
+def raising_aggregate(task, *, local_epochs: int = 1, batch_size: int = 32, device: torch.device = torch.device("cpu")):
+    def aggregate(state, replies, info):
+        raise RuntimeError("boom in aggregate")
+
+    return algorithm_spec("fedavg").factory(task, local_epochs=local_epochs, batch_size=batch_size, device=device).with_(aggregate=aggregate)
+
+
+@pytest.mark.parametrize(
+    "factory, says",
+    [
+        (raising, "its factory raised RuntimeError: boom"),
+        (gives_dict, "its factory returned dict, not an Algorithm (fedprior.algorithms.base.Algorithm)"),
+        (lambda task, *, device=torch.device("cpu"): None, "its factory returned NoneType, not an Algorithm (fedprior.algorithms.base.Algorithm)"),
+        (raising_aggregate, "its aggregate raised RuntimeError: boom in aggregate"),
+    ],
+    ids=["raises", "dict", "none", "aggregate"],
+)
+def test_a_users_algorithm_that_fails_is_named_with_its_module_not_called_a_bug(registry, tmp_path, factory, says):
+    fedprior.register_algorithm("mine", factory)
+    result = invoke("run", "fedavg-cnn", *TINY, "--algorithm", "mine", "--run-dir", tmp_path / "run")
+    assert result.exit_code == 2
+    assert error_line(result) == f"error: algorithm 'mine' (module {factory.__module__}): {says}"
