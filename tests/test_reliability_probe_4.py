@@ -4,6 +4,9 @@ named with its module; and one clear line for each input the probe gave."""
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import pytest
 import torch
 from cli import TINY, error_line, invoke
@@ -105,3 +108,72 @@ def test_a_users_algorithm_that_fails_is_named_with_its_module_not_called_a_bug(
     result = invoke("run", "fedavg-cnn", *TINY, "--algorithm", "mine", "--run-dir", tmp_path / "run")
     assert result.exit_code == 2
     assert error_line(result) == f"error: algorithm 'mine' (module {factory.__module__}): {says}"
+
+
+# ----------------------------------------------------------------------------- one clear line each
+
+
+def test_sweeping_algorithm_names_whose_fields_differ_points_to_a_config_per_algorithm():
+    line = error_line(invoke("run", "fedavg-cnn", *TINY, "--sweep", "algorithm.name=fedavg,fedntd", "--dry-run"))
+    assert line.endswith(
+        "algorithm.model comes from the preset 'fedavg-cnn', written for its algorithm 'fedavg' (--sweep algorithm.name changes only the name): "
+        "write a config for fedntd (fedprior presets show fedavg-cnn --algorithm fedntd > fedntd.toml) and run it on its own, "
+        "or sweep only names that take these fields"
+    )
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["--seeds", "99999999999999999999"], "--seeds '99999999999999999999': a count of at most 10,000 seeds (one run each)"),
+        (["--sweep", "=1,2"], "--sweep '=1,2': the key must be section.key with a section among data, partition"),
+    ],
+)
+def test_a_huge_seed_count_and_a_sweep_without_key_are_one_line_quoting_what_was_given(tmp_path, option, message):
+    assert error_line(invoke("run", "fedavg-cnn", *TINY, *option, "--out", tmp_path / "grid")).startswith(f"error: {message}")
+
+
+@pytest.mark.parametrize("command, what", [(["table", "fst-cbdg-table2", "--embedded"], "table"), (["run", "fedavg-cnn", *TINY, "--seeds", "2"], "sweep")])
+def test_an_out_that_is_a_run_folder_or_cannot_be_created_is_refused_naming_out(tmp_path, command, what):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text("")
+    result = invoke(*command, "--out", run)
+    assert error_line(result) == (
+        f"error: --out: {run} is the folder of one run (it holds config.toml); the {what}'s runs each get a folder inside --out: "
+        f"give a new folder, or the folder of a stopped {what} to continue it"
+    )
+    assert result.stderr.strip() == error_line(result)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    blocked.chmod(0o555)
+    unwritable = Path("/proc/1") if os.access(blocked, os.W_OK) else blocked  # root writes anywhere but into /proc
+    result = invoke(*command, "--out", unwritable / "new")
+    assert (
+        error_line(result)
+        == f"error: --out: cannot create {unwritable / 'new'}: {unwritable} is not writable (a read-only file system, or another user's folder)"
+    )
+    assert result.stderr.strip() == error_line(result)  # no banner, no run started
+
+
+def test_verify_names_a_damaged_result_json_and_an_unrecorded_machine(tmp_path):
+    from fedprior.reproduce.table_verify import recorded_machine, unrecorded_machine
+
+    kept = tmp_path / "cells" / "fst-cbdg-table2" / "FedAvg--s=2--seed0"
+    kept.mkdir(parents=True)
+    (kept / "result.json").write_text('{"final_accuracy": 0.5,')
+    result = invoke("table", "fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg", "--verify", "--cells", tmp_path / "cells")
+    assert error_line(result).startswith(f"error: --cells: {kept / 'result.json'} is not valid JSON (Expecting property name")
+    machine = recorded_machine({}, tmp_path / "no-record.json")
+    assert unrecorded_machine(machine) == (
+        f"the machine it ran on is not recorded (neither the cell's result.json nor {tmp_path / 'no-record.json'} says): another machine may give other bits"
+    )
+
+
+def test_tables_names_a_damaged_record_and_a_missing_results_folder(tmp_path):
+    (tmp_path / "fst-cbdg-table2.json").write_text("{damaged")
+    line = error_line(invoke("tables", "--results", tmp_path))
+    assert line.startswith(f"error: --results: {tmp_path / 'fst-cbdg-table2.json'} is not valid JSON (")
+    missing = tmp_path / "no" / "such"
+    line = error_line(invoke("tables", "--results", missing))
+    assert line == f"error: --results: {missing} is not a folder; give the folder of the tables' records NAME.json (benchmarks/results/tables)"

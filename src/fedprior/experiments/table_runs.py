@@ -57,11 +57,19 @@ another cell of the grid whose config is the same (:func:`twins`)."""
 
 def check_grid_folder(folder: Path, option: str = "--out", command: str = "table") -> None:
     """A ConfigError naming ``option``, before anything runs or is printed, where ``folder`` cannot hold the grid's run
-    folders: it, or a folder above it, is a file."""
+    folders: it, or a folder above it, is a file; it is itself a run's folder (``config.toml``); it does not exist and
+    the folder above it where it would be created is not writable (a read-only file system)."""
+    again = f"give a new folder, or the folder of a stopped {command} to continue it"
     for path in (folder, *folder.parents):
         if path.exists():
             if not path.is_dir():
-                raise ConfigError(f"{option}: {path} is a file, not a folder; give a new folder, or the folder of a stopped {command} to continue it")
+                raise ConfigError(f"{option}: {path} is a file, not a folder; {again}")
+            if path == folder and RunDir(folder).config.is_file():
+                raise ConfigError(
+                    f"{option}: {folder} is the folder of one run (it holds config.toml); the {command}'s runs each get a folder inside --out: {again}"
+                )
+            if path != folder and not os.access(path, os.W_OK | os.X_OK):
+                raise ConfigError(f"{option}: cannot create {folder}: {path} is not writable (a read-only file system, or another user's folder)")
             return
 
 
