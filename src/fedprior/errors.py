@@ -1,6 +1,8 @@
 """Errors that reach the user as one clear line instead of a traceback."""
 
+import os
 import signal
+import sys
 
 
 class FedpriorError(Exception):
@@ -36,3 +38,20 @@ class Interrupted(KeyboardInterrupt):
     def __init__(self, signum: int = signal.SIGINT, run_dir=None, continue_with: str | None = None) -> None:
         super().__init__(signum)
         self.signum, self.run_dir, self.continue_with = int(signum), run_dir, continue_with
+
+
+def redeliver_swallowed_stop(unraisable) -> None:
+    """A ``sys.unraisablehook``: a Ctrl-C or SIGTERM (:class:`Interrupted`) whose exception Python dropped, because it was
+    raised where no exception can leave (a weakref callback such as a WeakSet's, a ``__del__``, run by the garbage
+    collector in the middle of a round), is sent again to this process 10 ms later from a thread, so that its handler
+    runs once the callback has returned and stops the run there (again, should it land in a callback again). Without it Python prints ``Exception ignored in ...`` and a
+    traceback, and the run goes on as if no signal had come. Any other exception goes to Python's own hook."""
+    if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+        import threading
+
+        signum = getattr(unraisable.exc_value, "signum", signal.SIGINT)
+        again = threading.Timer(0.01, os.kill, (os.getpid(), signum))  # a moment later: the callback has returned
+        again.daemon = True
+        again.start()
+        return
+    sys.__unraisablehook__(unraisable)
