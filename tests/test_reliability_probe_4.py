@@ -301,3 +301,10 @@ def test_kill_9_of_a_grid_with_spawned_processes_leaves_no_resource_tracker_warn
         grid.kill()
     _, errors = grid.communicate(timeout=60)  # the pipes close once the children and the resource tracker are gone
     assert "leaked semaphore" not in errors and "resource_tracker" not in errors, errors
+
+
+def test_a_tau_that_float32_rounds_to_zero_is_refused_naming_tau():
+    line = error_line(invoke("run", "fedyogi-cnn", "--set", "algorithm.tau=1e-50", "--dry-run"))
+    assert line.startswith("error: algorithm.tau: input should be greater than or equal to 0.0000") and line.endswith("(got 1e-50)")
+    assert algorithm_spec("fedyogi").validate({"tau": 1e-38})["tau"] == 1e-38
+    assert float(torch.tensor(1e-50, dtype=torch.float32)) == 0 and float(torch.tensor(1e-38, dtype=torch.float32)) > 0

@@ -65,7 +65,13 @@ OptionalServerLr = Annotated[
 ServerMomentum = Annotated[float, Field(ge=0, lt=1, description="FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v")]
 Beta1 = Annotated[float, Field(ge=0, lt=1, description="decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2)")]
 Beta2 = Annotated[float, Field(ge=0, lt=1, description="decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2)")]
-Tau = Annotated[float, Field(gt=0, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2; Flower's default 1e-3)")]
+TAU_MIN = 1e-38
+"""The smallest tau: the step computes in float32, where a tau under about 1e-45 is 0 (0 / 0 where v = 0); 1e-38 is
+float32's smallest normal number, rounded."""
+Tau = Annotated[
+    float,
+    Field(ge=TAU_MIN, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2; Flower's default 1e-3); at least 1e-38 (float32)"),
+]
 
 
 def server_step(
