@@ -44,8 +44,9 @@ def redeliver_swallowed_stop(unraisable) -> None:
     """A ``sys.unraisablehook``: a Ctrl-C or SIGTERM (:class:`Interrupted`) whose exception Python dropped, because it was
     raised where no exception can leave (a weakref callback such as a WeakSet's, a ``__del__``, run by the garbage
     collector in the middle of a round), is sent again to this process 10 ms later from a thread, so that its handler
-    runs once the callback has returned and stops the run there (again, should it land in a callback again). Without it Python prints ``Exception ignored in ...`` and a
-    traceback, and the run goes on as if no signal had come. Any other exception goes to Python's own hook."""
+    runs once the callback has returned and stops the run there (and again, should it land in a callback again).
+    Without it Python prints ``Exception ignored in ...`` and a traceback, and the run goes on as if no signal had come.
+    Any other exception goes to Python's own hook."""
     if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
         import threading
 
