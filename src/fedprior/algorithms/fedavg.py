@@ -41,8 +41,7 @@ def fedavg(
     With model='linear' (a head on frozen features, FST-CBDG's supervised baseline) the
     sampled clients train together as batched tensors; ``init`` applies to it only.
     """
-    if model == "linear":
-        check_features(task, "algorithm.model")
+    if model == "linear":  # its fields first, then the task: a config is checked without data (registry.check_without_data)
         if lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet', 'resnet18' or 'resnet18-imagenet')")
         if precision != "fp32":
@@ -51,6 +50,7 @@ def fedavg(
             raise ConfigError(
                 "run.compile: model = 'linear' trains batched heads on features, which are not compiled; accepted: false (true with an image model)"
             )
+        check_features(task, "algorithm.model")
         return supervised_head_algorithm(
             "fedavg",
             task,

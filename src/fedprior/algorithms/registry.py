@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from fedprior.errors import ConfigError
+from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.validation import CheckedModel, describe_validation_error
 
 if TYPE_CHECKING:
@@ -190,7 +190,78 @@ class AlgorithmSpec:
         self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
         needed = inspect.signature(self.factory).parameters
         provided = {k: v for k, v in runtime.items() if k in needed}
-        return self.factory(task, **self.validate(values), **provided)
+        if is_shipped(self):
+            return self.factory(task, **self.validate(values), **provided)
+        from fedprior.algorithms.base import Algorithm
+
+        with self.user_code("factory"):
+            algorithm = self.factory(task, **self.validate(values), **provided)
+        if not isinstance(algorithm, Algorithm):
+            raise UserCodeError(f"{self.origin}: its factory returned {type(algorithm).__name__}, not an Algorithm (fedprior.algorithms.base.Algorithm)")
+        server_side = {name: UserFunction(self, name, getattr(algorithm, name)) for name in USER_SERVER_SIDE if getattr(algorithm, name) is not None}
+        return algorithm.with_(**server_side)
+
+    def check_without_data(self, values: dict[str, Any], **runtime: Any) -> None:
+        """The checks the factory makes before it looks at the task (a field that applies only with another, such as
+        ``server_lr`` with ``server_optimizer = 'none'``), run for a config before any data is loaded: the factory is called
+        with a task that stops it at its first look (:class:`_NoTask`). Its ConfigError is raised; any other exception is
+        left to the build on the real task, which reports it with the data at hand."""
+        self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
+        needed = inspect.signature(self.factory).parameters
+        provided = {k: v for k, v in runtime.items() if k in needed}
+        try:
+            self.factory(_NoTask(), **self.validate(values), **provided)
+        except FedpriorError:
+            raise
+        except (_TaskNeeded, Exception):
+            return
+
+    @property
+    def origin(self) -> str:
+        """``algorithm 'NAME' (module M)``: where an error of the user's own algorithm comes from."""
+        module = getattr(inspect.unwrap(self.factory), "__module__", None)
+        return f"algorithm '{self.name}'" + (f" (module {module})" if module else "")
+
+    @contextlib.contextmanager
+    def user_code(self, what: str) -> Iterator[None]:
+        """An exception of the user's ``what`` (its factory, its aggregate) as a UserCodeError naming the algorithm and its
+        module; fedprior's own errors and Ctrl-C pass as they are."""
+        try:
+            yield
+        except FedpriorError:
+            raise
+        except Exception as error:
+            raise UserCodeError(f"{self.origin}: its {what} raised {type(error).__name__}: {error}") from error
+
+
+class _TaskNeeded(BaseException):
+    """Raised by :class:`_NoTask` where a factory looks at its task (a BaseException: no ``except Exception`` of a factory catches it)."""
+
+
+class _NoTask:
+    """The task :meth:`AlgorithmSpec.check_without_data` gives a factory: any attribute ends the call (:class:`_TaskNeeded`)."""
+
+    def __getattr__(self, name: str) -> Any:
+        raise _TaskNeeded(name)
+
+
+USER_SERVER_SIDE = ("init", "broadcast", "aggregate", "evaluate", "validate")
+"""The server-side functions of an algorithm of the user's own whose exceptions :class:`UserFunction` names (a client's
+update that raises is a failed client, reported by the runtime)."""
+
+
+@dataclass(frozen=True)
+class UserFunction:
+    """``function`` of the user's algorithm ``spec``, whose exceptions become a UserCodeError naming the algorithm, its
+    module and ``name`` (picklable where ``function`` is)."""
+
+    spec: AlgorithmSpec
+    name: str
+    function: Callable[..., Any]
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with self.spec.user_code(self.name):
+            return self.function(*args, **kwargs)
 
 
 def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:

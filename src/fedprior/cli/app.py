@@ -21,7 +21,7 @@ import typer
 from rich.markup import escape
 
 from fedprior.cli.console import make_console
-from fedprior.errors import FedpriorError, Interrupted
+from fedprior.errors import FedpriorError, Interrupted, redeliver_swallowed_stop
 
 app = typer.Typer(
     name="fedprior",
@@ -47,6 +47,21 @@ def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebac
     DEBUG["on"] = debug
     if not debug:
         warnings.showwarning = _show_warning
+        quiet_resource_tracker()
+
+
+TRACKER_WARNING = "ignore:resource_tracker:UserWarning"
+"""The ``-W`` option that silences multiprocessing's resource tracker's warnings (``resource_tracker: There appear to be 10
+leaked semaphore objects to clean up at shutdown``)."""
+
+
+def quiet_resource_tracker() -> None:
+    """Start any resource tracker of this process with :data:`TRACKER_WARNING`: where this process is killed (``kill -9``)
+    while processes it spawned run (a sweep's or table's jobs, workers), the tracker removes the semaphores it left, as
+    it should, but also printed two lines of warning about them. Python passes ``sys.warnoptions`` to the tracker it
+    starts (``multiprocessing.util._args_from_interpreter_flags``), so this is done before any process is spawned."""
+    if TRACKER_WARNING not in sys.warnoptions:
+        sys.warnoptions.append(TRACKER_WARNING)
 
 
 IMPORT_HELP = (
@@ -91,6 +106,7 @@ def user_errors(command: Callable) -> Callable:
     def wrapper(*args, **kwargs):
         main = threading.current_thread() is threading.main_thread()
         previous = signal.signal(signal.SIGTERM, _terminated) if main else None  # a scheduler's stop, like Ctrl-C
+        hook, sys.unraisablehook = sys.unraisablehook, redeliver_swallowed_stop  # a stop raised inside a callback stops the run
         try:
             return command(*args, **kwargs)
         except (click.exceptions.Exit, click.exceptions.Abort, click.ClickException):
@@ -115,6 +131,7 @@ def user_errors(command: Callable) -> Callable:
                 raise
             fail(f"unexpected {type(error).__name__}: {error} (run `fedprior --debug ...` for the traceback, and report it)", 1)
         finally:
+            sys.unraisablehook = hook
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
 

@@ -255,6 +255,7 @@ def table(
     the committed cells instead and say whether today's code gives their numbers to the bit.
     """
     from fedprior.errors import ConfigError, Interrupted
+    from fedprior.experiments.build import check_planned
     from fedprior.experiments.config import load_config
     from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, copy_twin, execute_runs, plan_cell, twins
     from fedprior.papers import table_by_name
@@ -282,6 +283,8 @@ def table(
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
         for seed in range(n_seeds):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
+            if seed == 0:
+                check_planned(config, f"cell {cell.row} / {cell.column}: ")
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
     to_measure = control_configs(paper_table, embedded, set_, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()

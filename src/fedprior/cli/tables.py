@@ -113,15 +113,19 @@ def tables(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON list (every table's rows, columns, cells and cost) on stdout."),
 ) -> None:
     """List the paper tables: rows, columns and cells in the paper's setting and the embedded one, claims, controls, and what a run cost here."""
+    from fedprior.errors import ConfigError
     from fedprior.papers import all_tables
+    from fedprior.results.json_file import read_json
     from fedprior.runtime.threads import available_cores
 
     folder = records_folder(results)
+    if not folder.is_dir():
+        raise ConfigError(f"--results: {folder} is not a folder; give the folder of the tables' records NAME.json (benchmarks/results/tables)")
     entries = []
     for name, table in all_tables().items():
         paper, embedded = setting_grid(table, False), setting_grid(table, True)
         record = folder / f"{name}.json"
-        cost = measured_cost(json.loads(record.read_text()), embedded["cells"], paper["cells"]) if record.is_file() else None
+        cost = measured_cost(read_json(record, "--results"), embedded["cells"], paper["cells"]) if record.is_file() else None
         entries.append(
             {
                 "table": name,

@@ -19,7 +19,7 @@ from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
-from fedprior.experiments.client_side import ClientSide, build_algorithm, check_compile, client_fields, evaluation_data, with_validation
+from fedprior.experiments.client_side import ClientSide, build_algorithm, check_algorithm_fields, check_compile, client_fields, evaluation_data, with_validation
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
@@ -117,6 +117,17 @@ def check_runtime_fields(config: ExperimentConfig) -> None:
         raise ConfigError(
             "run.cudnn_benchmark: 'on' lets cuDNN pick its algorithms by timing, which run.deterministic = true rules out; accepted with it: auto, off"
         )
+
+
+def check_planned(config: ExperimentConfig, which: str = "") -> None:
+    """Every check of ``config`` that needs neither its data nor its device, made for each run a sweep or table plans and
+    by ``--dry-run`` before anything trains: the runtime's fields and the algorithm's (:func:`check_algorithm_fields`).
+    ``which`` starts the message (the sweep's run, the table's cell)."""
+    try:
+        check_runtime_fields(config)
+        check_algorithm_fields(config)
+    except ConfigError as error:
+        raise ConfigError(f"{which}{error}") from None
 
 
 def check_before_data(config: ExperimentConfig, device: torch.device) -> None:

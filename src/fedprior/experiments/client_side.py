@@ -34,17 +34,23 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     """
     import_modules(config.run.imports, "run.imports")
     check_compile(config.run.compile, device)
-    algorithm = algorithm_spec(config.algorithm.name).build(
-        task,
-        config.algorithm.hyperparameters(),
-        local_epochs=config.federation.local_epochs,
-        batch_size=config.federation.batch_size,
-        device=device,
-        precision=config.run.precision,
-        compile=config.run.compile,
-    )
+    algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), **runtime_provided(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
     return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
+
+
+def runtime_provided(config: ExperimentConfig, device: torch.device) -> dict:
+    """What the runtime gives an algorithm's factory beside its hyperparameters (``registry.RUNTIME_PROVIDED``)."""
+    federation, run = config.federation, config.run
+    return {"local_epochs": federation.local_epochs, "batch_size": federation.batch_size, "device": device, "precision": run.precision, "compile": run.compile}
+
+
+def check_algorithm_fields(config: ExperimentConfig) -> None:
+    """What the algorithm's build refuses of its fields without looking at data (``run.precision``, ``run.compile``, a field that
+    applies only with another: :meth:`~fedprior.algorithms.registry.AlgorithmSpec.check_without_data`), refused for a config
+    before anything loads or trains: every planned run of a sweep or table, and ``--dry-run``."""
+    import_modules(config.run.imports, "run.imports")
+    algorithm_spec(config.algorithm.name).check_without_data(config.algorithm.hyperparameters(), **runtime_provided(config, torch.device("cpu")))
 
 
 def check_compile(compile: bool, device: torch.device) -> None:

@@ -319,7 +319,7 @@ def _accepted_keys(parent: tuple[str, ...]) -> list[str]:
 
 
 def load_config(
-    source: str, overrides: list[str] | None = None, imports: list[str] | None = None, algorithm: str | None = None
+    source: str, overrides: list[str] | None = None, imports: list[str] | None = None, algorithm: str | None = None, name_swept: bool = False
 ) -> tuple[str, ExperimentConfig]:
     """(name, checked config) from a preset name or TOML path plus ``section.key=value`` overrides.
 
@@ -339,7 +339,7 @@ def load_config(
     try:
         config = validate_config(merged)
     except ConfigError as error:
-        hint = left_over_algorithm_keys(source, given, merged, overrides or [])
+        hint = left_over_algorithm_keys(source, given, merged, overrides or [], name_swept)
         raise ConfigError(f"{error}; {hint}" if hint else str(error)) from None
     note = switched_algorithm_note(source, raw, config, overrides or [], algorithm)
     if note:
@@ -372,9 +372,10 @@ def switched_algorithm_note(source: str, raw: dict[str, Any], config: Experiment
     return f"--algorithm {new} replaces the [algorithm] section of {origin}, written for '{old}': {dropped}; {keep} {'keeps them' if len(differ) > 1 else 'keeps it'}"
 
 
-def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str]) -> str:
+def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str], name_swept: bool = False) -> str:
     """Where ``--set algorithm.name=...`` gave a preset another algorithm: the preset's own algorithm keys that the new one
-    does not accept, said to come from the preset, with the option that replaces the whole section ('' if none)."""
+    does not accept, said to come from the preset, with the option that replaces the whole section ('' if none).
+    ``name_swept``: the name came from ``--sweep algorithm.name=...``, where ``--algorithm`` is refused: a config per algorithm."""
     before, after = raw.get("algorithm"), merged.get("algorithm")
     if not isinstance(before, dict) or not isinstance(after, dict):
         return ""
@@ -391,8 +392,14 @@ def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str,
         return ""
     keys = ", ".join(left)
     origin = f"the preset '{source}'" if source in preset_paths() and "/" not in source and not source.endswith(".toml") else source
+    where = f"{keys} {'come' if len(left) > 1 else 'comes'} from {origin}, written for its algorithm '{old}'"
+    if name_swept:
+        return (
+            f"{where} (--sweep algorithm.name changes only the name): write a config for {new} "
+            f"(fedprior presets show {source} --algorithm {new} > {new}.toml) and run it on its own, or sweep only names that take these fields"
+        )
     return (
-        f"{keys} {'come' if len(left) > 1 else 'comes'} from {origin}, written for its algorithm '{old}' (--set algorithm.name changes only the name): "
+        f"{where} (--set algorithm.name changes only the name): "
         f"give --algorithm {new} instead, which replaces the whole [algorithm] section (then --set algorithm.KEY=VALUE sets its fields)"
     )
 

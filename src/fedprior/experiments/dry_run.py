@@ -90,7 +90,9 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     ``train``, or ``labeled`` and ``unlabeled``, each :func:`~fedprior.partition.statistics.describe`'s
     summary plus ``median_client_size`` and ``median_classes_per_client``.
     """
-    algorithm_spec(config.algorithm.name).check_runtime(config.run.precision, config.run.compile)  # as the run, before the data
+    from fedprior.experiments.build import check_planned
+
+    check_planned(config)  # what the run refuses without data, refused before the data
     dataset, reserved, split = planned_split(config)
     check_concurrency(config, dataset, split)
     labels = dataset.train_labels

@@ -23,6 +23,10 @@ if TYPE_CHECKING:
     from fedprior.experiments.table_runs import CellRun
 
 
+MAX_SEEDS = 10_000
+"""The largest count ``--seeds N`` takes: a grid of N runs (each planned in a few milliseconds, each its own folder)."""
+
+
 def parse_seeds(text: str) -> list[int]:
     """``--seeds``: ``N`` is seeds 0..N-1; a comma-separated list (``0,3,5``, or ``7,`` for seed 7 alone) is those seeds."""
     parts = [part.strip() for part in text.split(",")]
@@ -34,6 +38,8 @@ def parse_seeds(text: str) -> list[int]:
     if not listed:
         if numbers[0] < 1:
             raise ConfigError(f"--seeds {text!r}: the count must be at least 1 (for seed 0 alone: --seeds 1 or --seeds 0,)")
+        if numbers[0] > MAX_SEEDS:
+            raise ConfigError(f"--seeds {text!r}: a count of at most {MAX_SEEDS:,} seeds (one run each); for given seeds, list them: 0,3,5")
         return list(range(numbers[0]))
     repeated = sorted({n for n in numbers if numbers.count(n) > 1})
     if repeated:
@@ -71,7 +77,7 @@ class Swept:
 
 def parse_sweep(text: str) -> Swept:
     """``--sweep section.key=v1,v2,...``; a ConfigError naming the option for a malformed one."""
-    from fedprior.experiments.config import SECTIONS, parse_override
+    from fedprior.experiments.config import SECTIONS
 
     if "=" not in text:
         raise ConfigError(f"--sweep {text!r}: expected section.key=value1,value2,...")
@@ -79,7 +85,10 @@ def parse_sweep(text: str) -> Swept:
     values = split_values(raw)
     if not all(values):
         raise ConfigError(f"--sweep {text!r}: an empty value (two commas, or one at an end); give section.key=value1,value2,...")
-    (section, _), _ = parse_override(f"{key}={values[0]}", "--sweep")  # section.key well formed
+    parts = key.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"--sweep {text!r}: the key must be section.key with a section among {', '.join(SECTIONS)}")
+    section = parts[0]
     if section not in SECTIONS:
         raise ConfigError(f"--sweep {text!r}: unknown section '{section}'; accepted: {', '.join(SECTIONS)}")
     repeated = sorted({v for v in values if values.count(v) > 1})
@@ -136,16 +145,19 @@ def points(sweeps: list[Swept]) -> list[Point]:
 def plan_sweep(
     preset: str, set_: list[str], sweeps: list[Swept], seeds: list[int], folder: Path, imports: list[str] | None = None, seeds_given: bool = True
 ) -> list[CellRun]:
-    """Every run of the grid (points x seeds), each config checked and each folder looked at before anything runs.
+    """Every run of the grid (points x seeds), each config checked whole (:func:`~fedprior.experiments.build.check_planned`)
+    and each folder looked at before anything runs.
 
     A run's overrides are ``--set``'s, then its swept values, then ``run.seed``. Two runs whose
     folder names would be the same (values that differ only in characters a folder name
     cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused)."""
+    from fedprior.experiments.build import check_planned
     from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import load_config
     from fedprior.experiments.table_runs import cell_folder, plan_cell
 
     check_grid(sweeps, set_, seeds_given)
+    name_swept = any(s.key == "algorithm.name" for s in sweeps)
     runs: list[CellRun] = []
     folders: dict[Path, str] = {}
     for point in points(sweeps):
@@ -157,7 +169,9 @@ def plan_sweep(
                     f"--sweep: {folders[path]} and {point.label} seed {seed} would share the folder {path}; give values that differ in letters or digits"
                 )
             folders[path] = f"{point.label} seed {seed}"
-            name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [])
+            name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [], name_swept=name_swept)
+            if seed == seeds[0]:
+                check_planned(config, f"--sweep: the run {point.label}: " if point.label else "")
             runs.append(plan_cell(folder, cell, seed, name, config, command="sweep"))
     return runs
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprior.errors import ConfigError, FedpriorError, Interrupted
+from fedprior.errors import ConfigError, FedpriorError, Interrupted, redeliver_swallowed_stop
 from fedprior.experiments.resume_check import RESUME_MAY_CHANGE, changes_that_matter, describe_changes
 from fedprior.experiments.run_config import read_config
 from fedprior.results.config_fields import flatten
@@ -57,11 +57,19 @@ another cell of the grid whose config is the same (:func:`twins`)."""
 
 def check_grid_folder(folder: Path, option: str = "--out", command: str = "table") -> None:
     """A ConfigError naming ``option``, before anything runs or is printed, where ``folder`` cannot hold the grid's run
-    folders: it, or a folder above it, is a file."""
+    folders: it, or a folder above it, is a file; it is itself a run's folder (``config.toml``); it does not exist and
+    the folder above it where it would be created is not writable (a read-only file system)."""
+    again = f"give a new folder, or the folder of a stopped {command} to continue it"
     for path in (folder, *folder.parents):
         if path.exists():
             if not path.is_dir():
-                raise ConfigError(f"{option}: {path} is a file, not a folder; give a new folder, or the folder of a stopped {command} to continue it")
+                raise ConfigError(f"{option}: {path} is a file, not a folder; {again}")
+            if path == folder and RunDir(folder).config.is_file():
+                raise ConfigError(
+                    f"{option}: {folder} is the folder of one run (it holds config.toml); the {command}'s runs each get a folder inside --out: {again}"
+                )
+            if path != folder and not os.access(path, os.W_OK | os.X_OK):
+                raise ConfigError(f"{option}: cannot create {folder}: {path} is not writable (a read-only file system, or another user's folder)")
             return
 
 
@@ -203,11 +211,12 @@ def _in_processes(pending: list[CellRun], jobs: int, done: Callable[[CellRun, di
     from concurrent.futures import ProcessPoolExecutor, as_completed
     from concurrent.futures.process import BrokenProcessPool
 
-    context = multiprocessing.get_context(start_method(pending))
+    single = {id(run): run.single_threaded() for run in pending}  # as the processes run them: forked, where no run uses threads
+    context = multiprocessing.get_context(start_method(list(single.values())))
     stopping = context.Event()
     pool = ProcessPoolExecutor(min(jobs, len(pending)), mp_context=context, initializer=_child_start, initargs=(os.getpid(), stopping))
     try:
-        futures = {pool.submit(_child_run, run.single_threaded()): run for run in pending}
+        futures = {pool.submit(_child_run, single[id(run)]): run for run in pending}
         for future in as_completed(futures):
             done(futures[future], future.result())
     except BrokenProcessPool:
@@ -266,6 +275,7 @@ def _child_start(parent: int, stopping: Any) -> None:
     _PARENT.update(pid=parent, stopping=stopping)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _child_terminated)
+    sys.unraisablehook = redeliver_swallowed_stop  # a SIGTERM raised inside a callback stops the cell, not a traceback
     if sys.platform.startswith("linux"):
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)  # PR_SET_PDEATHSIG

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any
 from fedprior.experiments.table_runs import cell_folder
 from fedprior.reproduce.tables import cell_value
 from fedprior.results.fingerprints import first_difference, numbers, same
+from fedprior.results.json_file import read_json
 
 if TYPE_CHECKING:
     from fedprior.experiments.cell import Cell
@@ -72,8 +73,17 @@ def recorded_machine(summary: dict[str, Any], table_record: Path) -> Machine:
     try:
         machine = json.loads(table_record.read_text())["machine"]
     except (OSError, ValueError, KeyError, TypeError):
-        return Machine(None, None, "nowhere")
+        return Machine(None, None, f"neither the cell's result.json nor {table_record}")
     return Machine(machine.get("kind"), machine.get("cpu"), f"{table_record} (the machine of the table's last run)")
+
+
+def unrecorded_machine(machine: Machine) -> str:
+    """Why a cell that differs may have run elsewhere: what of its machine is not recorded ('' when both are)."""
+    if machine.kind is None:
+        return f"the machine it ran on is not recorded ({machine.source} says): another machine may give other bits"
+    if machine.cpu is None:
+        return f"the CPU model it ran on is not recorded ({machine.source} says {machine.kind}): another CPU of that kind may give other bits"
+    return ""
 
 
 def other_machine(recorded: Machine, kind: str, cpu: str) -> bool:
@@ -209,7 +219,7 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
     from fedprior.reproduce.tables import Control, cells, run_table
 
     def committed(cell: Cell, seed: int) -> dict[str, Any]:
-        return dict(json.loads((cell_folder(kept, cell, seed) / "result.json").read_text()))
+        return read_json(cell_folder(kept, cell, seed) / "result.json", "--cells")
 
     def substituted(cell: Cell, seed: int) -> dict[str, Any]:
         return reruns.get((cell.row, cell.column, seed)) or committed(cell, seed)
@@ -273,7 +283,7 @@ def verify(
         if not (folder / "result.json").is_file():
             done(Verified(cell, seed, NOT_KEPT, f"{NOT_KEPT} (no {folder / 'result.json'})"))
             continue
-        summary = json.loads((folder / "result.json").read_text())
+        summary = read_json(folder / "result.json", "--cells")
         machine = recorded_machine(summary, cells.parent / "tables" / f"{table.name}.json")
         device = torch.device(summary.get("device", "cpu"))
         if device.type == "cuda" and not torch.cuda.is_available():
@@ -296,8 +306,8 @@ def verify(
             status, line = (IDENTICAL, IDENTICAL) if elsewhere is None else (OTHER_MACHINE, f"{OTHER_MACHINE} ({elsewhere}): rerun, {IDENTICAL} to the bit")
             done(Verified(run.cell, run.seed, status, "; ".join([line, *notes])))
             return
-        if machine.cpu is None and elsewhere is None:
-            notes.append(f"the CPU model it ran on is not recorded ({machine.source} says {machine.kind}): another CPU of that kind may give other bits")
+        if elsewhere is None and (note := unrecorded_machine(machine)):
+            notes.append(note)
         values = {metric: (cell_value(table, recorded, metric), cell_value(table, summary, metric)) for metric in table.metrics if metric in recorded}
         status, line = (
             (DIFFERS, describe(comparison, values))

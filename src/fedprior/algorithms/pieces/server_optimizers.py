@@ -80,7 +80,10 @@ ServerLr = Annotated[float, Field(gt=0, description="server learning rate eta: x
 ServerMomentum = Annotated[float, Field(ge=0, lt=1, description="FedAvgM's server momentum beta: v = beta v + Delta, x = x + server_lr v")]
 Beta1 = Annotated[float, Field(ge=0, lt=1, description="decay beta1 of the first moment m = beta1 m + (1 - beta1) Delta (Algorithm 2)")]
 Beta2 = Annotated[float, Field(ge=0, lt=1, description="decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2)")]
-Tau = Annotated[float, Field(gt=0, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2)")]
+TAU_MIN = 1e-38
+"""The smallest tau: the step computes in float32, where a tau under about 1e-45 is 0 (0 / 0 where v = 0); 1e-38 is
+float32's smallest normal number, rounded."""
+Tau = Annotated[float, Field(ge=TAU_MIN, description="adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); at least 1e-38 (float32)")]
 UNSET = "unset: the rule's own"
 OptionalServerLr = Annotated[
     float | None,
@@ -102,7 +105,8 @@ OptionalBeta2 = Annotated[
     Field(ge=0, lt=1, description=f"decay beta2 of the second moment v of FedAdam and FedYogi (Algorithm 2); {UNSET}, {described_defaults('beta2')}"),
 ]
 OptionalTau = Annotated[
-    float | None, Field(gt=0, description=f"adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); {UNSET}, {described_defaults('tau')}")
+    float | None,
+    Field(ge=TAU_MIN, description=f"adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); at least 1e-38 (float32); {UNSET}, {described_defaults('tau')}"),
 ]
 
 
