@@ -114,9 +114,10 @@ class Training:
     unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
     unlabeled_mean: str = SEMI_SUPERVISED_DEFAULTS["unlabeled_mean"]
     fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
-    labeled_batch: int = SEMI_SUPERVISED_DEFAULTS["labeled_batch"]
-    unlabeled_ratio: int = SEMI_SUPERVISED_DEFAULTS["unlabeled_ratio"]
-    local_steps: int = SEMI_SUPERVISED_DEFAULTS["local_steps"]
+    labeled_batch_size: int = 0
+    """FixMatch's own mini-batches (fixmatch and fedavg-labeled): :meth:`SemiSupervised._train_minibatches`; 0 = the paper's full-batch steps."""
+    unlabeled_ratio: int = 7
+    local_steps: int = 0
     appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
     appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
     eval_batch_size: int = SEMI_SUPERVISED_DEFAULTS["eval_batch_size"]
@@ -283,7 +284,7 @@ class SemiSupervised:
 
     def algorithm(self, name: str) -> Algorithm:
         t = self.training
-        if t.labeled_batch > 0:
+        if t.labeled_batch_size > 0:
             self._check_minibatches(name)
         inputs = (*LABELED, *UNLABELED) if t.use_unlabeled else LABELED
         hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
@@ -302,16 +303,16 @@ class SemiSupervised:
         )
 
     def _check_minibatches(self, name: str) -> None:
-        """ConfigError unless FixMatch's mini-batches (``labeled_batch`` > 0) can run: steps to take, and no step of a method changed."""
+        """ConfigError unless FixMatch's mini-batches (``labeled_batch_size`` > 0) can run: steps to take, and no step of a method changed."""
         if self.training.local_steps < 1:
             raise ConfigError(
-                f"algorithm.local_steps: {self.training.local_steps}; with algorithm.labeled_batch = {self.training.labeled_batch} "
+                f"algorithm.local_steps: {self.training.local_steps}; with algorithm.labeled_batch_size = {self.training.labeled_batch_size} "
                 "(FixMatch's mini-batches) give the optimizer steps a round, at least 1"
             )
         if self.method != Method() or self.training.dpl:
             raise ConfigError(
-                f"algorithm.labeled_batch: {self.training.labeled_batch}; FixMatch's mini-batches are FixMatch's own training "
-                f"(fixmatch, fedavg-labeled), and {name} changes a step of it: set algorithm.labeled_batch = 0"
+                f"algorithm.labeled_batch_size: {self.training.labeled_batch_size}; FixMatch's mini-batches are FixMatch's own training "
+                f"(fixmatch, fedavg-labeled), and {name} changes a step of it: set algorithm.labeled_batch_size = 0"
             )
 
     # -- server --
@@ -436,7 +437,7 @@ class SemiSupervised:
         on the device (float64) and read with the other metrics at the end of the update.
         """
         t, model = ctx.training, ctx.model
-        if t.labeled_batch > 0:
+        if t.labeled_batch_size > 0:
             return self._train_minibatches(ctx, optimizer, parameters)
         if t.use_unlabeled and t.fallback_batch_size > 0 and confident_rows(ctx).numel() == 0:
             return self._train_labeled_batches(ctx, optimizer, parameters)
@@ -471,7 +472,7 @@ class SemiSupervised:
     def _train_minibatches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> Metrics:
         """FixMatch's own training (Sohn et al. 2020, Algorithm 1 and Sec. 4): ``local_steps`` steps of random mini-batches.
 
-        Each step draws ``labeled_batch`` = B labeled images and mu B unlabeled ones (``unlabeled_ratio`` = mu), at random
+        Each step draws ``labeled_batch_size`` = B labeled images and mu B unlabeled ones (``unlabeled_ratio`` = mu), at random
         with replacement; forwards their weak views and the unlabeled images' strong views in one batch (as FixMatch's
         code: BatchNorm sees the whole batch); pseudo-labels the unlabeled batch from its weak view under the current
         model (Eq. 3-4 of feddb.txt, per step here, where the paper's client labels once a round); and takes one step of
@@ -482,8 +483,8 @@ class SemiSupervised:
         t, model = ctx.training, ctx.model
         draw = device_generator(ctx.generator, ctx.device)
         n_labeled, n_unlabeled = ctx.x_labeled.shape[0], ctx.x_unlabeled.shape[0]
-        b = t.labeled_batch if n_labeled else 0
-        mu_b = t.unlabeled_ratio * t.labeled_batch if t.use_unlabeled and n_unlabeled else 0
+        b = t.labeled_batch_size if n_labeled else 0
+        mu_b = t.unlabeled_ratio * t.labeled_batch_size if t.use_unlabeled and n_unlabeled else 0
         totals = {key: torch.zeros((), dtype=torch.float64, device=ctx.device) for key in ("loss_labeled", "loss_unlabeled", "batch_coverage")}
         zero = torch.zeros((), device=ctx.device)
         for _ in range(t.local_steps if b + mu_b else 0):

@@ -162,7 +162,7 @@ def minibatch_row(label: str, preset: str, steps: int) -> Row:
     """A central row trained with FixMatch's own mini-batches (:data:`FIXMATCH_BATCH`, ``FIXMATCH_MU`` and
     ``FIXMATCH_LR``), ``steps`` a central round; labels only (``fedavg-labeled``) with the same batches of labeled
     images, the same steps and learning rate, and no unlabeled image."""
-    recipe = [f"algorithm.labeled_batch={FIXMATCH_BATCH}", f"algorithm.local_steps={steps}", f"algorithm.lr={FIXMATCH_LR}"]
+    recipe = [f"algorithm.labeled_batch_size={FIXMATCH_BATCH}", f"algorithm.local_steps={steps}", f"algorithm.lr={FIXMATCH_LR}"]
     if preset != "fedavg-labeled":
         recipe.append(f"algorithm.unlabeled_ratio={FIXMATCH_MU}")
     return row(label, preset, paper_setting=False, central=True, defining=(*recipe, *ONE_POOL))
