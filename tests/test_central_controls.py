@@ -47,7 +47,7 @@ def test_central_keeps_the_federations_budget_one_client_rounds_times_fraction()
 @pytest.mark.parametrize("table", [feddb.TABLE2, feddb.TABLE4, mfcl.TABLE2, mfcl.TABLE7], ids=lambda t: t.name)
 def test_each_central_cell_is_one_client_holding_everything_and_its_config_loads(table):
     central = [r.label for r in table.rows if r.central]
-    assert len(central) == (6 if table in (feddb.TABLE2, feddb.TABLE4) else 2)
+    assert len(central) == (6 if table in (feddb.TABLE2, feddb.TABLE4) else 4)
     grid = cells(table, embedded=True, rows=central, extra=["federation.rounds=50"])
     assert grid and {c.row for c in grid} == set(central)
     for cell in grid:
@@ -69,7 +69,10 @@ def test_every_table_declares_its_central_controls_against_the_right_rows():
     for table in (mfcl.TABLE2, mfcl.TABLE7):
         pairs = {(c.above, c.below) for c in table.controls if c.above.startswith("Central")}
         mfcl_row, simclr_row = ("MFCL(PN)", "FedSimCLR") if table is mfcl.TABLE2 else ("MFCL (PN)", "FedSimCLR (BN)")
-        assert pairs == {(f"Central {mfcl_row}", f"{mfcl_row} untrained"), (f"Central {simclr_row}", f"{simclr_row} untrained")}
+        assert pairs == {
+            *((f"Central {row}", f"{row} untrained") for row in (mfcl_row, simclr_row)),
+            *((f"Central {row} (sequential steps)", f"{row} untrained") for row in (mfcl_row, simclr_row)),  # issue 44
+        }
 
 
 def test_the_view_settings_reach_the_views_the_clients_draw():
@@ -213,3 +216,28 @@ def test_minibatches_need_steps_and_refuse_a_changed_step():
         minibatch_update(images(), use_unlabeled=True, local_steps=0)
     with pytest.raises(ConfigError, match="algorithm.labeled_batch_size"):
         minibatch_update(images(), use_unlabeled=True, dpl=True)
+
+
+@pytest.mark.parametrize("table", [mfcl.TABLE2, mfcl.TABLE7], ids=lambda t: t.name)
+def test_mfcl_sequential_steps_rows_take_the_federations_steps_and_image_passes(table):
+    import math
+
+    mfcl_row, simclr_row = ("MFCL(PN)", "FedSimCLR") if table is mfcl.TABLE2 else ("MFCL (PN)", "FedSimCLR (BN)")
+    for row in (mfcl_row, simclr_row):
+        for column in ("Sc2", "Sc10"):
+            (fed_cell,) = cells(table, embedded=True, rows=[row], columns=[column])
+            fed = load_config(fed_cell.preset, fed_cell.overrides)[1]
+            sampled = round(fed.federation.fraction * fed.federation.num_clients)
+            assert (fed.federation.batch_size, sampled) == (mfcl.CLIENT_BATCH, mfcl.SAMPLED_CLIENTS)
+            pool = fed.data.train_subset
+            # the federation's global model: rounds x E x ceil(client images / B) sequential steps (clients of pool / M images)
+            federation_steps = fed.federation.rounds * fed.federation.local_epochs * math.ceil(pool / fed.federation.num_clients / fed.federation.batch_size)
+            for label, matched in ((f"Central {row} (sequential steps)", True), (f"Central {row}", False)):
+                (cell,) = cells(table, embedded=True, rows=[label], columns=[column])
+                central = load_config(cell.preset, cell.overrides)[1].federation
+                steps = central.rounds * central.local_epochs * math.ceil(pool / central.batch_size)
+                assert (steps == federation_steps) == matched
+                client_images = pool / fed.federation.num_clients  # image passes: the central client's = the federation's
+                assert central.rounds * central.local_epochs * pool == fed.federation.rounds * sampled * fed.federation.local_epochs * client_images
+                if not matched:
+                    assert steps == 8 * federation_steps  # the central rows of issue 31: 480 steps against 60
