@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# fedprior's first GPU session, prepared (issue 32): on the GPU image as it is (Python 3.12, its own CUDA build of
-# torch, no network), install fedprior from the carried wheels and this working tree, then, within a time budget:
-# the registry-wide CUDA test, the papers' settings at paper scale in fp32 and bf16 (s/round, TFLOP/s, ratio to
-# peak, projected budget), one preset end to end on CUDA beside the CPU run of the same seed, run.concurrent_clients
-# and run.compile against eager, and the commands of benchmarks/device_extra.txt. docs/runtime.md, "On a GPU".
+# fedprior's GPU session, prepared (issues 32 and 43): on the GPU image as it is (Python 3.12, its own CUDA build of
+# torch, no network), install fedprior from the carried wheels and this working tree, then, within a time budget and
+# in this order: the papers' settings at paper scale in bf16 against a plain PyTorch loop of the same network
+# (plain_loop_ratio), the FLOP bound and the paper's budget, FedDB with fixed and varying shapes, profiled, with
+# run.concurrent_clients and run.compile against eager; FedBM, MFCL's server epoch and the semi-supervised baselines;
+# then the registry-wide CUDA test, the fp32 settings, one preset end to end on CUDA beside the CPU run of the same
+# seed, and the commands of benchmarks/device_extra.txt (the GPU setting: best a call of its own,
+# DEVICE_CHECK_STEPS="install env extra_gpu-setting"). docs/runtime.md, "On a GPU".
 #
 #   bash benchmarks/device_check.sh [--dry-run] [RESULTS]
 #
@@ -147,28 +150,37 @@ fi
 
 # 2. The environment: Python, torch, CUDA, the GPU, fedprior's requirements; MiniLM or its stand-in.
 step env 60 "$python" benchmarks/device_env.py --out "$results/env.json"
-step minilm 120 --stdout "$results/minilm.json" "$python" benchmarks/device_minilm.py "$work/minilm" --source "$wheels/minilm" ${DEVICE_CHECK_MINILM:+--standin}
 if [[ -d $wheels/fashion-mnist ]]; then  # the carried Fashion-MNIST files, where fedprior looks (its cache)
   mkdir -p "$FEDPRIOR_CACHE/datasets" && cp -r "$wheels/fashion-mnist" "$FEDPRIOR_CACHE/datasets/"
 fi
-if [[ -d $work/minilm/site ]]; then
-  export PYTHONPATH="$work/minilm/site:$PYTHONPATH"
-fi
 
-# 3. Every registered algorithm, one round on the GPU with its data resident, fp32 and bf16 (skips without CUDA).
-step test_device 150 "$python" -m pytest -q -rA -p no:cacheprovider tests/test_device.py -k real_gpu --junitxml="$results/test_device.xml"
-
-# 4. The papers' settings against the FLOP bound (benchmarks/paper_scale.py). MFCL without its linear evaluation
-# (23 s of a small-scale run on the CPU here, unknown at paper scale): the server epoch is what is timed.
+# 3. Issue 43 first (the steps run in this order; the budget skips what it cannot hold, so the rest follow): the papers'
+# settings against a plain PyTorch loop of the same network in the same run (plain_loop_ratio) and the FLOP bound
+# (benchmarks/paper_scale.py): FedDB in bf16 with every unlabeled image (the upper bound, profiled: launches per round
+# and per piece of a client step) and with a share drawn per client and round (the shapes tau = 0.95 gives), then
+# run.concurrent_clients = 2 and run.compile against eager on those varying shapes, FedBM (the small-batch setting),
+# MFCL's server epoch, and the semi-supervised baselines that share FedDB's engine.
 paper_scale() {  # paper_scale NAME LIMIT ARGS...
   local name=$1 limit=$2
   shift 2
   step "$name" "$limit" "$python" benchmarks/paper_scale.py --device "$device" --scale "$scale" --out "$results/$name.json" "$@"
 }
-paper_scale paper_scale_feddb_fp32 90 --only feddb --precision fp32 --rounds "$rounds"
-paper_scale paper_scale_feddb_bf16 75 --only feddb --precision bf16 --rounds "$rounds"
+paper_scale paper_scale_feddb_bf16 90 --only feddb --precision bf16 --rounds "$rounds" --profile
+paper_scale paper_scale_feddb_bf16_varying 75 --only feddb --precision bf16 --rounds "$rounds" --shapes varying --no-evaluation
+paper_scale paper_scale_feddb_variants 150 --only feddb --precision bf16 --rounds "$rounds" --shapes varying --concurrent 2 --compile --no-evaluation
+step minilm 120 --stdout "$results/minilm.json" "$python" benchmarks/device_minilm.py "$work/minilm" --source "$wheels/minilm" ${DEVICE_CHECK_MINILM:+--standin}
+if [[ -d $work/minilm/site ]]; then
+  export PYTHONPATH="$work/minilm/site:$PYTHONPATH"
+fi
+paper_scale paper_scale_fedbm_bf16 150 --only fedbm --precision bf16 --rounds "$fedbm_rounds" --no-evaluation
+# MFCL without its linear evaluation (23 s of a small-scale run on the CPU here, unknown at paper scale): the server epoch is what is timed.
 paper_scale paper_scale_mfcl_fp32 90 --only mfcl --precision fp32 --rounds "$rounds" --no-evaluation
-paper_scale paper_scale_fedbm_bf16 100 --only fedbm --precision bf16 --rounds "$fedbm_rounds"
+paper_scale paper_scale_semi_baselines 150 --only fixmatch fedmatch semifl fedrgd --precision bf16 --rounds 1 --shapes varying --no-evaluation
+
+# 4. What the first GPU sessions measured already (2026-11-27/28), after issue 43's steps: every registered algorithm,
+# one round on the GPU with its data resident (skips without CUDA), and the fp32 settings.
+step test_device 150 "$python" -m pytest -q -rA -p no:cacheprovider tests/test_device.py -k real_gpu --junitxml="$results/test_device.xml"
+paper_scale paper_scale_feddb_fp32 90 --only feddb --precision fp32 --rounds "$rounds"
 paper_scale paper_scale_fedbm_fp32 120 --only fedbm --precision fp32 --rounds "$fedbm_rounds"
 
 # 5. One preset end to end on the device and on the CPU, same seed: FedDB on the digits scikit-learn ships, 10 rounds
@@ -179,10 +191,7 @@ step e2e_device 90 --stdout "$results/e2e_device.json" "$python" -m fedprior run
 step e2e_cpu 90 --stdout "$results/e2e_cpu.json" "$python" -m fedprior run "${e2e[@]}" --set run.device=cpu --run-dir "$work/e2e-cpu"
 step e2e_compare 30 "$python" benchmarks/device_compare_runs.py "$work/e2e-device" "$work/e2e-cpu" --out "$results/e2e_compare.json"
 
-# 6. run.concurrent_clients = 2 and run.compile against one update at a time, eager (FedDB, bf16; skipped on the CPU).
-paper_scale paper_scale_feddb_variants 150 --only feddb --precision bf16 --rounds "$rounds" --concurrent 2 --compile --no-evaluation
-
-# 7. The extra commands (the GPU setting of the FedDB/MFCL issue, when it exists).
+# 6. The extra commands (the GPU setting of the FedDB/MFCL issue, when it exists).
 if [[ -f $extra ]]; then
   while read -r name seconds command; do
     [[ -z $name || $name == \#* ]] && continue

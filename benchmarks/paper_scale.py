@@ -9,7 +9,9 @@ client from the partition, the round loop, sampling, aggregation):
 - ``feddb``: FedDB (feddb.txt 5.1; ``papers/feddb/tables.py`` REAL): CIFAR-10-shaped
   images (50,000 x 3x32x32, 10,000 test), WRN-28-2, 100 clients, 10% a round, E = 5
   full-batch local steps, 4,000 labels and every other image unlabeled, Dirichlet 0.3,
-  lr 0.03 cosine over 800 rounds; budget 800 rounds.
+  lr 0.03 cosine over 800 rounds, FixMatch's views (flip, a shift of 1/8, two RandAugment operations,
+  Cutout of half the side); budget 800 rounds. ``fixmatch``, ``fedmatch``, ``semifl`` and ``fedrgd``: the
+  baselines that share FedDB's engine, in the same setting.
 - ``mfcl``: MFCL's server phase (mfcl.md; ``papers/mfcl/tables.py`` FULL_MFCL): the
   representations of CIFAR-10 (50,000 images, two views each: 100,000 of 64x16x16, from
   the 64-wide sensor module) sent by 10 clients in scenario Sc2, then epochs of the
@@ -100,6 +102,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.build import Experiment, build_experiment
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
+from fedprior.papers.feddb.tables import PAPER_STRONG_VIEWS, PAPER_WEAK_VIEWS
 from fedprior.runtime.flops import FlopTally, device_name, peak_tflops
 from fedprior.runtime.simulation import simulate
 
@@ -136,6 +139,9 @@ class Setting:
     """What the small scale changes."""
     common: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    full_batch: bool = False
+    """Client steps on a client's whole data (the FedDB family): the plain loop's batch is the images a client holds on
+    average; else ``federation.batch_size``."""
 
 
 FEDDB_COMMON = (
@@ -147,6 +153,8 @@ FEDDB_COMMON = (
     "algorithm.lr=0.03",
     "algorithm.lr_decay_rounds=800",
     "algorithm.threshold=0.01",
+    *PAPER_WEAK_VIEWS,  # FixMatch's views on 32x32 images, as the paper: not the embedded presets' mild ones
+    *PAPER_STRONG_VIEWS,
 )
 MFCL_COMMON = ("data.train_subset=0", "federation.rounds=0", "federation.num_clients=10", "federation.fraction=1.0")
 FEDBM_COMMON = (
@@ -178,6 +186,7 @@ SETTINGS: dict[str, Setting] = {
         },
         common=FEDDB_COMMON,
         notes=("algorithm.threshold = 0.01: every unlabeled image is pseudo-labeled (random images are never confident at 0.95): a late round's cost",),
+        full_batch=True,
     ),
     "mfcl": Setting(
         preset="mfcl",
@@ -227,6 +236,18 @@ SETTINGS: dict[str, Setting] = {
         ),
     ),
 }
+
+
+SEMI_SUPERVISED_BASELINES = {
+    # the baselines that share the semi-supervised engine, in FedDB's setting; FedMatch keeps its code's own optimizer and
+    # schedule (SGD lr 1e-3, plateau decay: its factory has no cosine schedule), the others take FedDB's lr and cosine
+    "fixmatch": FEDDB_COMMON,
+    "fedrgd": FEDDB_COMMON,
+    "semifl": FEDDB_COMMON,
+    "fedmatch": tuple(o for o in FEDDB_COMMON if not o.startswith(("algorithm.lr=", "algorithm.lr_decay_rounds="))),
+}
+for _name, _common in SEMI_SUPERVISED_BASELINES.items():
+    SETTINGS[_name] = replace(SETTINGS["feddb"], preset=_name, what=SETTINGS["feddb"].what.replace("FedDB", _name, 1), common=_common)
 
 
 def synthetic(name: str, shape: Shape, seed: int = 0) -> Dataset:
@@ -299,7 +320,7 @@ def instrumented(algorithm: Algorithm, tally: Tally, counter: FlopTally | None, 
 def run(exp: Experiment, count: bool) -> tuple[Tally, State]:
     """Every round of ``exp`` in the in-process runtime; timed (``count`` False) or inside FlopCounterMode (True)."""
     tally, sync = Tally(), synchronizer(exp.device)
-    counter = FlopTally() if count else None
+    counter = FlopTally(by_module=False) if count else None  # totals only: FedMatch's autograd.grad refuses the module tracker's hooks
     mark = {"t": 0.0, "flops": 0}
 
     def on_round(record: dict[str, Any]) -> None:
@@ -349,6 +370,204 @@ def largest_difference(a: State, b: State) -> float:
     """The largest absolute difference between two states' floating-point tensors (0.0: the same numbers)."""
     keys = [k for k in a if a[k].is_floating_point()]
     return max((float((a[k].double() - b[k].double()).abs().max()) for k in keys if a[k].numel()), default=0.0)
+
+
+VARYING = (0.1, 1.0)
+"""``--shapes varying``: each client update keeps a share of its unlabeled images drawn uniformly from this range."""
+
+
+def with_varying_shapes(algorithm: Algorithm, low: float = VARYING[0], high: float = VARYING[1]) -> Algorithm:
+    """``algorithm`` whose client updates each see a share in [low, high] of their unlabeled images, new for every client and
+    round (drawn from the round and client id, so both timed passes see the same shapes).
+
+    What tau = 0.95 does to the shapes of a real run, where the confident subset changes every round: on random images
+    nothing is confident at 0.95, so the benchmark keeps every image confident (threshold 0.01) and varies how many there
+    are. It also shrinks the pseudo-labeling and APP-U passes, which see every unlabeled image in a real run (forward only;
+    the FLOPs are counted as they run, so TFLOP/s stays honest).
+    """
+    update = algorithm.client_update
+
+    def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
+        if "x_unlabeled" in data and data["x_unlabeled"].shape[0]:
+            share = np.random.default_rng([info.round, info.client_id]).uniform(low, high)
+            keep = max(1, round(share * data["x_unlabeled"].shape[0]))
+            data = {**data, **{k: data[k][:keep] for k in ("x_unlabeled", "y_unlabeled") if k in data}}
+        return update(message, state, data, info)
+
+    return algorithm.with_(client_update=client_update, client_update_many=None)
+
+
+def plain_batch(exp: Experiment, setting: Setting) -> int:
+    """The plain loop's batch: a client's whole data on average (full-batch settings), else ``federation.batch_size``."""
+    if setting.full_batch:
+        return max(1, round(exp.dataset.train_labels.shape[0] / exp.config.federation.num_clients))
+    return exp.config.federation.batch_size
+
+
+def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], int, str]:
+    """(one step of the plain loop, its batch, the network's name): :func:`plain_loop`'s step, built once.
+
+    One fixed batch of random standardized images resident on the device, cross-entropy on random labels, forward
+    under the run's autocast, backward, the optimizer's step (torch's default kernels); on CUDA the model and the batch
+    channels-last.
+    """
+    from fedprior.algorithms.pieces.precision import autocast
+    from fedprior.algorithms.registry import algorithm_spec
+    from fedprior.models import build_model
+
+    hp = algorithm_spec(exp.config.algorithm.name).validate(exp.config.algorithm.hyperparameters())
+    options = {k: hp[k] for k in ("norm",) if k in hp}
+    if hp.get("model") == "convnet" and "width" in hp:
+        options["width"] = hp["width"]
+    device, precision = exp.device, exp.config.run.precision
+    torch.manual_seed(0)
+    model = build_model(hp["model"], exp.task, **options).to(device)
+    batch = plain_batch(exp, setting)
+    x = torch.randn(batch, *exp.task.input_shape, device=device)
+    y = torch.randint(0, exp.task.num_classes, (batch,), device=device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # Module.to takes memory_format
+        x = x.contiguous(memory_format=torch.channels_last)
+    momentum = float(hp.get("momentum", 0.9))
+    optimizer = torch.optim.SGD(
+        model.parameters(),
+        lr=float(hp.get("lr", 0.03)),
+        momentum=momentum,
+        nesterov=bool(hp.get("nesterov", False)) and momentum > 0,
+        weight_decay=float(hp.get("weight_decay", 5e-4)),
+    )
+    model.train()
+
+    def step() -> None:
+        optimizer.zero_grad(set_to_none=True)
+        with autocast(device, precision):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        optimizer.step()
+
+    return step, batch, str(hp["model"])
+
+
+def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
+    """The yardstick: a plain PyTorch loop of the same network, batch, precision and optimizer, as a user would write it
+    (:func:`plain_step`), cuDNN autotuned on CUDA (one shape). Warm-up steps, then ``steps`` timed; one step's FLOPs
+    counted as fedprior's are."""
+    step, batch, model = plain_step(exp, setting)
+    device = exp.device
+    sync = synchronizer(device)
+    autotuned = torch.backends.cudnn.benchmark
+    torch.backends.cudnn.benchmark = True  # one shape: what a hand-written loop would do
+    try:
+        for _ in range(3):
+            step()
+        sync()
+        started = time.perf_counter()
+        for _ in range(steps):
+            step()
+        sync()
+        seconds = (time.perf_counter() - started) / steps
+        with FlopTally() as counter:
+            step()
+        flops = counter.total()
+    finally:
+        torch.backends.cudnn.benchmark = autotuned
+    return {
+        "model": model,
+        "batch": batch,
+        "steps": steps,
+        "seconds_per_step": round(seconds, 6),
+        "images_per_second": round(batch / seconds, 1),
+        "tflop_per_step": round(flops / 1e12, 6),
+        "tflops": rate(flops, seconds),
+    }
+
+
+def kernel_profile(exp: Experiment, setting: Setting) -> dict[str, Any]:
+    """One more round under ``torch.profiler``: its operator calls and (on CUDA) kernel launches, and where they come from.
+
+    The round runs as a run runs it (client data resident, evaluation left out); with its optimizer steps counted, its calls
+    per step stand beside one step of the plain loop (``plain_step``). Beside it, one client-sized batch of each
+    piece of a client step is profiled alone (the weak and strong views, the network's forward and backward, the optimizer's
+    step, gradient clipping), so a launch count can be put on each: the strong view's RandAugment computes every operation
+    on the whole batch and selects per image, so its launches do not grow with the batch but may rival the network's.
+    """
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU, *([ProfilerActivity.CUDA] if exp.device.type == "cuda" else [])]
+    sync = synchronizer(exp.device)
+
+    def counts(block: Callable[[], Any], warm: bool = True) -> dict[str, Any]:
+        if warm:
+            block()  # once unprofiled: lazy set-up (operation tables, kernels chosen) is not a step's cost
+        sync()
+        with profile(activities=activities) as prof:
+            started = time.perf_counter()
+            block()
+            sync()
+            wall = time.perf_counter() - started
+        events = prof.key_averages()
+        out: dict[str, Any] = {
+            "wall_seconds": round(wall, 4),
+            "aten_calls": sum(e.count for e in events if e.key.startswith("aten::")),
+            "launches": sum(e.count for e in events if e.key.startswith(("cudaLaunchKernel", "cuLaunchKernel"))),
+            "optimizer_steps": sum(e.count for e in events if e.key.startswith("Optimizer.step#")),
+        }
+        if out["optimizer_steps"]:
+            out["aten_calls_per_step"] = round(out["aten_calls"] / out["optimizer_steps"], 1)
+        if exp.device.type == "cuda":
+            out["device_busy_seconds"] = round(sum(e.self_device_time_total for e in events) / 1e6, 4)
+        out["top"] = [
+            {"op": e.key, "calls": e.count, "self_cpu_ms": round(e.self_cpu_time_total / 1e3, 2)}
+            for e in sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)[:15]
+        ]
+        return out
+
+    plain = exp.algorithm.with_(evaluate=lambda state, data: {"accuracy": 0.0}, validate=None)
+    client_data, test = exp.resident_inputs()
+    loop = replace(exp.round_loop(), concurrent_clients=1, rounds=1)
+    out: dict[str, Any] = {"round": counts(lambda: simulate(plain, client_data, exp.config.federation.num_clients, test, loop), warm=False)}
+    out["plain_step"] = counts(plain_step(exp, setting)[0])  # the yardstick's step: its calls against a round's per step
+    if setting.full_batch:
+        out["pieces"] = client_step_pieces(exp, setting, counts)
+    return out
+
+
+def client_step_pieces(exp: Experiment, setting: Setting, counts: Callable[..., dict[str, Any]]) -> dict[str, Any]:
+    """Operator calls and launches of each piece of one full-batch client step, on a client-sized batch (``kernel_profile``)."""
+    from fedprior.algorithms.engines.semi_supervised import views
+    from fedprior.algorithms.pieces.precision import autocast
+    from fedprior.algorithms.registry import algorithm_spec
+    from fedprior.data.augment import device_generator
+    from fedprior.models import build_model
+
+    hp = algorithm_spec(exp.config.algorithm.name).validate(exp.config.algorithm.hyperparameters())
+    options = {"norm": hp["norm"], **({"width": hp["width"]} if hp["model"] == "convnet" else {})}
+    device, precision = exp.device, exp.config.run.precision
+    model = build_model(hp["model"], exp.task, **options).to(device)
+    if device.type == "cuda":
+        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # as GlobalModel.receive keeps it
+    batch = plain_batch(exp, setting)
+    x = torch.randn(batch, *exp.task.input_shape, device=device)
+    y = torch.randint(0, exp.task.num_classes, (batch,), device=device)
+    augment = views(exp.task, hp)
+    generator = torch.Generator().manual_seed(0)
+    device_generator(generator, device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
+    parameters = list(model.parameters())
+
+    def forward_backward() -> None:
+        with autocast(device, precision):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+
+    return {
+        "batch": batch,
+        "weak_view": counts(lambda: augment.weak(x, generator)),
+        "strong_view": counts(lambda: augment.strong(x, generator)),
+        "forward_backward": counts(forward_backward),
+        "optimizer_step": counts(optimizer.step),
+        "clip_grad_norm": counts(lambda: torch.nn.utils.clip_grad_norm_(parameters, 1.0)),
+    }
 
 
 def variants(exp: Experiment, setting: Setting, args: argparse.Namespace) -> dict[str, Any]:
@@ -415,12 +634,18 @@ def measure(key: str, setting: Setting, args: argparse.Namespace) -> dict[str, A
     built = time.perf_counter()
     exp = experiment(key, setting, args.scale, args.device, args.precision, args.rounds, args.extra)
     build_seconds = time.perf_counter() - built
+    autotuned = torch.backends.cudnn.benchmark  # as the build set it for the algorithm (run.cudnn_benchmark)
+    varying = args.shapes == "varying" and setting.full_batch
+    if varying:
+        exp = replace(exp, algorithm=with_varying_shapes(exp.algorithm))
     print(f"{key}: built in {build_seconds:.1f} s", file=sys.stderr, flush=True)
     timed, state = run(exp, count=False)
     evaluation = evaluation_seconds(exp, state) if args.evaluation else None
     if evaluation is not None:
         print(f"{key}: evaluation {evaluation:.1f} s", file=sys.stderr, flush=True)
     counted, _ = run(exp, count=True)
+    yardstick = plain_loop(exp, setting, args.plain_steps) if setting.timed_stage == "federated" else None
+    profiled = kernel_profile(exp, setting) if args.profile and setting.timed_stage == "federated" else None
     stage = setting.timed_stage
     rounds = sorted(r for s, r in timed.seconds if s == stage and r > 1)  # round 1 of the timed stage warms up
     seconds = [timed.seconds[(stage, r)] for r in rounds]
@@ -454,6 +679,12 @@ def measure(key: str, setting: Setting, args: argparse.Namespace) -> dict[str, A
         "peak_tflops": peak,
         "ratio_to_peak": ratio(achieved, peak),
         "client_ratio_to_peak": ratio(in_clients, peak),
+        "shapes": "varying" if varying else "fixed",
+        **({"varying_share": list(VARYING)} if varying else {}),
+        "cudnn_benchmark": autotuned,
+        "plain_loop": yardstick,
+        "plain_loop_ratio": None if yardstick is None or not in_clients or not yardstick["tflops"] else round(in_clients / yardstick["tflops"], 4),
+        **({"profile": profiled} if profiled is not None else {}),
         "evaluation_seconds": None if evaluation is None else round(evaluation, 4),
         "budget_rounds": setting.budget,
         "projected_seconds": round(setting.budget * per_round, 1),
@@ -480,11 +711,21 @@ def main() -> None:
         "--concurrent", type=int, default=1, metavar="K", help="also time the rounds with run.concurrent_clients = K, against one at a time in the same run"
     )
     parser.add_argument("--compile", action="store_true", help="also time the rounds with run.compile = true (an accelerator only), against eager")
+    parser.add_argument(
+        "--shapes",
+        choices=("fixed", "varying"),
+        default="fixed",
+        help="full-batch settings: 'fixed' trains every unlabeled image (the upper bound), 'varying' a share drawn per client and round (as tau = 0.95 does)",
+    )
+    parser.add_argument("--plain-steps", type=int, default=20, help="timed steps of the plain PyTorch loop (the yardstick)")
+    parser.add_argument("--profile", action="store_true", help="also profile one round and each piece of a client step (operator calls, launches)")
     args = parser.parse_args()
     if args.rounds < 1:
         parser.error("--rounds: at least 1 timed round")
     if args.concurrent < 1:
         parser.error("--concurrent: at least 1")
+    if args.plain_steps < 1:
+        parser.error("--plain-steps: at least 1")
     started, at_start = time.perf_counter(), machine()
     device = torch.device(args.device)
     results = {}

@@ -36,12 +36,19 @@ pass's; ``cells_copied_from_earlier_tables``, ``cells_restored_from_keep``,
 ``cells_finished`` and ``wall_seconds_all_passes`` are summed over the passes. (A file
 written before the list existed becomes the list's first pass, with what it recorded:
 its last pass's counts only.)
+
+``--findings-only`` trains and measures nothing: it reads each named table's committed
+``NAME.json``, evaluates its controls and claims again on the cells it holds (the measured
+controls' values as recorded there) with today's definitions, and rewrites the controls,
+findings and notices in ``NAME.json`` and the whole ``NAME.md`` (the cells' numbers are
+unchanged): a change of what a control gates is read on the committed tables that way.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -50,8 +57,10 @@ from pathlib import Path
 
 from shared import load, machine
 
+from fedprior.cli.table import markdown
 from fedprior.experiments.table_runs import cell_folder
 from fedprior.papers import table_by_name
+from fedprior.reproduce.findings import evaluate
 from fedprior.reproduce.tables import cells
 
 RESULTS = Path(__file__).parent / "results" / "tables"
@@ -169,6 +178,24 @@ def run_table(
     }
 
 
+def findings_only(name: str, results: Path = RESULTS) -> dict:
+    """Evaluate the committed table ``name`` again from ``results/NAME.json`` (nothing trained or measured); rewrite it and ``NAME.md``.
+
+    The measured controls keep the values ``NAME.json`` recorded; ``NAME.md`` keeps the command it
+    recorded. Returns the table's document (``table.json``) as rewritten.
+    """
+    path, page = results / f"{name}.json", results / f"{name}.md"
+    record = json.loads(path.read_text())
+    document = record["table"]
+    measured = {(c["condition"], c["column"]): (c["value"], c["measured"]) for c in document["controls"] if c.get("kind") == "measured" and "value" in c}
+    evaluated = evaluate(table_by_name(name), document["cells"], document["setting"] == "embedded", measured)
+    document.update(evaluated)
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    command = re.search(r"^command: `(.*)`$", page.read_text(), re.MULTILINE) if page.is_file() else None
+    page.write_text(markdown(document["title"], document["cells"], evaluated, overrides=document["overrides"], command=command and command.group(1)))
+    return document
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("tables", nargs="+", help="table names (fedprior tables lists them)")
@@ -178,7 +205,13 @@ def main() -> None:
     parser.add_argument("--set", action="append", default=[], help="passed to every table as --set")
     parser.add_argument("--rows", action="append", default=[], metavar="NAME=LABEL,LABEL", help="run only these rows of table NAME")
     parser.add_argument("--columns", action="append", default=[], metavar="NAME=COLUMN,COLUMN", help="run only these columns of table NAME")
+    parser.add_argument("--findings-only", action="store_true", help="evaluate the committed tables' claims again from their cells; train nothing")
     args = parser.parse_args()
+    if args.findings_only:
+        for name in args.tables:
+            findings_only(name)
+            print(f"{name}: findings evaluated again -> {RESULTS / (name + '.json')}, {RESULTS / (name + '.md')}", flush=True)
+        return
     extra = [item for value in args.set for item in ("--set", value)]
     rows = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.rows)}
     columns = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.columns)}

@@ -15,10 +15,10 @@ from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.registry import ALGORITHMS, supports_precision
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
-from fedprior.experiments.build import build_experiment
+from fedprior.experiments.build import build_experiment, check_runtime_fields
 from fedprior.experiments.client_side import build_algorithm
 from fedprior.experiments.config import load_config
-from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
@@ -170,7 +170,51 @@ def test_run_deterministic_switches_torch_to_deterministic_kernels_and_cudnn_ben
     finally:
         set_deterministic(False)
     assert not torch.are_deterministic_algorithms_enabled() and not torch.backends.cudnn.deterministic
-    assert torch.backends.cudnn.benchmark  # off the deterministic mode, cuDNN picks its fastest convolutions (CUDA only)
+    assert not torch.backends.cudnn.benchmark  # off until the algorithm is built: cudnn_autotune decides
+
+
+@pytest.mark.parametrize(
+    ("setting", "deterministic", "shapes", "expected"),
+    [
+        ("auto", False, "fixed", True),
+        ("auto", False, "varying", False),
+        ("on", False, "varying", True),
+        ("off", False, "fixed", False),
+        ("auto", True, "fixed", False),
+        ("off", True, "varying", False),
+    ],
+)
+def test_cudnn_autotunes_only_where_batch_shapes_repeat_and_never_when_deterministic(setting, deterministic, shapes, expected):
+    try:
+        assert cudnn_autotune(setting, deterministic, shapes) is expected
+        assert torch.backends.cudnn.benchmark is expected
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+@pytest.mark.parametrize(("name", "shapes"), [("feddb", "varying"), ("fixmatch", "varying"), ("fedmatch", "varying"), ("fedavg", "fixed"), ("fedbm", "fixed")])
+def test_building_an_algorithm_sets_cudnn_autotuning_by_its_batch_shapes(shared_cache, one_torch_thread, name, shapes):
+    """``run.cudnn_benchmark = 'auto'``: the full-batch semi-supervised family (new shapes every client and round) is never autotuned."""
+    preset, overrides = SETUPS[name]
+    config_name, config = load_config(preset, [*overrides, *ONE_CLIENT])
+    experiment = build_experiment(config_name, config)
+    try:
+        assert experiment.algorithm.batch_shapes == shapes
+        assert torch.backends.cudnn.benchmark is (shapes == "fixed")
+        build_algorithm(
+            experiment.config.model_copy(update={"run": experiment.config.run.model_copy(update={"cudnn_benchmark": "off"})}),
+            experiment.task,
+            experiment.device,
+        )
+        assert not torch.backends.cudnn.benchmark
+    finally:
+        torch.backends.cudnn.benchmark = False
+
+
+def test_cudnn_benchmark_on_with_deterministic_is_one_clear_line():
+    _, config = load_config("fedavg-cnn", ["run.deterministic=true", "run.cudnn_benchmark=on"])
+    with pytest.raises(ConfigError, match=r"run\.cudnn_benchmark: 'on' .* run\.deterministic = true .* accepted with it: auto, off"):
+        check_runtime_fields(config)
 
 
 # One round of every stage on a pretend accelerator: 8 clients, one sampled per round, one local epoch.

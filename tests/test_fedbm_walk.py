@@ -4,7 +4,9 @@ authors' code (the default) does otherwise, each on a hand-made case.
 - line 14: ``aggregation='uniform'``, the plain mean of the client models;
 - line 19: ``synthetic_data='per-round'``, one epoch's generated images made before the epochs and reused in each;
 - Eq. 6: ``semantic_loss='cross-entropy'``, the generator's L_sem as the paper's CE on the frozen model's logits;
-- Sec. IV-A2: ``lr_decay_every='epoch'``, the learning rate decayed once per local epoch.
+- Sec. IV-A2: ``lr_decay_every='epoch'``, the learning rate decayed once per local epoch;
+- LKCC (Sec. III-B, Eq. 1-5): the prompts of OCT-C8 and Kvasir-v2 are the code's sentences, and the distributions, the
+  loss and the evaluation logits are the code's formulas.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Task
 from fedprior.algorithms.engines.body_training import LocalOptimizer, train_on_device
 from fedprior.algorithms.fedbm import classifier_loss, fedbm
+from fedprior.algorithms.pieces.lkcc import build_classifier, concept_distributions, lkcc_loss
 from fedprior.algorithms.pieces.tensors import MODEL
+from fedprior.encoders.prompts import concept_sentences, prompt_templates
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 SMALL = dict(local_epochs=2, batch_size=8, generator_every=1, generator_steps=1, generator_batch=6, generator_width=4, synthetic_batch=4)
@@ -131,3 +135,57 @@ def test_per_epoch_decay_reaches_the_factory_and_an_unknown_schedule_is_refused(
     assert not torch.equal(reply.arrays["model.projection.weight"], per_round.arrays["model.projection.weight"])  # epoch 2 at lr * 0.99
     with pytest.raises(Exception, match="lr_decay_every"):
         LocalOptimizer(decay_every="batch").schedule(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), 1, 1)
+
+
+# ----------------------------------------------------------------------------- LKCC (Sec. III-B, Eq. 1-5) against the code
+
+# The authors' code's prompt_templates.py (github.com/CUHK-AIM-Group/FedBM), copied verbatim: OCT_TEMPLATES, Kvasir_TEMPLATES.
+CODE_OCT = [
+    "an image of {}.", "a photo of {}.", "an OCT scan of {}.",
+    "this is a photo of {}.", "this is an image of {}.", "this is an OCT scan of {}.", "this is an OCT photo of {}.", "this is an OCT image of {}.",
+    "{} presented in photo.", "{} presented in image.", "{} presented in OCT scan.", "{} presented in OCT image.", "{} presented in OCT photo.",
+    "the image shows {}.", "the photo shows {}.", "the OCT scan shows {}.", "the OCT image shows {}.", "the OCT photo shows {}.",
+    "the image shows the presence of {}.", "the photo shows the presence of {}.", "the OCT scan shows the presence of {}.",
+    "the OCT image shows the presence of {}.", "the OCT photo shows the presence of {}.",
+    "the presence of {} in image.", "the presence of {} in photo.", "the presence of {} in OCT image.", "the presence of {} in OCT photo.",
+    "the presence of {} in OCT scan.",
+]  # fmt: skip
+CODE_KVASIR = [
+    "an image of {}.", "a photo of {}.", "a endoscopic image of {}.", "a endoscopic photo of {}.",
+    "this is a photo of {}.", "this is an image of {}.", "this is a endoscopic photo of {}.", "this is a endoscopic image of {}.",
+    "{} presented in photo.", "{} presented in image.", "{} presented in endoscopic photo.", "{} presented in endoscopic image.",
+    "the image shows {}.", "the photo shows {}.", "the endoscopic image shows {}.", "the endoscopic photo shows {}.",
+    "the image shows the presence of {}.", "the photo shows the presence of {}.", "the endoscopic image shows the presence of {}.",
+    "the endoscopic photo shows the presence of {}.",
+    "the presence of {} in image.", "the presence of {} in photo.", "the presence of {} in endoscopic image.", "the presence of {} in endoscopic photo.",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("prompt_set", "code", "form_starts"), [("oct", CODE_OCT, (0, 3, 8, 13, 18, 23)), ("endoscopy", CODE_KVASIR, (0, 4, 8, 12, 16, 20))])
+def test_lkcc_prompts_of_the_papers_datasets_are_the_codes_sentences(prompt_set, code, form_starts):
+    templates = prompt_templates(prompt_set)
+    assert sorted(templates) == sorted(code)  # M = 28 for OCT-C8, 24 for Kvasir-v2, the code's wording ("a endoscopic")
+    assert templates[:6] == [code[i] for i in form_starts]  # Table VII's first prompts: the first sentence of each form
+    sentences = concept_sentences(("dyed_lifted polyp",), templates)[0]  # the code: c.replace("_", " ") in each template
+    assert sentences[0] == "an image of dyed lifted polyp."
+
+
+def test_lkcc_classifier_loss_and_evaluation_are_the_codes_formulas():
+    """nodes.py (distributions), client_funct.client_fedbm (loss) and utils.validate (evaluation), line for line."""
+    g = torch.Generator().manual_seed(5)
+    embeddings = torch.randn(4, 7, 6, generator=g) * 3  # K = 4 classes, M = 7 prompts, D = 6
+    T, h = 12.5, F.normalize(torch.randn(10, 6, generator=g), dim=1)
+    y = torch.randint(0, 4, (10,), generator=g)
+    e = embeddings / embeddings.norm(dim=-1, keepdim=True)  # nodes.py: every embedding normalized; mean and cov diag
+    means = torch.stack([e[c].mean(0) for c in range(4)])
+    covs = torch.stack([torch.cov(e[c].T).diag() for c in range(4)])
+    mean, var = concept_distributions(embeddings)
+    assert torch.allclose(mean, means, atol=1e-6) and torch.allclose(var, covs, atol=1e-6)  # the mean is not renormalized
+    scaled = covs * T  # client_fedbm
+    logits = (h.mm(means.T) + 0.5 * h.pow(2).mm(scaled.T)) * T
+    code_loss = (F.cross_entropy(logits, y, reduction="none") + 0.5 * torch.sum(h.pow(2).mul(scaled[y]), dim=1) * T).mean()
+    assert lkcc_loss(h, y, mean, var, T).item() == pytest.approx(code_loss.item(), rel=1e-5)
+    code_eval = h.mm(means.T) + 0.5 * h.pow(2).mm(scaled.T)  # validate: F / T, the distribution's mean (never a sample)
+    classifier = build_classifier("lkcc", embeddings, T)
+    assert torch.allclose(classifier(h) / T, code_eval, atol=1e-5)
+    assert torch.equal(classifier(h), build_classifier("lkcc", embeddings, T)(h))  # nothing drawn

@@ -38,3 +38,19 @@ def test_forward_and_backward_of_a_convnet_batch_counts_each_conv_by_hand():
 
 def test_no_peak_on_the_cpu():
     assert peak_tflops(torch.device("cpu"), "bf16") is None
+
+
+def test_totals_without_the_module_tracker_are_the_same_and_allow_autograd_grad():
+    """FedMatch computes its gradients with torch.autograd.grad, which FlopCounterMode's module tracker breaks; without it
+    the total is the same."""
+    task = Task(num_classes=10, input_shape=(3, 32, 32), class_names=tuple("abcdefghij"), num_clients=1)
+    model = build_model("convnet", task, width=8)
+    x = torch.randn(4, 3, 32, 32)
+    with FlopTally() as tracked:
+        model(x).sum().backward()
+    with FlopTally(by_module=False) as untracked:
+        model(x).sum().backward()
+    assert untracked.total() == tracked.total() > 0
+    with FlopTally(by_module=False) as untracked:
+        torch.autograd.grad(model(x).sum(), list(model.parameters()))
+    assert untracked.total() == tracked.total()  # the same forward and backward, by autograd.grad

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 pytest.importorskip("flwr")
 
@@ -232,3 +233,78 @@ def test_kill_9_of_flower_local_takes_every_process_of_the_federation_with_it(tm
     assert (checkpoint.stat().st_mtime_ns if checkpoint.exists() else None) == stamp  # nothing trains on into the run
     listed = json.loads((run / "flower" / "processes.json").read_text())  # what the next run on the folder checks
     assert listed["parent"]["pid"] == process.pid and len(listed["processes"]) >= 3  # SuperLink, 2 SuperNodes, ...
+
+
+# -- SecAgg+ and SuperNode authentication ---------------------------------------------------------
+
+SECURE = ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=1", "federation.fraction=1.0"]
+
+
+def assert_within_secagg_bound(secure_run: Path, plain_run: Path, nodes: int, total_examples: int) -> float:
+    """Each coordinate of the SecAgg+ run's model within the quantization bound (+ float32 rounding) of the plain run's; returns the largest gap."""
+    from fedprior.flower.secagg import SecAggOptions, quantization_bound
+
+    bound = quantization_bound(SecAggOptions(max_weight=float(total_examples)), nodes, total_examples)
+    secure, plain = (load_checkpoint(d / "checkpoint.safetensors").server for d in (secure_run, plain_run))
+    largest = 0.0
+    for name, value in plain.items():
+        gap = (secure[name].double() - value.double()).abs()
+        assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), name
+        largest = max(largest, float(gap.max()))
+    return largest
+
+
+@pytest.mark.federation_processes
+def test_flower_local_under_secagg_gives_the_plain_aggregate_within_the_quantization_bound(tmp_path, monkeypatch):
+    """3 SuperNodes (clients c mod 3), every client sampled: one SecAgg+ round sums the 3 nodes' masked vectors."""
+    from fedprior.experiments.build import build_experiment
+    from fedprior.flower.secagg import SecAggOptions
+
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    reference = start(*load_config("fedavg-cnn", SECURE), tmp_path / "ref", report_extras=False)
+    name, config = load_config("fedavg-cnn", [*SECURE, "run.runtime='flower-local'"])
+    out = start(name, config, tmp_path / "run", report_extras=False, runtime_options={"nodes": 3, "tls": False, "secagg": SecAggOptions()})
+    (record,) = records(tmp_path / "run")
+    assert record["failed_clients"] == [] and record["clients"] == [0, 1, 2, 3, 4, 5]
+    assert record["upload_bytes_by_client"].keys() == {"-1"}  # the server received one aggregate, no client's model
+    experiment = build_experiment(name, config)
+    total = sum(experiment.client_size(c) for c in range(6))
+    assert assert_within_secagg_bound(tmp_path / "run", tmp_path / "ref", 3, total) > 0
+    assert abs(out["final_accuracy"] - reference["final_accuracy"]) <= 1 / len(experiment.test["y"])
+    assert processes_naming(str(tmp_path)) == []
+
+
+@pytest.mark.federation_processes
+def test_with_auth_the_registered_supernodes_train_and_a_node_without_a_registered_key_is_refused(tmp_path, monkeypatch):
+    """--tls --auth, 2 registered nodes; once they run, a node with a key the SuperLink does not know and a node with no key try to join."""
+    from fedprior.flower.local import Supernode, free_port
+
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    intruders: dict[str, Supernode] = {}
+
+    def on_started(federation):
+        for index, (label, key) in enumerate((("unregistered", federation.node_key("intruder").private), ("keyless", None)), start=len(federation.nodes)):
+            node = Supernode(index, federation.nodes[0].data_dir, free_port(), federation.logs / f"{label}.log", key=key)
+            federation.nodes.append(node)
+            federation.start_node(index)
+            intruders[label] = node
+
+    name, config = load_config("fedavg-cnn", [*SECURE, "federation.rounds=2", "run.runtime='flower-local'"])
+    reference = start(*load_config("fedavg-cnn", [*SECURE, "federation.rounds=2"]), tmp_path / "ref", report_extras=False)
+    exits: dict[str, int | None] = {}
+
+    def on_round(record):  # by the last round the intruders must have given up by themselves (not been stopped with the federation)
+        deadline = time.monotonic() + 60
+        while record.get("round") == 2 and time.monotonic() < deadline and any(n.process is None or n.process.poll() is None for n in intruders.values()):
+            time.sleep(0.2)
+        exits.update({label: n.process.poll() if n.process else None for label, n in intruders.items()})
+
+    options = {"nodes": 2, "tls": True, "auth": True, "on_started": on_started}
+    out = start(name, config, tmp_path / "run", report_extras=False, on_round=on_round, runtime_options=options)
+    assert out["history"] == reference["history"] and all(r["failed_clients"] == [] for r in records(tmp_path / "run"))
+    logs = tmp_path / "run" / "flower" / "logs"
+    assert "[code: 2004] Failed to activate SuperNode" in (logs / "unregistered.log").read_text()
+    assert "SuperNode authentication is enabled. All SuperNodes must be registered" in (logs / "keyless.log").read_text()
+    assert "No SuperNode found with the given public key" in (logs / "superlink.log").read_text()
+    assert exits.keys() == {"unregistered", "keyless"} and all(code not in (None, 0) for code in exits.values()), exits  # refused, they exited
+    assert processes_naming(str(tmp_path)) == []

@@ -141,3 +141,30 @@ def test_resident_models_are_channels_last_on_cuda_and_keep_the_layout_when_they
     again = net.receive({k: v + 1 for k, v in state.items()})
     assert again is first and convolution_layouts(again) == {True}  # copy_ keeps the layout
     assert torch.equal(again.state_dict()["features.0.weight"], state["model.features.0.weight"] + 1)
+
+
+@pytest.mark.parametrize("norm", ["bn-batch", "bn"])
+def test_channels_last_gives_the_contiguous_layouts_numbers_for_the_wrn(norm):
+    """cuda_layout keeps FedDB's WRN-28-2 channels-last on CUDA (issue 43 item 2): the layout changes the kernels' summation
+    order, not the numbers beyond float32 rounding. Checked on the CPU (oneDNN has both layouts): logits, every gradient
+    and the batch-norm statistics of a training step, channels-last weights and images against contiguous ones."""
+    from fedprior.models import build_model
+
+    rgb = Task(num_classes=10, input_shape=(3, 32, 32), class_names=tuple("abcdefghij"), num_clients=1)
+    torch.manual_seed(0)
+    contiguous = build_model("wrn28-2", rgb, norm=norm)
+    last = build_model("wrn28-2", rgb, norm=norm)
+    last.load_state_dict(contiguous.state_dict())
+    last.to(memory_format=torch.channels_last)
+    x, y = torch.randn(6, 3, 32, 32), torch.randint(0, 10, (6,))
+    outputs = []
+    for model, images in ((contiguous, x), (last, x.contiguous(memory_format=torch.channels_last))):
+        logits = model(images)
+        nn.functional.cross_entropy(logits, y).backward()
+        outputs.append((logits, {n: p.grad for n, p in model.named_parameters()}, {n: b.clone() for n, b in model.named_buffers()}))
+    assert any(p.grad.is_contiguous(memory_format=torch.channels_last) and not p.grad.is_contiguous() for p in last.parameters() if p.ndim == 4)
+    torch.testing.assert_close(outputs[1][0], outputs[0][0], rtol=1e-4, atol=1e-5)
+    for name, grad in outputs[0][1].items():
+        torch.testing.assert_close(outputs[1][1][name], grad, rtol=1e-3, atol=1e-5, msg=lambda m, name=name: f"{name}: {m}")
+    for name, buffer in outputs[0][2].items():
+        torch.testing.assert_close(outputs[1][2][name], buffer, rtol=1e-4, atol=1e-6)

@@ -29,6 +29,8 @@ CLAIMS = (
     Claim("B > A", better="B", worse="A", column="DS c"),
     Claim("A > C", better="A", worse="C", column="c"),
 )
+EVERY = ("A", "B", "C")
+"""The rows of every claim in CLAIMS: a control gating them gates them all."""
 SEEDS = {  # accuracy (%) of each row, seed 0, 1, 2
     "Top": [90.0, 91.0, 92.0],
     "Zero": [60.0, 60.0, 61.0],
@@ -51,7 +53,7 @@ def test_t_quantiles_are_students():
 
 
 def test_verdicts_on_hand_made_seeds():
-    evaluated = evaluate(make(CLAIMS, (Control("Top", "Zero", 8.0),)), results(make(CLAIMS)), embedded=True)
+    evaluated = evaluate(make(CLAIMS, (Control("Top", "Zero", 8.0, gates=EVERY),)), results(make(CLAIMS)), embedded=True)
     assert [c["status"] for c in evaluated["controls"]] == ["passed"] and evaluated["notices"] == []
     holds, reversed_, unresolved = evaluated["findings"]
     # A - B = 10, 11, 9: mean 10, sd 1, half-width t(0.975, 2) / sqrt(3) = 4.3027 / 1.7321 = 2.4841
@@ -73,23 +75,58 @@ def test_one_seed_gives_no_interval():
 
 
 def test_a_failing_control_withholds_every_verdict_and_heads_the_table():
-    table = make(CLAIMS, (Control("Top", "Zero", 8.0), Control("A", "Zero", 25.0)))
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, gates=EVERY), Control("A", "Zero", 25.0, gates=EVERY)))
     cells = results(table)
     evaluated = evaluate(table, cells, embedded=True)
     assert [c["status"] for c in evaluated["controls"]] == ["passed", "failed"]
     assert evaluated["controls"][1]["difference"] == 21.67
     assert {f["verdict"] for f in evaluated["findings"]} == {"setting not informative"}
     assert evaluated["findings"][0]["mean"] == 10.0  # the numbers are still shown
-    notice = "setting not informative at c: A at least 25 points above Zero failed: 82.0 vs 60.3"
+    notice = "setting not informative at c for 3 of 3 claim(s) there (the ones it gates): A at least 25 points above Zero failed: 82.0 vs 60.3"
     assert evaluated["notices"] == [notice]
     text = markdown("Toy", cells, evaluated)
     assert text.splitlines()[:3] == ["# Toy", "", f"**{notice}**  "]
-    assert "| A > B | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **setting not informative** |  |" in text
+    blanked = "**setting not informative** (blanked by: A at least 25 points above Zero)"
+    assert f"| A > B | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | {blanked} |  |" in text
+    assert evaluated["findings"][0]["blanked_by"] == ["A at least 25 points above Zero"]
+    assert "- A at least 25 points above Zero: A, B, C" in text  # what each control gates, under the controls
     assert "| 82.0 ± 2.0 (50.0) |" in text  # mean ± sd (n - 1) per cell
 
 
+def test_a_failing_control_blanks_only_the_claims_it_gates_and_says_which():
+    """Issue 44: a failure withholds the verdicts of the claims on the rows (or the claims) it names in gates, no others."""
+    on_c = Control("A", "Zero", 25.0, gates=("C",))  # fails (21.7 points): gates the claims on row C
+    by_name = Control("Top", "Zero", 40.0, gates=("B > A",))  # fails (30.7 points): gates one claim, by its name
+    evaluated = evaluate(make(CLAIMS, (on_c, by_name)), results(make(CLAIMS)), embedded=True)
+    a_b, b_a, a_c = evaluated["findings"]
+    assert (a_b["verdict"], a_b["blanked_by"], a_b["note"]) == ("holds", [], "no control gates it")  # keeps its verdict
+    assert (b_a["verdict"], b_a["blanked_by"]) == ("setting not informative", [by_name.condition]) and b_a["gated_by"] == [by_name.condition]
+    assert (a_c["verdict"], a_c["blanked_by"], a_c["note"]) == ("setting not informative", [on_c.condition], f"blanked by: {on_c.condition}")
+    assert evaluated["notices"] == [
+        f"setting not informative at c for 1 of 3 claim(s) there (the ones it gates): {on_c.condition} failed: 82.0 vs 60.3",
+        f"setting not informative at c for 1 of 3 claim(s) there (the ones it gates): {by_name.condition} failed: 91.0 vs 60.3",
+    ]
+    assert [c["gates"] for c in evaluated["controls"]] == [["C"], ["B > A"]]
+    text = markdown("Toy", results(make(CLAIMS)), evaluated)
+    assert "| A > B | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **holds** (no control gates it) |  |" in text
+    assert f"**setting not informative** (blanked by: {on_c.condition})" in text
+
+
+def test_a_failing_control_that_gates_no_claim_of_its_column_blanks_none():
+    table = make(CLAIMS[:1], (Control("A", "Zero", 25.0, gates=("C",)),))
+    evaluated = evaluate(table, results(table), embedded=True)
+    assert evaluated["findings"][0]["verdict"] == "holds"
+    assert evaluated["notices"] == ["control failed at c, where it gates no claim: A at least 25 points above Zero failed: 82.0 vs 60.3"]
+
+
+def test_a_claim_no_control_gates_says_so():
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, gates=("B > A",)),))
+    a_b, b_a, _ = evaluate(table, results(table), embedded=True)["findings"]
+    assert (a_b["gated_by"], a_b["note"]) == ([], "no control gates it") and b_a["note"] == ""
+
+
 def test_a_control_row_that_has_not_converged_fails_its_control():
-    table = make(CLAIMS, (Control("Top", "Zero", 8.0, settled_within=0.5),), metrics=("final_accuracy", "late_change"))
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, settled_within=0.5, gates=EVERY),), metrics=("final_accuracy", "late_change"))
     for late, status in (([0.002, -0.004, 0.003], "passed"), ([0.002, -0.004, 0.012], "failed")):  # mean |change| 0.30 and 0.60 points
 
         def run_cell(cell, seed, late=late):
@@ -101,11 +138,11 @@ def test_a_control_row_that_has_not_converged_fails_its_control():
         if status == "failed":
             assert control["late_change"] == 0.6 and evaluated["findings"][0]["verdict"] == "setting not informative"
             assert evaluated["notices"] == [
-                "setting not informative at c: Top at least 8 points above Zero, and converged (last 10% of rounds move it less than 0.5 points) "
+                "setting not informative at c for 3 of 3 claim(s) there (the ones it gates): Top at least 8 points above Zero, and converged (last 10% of rounds move it less than 0.5 points) "
                 "failed: 91.0 vs 60.3, Top moved 0.60 points over its last 10% of rounds"
             ]
     with pytest.raises(ValueError, match="unknown metric 'late_change'"):
-        make(controls=(Control("Top", "Zero", 8.0, settled_within=0.5),))
+        make(controls=(Control("Top", "Zero", 8.0, settled_within=0.5, gates=EVERY),))
 
 
 def test_late_change_is_the_move_over_the_last_tenth_of_the_rounds():
@@ -119,11 +156,13 @@ def test_late_change_is_the_move_over_the_last_tenth_of_the_rounds():
 
 
 def test_controls_and_claims_whose_rows_did_not_run():
-    table = make(CLAIMS, (Control("Top", "Zero", 8.0),))
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, gates=EVERY),))
     cells = [c for c in results(table) if c["row"] not in ("Zero", "B")]
     evaluated = evaluate(table, cells, embedded=True)
     assert evaluated["controls"][0]["status"] == "not run" and evaluated["controls"][0]["missing"] == ["Zero"]
-    assert evaluated["notices"] == ["control not run at c: Top at least 8 points above Zero (row(s) Zero not run); the verdicts there are not backed by it"]
+    assert evaluated["notices"] == [
+        "control not run at c: Top at least 8 points above Zero (row(s) Zero not run); the verdicts it gates there are not backed by it"
+    ]
     a_b, b_a, a_c = evaluated["findings"]
     assert a_b["verdict"] == b_a["verdict"] == "not run" and a_b["note"] == "not run: row(s) B"
     assert a_c["verdict"] == "not resolved" and a_c["note"] == "controls not run"
@@ -148,8 +187,10 @@ def test_a_cost_claim_holds_when_the_better_row_spends_less_and_says_its_differe
         (Claim("x", better="A", worse="B", column="s=2"), None, "toy: claim 'x': unknown column 's=2'; accepted: DS c, c"),
         (Claim("x", better="A", worse="B", column="c", metric="accuracy"), None, "toy: claim 'x': unknown metric 'accuracy'; accepted: final_accuracy"),
         (Claim("x", better="A", worse="A", column="c"), None, "toy: claim 'x': compares 'A' with itself"),
-        (None, Control("Top", "Nothing", 5.0), "toy: control 'Top at least 5 points above Nothing': unknown row(s) 'Nothing'"),
-        (None, Control("Top", "Zero", 5.0, metric="final_macro_f1"), "unknown metric 'final_macro_f1'"),
+        (None, Control("Top", "Nothing", 5.0, gates=EVERY), "toy: control 'Top at least 5 points above Nothing': unknown row(s) 'Nothing'"),
+        (None, Control("Top", "Zero", 5.0, metric="final_macro_f1", gates=EVERY), "unknown metric 'final_macro_f1'"),
+        (None, Control("Top", "Zero", 5.0), "toy: control 'Top at least 5 points above Zero': gates no row or claim"),
+        (None, Control("Top", "Zero", 5.0, gates=("A", "A > Z")), "toy: control 'Top at least 5 points above Zero': gates unknown row(s) or claim(s) 'A > Z'"),
     ],
 )
 def test_claims_and_controls_naming_what_the_table_lacks_are_refused_when_it_is_defined(claim, control, message):
@@ -299,21 +340,23 @@ def test_a_measured_control_decides_a_column_like_a_row_control(monkeypatch):
         calls.append((name, config.run.seed, config.federation.rounds))
         return (41.5, "41.5% on the views")
 
-    control = MeasuredControl("views keep the class", row="C", measure=measure, at_least=60.0)
-    table = make(CLAIMS, (Control("Top", "Zero", 8.0), control))
+    control = MeasuredControl("views keep the class", row="C", measure=measure, at_least=60.0, gates=EVERY)
+    table = make(CLAIMS, (Control("Top", "Zero", 8.0, gates=EVERY), control))
     measured = measure_controls(table, embedded=True, extra=["federation.rounds=3"])
     assert measured == {("views keep the class", "c"): (41.5, "41.5% on the views")} and calls == [("fedavg-cnn", 0, 3)]
     cells = [c for c in results(table) if c["row"] != "C"]  # measured whether or not its row runs
     evaluated = evaluate(table, cells, embedded=True, measurements=measured)
     assert [c["status"] for c in evaluated["controls"]] == ["passed", "failed"]
     assert evaluated["controls"][1]["value"] == 41.5 and evaluated["controls"][1]["margin"] == 60.0
-    assert evaluated["notices"] == ["setting not informative at c: views keep the class failed: 41.5% on the views"]
+    assert evaluated["notices"] == [
+        "setting not informative at c for 2 of 2 claim(s) there (the ones it gates): views keep the class failed: 41.5% on the views"
+    ]
     assert [f["verdict"] for f in evaluated["findings"]] == ["setting not informative", "setting not informative", "not run"]
     assert "| views keep the class | c | 41.5 (41.5% on the views) | | | 60 | failed |" in markdown("Toy", cells, evaluated)
     passed = evaluate(table, results(table), embedded=True, measurements={("views keep the class", "c"): (60.0, "60%")})
     assert [f["verdict"] for f in passed["findings"]] == ["holds", "reversed", "not resolved"] and passed["notices"] == []
     unmeasured = evaluate(table, results(table), embedded=True)
     assert unmeasured["controls"][1]["status"] == "not run" and unmeasured["findings"][0]["note"] == "controls not run"
-    assert unmeasured["notices"] == ["control not run at c: views keep the class (not measured); the verdicts there are not backed by it"]
+    assert unmeasured["notices"] == ["control not run at c: views keep the class (not measured); the verdicts it gates there are not backed by it"]
     with pytest.raises(ValueError, match=re.escape("toy: control 'views keep the class': unknown row(s) 'D'")):
-        make(controls=(MeasuredControl("views keep the class", row="D", measure=measure, at_least=60.0),))
+        make(controls=(MeasuredControl("views keep the class", row="D", measure=measure, at_least=60.0, gates=EVERY),))

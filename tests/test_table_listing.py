@@ -80,7 +80,7 @@ def test_each_control_is_one_line_with_its_status_and_numbers():
     )
     lines = control_lines(evaluate(table, results, True)["controls"])
     assert lines == [
-        "controls (on the mean over seeds; a column where one fails is not informative):",
+        "controls (on the mean over seeds; where one fails, the claims it gates there get no verdict):",
         "  passed   CLIP-FC-Centralized at least 8 points above CLIP-ZS at s=10: 80.5 vs 61.0, difference +19.5, needed 8",
         "  failed   CLIP-FC-Centralized at least 8 points above CLIP-ZS at iid: 65.5 vs 60.0, difference +5.5, needed 8",
         "  not run  CLIP-FC-Centralized at least 8 points above CLIP-ZS at a=0.1: row(s) CLIP-FC-Centralized, CLIP-ZS not run",
@@ -88,7 +88,7 @@ def test_each_control_is_one_line_with_its_status_and_numbers():
     feddb = table_by_name("feddb-table2")
     measured = evaluate(feddb, fake_cells({("FedAvg", "δ=0.3"): [50.0]}), True, {(feddb.controls[-1].condition, "δ=0.3"): (37.8, "on 500 images")})
     assert control_lines([c for c in measured["controls"] if c.get("kind") == "measured"]) == [
-        "controls (on the mean over seeds; a column where one fails is not informative):",
+        "controls (on the mean over seeds; where one fails, the claims it gates there get no verdict):",
         f"  failed   {feddb.controls[-1].condition} at δ=0.3: 37.8, needed 60 (on 500 images)",
     ]
     assert control_lines([]) == ["controls: none (nothing in this table bounds what a method can reach)"]
@@ -103,7 +103,7 @@ def test_table_prints_its_controls_on_the_terminal(tmp_path):
     )  # fmt: skip
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
-    start = lines.index("controls (on the mean over seeds; a column where one fails is not informative):")
+    start = lines.index("controls (on the mean over seeds; where one fails, the claims it gates there get no verdict):")
     assert lines[start + 1 : start + 3] == [
         "  not run  MFCL(PN) at least 5 points above MFCL(PN) untrained at Sc2: row(s) MFCL(PN), MFCL(PN) untrained not run",
         "  not run  FedSimCLR at least 5 points above FedSimCLR untrained at Sc2: row(s) FedSimCLR, FedSimCLR untrained not run",

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import torch
 
@@ -142,7 +143,18 @@ class Algorithm:
       ``data.augment.seeded`` or kornia augmentation; a model built and then overwritten may draw), and
       what it keeps between calls is kept per lane (``GlobalModel.receive``'s models are). False (the
       default): its updates run one at a time, each under a reseeded global generator. ``with_`` keeps
-      the flag: a variant whose new ``client_update`` is not thread-safe sets it back to False.
+      the flag: a variant whose new ``client_update`` is not thread-safe sets it back to False;
+    - ``batch_shapes``: ``"fixed"`` (the default) where the client updates train on mini-batches of one size
+      (the last of an epoch aside), ``"varying"`` where their batch shapes change from client to client and
+      round to round (full-batch steps on a client's data, or on the subset whose pseudo-labels pass a
+      threshold). On CUDA, ``run.cudnn_benchmark = 'auto'`` lets cuDNN autotune only ``"fixed"`` shapes
+      (:func:`fedprior.runtime.device.cudnn_autotune`): it re-times its algorithms for every new shape;
+    - ``mean_aggregate``: ``aggregate`` reads the replies only through their example-weighted mean (each float
+      array's mean with weights ``num_examples``, as one Reply whose ``num_examples`` is their total):
+      ``aggregate(state, replies, info) == aggregate(state, [mean], info)``, as FedAvg's does (McMahan et al.,
+      AISTATS 2017, Algorithm 1). Secure aggregation, which gives the server that mean and never one reply
+      (``fedprior.flower.secagg``), runs such algorithms only. ``with_`` that replaces ``aggregate`` sets it back
+      to False unless it says otherwise (a server optimizer on the mean keeps it: ``with_server_optimizer``).
     """
 
     name: str
@@ -158,9 +170,13 @@ class Algorithm:
     evaluation_inputs: tuple[str, ...] = ()
     validate: Callable[[State], dict[str, float]] | None = None
     thread_safe_updates: bool = False
+    batch_shapes: Literal["fixed", "varying"] = "fixed"
+    mean_aggregate: bool = False
 
     def with_(self, **changes) -> Algorithm:
-        """A copy with some functions replaced (how variants are composed)."""
+        """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""
+        if "aggregate" in changes:
+            changes.setdefault("mean_aggregate", False)
         return replace(self, **changes)
 
     @classmethod

@@ -42,8 +42,11 @@ says), the discriminator and, as the paper reads them ("one linear Dense
 layer ... on top of the projection layers"), the projection head
 (``eval_features = "backbone"`` reads the discriminator's pooled features instead, as
 SimCLR does; ``"sensor"`` the encoder's representations z, flattened, before any
-discriminator: a control, evaluated after the sensor stage too). ``server_loss`` is the
-last epoch's mean NT-Xent.
+discriminator: a control, evaluated after the sensor stage too). The dense layer trains on the
+training pool encoded as the test set is (``linear_train = "pool"``) or on the representation pairs
+the server received, each view a row, with labels the clients send for it (``"uploads"``: the
+server's B^s, on which Sec. 3's first alternative trains the linear layer; docs/mfcl.md, "The BN
+path, walked"). ``server_loss`` is the last epoch's mean NT-Xent.
 
 The server State holds ``sensor.*`` (the autoencoder), ``disc.*`` and ``proj.*``
 (discriminator and head), ``opt.*`` (their Adam state, :mod:`~fedprior.algorithms.pieces.optimizer_state`), and after the upload
@@ -73,7 +76,7 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
-from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
+from fedprior.algorithms.engines.self_supervised import evaluation_inputs, frozen_features, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.contrastive import nt_xent
 from fedprior.algorithms.pieces.hyperparameters import (
@@ -124,6 +127,16 @@ MfclEvalFeatures = Annotated[
     Field(
         description="features the linear evaluation reads: after the projection head (the paper), the discriminator's pooled output, "
         "or the sensor's representations z before the discriminator (a control)"
+    ),
+]
+
+LinearTrain = Annotated[
+    Literal["pool", "uploads"],
+    Field(
+        description="what the linear evaluation's dense layer is trained on: pool (the training images re-encoded by the final "
+        "encoder as the test images are) or uploads (the representation pairs the server received, each view a row, with their "
+        "labels: the server's B^s, on which Sec. 3's first alternative trains the linear layer; the clients send their labels, "
+        "used by nothing else)"
     ),
 ]
 
@@ -185,6 +198,7 @@ def mfcl(
     encode_bn: EncodeBN = "running",
     eval_input: EvalInput = "clean",
     min_scale: MinScale = 0.08,
+    linear_train: LinearTrain = "pool",
 ) -> Algorithm:
     """MFCL: a federated autoencoder with Peer Normalization, then a server-side contrastive discriminator (the MFCL paper).
 
@@ -267,7 +281,8 @@ def mfcl(
             half = z.shape[0] // 2
             z1.append(z[:half])
             z2.append(z[half:])
-        return Reply({REPS + "view1": torch.cat(z1), REPS + "view2": torch.cat(z2)}, int(images.shape[0]))
+        labels = {REPS + "label": data["y"].to(torch.int64)} if linear_train == "uploads" else {}  # for the evaluation only
+        return Reply({REPS + "view1": torch.cat(z1), REPS + "view2": torch.cat(z2), **labels}, int(images.shape[0]))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         if info.stage == "sensor":
@@ -279,12 +294,8 @@ def mfcl(
     def receive(state: State, replies: Sequence[Reply]) -> State:
         """Concatenate the clients' representation pairs (in client order) into the server State."""
         owners = torch.cat([torch.full((r.num_examples,), r.client_id, dtype=torch.int64) for r in replies])
-        return {
-            **state,
-            REPS + "view1": torch.cat([r.arrays[REPS + "view1"] for r in replies]),
-            REPS + "view2": torch.cat([r.arrays[REPS + "view2"] for r in replies]),
-            REPS + "client": owners,
-        }
+        sent = {k: torch.cat([r.arrays[k] for r in replies]) for k in replies[0].arrays if k.startswith(REPS)}
+        return {**state, **sent, REPS + "client": owners}
 
     def train_discriminator(state: State, info: RoundInfo) -> State:
         """One epoch of NT-Xent (Eq. 5) over shuffled batches of the received pairs; Adam state carried in the State.
@@ -335,6 +346,12 @@ def mfcl(
 
         views_stream = torch.Generator().manual_seed(0)  # eval_input = "views": the same views at every evaluation
 
+        def reads(z: torch.Tensor) -> torch.Tensor:  # the evaluated features of representations z (the sensor's output)
+            if eval_features == "sensor":
+                return z
+            h = body.embed(z)
+            return head(h) if eval_features == "projection" else h
+
         def features(x: torch.Tensor) -> torch.Tensor:
             encoding_mode(encoder, encode_bn)  # after linear_evaluate's eval(): BN as the clients encode
             if eval_input == "views":  # as the upload encodes: two views, PN pooled over each image's pair
@@ -343,15 +360,16 @@ def mfcl(
                     z = encoder(torch.cat([view1, view2]))
             else:
                 z = encoder(x)  # PN reads one view (linear_evaluate's peer_views): GN on the image alone
-            if eval_features == "sensor":
-                out = z
-            else:
-                h = body.embed(z)
-                out = head(h) if eval_features == "projection" else h
+            out = reads(z)
             return out if eval_input == "clean" else (out[: x.shape[0]] + out[x.shape[0] :]) / 2
 
         parts = nn.ModuleDict({"encoder": encoder, "disc": body, "proj": head})
-        metrics = linear_evaluate(features, parts, data, task, device, linear_eval)
+        uploads = None
+        if linear_train == "uploads" and REPS + "label" in state:  # before the upload (the initial model): the pool
+            parts.eval()
+            received = torch.cat([state[REPS + "view1"], state[REPS + "view2"]])
+            uploads = (frozen_features(lambda z: reads(z).flatten(1), received, device), torch.cat([state[REPS + "label"]] * 2))
+        metrics = linear_evaluate(features, parts, data, task, device, linear_eval, train_features=uploads)
         if "server.loss" in state:
             metrics["server_loss"] = float(state["server.loss"])
         return metrics
@@ -365,6 +383,7 @@ def mfcl(
         aggregate=aggregate,
         evaluate=evaluate,
         evaluation_inputs=evaluation_inputs(linear_eval),
+        diagnostics=("y",) if linear_train == "uploads" else (),
         stages=(
             Stage("sensor", evaluate=eval_features == "sensor"),
             Stage("upload", rounds=1, fraction=1.0 - drop, evaluate=False),

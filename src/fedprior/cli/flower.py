@@ -29,6 +29,22 @@ def local(
     preset: str = typer.Argument(..., help="A preset name (see `fedprior presets`) or a path to a TOML config."),
     nodes: int = typer.Option(3, "--nodes", min=1, help="SuperNodes to start; client c is hosted by node c mod N."),
     tls: bool = typer.Option(False, "--tls/--insecure", help="TLS with certificates made for localhost, or plain HTTP (development)."),
+    auth: bool = typer.Option(
+        False, "--auth", help="SuperNode authentication (needs --tls): each node's key is registered with the SuperLink, which refuses any other node."
+    ),
+    secagg: bool = typer.Option(
+        False,
+        "--secagg",
+        help="Aggregate every round under Flower's SecAgg+: the server learns the sum of the nodes' updates, never one (docs/privacy-robustness.md).",
+    ),
+    secagg_shares: float = typer.Option(
+        3, "--secagg-shares", help="SecAgg+: nodes holding shares of each node's secrets (an integer >= 3), or a fraction in (0, 1] of the round's."
+    ),
+    secagg_threshold: float = typer.Option(
+        2, "--secagg-threshold", help="SecAgg+: shares that rebuild a secret (an integer >= 2 below the shares), or a fraction in (0, 1] of them."
+    ),
+    secagg_clipping_range: float = typer.Option(8.0, "--secagg-clipping-range", help="SecAgg+: each coordinate of a node's update lies in [-c, c]."),
+    secagg_quantization_range: int = typer.Option(2**22, "--secagg-quantization-range", help="SecAgg+: integers per coordinate (grid step 2c / Q)."),
     set_: list[str] = typer.Option([], "--set", help="Override a config field: section.key=value (repeatable)."),
     run_dir: Path | None = typer.Option(None, "--run-dir", help="Where to write the run (default runs/NAME-TIMESTAMP)."),
     round_timeout: float = typer.Option(
@@ -38,11 +54,21 @@ def local(
 ) -> None:
     """Start a SuperLink and N SuperNodes on loopback, run the experiment across them, stop every process."""
     from fedprior.cli.run import report, with_progress
+    from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
+    from fedprior.flower.secagg import SecAggOptions
 
+    if auth and not tls:
+        raise ConfigError("--auth: Flower authenticates SuperNodes over TLS only; add --tls")
+    options_given = SecAggOptions(secagg_shares, secagg_threshold, secagg_clipping_range, secagg_quantization_range)
+    if not secagg and options_given != SecAggOptions():
+        raise ConfigError("--secagg-shares, --secagg-threshold, --secagg-clipping-range and --secagg-quantization-range apply with --secagg; add it")
+    secure = options_given.check() if secagg else None
+    if secure is not None:
+        secure.nodes_fit(nodes)
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
-    options = {"nodes": nodes, "tls": tls, "round_timeout": round_timeout}
+    options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)
 

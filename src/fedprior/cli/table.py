@@ -6,6 +6,7 @@ import json
 import shlex
 import signal
 from datetime import datetime
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -34,6 +35,10 @@ METRIC_LABELS = {
 }
 
 
+GATING = "where one fails, the claims it gates there get no verdict"
+"""What a failed control does, said above the controls in table.md and on the terminal."""
+
+
 def grid(results: list[dict]) -> tuple[list[str], list[tuple[str, str]], dict]:
     """Rows, (column, metric) pairs and the cells by (row, column): a table with several metrics gets a column per metric."""
     rows = list(dict.fromkeys(r["row"] for r in results))
@@ -54,8 +59,17 @@ def cell_text(r: dict | None, metric: str, plus_minus: str) -> str:
 
 
 def number(value: float) -> str:
-    """A percentage with one decimal; a large count (bits, bytes) in three significant digits."""
-    return f"{value:.3g}" if abs(value) >= 1e5 else f"{value:.1f}"
+    """A percentage with one decimal (:func:`rounded`); a large count (bits, bytes) in three significant digits."""
+    return f"{value:.3g}" if abs(value) >= 1e5 else rounded(value, 1)
+
+
+def rounded(value: float, places: int) -> str:
+    """``value`` with ``places`` decimals, half away from zero on its shortest decimal form: 1.95 -> '2.0'.
+
+    A table's numbers are stored rounded to two decimals (table.json); formatting the float 1.95 directly gives
+    '1.9' (it is 1.94999... in binary), a second rounding that the docs, quoting table.json, would not match.
+    """
+    return str(Decimal(repr(value)).quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP))
 
 
 def column_label(column: str, metric: str, several: bool) -> str:
@@ -111,7 +125,7 @@ def code_span(text: str) -> str:
 def controls_markdown(controls: list[dict]) -> list[str]:
     if not controls:
         return ["## Controls", "", "none: nothing in this table bounds what a method can reach", ""]
-    lines = ["## Controls", "", "checked in each column on the mean over seeds; a column where one fails is not informative", ""]
+    lines = ["## Controls", "", f"checked in each column on the mean over seeds; {GATING}", ""]
     lines += ["| condition | column | above | below | difference | needed | status |", "|---|---|---|---|---|---|---|"]
     for c in controls:
         if c.get("kind") == "measured":  # a number measured on the column's setting (tables.MeasuredControl)
@@ -125,6 +139,10 @@ def controls_markdown(controls: list[dict]) -> list[str]:
             lines.append(
                 f"| {c['condition']} | {c['column']} | {c['above']:.1f} | {c['below']:.1f} | {c['difference']:+.1f} | {c['margin']:g} | {c['status']} |"
             )
+    gates = {c["condition"]: c["gates"] for c in controls if c.get("gates")}  # a table.json written before controls named them has none
+    if gates:
+        lines += ["", "what each control gates (rows, or claims by name; a claim is gated through either of its rows):", ""]
+        lines += [f"- {condition}: {', '.join(gated)}" for condition, gated in gates.items()]
     return [*lines, ""]
 
 
@@ -167,7 +185,7 @@ def control_lines(controls: list[dict]) -> list[str]:
     """The controls for the terminal: a heading, then one line per control and column with its status and numbers."""
     if not controls:
         return ["controls: none (nothing in this table bounds what a method can reach)"]
-    return ["controls (on the mean over seeds; a column where one fails is not informative):", *map(control_line, controls)]
+    return [f"controls (on the mean over seeds; {GATING}):", *map(control_line, controls)]
 
 
 def control_line(c: dict) -> str:
@@ -221,8 +239,9 @@ def table(
     verify: bool = typer.Option(
         False,
         "--verify",
-        help="Rerun the committed cells (--cells) and compare each with its committed result: identical, differs (from which round) or other machine. "
-        "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs.",
+        help="Rerun the committed cells (--cells) and compare each with its committed result: identical, differs (from which round), or, "
+        "recorded on another machine kind, the differences of the table's numbers and whether each claim's verdict stays the same. "
+        "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs or, on another machine kind, a verdict changes.",
     ),
     verify_all: bool = typer.Option(False, "--verify-all", help="--verify every seed (--seeds) of every chosen cell."),
     kept_cells: Path = typer.Option(
@@ -255,7 +274,7 @@ def table(
     if verify or verify_all:
         if set_ or imports:
             raise ConfigError("--verify reruns the committed cells as they ran: leave out --set and --import")
-        verify_cells(paper_table, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
+        verify_cells(paper_table, embedded, planned, kept_cells, out, verify_all, n_seeds, jobs or available_cores())
         return
     folder = out or Path("runs") / f"{name}{'-embedded' if embedded else ''}-{datetime.now():%Y%m%d-%H%M%S}"
     check_grid_folder(folder)
@@ -331,25 +350,41 @@ def table(
             console.print(finding_line(finding), highlight=False, soft_wrap=True)
 
 
-def verify_cells(paper_table: PaperTable, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
-    """``--verify``: each chosen kept cell's status, one line each as it is known, a count; exit code 1 if any differs."""
+def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
+    """``--verify``: each chosen kept cell's status, one line each as it is known; where a rerun is not identical, the
+    largest difference per cell and metric and each concerned claim's verdict both ways; a count. Exit code 1 if any
+    differs or a verdict changes."""
     import tempfile
 
     from fedprior.errors import ConfigError
-    from fedprior.reproduce.table_verify import DIFFERS, Verified, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, verify
 
-    if not (cells / paper_table.name).is_dir():
-        raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {cells / paper_table.name} (give --cells DIR, run from the repository root)")
-    stderr.print(f"{paper_table.title}: verifying the committed cells in {cells / paper_table.name}", highlight=False)
+    kept = cells / paper_table.name
+    if not kept.is_dir():
+        raise ConfigError(f"--cells: no committed cells of {paper_table.name} in {kept} (give --cells DIR, run from the repository root)")
+    if out is not None and out.resolve() == kept.resolve():
+        raise ConfigError(f"--out: {out} holds the committed cells; the reruns go elsewhere (leave --out out for a temporary folder)")
+    stderr.print(f"{paper_table.title}: verifying the committed cells in {kept}", highlight=False)
 
     def report(v: Verified) -> None:
         typer.echo(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
 
     with tempfile.TemporaryDirectory(prefix="fedprior-verify-") as scratch:
-        results = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+        results, reruns = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+    checks = claim_checks(paper_table, embedded, kept, seeds, reruns) if any(v.changed for v in results) else []
+    if any(v.changed for v in results):
+        typer.echo("largest difference per cell (|now - committed| over its rerun seeds):")
+        for (row, column), metrics in largest_differences(results).items():
+            typer.echo(f"  {row} / {column}: " + ", ".join(f"{metric} {d:.2f} (seed {seed})" for metric, (d, seed) in metrics.items()))
+        typer.echo(f"claims (verdict on the committed {seeds} seed(s), and with the rerun seeds in their place):")
+        for check in checks:
+            typer.echo(f"  {check.line}")
+        if not checks:
+            typer.echo("  none concerns a rerun cell")
     counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
-    typer.echo(", ".join(f"{n} {status}" for status, n in counts.items()))
-    if counts.get(DIFFERS):
+    changed = sum(check.changed for check in checks)
+    typer.echo(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
+    if counts.get(DIFFERS) or changed:
         raise typer.Exit(1)
 
 

@@ -113,6 +113,10 @@ def check_runtime_fields(config: ExperimentConfig) -> None:
             f"run.concurrent_clients: concurrent client updates serve run.runtime = 'local' only (Flower runs each client on its node); "
             f"accepted with runtime '{config.run.runtime}': 1"
         )
+    if config.run.deterministic and config.run.cudnn_benchmark == "on":
+        raise ConfigError(
+            "run.cudnn_benchmark: 'on' lets cuDNN pick its algorithms by timing, which run.deterministic = true rules out; accepted with it: auto, off"
+        )
 
 
 def check_before_data(config: ExperimentConfig, device: torch.device) -> None:

@@ -15,7 +15,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
-from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.task import Task
 
 
@@ -27,11 +27,13 @@ def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
     """The configured algorithm, with the runtime-provided local epochs, batch size, device, precision and compile.
 
+    cuDNN's autotuning is set for it here (``run.cudnn_benchmark``, :func:`~fedprior.runtime.device.cudnn_autotune`).
+
     ``run.imports`` are imported first: a spawned worker process (``ClientSide``) starts without them.
     """
     import_modules(config.run.imports, "run.imports")
     check_compile(config.run.compile, device)
-    return algorithm_spec(config.algorithm.name).build(
+    algorithm = algorithm_spec(config.algorithm.name).build(
         task,
         config.algorithm.hyperparameters(),
         local_epochs=config.federation.local_epochs,
@@ -40,6 +42,8 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
         precision=config.run.precision,
         compile=config.run.compile,
     )
+    cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
+    return algorithm
 
 
 def check_compile(compile: bool, device: torch.device) -> None:

@@ -102,7 +102,9 @@ class RunConfig(ConfigSection):
     non_finite: Literal["stop", "drop"] = "stop"
     """A client update with NaN or infinite numbers (training diverged): 'stop' the run with an error naming the round and client (the last checkpoint stays resumable), or 'drop' that update from the round's aggregation and count it among the failed clients."""
     deterministic: bool = False
-    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic, no cuDNN benchmarking): bit-for-bit repeatable runs on CUDA, at some speed. Off, cuDNN benchmarks its convolution algorithms (cudnn.benchmark, CUDA only)."""
+    """Deterministic torch kernels (torch.use_deterministic_algorithms, cuDNN deterministic, no cuDNN autotuning): bit-for-bit repeatable runs on CUDA, at some speed."""
+    cudnn_benchmark: Literal["auto", "on", "off"] = "auto"
+    """Whether cuDNN autotunes its convolution algorithms for each new input shape (torch.backends.cudnn.benchmark; CUDA only): 'auto' only for algorithms whose client batches keep one shape (not the full-batch semi-supervised family, whose shapes change every client and round: autotuning them made a FedDB round 16-22 s instead of 2-3 s on an H200), 'on', 'off'. Never with run.deterministic."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """Arithmetic of the forward passes in training and evaluation: 'fp32', or 'bf16' (torch.autocast to bfloat16 on the run's device, the CPU included; weights, gradients and optimizer state stay float32, losses are computed in float32). Only algorithms whose factory takes 'precision' accept 'bf16' (see fedprior.algorithms.pieces.precision); numbers differ from fp32 by bfloat16 rounding."""
     checkpoint_every: int = Field(1, ge=1)

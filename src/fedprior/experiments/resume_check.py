@@ -48,6 +48,7 @@ RESUME_MAY_CHANGE = frozenset(
         "run.start_method",
         "run.device",
         "run.deterministic",
+        "run.cudnn_benchmark",
         "run.checkpoint_every",
         "run.mlflow",
         "run.mlflow_experiment",
@@ -60,7 +61,7 @@ RESUME_MAY_CHANGE = frozenset(
 """Fields a resume may find changed: where the data is, caching, tracking, how the work is spread (threads,
 workers, device, evaluation cadence, which rounds the test set is scored on), how long a round waits for its clients, and the
 modules imported for the algorithm (a package renamed or moved). ``run.device`` may change because 'auto' resolves per machine anyway;
-``run.compile`` and ``run.deterministic`` change the last bits of the numbers (compiled or other kernels), not what the config means."""
+``run.compile``, ``run.deterministic`` and ``run.cudnn_benchmark`` change the last bits of the numbers (compiled or other kernels), not what the config means."""
 
 
 def checkpoint_metadata(config: ExperimentConfig) -> dict[str, str]:

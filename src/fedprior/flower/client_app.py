@@ -14,7 +14,10 @@ two kinds of message from :mod:`fedprior.flower.server_app`:
   its state comes from and goes back to the node's Context
   (:mod:`fedprior.flower.client_state`). The reply carries each client's tensors,
   example count and metrics; a client that raises is reported by id and reason
-  while the node's other clients still reply.
+  while the node's other clients still reply. In a SecAgg+ round (the server's
+  ``secagg``) the reply is instead the node's one vector, the example-weighted mean of
+  its clients' updates, which Flower's ``secaggplus_mod`` quantizes and masks
+  (:mod:`fedprior.flower.secagg`).
 
 Where a node finds its files, first match wins: node config ``data-dir`` (a real
 SuperNode: ``flower-supernode --node-config 'data-dir="/path/node-0"'``), the folder
@@ -37,6 +40,7 @@ from fedprior.errors import FedpriorError
 from fedprior.flower.client_state import ClientStateStore
 from fedprior.flower.export import NodeData, node_data
 from fedprior.flower.records import hosted_content, read_hint, read_train_content, reply_content
+from fedprior.flower.secagg import is_secure, node_vector, secagg_mod, secagg_options
 from fedprior.runtime.clients import update_clients
 
 PARTITION_ID = "partition-id"
@@ -97,8 +101,12 @@ def train_clients(node: NodeData, store: ClientStateStore, broadcast, order) -> 
 
 
 def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> ClientApp:
-    """A ClientApp serving fedprior's messages (``mods``: Flower mods, e.g. to inject faults in tests)."""
-    app = ClientApp(mods=mods or [])
+    """A ClientApp serving fedprior's messages (``mods``: Flower mods, e.g. to inject faults in tests).
+
+    Its first mod is :func:`~fedprior.flower.secagg.secagg_mod`: Flower's SecAgg+ client on the protocol's
+    messages (a server run with ``secagg``), nothing on the others.
+    """
+    app = ClientApp(mods=[secagg_mod, *(mods or [])])
     default = str(data_dir) if data_dir is not None else None
 
     @app.query()
@@ -117,6 +125,8 @@ def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> 
         store = ClientStateStore(context, Path(str(state_dir)), order.run_key)
         mine = type(order)(order.info, order.step, tuple(c for c in order.clients if c in hosted), order.run_key, order.vectorize)
         replies, failures = train_clients(node, store, broadcast, mine)
+        if is_secure(msg.content):  # a SecAgg+ round: the node's masked vector, made by secagg_mod from this reply
+            return Message(node_vector(broadcast, replies, {**unknown, **failures}, secagg_options(context)), reply_to=msg)
         return Message(reply_content(replies, {**unknown, **failures}), reply_to=msg)
 
     return app

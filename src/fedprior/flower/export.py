@@ -66,6 +66,8 @@ def task_description(experiment) -> dict[str, Any]:
         "device": config.run.device,
         "precision": config.run.precision,  # the clients' forward passes: what the run asked for, not fp32 on the nodes
         "compile": config.run.compile,
+        "deterministic": config.run.deterministic,
+        "cudnn_benchmark": config.run.cudnn_benchmark,
     }
 
 
@@ -140,12 +142,14 @@ class NodeData:
     @cached_property
     def algorithm(self) -> Algorithm:
         from fedprior.algorithms.registry import algorithm_spec
-        from fedprior.runtime.device import resolve_device
+        from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 
         if self.description.get("threads"):
             torch.set_num_threads(int(self.description["threads"]))
+        deterministic = bool(self.description.get("deterministic", False))
+        set_deterministic(deterministic)  # before anything touches the GPU, as on the server
         a, f = self.description["algorithm"], self.description["federation"]
-        return algorithm_spec(a["name"]).build(
+        algorithm = algorithm_spec(a["name"]).build(
             self.task,
             a["hyperparameters"],
             local_epochs=int(f["local_epochs"]),
@@ -154,6 +158,8 @@ class NodeData:
             precision=self.description.get("precision", "fp32"),
             compile=bool(self.description.get("compile", False)),
         )
+        cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
+        return algorithm
 
     def client_data(self, client_id: int) -> ClientData:
         """The data of one hosted client (only its tensors are read from disk).

@@ -6,13 +6,18 @@ steps by hand, for one machine or several):
 1. exports N node folders (``<run dir>/flower/nodes/node-k``: the task and the
    partitions of the clients c with c mod N = k; nothing else);
 2. with ``tls``, makes a throwaway CA and a certificate for localhost
-   (:mod:`fedprior.flower.tls`); otherwise everything runs ``--insecure``;
+   (:mod:`fedprior.flower.tls`); otherwise everything runs ``--insecure``; with ``auth``
+   (TLS only, as Flower requires), an authentication key pair per SuperNode;
 3. starts ``flower-superlink`` (its Fleet, Control and Runtime APIs on one loopback
    port) and N ``flower-supernode`` processes, node k started with
-   ``--node-config 'data-dir="<its folder>"'``, so it reads its own files only;
+   ``--node-config 'data-dir="<its folder>"'``, so it reads its own files only; with
+   ``auth`` the SuperLink runs with ``--enable-supernode-auth``, each node's public key is
+   registered (``flwr supernode register``) before the node starts with its private key
+   (``--auth-supernode-private-key``), and a node whose key is not registered is refused;
 4. submits the run with ``flwr run`` (an app folder whose pyproject names
    ``fedprior.experiments.flower_app:app`` / ``fedprior.flower.client_app:app``) in ``serve`` mode: the
-   ServerApp trains the experiment of the run directory and checkpoints each round;
+   ServerApp trains the experiment of the run directory and checkpoints each round (under
+   SecAgg+ with ``secagg``: :mod:`fedprior.flower.secagg`);
 5. follows the checkpoint to report each round, and when the ServerApp says it is
    done, stops every process it started: the server first (the SuperLink and the
    ServerApp, so that no round runs without its nodes), then the SuperNodes, then
@@ -34,6 +39,7 @@ directory, and its log goes to ``<run dir>/flower/logs``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import os
@@ -45,7 +51,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomli_w
 
@@ -54,6 +60,9 @@ from fedprior.flower import processes
 from fedprior.flower.processes import process_tree, stop_process
 from fedprior.runtime.checkpoint import RunState, load_checkpoint
 from fedprior.runtime.simulation import RoundNotTrained, SimulationResult
+
+if TYPE_CHECKING:
+    from fedprior.flower.secagg import SecAggOptions
 
 APP_NAME = "fedprior-flower"
 CONNECTION = "fedprior-local"
@@ -115,6 +124,8 @@ class Supernode:
     port: int
     log: Path
     process: subprocess.Popen | None = None
+    key: Path | None = None
+    """Its authentication private key (``auth``), or None."""
 
 
 @dataclass
@@ -124,6 +135,7 @@ class LocalFederation:
     work: Path
     node_dirs: list[Path]
     tls: bool = False
+    auth: bool = False
     superlink_port: int = 0
     superlink: subprocess.Popen | None = None
     nodes: list[Supernode] = field(default_factory=list)
@@ -132,6 +144,8 @@ class LocalFederation:
     run_dir: Path | None = None
 
     def __post_init__(self) -> None:
+        if self.auth and not self.tls:
+            raise FedpriorError("--auth: Flower authenticates SuperNodes over TLS only; add --tls")
         self.work = Path(self.work).resolve()  # children run with cwd=work: every path they get must be absolute
         self.logs = self.work / "logs"
         self.logs.mkdir(parents=True, exist_ok=True)
@@ -193,14 +207,36 @@ class LocalFederation:
             command += ["--ssl-certfile", str(c.cert), "--ssl-keyfile", str(c.key), "--ssl-ca-certfile", str(c.ca)]
         else:
             command += ["--insecure"]
+        if self.auth:
+            command += ["--enable-supernode-auth"]
         log = self.logs / "superlink.log"
         self.superlink = self._spawn(command, "superlink", log)
         wait_for_port(self.superlink_port, startup_timeout, self.superlink, "flower-superlink", log)
+        self.write_connection()
         for index, data_dir in enumerate(self.node_dirs):
             self.nodes.append(Supernode(index, Path(data_dir).resolve(), free_port(), self.logs / f"supernode-{index}.log"))
+            if self.auth:
+                self.nodes[index].key = self.register_node_key(f"node-{index}")
             self.start_node(index)
         self.record_processes()
         return self
+
+    def node_key(self, name: str):
+        """A new authentication key pair for a SuperNode (not registered)."""
+        from fedprior.flower.tls import generate_node_key
+
+        return generate_node_key(self.work / "certificates" / "nodes", name)
+
+    def register_node_key(self, name: str) -> Path:
+        """Make a key pair, register its public key with the SuperLink (``flwr supernode register``); returns the private key."""
+        key = self.node_key(name)
+        answer: dict[str, Any] = {}
+        for _ in range(5):  # the Control API may still be starting
+            answer = self.flwr("supernode", "register", str(key.public), CONNECTION)
+            if answer.get("success"):
+                return key.private
+            time.sleep(1.0)
+        raise FedpriorError(f"flwr supernode register {key.public} failed: {answer.get('error', answer)}; see {self.logs}")
 
     def take_over(self) -> None:
         """Refuse if a live ``flower local`` runs a federation in this folder; stop what a dead one left."""
@@ -222,6 +258,8 @@ class LocalFederation:
             f"data-dir={json.dumps(str(node.data_dir))}",
         ]
         command += ["--root-certificates", str(self.certificates.ca)] if self.tls else ["--insecure"]
+        if node.key is not None:
+            command += ["--auth-supernode-private-key", str(node.key)]
         node.process = self._spawn(command, f"node-{index}", node.log)
 
     def kill_node(self, index: int) -> None:
@@ -261,6 +299,11 @@ class LocalFederation:
         app = self.work / "app"
         app.mkdir(parents=True, exist_ok=True)
         (app / "pyproject.toml").write_text(tomli_w.dumps(app_pyproject()))
+        self.write_connection()
+        return app
+
+    def write_connection(self) -> None:
+        """The ``flwr`` CLI's connection to this SuperLink (``$FLWR_HOME/config.toml`` of its home)."""
         connection: dict[str, Any] = {"address": f"127.0.0.1:{self.superlink_port}"}
         if self.tls:
             connection["root-certificates"] = str(self.certificates.ca)
@@ -269,7 +312,6 @@ class LocalFederation:
         config = {"superlink": {"default": CONNECTION, CONNECTION: connection}}
         (self.work / "home" / "cli").mkdir(parents=True, exist_ok=True)
         (self.work / "home" / "cli" / "config.toml").write_text(tomli_w.dumps(config))
-        return app
 
     def flwr(self, *args: str, timeout: float = 120.0) -> dict[str, Any]:
         command = [flower_executable("flwr"), *args, "--format", "json"]
@@ -344,6 +386,8 @@ def run_local_federation(
     on_round: Callable[[dict[str, Any]], None] | None,
     nodes: int | None = None,
     tls: bool = False,
+    auth: bool = False,
+    secagg: SecAggOptions | None = None,
     round_timeout: float = 300.0,
     node_wait: float = 180.0,
     on_started: Callable[[LocalFederation], None] | None = None,
@@ -352,26 +396,36 @@ def run_local_federation(
     """Run ``experiment`` on a SuperLink and ``nodes`` SuperNodes started here; stop them all at the end.
 
     ``nodes``: SuperNodes to start (default min(3, number of clients)); ``tls``: certificates
-    for localhost instead of ``--insecure``; ``round_timeout``: seconds the server waits for
+    for localhost instead of ``--insecure``; ``auth``: SuperNode authentication (with ``tls``); ``secagg``:
+    every round under SecAgg+ with these options (checked here, before any process starts); a resumed run
+    keeps the ``auth`` and ``secagg`` it started with; ``round_timeout``: seconds the server waits for
     a round's replies; ``on_started(federation)`` is called once the processes run (tests use
     it to kill a node). Logs stay in ``<run dir>/flower/logs``; the rest of
     ``<run dir>/flower`` is deleted at the end unless ``keep_files``.
     """
     from fedprior.flower.export import export_nodes
-    from fedprior.flower.server_app import SERVER_DONE, run_key
+    from fedprior.flower.secagg import SecAggOptions, require_secure_summable
+    from fedprior.flower.server_app import SERVER_DONE, run_key, secagg_run_config
 
     started = time.perf_counter()
     work = run.path / "flower"
-    work.mkdir(parents=True, exist_ok=True)
-    federation = LocalFederation(work, [], tls=tls, run_dir=run.path)
-    federation.take_over()  # before anything in the folder changes
-    done_file = work / SERVER_DONE
-    done_file.unlink(missing_ok=True)
-    saved = work / "local.json"  # a resumed run keeps its nodes (client states live in their folders)
+    saved = work / "local.json"  # a resumed run keeps its nodes (client states live in their folders), its auth and SecAgg+
     previous = json.loads(saved.read_text()) if saved.is_file() else {}
     if nodes is None:
         nodes = int(previous.get("nodes", min(3, experiment.task.num_clients)))
-    saved.write_text(json.dumps({"nodes": nodes, "tls": tls}))
+    if secagg is None and previous.get("secagg"):
+        secagg = SecAggOptions(**previous["secagg"])
+    if previous.get("auth"):
+        auth, tls = True, True
+    if secagg is not None:
+        secagg.check().nodes_fit(nodes)
+        require_secure_summable(experiment.algorithm)
+    work.mkdir(parents=True, exist_ok=True)
+    federation = LocalFederation(work, [], tls=tls, auth=auth, run_dir=run.path)
+    federation.take_over()  # before anything in the folder changes
+    done_file = work / SERVER_DONE
+    done_file.unlink(missing_ok=True)
+    saved.write_text(json.dumps({"nodes": nodes, "tls": tls, "auth": auth, "secagg": dataclasses.asdict(secagg) if secagg else None}))
     federation.node_dirs = export_nodes(experiment, work / "nodes", nodes)
     look = follow(run, start, on_round, experiment.algorithm.stages[0].name)
     try:
@@ -384,6 +438,7 @@ def run_local_federation(
                 "node-wait": float(node_wait),
                 "round-timeout": float(round_timeout),
                 "run-key": run_key(run),
+                **(secagg_run_config(secagg) if secagg is not None else {}),
             }
         )
         if on_started:

@@ -39,7 +39,7 @@ import hashlib
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +56,7 @@ from fedprior.flower.records import (
     read_reply_content,
     train_content,
 )
+from fedprior.flower.secagg import SecAggOptions, require_secure_summable, secure_round
 from fedprior.runtime.checkpoint import RunState
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import SimulationResult, run_rounds
@@ -72,7 +73,8 @@ class Settings:
     - ``data_hint``: a folder holding every client's data, for nodes without their own
       ``data-dir`` (Flower's simulation, where server and nodes share a disk);
     - ``run_key``: names the run on the nodes (their client states are kept per run);
-    - ``poll``: seconds between two looks for replies.
+    - ``poll``: seconds between two looks for replies;
+    - ``secagg``: aggregate each round under Flower's SecAgg+ (:mod:`fedprior.flower.secagg`), with these options.
     """
 
     round_timeout: float = 600.0
@@ -82,6 +84,7 @@ class Settings:
     run_key: str = "fedprior"
     poll: float = 0.05
     query_timeout: float = 120.0
+    secagg: SecAggOptions | None = None
 
 
 def exchange(grid: Grid, messages: list[Message], timeout: float, poll: float) -> tuple[dict[int, Message], float]:
@@ -180,6 +183,8 @@ class FlowerClients:
         for c in clients:
             if c in directory.hosts:
                 by_node.setdefault(directory.hosts[c], []).append(c)
+        if settings.secagg is not None:
+            return self.secure_update(message, info, step, by_node, failures, vectorize)
         nodes = sorted(by_node)
         messages = [
             Message(
@@ -205,16 +210,40 @@ class FlowerClients:
                 failures.update(failed)
                 missing = set(by_node[node]) - {r.client_id for r in got} - set(failed)
                 failures.update({c: "the node's reply left this client out" for c in missing})
-        if failures:
-            log.warning(
-                "%s round %d: %d of %d clients failed: %s",
-                info.stage,
-                info.round,
-                len(failures),
-                len(clients),
-                "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())),
-            )
+        warn_failures(info, failures, len(clients))
         return replies, failures
+
+    def secure_update(
+        self, message, info: RoundInfo, step: int, by_node: dict[int, list[int]], failures: dict[int, str], vectorize: bool
+    ) -> tuple[list[Reply], dict[int, str]]:
+        """The round under SecAgg+: one Reply, the aggregate of every answering node (client id ``SECURE_AGGREGATE``)."""
+        settings = self.settings
+        assert settings.secagg is not None
+        clients = len(failures) + sum(len(c) for c in by_node.values())
+        if len(by_node) < 2:
+            reason = f"SecAgg+ needs the round's clients on at least 2 SuperNodes; they are all on node {', '.join(map(str, by_node)) or 'none'}"
+            failures.update({c: reason for hosted in by_node.values() for c in hosted})
+            warn_failures(info, failures, clients)
+            return [], failures
+        contents = {
+            n: train_content(message, RoundOrder(info, step, tuple(hosted), settings.run_key, vectorize), settings.data_hint) for n, hosted in by_node.items()
+        }
+        outcome = secure_round(self.grid, message, contents, by_node, settings.secagg, step, settings.round_timeout)
+        failures.update(outcome.failures)
+        warn_failures(info, failures, clients)
+        return ([outcome.reply] if outcome.reply is not None else []), failures
+
+
+def warn_failures(info: RoundInfo, failures: dict[int, str], clients: int) -> None:
+    if failures:
+        log.warning(
+            "%s round %d: %d of %d clients failed: %s",
+            info.stage,
+            info.round,
+            len(failures),
+            clients,
+            "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())),
+        )
 
 
 def federate(
@@ -231,6 +260,10 @@ def federate(
     checkpoint_metadata: dict[str, str] | None = None,
 ) -> SimulationResult:
     """Run ``algorithm`` with its clients on the grid's SuperNodes: the round loop of the in-process runtime, as ``loop`` says."""
+    if settings is not None and settings.secagg is not None:
+        require_secure_summable(algorithm)
+        if not settings.secagg.max_weight:
+            raise ValueError("settings.secagg.max_weight: set it to the federation's example count (federate_experiment does)")
     return run_rounds(
         algorithm,
         FlowerClients(grid, num_clients, settings or Settings()),
@@ -247,7 +280,11 @@ def federate_experiment(
     grid, experiment, run, start: RunState | None, on_round: Callable[[dict[str, Any]], None] | None, settings, checkpoint_metadata: dict[str, str] | None
 ) -> SimulationResult:
     """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
-    (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``."""
+    (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``.
+    Under SecAgg+ with no ``max_weight`` of its own, a node weighs at most the federation's example count."""
+    if settings is not None and settings.secagg is not None and not settings.secagg.max_weight:
+        total = sum(experiment.client_size(c) for c in range(experiment.task.num_clients))
+        settings = replace(settings, secagg=replace(settings.secagg, max_weight=float(total)))
     return federate(
         grid,
         experiment.algorithm,
@@ -285,6 +322,13 @@ RUN_CONFIG_DEFAULTS: dict[str, Any] = {
     "node-wait": 120.0,
     "run-key": "",
     "export-data": True,
+    "secagg": False,
+    "secagg-shares": 3.0,
+    "secagg-threshold": 2.0,
+    "secagg-clipping-range": 8.0,
+    "secagg-quantization-range": 2**22,
+    "secagg-modulus-range": 2**32,
+    "secagg-max-weight": 0.0,
 }
 """The run config keys the ServerApp reads, with their defaults (pyproject.toml's [tool.flwr.app.config])."""
 
@@ -299,4 +343,27 @@ def settings_from_run_config(run_config: dict[str, Any], **defaults: Any) -> Set
     ):
         if run_config.get(key) not in (None, ""):
             setattr(s, attr, cast(run_config[key]))
+    if str(run_config.get("secagg", False)).lower() in ("true", "1"):
+        s.secagg = secagg_from_run_config(run_config)
     return s
+
+
+SECAGG_KEYS = {
+    "secagg-shares": ("shares", float),
+    "secagg-threshold": ("threshold", float),
+    "secagg-clipping-range": ("clipping_range", float),
+    "secagg-quantization-range": ("quantization_range", int),
+    "secagg-modulus-range": ("modulus_range", int),
+    "secagg-max-weight": ("max_weight", float),
+}
+"""Run config keys of SecAgg+'s options (:class:`~fedprior.flower.secagg.SecAggOptions`) and their fields."""
+
+
+def secagg_from_run_config(run_config: dict[str, Any]) -> SecAggOptions:
+    given = {attr: cast(run_config[key]) for key, (attr, cast) in SECAGG_KEYS.items() if run_config.get(key) not in (None, "")}
+    return SecAggOptions(**given).check()
+
+
+def secagg_run_config(options: SecAggOptions) -> dict[str, Any]:
+    """The run config that turns SecAgg+ on with ``options`` (what ``fedprior flower local --secagg`` submits)."""
+    return {"secagg": True, **{key: cast(getattr(options, attr)) for key, (attr, cast) in SECAGG_KEYS.items()}}

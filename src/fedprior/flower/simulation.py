@@ -16,12 +16,15 @@ from __future__ import annotations
 import logging
 import shutil
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fedprior.errors import FedpriorError
 from fedprior.flower.environment import quiet_environment
 from fedprior.runtime.checkpoint import RunState
 from fedprior.runtime.simulation import SimulationResult
+
+if TYPE_CHECKING:
+    from fedprior.flower.secagg import SecAggOptions
 
 
 def backend_config(num_cpus_per_client: float = 1.0) -> dict[str, Any]:
@@ -42,11 +45,15 @@ def run_flower_simulation(
     round_timeout: float = 600.0,
     keep_files: bool = False,
     checkpoint_metadata: dict[str, str] | None = None,
+    secagg: SecAggOptions | None = None,
 ) -> SimulationResult:
     """Run ``experiment`` on Flower's simulation engine; checkpoints go to ``run.checkpoint``.
 
-    ``client_app``: a ClientApp to use instead of fedprior's (tests wrap it with fault mods).
+    ``client_app``: a ClientApp to use instead of fedprior's (tests wrap it with fault mods);
+    ``secagg``: every round under SecAgg+ with these options (:mod:`fedprior.flower.secagg`).
     """
+    if secagg is not None:
+        secagg.check().nodes_fit(experiment.task.num_clients)
     quiet_environment()
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp
@@ -58,7 +65,7 @@ def run_flower_simulation(
 
     num_clients = experiment.task.num_clients
     data_dir = export_all(experiment, run.path / "flower" / "data")
-    settings = Settings(round_timeout=round_timeout, min_nodes=num_clients, data_hint=str(data_dir), run_key=run_key(run))
+    settings = Settings(round_timeout=round_timeout, min_nodes=num_clients, data_hint=str(data_dir), run_key=run_key(run), secagg=secagg)
     outcome: dict[str, SimulationResult] = {}
 
     server = ServerApp()

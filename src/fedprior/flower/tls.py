@@ -6,6 +6,9 @@ Runtime APIs with ``server.pem`` / ``server.key``; SuperNodes and the ``flwr`` C
 trust ``ca.pem``. The server certificate names ``localhost``, ``127.0.0.1`` and
 ``::1`` (plus any ``hosts`` given), so it is good for loopback only; for machines
 on a network, make certificates naming the SuperLink's host (docs/flower.md).
+
+``fedprior flower local --tls --auth`` also makes each SuperNode an authentication key pair
+(:func:`generate_node_key`): the SuperLink admits the nodes whose public keys are registered, no other.
 """
 
 from __future__ import annotations
@@ -98,4 +101,31 @@ def generate_certificates(directory: Path, hosts: tuple[str, ...] = (), days: in
     out.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     out.key.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()))
     os.chmod(out.key, 0o600)
+    return out
+
+
+@dataclass(frozen=True)
+class NodeKey:
+    """A SuperNode's authentication key pair (Flower's SuperNode authentication): private key, public key."""
+
+    private: Path
+    public: Path
+
+
+def generate_node_key(directory: Path, name: str) -> NodeKey:
+    """Write ``<name>`` (an EC P-384 private key, OpenSSH format, mode 600) and ``<name>.pub`` into ``directory``.
+
+    Flower 1.41's SuperNode reads the private key (``--auth-supernode-private-key``); its public key is
+    registered with the SuperLink (``flwr supernode register KEY.pub``), which then admits that node only.
+    """
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    key = ec.generate_private_key(ec.SECP384R1())
+    out = NodeKey(directory / name, directory / f"{name}.pub")
+    out.private.write_bytes(key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH, serialization.NoEncryption()))
+    os.chmod(out.private, 0o600)
+    out.public.write_bytes(key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH))
     return out

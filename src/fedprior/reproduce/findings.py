@@ -3,11 +3,14 @@
 **Controls** are checked in every column the run has: for a
 :class:`~fedprior.reproduce.tables.Control`, the mean over seeds of ``above - below`` must be
 at least the margin; for a :class:`~fedprior.reproduce.tables.MeasuredControl`, the value
-measured in the column's setting (``tables.measure_controls``) must be at least its floor. A
-column where one fails is *not informative*: its claims get no verdict (``setting not
-informative``), and table.md says so at its top (``setting not informative: <condition>
-failed at <column>: X vs Y``). A column where a control row was not run (``--rows``), or a
-measured control not measured, gets verdicts, marked ``controls not run``.
+measured in the column's setting (``tables.measure_controls``) must be at least its floor.
+Each control gates the claims its question concerns (``gates``: rows, or claims by name;
+``PaperTable.gating``). Where one fails, the claims it gates in that column get no verdict
+(``setting not informative``, ``blanked_by`` naming the control) and the others keep theirs;
+table.md says so at its top (``setting not informative at <column> for K of N claim(s)
+there (the ones it gates): <condition> failed: X vs Y``). Where a control was not run (its rows
+left out by ``--rows``, a measured control not measured), the claims it gates there get
+verdicts, marked ``controls not run``.
 
 **Claims** (:class:`~fedprior.reproduce.tables.Claim`) are tested on the paired
 differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
@@ -46,6 +49,7 @@ HOLDS, REVERSED, NOT_RESOLVED = "holds", "reversed", "not resolved"
 NOT_INFORMATIVE, NOT_RUN = "setting not informative", "not run"
 PASSED, FAILED = "passed", "failed"
 ONE_SEED = "one seed: no interval"
+UNGATED = "no control gates it"
 
 
 @dataclass(frozen=True)
@@ -141,8 +145,9 @@ def evaluate(
             measured += f", {control.above} moved {late:.2f} points over its last 10% of rounds"
         return {**entry, "status": PASSED if passed else FAILED}, measured
 
-    controls, notices = [], []
-    status: dict[str, str] = {}
+    controls: list[dict[str, Any]] = []
+    failures: dict[tuple[str, str], str] = {}  # (condition, column) -> the numbers its notice quotes
+    status: dict[tuple[str, str], str] = {}  # (condition, column) -> passed, failed or not run
     not_run: dict[tuple[str, tuple[str, ...]], list[str]] = {}
     for control in table.controls:
         for column in columns:
@@ -151,25 +156,19 @@ def evaluate(
                 measured = entry.get("measured", "")
             else:
                 entry, measured = row_control(control, column)
-            controls.append(entry)
+            controls.append({**entry, "gates": list(control.gates)})
+            status[control.condition, column] = entry["status"]
             if entry["status"] == FAILED:
-                status[column] = FAILED
-                notices.append(f"setting not informative at {column}: {control.condition} failed: {measured}")
+                failures[control.condition, column] = measured
             elif entry["status"] == NOT_RUN:
-                if status.get(column) != FAILED:
-                    status[column] = NOT_RUN
                 not_run.setdefault((control.condition, tuple(entry["missing"])), []).append(column)
-            elif column not in status:
-                status[column] = PASSED
-    for (condition, missing), where in not_run.items():
-        why = "not measured" if missing == ("not measured",) else f"row(s) {', '.join(missing)} not run"
-        notices.append(f"control not run at {', '.join(where)}: {condition} ({why}); the verdicts there are not backed by it")
 
     findings = []
     for claim in table.claims:
         metric = claim.metric or table.metrics[0]
         column = table.column_in_setting(claim.column, embedded)
         difference = f"{claim.better} - {claim.worse}" if claim.higher_is_better else f"{claim.worse} - {claim.better}"
+        gating = [c.condition for c in table.gating(claim)]
         entry = {
             "claim": claim.name,
             "better": claim.better,
@@ -178,6 +177,7 @@ def evaluate(
             "metric": metric,
             "paired_difference": difference,
             "source": claim.source,
+            "gated_by": gating,
         }
         if column is None or column not in columns:
             findings.append({**entry, "verdict": NOT_RUN, "note": "not run: its column is not in this run"})
@@ -193,10 +193,14 @@ def evaluate(
         stats = paired([sign * (b - w) for b, w in zip(better, worse, strict=True)])
         notes = [ONE_SEED] if stats.n < 2 else []
         outcome = verdict(stats)
-        if status.get(column) == FAILED:
+        blanked = [c for c in gating if status.get((c, column)) == FAILED]
+        if blanked:
             outcome = NOT_INFORMATIVE
-        elif status.get(column) == NOT_RUN:
+            notes += [f"blanked by: {c}" for c in blanked]
+        elif any(status.get((c, column)) == NOT_RUN for c in gating):
             notes.append("controls not run")
+        elif table.controls and not gating:
+            notes.append(UNGATED)
         paper_better, paper_worse = paper(claim.better, column, metric), paper(claim.worse, column, metric)
         findings.append(
             {
@@ -204,9 +208,24 @@ def evaluate(
                 **{k: _round(v) if isinstance(v, float) else v for k, v in asdict(stats).items()},
                 "verdict": outcome,
                 "note": "; ".join(notes),
+                "blanked_by": blanked,
                 "better_mean": _round(float(np.mean(better))),
                 "worse_mean": _round(float(np.mean(worse))),
                 "paper": None if paper_better is None or paper_worse is None else _round(sign * (paper_better - paper_worse)),
             }
         )
+
+    notices = []
+    for (condition, column), measured in failures.items():
+        there = [f for f in findings if f["column"] == column and f["verdict"] != NOT_RUN]
+        count = sum(condition in f["blanked_by"] for f in there)
+        if count:
+            notices.append(
+                f"setting not informative at {column} for {count} of {len(there)} claim(s) there (the ones it gates): {condition} failed: {measured}"
+            )
+        else:
+            notices.append(f"control failed at {column}, where it gates no claim: {condition} failed: {measured}")
+    for (condition, missing), where in not_run.items():
+        why = "not measured" if missing == ("not measured",) else f"row(s) {', '.join(missing)} not run"
+        notices.append(f"control not run at {', '.join(where)}: {condition} ({why}); the verdicts it gates there are not backed by it")
     return {"controls": controls, "findings": findings, "notices": notices}

@@ -2,15 +2,25 @@
 
 A kept cell is ``CELLS/NAME/ROW--COLUMN--seedN/`` holding the ``config.toml`` and
 ``result.json`` of a finished run (``benchmarks/paper_tables.py --keep``). Each chosen one is
-rerun from its ``config.toml`` (on the device it ran on, one thread) and said to be:
+rerun from its ``config.toml`` (on the device it ran on, one thread, in a scratch folder: the
+committed cells are only read) and said to be:
 
 - ``identical``: every number of the committed summary is the same to the bit (and, where the
   summary has them, every round's digest and the final state's, ``results/fingerprints.py``);
 - ``differs``: with the first round whose history differs, and the table's numbers both ways;
 - ``other machine``: the machine it was recorded on is of another kind than this one (another
-  CPU capability, AVX2 against AVX512, or another CPU model, or a GPU): float kernels round
-  differently there, so the bits are not expected to match and the cell is not rerun;
+  CPU capability, AVX2 against AVX512, or another CPU model): float kernels round differently
+  there, so the bits are not expected to match; the cell is rerun all the same and its line
+  gives the table's numbers both ways, their difference and the first round that differs
+  (or says the rerun is identical to the bit). A cell that ran on a GPU this machine lacks
+  is not rerun;
 - ``not kept``: no committed result for it.
+
+Where a rerun is not identical, :func:`claim_checks` recomputes the verdict of each claim
+(``reproduce/findings.py``) that concerns a rerun cell, on the committed seeds and again with
+the rerun seeds in place of the committed ones: on another machine kind the bits are not
+expected to match, and what can be checked is that the differences are small and every verdict
+stays the same (docs/runs.md, "Other machine").
 
 A cell reruns with its committed ``run.threads``, ``run.workers`` and
 ``run.concurrent_clients``: their combination can change the last bits (seen: a cell run with
@@ -27,7 +37,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -111,13 +121,14 @@ def compare(recorded: dict[str, Any], now: dict[str, Any]) -> Comparison:
 
 
 def describe(comparison: Comparison, values: dict[str, tuple[float, float]]) -> str:
-    """One line: where a differing cell first differs, its numbers both ways (``values``: metric -> committed, now)."""
+    """Where a differing rerun first differs, then its numbers both ways and their difference (``values``: metric ->
+    committed, now), e.g. ``differs from round 3 (found by ...); final_accuracy 66.42 committed, 66.10 now (-0.32); ...``."""
     where = (
         f"from round {comparison.first_round} (found by {comparison.how})"
         if comparison.first_round is not None
         else "in no round's numbers (" + ("the final state differs" if comparison.state_differs else ", ".join(comparison.differing[:3])) + ")"
     )
-    both = ", ".join(f"{metric} {old:.2f} committed, {new:.2f} now" for metric, (old, new) in values.items())
+    both = ", ".join(f"{metric} {old:.2f} committed, {new:.2f} now ({new - old:+.2f})" for metric, (old, new) in values.items())
     return f"{DIFFERS} {where}; {both}; {len(comparison.differing)} of the summary's numbers differ"
 
 
@@ -129,6 +140,99 @@ class Verified:
     seed: int
     status: str
     line: str
+    changed: bool = False
+    """Whether it was rerun and its numbers are not the committed ones to the bit (a ``differs``, or an ``other machine`` rerun)."""
+    values: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """The table's metrics of a changed rerun: metric -> (committed, now), in the table's unit."""
+
+
+def largest_differences(results: list[Verified]) -> dict[tuple[str, str], dict[str, tuple[float, int]]]:
+    """Per cell (row, column) with a changed rerun, per metric of the table: the largest ``|now - committed|`` over its
+    rerun seeds, and the seed it is in."""
+    out: dict[tuple[str, str], dict[str, tuple[float, int]]] = {}
+    for v in results:
+        for metric, (old, new) in v.values.items():
+            cell = out.setdefault((v.cell.row, v.cell.column), {})
+            if metric not in cell or abs(new - old) > cell[metric][0]:
+                cell[metric] = (abs(new - old), v.seed)
+    return out
+
+
+@dataclass
+class ClaimCheck:
+    """A claim's finding (``reproduce/findings.py``) on the committed seeds, and with the rerun seeds in their place."""
+
+    committed: dict[str, Any]
+    now: dict[str, Any]
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.committed["verdict"] != self.now["verdict"])
+
+    @property
+    def line(self) -> str:
+        """E.g. ``FST-CBDG > FedAvg (s=2): verdict unchanged: holds (FST-CBDG - FedAvg: +12.31 [+2.10, +22.52] committed,
+        +12.05 [+1.90, +22.20] now)``: the mean paired difference and its 95% interval both ways."""
+        name, verdict = self.committed["claim"], self.committed["verdict"]
+        if "mean" not in self.committed or "mean" not in self.now:  # not run: a row or the column not kept
+            return f"{name}: not checked ({self.now.get('note') or self.committed.get('note')})"
+        means = f"{self.now['paired_difference']}: {interval(self.committed)} committed, {interval(self.now)} now"
+        if self.changed:
+            return f"{name}: verdict changed: {verdict} -> {self.now['verdict']} ({means})"
+        before, after = by_interval(self.committed), by_interval(self.now)
+        hidden = f"; by its interval alone: {before} -> {after}" if before != after else ""  # under a failed control's verdict
+        return f"{name}: verdict unchanged: {verdict} ({means}{hidden})"
+
+
+def interval(finding: dict[str, Any]) -> str:
+    """A finding's mean paired difference and its 95% interval, e.g. ``+4.38 [+1.00, +7.75]`` (``+4.38`` with one seed)."""
+    low, high = finding.get("low"), finding.get("high")
+    return f"{finding['mean']:+.2f}" + ("" if low is None or high is None else f" [{low:+.2f}, {high:+.2f}]")
+
+
+def by_interval(finding: dict[str, Any]) -> str:
+    """The verdict a finding's interval gives (holds, reversed, not resolved), also where a failed control blanks the
+    reported one (``setting not informative``)."""
+    from fedprior.reproduce.findings import Paired, verdict
+
+    return verdict(Paired(finding["n"], finding["mean"], finding["sd"], finding["low"], finding["high"]))
+
+
+def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reruns: dict[tuple[str, str, int], dict[str, Any]]) -> list[ClaimCheck]:
+    """Each claim of ``table`` that a rerun can move, its verdict on the committed cells in ``kept`` (seeds
+    0..``seeds``-1) and again with ``reruns`` ((row, column, seed) -> the rerun's summary) in place of theirs.
+
+    A claim can move where its column holds a rerun of one of its two rows or of a :class:`Control`'s row (a failed
+    control blanks the column's verdicts). Its findings are recomputed on the column's rows that have every seed
+    kept (a claim on another row is ``not run``); measured controls are not remeasured (``controls not run``)."""
+    from fedprior.reproduce.findings import evaluate
+    from fedprior.reproduce.tables import Control, cells, run_table
+
+    def committed(cell: Cell, seed: int) -> dict[str, Any]:
+        return dict(json.loads((cell_folder(kept, cell, seed) / "result.json").read_text()))
+
+    def substituted(cell: Cell, seed: int) -> dict[str, Any]:
+        return reruns.get((cell.row, cell.column, seed)) or committed(cell, seed)
+
+    def findings(column: str, rows: list[str], summary: Callable[[Cell, int], dict[str, Any]]) -> list[dict[str, Any]]:
+        results = run_table(table, embedded, None, summary, seeds=seeds, rows=rows, columns=[column]) if rows else []
+        return list(evaluate(table, results, embedded)["findings"])
+
+    control_rows = {row for c in table.controls if isinstance(c, Control) for row in (c.above, c.below)}
+    out = []
+    for column in dict.fromkeys(column for _, column, _ in reruns):
+        rerun_rows = {row for row, at, _ in reruns if at == column}
+        claims = [
+            i
+            for i, claim in enumerate(table.claims)
+            if table.column_in_setting(claim.column, embedded) == column and ({claim.better, claim.worse} | control_rows) & rerun_rows
+        ]
+        if not claims:
+            continue
+        rows = [c.row for c in cells(table, embedded, columns=[column]) if all((cell_folder(kept, c, s) / "result.json").is_file() for s in range(seeds))]
+        before, after = findings(column, rows, committed), findings(column, rows, substituted)
+        out += [ClaimCheck(before[i], after[i]) for i in claims]
+    return out
 
 
 def chosen_seeds(table: PaperTable, planned: list[Cell], kept: Path, every: bool, seeds: int) -> list[tuple[Cell, int]]:
@@ -145,9 +249,10 @@ def chosen_seeds(table: PaperTable, planned: list[Cell], kept: Path, every: bool
 
 def verify(
     table: PaperTable, planned: list[Cell], cells: Path, out: Path, every: bool, seeds: int, jobs: int, report: Callable[[Verified], None]
-) -> list[Verified]:
+) -> tuple[list[Verified], dict[tuple[str, str, int], dict[str, Any]]]:
     """Verify the kept cells of ``table`` under ``cells/NAME`` among ``planned`` (see :func:`chosen_seeds`), rerunning each
-    in ``out`` (``jobs`` at once); ``report`` is called for each as it is known. Every cell's result, in the order known."""
+    in ``out`` (``jobs`` at once); ``report`` is called for each as it is known. Every cell's result, in the order known,
+    and the reruns' summaries by (row, column, seed)."""
     import torch
 
     from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
@@ -175,31 +280,35 @@ def verify(
             done(Verified(cell, seed, OTHER_MACHINE, f"{OTHER_MACHINE} (it ran on {device}; this machine has no GPU)"))
             continue
         here = (machine_kind(device), cpu_kind())
-        if other_machine(machine, *here):
-            then = f"{machine.kind}; {machine.cpu or 'CPU model not recorded'}"
-            done(Verified(cell, seed, OTHER_MACHINE, f"{OTHER_MACHINE} (recorded: {then}, from {machine.source}; this is {here[0]}; {here[1]})"))
-            continue
+        then = f"{machine.kind}; {machine.cpu or 'CPU model not recorded'}"
+        elsewhere = f"recorded: {then}, from {machine.source}; this is {here[0]}; {here[1]}" if other_machine(machine, *here) else None
         name, config = read_config(RunDir(folder))
         config = config.model_copy(update={"run": config.run.model_copy(update={"device": str(device)})})
         rerun = CellRun(cell, seed, name, config, out / folder.name, RUN)
-        committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config))
+        committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config), elsewhere)
         reruns.append(rerun)
 
     def compared(run: CellRun, summary: dict[str, Any]) -> None:
-        recorded, machine, changes = committed[run.cell.row, run.cell.column, run.seed]
+        recorded, machine, changes, elsewhere = committed[run.cell.row, run.cell.column, run.seed]
         comparison = compare(recorded, summary)
         notes = [f"the table defines another config today: {changes}"] if changes else []
         if comparison.identical:
-            done(Verified(run.cell, run.seed, IDENTICAL, "; ".join([IDENTICAL, *notes])))
+            status, line = (IDENTICAL, IDENTICAL) if elsewhere is None else (OTHER_MACHINE, f"{OTHER_MACHINE} ({elsewhere}): rerun, {IDENTICAL} to the bit")
+            done(Verified(run.cell, run.seed, status, "; ".join([line, *notes])))
             return
-        if machine.cpu is None:
+        if machine.cpu is None and elsewhere is None:
             notes.append(f"the CPU model it ran on is not recorded ({machine.source} says {machine.kind}): another CPU of that kind may give other bits")
         values = {metric: (cell_value(table, recorded, metric), cell_value(table, summary, metric)) for metric in table.metrics if metric in recorded}
-        done(Verified(run.cell, run.seed, DIFFERS, "; ".join([describe(comparison, values), *notes])))
+        status, line = (
+            (DIFFERS, describe(comparison, values))
+            if elsewhere is None
+            else (OTHER_MACHINE, f"{OTHER_MACHINE} ({elsewhere}): rerun, {describe(comparison, values)}")
+        )
+        done(Verified(run.cell, run.seed, status, "; ".join([line, *notes]), changed=True, values=values))
 
     alone = [r for r in reruns if r.single_threaded().config.run != r.config.run]  # not as a table's process runs a cell
-    execute_runs(reruns, 1 if alone else jobs, compared)
-    return results
+    summaries = execute_runs(reruns, 1 if alone else jobs, compared)
+    return results, summaries
 
 
 def today_changes(cell: Cell, seed: int, committed: ExperimentConfig, load_config: Callable[..., Any]) -> str:

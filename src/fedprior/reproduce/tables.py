@@ -11,8 +11,10 @@ Each table also declares, before any run, the paper's qualitative **claims** it 
 **controls**: rows that bound what any method reaches in the setting, and the margin
 between them under which the table can tell methods apart (:class:`Control`), or a number
 measured on the setting itself that must reach a floor (:class:`MeasuredControl`, e.g. how
-much of an image FedDB's strong views leave). A claim or control naming a row, column or
-metric the table does not have is refused when the table is defined (at import).
+much of an image FedDB's strong views leave). Each control names what it **gates**
+(``gates``: rows, or claims by name): the claims its question concerns, which a failure
+withholds a verdict from; the others keep theirs. A claim or control naming a row, column,
+claim or metric the table does not have is refused when the table is defined (at import).
 :mod:`fedprior.reproduce.findings` evaluates them on a run's cells and measurements
 (:func:`measure_controls`).
 """
@@ -122,6 +124,10 @@ class Control:
     settled_within: float | None = None
     """Also: ``above`` has converged, the mean over seeds of ``|late_change|`` (points its accuracy moved over the
     last 10% of rounds, ``runner.late_change``) below this (None: not checked). Needs ``late_change`` among the metrics."""
+    gates: tuple[str, ...] = ()
+    """The rows (labels) or claims (names) whose claims this control concerns: where it fails, those claims, and only
+    those, read 'setting not informative'. Chosen by the question the control answers, not by the rows it compares
+    (a central FixMatch control gates the federated semi-supervised rows); every control names at least one."""
 
     @property
     def condition(self) -> str:
@@ -150,6 +156,8 @@ class MeasuredControl:
     """The floor, in the value's unit."""
     note: str = ""
     """Why this condition."""
+    gates: tuple[str, ...] = ()
+    """The rows (labels) or claims (names) whose claims this control concerns, as :attr:`Control.gates`."""
 
 
 @dataclass(frozen=True)
@@ -196,8 +204,16 @@ class PaperTable:
             if self.find_column(claim.column) is None:
                 raise ValueError(f"{where}: unknown column {claim.column!r}; accepted: {', '.join(self.column_names())}")
             self._check_metric(where, claim.metric)
+        claim_names = [claim.name for claim in self.claims]
         for control in self.controls:
             where = f"{self.name}: control {control.condition!r}"
+            if not control.gates:
+                raise ValueError(f"{where}: gates no row or claim; name in gates the rows or claims whose verdicts it decides")
+            unknown = [g for g in control.gates if g not in labels and g not in claim_names]
+            if unknown:
+                raise ValueError(
+                    f"{where}: gates unknown row(s) or claim(s) {', '.join(map(repr, unknown))}; accepted: rows {', '.join(labels)}; claims {', '.join(claim_names)}"
+                )
             if isinstance(control, MeasuredControl):
                 self._check_rows(where, (control.row,), labels)
                 continue
@@ -215,6 +231,10 @@ class PaperTable:
     def _check_metric(self, where: str, metric: str | None) -> None:
         if metric is not None and metric not in self.metrics:
             raise ValueError(f"{where}: unknown metric {metric!r}; accepted: {', '.join(self.metrics)}")
+
+    def gating(self, claim: Claim) -> list[Control | MeasuredControl]:
+        """The controls that gate ``claim``: those naming it, or one of its two rows, in ``gates``."""
+        return [c for c in self.controls if {claim.name, claim.better, claim.worse} & set(c.gates)]
 
     def column_names(self) -> list[str]:
         """Every name a claim may give a column by: the paper's labels, then the embedded grid's names."""

@@ -42,6 +42,7 @@ PLACEMENT = frozenset(
         "run.runtime",
         "run.vectorize",
         "run.deterministic",
+        "run.cudnn_benchmark",
         "run.mlflow",
         "run.mlflow_experiment",
         "data.root",
@@ -55,7 +56,7 @@ PLACEMENT = frozenset(
 """Config fields that do not define a method (the seed, and where or how a run executes): ignored when runs are grouped.
 
 ``run.vectorize``, ``run.workers``, ``run.concurrent_clients``, ``run.runtime`` and the like give the same numbers by
-design; ``run.deterministic`` and ``run.compile`` change last bits, not the method; ``data.root`` and
+design; ``run.deterministic``, ``run.cudnn_benchmark`` and ``run.compile`` change last bits, not the method; ``data.root`` and
 ``encoder.batch_size`` say where the files are and how many images one forward pass encodes.
 """
 

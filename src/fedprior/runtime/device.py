@@ -15,10 +15,16 @@ host first, so it never depends on the device.
 benchmarking, and cuBLAS's fixed workspace). On the CPU fedprior's numbers are
 already reproducible for a given thread count; on CUDA some kernels (atomic adds in
 backward passes, cuDNN's algorithm search) are not, and this switch trades speed for
-bit-for-bit repeatability on the same GPU model and software. Without it cuDNN benchmarks
-its convolution algorithms for each new input shape and keeps the fastest
-(``torch.backends.cudnn.benchmark``; CUDA only, the CPU ignores it): faster rounds, but
-two runs may pick different algorithms and differ in the last bits.
+bit-for-bit repeatability on the same GPU model and software. ``run.cudnn_benchmark`` says whether cuDNN autotunes its convolution algorithms
+(``torch.backends.cudnn.benchmark``; CUDA only, the CPU ignores it): it times every
+algorithm for each new input shape and keeps the fastest. That pays where shapes repeat
+(mini-batches of one size) and costs where they do not: FedDB's full-batch client steps
+bring new shapes with every client and, as the confident subset changes, every round; on
+an H200 a FedDB round with new shapes took 16-22 s with autotuning and 1.7-3.0 s without
+(2026-11-28, docs/runtime.md). ``auto`` (the default) autotunes only algorithms whose
+batch shapes are fixed (``Algorithm.batch_shapes``); ``on`` and ``off`` decide for every
+algorithm; ``run.deterministic`` turns it off (autotuning may pick other algorithms in
+another run, changing the last bits).
 """
 
 from __future__ import annotations
@@ -81,4 +87,17 @@ def set_deterministic(enabled: bool) -> None:
     if enabled != torch.are_deterministic_algorithms_enabled():  # the call imports torch._inductor: seconds
         torch.use_deterministic_algorithms(enabled)
     torch.backends.cudnn.deterministic = enabled
-    torch.backends.cudnn.benchmark = not enabled
+    torch.backends.cudnn.benchmark = False  # until the algorithm is known: cudnn_autotune
+
+
+def cudnn_autotune(setting: str, deterministic: bool, batch_shapes: str) -> bool:
+    """Whether cuDNN autotunes (``torch.backends.cudnn.benchmark``, set here; see the module docstring).
+
+    ``setting`` is ``run.cudnn_benchmark`` (``auto``, ``on``, ``off``); ``batch_shapes`` the
+    algorithm's (``fixed`` or ``varying``). Never with ``deterministic``.
+    """
+    import torch
+
+    enabled = not deterministic and (setting == "on" or (setting == "auto" and batch_shapes == "fixed"))
+    torch.backends.cudnn.benchmark = enabled
+    return enabled

@@ -48,11 +48,30 @@ def peak_tflops(device: torch.device, precision: str) -> float | None:
     return None
 
 
-class FlopTally:
-    """A context that counts the FLOPs run inside it; ``total()`` reads the count so far (mark, run, subtract)."""
+class _NoModules:
+    """Stands in for FlopCounterMode's module tracker: every count goes to ``Global``, and no autograd hook is installed."""
 
-    def __init__(self) -> None:
+    parents = ("Global",)
+
+    def __enter__(self) -> _NoModules:
+        return self
+
+    def __exit__(self, *args: object) -> None:
+        return None
+
+
+class FlopTally:
+    """A context that counts the FLOPs run inside it; ``total()`` reads the count so far (mark, run, subtract).
+
+    ``by_module`` (the default) attributes the counts to modules, through FlopCounterMode's module tracker, whose
+    backward hooks torch refuses inside ``torch.autograd.grad`` (FedMatch's disjoint learning computes its gradients so);
+    ``by_module=False`` counts the same total without it.
+    """
+
+    def __init__(self, by_module: bool = True) -> None:
         self.mode = FlopCounterMode(display=False)
+        if not by_module:
+            self.mode.mod_tracker = _NoModules()  # type: ignore[assignment]  # the tracker's parents and context protocol only
 
     def __enter__(self) -> FlopTally:
         self.mode.__enter__()

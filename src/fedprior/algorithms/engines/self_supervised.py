@@ -96,6 +96,7 @@ def linear_evaluate(
     task: Task,
     device: torch.device,
     protocol: str = "train-test",
+    train_features: tuple[torch.Tensor, torch.Tensor] | None = None,
 ) -> dict[str, float | list[float]]:
     """Linear evaluation (:mod:`~fedprior.algorithms.pieces.linear_eval`) of ``features`` ([0, 1] images in) on the test images.
 
@@ -104,6 +105,8 @@ def linear_evaluate(
     runtime for an algorithm whose ``evaluation_inputs`` name them), and scores ``data["x"]``;
     ``"test-2fold"``: cross-fitted on the test set alone. ``model`` is put in eval mode and its
     Peer Normalization layers read one view per image (PN with a single view is GN).
+    ``train_features``: (features, labels) the dense layer is trained on instead of the training pool's
+    (``"train-test"`` only; MFCL's ``linear_train = "uploads"``: the representations the server received).
     """
     if protocol == "train-test" and any(k not in data for k in TRAIN_FIELDS):
         raise ValueError(
@@ -117,8 +120,9 @@ def linear_evaluate(
         encoded = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x"], device)
         if protocol == "test-2fold":
             return linear_evaluation(encoded, data["y"], task.num_classes, device=device)
-        train = frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x_train"], device)
-    return dense_evaluation(train, data["y_train"], encoded, data["y"], task.num_classes, device=device)
+        if train_features is None:
+            train_features = (frozen_features(lambda x: features(to_unit(x)).flatten(1), data["x_train"], device), data["y_train"])
+    return dense_evaluation(*train_features, encoded, data["y"], task.num_classes, device=device)
 
 
 def evaluation_inputs(protocol: str) -> tuple[str, ...]:

@@ -63,6 +63,7 @@ from fedprior.algorithms.pieces.bias import bias_diagnostics
 from fedprior.algorithms.pieces.dma import uniform_distance
 from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
 from fedprior.algorithms.pieces.metrics import logit_metrics, read_once
+from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
 from fedprior.algorithms.pieces.precision import autocast, float32
 from fedprior.algorithms.pieces.pseudo_labels import (
@@ -251,10 +252,12 @@ def predict(model: nn.Module, x: torch.Tensor, batch: int = EVAL_BATCH, precisio
 
 
 def make_optimizer(parameters: list[nn.Parameter], training: Training, lr: float) -> torch.optim.Optimizer:
+    """The local optimizer (fused kernels on CUDA: :func:`~fedprior.algorithms.pieces.optimizer_kernels.fused_on_cuda`)."""
+    fused = fused_on_cuda(parameters)
     if training.optimizer == "adam":
-        return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay)
+        return torch.optim.Adam(parameters, lr=lr, weight_decay=training.weight_decay, fused=fused)
     return torch.optim.SGD(
-        parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay, nesterov=training.nesterov and training.momentum > 0
+        parameters, lr=lr, momentum=training.momentum, weight_decay=training.weight_decay, nesterov=training.nesterov and training.momentum > 0, fused=fused
     )
 
 
@@ -300,6 +303,7 @@ class SemiSupervised:
             evaluate=self.evaluate,
             # the views are drawn from the client's generators, but for kornia-fixed's (torch's global generator, seeded per call)
             thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
+            batch_shapes="varying",  # full-batch steps on each client's data and confident subset (FedMatch's too: per-batch subsets)
         )
 
     def _check_minibatches(self, name: str) -> None:

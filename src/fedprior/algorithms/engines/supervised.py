@@ -12,6 +12,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, RoundInfo, State, Task
 from fedprior.algorithms.pieces.lanes import lane_key
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
+from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda
 from fedprior.algorithms.pieces.tensors import MODEL, M, load_model_arrays, model_arrays, weighted_mean, with_prefix
 from fedprior.seeding import derived_seed
 
@@ -52,7 +53,8 @@ class GlobalModel(Generic[M]):
         return Broadcast(arrays={k: v for k, v in state.items() if k.startswith(MODEL)})
 
     def algorithm(self, name: str, client_update: ClientUpdate, **overrides) -> Algorithm:
-        """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden."""
+        """A supervised algorithm on this model: FedAvg's init, broadcast, aggregation and evaluation unless overridden
+        (``mean_aggregate`` with FedAvg's aggregation; an ``aggregate`` of its own is not, unless ``mean_aggregate`` says so)."""
         parts = dict(
             name=name,
             inputs=("x", "y"),
@@ -61,6 +63,7 @@ class GlobalModel(Generic[M]):
             client_update=client_update,
             aggregate=self.average,
             evaluate=self.evaluate,
+            mean_aggregate="aggregate" not in overrides,  # the example-weighted mean, unless replaced
         )
         return Algorithm(**{**parts, **overrides})
 
@@ -160,7 +163,9 @@ def round_lr(lr: float, decay: float, round_: int) -> float:
 
 
 def sgd(model: nn.Module, lr: float, momentum: float, weight_decay: float) -> torch.optim.SGD:
-    return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay)
+    """FedAvg's local SGD (fused kernels on CUDA: :func:`~fedprior.algorithms.pieces.optimizer_kernels.fused_on_cuda`)."""
+    parameters = list(model.parameters())
+    return torch.optim.SGD(parameters, lr=lr, momentum=momentum, weight_decay=weight_decay, fused=fused_on_cuda(parameters))
 
 
 def model_task(task: Task, model: str) -> Callable[[], nn.Module]:

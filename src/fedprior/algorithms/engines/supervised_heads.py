@@ -116,4 +116,5 @@ def supervised_head_algorithm(
         aggregate=aggregate,
         evaluate=head_evaluation(device),
         client_update_many=client_update_many,
+        mean_aggregate=True,
     )

@@ -225,4 +225,5 @@ def with_server_optimizer(algorithm: Algorithm, optimizer: ServerOptimizer, para
         aggregate=aggregate,
         evaluate=evaluate,
         validate=None if validate is None else (lambda state: validate(without_slots(state))),
+        mean_aggregate=algorithm.mean_aggregate,  # a step from x_t to the algorithm's aggregate: a function of the mean if that is
     )

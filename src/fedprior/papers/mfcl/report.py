@@ -112,7 +112,7 @@ def replay_phase_2(experiment: Experiment, state: dict[str, torch.Tensor], drop:
     fresh = algorithm.init(RoundInfo(seed=seed, stage="sensor", round=0))
     replay = {k: v for k, v in state.items() if k.startswith("sensor.")}
     replay.update({k: v for k, v in fresh.items() if not k.startswith("sensor.")})
-    replay.update({k: state[k][rows] for k in ("reps.view1", "reps.view2", "reps.client")})
+    replay.update({k: v[rows] for k, v in state.items() if k.startswith("reps.")})  # view1, view2, client (and label)
     server = next(s for s in algorithm.stages if s.name == "server")
     for epoch in range(1, (server.rounds or 0) + 1):
         replay = algorithm.aggregate(replay, [], RoundInfo(seed=seed, stage="server", round=epoch))
