@@ -4,11 +4,12 @@ On the 2-core CPU no candidate setting let the central controls pass within the 
 (``benchmarks/results/feddb_setting_central.json``, ``mfcl_setting.json``). This command runs the same tables'
 embedded grids, one column each and one seed, with wider networks and hundreds of rounds, on a GPU:
 
-- FedDB Table 2, column δ = 0.3 (:data:`FEDDB`): FedAvg on the labels, FedAvg with all labels, the two central
-  controls, FixMatch and FedDB, with the ConvNet 32 wide for 800 rounds (the paper's count), test every 20, the
-  presets' mild views;
+- FedDB Table 2, column δ = 0.3 (:data:`FEDDB`): FedAvg on the labels, FedAvg with all labels, the central rows
+  (full-batch; FixMatch's own mini-batches with the federation's image passes, the capability control, and with its
+  sequential steps, the budget control: :data:`CAPABILITY_AND_BUDGET`), FixMatch and FedDB, with the ConvNet 32 wide
+  for 800 rounds (the paper's count), test every 20, the presets' mild views;
 - MFCL Table 2, column Sc2 (:data:`MFCL_ROWS`, :data:`OTHER_ROWS`): MFCL(PN) and FedSimCLR trained, untrained
-  and central, on 10,000 training images, networks 32 wide, SimCLR crops of at least 30% (the presets),
+  and central (with the central rows' own steps, and with the federation's sequential steps), on 10,000 training images, networks 32 wide, SimCLR crops of at least 30% (the presets),
   MFCL 30 rounds and the presets' one server epoch, FedSimCLR 100 rounds. MFCL's own fields go to a table of its own (they are
   unknown to the other rows), as ``benchmarks/mfcl_setting.py`` does.
 
@@ -43,19 +44,24 @@ from pathlib import Path
 from shared import command_line, embedded_table_command, machine
 
 OUT = Path(__file__).parent / "results" / "gpu-setting"
+CAPABILITY_AND_BUDGET = (
+    "Central labels only (mini-batch),Central FixMatch (mini-batch),Central labels only (sequential steps),Central FixMatch (sequential steps)"
+)
+"""FedDB's central rows with FixMatch's own mini-batches (issue 44): the capability control (the federation's image passes)
+and the budget control (its sequential steps), which the 2-core CPU runs on one seed only."""
 FEDDB = {
     "table": "feddb-table2",
     "column": "δ=0.3",
-    "rows": "FedAvg,FedAvg (all labels),Central (labels only),Central FixMatch,FixMatch,FedDB",
-    "controls": "Central (labels only),Central FixMatch",
+    "rows": "FedAvg,FedAvg (all labels),Central (labels only),Central FixMatch,FixMatch,FedDB," + CAPABILITY_AND_BUDGET,
+    "controls": "Central (labels only),Central FixMatch," + CAPABILITY_AND_BUDGET,
     "gpu": ("algorithm.width=32", "federation.rounds=800", "algorithm.lr_decay_rounds=800", "federation.evaluate_every=20"),
     "tiny": ("partition.num_unlabeled=1000", "federation.local_epochs=1", "federation.rounds=1", "algorithm.lr_decay_rounds=1"),
 }
 MFCL_ROWS = {
     "table": "mfcl-table2",
     "column": "Sc2",
-    "rows": "MFCL(PN),MFCL(PN) untrained,Central MFCL(PN)",
-    "controls": "MFCL(PN) untrained,Central MFCL(PN)",
+    "rows": "MFCL(PN),MFCL(PN) untrained,Central MFCL(PN),Central MFCL(PN) (sequential steps)",
+    "controls": "MFCL(PN) untrained,Central MFCL(PN),Central MFCL(PN) (sequential steps)",
     "gpu": (
         "data.train_subset=10000",
         "algorithm.sensor_width=32",
@@ -69,8 +75,8 @@ MFCL_ROWS = {
 OTHER_ROWS = {
     "table": "mfcl-table2",
     "column": "Sc2",
-    "rows": "FedSimCLR,FedSimCLR untrained,Central FedSimCLR",
-    "controls": "FedSimCLR untrained,Central FedSimCLR",
+    "rows": "FedSimCLR,FedSimCLR untrained,Central FedSimCLR,Central FedSimCLR (sequential steps)",
+    "controls": "FedSimCLR untrained,Central FedSimCLR,Central FedSimCLR (sequential steps)",
     "gpu": ("data.train_subset=10000", "algorithm.width=32", "federation.rounds=100"),
     "tiny": ("data.train_subset=400", "federation.rounds=1"),
 }

@@ -75,6 +75,21 @@ def test_a_client_update_syncs_the_same_number_of_times_with_1_and_3_local_epoch
     assert not any("augment" in s for s in one), "augmentation never syncs"
 
 
+@pytest.mark.parametrize("name", ["fixmatch", "fedavg-labeled"])
+def test_fixmatchs_own_minibatches_sync_the_same_number_of_times_with_1_and_3_steps(name):
+    """Issue 44's mini-batch recipe (``labeled_batch_size`` > 0): the batches drawn on the device, each batch's pseudo-labels
+    masked, the losses summed there; the count is a constant of the update whatever ``local_steps``."""
+    values = {"labeled_batch_size": 4, "local_steps": 1, **({"unlabeled_ratio": 2, "threshold": 0.34} if name == "fixmatch" else {})}
+    one, metrics = update_syncs(name, 1, **values)
+    three, _ = update_syncs(name, 1, **{**values, "local_steps": 3})
+    assert len(three) == len(one), "syncs that come with the steps:\n" + "\n".join(
+        f"{n} x {s}" for s, n in (collections.Counter(three) - collections.Counter(one)).items()
+    )
+    kinds = collections.Counter(s.split(" <- ")[0] for s in one)
+    assert kinds["tolist"] == 1 and kinds["aten::_local_scalar_dense"] == 0, kinds
+    assert not any("augment" in s for s in one), "augmentation never syncs"
+
+
 def fedmatch_update_syncs(epochs: int, **values) -> tuple[list[str], dict[str, float]]:
     """The host syncs of client 1's second FedMatch update on the pretend device: after a first round of clients 1 and 2
     (so that it holds an embedding and receives one helper, the other client's psi) and with its model slot built."""

@@ -10,7 +10,12 @@
   clients are never given the unlabeled images; the optimizer, the network and the
   full-batch local steps are FedDB's, so the comparison is paired.
 
-Both are :mod:`fedprior.algorithms.engines.semi_supervised` with its default steps.
+Both are :mod:`fedprior.algorithms.engines.semi_supervised` with its default steps. With
+``labeled_batch_size`` > 0 both train with FixMatch's own mini-batches instead of the paper's E
+full-batch steps a round (Sohn et al. 2020, Algorithm 1 and Sec. 4: B labeled and mu B unlabeled
+images a step, pseudo-labeled per step; ``fedavg-labeled``: the B labeled images alone), for
+``local_steps`` steps a round: the recipe of the FedDB tables' central capability and budget
+controls (:meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised._train_minibatches`).
 
 Equations (feddb.txt), and where each is computed: Eq. 3-4, the pseudo-labels,
 :func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels`; Eq. 14 (``dpl``),
@@ -24,21 +29,52 @@ import torch
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.engines.semi_supervised import semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, LabeledBatchSize, LocalSteps, UnlabeledRatio, with_shared
 from fedprior.algorithms.pieces.precision import Precision
 
 
 @with_shared(SEMI_SUPERVISED)
 def fixmatch(
-    task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", compile: bool = False, dpl: Dpl = False, **shared
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    precision: Precision = "fp32",
+    compile: bool = False,
+    dpl: Dpl = False,
+    labeled_batch_size: LabeledBatchSize = 0,
+    unlabeled_ratio: UnlabeledRatio = 7,
+    local_steps: LocalSteps = 0,
+    **shared,
 ) -> Algorithm:
     """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (feddb.txt 5.1)."""
-    return semi_supervised_algorithm("fixmatch", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl)
+    minibatches = {"labeled_batch_size": labeled_batch_size, "unlabeled_ratio": unlabeled_ratio, "local_steps": local_steps}
+    return semi_supervised_algorithm(
+        "fixmatch", task, {**shared, **minibatches}, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl
+    )
 
 
 @with_shared(SUPERVISED)
-def fedavg_labeled(task: Task, *, local_epochs: int, device: torch.device = CPU, precision: Precision = "fp32", compile: bool = False, **shared) -> Algorithm:
+def fedavg_labeled(
+    task: Task,
+    *,
+    local_epochs: int,
+    device: torch.device = CPU,
+    precision: Precision = "fp32",
+    compile: bool = False,
+    labeled_batch_size: LabeledBatchSize = 0,
+    local_steps: LocalSteps = 0,
+    **shared,
+) -> Algorithm:
     """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
+    minibatches = {"labeled_batch_size": labeled_batch_size, "local_steps": local_steps}
     return semi_supervised_algorithm(
-        "fedavg-labeled", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, use_unlabeled=False
+        "fedavg-labeled",
+        task,
+        {**shared, **minibatches},
+        local_epochs=local_epochs,
+        device=device,
+        precision=precision,
+        compile=compile,
+        use_unlabeled=False,
     )

@@ -115,6 +115,10 @@ class Training:
     unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
     unlabeled_mean: str = SEMI_SUPERVISED_DEFAULTS["unlabeled_mean"]
     fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
+    labeled_batch_size: int = 0
+    """FixMatch's own mini-batches (fixmatch and fedavg-labeled): :meth:`SemiSupervised._train_minibatches`; 0 = the paper's full-batch steps."""
+    unlabeled_ratio: int = 7
+    local_steps: int = 0
     appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
     appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
     eval_batch_size: int = SEMI_SUPERVISED_DEFAULTS["eval_batch_size"]
@@ -283,6 +287,8 @@ class SemiSupervised:
 
     def algorithm(self, name: str) -> Algorithm:
         t = self.training
+        if t.labeled_batch_size > 0:
+            self._check_minibatches(name)
         inputs = (*LABELED, *UNLABELED) if t.use_unlabeled else LABELED
         hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
         augment = self.augment
@@ -299,6 +305,19 @@ class SemiSupervised:
             thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
             batch_shapes="varying",  # full-batch steps on each client's data and confident subset (FedMatch's too: per-batch subsets)
         )
+
+    def _check_minibatches(self, name: str) -> None:
+        """ConfigError unless FixMatch's mini-batches (``labeled_batch_size`` > 0) can run: steps to take, and no step of a method changed."""
+        if self.training.local_steps < 1:
+            raise ConfigError(
+                f"algorithm.local_steps: {self.training.local_steps}; with algorithm.labeled_batch_size = {self.training.labeled_batch_size} "
+                "(FixMatch's mini-batches) give the optimizer steps a round, at least 1"
+            )
+        if self.method != Method() or self.training.dpl:
+            raise ConfigError(
+                f"algorithm.labeled_batch_size: {self.training.labeled_batch_size}; FixMatch's mini-batches are FixMatch's own training "
+                f"(fixmatch, fedavg-labeled), and {name} changes a step of it: set algorithm.labeled_batch_size = 0"
+            )
 
     # -- server --
 
@@ -422,6 +441,8 @@ class SemiSupervised:
         on the device (float64) and read with the other metrics at the end of the update.
         """
         t, model = ctx.training, ctx.model
+        if t.labeled_batch_size > 0:
+            return self._train_minibatches(ctx, optimizer, parameters)
         if t.use_unlabeled and t.fallback_batch_size > 0 and confident_rows(ctx).numel() == 0:
             return self._train_labeled_batches(ctx, optimizer, parameters)
         totals = {key: torch.zeros((), dtype=torch.float64, device=ctx.device) for key in ("loss_labeled", "loss_unlabeled")}
@@ -451,6 +472,48 @@ class SemiSupervised:
         if t.use_unlabeled and t.fallback_batch_size > 0:
             metrics["labeled_only"] = 0.0  # the round's mean is the share of clients that fell back
         return metrics
+
+    def _train_minibatches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> Metrics:
+        """FixMatch's own training (Sohn et al. 2020, Algorithm 1 and Sec. 4): ``local_steps`` steps of random mini-batches.
+
+        Each step draws ``labeled_batch_size`` = B labeled images and mu B unlabeled ones (``unlabeled_ratio`` = mu), at random
+        with replacement; forwards their weak views and the unlabeled images' strong views in one batch (as FixMatch's
+        code: BatchNorm sees the whole batch); pseudo-labels the unlabeled batch from its weak view under the current
+        model (Eq. 3-4 of feddb.txt, per step here, where the paper's client labels once a round); and takes one step of
+        Eq. (6), L_s + lambda L_u, with L_u divided per ``unlabeled_mean`` (``all``: by mu B, FixMatch's mean). Labels
+        only (``use_unlabeled`` false): B labeled images and L_s alone a step, the unlabeled images never read. A client
+        with no labeled image trains on L_u alone. APP-U keeps the round's first estimate (no epochs to refresh it by).
+        """
+        t, model = ctx.training, ctx.model
+        draw = device_generator(ctx.generator, ctx.device)
+        n_labeled, n_unlabeled = ctx.x_labeled.shape[0], ctx.x_unlabeled.shape[0]
+        b = t.labeled_batch_size if n_labeled else 0
+        mu_b = t.unlabeled_ratio * t.labeled_batch_size if t.use_unlabeled and n_unlabeled else 0
+        totals = {key: torch.zeros((), dtype=torch.float64, device=ctx.device) for key in ("loss_labeled", "loss_unlabeled", "batch_coverage")}
+        zero = torch.zeros((), device=ctx.device)
+        for _ in range(t.local_steps if b + mu_b else 0):
+            labeled = torch.randint(n_labeled, (b,), generator=draw, device=ctx.device) if b else None
+            views = [ctx.augment.weak(ctx.x_labeled[labeled], ctx.generator)] if labeled is not None else []
+            if mu_b:
+                unlabeled = ctx.x_unlabeled[torch.randint(n_unlabeled, (mu_b,), generator=draw, device=ctx.device)]
+                views += [ctx.augment.weak(unlabeled, ctx.generator), ctx.augment.strong(unlabeled, ctx.generator)]
+            optimizer.zero_grad(set_to_none=True)
+            with autocast(ctx.device, ctx.precision):
+                logits = model(torch.cat(views))
+                loss_s = F.cross_entropy(logits[:b], ctx.y_labeled[labeled]) if labeled is not None else zero
+                loss_u, coverage = zero, zero
+                if mu_b:
+                    weak, strong = logits[b : b + mu_b], logits[b + mu_b :]
+                    labels, mask = hard_labels(torch.softmax(weak.detach().float(), dim=1), t.threshold)
+                    loss_u = t.unlabeled_weight * masked_cross_entropy(strong, labels, mask, t.unlabeled_mean, mu_b)
+                    coverage = mask.float().mean()
+            self.method.backward(ctx, loss_s, loss_u)
+            if t.clip > 0:
+                torch.nn.utils.clip_grad_norm_(parameters, t.clip)
+            optimizer.step()
+            for key, value in (("loss_labeled", loss_s), ("loss_unlabeled", loss_u), ("batch_coverage", coverage)):
+                totals[key] += value.detach().double() / t.local_steps
+        return dict(totals)
 
     def _train_labeled_batches(self, ctx: Context, optimizer: torch.optim.Optimizer, parameters: list[nn.Parameter]) -> Metrics:
         """The code's fallback: ``E`` epochs of shuffled labeled mini-batches (weak view, supervised loss only), APP-U kept."""

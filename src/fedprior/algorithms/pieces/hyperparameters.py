@@ -76,6 +76,18 @@ LinearEval = Annotated[
 ]
 # Semi-supervised learning (FedDB and its baselines).
 Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
+# FixMatch's own mini-batches (fixmatch and fedavg-labeled: the FedDB tables' central capability and budget controls).
+LabeledBatchSize = Annotated[
+    int,
+    Field(
+        ge=0,
+        description="0 = the paper's local training, E full-batch steps a round (feddb.txt 5.1); B > 0 = FixMatch's own mini-batches "
+        "(Sohn et al. 2020, Sec. 4: B = 64): local_steps steps a round, each on B labeled and unlabeled_ratio x B unlabeled images "
+        "drawn at random, the unlabeled ones pseudo-labeled from the batch's weak view by the current model",
+    ),
+]
+UnlabeledRatio = Annotated[int, Field(ge=1, description="mu: unlabeled images per labeled image of a mini-batch, with labeled_batch_size > 0 (FixMatch: 7)")]
+LocalSteps = Annotated[int, Field(ge=0, description="optimizer steps a round with labeled_batch_size > 0 (at least 1 there); unused otherwise")]
 # Training a whole network under FedBM's common settings (FedBM and its baselines).
 OptimizerName = Annotated[Literal["sgd", "adam"], Field(description="client optimizer: 'sgd' (FedBM's code, the default) or 'adam' (FedBM's paper)")]
 LrDecayEvery = Annotated[
