@@ -15,6 +15,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
+from fedprior.runtime.attacks import DEFAULT_SCALE, Misbehaviour, malicious_clients, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.task import Task
 
@@ -43,7 +44,17 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
         compile=config.run.compile,
     )
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
-    return algorithm
+    return with_misbehaving_clients(algorithm, config, task)
+
+
+def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, task: Task) -> Algorithm:
+    """``algorithm`` whose malicious clients (``federation.malicious_fraction``) run ``federation.attack`` (``fedprior.runtime.attacks``)."""
+    f = config.federation
+    if f.attack == "none":
+        return algorithm
+    scale = f.attack_scale if f.attack_scale is not None else DEFAULT_SCALE.get(f.attack, 1.0)
+    clients = malicious_clients(config.run.seed, f.num_clients, f.malicious_fraction)
+    return with_attack(algorithm, Misbehaviour(f.attack, scale, clients, task.num_classes))
 
 
 def check_compile(compile: bool, device: torch.device) -> None:
