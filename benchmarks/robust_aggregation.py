@@ -7,8 +7,9 @@ local epoch of batches of 32), ``--rounds`` rounds (10 by default; the preset ha
 - under each attack (``--attacks``; ``federation.malicious_fraction`` = ``--fraction``): FedAvg, the coordinate-wise median,
   the trimmed mean (beta = ``--trim``), Krum and Multi-Krum (f = ``--krum-f``, m = n - f).
 
-Per cell: the final accuracy per seed, mean and sd; per rule under an attack, the paired difference to FedAvg under the
-same attack (same seed: the same partition, client sampling and malicious clients), its mean, sd and 95% t interval.
+Per cell: the final accuracy per seed, mean and sd; paired differences (same seed: the same partition, client sampling and
+malicious clients), with mean, sd and 95% t interval, of each rule under an attack to FedAvg under the same attack, of
+every cell to FedAvg without attack (the cost), and of a rule under attack to the same rule without attack where that runs.
 Mechanism, per run: how many malicious clients each round sampled, and for Krum and Multi-Krum how many of the models
 they kept were malicious (read from the replies' client ids in the process, the rule's own selection).
 
@@ -37,6 +38,11 @@ from fedprior.runtime.sampling import sample_clients
 PRESET = "fedavg-cnn"
 T95 = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571}
 """Student's t quantile 0.975 by degrees of freedom (n - 1 seeds)."""
+
+NOTES = (
+    "The runs whose overrides say algorithm.aggregation=... ran before that field was renamed algorithm.aggregation_rule (fedprior/algorithms/"
+    "pieces/robust_aggregation_fields.py; fst-cbdg and fedbm have their own 'aggregation'); the rules' code is the same."
+)
 
 SELECTED: list[list[int]] = []
 """The client ids of the replies a rule kept, one list a round (filled by the wrapped ``RobustAggregation.select``)."""
@@ -105,10 +111,16 @@ def summarize(runs: dict[str, dict[str, dict]], attacks: list[str]) -> dict:
         accuracies = [r["final_accuracy"] for _, r in sorted(by_seed.items())]
         out[cell] = {"seeds": sorted(by_seed), "final_accuracy": accuracies, "mean": statistics.fmean(accuracies)}
         out[cell]["sd"] = statistics.stdev(accuracies) if len(accuracies) > 1 else math.nan
-        attack = cell.split("/")[0]
-        base = runs.get(f"{attack}/fedavg", {})
-        if attack in attacks and not cell.endswith("/fedavg") and set(by_seed) <= set(base):
-            out[cell]["vs_fedavg_under_attack"] = paired(accuracies, [base[s]["final_accuracy"] for s in sorted(by_seed)])
+        attack, rule = cell.split("/")
+        against = {
+            "vs_fedavg_under_attack": f"{attack}/fedavg" if attack in attacks and rule != "fedavg" else None,
+            "vs_fedavg_no_attack": "no_attack/fedavg" if cell != "no_attack/fedavg" else None,
+            "vs_same_rule_no_attack": f"no_attack/{rule}" if attack != "no_attack" and rule != "fedavg" else None,
+        }
+        for key, other in against.items():
+            base = runs.get(other or "", {})
+            if other and base and set(by_seed) <= set(base):
+                out[cell][key] = paired(accuracies, [base[s]["final_accuracy"] for s in sorted(by_seed)])
     return out
 
 
@@ -132,8 +144,9 @@ def main() -> None:
         "trim_fraction": args.trim,
         "krum_f": args.krum_f,
         "command": command_line(),
-        "machine": machine(),
-        "settings": "--set run.threads=1 --set run.workers=1, one run at a time",
+        "machine": previous.get("machine") or machine(),  # the first invocation's (its load at start); the runs' seconds say the rest
+        "settings": "--set run.threads=1 --set run.workers=1, one run at a time, beside other agents' jobs on the same 2 cores",
+        "notes": previous.get("notes", NOTES),
     }
     for cell, overrides in cells(args.attacks, args.fraction, args.trim, args.krum_f).items():
         for seed in args.seeds:
@@ -141,8 +154,12 @@ def main() -> None:
                 continue
             runs.setdefault(cell, {})[str(seed)] = {"overrides": overrides, **one_run(overrides, seed, args.rounds)}
             print(cell, seed, runs[cell][str(seed)]["final_accuracy"], runs[cell][str(seed)]["seconds"], flush=True)
-            record = {**header, "summary": summarize(runs, args.attacks), "runs": runs}
-            args.out.write_text(json.dumps(record, indent=1) + "\n")
+            write(args.out, header, runs, args.attacks)
+    write(args.out, header, runs, args.attacks)  # the summary of every run the file holds, also where none was new
+
+
+def write(path: Path, header: dict, runs: dict, attacks: list[str]) -> None:
+    path.write_text(json.dumps({**header, "summary": summarize(runs, attacks), "runs": runs}, indent=1) + "\n")
 
 
 if __name__ == "__main__":
