@@ -33,6 +33,7 @@ from shared import command_line, machine
 import fedprior
 from fedprior.algorithms.pieces import robust_aggregation
 from fedprior.runtime.attacks import malicious_clients
+from fedprior.runtime.divergence import DivergedError
 from fedprior.runtime.sampling import sample_clients
 
 PRESET = "fedavg-cnn"
@@ -81,18 +82,32 @@ def one_run(overrides: list[str], seed: int, rounds: int) -> dict:
     SELECTED.clear()
     settings = [*overrides, f"run.seed={seed}", f"federation.rounds={rounds}", "run.threads=1", "run.workers=1"]
     config = fedprior.load_config(PRESET, dict(s.split("=", 1) for s in settings))
+    records: list[dict] = []
+    diverged = None
     with tempfile.TemporaryDirectory() as folder:
         started = time.perf_counter()
-        result = fedprior.run(config, run_dir=Path(folder) / "run")
+        try:
+            fedprior.run(config, run_dir=Path(folder) / "run", on_round=records.append)
+        except DivergedError as error:  # the global model blew up: honest clients' training then gives non-finite numbers
+            diverged = str(error)
         seconds = time.perf_counter() - started
+    history = [r["accuracy"] for r in records if r.get("round", 0) > 0 and "accuracy" in r]
     federation = config.settings.federation
     bad = malicious_clients(seed, federation.num_clients, federation.malicious_fraction)
     sampled = [sorted(set(sample_clients(seed, "federated", r, federation.num_clients, federation.fraction)) & bad) for r in range(1, rounds + 1)]
-    out = {"final_accuracy": result.final_accuracy, "history": result.history, "seconds": round(seconds, 1), "malicious_sampled": [len(s) for s in sampled]}
+    out = {"final_accuracy": history[-1], "history": history, "seconds": round(seconds, 1), "malicious_sampled": [len(s) for s in sampled]}
+    if diverged:
+        out.update(diverged=diverged, final_accuracy=None, last_accuracy=history[-1] if history else None)
     if SELECTED:
         out["malicious_kept"] = [len(set(kept) & bad) for kept in SELECTED]
         out["kept"] = [len(kept) for kept in SELECTED]
     return out
+
+
+def accuracy(run: dict) -> float:
+    """A run's final accuracy; for one that diverged, the chance level 0.1 of its 10 classes (a model of non-finite weights predicts
+    nothing; its last accuracy before it diverged is kept in ``last_accuracy``)."""
+    return run["final_accuracy"] if run.get("final_accuracy") is not None else 0.1
 
 
 def paired(a: list[float], b: list[float]) -> dict:
@@ -108,8 +123,9 @@ def summarize(runs: dict[str, dict[str, dict]], attacks: list[str]) -> dict:
     """Per cell mean and sd of the final accuracy; per rule under an attack the paired difference to FedAvg under it."""
     out: dict = {}
     for cell, by_seed in runs.items():
-        accuracies = [r["final_accuracy"] for _, r in sorted(by_seed.items())]
+        accuracies = [accuracy(r) for _, r in sorted(by_seed.items())]
         out[cell] = {"seeds": sorted(by_seed), "final_accuracy": accuracies, "mean": statistics.fmean(accuracies)}
+        out[cell]["diverged_seeds"] = [s for s, r in sorted(by_seed.items()) if r.get("diverged")]
         out[cell]["sd"] = statistics.stdev(accuracies) if len(accuracies) > 1 else math.nan
         attack, rule = cell.split("/")
         against = {
@@ -120,7 +136,7 @@ def summarize(runs: dict[str, dict[str, dict]], attacks: list[str]) -> dict:
         for key, other in against.items():
             base = runs.get(other or "", {})
             if other and base and set(by_seed) <= set(base):
-                out[cell][key] = paired(accuracies, [base[s]["final_accuracy"] for s in sorted(by_seed)])
+                out[cell][key] = paired(accuracies, [accuracy(base[s]) for s in sorted(by_seed)])
     return out
 
 
