@@ -49,12 +49,15 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
 
 def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, task: Task) -> Algorithm:
     """``algorithm`` whose malicious clients (``federation.malicious_fraction``) run ``federation.attack`` (``fedprior.runtime.attacks``)."""
+    return with_attack(algorithm, misbehaviour(config, task))
+
+
+def misbehaviour(config: ExperimentConfig, task: Task) -> Misbehaviour:
+    """What the config's malicious clients do, and who they are (drawn from ``run.seed``); also what a Flower node is told (``flower/export.py``)."""
     f = config.federation
-    if f.attack == "none":
-        return algorithm
     scale = f.attack_scale if f.attack_scale is not None else DEFAULT_SCALE.get(f.attack, 1.0)
-    clients = malicious_clients(config.run.seed, f.num_clients, f.malicious_fraction)
-    return with_attack(algorithm, Misbehaviour(f.attack, scale, clients, task.num_classes))
+    clients = malicious_clients(config.run.seed, f.num_clients, f.malicious_fraction) if f.attack != "none" else frozenset()
+    return Misbehaviour(f.attack, scale, clients, task.num_classes)
 
 
 def check_compile(compile: bool, device: torch.device) -> None:

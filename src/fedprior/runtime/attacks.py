@@ -12,7 +12,7 @@ whenever it is sampled. With x_t the broadcast model and w the model its honest 
 - ``label_flip``: it trains honestly on labels y -> C - 1 - y (C classes) and replies what that gives (data poisoning).
 
 :func:`with_attack` wraps an algorithm's client updates, so the attack runs wherever its clients do: in the in-process
-runtime, its worker processes, and on Flower's nodes (each builds the algorithm from the same config). The attacks on
+runtime, its worker processes (each builds the algorithm from the same config), and on Flower's nodes (told by the exported task, ``flower/export.py``). The attacks on
 the reply need a reply that is a model (the algorithms with ``algorithm.aggregation_rule``); label flipping needs labels.
 """
 
