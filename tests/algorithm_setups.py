@@ -82,6 +82,8 @@ MORE_PRESETS = {
     "fedbm-fedavg": FEDBM_SMALL,
     "fedbm-scaffold": FEDBM_SMALL,
     "fedbm-fedprox": FEDBM_SMALL,
+    # Krum needs n >= 2f + 3 clients a round, SMALL samples 2: its small runs take the median (the attack stays).
+    "krum-fedavg-cnn": ["data.dataset=digits", "algorithm.aggregation_rule=median", "algorithm.krum_f=0"],
 }
 # Every shipped preset -> its overrides on small data.
 PRESETS = {**{preset: overrides for preset, overrides in SETUPS.values()}, **MORE_PRESETS}

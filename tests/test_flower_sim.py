@@ -23,6 +23,17 @@ from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 pytestmark = pytest.mark.slow
 
 CNN = ("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=3", "federation.fraction=0.5"])
+ROBUST = (
+    "krum-fedavg-cnn",  # Krum, and clients 2 of 6 flipping their update's sign: the attack runs on the Flower nodes too
+    [
+        "data.dataset=digits",
+        "federation.num_clients=6",
+        "federation.rounds=2",
+        "federation.fraction=0.5",
+        "algorithm.krum_f=0",
+        "federation.malicious_fraction=0.34",
+    ],
+)
 FST = (
     "fst-cbdg",
     ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"],
@@ -64,7 +75,12 @@ def comparable(record):
     return {k: v for k, v in record.items() if k not in ("seconds", "failed_clients")}
 
 
-@pytest.mark.parametrize("experiment", [CNN, FST], ids=["fedavg-cnn", "fst-cbdg"])
+@pytest.mark.parametrize(
+    "experiment",
+    # the attack case starts Ray once more (~30 s): it runs with CI's Flower step (-m federation_processes), not in the default suite
+    [CNN, FST, pytest.param(ROBUST, marks=pytest.mark.federation_processes)],
+    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack"],
+)
 def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")
     flower, flower_dir = runs(experiment, "flower-sim")

@@ -8,17 +8,21 @@ Algorithm 1 of McMahan et al. (2017): the client's local SGD,
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from fedprior.algorithms.base import Algorithm, Task
 from fedprior.algorithms.engines.linear_heads import Sgd, check_features
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
 from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
-from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
 from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.errors import ConfigError
 
 
+@with_shared(ROBUST_AGGREGATION)
 def fedavg(
     task: Task,
     *,
@@ -33,6 +37,7 @@ def fedavg(
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
     compile: bool = False,
+    **robust: Any,
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
@@ -40,7 +45,10 @@ def fedavg(
     Decentralized Data", AISTATS 2017, Algorithm 1: w_{t+1} = sum_k (n_k / n) w^k_{t+1}.
     With model='linear' (a head on frozen features, FST-CBDG's supervised baseline) the
     sampled clients train together as batched tensors; ``init`` applies to it only.
+    ``robust`` (:func:`~fedprior.algorithms.pieces.robust_aggregation_fields.robust_aggregation`): the rule that replaces
+    the mean, the mean itself (``aggregation_rule = 'mean'``), the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
     """
+    rule = checked_robust_aggregation(**robust)
     if model == "linear":  # its fields first, then the task: a config is checked without data (registry.check_without_data)
         if lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet', 'resnet18' or 'resnet18-imagenet')")
@@ -51,7 +59,7 @@ def fedavg(
                 "run.compile: model = 'linear' trains batched heads on features, which are not compiled; accepted: false (true with an image model)"
             )
         check_features(task, "algorithm.model")
-        return supervised_head_algorithm(
+        heads = supervised_head_algorithm(
             "fedavg",
             task,
             init=init,
@@ -60,8 +68,9 @@ def fedavg(
             sgd=Sgd(lr, momentum, weight_decay),
             device=device,
         )
+        return with_robust_aggregation(heads, rule)
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
     update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
-    return net.algorithm("fedavg", update, thread_safe_updates=True)
+    return with_robust_aggregation(net.algorithm("fedavg", update, thread_safe_updates=True), rule)

@@ -19,6 +19,8 @@ from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update
 from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
+from fedprior.algorithms.pieces.robust_aggregation_fields import NAMES as ROBUST_NAMES
 from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
 
 Mu = Annotated[float, Field(ge=0, description="weight mu of the proximal term (mu/2)||w - w_global||^2")]
@@ -35,7 +37,7 @@ def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
     return loss
 
 
-@with_shared(SERVER_OPTIMIZATION)
+@with_shared((*SERVER_OPTIMIZATION, *ROBUST_AGGREGATION))
 def fedprox(
     task: Task,
     *,
@@ -55,8 +57,10 @@ def fedprox(
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2).
 
     ``server`` (:func:`~fedprior.algorithms.pieces.server_optimizers.server_optimization`): the server's step
-    on the averaged model, FedAvg's (``server_optimizer = 'none'``) or FedAvgM's, FedAdagrad's, FedAdam's, FedYogi's.
+    on the averaged model, FedAvg's (``server_optimizer = 'none'``) or FedAvgM's, FedAdagrad's, FedAdam's, FedYogi's;
+    and the rule that replaces the average (:func:`~fedprior.algorithms.pieces.robust_aggregation_fields.robust_aggregation`), before the server's step.
     """
+    rule = checked_robust_aggregation(**{k: server.pop(k) for k in ROBUST_NAMES})
     optimizer = checked_server_optimizer(**server)
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
     update = local_sgd_update(
@@ -69,4 +73,4 @@ def fedprox(
         make_loss=lambda g, _: proximal_loss(g, mu),
         lr_decay=lr_decay,
     )
-    return with_server_optimizer(net.algorithm("fedprox", update, thread_safe_updates=True), optimizer, net.parameter_names())
+    return with_server_optimizer(with_robust_aggregation(net.algorithm("fedprox", update, thread_safe_updates=True), rule), optimizer, net.parameter_names())

@@ -8,7 +8,7 @@ Eq. 3, the local objective, :func:`moon_loss`; the client loop and the average a
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 import torch
 import torch.nn.functional as F
@@ -17,9 +17,10 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
-from fedprior.algorithms.pieces.hyperparameters import Lr, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import Lr, ModelName, Momentum, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.errors import ConfigError
 from fedprior.models.split import split
 
@@ -50,6 +51,7 @@ def moon_loss(global_model: nn.Module, previous_model: nn.Module, mu: float, tau
     return loss
 
 
+@with_shared(ROBUST_AGGREGATION)
 def moon(
     task: Task,
     *,
@@ -64,6 +66,7 @@ def moon(
     device: torch.device = torch.device("cpu"),
     precision: Precision = "fp32",
     compile: bool = False,
+    **robust: Any,
 ) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
@@ -80,6 +83,7 @@ def moon(
     The three networks and the client's data live on ``device``, each a resident model there (the local, the global and the
     previous one: :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`), and so do the replies and the client state.
     """
+    rule = checked_robust_aggregation(**robust)  # the rule replacing FedAvg's mean (robust_aggregation.py)
     if model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
     net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
@@ -94,4 +98,4 @@ def moon(
         reply, _ = fedavg_update(message, state, data, info)
         return reply, {k: v.clone() for k, v in reply.arrays.items()}  # the client keeps its model for the next z_prev
 
-    return net.algorithm("moon", client_update, thread_safe_updates=True)
+    return with_robust_aggregation(net.algorithm("moon", client_update, thread_safe_updates=True), rule)

@@ -166,6 +166,12 @@ class AlgorithmSpec:
         retired = [k for k in values if k in RETIRED_FIELDS and k not in accepted]
         if retired:
             raise ConfigError(" ".join(RETIRED_FIELDS[k] for k in retired))
+        robust = [k for k in values if k in ROBUST_FIELDS and k not in accepted]
+        if robust:
+            raise ConfigError(
+                f"algorithm.{robust[0]}: robust aggregation replaces a mean of client models; algorithm '{self.name}' aggregates otherwise "
+                f"(it has no algorithm.aggregation_rule); accepted with: {', '.join(robust_algorithms())}"
+            )
         try:
             return model(**values).model_dump()
         except ValidationError as error:
@@ -385,6 +391,15 @@ def registered() -> dict[str, AlgorithmSpec]:
 def supports_precision() -> list[str]:
     """The registered algorithms whose factory takes ``precision`` (``run.precision = 'bf16'`` runs them under autocast)."""
     return [name for name, spec in registered().items() if "precision" in inspect.signature(spec.factory).parameters]
+
+
+ROBUST_FIELDS = ("aggregation_rule", "trim_fraction", "krum_f", "krum_m")
+"""The fields of ``algorithm.aggregation_rule`` (``pieces/robust_aggregation_fields.py``), named where an algorithm without the option is given one."""
+
+
+def robust_algorithms() -> list[str]:
+    """The registered algorithms whose aggregate is a mean of client models, so that a robust rule can replace it (their factory takes ``aggregation_rule``)."""
+    return [name for name, spec in registered().items() if "aggregation_rule" in inspect.signature(spec.factory).parameters]
 
 
 def supports_compile() -> list[str]:

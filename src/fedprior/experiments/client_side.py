@@ -16,6 +16,7 @@ from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
 from fedprior.privacy.wrap import with_privacy
+from fedprior.runtime.attacks import DEFAULT_SCALE, Misbehaviour, malicious_clients, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.task import Task
 
@@ -36,7 +37,21 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     check_compile(config.run.compile, device)
     algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), **runtime_provided(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
+    algorithm = with_misbehaving_clients(algorithm, config, task)  # the clients' replies first: DP clips what they send
     return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
+
+
+def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, task: Task) -> Algorithm:
+    """``algorithm`` whose malicious clients (``federation.malicious_fraction``) run ``federation.attack`` (``fedprior.runtime.attacks``)."""
+    return with_attack(algorithm, misbehaviour(config, task))
+
+
+def misbehaviour(config: ExperimentConfig, task: Task) -> Misbehaviour:
+    """What the config's malicious clients do, and who they are (drawn from ``run.seed``); also what a Flower node is told (``flower/export.py``)."""
+    f = config.federation
+    scale = f.attack_scale if f.attack_scale is not None else DEFAULT_SCALE.get(f.attack, 1.0)
+    clients = malicious_clients(config.run.seed, f.num_clients, f.malicious_fraction) if f.attack != "none" else frozenset()
+    return Misbehaviour(f.attack, scale, clients, task.num_classes)
 
 
 def runtime_provided(config: ExperimentConfig, device: torch.device) -> dict:

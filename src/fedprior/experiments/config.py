@@ -80,6 +80,12 @@ class FederationConfig(ConfigSection):
     """Evaluate the global model every k rounds, and always after the last round of each stage."""
     wait_for_clients: float = Field(0.0, ge=0)
     """Seconds a round in which no sampled client could be reached (Flower: nodes gone, timeouts) is retried before the run stops there, resumable; 0 stops at once. Such a round is never counted as trained."""
+    malicious_fraction: float = Field(0.0, ge=0, lt=1)
+    """Simulated misbehaving clients: this fraction of the clients (round(fraction x num_clients), the same ones all run, drawn from the run seed) runs federation.attack whenever sampled; 0: none (see fedprior.runtime.attacks)."""
+    attack: Literal["none", "sign_flip", "scaled", "gaussian", "label_flip"] = "none"
+    """What a malicious client does: 'sign_flip' (replies x - s u, u its honest update), 'scaled' (x + s u), 'gaussian' (x + N(0, s^2)), 'label_flip' (trains on y -> C-1-y); s = attack_scale."""
+    attack_scale: float | None = Field(None, gt=0)
+    """s of sign_flip, scaled and gaussian; unset: 1 (sign_flip), 10 (scaled), 1 (gaussian); not with label_flip."""
 
 
 class RunConfig(ConfigSection):
@@ -161,6 +167,7 @@ class ExperimentConfig(ConfigSection):
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
         check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
+        check_robustness(self.algorithm.name, values, self.federation)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
@@ -193,6 +200,36 @@ class ExperimentConfig(ConfigSection):
             lines += ["", f"[{section}]"]
             lines += [f"# {key}: unset" if value is None else toml_line(key, value) for key, value in values[section].items()]
         return "\n".join(lines) + "\n"
+
+
+def check_robustness(algorithm: str, values: dict[str, Any], federation: FederationConfig) -> None:
+    """The robust aggregation rule against a round's size (``algorithm.krum_f``), and the simulated attack's fields against each other
+    and the algorithm: one ConfigError line naming the field (``fedprior.algorithms.pieces.robust_aggregation``, ``fedprior.runtime.attacks``)."""
+    if "aggregation_rule" in values:
+        from fedprior.algorithms.pieces.robust_aggregation_fields import check_round_size, check_rule_fields
+        from fedprior.runtime.sampling import clients_per_round
+
+        check_rule_fields(values["aggregation_rule"], values["trim_fraction"], values["krum_f"], values["krum_m"])
+        check_round_size(values["aggregation_rule"], values["krum_f"], values["krum_m"], clients_per_round(federation.num_clients, federation.fraction))
+    f = federation
+    if (f.attack == "none") != (f.malicious_fraction == 0):
+        field, other = (
+            ("federation.attack", "federation.malicious_fraction > 0")
+            if f.attack == "none"
+            else ("federation.malicious_fraction", f"federation.attack = {f.attack!r}")
+        )
+        raise ConfigError(f"{field}: needed with {other}; set both (an attack and the fraction of clients that runs it) or neither")
+    if f.attack_scale is not None and f.attack in ("none", "label_flip"):
+        raise ConfigError(
+            f"federation.attack_scale: applies with federation.attack = 'sign_flip', 'scaled' or 'gaussian', not with {f.attack!r}; leave it unset"
+        )
+    if f.attack != "none" and "aggregation_rule" not in values:
+        from fedprior.algorithms.registry import robust_algorithms
+
+        raise ConfigError(
+            f"federation.attack: simulated attacks act on clients whose reply is a model trained on labels; algorithm '{algorithm}' is not one of them; "
+            f"accepted with: {', '.join(robust_algorithms())}"
+        )
 
 
 SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "run")

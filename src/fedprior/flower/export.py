@@ -63,6 +63,7 @@ def task_description(experiment) -> dict[str, Any]:
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
         "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size, "fraction": config.federation.fraction},
         "privacy": config.privacy.model_dump(),  # client-side clipping runs on the nodes
+        "attack": attack_description(experiment),  # the simulated misbehaving clients run on the nodes too
         "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
         "device": config.run.device,
         "precision": config.run.precision,  # the clients' forward passes: what the run asked for, not fp32 on the nodes
@@ -70,6 +71,16 @@ def task_description(experiment) -> dict[str, Any]:
         "deterministic": config.run.deterministic,
         "cudnn_benchmark": config.run.cudnn_benchmark,
     }
+
+
+def attack_description(experiment) -> dict[str, Any] | None:
+    """The run's simulated misbehaving clients as JSON (``fedprior.runtime.attacks.Misbehaviour``), None where none misbehaves."""
+    from fedprior.experiments.client_side import misbehaviour
+
+    m = misbehaviour(experiment.config, experiment.task)
+    if m.attack == "none":
+        return None
+    return {"attack": m.attack, "scale": m.scale, "clients": sorted(m.clients), "num_classes": m.num_classes}
 
 
 def _atomic_save(tensors: dict[str, torch.Tensor], path: Path) -> None:
@@ -160,6 +171,11 @@ class NodeData:
             compile=bool(self.description.get("compile", False)),
         )
         cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
+        attack = self.description.get("attack")
+        if attack:
+            from fedprior.runtime.attacks import Misbehaviour, with_attack
+
+            algorithm = with_attack(algorithm, Misbehaviour(attack["attack"], float(attack["scale"]), frozenset(attack["clients"]), int(attack["num_classes"])))
         if "privacy" not in self.description:
             return algorithm
         from fedprior.privacy.config import PrivacyConfig

@@ -106,7 +106,9 @@ OptionalBeta2 = Annotated[
 ]
 OptionalTau = Annotated[
     float | None,
-    Field(ge=TAU_MIN, description=f"adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); at least 1e-38 (float32); {UNSET}, {described_defaults('tau')}"),
+    Field(
+        ge=TAU_MIN, description=f"adaptivity tau in x + eta m / (sqrt(v) + tau) (Algorithm 2); at least 1e-38 (float32); {UNSET}, {described_defaults('tau')}"
+    ),
 ]
 
 
