@@ -96,7 +96,8 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     assert config.partition.num_labeled == 4000 and config.algorithm.flip is False and config.partition.alpha == 0.3
     assert svhn.paper == 85.99
     embedded = cells(table_by_name("feddb-table1"), embedded=True)
-    assert {c.column for c in embedded} == {"iid"} and len(embedded) == 13  # 10 rows, all labels and the two central controls (issue 31)
+    # 10 rows, all labels, the two full-batch central controls (issue 31) and the four mini-batch ones (issue 44: capability and budget)
+    assert {c.column for c in embedded} == {"iid"} and len(embedded) == 17
     everything = next(c for c in embedded if c.row == "FedAvg (all labels)")
     assert load_config(everything.preset, everything.overrides)[1].partition.num_labeled == 20250  # the control: every image labeled
     _, config = load_config(embedded[0].preset, embedded[0].overrides)
@@ -105,7 +106,7 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     dpl = next(c for c in embedded if c.row == "SemiFL-FedDPL")
     assert load_config(dpl.preset, dpl.overrides)[1].algorithm.hyperparameters()["dpl"] is True and dpl.paper == 68.46
     ablation = cells(table_by_name("feddb-table4"), embedded=True)
-    assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 21  # 5 rows and 2 central controls x 3 columns
+    assert {c.column for c in ablation} == {"iid", "δ=0.3", "δ=0.1"} and len(ablation) == 33  # 5 rows and 6 central controls x 3 columns
     _, config = load_config(svhn.preset, svhn.overrides)
     # issue 19: the real setting scores the test set every 10 rounds and at the last (the paper's best accuracy is over
     # every round: best_accuracy here is over rounds 10, 20, ..., 800)
@@ -125,4 +126,7 @@ def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():
             expected = (1e-3, 0) if cell.preset == "fedmatch" else (0.03, 800)
             assert (algorithm["lr"], algorithm["lr_decay_rounds"]) == expected, (name, cell.row, cell.column)
     embedded = cells(table_by_name("feddb-table2"), embedded=True)
-    assert {(load_config(c.preset, c.overrides)[1].algorithm.hyperparameters()["lr"]) for c in embedded if c.preset != "fedmatch"} == {0.1}
+    minibatch = {c.row for c in embedded if "labeled_batch_size" in " ".join(c.overrides)}  # FixMatch's own recipe (issue 44): its lr 0.03
+    assert len(minibatch) == 4
+    rates = {c.row: load_config(c.preset, c.overrides)[1].algorithm.hyperparameters()["lr"] for c in embedded if c.preset != "fedmatch"}
+    assert {rate for row, rate in rates.items() if row not in minibatch} == {0.1} and {rates[row] for row in minibatch} == {0.03}

@@ -4,7 +4,7 @@ The order, lowest first; a module may import its own layer and any layer below i
 
     foundation (fedprior/*.py: errors, validation, seeding, atomic, task, ...)
     < data, partition, models   (siblings: none imports another)
-    < encoders < algorithms < runtime < flower
+    < encoders < algorithms < runtime, privacy (siblings) < flower
     < results (the run folder, its log and report, compare) < experiments (config, build, run, grids of runs)
     < reproduce (paper tables, findings, verification) < papers
     < api (fedprior/__init__.py, api.py), cli (siblings)
@@ -45,6 +45,7 @@ RANK = {
     "encoders": 2,
     "algorithms": 3,
     "runtime": 4,
+    "privacy": 4,  # the [privacy] section and the DP wrapper: above algorithms, below flower and experiments
     "flower": 5,
     "results": 6,
     "experiments": 7,

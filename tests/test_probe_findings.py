@@ -130,7 +130,7 @@ def test_a_module_that_exits_while_imported_is_one_error_line(tmp_path):
 @pytest.mark.parametrize("name", ["", " "])
 def test_an_empty_preset_name_is_named_as_such(name):
     line = error_line(invoke("presets", "show", name))
-    assert line.startswith(f"error: an empty preset name {name!r}; accepted: fedadagrad-cnn, ") and line.endswith("(or a path to a .toml file)")
+    assert line.startswith(f"error: an empty preset name {name!r}; accepted: dp-fedavg-cnn, fedadagrad-cnn, ") and line.endswith("(or a path to a .toml file)")
 
 
 @pytest.mark.parametrize(

@@ -16,7 +16,7 @@ from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
 from fedprior.privacy.wrap import with_privacy
-from fedprior.runtime.attacks import DEFAULT_SCALE, Misbehaviour, malicious_clients, with_attack
+from fedprior.runtime.attacks import Misbehaviour, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.task import Task
 
@@ -49,9 +49,7 @@ def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, tas
 def misbehaviour(config: ExperimentConfig, task: Task) -> Misbehaviour:
     """What the config's malicious clients do, and who they are (drawn from ``run.seed``); also what a Flower node is told (``flower/export.py``)."""
     f = config.federation
-    scale = f.attack_scale if f.attack_scale is not None else DEFAULT_SCALE.get(f.attack, 1.0)
-    clients = malicious_clients(config.run.seed, f.num_clients, f.malicious_fraction) if f.attack != "none" else frozenset()
-    return Misbehaviour(f.attack, scale, clients, task.num_classes)
+    return Misbehaviour.of_run(f.attack, f.attack_scale, config.run.seed, f.num_clients, f.malicious_fraction, task.num_classes)
 
 
 def runtime_provided(config: ExperimentConfig, device: torch.device) -> dict:

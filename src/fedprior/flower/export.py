@@ -75,9 +75,10 @@ def task_description(experiment) -> dict[str, Any]:
 
 def attack_description(experiment) -> dict[str, Any] | None:
     """The run's simulated misbehaving clients as JSON (``fedprior.runtime.attacks.Misbehaviour``), None where none misbehaves."""
-    from fedprior.experiments.client_side import misbehaviour
+    from fedprior.runtime.attacks import Misbehaviour
 
-    m = misbehaviour(experiment.config, experiment.task)
+    f = experiment.config.federation
+    m = Misbehaviour.of_run(f.attack, f.attack_scale, experiment.config.run.seed, f.num_clients, f.malicious_fraction, experiment.task.num_classes)
     if m.attack == "none":
         return None
     return {"attack": m.attack, "scale": m.scale, "clients": sorted(m.clients), "num_classes": m.num_classes}

@@ -47,6 +47,13 @@ class Misbehaviour:
     clients: frozenset[int]
     num_classes: int
 
+    @classmethod
+    def of_run(cls, attack: Attack, scale: float | None, seed: int, num_clients: int, fraction: float, num_classes: int) -> Misbehaviour:
+        """A run's misbehaving clients from its fields (``federation.attack``, ``attack_scale``, ``malicious_fraction``; ``run.seed``):
+        the attack's default scale where none is set, the clients drawn by :func:`malicious_clients`, none without an attack."""
+        clients = malicious_clients(seed, num_clients, fraction) if attack != "none" else frozenset()
+        return cls(attack, scale if scale is not None else DEFAULT_SCALE.get(attack, 1.0), clients, num_classes)
+
     def data(self, data: ClientData, info: ClientInfo) -> ClientData:
         """A malicious client's training data under ``label_flip`` (y -> C - 1 - y); anyone else's as it is."""
         if self.attack != "label_flip" or info.client_id not in self.clients:
