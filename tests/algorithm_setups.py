@@ -71,7 +71,9 @@ SETUPS = {
 }
 # The shipped presets that SETUPS does not name, each with the small-data overrides of its family.
 MORE_PRESETS = {
-    "dp-fedavg-cnn": ["data.dataset=digits"],
+    # SMALL samples 2 clients a round, so the preset's z = 1 adds noise of sd z C / m = 0.25 a coordinate: over the drift
+    # check's 30 rounds the model diverges (round 11); z = 0.1 keeps the DP path learning there (73% after 30 rounds)
+    "dp-fedavg-cnn": ["data.dataset=digits", "privacy.noise_multiplier=0.1"],
     "fedavg-linear": STANDIN,
     "mfcl-bn": SETUPS["mfcl"][1],
     "mfcl-gn": SETUPS["mfcl"][1],
