@@ -404,14 +404,28 @@ def plain_batch(exp: Experiment, setting: Setting) -> int:
     return exp.config.federation.batch_size
 
 
-def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], int, str]:
-    """(one step of the plain loop, its batch, the network's name): :func:`plain_loop`'s step, built once.
+@dataclass
+class Yardstick:
+    """The plain loop's pieces: the run's network built fresh, one fixed batch on the device, and its optimizer."""
 
-    One fixed batch of random standardized images resident on the device, cross-entropy on random labels, forward
-    under the run's autocast, backward, the optimizer's step (torch's default kernels); on CUDA the model and the batch
-    channels-last.
-    """
-    from fedprior.algorithms.pieces.precision import autocast
+    hyperparameters: dict[str, Any]
+    model: torch.nn.Module
+    x: torch.Tensor
+    y: torch.Tensor
+    optimizer: torch.optim.Optimizer
+
+    def forward_backward(self, precision: str) -> None:
+        from fedprior.algorithms.pieces.precision import autocast
+
+        with autocast(self.x.device, precision):
+            loss = torch.nn.functional.cross_entropy(self.model(self.x), self.y)
+        loss.backward()
+
+
+def yardstick(exp: Experiment, setting: Setting) -> Yardstick:
+    """The run's network (its ``model``, ``norm`` and ConvNet ``width``), a batch of :func:`plain_batch` random standardized
+    images with random labels, resident on the device, and SGD with the run's lr, momentum, Nesterov and weight decay
+    (torch's default kernels); on CUDA the model and the batch channels-last."""
     from fedprior.algorithms.registry import algorithm_spec
     from fedprior.models import build_model
 
@@ -419,7 +433,7 @@ def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], i
     options = {k: hp[k] for k in ("norm",) if k in hp}
     if hp.get("model") == "convnet" and "width" in hp:
         options["width"] = hp["width"]
-    device, precision = exp.device, exp.config.run.precision
+    device = exp.device
     torch.manual_seed(0)
     model = build_model(hp["model"], exp.task, **options).to(device)
     batch = plain_batch(exp, setting)
@@ -437,15 +451,20 @@ def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], i
         weight_decay=float(hp.get("weight_decay", 5e-4)),
     )
     model.train()
+    return Yardstick(hp, model, x, y, optimizer)
+
+
+def plain_step(exp: Experiment, setting: Setting) -> tuple[Callable[[], None], int, str]:
+    """(one step of the plain loop, its batch, the network's name): :func:`plain_loop`'s step on :func:`yardstick`'s pieces."""
+    y = yardstick(exp, setting)
+    precision = exp.config.run.precision
 
     def step() -> None:
-        optimizer.zero_grad(set_to_none=True)
-        with autocast(device, precision):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-        optimizer.step()
+        y.optimizer.zero_grad(set_to_none=True)
+        y.forward_backward(precision)
+        y.optimizer.step()
 
-    return step, batch, str(hp["model"])
+    return step, y.x.shape[0], str(y.hyperparameters["model"])
 
 
 def plain_loop(exp: Experiment, setting: Setting, steps: int) -> dict[str, Any]:
@@ -533,39 +552,22 @@ def kernel_profile(exp: Experiment, setting: Setting) -> dict[str, Any]:
 
 
 def client_step_pieces(exp: Experiment, setting: Setting, counts: Callable[..., dict[str, Any]]) -> dict[str, Any]:
-    """Operator calls and launches of each piece of one full-batch client step, on a client-sized batch (``kernel_profile``)."""
+    """Operator calls and launches of each piece of one full-batch client step, on :func:`yardstick`'s client-sized batch
+    (``kernel_profile``), with the run's weak and strong views."""
     from fedprior.algorithms.engines.semi_supervised import views
-    from fedprior.algorithms.pieces.precision import autocast
-    from fedprior.algorithms.registry import algorithm_spec
     from fedprior.data.augment import device_generator
-    from fedprior.models import build_model
 
-    hp = algorithm_spec(exp.config.algorithm.name).validate(exp.config.algorithm.hyperparameters())
-    options = {"norm": hp["norm"], **({"width": hp["width"]} if hp["model"] == "convnet" else {})}
-    device, precision = exp.device, exp.config.run.precision
-    model = build_model(hp["model"], exp.task, **options).to(device)
-    if device.type == "cuda":
-        model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]  # as GlobalModel.receive keeps it
-    batch = plain_batch(exp, setting)
-    x = torch.randn(batch, *exp.task.input_shape, device=device)
-    y = torch.randint(0, exp.task.num_classes, (batch,), device=device)
-    augment = views(exp.task, hp)
+    y = yardstick(exp, setting)
+    augment = views(exp.task, y.hyperparameters)
     generator = torch.Generator().manual_seed(0)
-    device_generator(generator, device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9, nesterov=True, weight_decay=5e-4)
-    parameters = list(model.parameters())
-
-    def forward_backward() -> None:
-        with autocast(device, precision):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
-
+    device_generator(generator, exp.device)
+    parameters = list(y.model.parameters())
     return {
-        "batch": batch,
-        "weak_view": counts(lambda: augment.weak(x, generator)),
-        "strong_view": counts(lambda: augment.strong(x, generator)),
-        "forward_backward": counts(forward_backward),
-        "optimizer_step": counts(optimizer.step),
+        "batch": y.x.shape[0],
+        "weak_view": counts(lambda: augment.weak(y.x, generator)),
+        "strong_view": counts(lambda: augment.strong(y.x, generator)),
+        "forward_backward": counts(lambda: y.forward_backward(exp.config.run.precision)),
+        "optimizer_step": counts(y.optimizer.step),
         "clip_grad_norm": counts(lambda: torch.nn.utils.clip_grad_norm_(parameters, 1.0)),
     }
 
