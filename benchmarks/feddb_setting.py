@@ -31,7 +31,7 @@ setting the two controls (best, final, late change, seconds) and whether each ru
 whether the setting lets FixMatch learn from unlabeled images at all. ``--central`` runs, for each candidate of
 :data:`CENTRAL_SETTINGS` (overrides of the table's embedded δ = 0.3 column), the table's own central rows with
 ``fedprior table feddb-table2 --embedded --columns δ=0.3``: ``Central (labels only)`` and ``Central FixMatch`` (one
-client holding the labeled and unlabeled pool, the federation's budget: ``experiments.tables.central_overrides``),
+client holding the labeled and unlabeled pool, the federation's budget: ``reproduce.tables.central_overrides``),
 and the strong-view control measured in the FedDB row's setting. A candidate is informative when both table
 controls pass: central FixMatch at least 5 points above central labels-only, and a clean-trained network keeping at
 least 60% on the strong views. The labeled-only row runs in a table of its own, given only the candidate's overrides

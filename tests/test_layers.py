@@ -9,9 +9,6 @@ The order, lowest first; a module may import its own layer and any layer below i
     < reproduce (paper tables, findings, verification) < papers
     < api (fedprior/__init__.py, api.py), cli (siblings)
 
-The modules in :data:`COMPATIBILITY` (old paths kept for users, e.g. ``fedprior.experiments.tables``) only
-re-export; their own imports are not ranked, and no module of fedprior may import them.
-
 **Circles.** Every import counts, in either check: a lazy one inside a function still makes a circle a reader
 must untangle, and an ``if TYPE_CHECKING`` one is still a dependency of the file (issue 34 names
 ``compare.py <-> compare_groups.py``, whose one direction was type-only). A module's edges are the modules
@@ -54,12 +51,6 @@ RANK = {
     "api": 10,
     "cli": 10,
 }
-
-COMPATIBILITY = {
-    "fedprior.experiments.tables": ("fedprior.reproduce.tables",),
-    "fedprior.experiments.compare": ("fedprior.results.compare", "fedprior.results.run_view"),
-}
-"""Module kept at an old path -> the modules it re-exports from (issue 34 moved them)."""
 
 KNOWN_UPWARD: dict[tuple[str, str], str] = {}
 """(module, imported module) -> why it is still allowed. Must only shrink: each entry is checked to still exist."""
@@ -113,8 +104,6 @@ def upward_imports() -> dict[tuple[str, str], str]:
         me = module_name(path)
         mine = layer(me)
         assert mine is not None
-        if me in COMPATIBILITY:
-            continue
         for line, module in imports(path.read_text(), me, path.name == "__init__.py"):
             theirs = layer(module)
             if theirs is None or theirs == mine or RANK[theirs] < RANK[mine]:
@@ -254,25 +243,3 @@ def test_the_circle_check_sees_lazy_and_type_checking_circles():
     assert circles(import_graph(sources)) == [sorted([a, b, c, d])]
     sources[c] = ("from fedprior.errors import ConfigError\n", False)
     assert circles(import_graph(sources)) == []
-
-
-def test_compatibility_modules_only_re_export_and_nothing_imports_them():
-    import importlib
-
-    for name, targets in COMPATIBILITY.items():
-        path = SRC.parent / Path(*name.split(".")).with_suffix(".py")
-        tree = ast.parse(path.read_text())
-        docstring = ast.get_docstring(tree) or ""
-        assert docstring.startswith("Kept for compatibility"), name
-        body = [node for node in tree.body[1:] if not (isinstance(node, ast.Assign) and [t.id for t in node.targets if isinstance(t, ast.Name)] == ["__all__"])]
-        assert all(isinstance(node, ast.ImportFrom) and node.module in targets for node in body), f"{name} does more than re-export from {targets}"
-        module = importlib.import_module(name)
-        for exported in module.__all__:
-            assert any(getattr(importlib.import_module(t), exported, None) is getattr(module, exported) for t in targets), (name, exported)
-    users = [
-        f"{me} imports {module}"
-        for me, (source, is_package) in fedprior_sources().items()
-        for _, module in imports(source, me, is_package)
-        if resolved(module) in COMPATIBILITY
-    ]
-    assert users == [], "import the new path, not the one kept for users"

@@ -206,11 +206,3 @@ def test_a_config_round_trips_through_toml(tmp_path):
     (tmp_path / "mine.toml").write_text(config.to_toml())
     again = fedprior.load_config(tmp_path / "mine.toml")
     assert again.name == "mine" and again.settings == config.settings
-
-
-def test_the_algorithm_paths_the_docs_showed_before_pieces_still_import():
-    from fedprior.algorithms.pieces import precision, tensors
-    from fedprior.algorithms.precision import autocast
-    from fedprior.algorithms.tensors import weighted_mean
-
-    assert weighted_mean is tensors.weighted_mean and autocast is precision.autocast

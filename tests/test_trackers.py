@@ -12,8 +12,8 @@ from fedprior.errors import FedpriorError
 from fedprior.experiments.config import load_config
 from fedprior.experiments.run_config import write_config
 from fedprior.experiments.runner import resume, start
-from fedprior.experiments.trackers import check_trackers, resolve_store, scalars
 from fedprior.results.run_dir import RunDir
+from fedprior.results.trackers import check_trackers, resolve_store, scalars
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 

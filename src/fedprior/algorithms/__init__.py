@@ -3,7 +3,5 @@
 ``base`` (the Algorithm contract) and ``registry`` (name -> factory); ``pieces/`` (what a
 paper defines, reusable); ``engines/`` (the shared training of each family); one module
 per method beside them (``fedavg``, ``feddb``, ``fedbm``, ``mfcl``, ``fst_cbdg``, ...).
-Importing this package imports no torch (the registry imports each method on first use);
-``fedprior.algorithms.tensors`` and ``fedprior.algorithms.precision``, the paths user code
-was shown before ``pieces/`` existed, still import.
+Importing this package imports no torch (the registry imports each method on first use).
 """

@@ -18,12 +18,12 @@ from fedprior.experiments.config import ExperimentConfig, described, preset_note
 from fedprior.experiments.paper_registry import report_extra, summary_extra
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
 from fedprior.experiments.run_config import read_config, write_config
-from fedprior.experiments.trackers import Trackers, check_trackers
 from fedprior.partition.plot import plot_heatmap
 from fedprior.partition.statistics import class_counts, describe
 from fedprior.results.fingerprints import round_digest, state_sha256
 from fedprior.results.report import write_report
 from fedprior.results.run_dir import RunDir
+from fedprior.results.trackers import Trackers, check_trackers
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
 from fedprior.runtime.traffic import communication

@@ -32,11 +32,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
-from fedprior.experiments.config import ExperimentConfig
 from fedprior.results.config_fields import flatten
 from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress, blobs_path
@@ -70,12 +69,42 @@ def step_of(record: dict[str, Any]) -> int:
     return int(record.get("step") or 0)
 
 
-def flat_config(name: str, config: ExperimentConfig) -> dict[str, str]:
+class RunFields(Protocol):
+    @property
+    def mlflow(self) -> str | None: ...
+    @property
+    def mlflow_experiment(self) -> str: ...
+
+
+class AlgorithmName(Protocol):
+    @property
+    def name(self) -> str: ...
+
+
+class DatasetName(Protocol):
+    @property
+    def dataset(self) -> str: ...
+
+
+class TrackedConfig(Protocol):
+    """What the trackers read of a run's config (an :class:`~fedprior.experiments.config.ExperimentConfig`, which
+    ``results/`` does not import: the layer above it builds the config)."""
+
+    @property
+    def run(self) -> RunFields: ...
+    @property
+    def algorithm(self) -> AlgorithmName: ...
+    @property
+    def data(self) -> DatasetName: ...
+    def to_dict(self) -> dict[str, Any]: ...
+
+
+def flat_config(name: str, config: TrackedConfig) -> dict[str, str]:
     """``{"name": ..., "section.key": value}`` for every config field (MLflow params, TensorBoard text)."""
     return {"name": name, **{tag: str(value) for tag, value in flatten(config.to_dict()).items()}}
 
 
-def hparams(name: str, config: ExperimentConfig) -> dict[str, float | str]:
+def hparams(name: str, config: TrackedConfig) -> dict[str, float | str]:
     """The config as TensorBoard HParams (``section.key``): numbers as numbers (so the dashboard sorts and filters them),
     flags as ``true``/``false``, the rest (lists included) as text; unset fields (None) left out, as TOML leaves them."""
     out: dict[str, float | str] = {"name": name}
@@ -245,7 +274,7 @@ class MlflowTarget:
     """The ``tracking.json`` that names ``run_id``."""
 
 
-def mlflow_target(config: ExperimentConfig, run: RunDir | None = None) -> MlflowTarget | None:
+def mlflow_target(config: TrackedConfig, run: RunDir | None = None) -> MlflowTarget | None:
     """The store and MLflow run for ``run.mlflow``; None when it is unset.
 
     The run directory's ``tracking.json`` records the store's absolute URI, the value as the
@@ -405,7 +434,7 @@ class MlflowTracker:
     checkpoint keeps its rounds, and the resume logs what the MLflow run lacks.
     """
 
-    def __init__(self, target: MlflowTarget, run: RunDir, config: ExperimentConfig, params: dict[str, str], done: list[dict[str, Any]]) -> None:
+    def __init__(self, target: MlflowTarget, run: RunDir, config: TrackedConfig, params: dict[str, str], done: list[dict[str, Any]]) -> None:
         self.uri, self.run_dir = target.uri, run
         self.client = open_store(target)
         self.logged_until = -1
@@ -425,7 +454,7 @@ class MlflowTracker:
             for record in done:
                 self.record(record)
 
-    def create(self, run: RunDir, config: ExperimentConfig, params: dict[str, str]) -> str:
+    def create(self, run: RunDir, config: TrackedConfig, params: dict[str, str]) -> str:
         """A new MLflow run under ``run.mlflow_experiment`` (made if new), named after the run directory, with the config as params."""
         from mlflow.entities import Param
 
@@ -483,7 +512,7 @@ def artifacts(run: RunDir) -> list[Path]:
 class Trackers:
     """Every tracker of a run: TensorBoard always, MLflow when ``run.mlflow`` is set."""
 
-    def __init__(self, run: RunDir, name: str, config: ExperimentConfig, progress: Progress | None = None) -> None:
+    def __init__(self, run: RunDir, name: str, config: TrackedConfig, progress: Progress | None = None) -> None:
         """Open the trackers; ``progress``: the checkpoint's progress when the run resumes (its records are replayed)."""
         done = replay(progress)
         params = flat_config(name, config)
@@ -509,7 +538,7 @@ class Trackers:
             self.mlflow.finish(summary, self.run, self.step)
 
 
-def check_trackers(config: ExperimentConfig, run: RunDir | None = None) -> None:
+def check_trackers(config: TrackedConfig, run: RunDir | None = None) -> None:
     """Fail within seconds, before any long work, if a tracker the config asks for cannot work: MLflow missing,
     a store that cannot be opened, or (``run``'s ``tracking.json`` naming one) an MLflow run not in its store."""
     target = mlflow_target(config, run)
