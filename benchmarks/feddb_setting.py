@@ -103,7 +103,7 @@ SETTINGS = (
     Setting(8, 40, 1000),
     Setting(16, 40, 1000),
     Setting(16, 100, 1000, local_epochs=1),
-    # a client's epochs are full-batch steps (feddb.txt 5.1), so the global model's steps are 5 x rounds: more rounds
+    # a client's epochs are full-batch steps (the FedDB paper, Sec. 5.1), so the global model's steps are 5 x rounds: more rounds
     # (the paper: 800), the test set scored every few rounds to keep their cost down
     Setting(8, 200, 1000, evaluate_every=5),
     Setting(16, 200, 1000, evaluate_every=5),

@@ -1,4 +1,4 @@
-"""LKCC's classifier geometry (FedBM, fedbm.txt Sec. III-B, Eq. 2 and 5), measured without training (issue 44).
+"""LKCC's classifier geometry (the FedBM paper, Sec. III-B, Eq. 2 and 5), measured without training (issue 44).
 
 For a dataset's class names, a prompt set and a language model: the norms of the concept means mu_k
 (Eq. 2, means of unit embeddings, not renormalized, as the authors' code), their pairwise cosines and

@@ -6,19 +6,19 @@ library's own code path: ``load_config(preset, overrides)`` -> ``build_experimen
 ``simulate``, as ``fedprior run`` does (the algorithm from the registry, its data per
 client from the partition, the round loop, sampling, aggregation):
 
-- ``feddb``: FedDB (feddb.txt 5.1; ``papers/feddb/tables.py`` REAL): CIFAR-10-shaped
+- ``feddb``: FedDB ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1; ``papers/feddb/tables.py`` REAL): CIFAR-10-shaped
   images (50,000 x 3x32x32, 10,000 test), WRN-28-2, 100 clients, 10% a round, E = 5
   full-batch local steps, 4,000 labels and every other image unlabeled, Dirichlet 0.3,
   lr 0.03 cosine over 800 rounds, FixMatch's views (flip, a shift of 1/8, two RandAugment operations,
   Cutout of half the side); budget 800 rounds. ``fixmatch``, ``fedmatch``, ``semifl`` and ``fedrgd``: the
   baselines that share FedDB's engine, in the same setting.
-- ``mfcl``: MFCL's server phase (mfcl.md; ``papers/mfcl/tables.py`` FULL_MFCL): the
+- ``mfcl``: MFCL's server phase (the MFCL paper; ``papers/mfcl/tables.py`` FULL_MFCL): the
   representations of CIFAR-10 (50,000 images, two views each: 100,000 of 64x16x16, from
   the 64-wide sensor module) sent by 10 clients in scenario Sc2, then epochs of the
   64-wide ResNet-18 discriminator with NT-Xent over batches of 512 pairs; budget 100
   server epochs. The sensor stage is skipped (``federation.rounds = 0``): an epoch's cost
   does not depend on what the sensor learned. The upload (one round) is not timed.
-- ``fedbm``: FedBM on OCT-C8 (fedbm.txt IV-A2; ``papers/fedbm/tables.py`` REAL, OCT-C8
+- ``fedbm``: FedBM on OCT-C8 ("FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. IV-A2; ``papers/fedbm/tables.py`` REAL, OCT-C8
   beta 0.05 with the authors' README values): 18,400 training images of 3x128x128 (2,800
   validation, 2,800 test), 8 classes, ResNet-18 (the FedBM authors' ImageNet-stem form, ``resnet18-imagenet``), 12 clients,
   half a round, batch 8, 2 local epochs, the generator (CGDE, 64 wide) every 5 rounds;

@@ -4,7 +4,7 @@ For each candidate (a set of recipe settings: epochs, caption noise, ...) this b
 image tower (pretrain seed 0, trained here: no shipped weights for a candidate) and
 measures only the controls of the FST-CBDG tables, never a federated method:
 
-- zero-shot accuracy on the test images, fst-cbdg.txt Eq. (2) as the code does it
+- zero-shot accuracy on the test images, the FST-CBDG paper, Eq. (2) as the code does it
   (softmax of cosine similarities between normalized image features and the normalized
   text features of ``encoder.prompt``, no logit scale), and the mean zero-shot entropy;
 - the centralized linear probe, twice: ``probe_preset`` is the ``linear-probe`` preset
@@ -57,7 +57,7 @@ RULE = (
     "Written before any candidate was measured. A candidate meets the target when, with pretrain seed 0: "
     "60.0 <= zero-shot <= 72.0 (%), headroom = min(probe_preset, probe_logreg) - zero-shot >= 10.0 points "
     "(both probes, so that the tables' own CLIP-FC-Centralized row has the headroom too), and the mean zero-shot "
-    "entropy >= 0.99 log K (near-uniform predictions, fst-cbdg.txt Figure 2). Order of preference among those: "
+    "entropy >= 0.99 log K (near-uniform predictions, the FST-CBDG paper, Figure 2). Order of preference among those: "
     "first the candidates with |zero-shot - 66| <= 3 (the middle of 60-72), by largest headroom; then the others, "
     "by smallest |zero-shot - 66|. The first in that order is rebuilt with pretrain seed 1 and must meet the "
     "target there too; if it does not, the next one is checked the same way. No federated or FST-CBDG number "

@@ -58,18 +58,39 @@ def test_the_four_papers_methods_link_their_equations():
 
 
 SOURCE = Path(__file__).parents[1] / "src" / "fedprior"
+ROOT = SOURCE.parents[1]
 DOCS_PATH = re.compile(r"\bdocs/[\w./-]*\w\.md\b")
-OUTSIDE = ("IMPLEMENTATION-NOTES",)
-"""Files a reader of a clone does not have (the project's own notes): the source must not send readers there."""
+OUTSIDE = re.compile(r"DESIGN\.md|IMPLEMENTATION-NOTES|\.\./shared|\bshared/papers|\b(?:feddb|fedbm|fst-cbdg)\.txt|fst-cbdg-iclr|papers/mfcl\.md")
+"""Files a reader of a clone does not have (the project's design notes, the papers' full texts and the notes on them):
+the source, the docs and the benchmarks cite a paper by its title, section and equation instead."""
+PAPER_MFCL = re.compile(r"(?<!docs/)\bmfcl\.md")
+"""In the source and the benchmarks ``mfcl.md`` is the MFCL paper's text unless it is ``docs/mfcl.md`` (in docs/ it is the page beside)."""
+CHECKED = (*SOURCE.rglob("*.py"), *SOURCE.rglob("*.json"), *SOURCE.rglob("*.toml"), *ROOT.glob("benchmarks/*.py"))
+"""What the repository ships to a reader besides docs/: the package (code, presets, the hyperparameter snapshot) and the benchmark scripts."""
+
+
+def outside_citations(text: str, in_docs: bool) -> list[str]:
+    """The names in ``text`` of files outside the repository."""
+    return OUTSIDE.findall(text) + ([] if in_docs else PAPER_MFCL.findall(text))
+
+
+def test_the_outside_check_sees_each_kind_of_file():
+    cited = "DESIGN.md; IMPLEMENTATION-NOTES.md; ../shared/x; feddb.txt 5.1; fedbm.txt; fst-cbdg.txt; fst-cbdg-iclr-submission.md; mfcl.md"
+    assert len(outside_citations(cited, in_docs=False)) == 8 and len(outside_citations(cited, in_docs=True)) == 7
+    fine = "the FedDB paper, Sec. 5.1; docs/mfcl.md; papers/feddb/tables.py; merges.txt"
+    assert outside_citations(fine, in_docs=False) == [] and outside_citations(fine + "; [MFCL](mfcl.md)", in_docs=True) == []
 
 
 def test_the_source_cites_only_files_that_are_in_the_repository():
-    """A docs/*.md page named in the source exists; nothing names a file that lives outside the repository."""
+    """A docs/*.md page named in the source exists; nothing in the source, the benchmarks or docs/ names a file that lives
+    outside the repository."""
     missing, outside = [], []
-    for path in sorted(SOURCE.rglob("*.py")):
+    for path in sorted(CHECKED):
         text = path.read_text(encoding="utf-8")
-        where = path.relative_to(SOURCE.parents[1])
-        missing += [f"{where}: {page}" for page in sorted(set(DOCS_PATH.findall(text))) if not (SOURCE.parents[1] / page).is_file()]
-        outside += [f"{where}: {name}" for name in OUTSIDE if name in text]
+        where = path.relative_to(ROOT)
+        missing += [f"{where}: {page}" for page in sorted(set(DOCS_PATH.findall(text))) if not (ROOT / page).is_file()]
+        outside += [f"{where}: {name}" for name in outside_citations(text, in_docs=False)]
+    for path in sorted([*ROOT.glob("docs/**/*.md"), ROOT / "README.md"]):
+        outside += [f"{path.relative_to(ROOT)}: {name}" for name in outside_citations(path.read_text(encoding="utf-8"), in_docs=True)]
     assert not missing, f"docs pages cited but absent: {missing}"
     assert not outside, f"files outside the repository cited: {outside}"

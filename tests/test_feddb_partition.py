@@ -1,4 +1,4 @@
-"""The labeled/unlabeled split as config and on the command line (feddb.txt 5.1); labels never reach the unlabeled pool."""
+"""The labeled/unlabeled split as config and on the command line (the FedDB paper, Sec. 5.1); labels never reach the unlabeled pool."""
 
 from __future__ import annotations
 
@@ -115,7 +115,7 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
 
 
 def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():
-    """feddb.txt 5.1: eta = 0.03 (the code: cosine over 800 rounds), not the embedded presets' 0.1 over 200 rounds;
+    """The FedDB paper, Sec. 5.1: eta = 0.03 (the code: cosine over 800 rounds), not the embedded presets' 0.1 over 200 rounds;
     FedMatch keeps its own code's optimizer (lr 1e-3, plateau decay, no cosine)."""
     from fedprior.papers import table_by_name
     from fedprior.reproduce.tables import cells

@@ -183,7 +183,7 @@ def test_too_many_pretraining_images_is_a_config_error(digits, config, cache):
 
 
 def test_zero_shot_is_near_uniform_useful_and_below_a_linear_probe(digits, config, cache):
-    """fst-cbdg.txt Eq. (2) and Figure 2, on the shipped digits tower.
+    """The FST-CBDG paper, Eq. (2) and Figure 2, on the shipped digits tower.
 
     Measured (digits, 300 pretraining images, pretrain_seed 0 / 1 / 2): mean entropy 2.2978 /
     2.2979 / 2.2981 against log 10 = 2.3026 (0.998 log K); zero-shot accuracy 88.9 / 89.1 / 89.7%;

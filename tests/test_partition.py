@@ -70,7 +70,7 @@ def test_every_scheme_is_disjoint_deterministic_and_seeded(case):
     assert any(not np.array_equal(a, b) for a, b in zip(parts, other, strict=True)), "another seed must give another partition"
 
 
-# ---------------------------------------------------------------- shards (fst-cbdg.txt 4.1)
+# ---------------------------------------------------------------- shards (the FST-CBDG paper, Sec. 4.1)
 
 
 def test_shards_follow_the_label_sort_when_they_do_not_straddle_classes():
@@ -249,7 +249,7 @@ def test_window_errors_name_the_field():
         ClassWindowPartitioner(10, 2, samples_per_class=0)
 
 
-# ---------------------------------------------------------------- labeled / unlabeled split (feddb.txt 5.1)
+# ---------------------------------------------------------------- labeled / unlabeled split (the FedDB paper, Sec. 5.1)
 
 
 def test_labeled_split_is_class_balanced_and_nested():

@@ -1,4 +1,4 @@
-"""The algorithm interface: pure functions the runtimes drive (DESIGN.md, "Layers").
+"""The algorithm interface: pure functions the runtimes drive.
 
 An algorithm is built by a factory (``fedavg(task, lr=...)``) that captures its
 hyperparameters and returns an :class:`Algorithm`: a bundle of pure functions, in

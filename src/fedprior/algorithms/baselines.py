@@ -1,6 +1,6 @@
 """FST-CBDG's non-federated baselines on frozen features: CLIP zero-shot and the centralized linear probe.
 
-Equations (fst-cbdg.txt), and where each is computed: Eq. 2, CLIP's zero-shot prediction, is the
+The FST-CBDG paper is Yan & Guo, "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model". Its equations, and where each is computed: Eq. 2, CLIP's zero-shot prediction, is the
 head W = T, b = 0 of :func:`~fedprior.algorithms.engines.linear_heads.text_head` scored by
 :func:`~fedprior.algorithms.engines.linear_heads.head_accuracy` (:func:`zero_shot`). The linear probe has no
 equation in the paper: cross-entropy SGD of a linear head on the labelled features of the whole training pool,
@@ -19,7 +19,7 @@ from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Moment
 
 
 def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algorithm:
-    """CLIP-ZS: the text-feature head W = T, b = 0, evaluated without any training (fst-cbdg.txt 4.1, Eq. 2)."""
+    """CLIP-ZS: the text-feature head W = T, b = 0, evaluated without any training (the FST-CBDG paper, Sec. 4.1, Eq. 2)."""
     check_features(task)
     text_head(task)
 
@@ -41,7 +41,7 @@ def linear_probe(
     weight_decay: WeightDecay = 1e-5,
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
-    """CLIP-FC-Centralized: a linear head trained with labels on all the training data (fst-cbdg.txt 4.1).
+    """CLIP-FC-Centralized: a linear head trained with labels on all the training data (the FST-CBDG paper, Sec. 4.1).
 
     Centralized: the runtime gives it one client holding the whole training pool, so
     federation.rounds x federation.local_epochs is its number of epochs.

@@ -1,4 +1,5 @@
-"""Central Learning: the same network trained on the pooled training data, FedBM's upper reference (fedbm.txt Tables I-V).
+"""Central Learning: the same network trained on the pooled training data, FedBM's upper reference (Tables I-V of
+the FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning").
 
 A centralized baseline (``AlgorithmSpec(centralized=True)``): the runtime gives it one
 client holding every training image, so ``federation.rounds x federation.local_epochs``

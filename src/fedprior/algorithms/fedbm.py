@@ -1,4 +1,5 @@
-"""FedBM: Federated Bias eliMinating with LKCC and CGDE (Zhu et al., MedIA 2025; fedbm.txt; Algorithm 1).
+"""FedBM: Federated Bias eliMinating with LKCC and CGDE (Zhu et al., MedIA 2025, the FedBM
+paper: "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning"; its Algorithm 1).
 
 Supervised clients with very skewed labels train only the feature extractor (and a
 projection to the language model's dimension) against a classifier nobody trains:
@@ -40,7 +41,7 @@ carries its lead), ``synthetic_augment='per-image'`` crops and flips every gener
 its own (the code: one draw per batch), ``evaluation_logits='f'`` scores rounds on F instead of
 the code's F / tau.
 
-Equations (fedbm.txt), and where each is computed:
+Equations (the FedBM paper), and where each is computed:
 
 - Eq. 2, the concept distributions: :func:`~fedprior.algorithms.pieces.lkcc.concept_distributions`,
   :func:`~fedprior.algorithms.pieces.lkcc.concept_covariances`;

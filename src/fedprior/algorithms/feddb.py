@@ -1,5 +1,5 @@
 """FedDB (Zhu et al., "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated
-Semi-Supervised Learning", IJCAI 2024; feddb.txt): APP-U, debiased pseudo-labeling (DPL) and debiased model
+Semi-Supervised Learning", IJCAI 2024; the FedDB paper): APP-U, debiased pseudo-labeling (DPL) and debiased model
 aggregation (DMA).
 
 Algorithm 3 of the paper, on the shared semi-supervised client and server
@@ -24,7 +24,7 @@ The code's server momentum (0.5) is ``server_momentum``; the paper has none.
 Every line of Algorithms 1-3, when it runs and where it departs from the paper or the authors' code:
 docs/feddb.md, "The algorithm, line by line".
 
-Equations (feddb.txt), and where each is computed:
+Equations (the FedDB paper), and where each is computed:
 
 - Eq. 2-6, the local loss L_s + lambda L_u: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`
   (``_train``; the backward pass of Eq. 6: :func:`~fedprior.algorithms.engines.semi_supervised.plain_backward`);
@@ -55,8 +55,8 @@ from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl
 from fedprior.algorithms.pieces.precision import Precision
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
-DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (feddb.txt 5.1: 100)")]
-DmaLr = Annotated[float, Field(gt=0, description="eta_aggr, DMA's step size (feddb.txt 5.1: 1.0)")]
+DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (the FedDB paper, Sec. 5.1: 100)")]
+DmaLr = Annotated[float, Field(gt=0, description="eta_aggr, DMA's step size (the FedDB paper, Sec. 5.1: 1.0)")]
 DmaLossField = Annotated[
     DmaLoss,
     Field(

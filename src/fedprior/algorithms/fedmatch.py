@@ -1,5 +1,6 @@
 """FedMatch (Jeong, Yoon, Yang & Hwang, "Federated Semi-Supervised Learning with Inter-Client Consistency &
-Disjoint Learning", ICLR 2021), labels-at-client scenario, as a baseline of FedDB (feddb.txt 5.1).
+Disjoint Learning", ICLR 2021), labels-at-client scenario, as a baseline of FedDB (the FedDB paper,
+"Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1).
 
 Its two ideas, on the shared semi-supervised client (:mod:`fedprior.algorithms.engines.semi_supervised`):
 
@@ -42,7 +43,7 @@ The defaults are its authors' code (github.com/wyjeong/FedMatch, files read:
   walks the labeled images in batches of 10 and the unlabeled ones in as many batches;
   each batch is labeled by the current local model (:mod:`fedprior.algorithms.engines.fedmatch_local`).
   ``labeled_batch_size = 0`` gives the FedDB-style variant: E full-batch steps with
-  pseudo-labels fixed once per round from the received model (Algorithm 1 of feddb.txt).
+  pseudo-labels fixed once per round from the received model (Algorithm 1 of the FedDB paper).
 
 Deviations left: the helper pool is the previous round's clients (the code keeps every
 client ever seen, which would put 100 models in the server state); every parameter is

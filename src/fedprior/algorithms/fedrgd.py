@@ -1,5 +1,6 @@
 """FedRGD (Zhang, Yang, Yao, Yan, Gonzalez & Mahoney, "Improving Semi-supervised Federated Learning by Reducing the
-Gradient Diversity of Models", IEEE BigData 2021; arXiv:2008.11364), as a baseline of FedDB (feddb.txt 5.1).
+Gradient Diversity of Models", IEEE BigData 2021; arXiv:2008.11364), as a baseline of FedDB (the FedDB paper,
+"Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1).
 
 FedRGD's three design choices, on the shared semi-supervised client
 (:mod:`fedprior.algorithms.engines.semi_supervised`):

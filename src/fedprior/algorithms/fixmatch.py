@@ -1,12 +1,13 @@
-"""FixMatch within FedAvg, and FedAvg on the labeled data alone: FedDB's first two baselines (feddb.txt 5.1).
+"""FixMatch within FedAvg, and FedAvg on the labeled data alone: FedDB's first two baselines (the FedDB
+paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1).
 
 - ``fixmatch``: FixMatch (Sohn et al., NeurIPS 2020) on every client, FedAvg on the
   server: hard pseudo-labels of the weak view where the confidence reaches tau, the
-  cross-entropy of the strong view against them (Eq. 3-6 of feddb.txt). With
+  cross-entropy of the strong view against them (Eq. 3-6 of the FedDB paper). With
   ``dpl = true`` it is "FixMatch-FedDPL": the pseudo-labels come from the debiased
   prediction (Eq. 14, Algorithm 1) - the one switch of the paper's X-FedDPL rows.
 - ``fedavg-labeled``: FedAvg (McMahan et al., 2017) "applied in a constrained scenario
-  where each client utilizes only the small labeled dataset" (feddb.txt 5.1). Its
+  where each client utilizes only the small labeled dataset" (the FedDB paper, Sec. 5.1). Its
   clients are never given the unlabeled images; the optimizer, the network and the
   full-batch local steps are FedDB's, so the comparison is paired.
 
@@ -17,7 +18,7 @@ images a step, pseudo-labeled per step; ``fedavg-labeled``: the B labeled images
 ``local_steps`` steps a round: the recipe of the FedDB tables' central capability and budget
 controls (:meth:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised._train_minibatches`).
 
-Equations (feddb.txt), and where each is computed: Eq. 3-4, the pseudo-labels,
+Equations (the FedDB paper), and where each is computed: Eq. 3-4, the pseudo-labels,
 :func:`~fedprior.algorithms.pieces.pseudo_labels.hard_labels`; Eq. 14 (``dpl``),
 :func:`~fedprior.algorithms.pieces.pseudo_labels.debias`; Eq. 2-6, the local loss, and Eq. 7,
 the average: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised`.
@@ -47,7 +48,7 @@ def fixmatch(
     local_steps: LocalSteps = 0,
     **shared,
 ) -> Algorithm:
-    """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (feddb.txt 5.1)."""
+    """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (the FedDB paper, Sec. 5.1)."""
     minibatches = {"labeled_batch_size": labeled_batch_size, "unlabeled_ratio": unlabeled_ratio, "local_steps": local_steps}
     return semi_supervised_algorithm(
         "fixmatch", task, {**shared, **minibatches}, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl

@@ -1,4 +1,5 @@
-"""FST-CBDG: Federated Self-Training with Class-Balanced Data Generation (Yan & Guo; fst-cbdg.txt).
+"""FST-CBDG: Federated Self-Training with Class-Balanced Data Generation (Yan & Guo, the FST-CBDG
+paper: "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model").
 
 Unsupervised federated learning of a linear head on a frozen CLIP image encoder.
 The head f(z) = softmax(Wz + b) starts from the class text features (W = T, b = 0,
@@ -44,7 +45,7 @@ sigma^2 (I - Q Q^T): we draw it with K x d numbers per step instead of S x d.
 'direct'), and it is what makes 1024-d CLIP features fast: drawing the S x d
 Gaussians is otherwise most of the run time.
 
-Equations (fst-cbdg.txt), and where each is computed:
+Equations (the FST-CBDG paper), and where each is computed:
 
 - Eq. 2, CLIP's zero-shot prediction and the text-initialized head: :func:`zero_shot_probabilities`,
   :func:`~fedprior.algorithms.engines.linear_heads.text_head`;
@@ -334,7 +335,7 @@ def fst_cbdg(
     ] = "mean",
     device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
-    """FST-CBDG: self-training with moving-average soft labels plus class-balanced synthetic text features (fst-cbdg.txt)."""
+    """FST-CBDG: self-training with moving-average soft labels plus class-balanced synthetic text features (the FST-CBDG paper)."""
     check_features(task)
     text, _ = text_head(task)
     text = text.to(device)

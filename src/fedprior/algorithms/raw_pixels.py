@@ -1,8 +1,8 @@
 """Raw pixels: the linear evaluation of the images themselves, nothing trained (a control of the MFCL paper's Tables 2, 3 and 7).
 
 A self-supervised method earns its number only if its features beat what a linear
-classifier reaches on the pixels alone (DESIGN.md, "Reproducing a paper": "an untrained
-network and raw pixels"). This algorithm has no rounds and no clients: its only
+classifier reaches on the pixels alone (a control row of a paper table, beside the untrained
+network: docs/runs.md, "Paper tables"). This algorithm has no rounds and no clients: its only
 evaluation scores the flattened [0, 1] pixels by the same linear evaluation as MFCL and
 its baselines (``linear_eval``, :mod:`fedprior.algorithms.pieces.linear_eval`; features
 standardized with the training pool's statistics).

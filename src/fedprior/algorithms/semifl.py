@@ -1,5 +1,6 @@
 """SemiFL's client-side training (Diao, Ding & Tarokh, "SemiFL: Semi-Supervised Federated Learning for Unlabeled
-Clients with Alternate Training", NeurIPS 2022), as FedDB compares with it (feddb.txt 5.1: "we adopt its
+Clients with Alternate Training", NeurIPS 2022), as FedDB compares with it (the FedDB
+paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1: "we adopt its
 client-side training due to the lack of training samples on the server").
 
 On top of FixMatch's client (:mod:`fedprior.algorithms.engines.semi_supervised`), the SemiFL

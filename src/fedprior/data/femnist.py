@@ -1,4 +1,5 @@
-"""FEMNIST (LEAF, Caldas et al. 2018) from LEAF's JSON files, in FedBM's writer split (fedbm.txt Sec. IV-A1).
+"""FEMNIST (LEAF, Caldas et al. 2018) from LEAF's JSON files, in FedBM's writer split (the FedBM
+paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. IV-A1).
 
 LEAF's preprocessing writes ``all_data_*.json`` files, each
 ``{"users": [...], "num_samples": [...], "user_data": {user: {"x": [[784 floats in [0, 1]], ...], "y": [...]}}}``

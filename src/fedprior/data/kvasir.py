@@ -1,7 +1,8 @@
 """Kvasir-v2 (Pogorelov et al., MMSys 2017): 8,000 endoscopic images of 8 classes, as folders of JPEG files.
 
 The official archive (kvasir-dataset-v2.zip) unpacks to ``kvasir-dataset-v2/<class>/*.jpg``
-with no split: FedBM (fedbm.txt Sec. IV-A1) splits it at random 7 : 1 : 2 into training,
+with no split: FedBM (the FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning",
+Sec. IV-A1) splits it at random 7 : 1 : 2 into training,
 validation and test sets; here that split is class-stratified and fixed (stream
 ("kvasir-split",), seed 0), the same for every run. A copy already split into
 ``train/``, ``val/`` and ``test/`` class folders (the FedBM authors' processed copy) is

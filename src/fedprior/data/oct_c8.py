@@ -2,7 +2,8 @@
 
 The Kaggle release ("Retinal OCT Images (OCT-C8)") holds ``train/``, ``val/`` and ``test/``,
 each with one folder per class (AMD, CNV, CSR, DME, DR, DRUSEN, MH, NORMAL): 18,400 /
-2,800 / 2,800 images, FedBM's official split (fedbm.txt Sec. IV-A1). Images are converted
+2,800 / 2,800 images, FedBM's official split (the FedBM paper,
+"FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. IV-A1). Images are converted
 to RGB and resized to 128 x 128, as the authors' code does.
 
 Looked for in ``data.root``, ``data.root/RetinalOCT_Dataset``, ``data.root/Retinal_OCT-C8``

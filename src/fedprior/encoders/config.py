@@ -42,7 +42,7 @@ class EncoderConfig(ConfigSection):
     normalize: bool = True
     """L2-normalize image and text features (CLIP's convention; the FST-CBDG paper does not say)."""
     prompt: str = "a photo of a {}."
-    """Template of the class prompts whose text features are the prior ({} is the class name; fst-cbdg.txt Algorithm 1, line 2)."""
+    """Template of the class prompts whose text features are the prior ({} is the class name; the FST-CBDG paper, Algorithm 1, line 2)."""
     text_model: str = "minilm"
     """locked-text: the frozen text tower, a sentence-transformers model ('minilm' is bundled and offline)."""
     recipe: str = DEFAULT_RECIPE

@@ -1,4 +1,5 @@
-"""Pretrained language models by name, for methods that embed class descriptions (FedBM's LKCC, fedbm.txt Sec. III-B).
+"""Pretrained language models by name, for methods that embed class descriptions (FedBM's LKCC: the
+FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. III-B).
 
 ``algorithm.text_model`` accepts:
 

@@ -1,6 +1,7 @@
 """``locked-text``: the offline stand-in for CLIP (it is NOT CLIP; no CLIP weights are involved).
 
-No CLIP weights can be had offline, so FST-CBDG (fst-cbdg.txt) runs here on a
+No CLIP weights can be had offline, so FST-CBDG (the FST-CBDG paper,
+"Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model") runs here on a
 vision-language encoder built on the spot, like a weak web-pretrained model:
 
 - the **text tower** is a real pretrained sentence encoder, frozen ("locked"):
@@ -36,7 +37,7 @@ epochs, the tower's size, the defaults of the two data settings below) on the sh
   order of multi-threaded kernels changes the last bits; one thread also keeps the
   build from fighting other processes for the cores).
 
-Zero-shot behaviour, as CLIP in fst-cbdg.txt Figure 2: with Eq. (2) (softmax of raw
+Zero-shot behaviour, as CLIP in the FST-CBDG paper, Figure 2: with Eq. (2) (softmax of raw
 cosine similarities between normalized image features and the normalized text
 feature of "a photo of a {class}.", no logit scale) predictions are near uniform.
 Measured with the defaults on Fashion-MNIST (2 shared CPU cores; pretrain_seed 0, the shipped

@@ -1,4 +1,5 @@
-"""``openclip:ARCH``: a frozen CLIP model through open_clip (RN50 is FST-CBDG's choice, fst-cbdg.txt 4.1).
+"""``openclip:ARCH``: a frozen CLIP model through open_clip (RN50 is FST-CBDG's choice: the
+FST-CBDG paper, "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model", Sec. 4.1).
 
 Weights come from ``encoder.weights``:
 

@@ -1,4 +1,5 @@
-"""Prompt templates that put a class concept into sentences, M per class (FedBM's LKCC, fedbm.txt Sec. III-B).
+"""Prompt templates that put a class concept into sentences, M per class (FedBM's LKCC: the
+FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. III-B).
 
 FedBM contextualizes each concept P_k with M predetermined prompts ("This is an image
 of {concept}", "The image shows {concept}.", ...; the paper points to its MICCAI

@@ -4,7 +4,8 @@
   ``hf-clip:FOLDER``; each backend is imported only when asked for.
 - :func:`encode_dataset`: a split's image features through the on-disk cache.
 - :func:`reserved_train_indices`: the training images an encoder was fitted on (no client holds them).
-- :func:`class_text_features`: the class prototypes T_k of FST-CBDG (fst-cbdg.txt,
+- :func:`class_text_features`: the class prototypes T_k of FST-CBDG (the FST-CBDG paper,
+  "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model",
   Algorithm 1 lines 1-3: a sentence per class from the prompt template, through the
   text encoder).
 """
@@ -71,7 +72,7 @@ def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig,
 
 
 def class_prompts(class_names: list[str] | tuple[str, ...], prompt: str) -> list[str]:
-    """``prompt.format(name)`` per class (fst-cbdg.txt Algorithm 1, line 2: "a photo of a {object}.")."""
+    """``prompt.format(name)`` per class (the FST-CBDG paper, Algorithm 1, line 2: "a photo of a {object}.")."""
     if "{}" not in prompt:
         raise ConfigError(f"encoder.prompt: must contain {{}} where the class name goes, got {prompt!r}")
     try:
@@ -81,6 +82,6 @@ def class_prompts(class_names: list[str] | tuple[str, ...], prompt: str) -> list
 
 
 def class_text_features(encoder, class_names: list[str] | tuple[str, ...], prompt: str) -> torch.Tensor:
-    """float32 (K, dim): the text features T_k of one prompt per class (fst-cbdg.txt Algorithm 1, lines 1-3), not normalized."""
+    """float32 (K, dim): the text features T_k of one prompt per class (the FST-CBDG paper, Algorithm 1, lines 1-3), not normalized."""
     features = encoder.encode_texts(class_prompts(class_names, prompt))
     return features.to(torch.float32)

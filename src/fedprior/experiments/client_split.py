@@ -26,7 +26,8 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
     """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
 
     With ``partition.num_labeled > 0`` the clients get a labeled and an unlabeled role
-    (feddb.txt 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
+    (the FedDB paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
+    Sec. 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
     otherwise one ``train`` role. ``groups`` (each training image's natural owner) serves the
     ``natural`` scheme.
     """

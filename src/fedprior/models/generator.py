@@ -1,4 +1,5 @@
-"""FedBM's conditional generator G(z) (CGDE, fedbm.txt Sec. III-C, Eq. 9), in the architecture of the authors' code.
+"""FedBM's conditional generator G(z) (CGDE: the FedBM paper,
+"FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. III-C, Eq. 9), in the architecture of the authors' code.
 
 The authors' generator (github.com/CUHK-AIM-Group/FedBM, ``models_dict/generator.py``)
 maps a condition z (a concept embedding, 512-d there) to a 3 x 128 x 128 image:

@@ -1,6 +1,7 @@
 """A backbone whose features are projected to a fixed classifier's space and L2-normalized.
 
-FedBM (fedbm.txt Sec. III-B: "we add a fully-connected layer on top of the feature
+FedBM (the FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning",
+Sec. III-B: "we add a fully-connected layer on top of the feature
 extractor to align the dimension of h_i and e_m") and FedETF (Li et al., ICCV 2023,
 Sec. 4.1: a projection layer, then feature normalization) train a network of this
 shape against a classifier that stays fixed:

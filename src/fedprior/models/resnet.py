@@ -6,7 +6,8 @@ chosen by ``--local_model='ResNet18'`` in every command of its README): it works
 the first block on. The CIFAR stem keeps the full resolution, which at 128x128 costs about 15x the FLOPs per
 image (counted in ``tests/test_metrics_models.py``); it suits 32x32 images.
 
-FedBM trains it on every client (fedbm.txt Sec. IV-A, "ResNet-18 as the backbone");
+FedBM trains it on every client (the FedBM paper,
+"FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. IV-A, "ResNet-18 as the backbone");
 MFCL's server trains it as the discriminator on the sensor module's representations
 (the MFCL paper's Sec. 4, "adapted to the representation's shape": ``in_channels`` = the
 representation's channels). ``width`` scales every stage (64 is the standard network;

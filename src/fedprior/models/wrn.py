@@ -1,4 +1,5 @@
-"""Wide ResNet (Zagoruyko & Komodakis, 2016), WRN-28-2 by default: FedDB's network (feddb.txt 5.1).
+"""Wide ResNet (Zagoruyko & Komodakis, 2016), WRN-28-2 by default: FedDB's network (the FedDB
+paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 5.1).
 
 The pre-activation form FixMatch and the FedDB authors' code (github.com/GuogangZhu/FedDB,
 ``src/models/wresnet.py``, SemiFL-based) use: a 3x3 stem with 16 channels, three groups

@@ -28,7 +28,7 @@ class Partition:
 
     ``roles`` maps a role to one index array per client: ``"train"`` for clients whose
     data is a single pool, or ``"labeled"`` and ``"unlabeled"`` for the semi-supervised
-    split (feddb.txt 5.1), where a client may see the labels of its ``labeled`` part only.
+    split (the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"), Sec. 5.1), where a client may see the labels of its ``labeled`` part only.
     """
 
     roles: dict[str, tuple[np.ndarray, ...]]

@@ -17,7 +17,7 @@ class PartitionConfig(ConfigSection):
     scheme: Literal["iid", "shard", "dirichlet", "window", "natural", "quantity"] = "iid"
     """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers), quantity (IID draws of skewed sizes: partition.sizes, partition.size_ratio)."""
     shards: int = Field(2, ge=1)
-    """Shards per client for scheme=shard (fst-cbdg.txt 4.1: N*s shards of the label-sorted data)."""
+    """Shards per client for scheme=shard (the FST-CBDG paper, Sec. 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
     """Dirichlet concentration for scheme=dirichlet; smaller is more heterogeneous."""
     min_size: int = Field(0, ge=0)
@@ -33,11 +33,11 @@ class PartitionConfig(ConfigSection):
     size_ratio: float = Field(10.0, ge=1)
     """For scheme=quantity: the largest client's size over the smallest's (1: equal sizes)."""
     num_labeled: int = Field(0, ge=0)
-    """Semi-supervised split (feddb.txt 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
+    """Semi-supervised split (the FedDB paper, Sec. 5.1): this many labeled images in total, drawn class-balanced; the labeled and the unlabeled set are each split over the clients by `scheme`, with their own draw. 0 = no split (clients hold labeled data only)."""
     num_unlabeled: int = Field(0, ge=0)
     """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
     labeled_in_unlabeled: bool = True
-    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (feddb.txt 5.1)."""
+    """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (the FedDB paper, Sec. 5.1)."""
 
     def scheme_parameters(self) -> dict[str, Any]:
         """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""

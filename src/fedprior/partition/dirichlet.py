@@ -1,8 +1,8 @@
 """Latent Dirichlet allocation (LDA) partition: each class split over clients by Dir(alpha) proportions.
 
-fst-cbdg.txt section 4.1: "For any given class k, each client i randomly samples a
+the FST-CBDG paper ("Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model"), Sec. 4.1: "For any given class k, each client i randomly samples a
 proportion p_ki of the data belonging to class k, where p_ki ~ Dir(alpha) and
-sum_i p_ki = 1." FedDB (feddb.txt 5.1) and FedBM use the same per-class draw, with
+sum_i p_ki = 1." FedDB (the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"), Sec. 5.1) and FedBM use the same per-class draw, with
 delta resp. beta in the role of alpha.
 """
 

@@ -11,11 +11,11 @@ from fedprior.partition.labeled_split import LabeledSplitPartitioner
 from fedprior.seeding import derived_seed
 
 SCHEMES: dict[str, str] = {
-    "iid": "uniformly random near-equal shares (fst-cbdg.txt 4.1)",
-    "shard": "sort by label, N*s shards, s random shards per client (fst-cbdg.txt 4.1)",
-    "dirichlet": "per class, proportions over clients ~ Dir(alpha) (LDA; fst-cbdg.txt 4.1, feddb.txt 5.1)",
+    "iid": "uniformly random near-equal shares (the FST-CBDG paper, Sec. 4.1)",
+    "shard": "sort by label, N*s shards, s random shards per client (the FST-CBDG paper, Sec. 4.1)",
+    "dirichlet": "per class, proportions over clients ~ Dir(alpha) (LDA; the FST-CBDG paper, Sec. 4.1; the FedDB paper, Sec. 5.1)",
     "window": "client m holds classes mW..mW+W-1 mod n, equal counts (the MFCL paper's Tables 1 and 4)",
-    "natural": "each client is one natural owner of the data, e.g. a FEMNIST writer (fedbm.txt IV-A1)",
+    "natural": "each client is one natural owner of the data, e.g. a FEMNIST writer (the FedBM paper, Sec. IV-A1)",
     "quantity": "IID draws of skewed sizes, linear, exponential or power-law in the client id (as flwr-datasets' size partitioners)",
 }
 """The partition schemes ``partition.scheme`` accepts, with a line each."""
@@ -71,7 +71,7 @@ def make_partitioner(config: PartitionConfig, num_clients: int, seed: int, *, gr
     """From the ``[partition]`` section to what splits the training labels: every caller's one way.
 
     With ``config.num_labeled > 0`` a :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`
-    (feddb.txt 5.1): the labeled and the unlabeled set are each partitioned by the scheme, with seeds
+    (the FedDB paper, Sec. 5.1): the labeled and the unlabeled set are each partitioned by the scheme, with seeds
     derived from ``seed`` for "labeled" and "unlabeled" (independent draws, as in FedDB), ``min_size``
     applying to each set; otherwise the scheme's partitioner as the one role ``"train"``. Either way
     ``partition(labels)`` gives a :class:`~fedprior.partition.base.Partition`. ``groups`` (each

@@ -1,4 +1,4 @@
-"""IID partition: a random permutation cut into near-equal parts (fst-cbdg.txt 4.1, "evenly split")."""
+"""IID partition: a random permutation cut into near-equal parts (the FST-CBDG paper ("Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model"), Sec. 4.1, "evenly split")."""
 
 from __future__ import annotations
 

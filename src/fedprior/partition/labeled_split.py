@@ -1,6 +1,6 @@
 """The semi-supervised split: a class-balanced labeled set and the unlabeled rest, each partitioned on its own.
 
-feddb.txt section 5.1 ("Datasets"): "a balanced labeled dataset is separated from the
+the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"), Sec. 5.1 ("Datasets"): "a balanced labeled dataset is separated from the
 original training dataset, with the residual data designated as the unlabeled dataset.
 [...] To enrich the unlabeled dataset, we add the samples from the labeled dataset to the
 unlabeled dataset after discarding their labels." The authors' code partitions the

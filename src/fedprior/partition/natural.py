@@ -1,6 +1,6 @@
 """The natural partition: each client holds the data of one natural owner (FEMNIST's writers).
 
-FedBM's FEMNIST setting (fedbm.txt Sec. IV-A1, after LEAF): 35 writers, each writer a
+FedBM's FEMNIST setting (the FedBM paper ("FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning"), Sec. IV-A1, after LEAF): 35 writers, each writer a
 client. The dataset gives every training image's owner (``Dataset.train_groups``); the
 i-th smallest owner id becomes client i, so the number of distinct owners in the pool
 must equal ``federation.num_clients``.

@@ -1,6 +1,6 @@
 """Sharding: sort by label, cut into ``N * s`` shards, ``s`` random shards per client.
 
-fst-cbdg.txt section 4.1 ("Datasets partition", following Lee et al. 2022, itself after
+the FST-CBDG paper ("Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model"), Sec. 4.1 ("Datasets partition", following Lee et al. 2022, itself after
 McMahan et al. 2017): "Sharding involves sorting the data based on the labels and then
 dividing them into Ns shards where s represents the number of shards per client. Each
 client subsequently randomly selects s shards without replacement to constitute its

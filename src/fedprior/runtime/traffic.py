@@ -56,7 +56,7 @@ def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
     The sums of the rounds' records, which hold each round's totals over its clients
     (records of an older fedprior, per client, are converted first: :func:`upgrade_record`).
     ``stage_communication`` splits them by stage, with the number of (round, client)
-    participations, so per-round and per-client figures (mfcl.md Table 8) follow.
+    participations, so per-round and per-client figures (the MFCL paper's Table 8) follow.
     """
     stages: dict[str, dict[str, int]] = {}
     for r in upgrade_records(history):

@@ -178,7 +178,8 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 
 
 def text_head(task: Task) -> tuple[torch.Tensor, torch.Tensor]:
-    """W = [T_1, ..., T_K]^T, b = 0: the head that predicts CLIP's zero-shot classes (fst-cbdg.txt 3.1, Algorithm 1 line 6)."""
+    """W = [T_1, ..., T_K]^T, b = 0: the head that predicts CLIP's zero-shot classes (the FST-CBDG
+    paper, "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model", Sec. 3.1, Algorithm 1 line 6)."""
     if "text_features" not in task.prior:
         raise ConfigError(
             "algorithm.init: 'text' needs class text features from a vision-language encoder (set encoder.name to locked-text, openclip:ARCH or hf-clip:FOLDER)"

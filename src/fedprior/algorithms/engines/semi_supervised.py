@@ -1,4 +1,5 @@
-"""The semi-supervised FL client and server that FedDB and its baselines share (feddb.txt Sec. 3.2 and 4).
+"""The semi-supervised FL client and server that FedDB and its baselines share (the FedDB
+paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Sec. 3.2 and 4).
 
 A client holds a few labeled images ``x_labeled, y_labeled`` and many unlabeled ones
 ``x_unlabeled``; it never receives ``y_unlabeled`` for training. Each round
@@ -7,7 +8,7 @@ A client holds a few labeled images ``x_labeled, y_labeled`` and many unlabeled 
 1. the received model labels the weak view of every unlabeled image: APP-U (Eq. 8) and
    hard pseudo-labels where the (optionally debiased, Eq. 14) prediction reaches tau
    (Eq. 3-4, Algorithm 1);
-2. ``E`` local epochs, each one step on *all* local data at once (feddb.txt 5.1, "we
+2. ``E`` local epochs, each one step on *all* local data at once (the FedDB paper, Sec. 5.1, "we
    feed all training data simultaneously"): the supervised cross-entropy on the weak view
    of the labeled images (Eq. 2) plus lambda times the cross-entropy of the strong view of
    the pseudo-labeled images (Eq. 4-6); each epoch also refreshes APP-U with a moving
@@ -479,7 +480,7 @@ class SemiSupervised:
         Each step draws ``labeled_batch_size`` = B labeled images and mu B unlabeled ones (``unlabeled_ratio`` = mu), at random
         with replacement; forwards their weak views and the unlabeled images' strong views in one batch (as FixMatch's
         code: BatchNorm sees the whole batch); pseudo-labels the unlabeled batch from its weak view under the current
-        model (Eq. 3-4 of feddb.txt, per step here, where the paper's client labels once a round); and takes one step of
+        model (Eq. 3-4 of the FedDB paper, per step here, where the paper's client labels once a round); and takes one step of
         Eq. (6), L_s + lambda L_u, with L_u divided per ``unlabeled_mean`` (``all``: by mu B, FixMatch's mean). Labels
         only (``use_unlabeled`` false): B labeled images and L_s alone a step, the unlabeled images never read. A client
         with no labeled image trains on L_u alone. APP-U keeps the round's first estimate (no epochs to refresh it by).

@@ -1,6 +1,7 @@
 """How biased the global model is, and how well APP-U and the labeled distribution predict that bias.
 
-feddb.txt Sec. 4.2 and Figure 3: taking the global model's per-class accuracy on the
+the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"),
+Sec. 4.2 and Figure 3: taking the global model's per-class accuracy on the
 balanced test set (normalized to sum to one) as the ground-truth prior bias, the
 Jensen-Shannon divergence between it and a client's APP-U is much smaller than the
 one between it and the client's labeled class distribution. These functions compute

@@ -1,4 +1,5 @@
-"""CGDE: Concept-guided Global Distribution Estimation (FedBM, fedbm.txt Sec. III-C, Eq. 6-10).
+"""CGDE: Concept-guided Global Distribution Estimation (the FedBM paper,
+"FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. III-C, Eq. 6-10).
 
 The server trains a conditional generator G (:class:`fedprior.models.generator.ConditionalGenerator`)
 against the frozen global model F, so that G's images capture F's input space, and the

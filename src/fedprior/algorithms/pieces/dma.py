@@ -1,6 +1,7 @@
 """Debiased model aggregation (DMA): aggregation weights that make the weighted APP-U uniform.
 
-feddb.txt Sec. 4.4, Eq. (15)-(17) and Algorithm 2. Given the APP-Us ``p_bar_m`` of the
+the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"),
+Sec. 4.4, Eq. (15)-(17) and Algorithm 2. Given the APP-Us ``p_bar_m`` of the
 clients of a round (rows of ``P``, shape (M, K)), the aggregated APP-U is
 ``p_bar_aggr = sum_m beta_m p_bar_m`` (Eq. 15) and DMA looks for weights on the simplex
 minimizing ``L_aggr = || p_bar_aggr - u ||`` with ``u`` uniform over the K classes
@@ -68,7 +69,7 @@ def _direction(beta: torch.Tensor, grad: torch.Tensor, loss: DmaLoss) -> torch.T
 
 
 def algorithm2(appus: torch.Tensor, steps: int = 100, lr: float = 1.0, loss: DmaLoss = "norm") -> torch.Tensor:
-    """Algorithm 2 of feddb.txt: ``steps`` (E_aggr) gradient steps on beta, each followed by ``beta = softmax(beta)``."""
+    """Algorithm 2 of the FedDB paper: ``steps`` (E_aggr) gradient steps on beta, each followed by ``beta = softmax(beta)``."""
     appus = appus.detach().to(torch.float64)
     beta = torch.full((appus.shape[0],), 1.0 / appus.shape[0], dtype=torch.float64)
     for _ in range(steps):

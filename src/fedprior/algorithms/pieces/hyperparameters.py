@@ -13,7 +13,8 @@ of ``fedprior algorithms`` from the signature (:mod:`fedprior.algorithms.registr
   it with :func:`with_shared`: the factory declares ``**shared`` and gets a real signature,
   its own parameters then the set's, with per-algorithm defaults where it says so.
 
-Defaults of the semi-supervised set follow the FedDB paper (feddb.txt 5.1) and, where it is
+Defaults of the semi-supervised set follow the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
+Sec. 5.1) and, where it is
 silent, the authors' code (docs/feddb.md); those of the FedBM set the
 authors' code (docs/fedbm.md); each description says which.
 """
@@ -75,13 +76,13 @@ LinearEval = Annotated[
     ),
 ]
 # Semi-supervised learning (FedDB and its baselines).
-Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, feddb.txt Eq. 14 / Algorithm 1): the X-FedDPL variant")]
+Dpl = Annotated[bool, Field(description="debiased pseudo-labeling (DPL, the FedDB paper, Eq. 14 / Algorithm 1): the X-FedDPL variant")]
 # FixMatch's own mini-batches (fixmatch and fedavg-labeled: the FedDB tables' central capability and budget controls).
 LabeledBatchSize = Annotated[
     int,
     Field(
         ge=0,
-        description="0 = the paper's local training, E full-batch steps a round (feddb.txt 5.1); B > 0 = FixMatch's own mini-batches "
+        description="0 = the paper's local training, E full-batch steps a round (the FedDB paper, Sec. 5.1); B > 0 = FixMatch's own mini-batches "
         "(Sohn et al. 2020, Sec. 4: B = 64): local_steps steps a round, each on B labeled and unlabeled_ratio x B unlabeled images "
         "drawn at random, the unlabeled ones pseudo-labeled from the batch's weak view by the current model",
     ),
@@ -116,9 +117,11 @@ def semi_supervised(
         Field(description="normalization layers: 'bn-batch' (BatchNorm without running statistics, the authors' code), 'bn', 'gn' (GroupNorm, FedRGD), 'none'"),
     ] = "bn-batch",
     width: Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")] = 32,
-    optimizer: Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (feddb.txt 5.1; FedMatch's code too) or 'adam'")] = "sgd",
-    lr: Annotated[float, Field(gt=0, description="local learning rate eta (feddb.txt 5.1: 0.03)")] = 0.03,
-    momentum: Annotated[float, Field(ge=0, lt=1, description="SGD momentum (feddb.txt 5.1: 0.9)")] = 0.9,
+    optimizer: Annotated[
+        Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (the FedDB paper, Sec. 5.1; FedMatch's code too) or 'adam'")
+    ] = "sgd",
+    lr: Annotated[float, Field(gt=0, description="local learning rate eta (the FedDB paper, Sec. 5.1: 0.03)")] = 0.03,
+    momentum: Annotated[float, Field(ge=0, lt=1, description="SGD momentum (the FedDB paper, Sec. 5.1: 0.9)")] = 0.9,
     weight_decay: Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")] = 5e-4,
     nesterov: Annotated[bool, Field(description="Nesterov momentum (the code: true)")] = True,
     clip: Annotated[float, Field(ge=0, description="clip the local gradient to this norm, 0 = off (the code: 1)")] = 1.0,
@@ -163,7 +166,7 @@ def semi_supervised(
             description="the side of the strong view's Cutout square, as a fraction of the image side (FixMatch: 0.5; 0 = off; 'feddb-code' has Cutout among its operations instead)",
         ),
     ] = 0.5,
-    threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (feddb.txt 5.1: 0.95)")] = 0.95,
+    threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (the FedDB paper, Sec. 5.1: 0.95)")] = 0.95,
     unlabeled_weight: Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")] = 1.0,
     unlabeled_mean: Annotated[
         Literal["all", "confident"],

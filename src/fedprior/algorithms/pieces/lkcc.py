@@ -1,4 +1,5 @@
-"""LKCC: Linguistic Knowledge-based Classifier Construction (FedBM, fedbm.txt Sec. III-B, Eq. 1-5).
+"""LKCC: Linguistic Knowledge-based Classifier Construction (the FedBM paper,
+"FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. III-B, Eq. 1-5).
 
 The server (and, since it is rebuilt from the Task, every client) embeds each class
 concept P_k in M prompts with a pretrained language model, giving e_1^(k) .. e_M^(k).

@@ -2,7 +2,8 @@
 
 Every algorithm's ``evaluate`` reports these, so runs of different methods can be
 compared on the same footing: FedBM's tables give accuracy and macro-F1
-(fedbm.txt, Sec. IV-A), FedDB's Figure 1 plots the global model's per-class test
+(the FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning",
+Sec. IV-A), FedDB's Figure 1 plots the global model's per-class test
 accuracy. F1 comes from scikit-learn, not from a hand-written formula.
 """
 

@@ -1,6 +1,7 @@
 """Pseudo-labels for semi-supervised FL: APP-U, debiased pseudo-labeling (DPL), the confidence mask, diagnostics.
 
-FedDB (feddb.txt, Sec. 4.2-4.3, Algorithm 1):
+FedDB (the FedDB paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
+Sec. 4.2-4.3, Algorithm 1):
 
 - APP-U, Eq. (8): the average prediction probability of a client's unlabeled data,
   ``p_bar = (1 / N_u) sum_n p(y | alpha(x_u^n))``, the estimate of the model's label-prior bias;
@@ -10,7 +11,7 @@ FedDB (feddb.txt, Sec. 4.2-4.3, Algorithm 1):
 - FixMatch's plain pseudo-label, Eq. (3)-(4): the same threshold on ``p`` itself.
 
 Everything here is a pure function of tensors, so the tests check it on hand-made
-numbers, and "X-FedDPL" (feddb.txt 5.1) is X with :func:`debias` switched on. Nothing
+numbers, and "X-FedDPL" (the FedDB paper, Sec. 5.1) is X with :func:`debias` switched on. Nothing
 here reads a value back to the host or selects rows by a mask (the output shapes depend
 only on the input shapes), so a training loop on a GPU never waits on these.
 """
@@ -83,7 +84,7 @@ def label_quality_tensors(labels: torch.Tensor, mask: torch.Tensor, truth: torch
 
 
 def label_quality(labels: torch.Tensor, mask: torch.Tensor, truth: torch.Tensor | None = None) -> dict[str, float]:
-    """How good a pseudo-labeling is (Figures 6 and 7 of feddb.txt).
+    """How good a pseudo-labeling is (Figures 6 and 7 of the FedDB paper).
 
     ``coverage``: the fraction of unlabeled images that received a label (Figure 7);
     with the true labels ``truth``: ``accuracy``, the accuracy of the labels they

@@ -1,4 +1,4 @@
-"""Data augmentation on batched image tensors, seeded per client and round (DESIGN.md, "Augmentation is data-side").
+"""Data augmentation on batched image tensors, seeded per client and round.
 
 One module per recipe: FixMatch's weak and strong views (FedDB and its
 semi-supervised baselines, with the former ``kornia-fixed`` strong view), SimCLR's two

@@ -1,6 +1,7 @@
 """FixMatch's weak and strong views (Sohn et al., 2020, Sec. 2.3), batched on image tensors.
 
-FedDB (feddb.txt 5.1: "The data augmentation operation is consistent with those
+FedDB (the FedDB paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
+Sec. 5.1: "The data augmentation operation is consistent with those
 described in FixMatch") and its baselines train the labeled images and label the
 unlabeled ones on the *weak* view alpha(x), and train the pseudo-labeled images on the
 *strong* view A(x) (Eq. 2-5):

@@ -1,4 +1,5 @@
-"""FedBM's Tables I-XII (fedbm.txt Sec. IV) as grids, with the published accuracy and F1 (%).
+"""FedBM's Tables I-XII (the FedBM paper, "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning",
+Sec. IV) as grids, with the published accuracy and F1 (%).
 
 Every cell reports four run-summary metrics: the test accuracy and macro-F1 of the round
 chosen on the validation split (the authors' code, and the paper's numbers beside
@@ -17,7 +18,7 @@ bundled MiniLM, 10 clients, 30 rounds, the OCT-C8 columns named by their beta. T
 II-V repeat Table I's grid on other data and have no embedded columns; Table XII's
 BERT, RoBERTa and BiomedCLIP rows need those models and are left out there.
 
-Every table carries the paper's claims it tests (``claims``, quoting fedbm.txt IV) and one
+Every table carries the paper's claims it tests (``claims``, quoting the FedBM paper, Sec. IV) and one
 control: central learning at least 5 points above FedAvg (selected accuracy) at the
 column's beta; without that gap heterogeneity costs FedAvg nothing and no method can show a
 gain. Tables VI-XII print neither row: ``Central Learning`` and ``FedAvg`` are added to them
@@ -38,7 +39,7 @@ REAL = ("algorithm.model=resnet18-imagenet", "federation.batch_size=8", "federat
 EMBEDDED = ("data.dataset=fashion-mnist",)
 NOTE = "Fashion-MNIST (a 7,500-image subset: 5,400 to train, 2,100 to validate), ConvNet, MiniLM, 10 clients, 30 rounds; paper numbers are OCT-C8 with ResNet-18 and BiomedCLIP over 200 rounds"
 DATASETS = {"OCT-C8": "oct-c8", "Kvasir-v2": "kvasir", "HAM10000": "dermamnist", "PBC": "bloodmnist", "FEMNIST": "femnist"}
-PER_DATASET = {  # fedbm.txt IV-A2: clients, local epochs and rounds per dataset
+PER_DATASET = {  # the FedBM paper, Sec. IV-A2: clients, local epochs and rounds per dataset
     "OCT-C8": ("federation.num_clients=12", "federation.local_epochs=2", "federation.rounds=200"),
     "Kvasir-v2": ("federation.num_clients=10", "federation.local_epochs=2", "federation.rounds=200"),
     "HAM10000": ("federation.num_clients=10", "federation.local_epochs=1", "federation.rounds=200"),

@@ -1,4 +1,5 @@
-"""FedDB (feddb.txt): Tables 1-4 as grids, its diagnostics (Figures 1, 3, 6, 7) in a run's report, its presets.
+"""FedDB (the FedDB paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning"):
+Tables 1-4 as grids, its diagnostics (Figures 1, 3, 6, 7) in a run's report, its presets.
 
 The algorithms are :mod:`fedprior.algorithms.feddb` and its baselines
 (:mod:`~fedprior.algorithms.fixmatch`, :mod:`~fedprior.algorithms.fedmatch`,

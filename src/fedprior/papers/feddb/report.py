@@ -249,7 +249,7 @@ def feddb_extras(experiment: Experiment, summary: dict[str, Any], folder) -> tup
     body = "\n\n".join(f"### {title}\n\n![{title}]({name})" for title, name in figures)
     table = round_table(rounds, max(1, len(rounds) // 10)) if rounds else ""
     section = f"""
-## Diagnostics (feddb.txt Figures 1, 3, 6, 7 and DMA)
+## Diagnostics (the FedDB paper, Figures 1, 3, 6, 7 and DMA)
 
 Pseudo-label accuracy uses the unlabeled images' true labels, which the clients receive for
 this report only (no training step reads them); PL acc is over the images that received a

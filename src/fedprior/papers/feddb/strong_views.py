@@ -1,7 +1,8 @@
 """Whether a setting's strong views keep the class: a network trained on clean images, scored on strong views of test images.
 
 FixMatch and every FedDB-family row train the unlabeled images on their strong view
-A(x) against the pseudo-label of their weak view (feddb.txt Eq. 5-6, FixMatch's Eq. 4).
+A(x) against the pseudo-label of their weak view (the FedDB paper,
+"Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Eq. 5-6, FixMatch's Eq. 4).
 That asks the network to find the class in A(x); if a network trained on clean images
 cannot (issue 17's rule: it must keep at least 60% accuracy on the strong views), the
 unlabeled loss teaches what the images no longer show, and the table cannot tell the

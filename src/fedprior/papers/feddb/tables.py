@@ -1,4 +1,5 @@
-"""The FedDB paper's Tables 1-4 (feddb.txt 5.2-5.4) as grids, with the published means (%).
+"""The FedDB paper's Tables 1-4 ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
+Sec. 5.2-5.4) as grids, with the published means (%).
 
 Paper setting (``fedprior table feddb-tableN``): CIFAR-10, SVHN and CIFAR-100 (``--set
 data.root=...``), WRN-28-2, 100 clients, 10% per round, E = 5, 800 rounds; labeled
@@ -19,7 +20,7 @@ central and strong-view controls (``--central``, ``benchmarks/results/feddb_sett
 the mild views are the only candidate that passes the strong-view control; no candidate passes
 the central one, so every column reads "setting not informative").
 
-Every table carries the paper's claims it tests (``claims``, quoting feddb.txt 5.2-5.4, on
+Every table carries the paper's claims it tests (``claims``, quoting the FedDB paper, Sec. 5.2-5.4, on
 the CIFAR-10 columns: the embedded ones) and three controls, each gating the claims on test
 accuracy, not those on pseudo-label accuracy (:func:`gating_accuracy`): the strong views, the labels and,
 without federation, FixMatch's capability in its own mini-batches (:data:`CAPABILITY_CONTROL`, issue 44; the
@@ -73,7 +74,7 @@ METRICS = ("best_accuracy", "final_accuracy", "late_change", PL_ACCURACY)
 IID = ("partition.scheme=iid",)
 
 PAPER_OPTIMIZER = ("algorithm.lr=0.03", "algorithm.lr_decay_rounds=800")
-"""The local optimizer of the paper's setting for every row on FedDB's client (feddb.txt 5.1: eta = 0.03; the authors'
+"""The local optimizer of the paper's setting for every row on FedDB's client (the FedDB paper, Sec. 5.1: eta = 0.03; the authors'
 code: cosine over its 800 rounds), in place of the presets' embedded lr 0.1 over 200 rounds. Not for FedMatch, which
 trains with its own code's optimizer and plateau decay (its algorithm's defaults; its preset sets no lr)."""
 
@@ -285,7 +286,7 @@ def gating_accuracy(claims: tuple[Claim, ...], strong_view_row: str) -> tuple[Co
     The labels', capability (central, FixMatch's own mini-batches: issue 44) and strong-view controls each ask whether the
     setting lets a method gain test accuracy from the unlabeled images; every accuracy claim compares methods by that (FedDB against FedAvg on the labels alone too). The
     pseudo-label accuracy claims are not gated: they score the labels a client trains on against the images' true labels
-    (feddb.txt 5.3, Figure 6), which needs no headroom in test accuracy. The budget and full-batch central controls
+    (the FedDB paper, Sec. 5.3, Figure 6), which needs no headroom in test accuracy. The budget and full-batch central controls
     (:data:`REPORTED_CONTROLS`) are reported beside them and gate no claim.
     """
     accuracy = tuple(claim.name for claim in claims if claim.metric != PL_ACCURACY)

@@ -1,4 +1,5 @@
-"""FST-CBDG (fst-cbdg.txt): Tables 1-4 as grids, Figures 2 and 3 in a run's report, its presets.
+"""FST-CBDG (the FST-CBDG paper, "Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model"):
+Tables 1-4 as grids, Figures 2 and 3 in a run's report, its presets.
 
 The algorithm itself is :mod:`fedprior.algorithms.fst_cbdg`.
 """

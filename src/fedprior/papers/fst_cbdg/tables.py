@@ -1,4 +1,5 @@
-"""The FST-CBDG paper's Tables 1-4 (fst-cbdg.txt 4.2) as grids, with the published numbers (%).
+"""The FST-CBDG paper's Tables 1-4 ("Lightweight Unsupervised Federated Learning with Pretrained Vision Language Model",
+Sec. 4.2) as grids, with the published numbers (%).
 
 Paper setting: CLIP RN50 (``openclip:RN50``; pass ``--set encoder.weights=...``) on
 CIFAR-10, CIFAR-100 and CINIC-10 (``--set data.root=...``). Embedded setting:
@@ -7,7 +8,7 @@ partitions the paper varies most), named by their setting (iid, s=2, a=0.1, ...)
 paper's CIFAR-10 number beside ours; the CIFAR-100 and CINIC-10 columns repeat those
 settings on other data and are left out there.
 
-Every table carries the paper's claims it tests (``CLAIMS``, quoting fst-cbdg.txt 4.2) and
+Every table carries the paper's claims it tests (``CLAIMS``, quoting the FST-CBDG paper, Sec. 4.2) and
 one control, gating every row that trains a head: the centralized linear probe at least 8 points above zero-shot (CLIP RN50 on
 CIFAR-10: 77.5 vs 68.7), without which the 3-5 points the paper gains over zero-shot cannot
 show; the zero-shot and centralized rows are added to the tables that do not print them
