@@ -1,10 +1,7 @@
 """The run's data resident on its device: the training set moved there once, each client's data gathered there by index.
 
-Issue 19 item 1. On a GPU, a client update used to receive its data as a CPU copy gathered from the
-training tensors, which the algorithm then uploaded (one blocking copy per field and update), and every
-evaluation uploaded the test set batch by batch. Here the training tensors go to the run's device once per
-run (per worker process), each client's row indices go there once (cached), and a client's fields are
-gathered on the device: a device-side copy, nothing crosses the bus. The values are those the CPU path
+The training tensors go to the run's device once per run (per worker process), each client's row indices go
+there once (cached), and a client's fields are gathered on the device: a device-side copy, nothing crosses the bus. The values are those the CPU path
 gives (the same tensors, the same rows); on the CPU ``.to(cpu)`` returns the tensors themselves, so a CPU
 run is what it was, bit for bit.
 

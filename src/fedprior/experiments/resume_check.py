@@ -88,7 +88,7 @@ def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[s
 
 
 def same_server_step(field: str, old: Any, new: Any, after: dict[str, Any]) -> bool:
-    """Whether ``algorithm.<field>`` of the server optimizer option, at its fixed default of before issue 46 (``old``) and unset now
+    """Whether ``algorithm.<field>`` of the server optimizer option, at its fixed default of before each rule had its own (``old``) and unset now
     (``new`` None: the rule's own), steps alike: the rule of ``after`` does not read it, or its own default is that value."""
     from fedprior.algorithms.pieces.server_optimizers import FIELDS, RULE_DEFAULTS, USED, WRITTEN_BEFORE
 

@@ -60,7 +60,8 @@ def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
 
 def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float:
     """How far test accuracy moved over the last 10% of the run's rounds: the last evaluation minus the last one at or
-    before round floor(0.9 * rounds) (the initial model's at round 0). Near 0: the run has converged (issue 17's rule)."""
+    before round floor(0.9 * rounds) (the initial model's at round 0). Near 0: the run has converged (a table's controls ask it of
+    their rows: docs/feddb.md, "Claims and controls of the tables")."""
     curve = [(0, initial["accuracy"]), *((r["step"], r["accuracy"]) for r in history if "accuracy" in r)]
     cut = int(0.9 * len(history))
     before = [accuracy for step, accuracy in curve if step <= cut]

@@ -1,6 +1,6 @@
 """A picture of a partition: the clients x classes heatmap, with each client's size beside it (matplotlib, Agg, no display needed).
 
-Choices a reader of many partitions needs (issue 20):
+Choices a reader of many partitions needs:
 
 - ``view``: ``counts`` (samples per cell) or ``percent`` (each client's class shares, rows
   summing to 100%: how skewed a client is, whatever its size);

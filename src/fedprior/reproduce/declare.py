@@ -1,4 +1,4 @@
-"""Declaring a paper's table as the paper prints it (issue 34): its numbers line by line, and the claims of one passage.
+"""Declaring a paper's table as the paper prints it: its numbers line by line, and the claims of one passage.
 
 A paper's ``papers/<paper>/tables.py`` builds :class:`~fedprior.reproduce.tables.PaperTable` objects. Two shapes
 recur in all of them: the published numbers, printed as lines (one per row, or one per column where the

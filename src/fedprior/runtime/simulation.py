@@ -9,7 +9,7 @@ aggregates them, evaluates the global model every ``evaluate_every`` rounds and 
 the last round of each stage (a record without evaluation has no accuracy), and
 checkpoints the whole run state atomically, so an interrupted run resumes where it
 stopped with the same numbers. On an accelerator the server and client states may live on
-the run's device between rounds (replies, client optimizer state: issue 19 item 1); a
+the run's device between rounds (replies, client optimizer state); a
 checkpoint copies them to the host when it writes, and the :class:`SimulationResult` holds
 host copies. With ``checkpoint_every = k`` (``run.checkpoint_every``)
 the checkpoint is written after every k-th round (counted over all stages), after the

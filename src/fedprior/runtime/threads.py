@@ -65,7 +65,7 @@ def default_workers(override: int, *, feature_space: bool, clients_per_round: in
     for image models on the CPU one process per core up to the clients of a round; on CUDA one process
     per GPU the run uses, i.e. 1: the run trains on one device, and a second process there would only add its
     own CUDA context, its own copy of the resident data and model (``experiments/resident.py``) and its
-    interleaved kernels, not compute (issue 19 item 5).
+    interleaved kernels, not compute.
     An explicit ``override`` is capped at ``clients_per_round`` (the most clients a round samples):
     more workers would only idle."""
     if override:

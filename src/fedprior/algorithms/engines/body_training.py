@@ -10,7 +10,7 @@ variates assume it), ``optimizer='adam'`` with ``lr_decay_every='epoch'`` gives 
 :func:`train_on_device` moves the model and the client's data to the run's device once and
 trains there. On an accelerator the model stays there: the algorithms on this engine receive
 the broadcast into a resident model (:meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`)
-and reply with copies on the device (``model_arrays(..., resident=True)``; issue 19 item 1). On the
+and reply with copies on the device (``model_arrays(..., resident=True)``). On the
 CPU the model comes back in the contiguous layout, as it always did.
 """
 

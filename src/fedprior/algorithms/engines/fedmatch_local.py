@@ -21,7 +21,7 @@ strong view is FixMatch's RandAugment (:mod:`fedprior.data.augment.fixmatch`; th
 its own RandAugment with magnitude 2-5). With ``dpl`` the confidence and the votes use
 predictions debiased by the APP-U of the round's start (Eq. 14, FedMatch-FedDPL).
 
-No host sync inside the loop (issue 19 item 2): the confident images of a batch change at
+No host sync inside the loop (docs/runtime.md, "No host sync inside a training loop"): the confident images of a batch change at
 every step, so instead of being selected (a ``nonzero`` and a count read back per step)
 they are a mask over the whole batch. The helpers predict, and the strong view is made
 and forwarded for, every image of the batch; the KL and the cross-entropy are summed over
@@ -30,7 +30,8 @@ images' loss when the network treats images independently (the code's ResNet-9 h
 normalization layer). With BatchNorm on batch statistics (``norm = "bn-batch"``, the
 default here) the layers now normalize the strong views (and the helpers' inputs) of the
 whole unlabeled batch rather than of its confident images, and the strong views draw
-their parameters for every image: FedMatch's numbers differ from those before issue 19.
+their parameters for every image: FedMatch's numbers differ from a loop over the selected
+images.
 The shuffles are drawn on the device; the losses and the confident counts are summed
 there and read once per update with the other metrics.
 """

@@ -148,7 +148,7 @@ def cuda_layout(model: nn.Module, device: torch.device) -> nn.Module:
 
     cuDNN's tensor-core convolutions read and write NHWC: with the weights channels-last, a convolution of a
     contiguous batch returns channels-last activations and the next layers stay there, so bf16 training
-    (``run.precision``) saves a transpose around every convolution (issue 19 item 3). The copy_ of each
+    (``run.precision``) saves a transpose around every convolution. The copy_ of each
     broadcast into the model keeps the layout. The numbers are those of the contiguous layout up to the
     kernels' summation order; the CPU keeps the contiguous layout (its numbers unchanged).
     """

@@ -24,9 +24,9 @@ self-supervised algorithm (:data:`PROTOCOLS`):
   out-of-fold log-probabilities over the whole test set. The regression is
   scikit-learn's default objective (mean cross-entropy plus ||W||^2 / (2 n), i.e. C = 1),
   minimized from zero by torch's full-batch L-BFGS with a strong Wolfe line search for
-  at most ``iterations`` iterations, in float32, on the run's device. It needs no training labels, but issue
-  18 found it scores random features of an untrained network at 83-86% on Fashion-MNIST,
-  as high as trained ones: it cannot rank methods there.
+  at most ``iterations`` iterations, in float32, on the run's device. It needs no training labels, but it
+  scores random features of an untrained network at 83-86% on Fashion-MNIST,
+  as high as trained ones: it cannot rank methods there (docs/mfcl.md, ``linear_eval``).
 """
 
 from __future__ import annotations

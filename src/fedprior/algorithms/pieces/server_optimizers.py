@@ -217,7 +217,7 @@ class ServerOptimizer:
 
 
 WRITTEN_BEFORE = {"server_momentum": 0.0, "beta1": 0.9, "beta2": 0.99, "tau": 1e-3}
-"""The option's fixed defaults before each rule had its own (fedprior before issue 46): a run's config.toml holds every field,
+"""The option's fixed defaults before each rule had its own: a run's config.toml holds every field,
 so one written then names them all; where the rule does not read a field, that value is taken as unset, not refused."""
 
 

@@ -20,7 +20,7 @@ def model_arrays(model: nn.Module, prefix: str = MODEL, *, resident: bool = Fals
     or with ``resident`` on the model's device.
 
     ``resident`` is for the algorithms whose server side takes its replies wherever they are (FedAvg's mean and FedAvg's
-    client loop, the FedDB family, SCAFFOLD, FedBM and the other algorithms on ``engines/body_training.py``; issue 19 item 1):
+    client loop, the FedDB family, SCAFFOLD, FedBM and the other algorithms on ``engines/body_training.py``):
     on an accelerator their replies stay on the run's device, the server
     aggregates them there, and the runtime copies to the host only for a checkpoint, Flower, a worker's pipe or the run's
     result. On the CPU both are the same copy.

@@ -8,8 +8,7 @@ applied to a batch tensor draw ONE crop and ONE flip for the whole batch, so the
 augments per batch (``same_on_batch=True``); ``False`` draws them per image.
 
 The same distribution as kornia's ``RandomCrop((H, W), padding=p)``,
-``RandomHorizontalFlip()`` and ``RandomVerticalFlip()`` in that order (what fedprior ran
-before issue 19): the image zero-padded by ``p`` on every side, cropped back to H x W at
+``RandomHorizontalFlip()`` and ``RandomVerticalFlip()`` in that order: the image zero-padded by ``p`` on every side, cropped back to H x W at
 an offset uniform in ``0..2p`` on each axis (output pixel ``(i, j)`` reads padded pixel
 ``(i + dy, j + dx)``), then mirrored left-right and upside-down, each with probability
 1/2. Here every parameter is drawn on the images' device from ``generator`` (a generator

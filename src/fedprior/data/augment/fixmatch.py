@@ -46,9 +46,7 @@ back. Every parameter is drawn on the images' device from a generator there, see
 the caller's generator (the client's stream for the round;
 :func:`fedprior.data.augment.device_generator`): on a GPU nothing waits for the host,
 and the same client, round and seed give the same views on the same device (a CPU and a
-GPU generator give different numbers). (``kornia-fixed`` drew its parameters on the CPU
-with kornia and selected images with ``nonzero`` before issue 19: the same operations and
-distributions, other random numbers.)
+GPU generator give different numbers).
 """
 
 from __future__ import annotations

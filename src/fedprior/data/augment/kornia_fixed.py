@@ -1,7 +1,7 @@
 """fedprior's former strong view (``strong_augment = "kornia-fixed"``), on the whole batch with parameters drawn on the device.
 
-What the recipe is (unchanged since issue 17, kept for comparisons; see
-:mod:`fedprior.data.augment.fixmatch`), on images in [0, 1]:
+What the recipe is (kept for comparisons; the strong view now is :mod:`fedprior.data.augment.fixmatch`),
+on images in [0, 1]:
 
 1. kornia's weak view, ``RandomHorizontalFlip(p=0.5)`` then ``RandomCrop(padding=p,
    padding_mode="reflect")``: a flip with probability 1/2 and a crop of the reflect-padded
@@ -36,10 +36,9 @@ image, the signs, the thresholds, the square's corner) is drawn on the images' d
 one generator there; each operation runs on the whole batch (kornia's module called with
 those parameters: its ``compute_transformation`` and ``apply_transform``, the methods its
 own ``forward`` calls) and is kept where an image drew it (``torch.where``). No loop over
-images, no ``nonzero``, nothing read back, so no host sync. kornia ran the same operations
-before issue 19, but drew their parameters on the CPU from torch's global generator and
-selected the images of each operation with ``nonzero``: the views have the same
-distribution, the random numbers differ.
+images, no ``nonzero``, nothing read back, so no host sync. kornia's own ``forward`` draws the
+parameters on the CPU from torch's global generator and selects the images of each operation
+with ``nonzero``: its views have the same distribution, other random numbers.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ FixMatch and every FedDB-family row train the unlabeled images on their strong v
 A(x) against the pseudo-label of their weak view (the FedDB paper,
 "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning", Eq. 5-6, FixMatch's Eq. 4).
 That asks the network to find the class in A(x); if a network trained on clean images
-cannot (issue 17's rule: it must keep at least 60% accuracy on the strong views), the
+cannot (the control's rule: it must keep at least 60% accuracy on the strong views), the
 unlabeled loss teaches what the images no longer show, and the table cannot tell the
 semi-supervised methods apart by what they do with the unlabeled images.
 
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 STEPS, TEST_IMAGES, SEED = 400, 2000, 0
 """The control's budget: Adam steps of 64 clean images, the test images the views are made of, the seed."""
 AT_LEAST = 60.0
-"""Issue 17's rule: the clean-trained network keeps at least this accuracy (%) on the strong views."""
+"""The control's rule: the clean-trained network keeps at least this accuracy (%) on the strong views."""
 
 
 def train_clean(build: Callable[[], nn.Module], x: torch.Tensor, y: torch.Tensor, steps: int, seed: int, weak: FixMatchAugment | None = None) -> nn.Module:

@@ -23,7 +23,7 @@ the central one, so every column reads "setting not informative").
 Every table carries the paper's claims it tests (``claims``, quoting the FedDB paper, Sec. 5.2-5.4, on
 the CIFAR-10 columns: the embedded ones) and three controls, each gating the claims on test
 accuracy, not those on pseudo-label accuracy (:func:`gating_accuracy`): the strong views, the labels and,
-without federation, FixMatch's capability in its own mini-batches (:data:`CAPABILITY_CONTROL`, issue 44; the
+without federation, FixMatch's capability in its own mini-batches (:data:`CAPABILITY_CONTROL`; the
 budget and full-batch central controls are reported beside it, :data:`REPORTED_CONTROLS`). The strong views must keep the
 class: the column's network trained on its clean training images keeps at least 60% accuracy on
 the strong views of its test images (``papers/feddb/strong_views.py``, measured in the setting of
@@ -49,14 +49,14 @@ from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, P
 PAPER_WEAK_VIEWS = ("algorithm.flip=true", "algorithm.weak_shift=0.125")
 PAPER_STRONG_VIEWS = ("algorithm.strong_ops=2", "algorithm.cutout=0.5")
 """FixMatch's views, which the FedDB paper and its code use on 32x32 images (flip, a shift of 1/8 of the side, two
-RandAugment operations, Cutout half the side), in place of the presets' mild views for 28x28 Fashion-MNIST (issue 31).
+RandAugment operations, Cutout half the side), in place of the presets' mild views for 28x28 Fashion-MNIST.
 The weak half is in :data:`REAL` (every row trains on weak views; SVHN's column turns the flip off after it), the
 strong half in each semi-supervised row's ``real`` (``fedavg-labeled`` has no strong view)."""
 REAL = (
     *PAPER_WEAK_VIEWS,
     "algorithm.model=wrn28-2",
     "federation.rounds=800",
-    "federation.evaluate_every=10",  # the test set every 10 rounds and at the last (issue 19: evaluation has its own cadence)
+    "federation.evaluate_every=10",  # the test set every 10 rounds and at the last (evaluation has its own cadence)
     "partition.num_unlabeled=0",
     "federation.local_epochs=5",
 )
@@ -114,10 +114,10 @@ LABELS_CONTROL = Control(
 
 CENTRAL_LABELED = row("Central (labels only)", "fedavg-labeled", paper_setting=False, central=True)
 CENTRAL_FIXMATCH = row("Central FixMatch", "fixmatch", paper_setting=False, central=True)
-"""The full-batch central rows (issue 31): one client holding the column's labeled and unlabeled pool, the table's
+"""The full-batch central rows: one client holding the column's labeled and unlabeled pool, the table's
 network, views and image passes (:func:`~fedprior.reproduce.tables.central_overrides`: rounds x fraction rounds of one
 client), each round E full-batch steps as the federation's clients take: 100 optimizer steps where the federation's
-global model takes rounds x E = 1,000 sequential ones (issue 44)."""
+global model takes rounds x E = 1,000 sequential ones."""
 CENTRAL_CONTROL = Control(
     above=CENTRAL_FIXMATCH.label,
     below=CENTRAL_LABELED.label,
@@ -185,7 +185,7 @@ CAPABILITY_CONTROL = Control(
     "pool, with the federation's image passes (198 steps a central round, 3,960 in all), must clear the same recipe on the "
     "labels alone by 5 points, or no federated method can be told apart by what it does with the unlabeled images",
 )
-# issue 44: the capability control gates every claim on test accuracy (what a method gains from the unlabeled images),
+# the capability control gates every claim on test accuracy (what a method gains from the unlabeled images),
 # given by :func:`gating_accuracy` as the labels' and strong-view controls; not the pseudo-label accuracy claims
 
 BUDGET_LABELED = minibatch_row("Central labels only (sequential steps)", "fedavg-labeled", sequential_steps())
@@ -201,7 +201,7 @@ BUDGET_CONTROL = Control(
     "ten times the federation's images)",
     gates=(BUDGET_LABELED.label, BUDGET_FIXMATCH.label),  # its own rows, which no claim names: reported, blanks nothing
 )
-# issue 44: the budget control is reported beside the capability control and blanks no claim: its failure (with the
+# the budget control is reported beside the capability control and blanks no claim: its failure (with the
 # capability control passing) says this table's steps are too few for FixMatch even without federation
 CENTRAL_ROWS = (CENTRAL_LABELED, CENTRAL_FIXMATCH, CAPABILITY_LABELED, CAPABILITY_FIXMATCH, BUDGET_LABELED, BUDGET_FIXMATCH)
 REPORTED_CONTROLS = (BUDGET_CONTROL, CENTRAL_CONTROL)
@@ -209,7 +209,7 @@ REPORTED_CONTROLS = (BUDGET_CONTROL, CENTRAL_CONTROL)
 
 
 def strong_view_control(row: str) -> MeasuredControl:
-    """Issue 17's rule on the strong views, measured in the setting of ``row``'s cell (a row that trains on them)."""
+    """The strong-view control (:data:`~fedprior.papers.feddb.strong_views.AT_LEAST`), measured in the setting of ``row``'s cell (a row that trains on them)."""
     return MeasuredControl(
         condition=f"a model trained on clean images keeps at least {strong_views.AT_LEAST:g}% accuracy on the strong views",
         row=row,
@@ -283,7 +283,7 @@ def gating_accuracy(claims: tuple[Claim, ...], strong_view_row: str) -> tuple[Co
     """The table's three controls, each gating its claims on test accuracy (``claims``' names whose metric is not
     :data:`PL_ACCURACY`).
 
-    The labels', capability (central, FixMatch's own mini-batches: issue 44) and strong-view controls each ask whether the
+    The labels', capability (central, FixMatch's own mini-batches) and strong-view controls each ask whether the
     setting lets a method gain test accuracy from the unlabeled images; every accuracy claim compares methods by that (FedDB against FedAvg on the labels alone too). The
     pseudo-label accuracy claims are not gated: they score the labels a client trains on against the images' true labels
     (the FedDB paper, Sec. 5.3, Figure 6), which needs no headroom in test accuracy. The budget and full-batch central controls

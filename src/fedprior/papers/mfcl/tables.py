@@ -18,7 +18,7 @@ M = 100 clients and the fraction of classes each client holds (W / 100 -> W' / 1
 least one class), one column per distinct W'.
 
 Every table carries the paper's claims it tests (``claims``, quoting the MFCL paper's results and
-Appendix D) and, for accuracy, control rows and two controls (issue 18). Every
+Appendix D) and, for accuracy, control rows and two controls. Every
 self-supervised row is scored by the paper's linear evaluation (the MFCL paper's Sec. 3: a dense
 layer trained on the training pool's frozen features, scored on the test set;
 ``algorithm.linear_eval = "train-test"``). The control rows, scored the same way:
@@ -55,7 +55,7 @@ NOTE = (
 
 PAPER_CROP = ("algorithm.min_scale=0.08",)
 """SimCLR's crop (8% to all of the image) on CIFAR's 32x32 images, in place of the presets' 30% for 28x28 Fashion-MNIST,
-which the central FedSimCLR control chose (issue 31, ``benchmarks/results/mfcl_setting.json``)."""
+which the central FedSimCLR control chose (``benchmarks/results/mfcl_setting.json``)."""
 FULL_MFCL = ("algorithm.sensor_width=64", "algorithm.disc_width=64", "algorithm.server_epochs=100", "algorithm.server_batch_size=512", *PAPER_CROP)
 FULL_SSL = ("algorithm.width=64", *PAPER_CROP)
 FULL_SIMCLR = (*FULL_SSL, "federation.rounds=800")
@@ -87,7 +87,7 @@ def untrained(row: Row, label: str | None = None) -> Row:
 
 
 def central(row: Row) -> Row:
-    """``row`` without federation (issue 31): one client holding the whole training pool, the same network, views and
+    """``row`` without federation: one client holding the whole training pool, the same network, views and
     budget (:func:`~fedprior.reproduce.tables.central_overrides`), embedded only."""
     return Row(f"Central {row.label}", row.preset, row.overrides, paper_setting=False, central=True)
 
@@ -97,7 +97,7 @@ CLIENT_BATCH, SAMPLED_CLIENTS = 64, 10
 (``federation.num_clients x fraction``, M = 10 in every scenario); tests/test_central_controls.py checks them against
 the presets' configs."""
 SEQUENTIAL_BATCH = CLIENT_BATCH * SAMPLED_CLIENTS
-"""The batch of the central rows matched in sequential steps (issue 44). A round of the federation takes E x
+"""The batch of the central rows matched in sequential steps. A round of the federation takes E x
 ceil(200 / 64) = 4 sequential steps (each client's 200 images in batches of 64; the ten clients' steps are averaged, not
 summed: 60 in 15 rounds), where the central client with the same batch takes E x ceil(2,000 / 64) = 32 (480, eight
 times more). With the ten clients' batches in one, 640 images, the central client takes ceil(2,000 / 640) = 4 steps a
@@ -126,7 +126,7 @@ def sequential_controls(mfcl: Row, simclr: Row) -> tuple[Control, ...]:
         "steps of 64: a central run that clears the untrained network only with eight times the steps says the federation's "
         "budget, not the federation, is short"
     )
-    # issue 44: each gates only its own central row, which no claim names: reported beside the central controls, blanks nothing
+    # each gates only its own central row, which no claim names: reported beside the central controls, blanks nothing
     return tuple(
         Control(above=central_steps(row).label, below=untrained(row).label, margin=5.0, note=note, gates=(central_steps(row).label,)) for row in (mfcl, simclr)
     )
