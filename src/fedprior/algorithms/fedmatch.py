@@ -18,42 +18,11 @@ Its two ideas, on the shared semi-supervised client (:mod:`fedprior.algorithms.e
   ``consistency_weight * mean_j KL(p_helper_j || p_local)`` on the confident images
   (lambda_i = 1e-2).
 
-The defaults are its authors' code (github.com/wyjeong/FedMatch, files read:
-``config.py``, ``modules/train.py``, ``modules/nets.py``, ``modules/layers.py``,
-``models/fedmatch/client.py`` and ``server.py``):
-
-- **optimizer**: ``tf.keras.optimizers.SGD(learning_rate=1e-3)`` (``TrainModule.init_optimizer``):
-  no momentum, no clipping; the weight decay 1e-4 of ``config.py`` is a Keras
-  ``kernel_regularizer`` whose loss the custom training loop never adds, so none here;
-- **learning-rate decay** (``TrainModule.adaptive_lr_decay``): after each of its local
-  epochs a client compares its loss on held-out labeled images with its best; after
-  ``lr_patience`` (5) epochs without improvement its lr is divided by ``lr_factor`` (3);
-  the code's held-out images are a 2,000-image validation set, which FedDB's clients do
-  not have: here the client's own labeled images (plain view, eval mode) stand in;
-- **lambda_s = 10, confidence 0.75, lambda_a = 1e-2** (``config.py``), the pseudo-label
-  loss averaged over the confident images (``unlabeled_mean = confident``);
-- **psi starts at 0.2 sigma** (``psi_factor``; ``NetModule.build_resnet9``), sigma at the
-  network's own initialization (the code: Keras' VarianceScaling);
-- **hard thresholding** (``l1_threshold`` = 5e-6, ``delta_threshold`` = 5e-5): at
-  inference psi entries with ``|psi| <= l1_threshold`` count as zero
-  (``DecomposedConv.call``); before the upload, an entry of sigma or psi (psi
-  thresholded the same way) that moved from the received value by no more than
-  ``delta_threshold`` is reset to it (``TrainModule.cal_c2s``, run after each local epoch);
-- **mini-batches and per-batch pseudo-labels** (``labeled_batch_size`` = 10): each epoch
-  walks the labeled images in batches of 10 and the unlabeled ones in as many batches;
-  each batch is labeled by the current local model (:mod:`fedprior.algorithms.engines.fedmatch_local`).
-  ``labeled_batch_size = 0`` gives the FedDB-style variant: E full-batch steps with
-  pseudo-labels fixed once per round from the received model (Algorithm 1 of the FedDB paper).
-
-Deviations left: the helper pool is the previous round's clients (the code keeps every
-client ever seen, which would put 100 models in the server state); every parameter is
-decomposed (the code's ResNet-9 has only bias-free convolution and dense kernels, no
-normalization layers); the communication savings of sparse psi are not counted (uploads
-are dense); the server-to-client thresholding (``cal_s2c``) is left out because the code
-overwrites its effect with ``set_weights`` right after; the strong view is FixMatch's
-RandAugment; with E > 1 local epochs the upload cut and the lr decay act once per round
-(the code: after every epoch, and it runs one per round); and the three listed in
-:mod:`fedprior.algorithms.engines.fedmatch_local`.
+The defaults are its authors' code (github.com/wyjeong/FedMatch), field by field, with the deviations left
+and why, in docs/feddb.md, "Baselines: what each one is here". ``labeled_batch_size`` = 10 is the code's
+mini-batch loop, each batch labeled by the current local model (:mod:`fedprior.algorithms.engines.fedmatch_local`);
+``labeled_batch_size = 0`` gives the FedDB-style variant: E full-batch steps with pseudo-labels fixed once per round
+from the received model (Algorithm 1 of the FedDB paper).
 ``dpl = true`` gives FedMatch-FedDPL: every prediction (own and helpers') is debiased by
 the client's APP-U (Eq. 14) before the threshold and the vote.
 
@@ -68,7 +37,7 @@ Equations (Jeong et al., ICLR 2021), and where each is computed:
 - helpers chosen by the distance between model embeddings: :func:`embedding`, :func:`keep_helpers`, :func:`choose_helpers`;
 - the code's upload cut and lr decay: :func:`cut_upload`, :func:`adaptive_lr_decay`.
 
-Where it departs from the paper and its code: the deviations listed above.
+Where it departs from the paper and its code: docs/feddb.md, "Baselines: what each one is here".
 """
 
 from __future__ import annotations
