@@ -1,4 +1,4 @@
-"""Layers never import upward (DESIGN.md, issue 21), and no module of fedprior takes part in an import circle (issue 34).
+"""Layers never import upward, and no module of fedprior takes part in an import circle.
 
 The order, lowest first; a module may import its own layer and any layer below it:
 
