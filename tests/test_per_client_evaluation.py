@@ -104,6 +104,10 @@ def test_clients_never_train_on_their_local_test_images(shared_cache):
     for c in range(whole.partition.num_clients):
         train, test = held.partition.holdings(c), held.local_tests[c]
         assert np.intersect1d(train, test).size == 0 and np.array_equal(np.union1d(train, test), whole.partition.holdings(c))
+    from fedprior.experiments.dry_run import dry_run
+
+    shown = dry_run(config.model_copy(update={"partition": config.partition.model_copy(update={"local_test_fraction": 0.2})}))["roles"]
+    assert shown["local_test"]["client_sizes"] == [t.size for t in held.local_tests]  # --dry-run shows the local test splits
 
 
 @pytest.mark.parametrize("factory", ["fedrep", "fedproto", "fedrod"])

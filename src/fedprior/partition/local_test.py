@@ -32,7 +32,7 @@ def local_test_split(parts: tuple[np.ndarray, ...], labels: np.ndarray, fraction
         if n and m >= n:
             raise ConfigError(
                 f"partition.local_test_fraction: client {client} holds {n} image{'s' if n > 1 else ''}, which leaves none to train on once "
-                f"{fraction:g} of them (at least one) is its local test split; use a smaller fraction, or partition.min_size >= 2"
+                f"{fraction:g} of them (at least one) is its local test split; raise partition.min_size to 2 or more, or set partition.local_test_fraction = 0"
             )
         shuffled = numpy_rng(seed, "partition", "local-test", client).permutation(part)
         ordered = shuffled[np.argsort(labels[shuffled], kind="stable")]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 import torch
@@ -88,7 +89,7 @@ def per_client_metrics(algorithm: Algorithm, state: State, local_tests: Sequence
     else:
         shared = without_eval(state)
         scores = {c: algorithm.evaluate(shared, data) for c, data in enumerate(local_tests) if data["y"].numel()}
-    accuracies = [float(m["accuracy"]) for m in scores.values()]
+    accuracies = [float(cast(float, m["accuracy"])) for m in scores.values()]  # every evaluate gives a float accuracy
     return {"client_ids": list(scores), "client_accuracy": accuracies, **client_spread(accuracies)}
 
 
