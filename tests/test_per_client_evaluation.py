@@ -129,7 +129,13 @@ def test_a_clients_accuracy_is_its_own_model_on_its_own_split(factory):
     personal = asking.evaluate_client
     assert personal is not None
     assert scores["client_accuracy"] == [personal(after, c, splits[c])["accuracy"] for c in (0, 2)]
-    if factory != "fedrod":  # today's global evaluation of a state holding client c's model alone gives the same number
+    if factory == "fedrod":  # the personalized logits are G(z) + P(z): a zero P-head gives the generic model, a P-head biased to class 1 predicts 1
+        weight, split = after["eval.0.weight"], splits[0]
+        zero = {**after, "eval.0.weight": torch.zeros_like(weight), "eval.0.bias": torch.zeros(3)}
+        assert personal(zero, 0, split)["accuracy"] == algorithm.evaluate(after, split)["accuracy"]
+        biased = {**zero, "eval.0.bias": torch.tensor([0.0, 1e6, 0.0])}
+        assert personal(biased, 0, split)["accuracy"] == pytest.approx(float((split["y"] == 1).float().mean()))
+    else:  # today's global evaluation of a state holding client c's model alone gives the same number
         for c, accuracy in zip((0, 2), scores["client_accuracy"], strict=True):
             alone = {k: v for k, v in after.items() if not k.startswith("eval.") or k.startswith(f"eval.{c}.")}
             assert stored_clients(alone) == [c] and algorithm.evaluate(alone, splits[c])["accuracy"] == pytest.approx(accuracy)
