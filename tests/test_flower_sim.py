@@ -97,6 +97,7 @@ def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs)
     flower, flower_dir = runs(experiment, "flower-sim")
     assert flower["runtime"] == "flower-sim" and local["runtime"] == "local"
     assert flower.keys() == local.keys()
+    assert ("final_client_accuracy" in flower) == (experiment is PER_CLIENT)  # each client's own model on its local test split
     assert abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
     assert flower["history"] == local["history"] and flower["initial_accuracy"] == local["initial_accuracy"]
     ours, theirs = records(flower_dir), records(local_dir)
