@@ -183,3 +183,10 @@ def test_local_test_splits_are_refused_where_there_are_no_clients_splits(shared_
     _, config = load_config(preset, [*more, "partition.local_test_fraction=0.2"])
     with pytest.raises(ConfigError, match=f"partition.local_test_fraction: .*{message}"):
         client_split(config, load_dataset(config.data.dataset), np.zeros(0, dtype=np.int64))
+
+
+def test_a_method_scored_by_linear_evaluation_is_refused(shared_cache):
+    preset, overrides = SETUPS["fedsimclr"]
+    name, config = load_config(preset, [*overrides, *SMALL, "partition.local_test_fraction=0.2"])
+    with pytest.raises(ConfigError, match="partition.local_test_fraction: 'fedsimclr' is scored by a linear evaluation"):
+        build_experiment(name, config)

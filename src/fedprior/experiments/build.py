@@ -186,6 +186,11 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     if validation is not None:
         algorithm = with_validation(algorithm, to_device(evaluation_data(algorithm, validation, train, pool), device))  # moved once
     if clients.local_tests is not None:  # partition.local_test_fraction: per-client metrics at every evaluation, on the run's device
+        if algorithm.evaluation_inputs:
+            raise ConfigError(
+                f"partition.local_test_fraction: '{algorithm.name}' is scored by a linear evaluation trained on the clients' pool "
+                f"({', '.join(algorithm.evaluation_inputs)}), not per client; set partition.local_test_fraction = 0"
+            )
         local = [to_device({"x": train_x[torch.from_numpy(rows)], "y": train["y"][torch.from_numpy(rows)]}, device) for rows in clients.local_tests]
         algorithm = with_local_tests(algorithm, local)
     return Experiment(
