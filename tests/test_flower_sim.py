@@ -34,6 +34,17 @@ ROBUST = (
         "federation.malicious_fraction=0.34",
     ],
 )
+PER_CLIENT = (
+    "fedbm-fedrod",  # per-client evaluation: the broadcast asks for the P-heads, the nodes upload them, the server scores each client's split
+    [
+        "data.dataset=digits",
+        "data.train_subset=0",
+        "federation.num_clients=6",
+        "federation.rounds=2",
+        "federation.fraction=0.5",
+        "partition.local_test_fraction=0.2",
+    ],
+)
 FST = (
     "fst-cbdg",
     ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"],
@@ -77,15 +88,16 @@ def comparable(record):
 
 @pytest.mark.parametrize(
     "experiment",
-    # the attack case starts Ray once more (~30 s): it runs with CI's Flower step (-m federation_processes), not in the default suite
-    [CNN, FST, pytest.param(ROBUST, marks=pytest.mark.federation_processes)],
-    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack"],
+    # the attack and per-client cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite
+    [CNN, FST, pytest.param(ROBUST, marks=pytest.mark.federation_processes), pytest.param(PER_CLIENT, marks=pytest.mark.federation_processes)],
+    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client"],
 )
 def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")
     flower, flower_dir = runs(experiment, "flower-sim")
     assert flower["runtime"] == "flower-sim" and local["runtime"] == "local"
     assert flower.keys() == local.keys()
+    assert ("final_client_accuracy" in flower) == (experiment is PER_CLIENT)  # each client's own model on its local test split
     assert abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
     assert flower["history"] == local["history"] and flower["initial_accuracy"] == local["initial_accuracy"]
     ours, theirs = records(flower_dir), records(local_dir)

@@ -157,6 +157,10 @@ class Algorithm:
       to False unless it says otherwise (a server optimizer on the mean keeps it: ``with_server_optimizer``).
       Client-level DP (``privacy.dp``, :mod:`~fedprior.algorithms.pieces.differential_privacy`) runs such algorithms
       only too, where their replies are the clients' models: it hands ``aggregate`` the noised mean of clipped updates;
+    - ``evaluate_client(state, client, data) -> metrics``: optional, for a personalized method; client ``client``'s own model
+      (the server state's ``eval.<client>.`` entries, :mod:`~fedprior.algorithms.pieces.personal`, and what is shared) scored on
+      ``data``, its local test split (``partition.local_test_fraction``). The runtime asks it for the clients whose entries the
+      state holds; an algorithm without it has each client's split scored by ``evaluate``, the global model;
     - ``round_metrics(state) -> metrics``: optional; numbers the server reports after every round's aggregation
       (client-level DP's epsilon, noise std and clip norm), recorded in the round's record (log line, metrics.jsonl,
       TensorBoard, MLflow) by every runtime.
@@ -178,6 +182,7 @@ class Algorithm:
     batch_shapes: Literal["fixed", "varying"] = "fixed"
     mean_aggregate: bool = False
     round_metrics: Callable[[State], dict[str, float]] | None = None
+    evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""

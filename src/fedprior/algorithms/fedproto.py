@@ -41,7 +41,7 @@ from fedprior.algorithms.pieces.class_balance import class_means
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
-from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.personal import EVAL, client_arrays, eval_entries, mean_metrics, personal_evaluation, without_eval
 from fedprior.algorithms.pieces.tensors import add_prefix, device_of, model_arrays
 from fedprior.models.split import split
 
@@ -147,11 +147,25 @@ def fedproto(
         if not bool(state[PRESENT].any()):  # nothing learned yet: the initial model's own head
             return classification_metrics(net.receive(without_eval(state), "evaluate"), x, y, precision=training.precision)
 
-        def one(arrays):
-            personal = net.receive(arrays, "evaluate").eval()
-            features = torch.cat([split(personal).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
-            return logit_metrics(nearest_prototype_logits(features, state[PROTOS], state[PRESENT]), y)
+        return mean_metrics(personal_evaluation(state, lambda arrays: personal_metrics(state, arrays, x, y)))
 
-        return mean_metrics(personal_evaluation(state, one))
+    def personal_metrics(state: State, arrays: State, x: torch.Tensor, y: torch.Tensor) -> dict[str, float | list[float]]:
+        """A client's own model (``arrays``) classifying by the nearest of the server's prototypes."""
+        personal = net.receive(arrays, "evaluate").eval()
+        features = torch.cat([split(personal).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+        return logit_metrics(nearest_prototype_logits(features, state[PROTOS], state[PRESENT]), y)
 
-    return Algorithm(name="fedproto", inputs=("x", "y"), init=init, broadcast=broadcast, client_update=client_update, aggregate=aggregate, evaluate=evaluate)
+    @torch.no_grad()
+    def evaluate_client(state: State, client: int, data: ClientData) -> dict[str, float | list[float]]:
+        return personal_metrics(state, client_arrays(state, client), data["x"].to(device), data["y"].to(device))
+
+    return Algorithm(
+        name="fedproto",
+        inputs=("x", "y"),
+        init=init,
+        broadcast=broadcast,
+        client_update=client_update,
+        aggregate=aggregate,
+        evaluate=evaluate,
+        evaluate_client=evaluate_client,
+    )

@@ -33,7 +33,7 @@ from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
-from fedprior.algorithms.pieces.personal import EVAL, eval_entries, mean_metrics, personal_evaluation, without_eval
+from fedprior.algorithms.pieces.personal import EVAL, client_arrays, eval_entries, mean_metrics, personal_evaluation, without_eval
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, with_prefix
 from fedprior.models.split import split
 
@@ -84,13 +84,22 @@ def fedrep(
         averaged = to_device(net.average(without_eval(state), replies, info), device_of(replies[0].arrays))  # the server's head too
         return {**averaged, **eval_entries(replies)}
 
+    def features(state: State, x: torch.Tensor) -> torch.Tensor:
+        body = net.receive(without_eval(state), "evaluate").eval()
+        return torch.cat([split(body).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+
     @torch.no_grad()
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        body = net.receive(without_eval(state), "evaluate").eval()
         x, y = data["x"].to(device), data["y"].to(device)
         if not any(k.startswith(EVAL) for k in state):
-            return classification_metrics(body, x, y, precision=training.precision)
-        features = torch.cat([split(body).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
-        return mean_metrics(personal_evaluation(state, lambda head: head_metrics(features, head, y)))
+            return classification_metrics(net.receive(state, "evaluate").eval(), x, y, precision=training.precision)
+        z = features(state, x)
+        return mean_metrics(personal_evaluation(state, lambda head: head_metrics(z, head, y)))
 
-    return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate, thread_safe_updates=True)
+    @torch.no_grad()
+    def evaluate_client(state: State, client: int, data: ClientData) -> dict[str, float | list[float]]:
+        """Client ``client``'s personalized model, the shared body with its own head, on ``data``."""
+        x, y = data["x"].to(device), data["y"].to(device)
+        return head_metrics(features(state, x), client_arrays(state, client), y)
+
+    return net.algorithm("fedrep", client_update, aggregate=aggregate, evaluate=evaluate, evaluate_client=evaluate_client, thread_safe_updates=True)

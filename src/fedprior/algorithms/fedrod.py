@@ -12,7 +12,9 @@ two heads' logits, its input detached, so it never changes the body or the G-hea
 a class the client lacks counts as 1, as the code). Both losses are minimized in one
 step each batch (their gradients touch disjoint parameters); the P-head has its own
 plain SGD (no momentum, no weight decay), as the code. The global test metrics are the
-generic model's (body + G-head).
+generic model's (body + G-head); on the clients' local test splits (``partition.local_test_fraction``)
+each client is scored with its personalized model, the sum of both heads' logits (its P-head uploaded
+for it, :mod:`fedprior.algorithms.pieces.personal`).
 
 Equations (Chen & Chao, ICLR 2022, Sec. 4), and where each is computed: the G-head's balanced softmax
 L_G, :func:`~fedprior.algorithms.pieces.class_balance.balanced_softmax_loss` on the counts of
@@ -25,6 +27,7 @@ counts 1; the P-head's own plain SGD).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 import torch
@@ -33,11 +36,13 @@ from pydantic import Field
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.metrics import logit_metrics
+from fedprior.algorithms.pieces.personal import EVAL, UPLOAD_PERSONAL, client_arrays, eval_entries, without_eval
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
 from fedprior.models.split import split
 
@@ -90,8 +95,28 @@ def fedrod(
 
         metrics = training.fit(both, data, info, loss_fn=loss_fn, params=groups)
         # the reply and the P-head on the run's device
-        return Reply(model_arrays(shared, resident=True), int(data["x"].shape[0]), metrics), model_arrays(personal, PERSONAL, resident=True)
+        kept = model_arrays(personal, PERSONAL, resident=True)
+        shown = add_prefix(with_prefix(kept, PERSONAL), f"{EVAL}{info.client_id}.") if message.config.get(UPLOAD_PERSONAL) else {}
+        return Reply({**model_arrays(shared, resident=True), **shown}, int(data["x"].shape[0]), metrics), kept
+
+    def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
+        return {**net.average(without_eval(state), replies, info), **eval_entries(replies)}
+
+    @torch.no_grad()
+    def evaluate_client(state: State, client: int, data: ClientData) -> dict[str, float | list[float]]:
+        """Client ``client``'s personalized model: the G-head's logits plus its P-head's on the shared body's features (Sec. 4)."""
+        shared = net.receive(without_eval(state), "evaluate").eval()
+        x, y = data["x"].to(training.device), data["y"].to(training.device)
+        z = torch.cat([split(shared).embed(x[s : s + 2048]) for s in range(0, x.shape[0], 2048)])
+        p_head = client_arrays(state, client)
+        return logit_metrics(split(shared).head(z) + z @ p_head["weight"].to(z.device).T + p_head["bias"].to(z.device), y)
 
     return net.algorithm(
-        "fedrod", client_update, evaluate=lambda state, data: training.evaluate(net.receive(state, "evaluate"), data), thread_safe_updates=True
+        "fedrod",
+        client_update,
+        aggregate=aggregate,
+        mean_aggregate=True,  # the P-heads are uploaded only when with_local_tests asks, which sets it back to False
+        evaluate=lambda state, data: training.evaluate(net.receive(without_eval(state), "evaluate"), data),
+        evaluate_client=evaluate_client,
+        thread_safe_updates=True,
     )

@@ -14,6 +14,7 @@ import numpy as np
 import torch
 
 from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.pieces.personal import with_local_tests
 from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset
@@ -184,6 +185,14 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     train = {"x": train_x, "y": torch.from_numpy(dataset.train_labels)}
     if validation is not None:
         algorithm = with_validation(algorithm, to_device(evaluation_data(algorithm, validation, train, pool), device))  # moved once
+    if clients.local_tests is not None:  # partition.local_test_fraction: per-client metrics at every evaluation, on the run's device
+        if algorithm.evaluation_inputs:
+            raise ConfigError(
+                f"partition.local_test_fraction: '{algorithm.name}' is scored by a linear evaluation trained on the clients' pool "
+                f"({', '.join(algorithm.evaluation_inputs)}), not per client; set partition.local_test_fraction = 0"
+            )
+        local = [to_device({"x": train_x[torch.from_numpy(rows)], "y": train["y"][torch.from_numpy(rows)]}, device) for rows in clients.local_tests]
+        algorithm = with_local_tests(algorithm, local)
     return Experiment(
         name=name,
         config=config,

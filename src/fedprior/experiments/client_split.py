@@ -16,6 +16,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition import Partition, make_partitioner
 from fedprior.partition.checks import check_num_clients
+from fedprior.partition.local_test import local_test_split
 from fedprior.partition.subset import balanced_subset
 from fedprior.seeding import numpy_rng
 
@@ -122,6 +123,23 @@ class ClientSplit:
     held_out: np.ndarray | None
     """Training-set indices held out as the validation split (run.model_selection = 'validation' on a dataset without its own)."""
     partition: Partition
+    local_tests: tuple[np.ndarray, ...] | None = None
+    """Each client's local test split (training-set indices none of its training holds; ``partition.local_test_fraction > 0``)."""
+
+
+def with_local_tests(config: ExperimentConfig, labels: np.ndarray, partition: Partition) -> tuple[Partition, tuple[np.ndarray, ...] | None]:
+    """``partition.local_test_fraction`` of each client's ``train`` role held out as its local test split
+    (:func:`~fedprior.partition.local_test.local_test_split`); (the partition, None) when it is 0."""
+    fraction = config.partition.local_test_fraction
+    if not fraction:
+        return partition, None
+    if "train" not in partition.roles:
+        raise ConfigError(
+            f"partition.local_test_fraction: {fraction:g} holds out part of each client's labeled data, which a labeled/unlabeled split "
+            "(partition.num_labeled > 0) does not give; set partition.local_test_fraction = 0 or partition.num_labeled = 0"
+        )
+    train, tests = local_test_split(partition.roles["train"], labels, fraction, config.run.seed)
+    return Partition({"train": train}), tests
 
 
 def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarray) -> ClientSplit:
@@ -138,5 +156,11 @@ def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarra
         pool, held = hold_out(pool, labels, config.data.validation_fraction, config.run.seed)
     if algorithm_spec(config.algorithm.name).centralized:
         config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
+        if config.partition.local_test_fraction:
+            raise ConfigError(
+                f"partition.local_test_fraction: '{config.algorithm.name}' is a centralized baseline (one client holding every image), "
+                "which has no clients' local test splits; set it to 0"
+            )
         return ClientSplit(config, pool, held, Partition({"train": (pool,)}))
-    return ClientSplit(config, pool, held, build_partition(config, labels, pool, dataset.train_groups))
+    partition, tests = with_local_tests(config, labels, build_partition(config, labels, pool, dataset.train_groups))
+    return ClientSplit(config, pool, held, partition, tests)

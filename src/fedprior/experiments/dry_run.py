@@ -87,7 +87,8 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     ``subset_dropped`` (left out by ``data.train_subset``), ``validation`` (held out for
     ``run.model_selection = 'validation'``), ``pool`` (the images the clients share),
     ``num_clients`` (1 for a centralized baseline), ``centralized``, and ``roles``:
-    ``train``, or ``labeled`` and ``unlabeled``, each :func:`~fedprior.partition.statistics.describe`'s
+    ``train``, or ``labeled`` and ``unlabeled``, and ``local_test`` (the clients' local test splits,
+    ``partition.local_test_fraction``), each :func:`~fedprior.partition.statistics.describe`'s
     summary plus ``median_client_size`` and ``median_classes_per_client``.
     """
     from fedprior.experiments.build import check_planned
@@ -97,7 +98,8 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     check_concurrency(config, dataset, split)
     labels = dataset.train_labels
     roles = {}
-    for role, parts in split.partition.roles.items():
+    local = {} if split.local_tests is None else {"local_test": split.local_tests}  # partition.local_test_fraction
+    for role, parts in {**split.partition.roles, **local}.items():
         summary = describe(class_counts(labels, list(parts), dataset.num_classes), dataset.class_names)
         summary["median_client_size"] = float(np.median(summary["client_sizes"]))
         summary["median_classes_per_client"] = float(np.median(summary["classes_per_client"]))

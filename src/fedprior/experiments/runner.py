@@ -68,6 +68,16 @@ def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float
     return curve[-1][1] - before[-1]
 
 
+def final_client_accuracy(progress: Progress) -> dict[str, Any]:
+    """The last evaluation's per-client accuracies on the clients' local test splits (``partition.local_test_fraction``;
+    :func:`fedprior.algorithms.pieces.personal.per_client_metrics`), keys prefixed ``final_``; {} without them."""
+    scored = [r for r in [progress.initial, *progress.history] if "client_accuracy" in r]
+    if not scored:
+        return {}
+    keys = ("client_ids", "client_accuracy", "client_accuracy_mean", "client_accuracy_sd", "client_accuracy_worst10")
+    return {f"final_{key}": scored[-1][key] for key in keys}
+
+
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
     """The run's summary (what ``fedprior run --json`` prints).
 
@@ -90,6 +100,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     if epsilons:  # client-level DP (privacy.dp): epsilon at delta after every round, and after the last
         privacy = config.privacy
         extra.update({"dp_epsilon": epsilons[-1], "dp_epsilon_per_round": epsilons, "dp_delta": privacy.delta, "dp_accountant": privacy.accountant})
+    extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
         extra.update({"selected_round": chosen["round"], "selected_accuracy": chosen["accuracy"], "selected_macro_f1": chosen.get("macro_f1", float("nan"))})

@@ -38,6 +38,8 @@ class PartitionConfig(ConfigSection):
     """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
     labeled_in_unlabeled: bool = True
     """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (the FedDB paper, Sec. 5.1)."""
+    local_test_fraction: float = Field(0.0, ge=0, lt=1)
+    """Hold out this fraction of each client's data (at least one image, stratified by class) as its local test split: each client's model is then scored on it at every evaluation, per client (mean, sd, worst 10%; docs/runs.md). 0 = none, every image trains."""
 
     def scheme_parameters(self) -> dict[str, Any]:
         """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from fedprior.atomic import save_figure, write_text
@@ -62,6 +63,47 @@ def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") ->
     save_figure(fig, path)  # never a half-written PNG
 
 
+def plot_client_accuracy(summary: dict[str, Any], path, title: str = "") -> None:
+    """The last evaluation's per-client accuracies on the clients' local test splits, sorted, as bars; the worst 10% (the lowest
+    ``ceil(n / 10)`` clients) in red, with lines at their mean and at the mean over all clients."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    pairs = sorted(zip(summary["final_client_accuracy"], summary["final_client_ids"], strict=True))
+    worst = math.ceil(len(pairs) / 10)
+    fig, ax = plt.subplots(figsize=(max(6, 0.12 * len(pairs)), 4), dpi=120)
+    colours = ["tab:red" if i < worst else "tab:blue" for i in range(len(pairs))]
+    ax.bar(range(len(pairs)), [100 * a for a, _ in pairs], color=colours)
+    ax.axhline(100 * summary["final_client_accuracy_mean"], color="black", linestyle="--", label=f"mean {100 * summary['final_client_accuracy_mean']:.2f}%")
+    ax.axhline(
+        100 * summary["final_client_accuracy_worst10"], color="tab:red", linestyle=":", label=f"worst 10% {100 * summary['final_client_accuracy_worst10']:.2f}%"
+    )
+    if len(pairs) <= 30:
+        ax.set_xticks(range(len(pairs)), [str(c) for _, c in pairs])
+    ax.set_xlabel("client (sorted by accuracy)")
+    ax.set_ylabel("local test accuracy (%)")
+    ax.set_ylim(0, 100)
+    ax.set_title(title)
+    ax.legend(loc="best")
+    ax.grid(alpha=0.3, axis="y")
+    fig.tight_layout()
+    save_figure(fig, path)
+
+
+def client_section(summary: dict[str, Any]) -> str:
+    """report.md's rows for the per-client accuracy on the clients' local test splits ('' without it)."""
+    if "final_client_accuracy_mean" not in summary:
+        return ""
+    n = len(summary["final_client_accuracy"])
+    return (
+        f"| per-client accuracy on local test splits ({n} clients, last evaluation): mean | {100 * summary['final_client_accuracy_mean']:.2f}% |\n"
+        f"| per-client accuracy: sd (population) | {100 * summary['final_client_accuracy_sd']:.2f} points |\n"
+        f"| per-client accuracy: worst 10% (mean of the lowest {math.ceil(n / 10)}) | {100 * summary['final_client_accuracy_worst10']:.2f}% |\n"
+    )
+
+
 OPTIONAL_ROWS = (
     ("final_macro_f1", "final macro-F1"),
     ("best_macro_f1", "best macro-F1"),
@@ -102,6 +144,11 @@ def write_report(
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
     if "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round
         more += f"| client-level DP: epsilon at delta {summary['dp_delta']:g} ({summary['dp_accountant']} RDP accountant) | {summary['dp_epsilon']:.3f} |\n"
+    more += client_section(summary)
+    figures = ""
+    if "final_client_accuracy" in summary:
+        plot_client_accuracy(summary, run.client_accuracy_plot, f"{title}: each client's model on its local test split")
+        figures = "\n![per-client accuracy on local test splits](client_accuracy.png)\n"
     fields = "" if hyperparameters is None else f"| hyperparameters | {hyperparameters_text(hyperparameters)} |\n"
     text = f"""# {title}
 
@@ -127,7 +174,7 @@ def write_report(
 {warning}
 
 ![accuracy per round](accuracy.png)
-
+{figures}
 ![partition](partition.png)
 
 | round | test accuracy (%) |

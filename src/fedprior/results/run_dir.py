@@ -61,6 +61,7 @@ class RunDir:
     partition_plot = property(lambda self: self.path / "partition.png")
     report = property(lambda self: self.path / "report.md")
     accuracy_plot = property(lambda self: self.path / "accuracy.png")
+    client_accuracy_plot = property(lambda self: self.path / "client_accuracy.png")
     lock_file = property(lambda self: self.path / "run.lock")
     tensorboard = property(lambda self: self.path / "tensorboard")
     tracking = property(lambda self: self.path / "tracking.json")

@@ -59,13 +59,20 @@ def start_line(experiment: Started, total: int, done: int) -> str:
     return f"started {experiment.name}: {what}"
 
 
+def client_parts(record: dict[str, Any]) -> list[str]:
+    """The per-client accuracy on the clients' local test splits (``partition.local_test_fraction``), where the record has it."""
+    if "client_accuracy_mean" not in record:
+        return []
+    return [f"per client {_percent(record['client_accuracy_mean'])} (worst 10% {_percent(record['client_accuracy_worst10'])})"]
+
+
 def round_line(record: dict[str, Any], total: int) -> str:
     """One round's record (what ``metrics.jsonl`` gets, or round 0's initial evaluation) as one line.
 
     ``round STEP/TOTAL (STAGE[ ROUND])``: the step counts rounds over all stages (MFCL's
     server stage follows its federated one), the stage's own round is shown where it
     differs. Then test accuracy and loss (``accuracy -`` in a round without evaluation,
-    ``federation.evaluate_every``), the clients' mean training loss, client-level DP's epsilon so far, the sampled clients
+    ``federation.evaluate_every``), the mean and worst 10% of the clients' accuracies on their local test splits (:func:`client_parts`), the clients' mean training loss, client-level DP's epsilon so far, the sampled clients
     that answered and those that failed (and those without data), and the round's seconds.
     """
     step = record.get("step")
@@ -75,6 +82,7 @@ def round_line(record: dict[str, Any], total: int) -> str:
             parts.append(f"accuracy {_percent(record['accuracy'])}")
         if "loss" in record:
             parts.append(f"loss {record['loss']:.4f}")
+        parts.extend(client_parts(record))
         return f"round 0/{total}: {', '.join(parts)}"
     stage, round_ = record.get("stage", ""), record.get("round", step)
     where = f"round {step}/{total} ({stage}{f' {round_}' if round_ != step else ''})"
@@ -84,6 +92,7 @@ def round_line(record: dict[str, Any], total: int) -> str:
     parts = [f"accuracy {_percent(record['accuracy'])}" if "accuracy" in record else "accuracy -"]
     if "loss" in record:
         parts.append(f"loss {record['loss']:.4f}")
+    parts.extend(client_parts(record))
     if "client_train_loss" in record:
         parts.append(f"train loss {record['client_train_loss']:.4f}")
     if "dp_epsilon" in record:  # client-level DP: the privacy spent so far
