@@ -125,6 +125,10 @@ class RunConfig(ConfigSection):
     """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs the mlflow extra (README). TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)
     """The MLflow experiment the run is logged under (with run.mlflow)."""
+    wandb: Literal["offline", "online"] | None = None
+    """Also log the run to Weights & Biases: 'offline' writes the W&B run to disk only (into the run directory's wandb/ folder, or $WANDB_DIR; upload it later with `wandb sync`), 'online' sends it to the W&B server (needs `wandb login`); needs the wandb extra (README). Nothing reaches the network unless 'online' is asked for."""
+    wandb_project: str = Field("fedprior", min_length=1)
+    """The W&B project the run is logged under (with run.wandb)."""
     imports: list[str] = []
     """Python modules imported before the config is checked, e.g. ["mypkg.algorithms"]: they register algorithms from your own code (fedprior.register_algorithm; `--import MODULE` adds to it). Kept in the run's config.toml, so `fedprior resume` and `fedprior run RUN/config.toml` import them again."""
 

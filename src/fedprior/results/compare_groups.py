@@ -45,6 +45,8 @@ PLACEMENT = frozenset(
         "run.cudnn_benchmark",
         "run.mlflow",
         "run.mlflow_experiment",
+        "run.wandb",
+        "run.wandb_project",
         "data.root",
         "data.download",
         "encoder.download",
