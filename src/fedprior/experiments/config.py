@@ -23,6 +23,7 @@ keep the preset's description. Where a run differs from its preset at all,
 
 from __future__ import annotations
 
+import functools
 import tomllib
 import warnings
 from pathlib import Path
@@ -38,6 +39,7 @@ from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
+from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
 
@@ -89,8 +91,8 @@ class FederationConfig(ConfigSection):
 
 
 class RunConfig(ConfigSection):
-    seed: int = Field(0, ge=0)
-    """The one seed every random stream of the run is derived from."""
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+    """The one seed every random stream of the run is derived from: 0 to 2^63 - 1 (TOML's integer range)."""
     vectorize: bool = True
     """Train the sampled clients together where the algorithm supports it (same numbers as one by one)."""
     runtime: Literal["local", "flower-sim", "flower-local"] = "local"
@@ -250,8 +252,14 @@ def preset_paths() -> dict[str, Path]:
     """Shipped presets by name: ``fedprior/presets/`` and each paper's ``papers/<paper>/presets/``."""
     from fedprior.experiments.paper_registry import preset_dirs  # filled by fedprior.papers
 
+    return dict(presets_in(tuple(preset_dirs())))
+
+
+@functools.cache
+def presets_in(folders: tuple[Path, ...]) -> dict[str, Path]:
+    """The presets of ``folders``, listed once per process (shipped files do not change; a sweep reads its config thousands of times)."""
     out: dict[str, Path] = {}
-    for folder in preset_dirs():
+    for folder in folders:
         for path in sorted(folder.glob("*.toml")):
             if path.stem in out:
                 raise RuntimeError(f"preset '{path.stem}' is shipped twice: {out[path.stem]} and {path}")
