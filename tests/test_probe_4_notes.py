@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from cli import TINY, error_line, invoke
 
@@ -45,3 +48,31 @@ def test_a_large_grid_says_what_it_checks_before_it_plans(tmp_path, monkeypatch)
     result = invoke("run", "fedavg-cnn", *TINY, "--seeds", "3", "--out", tmp_path / "grid", "--dry-run")
     assert result.exit_code == 0, result.stderr
     assert result.stderr.splitlines()[0] == "fedavg-cnn: checking the 3 runs' configs and folders before any runs (about 2 ms each) ..."
+
+
+def test_a_grid_on_a_folder_another_process_drives_is_refused_before_it_announces_anything(tmp_path):
+    """Note 134: a second sweep on a busy --out said `1 resumed` and `running` before the run's lock refused it."""
+    run = tmp_path / "grid" / "seed0"
+    run.mkdir(parents=True)
+    holder = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import fcntl, os, sys, time; f = open({str(run / 'run.lock')!r}, 'a+'); f.write(str(os.getpid())); f.flush(); "
+            "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline() == "held\n"
+        result = invoke("run", "fedavg-cnn", *TINY, "--seeds", "1", "--out", tmp_path / "grid")
+    finally:
+        holder.kill()
+        holder.wait()
+    line = error_line(result)
+    assert line == (
+        f"error: --out: run seed0 ({run}) is in use by process {holder.pid} (another sweep on this --out?); "
+        "wait for it to finish or stop it, or give another --out"
+    )
+    assert result.stderr.strip() == line  # nothing announced before
