@@ -482,3 +482,19 @@ def test_paired_groups_get_differences_with_t_intervals(tmp_path):
     assert json.loads(invoke("compare", tmp_path, "--json").stdout)["paired_differences"][0]["verdict"] == "holds"
     (tmp_path / "lr=0.03--seed2" / "partition.npz").unlink()  # a seed without its partition: not paired, no differences
     assert not compare_runs([tmp_path]).paired and compare_runs([tmp_path]).paired_differences() == []
+
+
+def test_a_partial_run_is_not_folded_with_longer_runs_of_its_group(tmp_path):
+    """Probe 4 note 21: a stopped sweep's 1-round run was folded with finished 2-round runs into one mean ± sd."""
+    finished = [fake_run(tmp_path / f"s{seed}", "fedavg", seed, final, final) for seed, final in ((0, 0.70), (1, 0.74))]
+    partial = fake_run(tmp_path / "s2", "fedavg", 2, 0.20, 0.20, finished=False)
+    (partial / "metrics.jsonl").write_text(json.dumps({"step": 1, "accuracy": 0.2}) + "\n")  # stopped after round 1 of 2
+    comparison = compare_runs([*finished, partial])
+    (group,) = comparison.groups
+    assert group.run_labels == ["s0", "s1"] and group.stat("final_accuracy")[:1] == (pytest.approx(0.72),)
+    assert [(s.label, s.rounds, s.counted_rounds, s.finished) for s in group.shorter] == [("s2", 1, 2, False)]
+    assert comparison.to_dict()["shorter"] == [{"label": "s2", "seed": 2, "rounds": 1, "counted_rounds": 2, "finished": False}]
+    out = " ".join(invoke("compare", *finished, partial).stdout.split())
+    assert "3 runs (1 shorter run left out) in 1 group" in out
+    assert "warning: left out of their groups' numbers (a mean folds runs of one length): s2 (unfinished, 1 of the 2 rounds" in out
+    assert "│ 2 │ 0 1 │" in out, out  # n = 2, not 3*

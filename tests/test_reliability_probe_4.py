@@ -133,7 +133,7 @@ def test_sweeping_algorithm_names_whose_fields_differ_points_to_a_config_per_alg
     "option, message",
     [
         (["--seeds", "99999999999999999999"], "--seeds '99999999999999999999': a count of at most 10,000 seeds (one run each)"),
-        (["--sweep", "=1,2"], "--sweep '=1,2': the key must be section.key with a section among data, partition"),
+        (["--sweep", "=1,2"], "--sweep '=1,2': no field name before '='; give section.key=value1,value2,..."),  # probe 4 note 93
     ],
 )
 def test_a_huge_seed_count_and_a_sweep_without_key_are_one_line_quoting_what_was_given(tmp_path, option, message):

@@ -190,3 +190,24 @@ def test_workers_with_a_flower_runtime_is_a_config_error():
     name, config = load_config("fedavg-cnn", ["run.workers=2", "run.runtime='flower-sim'"])
     with pytest.raises(ConfigError, match="run.workers: worker processes serve run.runtime = 'local' only"):
         build_experiment(name, config)
+
+
+def test_a_worker_killed_between_updates_is_replaced_with_a_warning_and_the_numbers_of_one_process():
+    """Probe 4 note 131: the replacement was silent."""
+    algo = suicidal_algorithm(-1, 0, os.getpid())
+    pools: list[WorkerClients] = []
+
+    def aggregate(state, replies, info):  # after round 1's updates, in this process: kill a worker that idles now
+        if info.round == 1:
+            pools[0].workers[0].process.kill()
+            pools[0].workers[0].process.join()
+        return algo.aggregate(state, replies, info)
+
+    killing = algo.with_(aggregate=aggregate)
+    loop = RoundLoop(seed=3, rounds=2, fraction=0.5, threads=ONE_THREAD, vectorize=False)
+    alone = simulate(algo, lambda c: DATA[c], 6, TEST, loop)
+    with WorkerClients(killing, lambda c: DATA[c], 6, workers=2) as pool:
+        pools.append(pool)
+        with pytest.warns(RuntimeWarning, match=r"^worker process \d+ died \(killed by signal 9\) between updates; a new worker takes its place"):
+            pooled = run_rounds(killing, pool, TEST, loop)
+    assert_same_run(alone, pooled)

@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     import torch
 
 
+MAX_SEED = 2**63 - 1
+"""The largest run seed: TOML's integers are 64-bit signed (config.toml holds the seed), and torch's seeding takes
+64 bits; every stream's own seed is derived from it (63 bits, :func:`derived_seed`)."""
+
+
 def _key_to_int(key: str | int) -> int:
     if isinstance(key, (int, np.integer)):
         if key < 0:

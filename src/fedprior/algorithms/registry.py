@@ -128,6 +128,10 @@ def hyperparameters_from_snapshot() -> Iterator[None]:
         FROM_SNAPSHOT["on"] = before
 
 
+MODELS: dict[tuple[str, bool], tuple[Callable[..., Any], type[BaseModel]]] = {}
+"""The hyperparameter model of each algorithm name (and whether it came from the snapshot), with the factory it was made from."""
+
+
 @dataclass(frozen=True)
 class AlgorithmSpec:
     name: str
@@ -154,10 +158,17 @@ class AlgorithmSpec:
 
         if from_snapshot is None:
             from_snapshot = FROM_SNAPSHOT["on"] and is_shipped(self) and not self.factory.loaded  # type: ignore[attr-defined]
-        if from_snapshot and is_shipped(self) and self.name in read_snapshot():
-            return snapshot_model(self.name, read_snapshot()[self.name], Hyperparameters)
-        fields: dict[str, Any] = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
-        return create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
+        snapshot = bool(from_snapshot and is_shipped(self) and self.name in read_snapshot())
+        cached = MODELS.get((self.name, snapshot))
+        if cached is not None and cached[0] is self.factory:  # made once per factory: a sweep plans thousands of configs
+            return cached[1]
+        if snapshot:
+            model = snapshot_model(self.name, read_snapshot()[self.name], Hyperparameters)
+        else:
+            fields: dict[str, Any] = {n: (p.annotation, p.default) for n, p in self.hyperparameters().items()}
+            model = create_model(f"{self.name}_hyperparameters", __base__=Hyperparameters, **fields)
+        MODELS[(self.name, snapshot)] = (self.factory, model)
+        return model
 
     def validate(self, values: dict[str, Any]) -> dict[str, Any]:
         """Checked hyperparameters with defaults filled in; ConfigError naming the field otherwise."""

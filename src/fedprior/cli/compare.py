@@ -107,12 +107,19 @@ def distinct(values: list[Any]) -> str:
 def caption(comparison, rows: list[dict[str, Any]], left_out: list[str], plus: str) -> str:
     """The group table's notes, a line each: counts and the sd, unfinished runs, runs counted once, the fields the groups differ in, pairing, left-out columns."""
     repeats = comparison.repeats
-    once = f" ({counted(len(repeats), 'repeated run')} counted once)" if repeats else ""
+    aside = [f"{counted(len(repeats), 'repeated run')} counted once"] if repeats else []
+    aside += [f"{counted(len(comparison.shorter), 'shorter run')} left out"] if comparison.shorter else []
+    once = f" ({', '.join(aside)})" if aside else ""
     lines = [f"{counted(len(comparison.runs), 'run')}{once} in {counted(len(rows), 'group')}; {plus}: sample sd over a group's runs (n - 1)"]
     if any(row["finished"] < row["n"] for row in rows):
         lines.append("*: some of the group's runs have not finished (their numbers are from the rounds they recorded)")
     if repeats:
         lines.append(f"warning: counted once: {'; '.join(repeat.text() for repeat in repeats)}")
+    if comparison.shorter:
+        lines.append(
+            f"warning: left out of their groups' numbers (a mean folds runs of one length): {'; '.join(run.text() for run in comparison.shorter)}; "
+            "finish them (`fedprior resume RUN`, or the sweep's or table's command again) to count them"
+        )
     differences = comparison.method_differences
     if len(rows) > 1 and differences:
         lines.append("the groups differ in: " + "; ".join(f"{key} ({distinct(values)})" for key, values in differences.items()))

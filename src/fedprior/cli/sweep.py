@@ -9,6 +9,7 @@ with ``--jobs 1`` also one line as each starts.
 from __future__ import annotations
 
 import json
+import math
 import shlex
 import signal
 from datetime import datetime
@@ -34,13 +35,16 @@ def run_sweep(
     """Plan the grid (every config checked, every folder looked at), then run what is left; ``dry_run``: only say what would run."""
     from fedprior.errors import Interrupted
     from fedprior.experiments.config import read_toml
-    from fedprior.experiments.sweep import other_runs, parse_seeds, parse_sweep, plan_sweep
+    from fedprior.experiments.sweep import NOTE_PLANNING_FROM, other_runs, parse_seeds, parse_sweep, plan_sweep
     from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs
 
     sweeps = [parse_sweep(text) for text in sweep]
     seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, imports)]  # --sweep alone: the config's seed
     folder = out or Path("runs") / f"{read_toml(preset)[0]}-sweep-{datetime.now():%Y%m%d-%H%M%S}"
     check_grid_folder(folder, command="sweep")
+    planned = len(seed_list) * math.prod(len(s.values) for s in sweeps)
+    if planned >= NOTE_PLANNING_FROM:
+        stderr.print(f"{preset}: checking the {planned:,} runs' configs and folders before any runs (about 2 ms each) ...", highlight=False)
     runs = plan_sweep(preset, set_, sweeps, seed_list, folder, imports, seeds_given=seeds is not None)
     grid = " x ".join([*(f"{len(s.values)} {s.key}" for s in sweeps), f"{len(seed_list)} seed(s)"])
     stderr.print(f"{preset}: {len(runs)} run(s) ({grid}), {min(jobs, len(runs))} at once; runs in {folder}", highlight=False, soft_wrap=True)

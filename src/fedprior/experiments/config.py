@@ -23,6 +23,7 @@ keep the preset's description. Where a run differs from its preset at all,
 
 from __future__ import annotations
 
+import functools
 import tomllib
 import warnings
 from pathlib import Path
@@ -38,6 +39,7 @@ from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
+from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
 
@@ -89,8 +91,8 @@ class FederationConfig(ConfigSection):
 
 
 class RunConfig(ConfigSection):
-    seed: int = Field(0, ge=0)
-    """The one seed every random stream of the run is derived from."""
+    seed: int = Field(0, ge=0, le=MAX_SEED)
+    """The one seed every random stream of the run is derived from: 0 to 2^63 - 1 (TOML's integer range)."""
     vectorize: bool = True
     """Train the sampled clients together where the algorithm supports it (same numbers as one by one)."""
     runtime: Literal["local", "flower-sim", "flower-local"] = "local"
@@ -125,6 +127,10 @@ class RunConfig(ConfigSection):
     """Also log the run to MLflow at this tracking URI (e.g. 'sqlite:///mlflow.db' or a server's http URI); needs the mlflow extra (README). TensorBoard files are always written."""
     mlflow_experiment: str = Field("fedprior", min_length=1)
     """The MLflow experiment the run is logged under (with run.mlflow)."""
+    wandb: Literal["offline", "online"] | None = None
+    """Also log the run to Weights & Biases: 'offline' writes the W&B run to disk only (into the run directory's wandb/ folder, or $WANDB_DIR; upload it later with `wandb sync`), 'online' sends it to the W&B server (needs `wandb login`); needs the wandb extra (README). Nothing reaches the network unless 'online' is asked for."""
+    wandb_project: str = Field("fedprior", min_length=1)
+    """The W&B project the run is logged under (with run.wandb)."""
     imports: list[str] = []
     """Python modules imported before the config is checked, e.g. ["mypkg.algorithms"]: they register algorithms from your own code (fedprior.register_algorithm; `--import MODULE` adds to it). Kept in the run's config.toml, so `fedprior resume` and `fedprior run RUN/config.toml` import them again."""
 
@@ -246,8 +252,14 @@ def preset_paths() -> dict[str, Path]:
     """Shipped presets by name: ``fedprior/presets/`` and each paper's ``papers/<paper>/presets/``."""
     from fedprior.experiments.paper_registry import preset_dirs  # filled by fedprior.papers
 
+    return dict(presets_in(tuple(preset_dirs())))
+
+
+@functools.cache
+def presets_in(folders: tuple[Path, ...]) -> dict[str, Path]:
+    """The presets of ``folders``, listed once per process (shipped files do not change; a sweep reads its config thousands of times)."""
     out: dict[str, Path] = {}
-    for folder in preset_dirs():
+    for folder in folders:
         for path in sorted(folder.glob("*.toml")):
             if path.stem in out:
                 raise RuntimeError(f"preset '{path.stem}' is shipped twice: {out[path.stem]} and {path}")

@@ -52,6 +52,8 @@ RESUME_MAY_CHANGE = frozenset(
         "run.checkpoint_every",
         "run.mlflow",
         "run.mlflow_experiment",
+        "run.wandb",
+        "run.wandb_project",
         "federation.evaluate_every",
         "run.test_metrics",
         "federation.wait_for_clients",

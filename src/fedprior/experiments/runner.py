@@ -190,7 +190,7 @@ def execute(
         if start_from is not None:
             check_same_config(start_from.metadata, config, run.config)
     given, metadata = config, checkpoint_metadata(config)
-    check_trackers(config, run)  # MLflow installed, its store reachable (a resumed run's MLflow run in it), before any long work
+    check_trackers(config, run)  # MLflow and wandb installed, MLflow's store reachable (a resumed run's MLflow run in it), before any long work
     experiment = build_experiment(name, config)
     if start_from is not None and (finished := finished_summary(run.result, experiment.algorithm, experiment.config.federation.rounds, start_from.progress)):
         if on_finished:
@@ -230,27 +230,31 @@ def execute(
             on_note(line)
 
     run.rewrite_metrics(start_from.progress.history if start_from else [])
-    trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow
-    if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
-        from fedprior.flower.runtime import train_on_flower
+    trackers = Trackers(run, name, config, start_from.progress if start_from else None)  # TensorBoard, MLflow, W&B
+    try:
+        if config.run.runtime != "local":  # the same loop on Flower (fedprior.flower; runtime_options go there)
+            from fedprior.flower.runtime import train_on_flower
 
-        result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata, **(runtime_options or {}))
-    else:
-        client_data, test = experiment.resident_inputs()  # on the run's device, once
-        result = simulate(
-            experiment.algorithm,
-            client_data,
-            experiment.task.num_clients,
-            test,
-            experiment.round_loop(),
-            checkpoint_path=run.checkpoint,
-            start=start_from,
-            on_round=record,
-            checkpoint_metadata=metadata,
-            worker_setup=experiment.client_side(),
-            client_size=experiment.client_size,
-            on_note=note,
-        )
+            result = train_on_flower(experiment, run, start=start_from, on_round=record, checkpoint_metadata=metadata, **(runtime_options or {}))
+        else:
+            client_data, test = experiment.resident_inputs()  # on the run's device, once
+            result = simulate(
+                experiment.algorithm,
+                client_data,
+                experiment.task.num_clients,
+                test,
+                experiment.round_loop(),
+                checkpoint_path=run.checkpoint,
+                start=start_from,
+                on_round=record,
+                checkpoint_metadata=metadata,
+                worker_setup=experiment.client_side(),
+                client_size=experiment.client_size,
+                on_note=note,
+            )
+    except BaseException:  # Ctrl-C, an error: the W&B run ends as failed, so that a resume in this process opens it anew
+        trackers.stop()
+        raise
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
     summary["state_sha256"] = state_sha256(result.state, result.client_states)
     extra = ""

@@ -18,13 +18,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from fedprior.errors import ConfigError
+from fedprior.seeding import MAX_SEED
 
 if TYPE_CHECKING:
     from fedprior.experiments.table_runs import CellRun
 
 
 MAX_SEEDS = 10_000
-"""The largest count ``--seeds N`` takes: a grid of N runs (each planned in a few milliseconds, each its own folder)."""
+"""The largest count ``--seeds N`` takes: a grid of N runs (each planned in about 2 ms, each its own folder)."""
+
+NOTE_PLANNING_FROM = 1_000
+"""A grid of this many runs or more says, before it is planned, that every run's config and folder is checked first."""
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -44,6 +48,9 @@ def parse_seeds(text: str) -> list[int]:
     repeated = sorted({n for n in numbers if numbers.count(n) > 1})
     if repeated:
         raise ConfigError(f"--seeds {text!r}: seed(s) {', '.join(map(str, repeated))} given twice")
+    beyond = [str(n) for n in numbers if n > MAX_SEED]
+    if beyond:
+        raise ConfigError(f"--seeds {text!r}: seed(s) {', '.join(beyond)} beyond 2^63 - 1 ({MAX_SEED}), the range of a run's seed (TOML's integers)")
     return numbers
 
 
@@ -82,6 +89,8 @@ def parse_sweep(text: str) -> Swept:
     if "=" not in text:
         raise ConfigError(f"--sweep {text!r}: expected section.key=value1,value2,...")
     key, raw = text.split("=", 1)
+    if not key.strip():
+        raise ConfigError(f"--sweep {text!r}: no field name before '='; give section.key=value1,value2,... (e.g. algorithm.lr=0.01,0.03)")
     values = split_values(raw)
     if not all(values):
         raise ConfigError(f"--sweep {text!r}: an empty value (two commas, or one at an end); give section.key=value1,value2,...")

@@ -153,12 +153,20 @@ def finished_result(run: RunDir) -> dict[str, Any] | None:
 
 
 def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: ExperimentConfig, option: str = "--out", command: str = "table") -> CellRun:
-    """What running ``cell`` with ``seed`` in ``folder`` does now; a ConfigError if its folder holds a run of another config.
+    """What running ``cell`` with ``seed`` in ``folder`` does now; a ConfigError if its folder holds a run of another config
+    or one that another process drives now (a second sweep or table on the same folder).
 
     ``option`` is the command-line option that named ``folder``, ``command`` what runs the grid ('table', 'sweep'), for the
     error message."""
     path = cell_folder(folder, cell, seed)
     run = RunDir(path)
+    which = f"cell {cell.row} / {cell.column} seed {seed}" if cell.column else f"run {path.name}"
+    holder = run.lock_holder() if run.lock_file.exists() else None
+    if holder is not None and holder != str(os.getpid()):  # before the grid announces anything it would run
+        raise ConfigError(
+            f"{option}: {which} ({path}) is in use by process {holder} (another {command} on this {option}?); "
+            f"wait for it to finish or stop it, or give another {option}"
+        )
     result = finished_result(run) if run.result.is_file() else None
     started = run.checkpoint.exists() or run.previous_checkpoint.exists()
     if result is None and not started:
@@ -166,7 +174,6 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     _, saved = read_config(run)
     changed = changes_that_matter(saved.to_dict(), config.to_dict())
     if changed:
-        which = f"cell {cell.row} / {cell.column} seed {seed}" if cell.column else f"run {path.name}"
         raise ConfigError(
             f"{option}: {which} ({path}) holds a run of another config: "
             f"{describe_changes(changed, 'there')}; rerun the {command} with the settings it started with, or give another {option}"

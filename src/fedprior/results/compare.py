@@ -19,7 +19,7 @@ from typing import Any
 
 from fedprior.atomic import write_text
 from fedprior.errors import FedpriorError
-from fedprior.results.compare_groups import PLACEMENT, Group, Repeat, budget_differences, group_runs, paired
+from fedprior.results.compare_groups import PLACEMENT, Group, Repeat, Shorter, budget_differences, group_runs, paired
 from fedprior.results.paired import paired as paired_stats
 from fedprior.results.paired import verdict
 from fedprior.results.run_view import METRICS, RunView, read_run
@@ -92,6 +92,11 @@ class Comparison:
     def repeats(self) -> list[Repeat]:
         """The runs not counted: each repeats a counted run of its group (the same config and seed), or is one given twice."""
         return [repeat for group in self.groups for repeat in group.repeats]
+
+    @property
+    def shorter(self) -> list[Shorter]:
+        """The runs not counted because they recorded fewer rounds than their group's other runs (they stopped early)."""
+        return [run for group in self.groups for run in group.shorter]
 
     @property
     def budget_differences(self) -> dict[str, list[Any]]:
@@ -179,6 +184,7 @@ class Comparison:
             "paired_differences": self.paired_differences(),
             "budget_differences": self.budget_differences,
             "repeats": [vars(repeat) for repeat in self.repeats],
+            "shorter": [vars(run) for run in self.shorter],
             "ignored_fields": sorted(PLACEMENT),
         }
 

@@ -8,6 +8,9 @@ standard deviation (n - 1) over its runs. Its label is the algorithm and the fie
 vary among that algorithm's runs (``fixmatch num_labeled=250``), not the hyperparameters
 that differ only because another algorithm lacks them; its CSV row holds every field.
 
+A group's mean folds runs of one length: a run that recorded fewer rounds than the group's longest (a stopped sweep's
+partial run beside finished ones) is left out of its numbers and listed as :class:`Shorter`.
+
 A run given twice, or two runs of one group with the same seed (the same config and seed:
 a repeat), count once: the group keeps the finished one with the most rounds (the first
 given among equals), and lists the others as :class:`Repeat`, which say whether they gave
@@ -45,6 +48,8 @@ PLACEMENT = frozenset(
         "run.cudnn_benchmark",
         "run.mlflow",
         "run.mlflow_experiment",
+        "run.wandb",
+        "run.wandb_project",
         "data.root",
         "data.download",
         "encoder.download",
@@ -105,6 +110,22 @@ class Repeat:
 
 
 @dataclass
+class Shorter:
+    """A run left out of its group's numbers: it recorded fewer rounds than the group's runs counted (it stopped early)."""
+
+    label: str
+    seed: Any
+    rounds: int
+    counted_rounds: int
+    """The rounds every counted run of the group recorded."""
+    finished: bool
+
+    def text(self) -> str:
+        state = "" if self.finished else "unfinished, "
+        return f"{self.label} ({state}{self.rounds} of the {self.counted_rounds} rounds the group's other runs recorded)"
+
+
+@dataclass
 class Group:
     """Runs of one method: the same algorithm and the same values of every config field that varies (seeds folded)."""
 
@@ -120,6 +141,8 @@ class Group:
     run_labels: list[str]
     repeats: list[Repeat] = field(default_factory=list)
     """Runs of this group not counted: each repeats one of ``runs`` (the same seed)."""
+    shorter: list[Shorter] = field(default_factory=list)
+    """Runs of this group not counted: they recorded fewer rounds than ``runs`` (a mean folds runs of one length only)."""
 
     @property
     def seeds(self) -> list[Any]:
@@ -188,6 +211,9 @@ def group_runs(runs: Sequence[RunView], labels: Sequence[str]) -> list[Group]:
         parts = [f"{short[k]}={shown_value(setting[k])}" for k in within if setting[k] is not None]
         style = settings.setdefault(json.dumps([setting[k] for k in within], default=str), len(settings))
         counted, repeats = one_run_per_seed(indices, runs, labels)
+        longest = max(runs[i].rounds for i in counted)
+        shorter = [Shorter(labels[i], runs[i].config.get("run.seed"), runs[i].rounds, longest, runs[i].finished) for i in counted if runs[i].rounds < longest]
+        counted = [i for i in counted if runs[i].rounds == longest]
         groups.append(
             Group(
                 label=" ".join([algorithm[indices[0]], *parts]),
@@ -197,6 +223,7 @@ def group_runs(runs: Sequence[RunView], labels: Sequence[str]) -> list[Group]:
                 runs=[runs[i] for i in counted],
                 run_labels=[labels[i] for i in counted],
                 repeats=repeats,
+                shorter=shorter,
             )
         )
     return groups

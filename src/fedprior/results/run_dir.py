@@ -14,7 +14,8 @@ result.json                       the summary, once the run has finished
 report.md, accuracy.png           a short report
 run.lock                          while a process drives the run: its PID (see :meth:`RunDir.locked`)
 tensorboard/                      TensorBoard event files (per-round metrics, the report's figures)
-tracking.json                     the MLflow store (absolute URI) and run this run logs to, when run.mlflow is set
+tracking.json                     the MLflow store (absolute URI) and run, and the W&B run id, this run logs to (run.mlflow, run.wandb)
+wandb/                            the W&B run's files, when run.wandb is set (and $WANDB_DIR is not)
 imports.json                      where each module of run.imports was imported from (import_origins.py), when it names any
 """
 

@@ -1,4 +1,5 @@
-"""Experiment tracking: TensorBoard event files in every run directory, and MLflow when ``run.mlflow`` is set.
+"""Experiment tracking: TensorBoard event files in every run directory, MLflow when ``run.mlflow`` is set, and
+Weights & Biases when ``run.wandb`` is set.
 
 The runner hands :class:`Trackers` every round record (the lines of ``metrics.jsonl``;
 round 0 is the initial model, at step 0) and, once the report is written, the summary:
@@ -16,11 +17,18 @@ round 0 is the initial model, at step 0) and, once the report is written, the su
   per-client states can be large; they stay in the run directory) and the lock. A relative
   store is made absolute when the run starts (:func:`resolve_store`), and the store is
   checked within seconds (:func:`open_store`). Needs the ``mlflow`` extra.
+- Weights & Biases, with ``run.wandb = "offline"`` (the W&B run written to disk only, into
+  ``<run dir>/wandb/`` or ``$WANDB_DIR``: ``wandb sync`` uploads it later) or ``"online"`` (sent to
+  the W&B server; the only mode that reaches the network): the config, the same per-round
+  metrics at their steps, the summary's numbers in the W&B run's summary and the report's
+  figures as images. Needs the ``wandb`` extra.
 
 An interrupted run resumes with the same records: TensorBoard's files are rewritten from
 the checkpoint's history (as ``metrics.jsonl`` is), and the MLflow run named in the run
 directory's ``tracking.json``, in the store recorded there, goes on from the first step it
-lacks, whichever folder the resume runs in.
+lacks, whichever folder the resume runs in. The W&B run id is recorded there too: a resumed run logs into the
+same W&B run (offline: its earlier offline files are replaced by the whole history, as TensorBoard's are;
+online: from the first step the W&B run lacks).
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -74,6 +83,10 @@ class RunFields(Protocol):
     def mlflow(self) -> str | None: ...
     @property
     def mlflow_experiment(self) -> str: ...
+    @property
+    def wandb(self) -> str | None: ...
+    @property
+    def wandb_project(self) -> str: ...
 
 
 class AlgorithmName(Protocol):
@@ -287,10 +300,7 @@ def mlflow_target(config: TrackedConfig, run: RunDir | None = None) -> MlflowTar
         return None
     uri = resolve_store(given)
     if run is not None and run.tracking.is_file():
-        try:
-            known = json.loads(run.tracking.read_text()).get("mlflow", {})
-        except (OSError, ValueError, AttributeError):
-            raise FedpriorError(f"{run.tracking} is damaged; delete it to log this run into a new MLflow run") from None
+        known = recorded_tracking(run, "mlflow")
         same_store = given in (known.get("given"), known.get("uri")) or uri == known.get("uri")
         if known.get("run_id") and known.get("uri") and same_store:
             return MlflowTarget(resolve_store(known["uri"]), known["run_id"], run.tracking)
@@ -449,8 +459,7 @@ class MlflowTracker:
             else:
                 self.run_id = self.create(run, config, params)
                 run.path.mkdir(parents=True, exist_ok=True)
-                record = {"uri": target.uri, "given": config.run.mlflow, "run_id": self.run_id}
-                write_text(run.tracking, json.dumps({"mlflow": record}, indent=1) + "\n")
+                record_tracking(run, "mlflow", {"uri": target.uri, "given": config.run.mlflow, "run_id": self.run_id})
             for record in done:
                 self.record(record)
 
@@ -501,6 +510,91 @@ class MlflowTracker:
             self.client.set_terminated(self.run_id, "FINISHED")
 
 
+def recorded_tracking(run: RunDir, key: str) -> dict[str, Any]:
+    """What the run directory's ``tracking.json`` records under ``key`` (``mlflow``, ``wandb``); empty when nothing."""
+    if not run.tracking.is_file():
+        return {}
+    try:
+        known = json.loads(run.tracking.read_text()).get(key, {})
+    except (OSError, ValueError, AttributeError):
+        raise FedpriorError(f"{run.tracking} is damaged; delete it to log this run into a new MLflow or W&B run") from None
+    return known if isinstance(known, dict) else {}
+
+
+def record_tracking(run: RunDir, key: str, record: dict[str, Any]) -> None:
+    """Write ``record`` under ``key`` in the run directory's ``tracking.json``, keeping what the other trackers recorded."""
+    everything = json.loads(run.tracking.read_text()) if run.tracking.is_file() else {}
+    run.path.mkdir(parents=True, exist_ok=True)
+    write_text(run.tracking, json.dumps({**everything, key: record}, indent=1) + "\n")
+
+
+WANDB_MISSING = 'run.wandb: logging to Weights & Biases needs wandb: in the fedprior clone, pip install -c requirements.lock -e ".[wandb]"'
+
+
+def import_wandb() -> Any:
+    """The wandb package, or one line naming the install command."""
+    try:
+        import wandb
+    except ImportError:
+        raise FedpriorError(WANDB_MISSING) from None
+    return wandb
+
+
+class WandbTracker:
+    """The config, per-round metrics, the summary and the figures in a W&B run (one per run directory).
+
+    ``run.wandb`` is W&B's mode, passed to ``wandb.init`` whatever ``$WANDB_MODE`` says, so that only
+    ``"online"`` reaches the network. The W&B console capture is off (fedprior's own lines stay as they are).
+    """
+
+    def __init__(self, run: RunDir, name: str, config: TrackedConfig, done: list[dict[str, Any]]) -> None:
+        wandb = import_wandb()
+        mode = config.run.wandb
+        folder = Path(os.environ.get("WANDB_DIR") or run.path)
+        known = recorded_tracking(run, "wandb")
+        resumed = bool(known.get("id")) and known.get("project") == config.run.wandb_project
+        run_id = known["id"] if resumed else None
+        if resumed and mode == "offline":  # the whole history is written again, as TensorBoard's
+            for old in (folder / "wandb").glob(f"offline-run-*-{run_id}*"):
+                if old.name.split("-")[3] == run_id:
+                    shutil.rmtree(old)
+        folder.mkdir(parents=True, exist_ok=True)
+        self.run = wandb.init(
+            project=config.run.wandb_project,
+            id=run_id,
+            name=run.path.name,
+            resume="allow" if resumed else None,
+            mode=mode,
+            dir=str(folder),
+            config={"name": name, **config.to_dict()},
+            tags=[config.algorithm.name, config.data.dataset],
+            settings=wandb.Settings(silent=True, console="off", x_save_requirements=False),
+        )
+        if not resumed:
+            record_tracking(run, "wandb", {"id": self.run.id, "project": config.run.wandb_project})
+        self.logged_until = self.run.step - 1 if resumed and mode == "online" else -1
+        """Steps up to this one are in the W&B run already (an online resume skips them)."""
+        for record in done:
+            self.record(record)
+
+    def record(self, record: dict[str, Any]) -> None:
+        if step_of(record) > self.logged_until:
+            self.run.log(scalars(record), step=step_of(record))
+
+    def stop(self) -> None:
+        """The run stopped before its end (an error, Ctrl-C): the W&B run ends as failed; a resume goes on with it."""
+        self.run.finish(exit_code=1)
+
+    def finish(self, summary: dict[str, Any], figures: list[Path], step: int) -> None:
+        """The figures as images at the last step, the summary's numbers in the W&B run's summary."""
+        import wandb
+
+        if figures:
+            self.run.log({f"figures/{path.stem}": wandb.Image(str(path)) for path in figures}, step=step)
+        self.run.summary.update({key: float(summary[key]) for key in SUMMARY_KEYS if key in summary})
+        self.run.finish()
+
+
 def artifacts(run: RunDir) -> list[Path]:
     """The run directory's files logged as MLflow artifacts: all but the checkpoints and their parts (the per-client
     states can be large; they stay in the run directory), the lock and any half-written temporary file."""
@@ -510,7 +604,7 @@ def artifacts(run: RunDir) -> list[Path]:
 
 
 class Trackers:
-    """Every tracker of a run: TensorBoard always, MLflow when ``run.mlflow`` is set."""
+    """Every tracker of a run: TensorBoard always, MLflow when ``run.mlflow`` is set, W&B when ``run.wandb`` is."""
 
     def __init__(self, run: RunDir, name: str, config: TrackedConfig, progress: Progress | None = None) -> None:
         """Open the trackers; ``progress``: the checkpoint's progress when the run resumes (its records are replayed)."""
@@ -523,12 +617,20 @@ class Trackers:
             params["run.mlflow"] = target.uri
         self.tensorboard = TensorBoardTracker(run.tensorboard, params, done, hparams(name, config))
         self.mlflow = MlflowTracker(target, run, config, params, done) if target is not None else None
+        self.wandb = WandbTracker(run, name, config, done) if config.run.wandb else None
 
     def record(self, record: dict[str, Any]) -> None:
         self.step = max(self.step, step_of(record))
         self.tensorboard.record(record)
         if self.mlflow:
             self.mlflow.record(record)
+        if self.wandb:
+            self.wandb.record(record)
+
+    def stop(self) -> None:
+        """The run stopped before its end: end the W&B run (TensorBoard's files and the MLflow run stay as they are)."""
+        if self.wandb:
+            self.wandb.stop()
 
     def finish(self, summary: dict[str, Any]) -> None:
         """After the report: the summary's numbers, the figures, and (MLflow) the run directory as artifacts."""
@@ -536,11 +638,15 @@ class Trackers:
         self.tensorboard.finish(summary, figures, self.step)
         if self.mlflow:
             self.mlflow.finish(summary, self.run, self.step)
+        if self.wandb:
+            self.wandb.finish(summary, figures, self.step)
 
 
 def check_trackers(config: TrackedConfig, run: RunDir | None = None) -> None:
-    """Fail within seconds, before any long work, if a tracker the config asks for cannot work: MLflow missing,
+    """Fail within seconds, before any long work, if a tracker the config asks for cannot work: MLflow or wandb missing,
     a store that cannot be opened, or (``run``'s ``tracking.json`` naming one) an MLflow run not in its store."""
+    if config.run.wandb:
+        import_wandb()
     target = mlflow_target(config, run)
     if target is not None:
         open_store(target)

@@ -35,8 +35,8 @@ signal, no traceback); this process handles the interruption and says how to res
 
 Faults: a worker that dies (killed, out of memory, a crash in native code) is replaced
 by a new one, which redoes the updates of the clients the dead one had in hand (a
-warning says so): a client update is a pure function of its inputs, so the round's
-numbers are those of ``workers = 1``. If the worker that redoes them dies too (a crash
+warning says so, as it does for a worker that died between updates): a client update is
+a pure function of its inputs, so the round's numbers are those of ``workers = 1``. If the worker that redoes them dies too (a crash
 that the update itself causes), those clients are reported as failures of that round
 (``failed_clients``, ``failures``: which worker died and how), like a failing Flower
 client, and the run goes on with the others. A Python exception in a client update is a
@@ -379,7 +379,7 @@ class WorkerClients(InProcessClients):
                 try:
                     kind, _, payload = _receive(worker.conn)
                 except (EOFError, OSError, pickle.UnpicklingError):
-                    reason = self._died(worker)
+                    reason = f"{self._died(worker)} during the update"
                     idle.append(self._replace(worker))
                     if redone < REDOS:
                         warnings.warn(f"{reason} of clients {group}; a new worker redoes their updates", RuntimeWarning, stacklevel=2)
@@ -408,7 +408,7 @@ class WorkerClients(InProcessClients):
                 _send(worker.conn, ("train", group, [(c, self._states.get(c, {})) for c in group]))
                 return worker
             except OSError:  # it died between rounds: nothing of this round was lost
-                self._died(worker)
+                warnings.warn(f"{self._died(worker)} between updates; a new worker takes its place (no update lost)", RuntimeWarning, stacklevel=2)
                 worker = self._replace(worker)
         raise WorkerError("worker processes die as soon as they start")
 
@@ -416,7 +416,7 @@ class WorkerClients(InProcessClients):
         worker.process.join(timeout=5)
         code = worker.process.exitcode
         how = f"killed by signal {-code}" if code is not None and code < 0 else f"exit code {code}"
-        return f"worker process {worker.process.pid} died ({how}) during the update"
+        return f"worker process {worker.process.pid} died ({how})"
 
     def _replace(self, worker: Worker) -> Worker:
         """Start a new worker in place of a dead one."""
