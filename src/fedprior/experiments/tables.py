@@ -11,12 +11,12 @@ from fedprior.reproduce.tables import (
     MeasuredControl,
     PaperTable,
     Row,
+    aggregate_table,
     cell_value,
     cells,
     central_overrides,
     control_configs,
     measure_controls,
-    run_table,
     select_rows,
 )
 
@@ -33,6 +33,6 @@ __all__ = [
     "central_overrides",
     "control_configs",
     "measure_controls",
-    "run_table",
+    "aggregate_table",
     "select_rows",
 ]
