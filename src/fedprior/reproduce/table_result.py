@@ -103,7 +103,7 @@ class ControlResult:
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> ControlResult:
-        kind = "measured" if d.get("kind") == "measured" else "rows"
+        kind: Literal["rows", "measured"] = "measured" if d.get("kind") == "measured" else "rows"
         numbers = {k: d[k] for k in ("metric", "above", "below", "difference", "late_change", "value", "measured") if k in d}
         return cls(d["condition"], d["column"], kind, d["margin"], d["note"], d["status"], tuple(d["gates"]), missing=tuple(d.get("missing", ())), **numbers)
 
