@@ -1,7 +1,8 @@
 """Run paper tables on their embedded setting and keep what they found, with the time each took.
 
 ``python benchmarks/paper_tables.py fst-cbdg-table1 fst-cbdg-table2 --jobs 2`` runs each table
-with ``fedprior table NAME --embedded --jobs J`` (3 seeds, the default there), in
+in this process with ``fedprior.reproduce_table`` (what ``fedprior table NAME --embedded --jobs J``
+runs: 3 seeds, the default there), in
 ``--runs/NAME`` (a rerun continues a stopped table: finished cells are reused, so the wall
 time of a continued table is not its full time), and writes
 ``benchmarks/results/tables/NAME.json``: the command, the machine, the load, the wall
@@ -18,8 +19,8 @@ FedAvg rows and FedDB as "DPL + DMA") is copied into the later table's folder fi
 config is the one it would run, and refuses otherwise.
 
 ``--keep DIR`` (default ``benchmarks/results/cells``) holds each finished cell's
-``config.toml`` and ``result.json`` (a few kilobytes), copied there within a minute of the
-cell finishing; a rerun puts them back into ``--runs/NAME`` first, so a table survives the
+``config.toml`` and ``result.json`` (a few kilobytes), copied there as soon as the cell's
+run finishes; a rerun puts them back into ``--runs/NAME`` first, so a table survives the
 loss of its run folders (a machine given back, a clean clone) as long as ``DIR`` is
 committed: only the cells not kept train again. A kept cell is reused only where its
 config is the one the table would run (``fedprior table`` checks, as for any finished run).
@@ -50,23 +51,21 @@ import argparse
 import json
 import re
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 from shared import load, machine
 
-from fedprior.cli.table import markdown
+from fedprior import TableResult, reproduce_table
 from fedprior.experiments.table_runs import cell_folder
 from fedprior.papers import table_by_name
-from fedprior.reproduce.findings import evaluate
+from fedprior.reproduce.pipeline import evaluate_again
 from fedprior.reproduce.tables import cells
 
 RESULTS = Path(__file__).parent / "results" / "tables"
 SEEDS = 3
 """``fedprior table --embedded``'s default."""
-KEEP_EVERY_SECONDS = 30
 
 
 def share_finished_cells(name: str, rows: list[str] | None, columns: list[str] | None, out: Path, earlier: dict[str, Path], seeds: int) -> int:
@@ -142,28 +141,30 @@ def with_earlier_passes(previous: dict | None, this: dict) -> dict:
 
 
 def run_table(
-    name: str, jobs: int, runs: Path, keep: Path, extra: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]
+    name: str, jobs: int, runs: Path, keep: Path, overrides: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]
 ) -> dict:
-    """Run one table to its end, keeping its finished cells in ``keep/NAME`` as they finish; this pass and the table."""
+    """Run one table to its end (``fedprior.reproduce_table``), keeping its finished cells in ``keep/NAME`` as they finish; this pass and the table."""
     out, kept = runs / name, keep / name
     restored = restore_kept_cells(kept, out)
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
     shared = share_finished_cells(name, rows, columns, out, earlier, SEEDS)
     finished_before = len(list(out.glob("*/result.json")))
-    command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *extra]
+    command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *(arg for o in overrides for arg in ("--set", o))]
     if rows is not None:
         command += ["--rows", ",".join(rows)]
     if columns is not None:
         command += ["--columns", ",".join(columns)]
+
+    def progress(line: str) -> None:  # the plan, then a line as each seed of a cell finishes: keep it at once
+        print(line, file=sys.stderr, flush=True)
+        keep_finished_cells(out, kept)
+
     started_load, started = load(), time.perf_counter()
-    table = subprocess.Popen([Path(sys.executable).parent / "fedprior", *command[1:]])
-    while table.poll() is None:
-        time.sleep(KEEP_EVERY_SECONDS)
+    try:
+        table = reproduce_table(name, embedded=True, rows=rows, columns=columns, out=out, jobs=jobs, overrides=overrides, on_progress=progress)
+    finally:
         keep_finished_cells(out, kept)
     seconds = time.perf_counter() - started
-    keep_finished_cells(out, kept)
-    if table.returncode != 0:
-        raise subprocess.CalledProcessError(table.returncode, command)
     RESULTS.mkdir(parents=True, exist_ok=True)
     shutil.copyfile(out / "table.md", RESULTS / f"{name}.md")
     return {
@@ -174,7 +175,7 @@ def run_table(
         "cells_copied_from_earlier_tables": shared,
         "cells_restored_from_keep": restored,
         "cells_finished": len(list(out.glob("*/result.json"))) - finished_before,
-        "table": json.loads((out / "table.json").read_text()),
+        "table": table.to_json(),
     }
 
 
@@ -186,14 +187,12 @@ def findings_only(name: str, results: Path = RESULTS) -> dict:
     """
     path, page = results / f"{name}.json", results / f"{name}.md"
     record = json.loads(path.read_text())
-    document = record["table"]
-    measured = {(c["condition"], c["column"]): (c["value"], c["measured"]) for c in document["controls"] if c.get("kind") == "measured" and "value" in c}
-    evaluated = evaluate(table_by_name(name), document["cells"], document["setting"] == "embedded", measured)
-    document.update(evaluated)
+    table = evaluate_again(TableResult.from_json(record["table"]))
+    record["table"] = table.to_json()
     path.write_text(json.dumps(record, indent=2) + "\n")
     command = re.search(r"^command: `(.*)`$", page.read_text(), re.MULTILINE) if page.is_file() else None
-    page.write_text(markdown(document["title"], document["cells"], evaluated, overrides=document["overrides"], command=command and command.group(1)))
-    return document
+    page.write_text(table.markdown(command=command and command.group(1)))
+    return record["table"]
 
 
 def main() -> None:
@@ -212,12 +211,11 @@ def main() -> None:
             findings_only(name)
             print(f"{name}: findings evaluated again -> {RESULTS / (name + '.json')}, {RESULTS / (name + '.md')}", flush=True)
         return
-    extra = [item for value in args.set for item in ("--set", value)]
     rows = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.rows)}
     columns = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.columns)}
     for i, name in enumerate(args.tables):
         earlier = {t: args.runs / t for t in args.tables[:i]}
-        result = run_table(name, args.jobs, args.runs, args.keep, extra, rows.get(name), columns.get(name), earlier)
+        result = run_table(name, args.jobs, args.runs, args.keep, args.set, rows.get(name), columns.get(name), earlier)
         path = RESULTS / f"{name}.json"
         result = with_earlier_passes(json.loads(path.read_text()) if path.is_file() else None, result)
         path.write_text(json.dumps(result, indent=2) + "\n")

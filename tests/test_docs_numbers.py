@@ -3,7 +3,7 @@
 Each docs table below is found by its header line and mapped explicitly: which JSON record each of its rows
 quotes (a table's cell, a claim's finding, a control, a kept cell's result.json) and which fields each of its
 columns holds. A quoted number must be the JSON's value rounded half away from zero to the decimals the docs
-print (``cli.table.rounded``, as table.md rounds it); a row or column the map does not name fails the test
+print (``reproduce.table_page.rounded``, as table.md rounds it); a row or column the map does not name fails the test
 (unless listed as not quoted from a committed file), so a table cannot drift from its JSON, nor grow unchecked.
 Sentences outside tables that quote a number are checked as QUOTES: a pattern and the JSON values it must hold.
 """
@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from fedprior.cli.table import rounded
+from fedprior.reproduce.table_page import rounded
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ROOT / "benchmarks" / "results" / "tables"

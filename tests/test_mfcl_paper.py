@@ -11,7 +11,7 @@ from fedprior.papers import table_by_name
 from fedprior.papers.mfcl import communication
 from fedprior.partition.scenarios import scenario
 from fedprior.partition.subset import balanced_subset
-from fedprior.reproduce.tables import cells, run_table
+from fedprior.reproduce.tables import aggregate_table, cells
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -205,7 +205,7 @@ def test_table_8_grid_reports_bits_from_derived_metrics():
             "stage_communication": {stage: {"participations": 10, "download_bytes": 1000, "upload_bytes": 1000}},
         }
 
-    results = run_table(table, True, None, fake_run)
+    results = aggregate_table(table, True, None, fake_run)
     mfcl = next(r for r in results if r["row"] == "MFCL")
     assert mfcl["ours"] == 2000 * 24 and mfcl["paper"] == 30e11
     assert mfcl["metrics"]["bits_per_round"]["mean"] == 200 * 24 and mfcl["metrics"]["rep_bits"]["paper"] == 30e10
@@ -251,7 +251,7 @@ def test_mfcl_run_report_has_figures_6_7_and_table_8(tmp_path, monkeypatch):
 
 
 def test_table_8_prints_bits_in_three_digits():
-    from fedprior.cli.table import markdown
+    from fedprior.reproduce.table_page import markdown
 
     results = [
         {

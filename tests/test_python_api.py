@@ -77,7 +77,14 @@ def test_the_pages_examples_run(tmp_path, monkeypatch, registry, capsys, mlflow_
     assert len(curves) == 2 and curves[0] != curves[1]  # the compare picture shows two different curves
     assert all(curve[max(curve)] > LEARNED > curve[0] for curve in curves), curves
     assert namespace["split"].counts.sum() == 1438
-    for made in ("compare.png", "compare.csv", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
+    table = namespace["table"]
+    assert [(c.row, c.column) for c in table.cells] == [("FedAvg", "s=2"), ("FST-CBDG", "s=2")]
+    assert all(c.ours > 100 * LEARNED for c in table.cells), table.cells
+    assert table.findings[0].verdict == "not resolved" and table.controls[0].status == "not run"
+    page = (tmp_path / "runs/table/table.md").read_text()  # with the command that runs the same table again
+    assert page.startswith(f"# {table.title}\n") and "command: `fedprior table fst-cbdg-table2 --embedded --set data.dataset=digits " in page
+    assert "--rows FedAvg,FST-CBDG --columns s=2 --seeds 1 --jobs 1 --out runs/table`" in page
+    for made in ("runs/table/table.json", "compare.png", "compare.csv", "partition.png", "mlflow.db", "runs/tracked/tracking.json", "runs/uniform/result.json"):
         assert (tmp_path / made).is_file(), made
 
 

@@ -11,10 +11,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from fedprior.cli.table import finding_line, markdown
+from fedprior.cli.table import finding_line
 from fedprior.papers import all_tables
 from fedprior.reproduce.findings import evaluate, paired, t_quantile, verdict
-from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, measure_controls, run_table
+from fedprior.reproduce.table_page import markdown
+from fedprior.reproduce.tables import Claim, Column, Control, MeasuredControl, PaperTable, Row, aggregate_table, measure_controls
 
 ROWS = (Row("Top", "fedavg-cnn"), Row("Zero", "fedavg-cnn"), Row("A", "fedavg-cnn"), Row("B", "fedavg-cnn"), Row("C", "fedavg-cnn"))
 COLUMN = Column("DS", "c", ())
@@ -44,7 +45,7 @@ def results(table: PaperTable, seeds: dict[str, list[float]] = SEEDS, n: int = 3
     def run_cell(cell, seed):
         return {"final_accuracy": seeds[cell.row][seed] / 100, "initial_accuracy": 0.1, "wall_seconds": 1.0}
 
-    return run_table(table, True, None, run_cell, seeds=n)
+    return aggregate_table(table, True, None, run_cell, seeds=n)
 
 
 def test_t_quantiles_are_students():
@@ -132,7 +133,7 @@ def test_a_control_row_that_has_not_converged_fails_its_control():
         def run_cell(cell, seed, late=late):
             return {"final_accuracy": SEEDS[cell.row][seed] / 100, "late_change": late[seed], "initial_accuracy": 0.1, "wall_seconds": 1.0}
 
-        evaluated = evaluate(table, run_table(table, True, None, run_cell, seeds=3), embedded=True)
+        evaluated = evaluate(table, aggregate_table(table, True, None, run_cell, seeds=3), embedded=True)
         control = evaluated["controls"][0]
         assert control["status"] == status and control["difference"] == 30.67
         if status == "failed":
@@ -321,7 +322,7 @@ def test_a_metric_only_some_rows_produce_is_left_out_of_the_others_and_named_in_
         summary = {"final_accuracy": SEEDS[cell.row][seed] / 100, "initial_accuracy": 0.1, "wall_seconds": 1.0}
         return summary | ({"mean_client_pl_accuracy": labels[cell.row][seed]} if cell.row in labels else {})
 
-    cells = {r["row"]: r for r in run_table(table, True, None, run_cell, seeds=3)}
+    cells = {r["row"]: r for r in aggregate_table(table, True, None, run_cell, seeds=3)}
     assert set(cells["Top"]["metrics"]) == {"final_accuracy"}
     assert cells["A"]["metrics"]["mean_client_pl_accuracy"]["values"] == [90.0, 88.0, 86.0]
     labelled, unmeasured = evaluate(table, list(cells.values()), embedded=True)["findings"]

@@ -64,7 +64,7 @@ def test_the_committed_records_give_every_pass_time():
 
 
 def fake_cells(values: dict) -> list:
-    """Cells of fst-cbdg-table4 as run_table gives them: (row, column) -> final accuracy per seed."""
+    """Cells of fst-cbdg-table4 as aggregate_table gives them: (row, column) -> final accuracy per seed."""
     return [{"row": r, "column": c, "metrics": {"final_accuracy": {"values": v, "paper": None}}} for (r, c), v in values.items()]
 
 

@@ -83,7 +83,7 @@ def test_table_md_records_every_override_and_the_command(tmp_path):
 
 
 def test_table_md_says_when_nothing_was_overridden():
-    from fedprior.cli.table import code_span, markdown
+    from fedprior.reproduce.table_page import code_span, markdown
 
     text = markdown("Toy", [], overrides=[])
     assert "overrides (--set, in every cell): none (every cell as its table defines it)" in text.splitlines()

@@ -13,7 +13,7 @@ from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import resume, start
 from fedprior.papers import table_by_name
-from fedprior.reproduce.tables import run_table
+from fedprior.reproduce.tables import aggregate_table
 from fedprior.results.compare import compare_runs
 from fedprior.results.run_view import read_metrics
 from fedprior.runtime.checkpoint import load_checkpoint, save_checkpoint
@@ -160,6 +160,6 @@ def test_a_paper_tables_numbers_say_their_unit():
     """table.json is read beside the paper's numbers (accuracy in %); each metric's scale says how it relates to result.json."""
     table = table_by_name("fst-cbdg-table2")
     summary = {"final_accuracy": 0.625, "best_accuracy": 0.75, "initial_accuracy": 0.1, "wall_seconds": 1.0}
-    (first, *_) = run_table(table, True, None, lambda cell, seed: summary)
+    (first, *_) = aggregate_table(table, True, None, lambda cell, seed: summary)
     metric = first["metrics"][table.metrics[0]]
     assert metric["scale"] == 100.0 and metric["mean"] == 100 * summary[table.metrics[0]] == first["ours"]

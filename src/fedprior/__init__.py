@@ -27,6 +27,7 @@ _API = (
     "Config",
     "RunResult",
     "PartitionResult",
+    "TableResult",
     "load_config",
     "run",
     "resume",
@@ -37,6 +38,7 @@ _API = (
     "list_presets",
     "list_datasets",
     "list_tables",
+    "reproduce_table",
     "register_algorithm",
 )
 
@@ -47,6 +49,7 @@ if TYPE_CHECKING:
         Config,
         PartitionResult,
         RunResult,
+        TableResult,
         build_partition,
         compare,
         list_algorithms,
@@ -56,6 +59,7 @@ if TYPE_CHECKING:
         load_config,
         open_run,
         register_algorithm,
+        reproduce_table,
         resume,
         run,
     )

@@ -9,6 +9,7 @@ shown in ``docs/python-api.md``, whose examples the test suite runs:
 - :func:`compare` run directories, grouped by method with mean ± sd over seeds (``fedprior compare``);
 - :func:`build_partition` a dataset's partition and its statistics -> :class:`PartitionResult`;
 - :func:`list_algorithms`, :func:`list_presets`, :func:`list_datasets`, :func:`list_tables`;
+- :func:`reproduce_table` a paper's table: its cells, controls and findings -> :class:`TableResult` (``fedprior table``);
 - :func:`register_algorithm` a method written in user code, runnable by name like the shipped ones.
 
 Bad input raises :class:`~fedprior.errors.ConfigError` (a :class:`~fedprior.errors.FedpriorError`)
@@ -26,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fedprior.errors import ConfigError
+from fedprior.reproduce.pipeline import reproduce_table as reproduce_table
+from fedprior.reproduce.table_result import TableResult as TableResult
 
 if TYPE_CHECKING:
     from fedprior.algorithms.base import Algorithm
@@ -314,7 +317,7 @@ def list_datasets() -> dict[str, str]:
 
 
 def list_tables() -> dict[str, str]:
-    """Paper table name -> its title (``fedprior table NAME`` runs one)."""
+    """Paper table name -> its title (:func:`reproduce_table` or ``fedprior table NAME`` runs one)."""
     from fedprior.papers import all_tables
 
     return {name: table.title for name, table in all_tables().items()}

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 from fedprior.cli.app import app, user_errors
-from fedprior.cli.table import EMBEDDED_SEEDS
+from fedprior.reproduce.pipeline import EMBEDDED_SEEDS
 
 if TYPE_CHECKING:
     from fedprior.reproduce.tables import PaperTable

@@ -69,7 +69,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """The controls per column, the claims with their verdicts, and the notices for the top of table.md.
 
-    ``results``: :func:`~fedprior.reproduce.tables.run_table`'s cells (``metrics[m]["values"]``
+    ``results``: :func:`~fedprior.reproduce.tables.aggregate_table`'s cells (``metrics[m]["values"]``
     per seed, seed 0 first); ``measurements``: :func:`~fedprior.reproduce.tables.measure_controls`'s
     values, (condition, column) -> (value, what was measured).
     """

@@ -216,7 +216,7 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
     control blanks the column's verdicts). Its findings are recomputed on the column's rows that have every seed
     kept (a claim on another row is ``not run``); measured controls are not remeasured (``controls not run``)."""
     from fedprior.reproduce.findings import evaluate
-    from fedprior.reproduce.tables import Control, cells, run_table
+    from fedprior.reproduce.tables import Control, aggregate_table, cells
 
     def committed(cell: Cell, seed: int) -> dict[str, Any]:
         return read_json(cell_folder(kept, cell, seed) / "result.json", "--cells")
@@ -225,7 +225,7 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
         return reruns.get((cell.row, cell.column, seed)) or committed(cell, seed)
 
     def findings(column: str, rows: list[str], summary: Callable[[Cell, int], dict[str, Any]]) -> list[dict[str, Any]]:
-        results = run_table(table, embedded, None, summary, seeds=seeds, rows=rows, columns=[column]) if rows else []
+        results = aggregate_table(table, embedded, None, summary, seeds=seeds, rows=rows, columns=[column]) if rows else []
         return list(evaluate(table, results, embedded)["findings"])
 
     control_rows = {row for c in table.controls if isinstance(c, Control) for row in (c.above, c.below)}

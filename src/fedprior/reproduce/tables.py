@@ -377,17 +377,17 @@ def cell_value(table: PaperTable, summary: dict[str, Any], metric: str) -> float
     return table.scales.get(metric, 100.0) * summary[metric]
 
 
-def run_table(
+def aggregate_table(
     table: PaperTable,
     embedded: bool,
     extra: list[str] | None,
-    run_cell: Callable[[Cell, int], dict[str, Any]],
+    summary: Callable[[Cell, int], dict[str, Any]],
     on_cell: Callable[[Cell, dict], None] | None = None,
     seeds: int = 1,
     rows: list[str] | None = None,
     columns: list[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Run every cell with ``run_cell(cell, seed)`` (a run summary) for seeds 0..seeds-1; one result per cell.
+    """One result per cell, from the run summaries ``summary(cell, seed)`` of seeds 0..seeds-1 (it runs nothing itself).
 
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
     ``scales`` say otherwise), ``std`` their sample standard deviation (n - 1; 0 for one
@@ -396,11 +396,12 @@ def run_table(
     every seed's summary has (a metric some rows do not produce is left out of their cells).
     A table is read against the paper's printed numbers, so its numbers are in the paper's
     unit (accuracy in %); ``scale`` says so for a program: the run summary's value (a
-    fraction for accuracy, as in ``result.json``) times ``scale``.
+    fraction for accuracy, as in ``result.json``) times ``scale``. The typed form of a
+    result is :class:`~fedprior.reproduce.table_result.CellResult`.
     """
     results = []
     for cell in cells(table, embedded, extra, rows, columns):
-        summaries = [run_cell(cell, seed) for seed in range(seeds)]
+        summaries = [summary(cell, seed) for seed in range(seeds)]
         if table.derived is not None:
             summaries = [{**s, **table.derived(s)} for s in summaries]
         metrics = {}
