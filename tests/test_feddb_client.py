@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fedprior.algorithms.base import Reply, RoundInfo, Task
+from fedprior.algorithms.base import Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.registry import algorithm_spec
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
@@ -26,7 +26,7 @@ def client_data(seed: int = 0, labeled: int = 12, unlabeled: int = 40) -> dict[s
 
 
 def build(name: str, **values):
-    return algorithm_spec(name).build(TASK, {**SMALL, **values}, local_epochs=2, batch_size=8)
+    return algorithm_spec(name).build(TASK, {**SMALL, **values}, Runtime(2, 8))
 
 
 def one_update(algorithm, data, state=None, info=INFO):
@@ -485,7 +485,7 @@ def test_eval_batch_size_reaches_the_pseudo_labeling_pass():
     data = client_data()
 
     def appu(**values) -> torch.Tensor:
-        algorithm = algorithm_spec("feddb").build(TASK, {**SMALL, **values}, local_epochs=0, batch_size=8)
+        algorithm = algorithm_spec("feddb").build(TASK, {**SMALL, **values}, Runtime(0, 8))
         return one_update(algorithm, data)[0].arrays["appu"]
 
     assert torch.equal(appu(), appu(eval_batch_size=40))  # 40 unlabeled images: one pass either way

@@ -57,7 +57,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.bias import bias_diagnostics
 from fedprior.algorithms.pieces.dma import uniform_distance
@@ -598,21 +598,20 @@ def semi_supervised_algorithm(
     name: str,
     task: Task,
     shared: dict[str, Any],
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device,
-    precision: str = "fp32",
     method: Method = Method(),
     dpl: bool = False,
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
-    compile: bool = False,
 ) -> Algorithm:
     """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps.
 
-    ``compile`` (``run.compile``): the network the clients train and the server evaluates is compiled (``GlobalModel.receive``).
+    Of the ``runtime``: ``local_epochs`` (E), the device, ``precision``, and ``compile`` (the network the clients train and the
+    server evaluates is compiled, ``GlobalModel.receive``); the batches are the algorithm's own.
     """
     shared = dict(shared)
     build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
-    training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
-    return SemiSupervised(task, GlobalModel(build, device=device, compile=compile), training, method, device, precision).algorithm(name)
+    training = Training(epochs=runtime.local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
+    net = GlobalModel(build, device=runtime.device, compile=runtime.compile)
+    return SemiSupervised(task, net, training, method, runtime.device, runtime.precision).algorithm(name)

@@ -28,7 +28,6 @@ from typing import Annotated, Any, Literal
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.pieces.precision import Precision
 from fedprior.data.augment.fixmatch import STRONG_AUGMENTS
 from fedprior.errors import ConfigError
 
@@ -225,10 +224,6 @@ SUPERVISED_NAMES = (
 
 def body_training(
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
     model: BodyModel = "convnet",
     optimizer: OptimizerName = "sgd",
     lr: Lr = 0.01,
@@ -237,7 +232,7 @@ def body_training(
     lr_decay: LrDecay = 0.99,
     lr_decay_every: LrDecayEvery = "round",
 ) -> None:
-    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (runtime ``local_epochs``, ``batch_size``, ``device``, ``precision`` among them)."""
+    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (the run's epochs, batches, device and precision come as the factory's ``runtime``)."""
 
 
 def parameters(declaration: Callable[..., None], names: Sequence[str] | None = None) -> tuple[inspect.Parameter, ...]:
