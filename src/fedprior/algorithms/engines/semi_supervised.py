@@ -33,7 +33,7 @@ by default:
   keeps the paper's loop: E full-batch steps of Eq. (6) with L_u = 0.
 
 The server weights the client models (uniformly, Eq. 7 with beta = 1; by DMA in FedDB,
-Eq. 17; by groups in FedRGD), optionally with the code's server momentum, and records
+Eq. 17; by groups in FedRGD), optionally with the code's server momentum (FedAvgM's step, :func:`server_momentum`), and records
 what the report draws. A baseline changes one step through a :class:`Method`; the rest
 is this module. The optimizer state (momentum buffers) of a client stays in its client
 State between the rounds it is sampled in (the code). The learning rate follows the
@@ -75,7 +75,8 @@ from fedprior.algorithms.pieces.pseudo_labels import (
     moving_average,
     without_missing_accuracy,
 )
-from fedprior.algorithms.pieces.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import device_generator
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
@@ -88,7 +89,6 @@ HIDDEN = ("y_unlabeled",)
 APPU = "appu"
 LABEL_COUNTS = "diag.labeled"
 DIAG = "diag."
-VELOCITY = "server.velocity."
 EVAL_BATCH = 1024
 
 
@@ -292,7 +292,7 @@ class SemiSupervised:
         inputs = (*LABELED, *UNLABELED) if t.use_unlabeled else LABELED
         hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
         augment = self.augment
-        return Algorithm(
+        algorithm = Algorithm(
             name=name,
             inputs=inputs,
             diagnostics=hidden,
@@ -305,6 +305,9 @@ class SemiSupervised:
             thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
             batch_shapes="varying",  # full-batch steps on each client's data and confident subset (FedMatch's too: per-batch subsets)
         )
+        if t.server_momentum == 0:  # plain averaging (Eq. 17); the parameter names are found only where a step needs them
+            return algorithm
+        return with_server_optimizer(algorithm, server_momentum(t.server_momentum), self.net.parameter_names())
 
     def _check_minibatches(self, name: str) -> None:
         """ConfigError unless FixMatch's mini-batches (``labeled_batch_size`` > 0) can run: steps to take, and no step of a method changed."""
@@ -328,19 +331,11 @@ class SemiSupervised:
         return Broadcast(arrays=arrays)
 
     def aggregate(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        """w = sum_m beta_m w_m (Eq. 7 / 17), then the code's server momentum if set; records what the report draws."""
+        """w = sum_m beta_m w_m (Eq. 7 / 17); records what the report draws. The code's server momentum, if set, steps from
+        here (:func:`server_momentum`, in :meth:`algorithm`)."""
         beta = self.method.weights(state, replies, info).float()
         mean = weighted_mean([with_prefix(r.arrays, MODEL) for r in replies], beta)
-        out = dict(state)
-        mu = self.training.server_momentum
-        for name, value in mean.items():
-            key = MODEL + name
-            if mu > 0 and value.is_floating_point():
-                velocity = mu * state.get(VELOCITY + name, torch.zeros_like(value)) + (state[key] - value)
-                out[VELOCITY + name] = velocity
-                out[key] = state[key] - velocity
-            else:
-                out[key] = value
+        out = {**state, **add_prefix(mean, MODEL)}
         if APPU in replies[0].arrays:
             appus = torch.stack([r.arrays[APPU] for r in replies])
             uniform = torch.full_like(beta, 1.0 / len(replies))
@@ -560,6 +555,17 @@ class SemiSupervised:
             return None
         weak = ctx.augment.weak(x, ctx.generator)
         return app_u(torch.softmax(predict(ctx.model, weak, batch=ctx.training.eval_batch_size, precision=ctx.precision), dim=1))
+
+
+def server_momentum(momentum: float) -> ServerOptimizer:
+    """``algorithm.server_momentum`` of the semi-supervised algorithms: FedAvgM's step (Hsu et al. 2019) with server lr 1,
+    v = momentum v + Delta, w = w + v, on Delta = aggregate - w, the parameters only (BatchNorm's running statistics take the
+    aggregate as it is, as with every server optimizer: :func:`~fedprior.algorithms.pieces.server_optimizers.with_server_optimizer`).
+
+    The FedDB authors' code applies the averaged update this way with momentum 0.5 (docs/feddb.md, D10); its velocity
+    is fedprior's -v (velocity = momentum velocity + (w - aggregate), w = w - velocity), the same steps.
+    """
+    return ServerOptimizer("avgm", lr=1.0, momentum=momentum)
 
 
 def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Module], nn.Module] | None = None) -> Callable[[], nn.Module]:

@@ -134,7 +134,11 @@ def semi_supervised(
     flip: Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")] = True,
     server_momentum: Annotated[
         float,
-        Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)"),
+        Field(
+            ge=0,
+            lt=1,
+            description="FedAvgM's server momentum beta with server lr 1: v = beta v + Delta, w = w + v, Delta = average - w (the code: 0.5); 0 = plain averaging (the paper, Eq. 17)",
+        ),
     ] = 0.0,
     strong_augment: Annotated[
         Literal[STRONG_AUGMENTS],  # type: ignore[valid-type]  # typing expands the tuple at run time (pydantic reads it); mypy wants literals
