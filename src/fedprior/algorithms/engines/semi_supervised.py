@@ -61,7 +61,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.bias import bias_diagnostics
 from fedprior.algorithms.pieces.dma import uniform_distance
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS, SemiSupervisedFields
 from fedprior.algorithms.pieces.metrics import logit_metrics, read_once
 from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
@@ -92,37 +92,17 @@ DIAG = "diag."
 EVAL_BATCH = 1024
 
 
-@dataclass(frozen=True)
-class Training:
-    """The local training every semi-supervised algorithm shares (fields and defaults of :func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`)."""
+@dataclass(frozen=True, kw_only=True)
+class Training(SemiSupervisedFields):
+    """The local training every semi-supervised algorithm shares: the shared fields (:class:`~fedprior.algorithms.pieces.hyperparameters.SemiSupervisedFields`,
+    declared once there) and what the factory sets beside them."""
 
     epochs: int
-    optimizer: str = SEMI_SUPERVISED_DEFAULTS["optimizer"]
-    lr: float = SEMI_SUPERVISED_DEFAULTS["lr"]
-    momentum: float = SEMI_SUPERVISED_DEFAULTS["momentum"]
-    weight_decay: float = SEMI_SUPERVISED_DEFAULTS["weight_decay"]
-    nesterov: bool = SEMI_SUPERVISED_DEFAULTS["nesterov"]
-    clip: float = SEMI_SUPERVISED_DEFAULTS["clip"]
-    lr_decay_rounds: int = SEMI_SUPERVISED_DEFAULTS["lr_decay_rounds"]
-    keep_optimizer_state: bool = SEMI_SUPERVISED_DEFAULTS["keep_optimizer_state"]
-    flip: bool = SEMI_SUPERVISED_DEFAULTS["flip"]
-    strong_augment: str = SEMI_SUPERVISED_DEFAULTS["strong_augment"]
-    weak_shift: float = SEMI_SUPERVISED_DEFAULTS["weak_shift"]
-    strong_ops: int = SEMI_SUPERVISED_DEFAULTS["strong_ops"]
-    cutout: float = SEMI_SUPERVISED_DEFAULTS["cutout"]
-    server_momentum: float = SEMI_SUPERVISED_DEFAULTS["server_momentum"]
-    threshold: float = SEMI_SUPERVISED_DEFAULTS["threshold"]
-    unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
-    unlabeled_mean: str = SEMI_SUPERVISED_DEFAULTS["unlabeled_mean"]
-    fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
+    """E, the run's local epochs (``runtime.local_epochs``)."""
     labeled_batch_size: int = 0
     """FixMatch's own mini-batches (fixmatch and fedavg-labeled): :meth:`SemiSupervised._train_minibatches`; 0 = the paper's full-batch steps."""
     unlabeled_ratio: int = 7
     local_steps: int = 0
-    appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
-    appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
-    eval_batch_size: int = SEMI_SUPERVISED_DEFAULTS["eval_batch_size"]
-    diagnostics: bool = SEMI_SUPERVISED_DEFAULTS["diagnostics"]
     dpl: bool = False
     use_unlabeled: bool = True
 
@@ -611,13 +591,12 @@ def semi_supervised_algorithm(
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
 ) -> Algorithm:
-    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps.
+    """The algorithm ``name`` from the shared hyperparameters (:class:`~fedprior.algorithms.pieces.hyperparameters.SemiSupervisedFields`) and a method's steps.
 
     Of the ``runtime``: ``local_epochs`` (E), the device, ``precision``, and ``compile`` (the network the clients train and the
     server evaluates is compiled, ``GlobalModel.receive``); the batches are the algorithm's own.
     """
-    shared = dict(shared)
-    build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
     training = Training(epochs=runtime.local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
+    build = network(task, training.model, training.norm, training.width, wrap)
     net = GlobalModel(build, device=runtime.device, compile=runtime.compile)
     return SemiSupervised(task, net, training, method, runtime.device, runtime.precision).algorithm(name)
