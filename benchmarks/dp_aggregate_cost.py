@@ -5,14 +5,14 @@ import time
 
 import torch
 
-from fedprior.algorithms.base import Reply, RoundInfo
+from fedprior.algorithms.base import Reply, RoundInfo, Runtime
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.differential_privacy import ClientLevelDp, with_client_level_dp
 from fedprior.task import Task
 
 torch.set_num_threads(1)
 task = Task(num_classes=10, input_shape=(1, 28, 28), class_names=tuple(map(str, range(10))), num_clients=1000, prior={})
-plain = fedavg(task, local_epochs=1, batch_size=32)
+plain = fedavg(task, Runtime(1, 32))
 dp = with_client_level_dp(plain, ClientLevelDp("server", 1.0, 0.5, 100), epsilon=None)
 info = RoundInfo(0, "federated", 1)
 state = dp.init(info)

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from shared import busy_processes, print_result
 
-from fedprior.algorithms.base import Task
+from fedprior.algorithms.base import Runtime, Task
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.partition.shard import ShardPartitioner
 from fedprior.runtime.round_loop import RoundLoop
@@ -56,7 +56,7 @@ def run(vectorize: bool, setup, noise: str = "projected") -> tuple[float, dict]:
     train_x, train_y, test_x, test_y, text, parts, threads = setup
     task = Task(num_classes=CLASSES, input_shape=(DIM,), class_names=tuple(map(str, range(CLASSES))), num_clients=CLIENTS, prior={"text_features": text})
     start = time.perf_counter()
-    algorithm = fst_cbdg(task, local_epochs=1, batch_size=50, noise=noise)
+    algorithm = fst_cbdg(task, Runtime(1, 50), noise=noise)
     result = simulate(
         algorithm,
         lambda c: {"x": train_x[parts[c]]},

@@ -11,7 +11,7 @@ import json
 import torch
 from cli import TINY, invoke
 
-from fedprior.algorithms.base import Task
+from fedprior.algorithms.base import Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.experiments.runner import client_failures
 from fedprior.results.run_log import summary_warnings
@@ -36,7 +36,7 @@ def features(n: int, seed: int) -> dict[str, torch.Tensor]:
 
 def test_counts_per_round_from_the_round_loop():
     task = Task(num_classes=3, input_shape=(6,), class_names=("a", "b", "c"), num_clients=4)
-    algorithm = fedavg(task, local_epochs=1, batch_size=8, model="linear", lr=0.1)
+    algorithm = fedavg(task, Runtime(1, 8), model="linear", lr=0.1)
     data = [features(16, seed=c) for c in range(4)]
     pool = FlakyClients(algorithm, lambda c: data[c], 4)
     result = run_rounds(algorithm, pool, features(20, seed=9), RoundLoop(seed=0, rounds=6, fraction=0.75))

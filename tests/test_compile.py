@@ -12,7 +12,7 @@ import pytest
 import torch
 from conftest import toy_images
 
-from fedprior.algorithms.base import Task
+from fedprior.algorithms.base import Runtime, Task
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.registry import algorithm_spec, supports_compile
@@ -35,9 +35,9 @@ def test_compile_is_refused_on_the_cpu_and_by_algorithms_that_do_not_compile():
     with pytest.raises(ConfigError, match="run.compile: compiles on an accelerator only.*accepted with run.device = 'cpu': false"):
         build_experiment(name, config)
     with pytest.raises(ConfigError, match="run.compile: algorithm 'mfcl' does not compile its networks.*true for: .*feddb"):
-        algorithm_spec("mfcl").build(TASK, {}, local_epochs=1, batch_size=8, compile=True)
+        algorithm_spec("mfcl").build(TASK, {}, Runtime(1, 8, compile=True))
     with pytest.raises(ConfigError, match="run.compile: model = 'linear'"):
-        fedavg(Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=2), local_epochs=1, batch_size=8, model="linear", compile=True)
+        fedavg(Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=2), Runtime(1, 8, compile=True), model="linear")
     assert {"fedavg", "fedprox", "moon", "feddb", "fixmatch", "fedavg-labeled", "fedrgd", "semifl"} <= set(supports_compile())
 
 
@@ -53,7 +53,7 @@ def test_a_compiled_network_is_built_once_per_slot_and_trains_with_the_eager_num
     monkeypatch.setattr(GlobalModel, "load", lambda self, arrays: built.append(1) or load(self, arrays))
 
     def run(compile: bool, k: int = 1):
-        algorithm = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1, momentum=0.9, model="convnet", compile=compile)
+        algorithm = fedavg(TASK, Runtime(1, 8, compile=compile), lr=0.1, momentum=0.9, model="convnet")
         loop = RoundLoop(seed=3, rounds=2, fraction=0.5, threads=ONE_THREAD, concurrent_clients=k)
         return simulate(algorithm, lambda c: DATA[c], 6, TEST, loop)
 

@@ -19,7 +19,7 @@ from algorithm_setups import MORE_PRESETS, SETUPS, SMALL
 from conftest import toy_images
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.lanes import current_lane
 from fedprior.errors import ConfigError
@@ -181,7 +181,7 @@ TEST = toy_images(60, seed=99)
 
 def toy_setup():
     """The algorithm and client data of the toy runs below, built in a spawned worker (picklable: a module-level function)."""
-    return fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1), DATA.__getitem__
+    return fedavg(TASK, Runtime(1, 8), lr=0.1), DATA.__getitem__
 
 
 def run_toy(**kw):
@@ -194,7 +194,7 @@ def run_toy(**kw):
 def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers():
     """Workers that run client updates in threads are spawned: forked ones crashed now and then (the stress test below)."""
     assert_same_run(run_toy(), run_toy(workers=2, concurrent_clients=2))
-    toy = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1)
+    toy = fedavg(TASK, Runtime(1, 8), lr=0.1)
     for method, refusal in ((None, "started by 'spawn' .* need a picklable setup"), ("fork", "started by fork: threads .* start them by 'spawn'")):
         loop = RoundLoop(seed=3, rounds=1, fraction=1.0, threads=ONE_THREAD, workers=2, concurrent_clients=2, start_method=method)
         with pytest.raises(ValueError, match=refusal):
@@ -207,7 +207,7 @@ def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worke
     """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 300 by default) after this process compiled
     and trained models as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
     clients failed, the numbers differed); no worker may die, and every run gives the numbers of one process."""
-    compiled = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1, model="convnet", compile=True)
+    compiled = fedavg(TASK, Runtime(1, 8, compile=True), lr=0.1, model="convnet")
     for k in (1, 3):
         simulate(compiled, DATA.__getitem__, 6, TEST, RoundLoop(seed=3, rounds=2, fraction=0.5, threads=ONE_THREAD, concurrent_clients=k))
     cnn = build_model("cnn", TASK)

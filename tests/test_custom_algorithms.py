@@ -23,20 +23,19 @@ import os
 import signal
 from typing import Annotated
 
-import torch
 from pydantic import Field
 
 import fedprior
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.tensors import weighted_mean
 
 
-def uniform_fedavg(task: Task, *, local_epochs: int, batch_size: int, device: torch.device = torch.device("cpu"),
+def uniform_fedavg(task: Task, runtime: Runtime, *,
                    lr: Annotated[float, Field(gt=0, description="client SGD learning rate")] = 0.05,
                    mix: Annotated[float, Field(ge=0, le=1, description="weight of the clients' mean in the new model")] = 1.0) -> Algorithm:
     """FedAvg with the unweighted mean of the client models as the server update."""
-    base = fedavg(task, local_epochs=local_epochs, batch_size=batch_size, lr=lr, device=device)
+    base = fedavg(task, runtime, lr=lr)
 
     def aggregate(state, replies, info):
         if info.round == int(os.environ.get("STOP_AT_ROUND", "0")):

@@ -9,7 +9,7 @@ from algorithm_setups import SETUPS, SMALL
 from conftest import toy_images
 from pretend_device import DEVICE, OnDevice, PretendDevice
 
-from fedprior.algorithms.base import ClientInfo, Task
+from fedprior.algorithms.base import ClientInfo, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.registry import ALGORITHMS, supports_precision
@@ -96,10 +96,10 @@ FEATURES = Task(3, (5,), ("a", "b", "c"), 4, prior={"text_features": torch.eye(3
 @pytest.mark.parametrize(
     "make, features",
     [
-        (lambda e, b: fedavg(TASK, local_epochs=e, batch_size=b), False),
-        (lambda e, b: scaffold(TASK, local_epochs=e, batch_size=b), False),
-        (lambda e, b: fedavg(FEATURES, local_epochs=e, batch_size=b, model="linear"), True),
-        (lambda e, b: fst_cbdg(FEATURES, local_epochs=e, batch_size=b), True),
+        (lambda e, b: fedavg(TASK, Runtime(e, b)), False),
+        (lambda e, b: scaffold(TASK, Runtime(e, b)), False),
+        (lambda e, b: fedavg(FEATURES, Runtime(e, b), model="linear"), True),
+        (lambda e, b: fst_cbdg(FEATURES, Runtime(e, b)), True),
     ],
     ids=["fedavg-cnn", "scaffold-cnn", "fedavg-linear", "fst-cbdg"],
 )
@@ -150,7 +150,7 @@ def test_torch_threads_sets_and_restores():
 
 def test_evaluation_does_not_depend_on_the_thread_count():
     """Why evaluation may use every core by default: forward passes give the same logits with 1 or 2 threads."""
-    algo = fedavg(TASK, local_epochs=1, batch_size=8)
+    algo = fedavg(TASK, Runtime(1, 8))
     state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
     test = toy_images(300, seed=5)
     with torch_threads(1):
@@ -287,7 +287,7 @@ def test_the_pretend_device_gives_the_cpu_numbers_and_catches_what_a_gpu_would()
     data, info = toy_images(16), ClientInfo(0, "federated", 1, client_id=0)
 
     def one_update(device):
-        algo = fedavg(TASK, local_epochs=1, batch_size=8, device=device)
+        algo = fedavg(TASK, Runtime(1, 8, device=device))
         state = algo.init(ClientInfo(seed=0, stage="federated", round=0))
         return algo.client_update(algo.broadcast(state, info), {}, data, info)[0].arrays
 

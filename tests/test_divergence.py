@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from cli import TINY, error_line, invoke
 from conftest import toy_images
 
-from fedprior.algorithms.base import Task
+from fedprior.algorithms.base import Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fst_cbdg import fst_cbdg
 from fedprior.algorithms.registry import ALGORITHMS
@@ -95,7 +95,7 @@ def test_fst_cbdg_with_a_huge_lr_is_reported_as_divergence_not_a_linalg_error():
     g = torch.Generator().manual_seed(1)
     data = [{"x": F.normalize(torch.randn(20, 6, generator=g), dim=1)} for _ in range(4)]
     test = {"x": data[0]["x"], "y": torch.zeros(20, dtype=torch.long)}
-    algorithm = fst_cbdg(task, local_epochs=2, batch_size=5, lr=1e30)
+    algorithm = fst_cbdg(task, Runtime(2, 5), lr=1e30)
     with pytest.raises(DivergedError, match=r"training diverged in round 1: client \d returned non-finite values"):
         simulate(algorithm, lambda c: data[c], 4, test, RoundLoop(seed=0, rounds=2, fraction=0.5))
 
@@ -103,7 +103,7 @@ def test_fst_cbdg_with_a_huge_lr_is_reported_as_divergence_not_a_linalg_error():
 def test_the_global_model_is_checked_too():
     """A server step that turns the model non-finite stops the run even though every client was finite."""
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
-    algorithm = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algorithm = fedavg(task, Runtime(1, 8), model="cnn", lr=0.1)
     poisoned = algorithm.with_(aggregate=lambda state, replies, info: {k: v * float("inf") for k, v in state.items()})
     data = [toy_images(16, seed=c) for c in range(2)]
     with pytest.raises(DivergedError, match="round 1: the global model holds non-finite values"):

@@ -16,7 +16,7 @@ from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms import fedbm as fedbm_module
-from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedbm import ADAM, GENERATOR, TRAINED, fedbm
 from fedprior.algorithms.pieces.cgde import (
     BatchNormStatistics,
@@ -260,7 +260,8 @@ def fake_concepts(monkeypatch):
 
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-SMALL = dict(local_epochs=1, batch_size=8, generator_every=2, generator_steps=2, generator_batch=6, generator_width=4, synthetic_batch=4)
+RUNTIME = Runtime(1, 8)
+SMALL = dict(generator_every=2, generator_steps=2, generator_batch=6, generator_width=4, synthetic_batch=4)
 
 
 def run(algorithm, rounds=3, **kw):
@@ -269,7 +270,7 @@ def run(algorithm, rounds=3, **kw):
 
 
 def test_generator_is_sent_only_once_trained_and_clients_then_add_its_images(fake_concepts):
-    algorithm = fedbm(TASK, **SMALL)
+    algorithm = fedbm(TASK, RUNTIME, **SMALL)
     result = run(algorithm, rounds=3)
     history = result.progress.history
     assert history[0]["download_bytes"] == history[1]["download_bytes"] < history[2]["download_bytes"]  # trained after round 2
@@ -280,12 +281,12 @@ def test_generator_is_sent_only_once_trained_and_clients_then_add_its_images(fak
     reply, _ = algorithm.client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 3, client_id=0))
     assert not any(k.startswith((GENERATOR, "model.head")) for k in reply.arrays)  # the classifier and generator never go up
     # with synthetic images, a client's step sees 8 real + 4 generated examples: the loss differs from the real-only one
-    plain, _ = fedbm(TASK, **{**SMALL, "synthetic_batch": 0}).client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 3, client_id=0))
+    plain, _ = fedbm(TASK, RUNTIME, **{**SMALL, "synthetic_batch": 0}).client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 3, client_id=0))
     assert not torch.equal(plain.arrays["model.projection.weight"], reply.arrays["model.projection.weight"])
 
 
 def test_generator_and_adam_state_resume_exactly(fake_concepts, tmp_path):
-    algorithm = fedbm(TASK, **{**SMALL, "generator_every": 1, "adam_state": "kept"})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "generator_every": 1, "adam_state": "kept"})
     full = run(algorithm, rounds=3, checkpoint_path=tmp_path / "full.safetensors")
     steps = [v.item() for k, v in full.state.items() if k.startswith(ADAM) and k.endswith(":step")]
     assert steps and set(steps) == {3 * SMALL["generator_steps"]}  # never re-initialized: Adam's steps add up
@@ -306,7 +307,7 @@ def test_generator_and_adam_state_resume_exactly(fake_concepts, tmp_path):
 
 
 def test_without_lkcc_the_head_is_trained_and_sent(fake_concepts):
-    algorithm = fedbm(TASK, **{**SMALL, "classifier": "linear", "cgde": False})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "classifier": "linear", "cgde": False})
     state = algorithm.init(RoundInfo(0, "federated", 0))
     assert "model.head.weight" in state and not any(k.startswith(GENERATOR) for k in state)
     result = run(algorithm, rounds=1)
@@ -315,7 +316,7 @@ def test_without_lkcc_the_head_is_trained_and_sent(fake_concepts):
 
 def test_fedbm_needs_images_and_batchnorm_for_eq8(fake_concepts):
     with pytest.raises(Exception, match="square images"):
-        fedbm(Task(3, (16,), ("a", "b", "c"), 4), **SMALL)
+        fedbm(Task(3, (16,), ("a", "b", "c"), 4), RUNTIME, **SMALL)
 
 
 def test_generated_images_are_standardized_with_the_tasks_channel_statistics():

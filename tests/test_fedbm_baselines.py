@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from conftest import toy_images
 from torch import nn
 
-from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Runtime, Task
 from fedprior.algorithms.feddyn import dynamic_loss, server_update
 from fedprior.algorithms.fedetf import simplex_etf
 from fedprior.algorithms.fednh import fednh, update_prototypes
@@ -29,7 +29,7 @@ from fedprior.errors import ConfigError
 from fedprior.models.convnet import ConvNet
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-KW = dict(local_epochs=1, batch_size=8)
+RUNTIME = Runtime(1, 8)
 INFO = ClientInfo(0, "federated", 1, client_id=2)
 
 
@@ -45,7 +45,7 @@ def test_fednh_infuses_class_means_into_the_prototypes():
 
 
 def test_fednh_clients_keep_the_prototypes_fixed_and_report_class_means():
-    algorithm = fednh(TASK, **KW, lr=0.1)
+    algorithm = fednh(TASK, RUNTIME, lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     prototypes = state["model.head.prototypes"]
     assert torch.allclose(prototypes @ prototypes.T, torch.eye(3), atol=1e-5)  # uniform (orthogonal) at the start
@@ -85,7 +85,7 @@ def test_fedrod_balanced_softmax_and_two_heads_with_separate_gradients():
 
 
 def test_fedrod_keeps_the_personal_head_and_sends_the_generic_model():
-    algorithm = fedrod(TASK, **KW, lr=0.1)
+    algorithm = fedrod(TASK, RUNTIME, lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     reply, client_state = algorithm.client_update(algorithm.broadcast(state, INFO), {}, toy_images(16), INFO)
     assert set(client_state) == {"personal.weight", "personal.bias"}
@@ -100,7 +100,7 @@ def test_fedrep_trains_head_then_body_and_sends_the_body():
     set_trainable(net, head=False)
     assert not any(p.requires_grad for p in net.head.parameters()) and all(p.requires_grad for p in net.body.parameters())
 
-    algorithm = fedrep(TASK, **KW, lr=0.1)
+    algorithm = fedrep(TASK, RUNTIME, lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     message = algorithm.broadcast(state, INFO)
     reply, head = algorithm.client_update(message, {}, toy_images(16), INFO)
@@ -108,7 +108,7 @@ def test_fedrep_trains_head_then_body_and_sends_the_body():
     assert not any(k.startswith("model.head") for k in reply.arrays)
     assert torch.equal(reply.arrays["eval.2.weight"], head["head.weight"])
     # a client starts from its own head, not the server's: with lr 0 it comes back unchanged
-    frozen = fedrep(TASK, **KW, lr=1e-12)
+    frozen = fedrep(TASK, RUNTIME, lr=1e-12)
     _, kept = frozen.client_update(message, head, toy_images(16), INFO)
     assert torch.allclose(kept["head.weight"], head["head.weight"])
     after = algorithm.aggregate(state, [reply], RoundInfo(0, "federated", 1))
@@ -141,7 +141,7 @@ def test_feddyn_correction_term_and_server_state():
 
 
 def test_feddyn_client_keeps_its_gradient_state():
-    algorithm = ALGORITHMS["feddyn"].build(TASK, {"lr": 0.1}, **KW)
+    algorithm = ALGORITHMS["feddyn"].build(TASK, {"lr": 0.1}, RUNTIME)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     message = algorithm.broadcast(state, INFO)
     reply, grad = algorithm.client_update(message, {}, toy_images(16), INFO)
@@ -194,7 +194,7 @@ def test_fedproto_prototype_loss_is_the_selected_rows_mse_with_its_gradient_to_t
 
 
 def test_fedproto_clients_keep_their_models_and_upload_prototypes():
-    algorithm = fedproto(TASK, **KW, lr=0.1)
+    algorithm = fedproto(TASK, RUNTIME, lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     message = algorithm.broadcast(state, INFO)
     assert set(message.arrays) == {"prototypes", "prototype_present"}
@@ -209,4 +209,4 @@ def test_fedproto_clients_keep_their_models_and_upload_prototypes():
 
 
 def test_central_learning_is_centralized():
-    assert ALGORITHMS["central"].centralized and ALGORITHMS["central"].build(TASK, {}, **KW).name == "central"
+    assert ALGORITHMS["central"].centralized and ALGORITHMS["central"].build(TASK, {}, RUNTIME).name == "central"

@@ -10,7 +10,7 @@ from conftest import toy_images
 
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms import fedetf as fedetf_module
-from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedbm import classifier_loss, evaluated, fedbm
 from fedprior.algorithms.fedetf import etf_loss, fedetf
 from fedprior.algorithms.pieces import class_balance
@@ -69,12 +69,12 @@ def test_fedbm_balanced_softmax_is_fedetfs_function_on_the_lkcc_logits():
 def test_fedbm_clients_train_with_their_own_class_counts_under_balanced_softmax(fake_concepts, monkeypatch):
     calls = spy(monkeypatch, fedbm_module, "balanced_softmax_loss")
     data = toy_images(16, 0)
-    kw = dict(local_epochs=1, batch_size=8, cgde=False)
-    default = fedbm(TASK, **kw)
+    kw = dict(cgde=False)
+    default = fedbm(TASK, Runtime(1, 8), **kw)
     message = default.broadcast(default.init(RoundInfo(0, "federated", 0)), RoundInfo(0, "federated", 1))
     default.client_update(message, {}, data, INFO)
     assert calls == []  # Eq. 4 by default
-    fedbm(TASK, **kw, loss="balanced-softmax").client_update(message, {}, data, INFO)
+    fedbm(TASK, Runtime(1, 8), **kw, loss="balanced-softmax").client_update(message, {}, data, INFO)
     assert len(calls) == 2  # two batches of 8
     assert all(torch.equal(c[2], class_balance.class_counts(data["y"], 3)) for c in calls)
 
@@ -89,7 +89,7 @@ def test_fedetf_plain_cross_entropy_is_f_cross_entropy(monkeypatch):
     calls = spy(monkeypatch, fedetf_module, "balanced_softmax_loss")
     data = toy_images(16, 0)
     for loss, expected in (("cross-entropy", 0), ("balanced-softmax", 2)):
-        algorithm = fedetf(TASK, local_epochs=1, batch_size=8, loss=loss)
+        algorithm = fedetf(TASK, Runtime(1, 8), loss=loss)
         message = algorithm.broadcast(algorithm.init(RoundInfo(0, "federated", 0)), RoundInfo(0, "federated", 1))
         algorithm.client_update(message, {}, data, INFO)
         assert len(calls) == expected
@@ -116,8 +116,8 @@ def test_per_batch_augmentation_gives_every_image_the_same_crop_and_flip(seed):
 
 def test_fedbm_passes_its_augmentation_mode_to_both_generator_trainings(fake_concepts, monkeypatch):
     calls = spy(monkeypatch, fedbm_module, "GeneratorTraining")
-    fedbm(TASK, local_epochs=1, batch_size=8)
-    fedbm(TASK, local_epochs=1, batch_size=8, synthetic_augment="per-image")
+    fedbm(TASK, Runtime(1, 8))
+    fedbm(TASK, Runtime(1, 8), synthetic_augment="per-image")
     assert [c[-1] for c in calls] == [True, False]
 
 
@@ -127,7 +127,7 @@ def test_evaluation_uses_f_over_tau_logits_as_the_code(fake_concepts):
     assert evaluated(net, TAU, "f") is net
     linear = ConvNet(1, 3, width=4, depth=2)
     assert evaluated(linear, TAU) is linear  # a trained head has no tau
-    algorithm = fedbm(TASK, local_epochs=1, batch_size=8, cgde=False)
+    algorithm = fedbm(TASK, Runtime(1, 8), cgde=False)
     state, data = algorithm.init(RoundInfo(0, "federated", 0)), toy_images(30, 3)
-    scaled, plain = algorithm.evaluate(state, data), fedbm(TASK, local_epochs=1, batch_size=8, cgde=False, evaluation_logits="f").evaluate(state, data)
+    scaled, plain = algorithm.evaluate(state, data), fedbm(TASK, Runtime(1, 8), cgde=False, evaluation_logits="f").evaluate(state, data)
     assert scaled["accuracy"] == plain["accuracy"] and scaled["loss"] != pytest.approx(plain["loss"])

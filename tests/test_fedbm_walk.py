@@ -18,7 +18,7 @@ from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms import fedbm as fedbm_module
-from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.engines.body_training import LocalOptimizer, train_on_device
 from fedprior.algorithms.fedbm import classifier_loss, fedbm
 from fedprior.algorithms.pieces.lkcc import build_classifier, concept_distributions, lkcc_loss
@@ -26,7 +26,8 @@ from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.encoders.prompts import concept_sentences, prompt_templates
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-SMALL = dict(local_epochs=2, batch_size=8, generator_every=1, generator_steps=1, generator_batch=6, generator_width=4, synthetic_batch=4)
+RUNTIME = Runtime(2, 8)
+SMALL = dict(generator_every=1, generator_steps=1, generator_batch=6, generator_width=4, synthetic_batch=4)
 
 
 @pytest.fixture
@@ -61,7 +62,7 @@ def trained_state(algorithm) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize(("aggregation", "share"), [("examples", 0.25), ("uniform", 0.5)])
 def test_line_14_aggregation_is_example_weighted_or_the_plain_mean(fake_concepts, aggregation, share):
-    algorithm = fedbm(TASK, **{**SMALL, "cgde": False, "aggregation": aggregation})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "cgde": False, "aggregation": aggregation})
     state = algorithm.init(RoundInfo(0, "federated", 0))
     model = {k: v for k, v in state.items() if k.startswith(MODEL) and v.is_floating_point()}
     replies = [Reply(model, num_examples=30), Reply({k: v + 1.0 for k, v in model.items()}, num_examples=10)]
@@ -75,7 +76,7 @@ def test_line_14_aggregation_is_example_weighted_or_the_plain_mean(fake_concepts
 
 @pytest.mark.parametrize(("mode", "expected"), [("per-step", [0, 1, 2, 3]), ("per-round", [0, 1, 0, 1])])
 def test_line_19_a_client_draws_fresh_images_per_step_or_reuses_one_epochs_worth(fake_concepts, monkeypatch, mode, expected):
-    algorithm = fedbm(TASK, **{**SMALL, "synthetic_data": mode})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "synthetic_data": mode})
     message = algorithm.broadcast(trained_state(algorithm), RoundInfo(0, "federated", 2))
     draws, used = spy(monkeypatch, "draw_batches"), spy(monkeypatch, "synthesize")
     algorithm.client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 2, client_id=0))  # 2 epochs of 2 steps
@@ -84,7 +85,7 @@ def test_line_19_a_client_draws_fresh_images_per_step_or_reuses_one_epochs_worth
 
 
 def test_line_19_per_round_images_are_the_same_in_every_epoch(fake_concepts, monkeypatch):
-    algorithm = fedbm(TASK, **{**SMALL, "synthetic_data": "per-round"})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "synthetic_data": "per-round"})
     message = algorithm.broadcast(trained_state(algorithm), RoundInfo(0, "federated", 2))
     images: list[torch.Tensor] = []
     real = fedbm_module.synthesize
@@ -99,7 +100,7 @@ def test_line_19_per_round_images_are_the_same_in_every_epoch(fake_concepts, mon
 @pytest.mark.parametrize("semantic", ["model-loss", "cross-entropy"])
 def test_eq6_semantic_loss_is_the_clients_loss_or_the_papers_cross_entropy(fake_concepts, monkeypatch, semantic):
     calls = spy(monkeypatch, "train_generator")
-    algorithm = fedbm(TASK, **{**SMALL, "semantic_loss": semantic})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "semantic_loss": semantic})
     trained_state(algorithm)
     (generator, teacher, loss_fn, *_rest) = calls[0]
     data = toy_images(10, 4)
@@ -127,11 +128,11 @@ def test_learning_rate_decays_per_round_or_per_local_epoch(every, rates):
 
 def test_per_epoch_decay_reaches_the_factory_and_an_unknown_schedule_is_refused(fake_concepts):
     assert LocalOptimizer(lr=1.0, lr_decay=0.5, decay_every="epoch").epoch_lr(3, 2, 1) == 0.5**5  # (3 - 1) * 2 + 1 epochs before
-    algorithm = fedbm(TASK, **{**SMALL, "cgde": False, "lr_decay_every": "epoch"})
+    algorithm = fedbm(TASK, RUNTIME, **{**SMALL, "cgde": False, "lr_decay_every": "epoch"})
     state = algorithm.init(RoundInfo(0, "federated", 0))
     message = algorithm.broadcast(state, RoundInfo(0, "federated", 1))
     reply, _ = algorithm.client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 1, client_id=0))
-    per_round, _ = fedbm(TASK, **{**SMALL, "cgde": False}).client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 1, client_id=0))
+    per_round, _ = fedbm(TASK, RUNTIME, **{**SMALL, "cgde": False}).client_update(message, {}, toy_images(16, 0), ClientInfo(0, "federated", 1, client_id=0))
     assert not torch.equal(reply.arrays["model.projection.weight"], per_round.arrays["model.projection.weight"])  # epoch 2 at lr * 0.99
     with pytest.raises(Exception, match="lr_decay_every"):
         LocalOptimizer(decay_every="batch").schedule(torch.optim.SGD(nn.Linear(1, 1).parameters(), lr=1.0), 1, 1)

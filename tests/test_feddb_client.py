@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from fedprior.algorithms.base import Reply, RoundInfo, Task
+from fedprior.algorithms.base import Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.registry import algorithm_spec
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
@@ -26,7 +26,7 @@ def client_data(seed: int = 0, labeled: int = 12, unlabeled: int = 40) -> dict[s
 
 
 def build(name: str, **values):
-    return algorithm_spec(name).build(TASK, {**SMALL, **values}, local_epochs=2, batch_size=8)
+    return algorithm_spec(name).build(TASK, {**SMALL, **values}, Runtime(2, 8))
 
 
 def one_update(algorithm, data, state=None, info=INFO):
@@ -101,6 +101,45 @@ def test_server_momentum_applies_the_averaged_update_as_a_pseudo_gradient():
     assert torch.allclose(second[name], first[name] + 3.0)
     plain = build("fixmatch").aggregate(state, replies, INFO)
     assert torch.allclose(plain[name], w + 2.0) and not any(k.startswith("server.velocity.") for k in plain)
+
+
+def old_server_momentum(state, mean, mu, velocity):
+    """The semi-supervised server momentum as it was written before it became FedAvgM's step (engines/semi_supervised.py
+    until issue 47): velocity = mu velocity + (w - mean), w = w - velocity, on every floating tensor of the model."""
+    out = {}
+    for key, value in mean.items():
+        velocity[key] = mu * velocity.get(key, torch.zeros_like(value)) + (state[key] - value)
+        out[key] = state[key] - velocity[key]
+    return out
+
+
+@pytest.mark.parametrize("norm", ["bn-batch", "bn"])
+def test_server_momentum_is_fedavgm_and_steps_the_parameters_as_the_old_velocity_did_bit_for_bit(norm):
+    """``server_momentum`` of the semi-supervised algorithms is ``with_server_optimizer``'s FedAvgM (server lr 1): three rounds
+    of random client models give the parameters the old formula gives, to the bit; BatchNorm's running statistics
+    (``norm = 'bn'``) take the plain average, as under every server optimizer (the old formula stepped them too)."""
+    from fedprior.algorithms.pieces.tensors import weighted_mean
+
+    algorithm = build("fixmatch", server_momentum=0.7, norm=norm)
+    state = algorithm.init(INFO)
+    floating = [k for k, v in state.items() if k.startswith("model.") and v.is_floating_point()]
+    buffers = [k for k in floating if k.endswith(("running_mean", "running_var"))]
+    old, velocity = {k: state[k] for k in floating}, {}
+    g = torch.Generator().manual_seed(0)
+    for round_ in (1, 2, 3):
+        models = [{k: state[k] + torch.randn(state[k].shape, generator=g) for k in floating} for _ in range(3)]
+        replies = [
+            Reply({**{k: v for k, v in state.items() if k.startswith("model.")}, **m, "appu": torch.full((3,), 1 / 3)}, 10, client_id=c)
+            for c, m in enumerate(models)
+        ]
+        mean = weighted_mean(models, [1.0, 1.0, 1.0])
+        state = algorithm.aggregate(state, replies, RoundInfo(0, "federated", round_))
+        old = {**old, **old_server_momentum(old, mean, 0.7, velocity)}
+        assert all(torch.equal(state[k], old[k]) for k in floating if k not in buffers)
+        assert all(torch.equal(state[k], mean[k]) for k in buffers)
+        old.update({k: mean[k] for k in buffers})  # the new rule's buffers: the next round starts from them on both sides
+    assert any(k.startswith("server_optimizer.v.model.") for k in state) and not any(k.startswith("server.velocity.") for k in state)
+    assert (norm == "bn") == bool(buffers)
 
 
 def test_feddb_aggregates_with_dma_weights_and_reports_them():
@@ -485,7 +524,7 @@ def test_eval_batch_size_reaches_the_pseudo_labeling_pass():
     data = client_data()
 
     def appu(**values) -> torch.Tensor:
-        algorithm = algorithm_spec("feddb").build(TASK, {**SMALL, **values}, local_epochs=0, batch_size=8)
+        algorithm = algorithm_spec("feddb").build(TASK, {**SMALL, **values}, Runtime(0, 8))
         return one_update(algorithm, data)[0].arrays["appu"]
 
     assert torch.equal(appu(), appu(eval_batch_size=40))  # 40 unlabeled images: one pass either way

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, HeadTraining, Sgd
 from fedprior.algorithms.fst_cbdg import (
     FstObjective,
@@ -140,15 +140,7 @@ def gradient_samples(noise: str, draws: int, orthogonal: bool = True) -> torch.T
 def test_vectorized_equals_per_client(label_refresh, count_source, sampling, losses, count_every):
     task = make_task()
     algo = fst_cbdg(
-        task,
-        local_epochs=2,
-        batch_size=4,
-        label_refresh=label_refresh,
-        count_source=count_source,
-        sampling=sampling,
-        losses=losses,
-        count_every=count_every,
-        sigma=0.3,
+        task, Runtime(2, 4), label_refresh=label_refresh, count_source=count_source, sampling=sampling, losses=losses, count_every=count_every, sigma=0.3
     )
     state = algo.init(INFO)
     message = algo.broadcast(state, INFO)
@@ -166,7 +158,7 @@ def test_vectorized_equals_per_client(label_refresh, count_source, sampling, los
 def test_initial_model_is_zero_shot_and_self_training_alone_cannot_move_it():
     """With q^0 = p = f, the soft cross-entropy has zero gradient, so L_iST alone keeps W = T (Table 3's finding)."""
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=3, batch_size=4, losses="self-training", weight_decay=0.0)
+    algo = fst_cbdg(task, Runtime(3, 4), losses="self-training", weight_decay=0.0)
     state = algo.init(INFO)
     assert torch.equal(state[WEIGHT], task.prior["text_features"]) and torch.equal(state[BIAS], torch.zeros(K))
     data = client_features(task, 10, 0)
@@ -177,7 +169,7 @@ def test_initial_model_is_zero_shot_and_self_training_alone_cannot_move_it():
 
 def test_soft_labels_persist_and_move_towards_the_model():
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=1, batch_size=4, sigma=0.2)
+    algo = fst_cbdg(task, Runtime(1, 4), sigma=0.2)
     state = algo.init(INFO)
     data = client_features(task, 12, 3)
     reply, first = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
@@ -186,13 +178,13 @@ def test_soft_labels_persist_and_move_towards_the_model():
     _, second = algo.client_update(algo.broadcast(state, INFO), first, data, info2)
     _, fresh = algo.client_update(algo.broadcast(state, INFO), {}, data, info2)
     assert not torch.allclose(second["labels"], fresh["labels"])  # the state was used
-    forgetful = fst_cbdg(task, local_epochs=1, batch_size=4, keep_labels=False)
+    forgetful = fst_cbdg(task, Runtime(1, 4), keep_labels=False)
     assert forgetful.client_update(algo.broadcast(state, INFO), first, data, info2)[1] == {}
 
 
 def test_synthetic_counts_follow_eq7_and_clients_never_see_labels():
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=1, batch_size=64)
+    algo = fst_cbdg(task, Runtime(1, 64))
     assert algo.inputs == ("x",)
     data = client_features(task, 30, 4)
     state = algo.init(INFO)
@@ -253,14 +245,14 @@ def test_eq7_counts_every_iteration_from_the_refreshed_labels(sampling):
 
 def test_aggregation_is_the_plain_mean_by_default():
     task = make_task()
-    algo = fst_cbdg(task, local_epochs=1, batch_size=4)
+    algo = fst_cbdg(task, Runtime(1, 4))
     state = algo.init(INFO)
     from fedprior.algorithms.base import Reply
 
     r1 = Reply({WEIGHT: torch.zeros(K, D), BIAS: torch.zeros(K)}, num_examples=1)
     r2 = Reply({WEIGHT: torch.ones(K, D), BIAS: torch.ones(K)}, num_examples=3)
     assert torch.allclose(algo.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.5))
-    weighted = fst_cbdg(task, local_epochs=1, batch_size=4, aggregation="weighted")
+    weighted = fst_cbdg(task, Runtime(1, 4), aggregation="weighted")
     assert torch.allclose(weighted.aggregate(state, [r1, r2], INFO)[WEIGHT], torch.full((K, D), 0.75))
 
 

@@ -16,7 +16,7 @@ import pytest
 import torch
 from pretend_device import DEVICE, OnDevice, PretendDevice
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.fixmatch import FixMatchAugment
@@ -37,7 +37,7 @@ def client_data(labeled: int = 12, unlabeled: int = 40) -> dict[str, torch.Tenso
 
 def update_syncs(name: str, epochs: int, **values) -> tuple[list[str], dict[str, float]]:
     """The host syncs of one client update of ``name`` with ``epochs`` local epochs on the pretend device, and its metrics."""
-    algorithm = algorithm_spec(name).build(TASK, {**SMALL, **values}, local_epochs=epochs, batch_size=8, device=DEVICE)
+    algorithm = algorithm_spec(name).build(TASK, {**SMALL, **values}, Runtime(epochs, 8, device=DEVICE))
     server = algorithm.init(INFO)
     message = algorithm.broadcast(server, INFO)
     with PretendDevice() as record:
@@ -94,7 +94,7 @@ def fedmatch_update_syncs(epochs: int, **values) -> tuple[list[str], dict[str, f
     """The host syncs of client 1's second FedMatch update on the pretend device: after a first round of clients 1 and 2
     (so that it holds an embedding and receives one helper, the other client's psi) and with its model slot built."""
     algorithm = algorithm_spec("fedmatch").build(
-        TASK, {**SMALL, "threshold": 0.34, "helpers": 1, "helper_interval": 1, **values}, local_epochs=epochs, batch_size=8, device=DEVICE
+        TASK, {**SMALL, "threshold": 0.34, "helpers": 1, "helper_interval": 1, **values}, Runtime(epochs, 8, device=DEVICE)
     )
     second = RoundInfo(seed=0, stage="federated", round=2)
     with PretendDevice() as record:
@@ -218,7 +218,7 @@ previous model."""
 def second_update_syncs(name: str, epochs: int, values: dict, server) -> tuple[list[str], dict[str, float]]:
     """The host syncs of a client's second update (its state from the first: MOON's previous model, FedProto's own model;
     the resident models filled) with ``epochs`` local epochs of 7 mini-batches on the pretend device, and its metrics."""
-    algorithm = algorithm_spec(name).build(TASK, values, local_epochs=epochs, batch_size=8, device=DEVICE)
+    algorithm = algorithm_spec(name).build(TASK, values, Runtime(epochs, 8, device=DEVICE))
     message = algorithm.broadcast(server(algorithm.init(INFO)), INFO)
     with PretendDevice() as record:
         _, state = algorithm.client_update(message, {}, labeled_data(), INFO.for_client(1))
@@ -298,7 +298,7 @@ def two_view_update_syncs(case: str, epochs: int, batch_size: int) -> tuple[list
     """The host syncs of a client update of a self-supervised algorithm on 24 images, with the broadcast on the device and
     the resident model built (as in any round after the first: the update before it is not counted), and its reply."""
     name, stage, values = SELF_SUPERVISED[case]
-    algorithm = algorithm_spec(name).build(TASK, values, local_epochs=epochs, batch_size=batch_size, device=DEVICE)
+    algorithm = algorithm_spec(name).build(TASK, values, Runtime(epochs, batch_size, device=DEVICE))
     info = RoundInfo(seed=0, stage=stage, round=1)
     message = algorithm.broadcast(algorithm.init(info), info)
     images = torch.rand(24, 1, 8, 8, generator=torch.Generator().manual_seed(0))
@@ -332,7 +332,7 @@ def server_epoch_syncs(steps: int) -> tuple[list[str], dict[str, torch.Tensor]]:
     """The host syncs of MFCL's second server epoch over 48 representation pairs in ``steps`` batches (the first epoch
     receives the State onto the device and is not counted), and the State after it."""
     values = {"sensor_width": 4, "disc_width": 4, "projection_dim": 8, "server_batch_size": 48 // steps}
-    algorithm = algorithm_spec("mfcl").build(TASK, values, local_epochs=1, batch_size=8, device=DEVICE)
+    algorithm = algorithm_spec("mfcl").build(TASK, values, Runtime(1, 8, device=DEVICE))
     state = algorithm.init(INFO)
     g = torch.Generator().manual_seed(0)
     reps = {f"reps.view{j}": torch.randn(48, 4, 4, 4, generator=g) for j in (1, 2)}

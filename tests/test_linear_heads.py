@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
 from fedprior.algorithms.engines.supervised_heads import not_true_distillation
 from fedprior.algorithms.fedavg import fedavg
@@ -35,9 +35,9 @@ def test_not_true_distillation_by_hand():
 
 def test_fedntd_with_beta_zero_is_fedavg_and_beta_keeps_not_true_predictions_closer():
     d = data(30, 0)
-    plain = fedavg(TASK, local_epochs=3, batch_size=8, model="linear", init="text", lr=0.5, momentum=0.9, weight_decay=1e-5)
-    ntd0 = fedntd(TASK, local_epochs=3, batch_size=8, lr=0.5, beta=0.0)
-    ntd = fedntd(TASK, local_epochs=3, batch_size=8, lr=0.5, beta=5.0)
+    plain = fedavg(TASK, Runtime(3, 8), model="linear", init="text", lr=0.5, momentum=0.9, weight_decay=1e-5)
+    ntd0 = fedntd(TASK, Runtime(3, 8), lr=0.5, beta=0.0)
+    ntd = fedntd(TASK, Runtime(3, 8), lr=0.5, beta=5.0)
     state = plain.init(INFO)
     out = {n: a.client_update(a.broadcast(state, INFO), {}, d, INFO.for_client(0))[0] for n, a in {"plain": plain, "ntd0": ntd0, "ntd": ntd}.items()}
     assert torch.allclose(out["plain"].arrays[WEIGHT], out["ntd0"].arrays[WEIGHT], atol=1e-6)
@@ -52,7 +52,7 @@ def test_fedntd_with_beta_zero_is_fedavg_and_beta_keeps_not_true_predictions_clo
 def test_sgd_with_momentum_and_weight_decay_matches_torch():
     """Two full-batch steps of our batched SGD equal torch.optim.SGD on nn.Linear."""
     d = data(6, 3)
-    algo = fedavg(TASK, local_epochs=2, batch_size=6, model="linear", lr=0.3, momentum=0.9, weight_decay=0.01)
+    algo = fedavg(TASK, Runtime(2, 6), model="linear", lr=0.3, momentum=0.9, weight_decay=0.01)
     state = algo.init(INFO)
     reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, d, INFO.for_client(0))
     layer = torch.nn.Linear(D, K)
@@ -69,8 +69,8 @@ def test_sgd_with_momentum_and_weight_decay_matches_torch():
 @pytest.mark.parametrize(
     "factory",
     [
-        lambda: fedavg(TASK, local_epochs=2, batch_size=4, model="linear", init="text", lr=0.1, momentum=0.9),
-        lambda: fedntd(TASK, local_epochs=2, batch_size=4, lr=0.1),
+        lambda: fedavg(TASK, Runtime(2, 4), model="linear", init="text", lr=0.1, momentum=0.9),
+        lambda: fedntd(TASK, Runtime(2, 4), lr=0.1),
     ],
 )
 def test_vectorized_equals_per_client_with_uneven_sizes(factory):
@@ -92,14 +92,14 @@ def test_text_init_needs_text_features():
 
     bare = Task(num_classes=K, input_shape=(D,), class_names=("a", "b", "c"), num_clients=4)
     with pytest.raises(ConfigError, match="algorithm.init: 'text' needs class text features"):
-        fedavg(bare, local_epochs=1, batch_size=4, model="linear", init="text")
+        fedavg(bare, Runtime(1, 4), model="linear", init="text")
     images = Task(num_classes=K, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
     with pytest.raises(ConfigError, match="^algorithm.model: this algorithm trains a linear head on feature vectors"):
-        fedavg(images, local_epochs=1, batch_size=4, model="linear")
+        fedavg(images, Runtime(1, 4), model="linear")
     from fedprior.algorithms.fst_cbdg import fst_cbdg
 
     with pytest.raises(ConfigError, match="^encoder.name: .* images of shape \\(1, 8, 8\\); set encoder.name to locked-text"):
-        fst_cbdg(images, local_epochs=1, batch_size=4)  # fst-cbdg has no algorithm.model: the field to fix is the encoder
+        fst_cbdg(images, Runtime(1, 4))  # fst-cbdg has no algorithm.model: the field to fix is the encoder
 
 
 def test_a_huge_batch_size_pads_to_the_largest_client_not_to_the_batch_size():

@@ -4,7 +4,7 @@ import pytest
 import torch
 from conftest import toy_images
 
-from fedprior.algorithms.base import Task
+from fedprior.algorithms.base import Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
@@ -28,7 +28,7 @@ def test_logit_metrics_on_a_hand_computed_case():
 
 def test_every_round_records_the_bytes_its_clients_sent_and_received_in_total():
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-    algo = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algo = fedavg(task, Runtime(1, 8), model="cnn", lr=0.1)
     data = [toy_images(16, seed=c) for c in range(4)]
     result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), RoundLoop(seed=0, rounds=2, fraction=0.5))
     model_bytes = sum(v.numel() * v.element_size() for k, v in result.state.items() if k.startswith(MODEL))

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Runtime, Stage, Task
 from fedprior.algorithms.mfcl import mfcl
 from fedprior.algorithms.pieces.contrastive import nt_xent, sinkhorn
 from fedprior.algorithms.pieces.linear_eval import linear_evaluation
@@ -200,7 +200,7 @@ TEST = {**small_data(60, 99), "x_train": torch.cat([d["x"] for d in DATA]), "y_t
 
 
 def build(**changes) -> Algorithm:
-    return mfcl(TASK, local_epochs=1, batch_size=4, **{**SMALL, **changes})
+    return mfcl(TASK, Runtime(1, 4), **{**SMALL, **changes})
 
 
 def test_stages_are_the_two_phases():

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import Reply, RoundInfo, Task
+from fedprior.algorithms.base import Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedsimclr import fedsimclr
 from fedprior.algorithms.moon import model_contrastive_loss, moon
 from fedprior.algorithms.orchestra import OrchestraNet, global_clustering, local_clustering, orchestra, rotate
@@ -33,7 +33,7 @@ def test_pn_replaces_the_norm_after_the_first_two_convolutions():
 
 
 def test_fedsimclr_client_trains_and_the_server_averages_by_size():
-    algorithm = fedsimclr(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, norm="pn", norm_group_channels=2)
+    algorithm = fedsimclr(TASK, Runtime(1, 4), width=4, projection_dim=8, norm="pn", norm_group_channels=2)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     info = RoundInfo(0, "federated", 1)
     message = algorithm.broadcast(state, info)
@@ -73,21 +73,21 @@ def test_moon_contrastive_loss_by_hand():
 
 
 def test_moon_keeps_the_last_local_model_as_client_state():
-    algorithm = moon(TASK, local_epochs=1, batch_size=4, model="cnn", lr=0.1)
+    algorithm = moon(TASK, Runtime(1, 4), model="cnn", lr=0.1)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     data = {"x": torch.rand(8, 1, 8, 8), "y": torch.arange(8) % 3}
     info = RoundInfo(0, "federated", 1).for_client(0)
     reply, client = algorithm.client_update(algorithm.broadcast(state, info), {}, data, info)
     assert set(client) == set(reply.arrays) and all(torch.equal(client[k], reply.arrays[k]) for k in client)
     # mu = 0 is FedAvg: the same local model whatever the previous one was.
-    plain = moon(TASK, local_epochs=1, batch_size=4, model="cnn", lr=0.1, mu=0.0)
+    plain = moon(TASK, Runtime(1, 4), model="cnn", lr=0.1, mu=0.0)
     first, _ = plain.client_update(plain.broadcast(state, info), {}, data, info)
     second, _ = plain.client_update(plain.broadcast(state, info), client, data, info)
     assert all(torch.equal(first.arrays[k], second.arrays[k]) for k in first.arrays)
     third, _ = algorithm.client_update(algorithm.broadcast(state, info), client, data, info)
     assert any(not torch.equal(reply.arrays[k], third.arrays[k]) for k in reply.arrays)
     with pytest.raises(ConfigError, match="algorithm.model: moon contrasts"):
-        moon(Task(3, (16,), ("a", "b", "c"), 2), local_epochs=1, batch_size=4, model="linear")
+        moon(Task(3, (16,), ("a", "b", "c"), 2), Runtime(1, 4), model="linear")
 
 
 def test_orchestra_rotation_and_target_ema():
@@ -129,7 +129,7 @@ def test_orchestra_clusterings():
 
 
 def test_orchestra_setup_round_sends_only_local_centroids():
-    algorithm = orchestra(TASK, local_epochs=1, batch_size=4, width=4, projection_dim=8, global_clusters=4, local_clusters=2, memory=8, global_iterations=5)
+    algorithm = orchestra(TASK, Runtime(1, 4), width=4, projection_dim=8, global_clusters=4, local_clusters=2, memory=8, global_iterations=5)
     assert [(s.name, s.rounds) for s in algorithm.stages] == [("setup", 1), ("federated", None)]
     state = algorithm.init(RoundInfo(0, "setup", 0))
     info = RoundInfo(0, "setup", 1)

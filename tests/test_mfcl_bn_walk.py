@@ -13,7 +13,7 @@ import pytest
 import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Task
+from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.mfcl import encoding_mode, mfcl
 from fedprior.algorithms.pieces.tensors import weighted_mean
 
@@ -24,7 +24,7 @@ SMALL = dict(sensor_width=4, norm_group_channels=2, disc_width=4, projection_dim
 
 
 def build(**changes) -> Algorithm:
-    return mfcl(TASK, local_epochs=1, batch_size=4, **{**SMALL, **changes})
+    return mfcl(TASK, Runtime(1, 4), **{**SMALL, **changes})
 
 
 def one_class_client(label: int, n: int, seed: int) -> dict[str, torch.Tensor]:

@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.engines.self_supervised import linear_evaluate
 from fedprior.algorithms.fedsimclr import fedsimclr
 from fedprior.algorithms.mfcl import encoding_mode, mfcl
@@ -118,10 +118,10 @@ TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), n
 
 def test_a_lambda_that_does_not_divide_the_width_is_a_config_error_naming_the_field():
     with pytest.raises(ConfigError, match=r"algorithm.norm_group_channels.*sensor_width = 6.*accepted with this width: 1, 2, 3, 6"):
-        mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=6, norm_group_channels=4)
+        mfcl(TASK, Runtime(1, 4), sensor_width=6, norm_group_channels=4)
     with pytest.raises(ConfigError, match=r"algorithm.norm_group_channels.*algorithm.width = 6"):
-        fedsimclr(TASK, local_epochs=1, batch_size=4, width=6, norm="gn", norm_group_channels=4)
-    mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=6, norm="bn", norm_group_channels=4)  # BN has no groups
+        fedsimclr(TASK, Runtime(1, 4), width=6, norm="gn", norm_group_channels=4)
+    mfcl(TASK, Runtime(1, 4), sensor_width=6, norm="bn", norm_group_channels=4)  # BN has no groups
 
 
 def test_the_old_field_norm_groups_fails_with_what_replaced_it():
@@ -231,7 +231,7 @@ def test_encoding_mode_running_uses_the_running_statistics_and_batch_the_batchs_
 
 @pytest.mark.parametrize("mode", ["running", "batch"])
 def test_mfcl_clients_encode_with_the_bn_mode_asked_for(mode):
-    algorithm = mfcl(TASK, local_epochs=1, batch_size=4, norm="bn", sensor_width=4, disc_width=4, projection_dim=4, encode_bn=mode)
+    algorithm = mfcl(TASK, Runtime(1, 4), norm="bn", sensor_width=4, disc_width=4, projection_dim=4, encode_bn=mode)
     state = algorithm.init(RoundInfo(1, "sensor", 0))
     with torch.no_grad():  # running statistics as FedAvg would leave them, far from the batch's
         for k in state:
@@ -259,7 +259,7 @@ def small_evaluation_data() -> dict[str, torch.Tensor]:
 
 
 def test_eval_features_sensor_scores_the_representations_before_any_discriminator():
-    algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor")
+    algorithm = mfcl(TASK, Runtime(1, 4), sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor")
     assert [s.evaluate for s in algorithm.stages] == [True, False, True]  # scored after phase 1, before any discriminator
     state = algorithm.init(RoundInfo(0, "sensor", 0))
     data = small_evaluation_data()
@@ -278,7 +278,7 @@ def test_eval_input_views_encodes_two_views_together_as_the_upload_does():
     data = small_evaluation_data()
     scores = {}
     for mode in ("clean", "views"):
-        algorithm = mfcl(TASK, local_epochs=1, batch_size=4, sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor", eval_input=mode)
+        algorithm = mfcl(TASK, Runtime(1, 4), sensor_width=4, disc_width=4, projection_dim=4, eval_features="sensor", eval_input=mode)
         state = algorithm.init(RoundInfo(0, "sensor", 0))
         scores[mode] = algorithm.evaluate(state, data)
     module = SensorModule(1, 4, "pn", 2)

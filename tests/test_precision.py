@@ -5,7 +5,7 @@ import torch
 from conftest import toy_images
 from torch import nn
 
-from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, RoundInfo, Runtime, Task
 from fedprior.algorithms.pieces.local_training import train_epochs
 from fedprior.algorithms.pieces.precision import autocast, float32
 from fedprior.algorithms.registry import algorithm_spec
@@ -88,7 +88,7 @@ def test_bf16_reaches_the_layers_of_a_client_update_and_the_evaluation_and_repli
     spec = algorithm_spec(name)
     found = {}
     for precision in ("fp32", "bf16"):
-        algorithm = spec.build(TASK, values, local_epochs=1, batch_size=8, precision=precision)
+        algorithm = spec.build(TASK, values, Runtime(1, 8, precision=precision))
         state = algorithm.init(INFO)
         with Layers() as layers:
             reply, _ = algorithm.client_update(algorithm.broadcast(state, INFO), {}, data, ClientInfo(0, "federated", 1, client_id=0))
@@ -102,10 +102,10 @@ def test_bf16_reaches_the_layers_of_a_client_update_and_the_evaluation_and_repli
 
 def test_bf16_for_an_algorithm_that_does_not_take_precision_is_refused_by_name():
     with pytest.raises(ConfigError, match="run.precision: algorithm 'fedsimclr' trains and evaluates in fp32 only.*bf16 for: fedavg"):
-        algorithm_spec("fedsimclr").build(TASK, {}, local_epochs=1, batch_size=8, precision="bf16")
-    algorithm_spec("fedsimclr").build(TASK, {}, local_epochs=1, batch_size=8, precision="fp32")
+        algorithm_spec("fedsimclr").build(TASK, {}, Runtime(1, 8, precision="bf16"))
+    algorithm_spec("fedsimclr").build(TASK, {}, Runtime(1, 8, precision="fp32"))
     with pytest.raises(ConfigError, match="model = 'linear' trains batched heads on features in fp32 only"):
-        algorithm_spec("fedavg").build(Task(3, (5,), ("a", "b", "c"), 2), {"model": "linear"}, local_epochs=1, batch_size=8, precision="bf16")
+        algorithm_spec("fedavg").build(Task(3, (5,), ("a", "b", "c"), 2), {"model": "linear"}, Runtime(1, 8, precision="bf16"))
 
 
 def test_run_section_fields_are_checked_and_an_older_checkpoint_without_them_still_resumes():

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import fedprior
-from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE
+from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, supports_compile, supports_precision
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
@@ -135,14 +135,37 @@ def device_only_in_kwargs(task, *, lr: float = 0.1, **runtime):
         ("no-default", no_default, "algorithm 'no-default': hyperparameter 'lr' needs a default value"),
         ("no-task", lambda *, lr=0.1: None, "the factory's first parameter must be the task"),
         ("unannotated", unannotated, "algorithm 'unannotated': its hyperparameters cannot be checked"),
-        ("no-device", no_device, """algorithm 'no-device': the factory must declare the keyword parameter 'device: torch.device = torch.device("cpu")'"""),
-        ("kwargs-device", device_only_in_kwargs, "algorithm 'kwargs-device': the factory must declare the keyword parameter 'device"),
+        ("no-device", no_device, "algorithm 'no-device': the factory must declare the parameter 'runtime: Runtime' (fedprior.algorithms.base)"),
+        ("kwargs-device", device_only_in_kwargs, "algorithm 'kwargs-device': the factory must declare the parameter 'runtime: Runtime'"),
     ],
 )
 def test_register_algorithm_rejects_what_could_not_be_configured(registry, name, factory, message):
     with pytest.raises(fedprior.ConfigError, match=re.escape(message)):
         fedprior.register_algorithm(name, factory)
     assert name not in registry or name == "fedavg"
+
+
+def written_before_the_runtime(task, *, local_epochs: int, batch_size: int, device: torch.device = torch.device("cpu"), precision: str = "fp32"):
+    """A factory of fedprior 0.1.0's form: the run's values as keywords, no ``runtime``."""
+    from fedprior.algorithms.base import Algorithm
+
+    seen = {"local_epochs": local_epochs, "batch_size": batch_size, "device": device, "precision": precision}
+    return Algorithm.evaluation_only("old-style", lambda info: {"seen": torch.zeros(1)}, lambda state, data: seen)
+
+
+def test_a_factory_written_before_the_runtime_gets_the_fields_it_declares_as_keywords(registry):
+    """Migration (docs/python-api.md): a factory without ``runtime`` is given the Runtime's fields it names, and accepts
+    bf16 because it declares ``precision``, but not ``compile = true``, which it does not."""
+    from fedprior.algorithms.base import Runtime, Task
+
+    spec = fedprior.register_algorithm("old-style", written_before_the_runtime)
+    assert list(spec.hyperparameters()) == []
+    task = Task(num_classes=2, input_shape=(4,), class_names=("a", "b"), num_clients=2)
+    algorithm = spec.build(task, {}, Runtime(3, 16, precision="bf16"))
+    assert algorithm.evaluate({}, {}) == {"local_epochs": 3, "batch_size": 16, "device": torch.device("cpu"), "precision": "bf16"}
+    assert "old-style" in supports_precision() and "old-style" not in supports_compile()
+    with pytest.raises(fedprior.ConfigError, match="run.compile: algorithm 'old-style' does not compile its networks"):
+        spec.build(task, {}, Runtime(3, 16, compile=True))
 
 
 def test_a_registered_algorithm_is_configured_and_checked_like_a_shipped_one(registry, tmp_path):
@@ -184,11 +207,11 @@ def test_open_run_of_an_unfinished_run_says_resume(tmp_path):
 
 def test_the_uniform_mean_of_the_pages_algorithm_is_unweighted(registry):
     """The page's example aggregation on hand-made replies: the plain mean, whatever the clients' sizes."""
-    from fedprior.algorithms.base import Reply, RoundInfo, Task
+    from fedprior.algorithms.base import Reply, RoundInfo, Runtime, Task
 
     namespace = run_blocks([blocks()[-1].split("fedprior.register_algorithm")[0]])
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=2)
-    algorithm = namespace["uniform_fedavg"](task, local_epochs=1, batch_size=4)
+    algorithm = namespace["uniform_fedavg"](task, Runtime(1, 4))
     state = algorithm.init(RoundInfo(seed=0, stage="federated", round=0))
     key = next(k for k, v in state.items() if v.is_floating_point())
     replies = [Reply({k: torch.full_like(v, float(i)) for k, v in state.items() if v.is_floating_point()}, num_examples=n) for i, n in ((1, 10), (3, 990))]

@@ -19,6 +19,7 @@ import torch
 from cli import TINY, error_line, invoke
 
 import fedprior
+from fedprior.algorithms.base import Runtime
 from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, algorithm_spec
 
 
@@ -75,11 +76,11 @@ def test_the_check_without_data_stops_a_factory_at_its_first_look_at_the_task(re
         return task.num_classes  # the data's: never reached without it
 
     spec = fedprior.register_algorithm("looks-at-task", factory)
-    spec.check_without_data({"lr": 0.5})
+    spec.check_without_data({"lr": 0.5}, Runtime(1, 8))
     with pytest.raises(fedprior.ConfigError, match="algorithm.lr: at most 1"):
-        spec.check_without_data({"lr": 2.0})
+        spec.check_without_data({"lr": 2.0}, Runtime(1, 8))
     assert looked == [True]
-    algorithm_spec("fedavg").check_without_data({}, local_epochs=1, batch_size=8)  # a shipped factory stops at its model's task
+    algorithm_spec("fedavg").check_without_data({}, Runtime(1, 8))  # a shipped factory stops at its model's task
 
 
 # ----------------------------------------------------------------------------- a user's own algorithm that fails
@@ -97,7 +98,7 @@ def raising_aggregate(task, *, local_epochs: int = 1, batch_size: int = 32, devi
     def aggregate(state, replies, info):
         raise RuntimeError("boom in aggregate")
 
-    return algorithm_spec("fedavg").factory(task, local_epochs=local_epochs, batch_size=batch_size, device=device).with_(aggregate=aggregate)
+    return algorithm_spec("fedavg").factory(task, Runtime(local_epochs, batch_size, device=device)).with_(aggregate=aggregate)
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,7 @@ import pytest
 import torch
 from flwr.server.strategy.aggregate import aggregate_krum, aggregate_median, aggregate_trimmed_avg
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientInfo, Reply, RoundInfo
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientInfo, Reply, RoundInfo, Runtime
 from fedprior.algorithms.fedopt import fedadam
 from fedprior.algorithms.pieces.robust_aggregation import RobustAggregation, with_robust_aggregation
 from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
@@ -109,7 +109,7 @@ def test_mean_is_the_algorithm_itself():
 
 def test_a_server_optimizer_steps_on_the_robust_aggregate(image_task):
     """fedadam with aggregation = 'median': x_1 = x_0 + Adam's step on Delta = median - x_0 (robust rule first, then the server)."""
-    algorithm = fedadam(image_task, local_epochs=1, batch_size=4, aggregation_rule="median", server_lr=0.01)
+    algorithm = fedadam(image_task, Runtime(1, 4), aggregation_rule="median", server_lr=0.01)
     state = algorithm.init(INFO)
     names = [k for k in state if k.startswith(MODEL) and state[k].is_floating_point()]
     g = torch.Generator().manual_seed(1)

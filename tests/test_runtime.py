@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import toy_images
 
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Runtime, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.runtime.checkpoint import load_checkpoint
@@ -41,7 +41,7 @@ def test_sampling_is_seeded_sorted_and_sized():
 
 
 def test_same_seed_same_numbers_and_different_seed_differs():
-    algo = fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algo = fedavg(TASK, Runtime(1, 8), model="cnn", lr=0.1)
     a, b, c = run(algo), run(algo), run(algo, seed=4)
     assert strip(a.progress.history) == strip(b.progress.history)
     assert all(torch.equal(a.state[k], b.state[k]) for k in a.state)
@@ -50,7 +50,7 @@ def test_same_seed_same_numbers_and_different_seed_differs():
 
 
 def test_per_client_state_persists_between_rounds():
-    algo = scaffold(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.05)
+    algo = scaffold(TASK, Runtime(1, 8), model="cnn", lr=0.05)
     result = run(algo, rounds=3)
     sampled = {c for r in result.progress.history for c in r["clients"]}
     assert set(result.client_states) == sampled
@@ -157,7 +157,7 @@ def test_checkpoint_every_3_over_4_rounds_writes_rounds_3_and_4_and_a_resume_fro
 
 
 def test_checkpoint_round_trip(tmp_path):
-    algo = scaffold(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.05)
+    algo = scaffold(TASK, Runtime(1, 8), model="cnn", lr=0.05)
     result = run(algo, rounds=2, checkpoint_path=tmp_path / "c.safetensors")
     loaded = load_checkpoint(tmp_path / "c.safetensors")
     assert all(torch.equal(loaded.server[k], result.state[k]) for k in result.state)
@@ -170,7 +170,7 @@ def test_a_client_without_data_is_skipped_recorded_and_not_aggregated():
     """A Dirichlet partition can leave a client empty: it is not trained, not averaged in, and says so."""
     empty = {"x": torch.zeros(0, 1, 8, 8), "y": torch.zeros(0, dtype=torch.long)}
     datas = [DATA[0], empty, DATA[2], empty, DATA[4], DATA[5]]
-    algo = fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algo = fedavg(TASK, Runtime(1, 8), model="cnn", lr=0.1)
     aggregated = []
 
     def spy(state, replies, info):

@@ -6,7 +6,7 @@ import pytest
 import torch
 from conftest import toy_images
 
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.pieces.server_optimizers import FIELDS, ServerOptimizer, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
@@ -136,9 +136,9 @@ def linear_data(n, seed):
 def test_fedprox_clients_under_a_fedadam_server_by_hand():
     """Composition: FedProx's clients are untouched (the same replies as plain FedProx); the server's step is
     FedAdam's on Delta = the example-weighted mean of the replies - x, computed here from the replies."""
-    hyper = dict(local_epochs=2, batch_size=4, model="linear", lr=0.5, mu=0.1)
-    adam = fedprox(FEATURES, **hyper, server_optimizer="adam", server_lr=0.05, beta1=0.9, beta2=0.99, tau=1e-3)
-    plain = fedprox(FEATURES, **hyper)
+    runtime, hyper = Runtime(2, 4), dict(model="linear", lr=0.5, mu=0.1)
+    adam = fedprox(FEATURES, runtime, **hyper, server_optimizer="adam", server_lr=0.05, beta1=0.9, beta2=0.99, tau=1e-3)
+    plain = fedprox(FEATURES, runtime, **hyper)
     state, plain_state = adam.init(INFO), plain.init(INFO)
     params = [MODEL + "weight", MODEL + "bias"]
     assert set(state) == {*plain_state, *(f"server_optimizer.{s}.{p}" for s in "mv" for p in params)}
@@ -161,9 +161,9 @@ def test_fedprox_clients_under_a_fedadam_server_by_hand():
 def test_scaffold_under_fedavgm_steps_the_parameters_and_averages_the_buffers(image_task):
     """SCAFFOLD's control variates are its own aggregate's; the parameters take FedAvgM's step on SCAFFOLD's
     unweighted mean; BatchNorm's running statistics are that mean and its integer counter the first reply's."""
-    hyper = dict(local_epochs=1, batch_size=8, model="convnet-small", lr=0.05)
-    avgm = scaffold(image_task, **hyper, server_optimizer="avgm", server_lr=0.5, server_momentum=0.9)
-    plain = scaffold(image_task, **hyper)
+    runtime, hyper = Runtime(1, 8), dict(model="convnet-small", lr=0.05)
+    avgm = scaffold(image_task, runtime, **hyper, server_optimizer="avgm", server_lr=0.5, server_momentum=0.9)
+    plain = scaffold(image_task, runtime, **hyper)
     state = avgm.init(INFO)
     replies = [avgm.client_update(avgm.broadcast(state, INFO), {}, toy_images(16, seed), INFO.for_client(seed))[0] for seed in (0, 1)]
     new, reference = avgm.aggregate(state, replies, INFO), plain.aggregate(plain.init(INFO), replies, INFO)
@@ -201,7 +201,7 @@ def test_scaffold_under_fedavgm_steps_the_parameters_and_averages_the_buffers(im
 )
 def test_server_hyperparameters_that_do_not_apply_are_refused(name, values, message):
     with pytest.raises(ConfigError, match=message):
-        ALGORITHMS[name].build(FEATURES, {"model": "linear", **values}, local_epochs=1, batch_size=4)
+        ALGORITHMS[name].build(FEATURES, {"model": "linear", **values}, Runtime(1, 4))
 
 
 RULES = {"fedavgm": "avgm", "fedadagrad": "adagrad", "fedadam": "adam", "fedyogi": "yogi"}
@@ -251,8 +251,8 @@ def test_fedavg_cnn_with_algorithm_fedadam_is_the_fedadam_cnn_preset():
 def test_an_unset_server_lr_of_fedprox_is_the_rules_own(rule, lr):
     """server_lr left unset on fedprox: 1 for FedAvgM, 0.01 for the adaptive rules, the same step as setting it."""
     assert ALGORITHMS["fedprox"].validate({"server_optimizer": rule})["server_lr"] is None
-    hyper = dict(local_epochs=1, batch_size=4, model="linear", lr=0.5, server_optimizer=rule)
-    unset, given, one = (fedprox(FEATURES, **hyper, **extra) for extra in ({}, {"server_lr": lr}, {"server_lr": 1.0 if lr != 1.0 else 0.5}))
+    hyper = dict(model="linear", lr=0.5, server_optimizer=rule)
+    unset, given, one = (fedprox(FEATURES, Runtime(1, 4), **hyper, **extra) for extra in ({}, {"server_lr": lr}, {"server_lr": 1.0 if lr != 1.0 else 0.5}))
     state = unset.init(INFO)
     replies = [unset.client_update(unset.broadcast(state, INFO), {}, linear_data(8, c), INFO.for_client(c))[0] for c in (0, 1)]
     stepped = unset.aggregate(state, replies, INFO)

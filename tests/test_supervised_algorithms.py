@@ -5,7 +5,7 @@ import torch
 import torch.nn.functional as F
 from conftest import toy_images
 
-from fedprior.algorithms.base import Reply, RoundInfo, Task
+from fedprior.algorithms.base import Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedprox import fedprox, proximal_loss
 from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
@@ -59,7 +59,7 @@ def test_weighted_mean_by_foreach_is_the_float64_stacked_mean_and_stays_on_the_d
 
 
 def test_fedavg_aggregate_is_example_weighted():
-    algo = fedavg(FEATURES, local_epochs=1, batch_size=4, model="linear")
+    algo = fedavg(FEATURES, Runtime(1, 4), model="linear")
     state = algo.init(INFO)
     r1 = Reply({k: torch.ones_like(v) for k, v in state.items()}, num_examples=1)
     r2 = Reply({k: 5 * torch.ones_like(v) for k, v in state.items()}, num_examples=3)
@@ -71,7 +71,7 @@ def test_fedavg_aggregate_is_example_weighted():
 def test_fedavg_one_full_batch_step_is_plain_sgd():
     """One epoch with batch = all data is one SGD step: w - lr * grad CE, checked by autograd on a copy."""
     data = linear_data()
-    algo = fedavg(FEATURES, local_epochs=1, batch_size=12, model="linear", lr=0.5)
+    algo = fedavg(FEATURES, Runtime(1, 12), model="linear", lr=0.5)
     state = algo.init(INFO)
     reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
     w = state[MODEL + "weight"].clone().requires_grad_(True)
@@ -98,9 +98,9 @@ def test_fedprox_mu_zero_equals_fedavg_and_mu_pulls_towards_global():
     data = linear_data(40)
     runs = {}
     for name, algo in {
-        "fedavg": fedavg(FEATURES, local_epochs=3, batch_size=8, model="linear", lr=0.5),
-        "prox0": fedprox(FEATURES, local_epochs=3, batch_size=8, model="linear", lr=0.5, mu=0.0),
-        "prox": fedprox(FEATURES, local_epochs=3, batch_size=8, model="linear", lr=0.5, mu=1.0),
+        "fedavg": fedavg(FEATURES, Runtime(3, 8), model="linear", lr=0.5),
+        "prox0": fedprox(FEATURES, Runtime(3, 8), model="linear", lr=0.5, mu=0.0),
+        "prox": fedprox(FEATURES, Runtime(3, 8), model="linear", lr=0.5, mu=1.0),
     }.items():
         state = algo.init(INFO)
         reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(1))
@@ -118,11 +118,11 @@ def test_fedprox_mu_zero_equals_fedavg_and_mu_pulls_towards_global():
 def test_scaffold_control_variates_by_hand():
     data = linear_data(12)
     lr, steps = 0.2, 3  # batch 4 -> 3 steps
-    algo = scaffold(FEATURES, local_epochs=1, batch_size=4, model="linear", lr=lr)
+    algo = scaffold(FEATURES, Runtime(1, 4), model="linear", lr=lr)
     state = algo.init(INFO)
     assert all((v == 0).all() for v in with_prefix(state, "control.").values())
     # with c = c_i = 0, local training is plain SGD: same model as FedAvg with momentum 0
-    plain = fedavg(FEATURES, local_epochs=1, batch_size=4, model="linear", lr=lr)
+    plain = fedavg(FEATURES, Runtime(1, 4), model="linear", lr=lr)
     ref, _ = plain.client_update(plain.broadcast(state, INFO), {}, data, INFO.for_client(0))
     reply, client_state = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
     for name in ("weight", "bias"):
@@ -141,7 +141,7 @@ def test_scaffold_control_variates_by_hand():
 def test_scaffold_corrects_the_gradient_by_c_minus_ci():
     """One step from x with controls c, c_i moves by -lr (g - c_i + c)."""
     data = linear_data(4)
-    algo = scaffold(FEATURES, local_epochs=1, batch_size=4, model="linear", lr=0.1)
+    algo = scaffold(FEATURES, Runtime(1, 4), model="linear", lr=0.1)
     state = algo.init(INFO)
     state["control.weight"] = torch.full_like(state["control.weight"], 0.3)
     c_i = {"control.weight": torch.full_like(state["control.weight"], -0.2), "control.bias": torch.zeros(3)}
@@ -154,7 +154,7 @@ def test_scaffold_corrects_the_gradient_by_c_minus_ci():
 
 def test_cnn_learns_toy_images(image_task):
     data = toy_images(96)
-    algo = fedavg(image_task, local_epochs=3, batch_size=16, model="cnn", lr=0.1)
+    algo = fedavg(image_task, Runtime(3, 16), model="cnn", lr=0.1)
     state = algo.init(INFO)
     before = algo.evaluate(state, data)["accuracy"]
     reply, _ = algo.client_update(algo.broadcast(state, INFO), {}, data, INFO.for_client(0))
@@ -164,7 +164,7 @@ def test_cnn_learns_toy_images(image_task):
 
 def test_scaffold_averages_a_model_with_batchnorm_and_keeps_its_integer_buffers(image_task):
     """convnet-small has BatchNorm: num_batches_tracked is an integer tensor, which a plain mean cannot take."""
-    algo = scaffold(image_task, local_epochs=1, batch_size=8, model="convnet-small", lr=0.05)
+    algo = scaffold(image_task, Runtime(1, 8), model="convnet-small", lr=0.05)
     state = algo.init(INFO)
     replies = [algo.client_update(algo.broadcast(state, INFO), {}, toy_images(16, seed), INFO.for_client(seed))[0] for seed in (0, 1)]
     new = algo.aggregate(state, replies, INFO)

@@ -14,11 +14,11 @@ WHAT_A_FORKED_WORKER_HAS = textwrap.dedent(
     """
     import json, sys
     import torch
-    from fedprior.algorithms.base import Task
+    from fedprior.algorithms.base import Runtime, Task
     from fedprior.algorithms.fedavg import fedavg
     from fedprior.runtime.workers import WorkerClients
 
-    algorithm = fedavg(Task(num_classes=2, input_shape=(1, 4, 4), class_names=("a", "b"), num_clients=2), local_epochs=1, batch_size=4)
+    algorithm = fedavg(Task(num_classes=2, input_shape=(1, 4, 4), class_names=("a", "b"), num_clients=2), Runtime(1, 4))
     out = sys.argv[1]
 
     def setup():

@@ -9,7 +9,7 @@ import pytest
 import torch
 from conftest import toy_images
 
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Stage, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Runtime, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.experiments.build import build_experiment
@@ -46,8 +46,8 @@ def assert_same_run(a, b):
 @pytest.mark.parametrize(
     "make",
     [
-        lambda: fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1),
-        lambda: scaffold(TASK, local_epochs=1, batch_size=8, lr=0.05),
+        lambda: fedavg(TASK, Runtime(1, 8), lr=0.1),
+        lambda: scaffold(TASK, Runtime(1, 8), lr=0.05),
     ],
     ids=["fedavg-cnn", "scaffold-cnn"],
 )

@@ -326,14 +326,13 @@ def list_tables() -> dict[str, str]:
 def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centralized: bool = False, replace: bool = False) -> AlgorithmSpec:
     """Make ``factory`` runnable as ``algorithm.name = name`` in this process, like a shipped algorithm.
 
-    ``factory(task, *, device, hyperparameters...) -> Algorithm``: keyword-only hyperparameters
-    with an annotation and a default (they become the ``[algorithm]`` config fields, checked
-    like the shipped ones'), and ``device: torch.device = torch.device("cpu")``, which it must
-    declare: the runtime passes the run's ``run.device`` there, and the algorithm builds its
-    models and the tensors it computes with on it (States and Replies stay on the CPU). It
-    may also declare ``local_epochs`` and ``batch_size``, which the runtime provides.
-    ``centralized``: train on the pooled data as one client. A factory without ``device``
-    is refused with a ConfigError saying what to add.
+    ``factory(task, runtime, *, hyperparameters...) -> Algorithm``: ``runtime`` is the run's
+    :class:`~fedprior.algorithms.base.Runtime` (local epochs, batch size, ``run.device`` resolved,
+    precision, compile); the algorithm builds its models and the tensors it computes with on
+    ``runtime.device`` (States and Replies stay on the CPU). Keyword-only hyperparameters with an
+    annotation and a default become the ``[algorithm]`` config fields, checked like the shipped
+    ones'. ``centralized``: train on the pooled data as one client. A factory without
+    ``runtime`` (nor, written before it, ``device``) is refused with a ConfigError saying what to add.
     """
     from fedprior.algorithms.registry import AlgorithmSpec
     from fedprior.algorithms.registry import register_algorithm as register

@@ -1,6 +1,6 @@
 """The algorithm interface: pure functions the runtimes drive.
 
-An algorithm is built by a factory (``fedavg(task, lr=...)``) that captures its
+An algorithm is built by a factory (``fedavg(task, runtime, lr=...)``) that captures its
 hyperparameters and returns an :class:`Algorithm`: a bundle of pure functions, in
 the manner of optax's ``init / update``. It never knows which runtime drives it,
 opens no sockets and reads no global state. Everything that crosses the network is
@@ -80,6 +80,47 @@ class Stage:
     fraction: float | None = None
     evaluate: bool = True
     server_only: bool = False
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the run hands every algorithm's factory beside its hyperparameters, as one value: ``factory(task, runtime, *, ...)``.
+
+    ``local_epochs`` and ``batch_size`` are ``[federation]``'s (they mean the same for every algorithm: an algorithm
+    with batches of its own, such as the semi-supervised ones, reads ``local_epochs`` only); ``device`` is ``run.device``
+    resolved, where the factory builds its models and computes (its States and Replies stay on the CPU); ``precision``
+    and ``compile`` are ``run.precision`` (``'fp32'`` or ``'bf16'``: :mod:`fedprior.algorithms.pieces.precision`) and
+    ``run.compile``. The registry asks a factory for ``'bf16'`` or ``compile = True`` only where it declares them with
+    :func:`runtime_options` (a ConfigError otherwise, before any data loads).
+    """
+
+    local_epochs: int
+    batch_size: int
+    device: torch.device = torch.device("cpu")
+    precision: Literal["fp32", "bf16"] = "fp32"
+    compile: bool = False
+
+
+RUNTIME_OPTIONS = ("precision", "compile")
+"""What a factory may declare it carries out (:func:`runtime_options`): ``run.precision = 'bf16'`` and ``run.compile = true``."""
+
+
+def runtime_options(*options: Literal["precision", "compile"]) -> Callable[[Callable], Callable]:
+    """Declare which of :data:`RUNTIME_OPTIONS` a factory carries out: ``@runtime_options("precision", "compile")``.
+
+    ``precision``: its loops run forward passes under ``autocast(runtime.device, runtime.precision)``; ``compile``: it
+    compiles the network its clients train (``GlobalModel(compile=...)``). A factory that declares neither is given
+    ``'fp32'`` and ``False`` only (the registry refuses the others with a ConfigError naming the algorithms that accept them).
+    """
+    unknown = [o for o in options if o not in RUNTIME_OPTIONS]
+    if unknown:
+        raise ValueError(f"runtime_options: unknown option(s) {unknown}; accepted: {', '.join(RUNTIME_OPTIONS)}")
+
+    def mark(factory: Callable) -> Callable:
+        factory.runtime_options = frozenset(options)  # type: ignore[attr-defined]
+        return factory
+
+    return mark
 
 
 @dataclass(frozen=True)

@@ -10,15 +10,13 @@ equation in the paper: cross-entropy SGD of a linear head on the labelled featur
 
 from __future__ import annotations
 
-import torch
-
-from fedprior.algorithms.base import Algorithm, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
 from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
 from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
 
 
-def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algorithm:
+def zero_shot(task: Task, runtime: Runtime) -> Algorithm:
     """CLIP-ZS: the text-feature head W = T, b = 0, evaluated without any training (the FST-CBDG paper, Sec. 4.1, Eq. 2)."""
     check_features(task)
     text_head(task)
@@ -27,19 +25,17 @@ def zero_shot(task: Task, *, device: torch.device = torch.device("cpu")) -> Algo
         weight, bias = text_head(task)
         return {WEIGHT: weight, BIAS: bias}
 
-    return Algorithm.evaluation_only("zero-shot", init, head_evaluation(device))
+    return Algorithm.evaluation_only("zero-shot", init, head_evaluation(runtime.device))
 
 
 def linear_probe(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     init: HeadInitField = "random",
     lr: Lr = 0.01,
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 1e-5,
-    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """CLIP-FC-Centralized: a linear head trained with labels on all the training data (the FST-CBDG paper, Sec. 4.1).
 
@@ -50,8 +46,8 @@ def linear_probe(
         "linear-probe",
         task,
         init=init,
-        local_epochs=local_epochs,
-        batch_size=batch_size,
+        local_epochs=runtime.local_epochs,
+        batch_size=runtime.batch_size,
         sgd=Sgd(lr, momentum, weight_decay),
-        device=device,
+        device=runtime.device,
     )

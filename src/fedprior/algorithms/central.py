@@ -15,35 +15,21 @@ cross-entropy SGD on one client holding every training image, :func:`~fedprior.a
 
 from __future__ import annotations
 
-import torch
-
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
 
 
 def central(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     model: ModelName = "convnet",
     lr: Lr = 0.01,
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 5e-4,
     lr_decay: LrDecay = 0.99,
-    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """Central Learning: the network trained with cross-entropy on all the training data in one place."""
-    algorithm = fedavg(
-        task,
-        local_epochs=local_epochs,
-        batch_size=batch_size,
-        model=model,
-        lr=lr,
-        momentum=momentum,
-        weight_decay=weight_decay,
-        lr_decay=lr_decay,
-        device=device,
-    )
+    algorithm = fedavg(task, runtime, model=model, lr=lr, momentum=momentum, weight_decay=weight_decay, lr_decay=lr_decay)
     return algorithm.with_(name="central")

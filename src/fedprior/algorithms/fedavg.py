@@ -10,33 +10,27 @@ from __future__ import annotations
 
 from typing import Any
 
-import torch
-
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.linear_heads import Sgd, check_features
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
 from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
 from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
-from fedprior.algorithms.pieces.precision import Precision
 from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.errors import ConfigError
 
 
+@runtime_options("precision", "compile")
 @with_shared(ROBUST_AGGREGATION)
 def fedavg(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     model: ModelName = "cnn",
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
     lr_decay: LrDecay = 1.0,
     init: HeadInitField = "random",
-    device: torch.device = torch.device("cpu"),
-    precision: Precision = "fp32",
-    compile: bool = False,
     **robust: Any,
 ) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
@@ -52,9 +46,9 @@ def fedavg(
     if model == "linear":  # its fields first, then the task: a config is checked without data (registry.check_without_data)
         if lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet', 'resnet18' or 'resnet18-imagenet')")
-        if precision != "fp32":
+        if runtime.precision != "fp32":
             raise ConfigError("run.precision: model = 'linear' trains batched heads on features in fp32 only; accepted: fp32 (bf16 with an image model)")
-        if compile:
+        if runtime.compile:
             raise ConfigError(
                 "run.compile: model = 'linear' trains batched heads on features, which are not compiled; accepted: false (true with an image model)"
             )
@@ -63,14 +57,14 @@ def fedavg(
             "fedavg",
             task,
             init=init,
-            local_epochs=local_epochs,
-            batch_size=batch_size,
+            local_epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
             sgd=Sgd(lr, momentum, weight_decay),
-            device=device,
+            device=runtime.device,
         )
         return with_robust_aggregation(heads, rule)
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
-    update = local_sgd_update(net, local_epochs, batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
+    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
+    update = local_sgd_update(net, runtime.local_epochs, runtime.batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
     return with_robust_aggregation(net.algorithm("fedavg", update, thread_safe_updates=True), rule)

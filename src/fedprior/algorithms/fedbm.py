@@ -68,7 +68,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, draw_batches, synthesize, train_generator
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
@@ -201,9 +201,11 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def fedbm(
     task: Task,
+    runtime: Runtime,
     *,
     tau: Tau = 12.5,
     text_model: TextModel = "minilm",
@@ -233,7 +235,7 @@ def fedbm(
     **shared,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     from fedprior.models import build_model
 
     device = training.device

@@ -48,11 +48,10 @@ from typing import Annotated
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
 from fedprior.algorithms.pieces.dma import DmaLoss, DmaSolver, dma_weights
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
-from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (the FedDB paper, Sec. 5.1: 100)")]
@@ -76,14 +75,12 @@ def dma_aggregation_weights(steps: int, lr: float, loss: DmaLoss, solver: DmaSol
     return weights
 
 
+@runtime_options("precision", "compile")
 @with_shared(SEMI_SUPERVISED)
 def feddb(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    compile: bool = False,
     dpl: Dpl = True,
     dma: Dma = True,
     dma_steps: DmaSteps = 100,
@@ -94,6 +91,4 @@ def feddb(
 ) -> Algorithm:
     """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
     weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights
-    return semi_supervised_algorithm(
-        "feddb", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, method=Method(weights=weights), dpl=dpl
-    )
+    return semi_supervised_algorithm("feddb", task, shared, runtime, method=Method(weights=weights), dpl=dpl)

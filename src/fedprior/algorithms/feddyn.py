@@ -32,7 +32,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
@@ -73,15 +73,17 @@ def server_update(
     return new
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def feddyn(
     task: Task,
+    runtime: Runtime,
     *,
     alpha: Alpha = 0.01,
     **shared,
 ) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     net = training.global_model(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
 

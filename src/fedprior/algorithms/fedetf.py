@@ -33,7 +33,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
@@ -80,16 +80,18 @@ class EtfHead(nn.Module):
         return self.scale * h @ self.etf
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def fedetf(
     task: Task,
+    runtime: Runtime,
     *,
     etf_dim: EtfDim = 0,
     loss: EtfLoss = "balanced-softmax",
     **shared,
 ) -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     from fedprior.models import build_model
 
     build_model(model, task)

@@ -52,10 +52,10 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.fedmatch_local import code_training, set_gradients
 from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.algorithms.pieces.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
@@ -295,9 +295,8 @@ def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, f
 )
 def fedmatch(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
     dpl: Dpl = False,
     consistency_weight: ConsistencyWeight = 1e-2,
     l1_weight: L1Weight = 1e-4,
@@ -327,4 +326,4 @@ def fedmatch(
         broadcast_extra=send_helpers(helper_interval),
     )
     wrap = functools.partial(decompose, psi_factor=psi_factor, threshold=l1_threshold)
-    return semi_supervised_algorithm("fedmatch", task, shared, local_epochs=local_epochs, device=device, dpl=dpl, method=method, wrap=wrap)
+    return semi_supervised_algorithm("fedmatch", task, shared, runtime, dpl=dpl, method=method, wrap=wrap)

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Annotated
 
-import torch
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd
 from fedprior.algorithms.engines.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
 from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
@@ -23,16 +22,14 @@ NtdBeta = Annotated[float, Field(ge=0, description="weight beta of the not-true 
 
 def fedntd(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     init: HeadInitField = "text",
     lr: Lr = 0.01,
     momentum: Momentum = 0.9,
     weight_decay: WeightDecay = 1e-5,
     tau: Tau = 1.0,
     beta: NtdBeta = 1.0,
-    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FedNTD on a linear head: local loss CE + beta * KL over not-true classes (Lee et al. 2022, Eq. 5-6).
 
@@ -46,9 +43,9 @@ def fedntd(
         "fedntd",
         task,
         init=init,
-        local_epochs=local_epochs,
-        batch_size=batch_size,
+        local_epochs=runtime.local_epochs,
+        batch_size=runtime.batch_size,
         sgd=Sgd(lr, momentum, weight_decay),
         objective=lambda message, labels: NotTrueDistillationObjective(labels, message.arrays[WEIGHT], message.arrays[BIAS], tau, beta),
-        device=device,
+        device=runtime.device,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.fedavg import fedavg
@@ -45,38 +45,42 @@ def model_parameters(task: Task, model: str) -> tuple[str, ...]:
     return GlobalModel(lambda: build_model(model, task)).parameter_names()
 
 
-def fedavg_under(name: str, rule: Rule, task: Task, hyperparameters: dict[str, Any]) -> Algorithm:
+def fedavg_under(name: str, rule: Rule, task: Task, runtime: Runtime, hyperparameters: dict[str, Any]) -> Algorithm:
     """FedAvg with ``hyperparameters`` (those of its signature), its server step replaced by ``rule``'s with its own (the rest)."""
     server = RULE_DEFAULTS[rule]
     clients = {k: v for k, v in hyperparameters.items() if k not in server}
     optimizer = ServerOptimizer(rule, **{attr: hyperparameters[field] for attr, field in FIELDS.items() if field in server})
-    clients_algorithm = fedavg(task, **clients)
+    clients_algorithm = fedavg(task, runtime, **clients)
     return with_server_optimizer(clients_algorithm, optimizer, model_parameters(task, clients["model"])).with_(name=name)
 
 
+@runtime_options("precision", "compile")
 @with_shared((*FEDAVG, *MOMENTUM))
-def fedavgm(task: Task, **hyperparameters: Any) -> Algorithm:
+def fedavgm(task: Task, runtime: Runtime, **hyperparameters: Any) -> Algorithm:
     """FedAvgM: FedAvg with server momentum, v = beta v + Delta, x = x + server_lr v (Hsu et al., 2019).
 
     Hsu, Qi and Brown, "Measuring the Effects of Non-Identical Data Distribution for Federated Visual
     Classification", 2019: FedAvg's clients; the server keeps a momentum v of the mean update Delta_t.
     """
-    return fedavg_under("fedavgm", "avgm", task, hyperparameters)
+    return fedavg_under("fedavgm", "avgm", task, runtime, hyperparameters)
 
 
+@runtime_options("precision", "compile")
 @with_shared((*FEDAVG, *ADAGRAD))
-def fedadagrad(task: Task, **hyperparameters: Any) -> Algorithm:
+def fedadagrad(task: Task, runtime: Runtime, **hyperparameters: Any) -> Algorithm:
     """FedAdagrad: FedAvg's clients, an Adagrad server step, v = v + Delta^2 (Reddi et al., ICLR 2021, Algorithm 2)."""
-    return fedavg_under("fedadagrad", "adagrad", task, hyperparameters)
+    return fedavg_under("fedadagrad", "adagrad", task, runtime, hyperparameters)
 
 
+@runtime_options("precision", "compile")
 @with_shared((*FEDAVG, *ADAM))
-def fedadam(task: Task, **hyperparameters: Any) -> Algorithm:
+def fedadam(task: Task, runtime: Runtime, **hyperparameters: Any) -> Algorithm:
     """FedAdam: FedAvg's clients, an Adam server step without bias correction (Reddi et al., ICLR 2021, Algorithm 2)."""
-    return fedavg_under("fedadam", "adam", task, hyperparameters)
+    return fedavg_under("fedadam", "adam", task, runtime, hyperparameters)
 
 
+@runtime_options("precision", "compile")
 @with_shared((*FEDAVG, *YOGI))
-def fedyogi(task: Task, **hyperparameters: Any) -> Algorithm:
+def fedyogi(task: Task, runtime: Runtime, **hyperparameters: Any) -> Algorithm:
     """FedYogi: FedAvg's clients, a Yogi server step, v = v - (1 - beta2) Delta^2 sign(v - Delta^2) (Reddi et al., ICLR 2021, Algorithm 2)."""
-    return fedavg_under("fedyogi", "yogi", task, hyperparameters)
+    return fedavg_under("fedyogi", "yogi", task, runtime, hyperparameters)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import class_means
@@ -101,15 +101,17 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def fedproto(
     task: Task,
+    runtime: Runtime,
     *,
     proto_weight: Lambda = 0.1,
     **shared,
 ) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     device = training.device
     net = training.global_model(model_task(task, model))
     dim = split(net.build()).feature_dim

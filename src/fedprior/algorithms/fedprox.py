@@ -14,11 +14,10 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
 from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
-from fedprior.algorithms.pieces.precision import Precision
 from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.algorithms.pieces.robust_aggregation_fields import NAMES as ROBUST_NAMES
 from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
@@ -37,21 +36,18 @@ def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
     return loss
 
 
+@runtime_options("precision", "compile")
 @with_shared((*SERVER_OPTIMIZATION, *ROBUST_AGGREGATION))
 def fedprox(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     model: ModelName = "cnn",
     lr: Lr = 0.05,
     momentum: Momentum = 0.0,
     weight_decay: WeightDecay = 0.0,
     lr_decay: LrDecay = 1.0,
     mu: Mu = 0.01,
-    device: torch.device = torch.device("cpu"),
-    precision: Precision = "fp32",
-    compile: bool = False,
     **server: Any,
 ) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2).
@@ -62,11 +58,11 @@ def fedprox(
     """
     rule = checked_robust_aggregation(**{k: server.pop(k) for k in ROBUST_NAMES})
     optimizer = checked_server_optimizer(**server)
-    net = GlobalModel(model_task(task, model), device=device, precision=precision, compile=compile)
+    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
     update = local_sgd_update(
         net,
-        local_epochs,
-        batch_size,
+        runtime.local_epochs,
+        runtime.batch_size,
         lr,
         momentum,
         weight_decay,

@@ -27,7 +27,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
@@ -53,15 +53,17 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def fedrep(
     task: Task,
+    runtime: Runtime,
     *,
     head_epochs: HeadEpochs = 0,
     **shared,
 ) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     device = training.device
     net = training.global_model(model_task(task, model))
 

@@ -36,10 +36,9 @@ from typing import Annotated
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import Method, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
-from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
 
 Groups = Annotated[int, Field(ge=1, description="S, the random groups the clients of a round are split into before averaging")]
 
@@ -60,20 +59,16 @@ def grouped_weights(groups: int):
     return weights
 
 
+@runtime_options("precision", "compile")
 @with_shared(SEMI_SUPERVISED, norm="gn")
 def fedrgd(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    compile: bool = False,
     dpl: Dpl = False,
     groups: Groups = 2,
     **shared,
 ) -> Algorithm:
     """FedRGD (Zhang et al. 2021): consistency loss, GroupNorm, grouping-based averaging; dpl = true gives FedRGD-FedDPL."""
     method = Method(weights=grouped_weights(groups))
-    return semi_supervised_algorithm(
-        "fedrgd", task, shared, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl, method=method
-    )
+    return semi_supervised_algorithm("fedrgd", task, shared, runtime, dpl=dpl, method=method)

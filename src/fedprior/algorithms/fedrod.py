@@ -36,7 +36,7 @@ from pydantic import Field
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.body_training import shared_training
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
@@ -64,15 +64,17 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
+@runtime_options("precision")
 @with_shared(BODY_TRAINING, first=True)
 def fedrod(
     task: Task,
+    runtime: Runtime,
     *,
     gamma: Gamma = 1.0,
     **shared,
 ) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
-    model, training = shared_training(shared)
+    model, training = shared_training(shared, runtime)
     net = training.global_model(model_task(task, model))
     feature_dim = split(net.build()).feature_dim
     heads = training.global_model(lambda: nn.Linear(feature_dim, task.num_classes))  # the P-head, resident on an accelerator

@@ -18,7 +18,7 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.engines.self_supervised import two_view_fedavg
 from fedprior.algorithms.pieces.contrastive import nt_xent
 from fedprior.algorithms.pieces.hyperparameters import (
@@ -43,10 +43,8 @@ StemNorm = Annotated[
 
 def fedsimclr(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = torch.device("cpu"),
     norm: StemNorm = "bn",
     norm_group_channels: NormGroupChannels = 2,
     width: Width = 64,
@@ -83,10 +81,10 @@ def fedsimclr(
         task,
         lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_group_channels),
         loss,
-        local_epochs=local_epochs,
-        batch_size=batch_size,
+        local_epochs=runtime.local_epochs,
+        batch_size=runtime.batch_size,
         optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=device,
+        device=runtime.device,
         eval_features=eval_features,
         min_scale=min_scale,
         linear_eval=linear_eval,

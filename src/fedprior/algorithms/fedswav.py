@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.engines.self_supervised import two_view_fedavg
 from fedprior.algorithms.pieces.contrastive import sinkhorn, swapped_prediction
 from fedprior.algorithms.pieces.hyperparameters import ClientLr, EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
@@ -48,10 +48,8 @@ class SwavNet(nn.Module):
 
 def fedswav(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = torch.device("cpu"),
     width: Width = 64,
     projection_dim: ProjectionDim = 128,
     prototypes: Prototypes = 100,
@@ -92,10 +90,10 @@ def fedswav(
         task,
         lambda: SwavNet(ContrastiveNet(task.input_shape[0], width, projection_dim), prototypes),
         loss,
-        local_epochs=local_epochs,
-        batch_size=batch_size,
+        local_epochs=runtime.local_epochs,
+        batch_size=runtime.batch_size,
         optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=device,
+        device=runtime.device,
         eval_features=eval_features,
         min_scale=min_scale,
         linear_eval=linear_eval,

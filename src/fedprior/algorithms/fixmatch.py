@@ -26,22 +26,17 @@ the average: :class:`~fedprior.algorithms.engines.semi_supervised.SemiSupervised
 
 from __future__ import annotations
 
-import torch
-
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, SUPERVISED, Dpl, LabeledBatchSize, LocalSteps, UnlabeledRatio, with_shared
-from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, SUPERVISED, Dpl, LabeledBatchSize, LocalSteps, UnlabeledRatio, with_shared
 
 
+@runtime_options("precision", "compile")
 @with_shared(SEMI_SUPERVISED)
 def fixmatch(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    compile: bool = False,
     dpl: Dpl = False,
     labeled_batch_size: LabeledBatchSize = 0,
     unlabeled_ratio: UnlabeledRatio = 7,
@@ -50,19 +45,15 @@ def fixmatch(
 ) -> Algorithm:
     """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (the FedDB paper, Sec. 5.1)."""
     minibatches = {"labeled_batch_size": labeled_batch_size, "unlabeled_ratio": unlabeled_ratio, "local_steps": local_steps}
-    return semi_supervised_algorithm(
-        "fixmatch", task, {**shared, **minibatches}, local_epochs=local_epochs, device=device, precision=precision, compile=compile, dpl=dpl
-    )
+    return semi_supervised_algorithm("fixmatch", task, {**shared, **minibatches}, runtime, dpl=dpl)
 
 
+@runtime_options("precision", "compile")
 @with_shared(SUPERVISED)
 def fedavg_labeled(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    compile: bool = False,
     labeled_batch_size: LabeledBatchSize = 0,
     local_steps: LocalSteps = 0,
     **shared,
@@ -73,9 +64,6 @@ def fedavg_labeled(
         "fedavg-labeled",
         task,
         {**shared, **minibatches},
-        local_epochs=local_epochs,
-        device=device,
-        precision=precision,
-        compile=compile,
+        runtime,
         use_unlabeled=False,
     )

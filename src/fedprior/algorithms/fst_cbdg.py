@@ -67,7 +67,7 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.linear_heads import (
     BIAS,
     WEIGHT,
@@ -295,9 +295,8 @@ def _psd_sqrt(matrix: torch.Tensor) -> torch.Tensor:
 
 def fst_cbdg(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     lr: Annotated[float, Field(gt=0, description="client SGD learning rate (paper: 0.01)")] = 0.01,
     momentum: Annotated[float, Field(ge=0, lt=1, description="client SGD momentum (paper: 0.9)")] = 0.9,
     weight_decay: Annotated[float, Field(ge=0, description="client SGD weight decay (paper: 1e-5)")] = 1e-5,
@@ -333,12 +332,11 @@ def fst_cbdg(
     aggregation: Annotated[
         Literal["mean", "weighted"], Field(description="server average of the heads: plain mean (Algorithm 1, line 22) or example-weighted (FedAvg)")
     ] = "mean",
-    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
     """FST-CBDG: self-training with moving-average soft labels plus class-balanced synthetic text features (the FST-CBDG paper)."""
     check_features(task)
     text, _ = text_head(task)
-    text = text.to(device)
+    text = text.to(runtime.device)
     sgd = Sgd(lr, momentum, weight_decay)
     settings = dict(
         beta=beta,
@@ -358,13 +356,15 @@ def fst_cbdg(
         return {WEIGHT: weight, BIAS: bias}
 
     def client_update_many(message: Broadcast, states: Sequence[State], datas: Sequence[ClientData], infos: Sequence[ClientInfo]) -> list[tuple[Reply, State]]:
-        run = HeadTraining(message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas], [i.generator() for i in infos], batch_size, sgd, device)
+        run = HeadTraining(
+            message.arrays[WEIGHT], message.arrays[BIAS], [d["x"] for d in datas], [i.generator() for i in infos], runtime.batch_size, sgd, runtime.device
+        )
         q = zero_shot_probabilities(run.x, text)  # q^0 = p (Eq. 2), replaced below by the labels a client kept
         for c, s in enumerate(states):
             if keep_labels and LABELS in s:
-                q[run.client_rows(c)] = s[LABELS].to(device)
+                q[run.client_rows(c)] = s[LABELS].to(runtime.device)
         objective = FstObjective(task, text, q, **settings)
-        run.run(local_epochs, objective)
+        run.run(runtime.local_epochs, objective)
         drawn = objective.synthetic_drawn
         assert drawn is not None  # set by start_epoch; local_epochs >= 1
         out = []
@@ -388,6 +388,6 @@ def fst_cbdg(
         broadcast=broadcast_head,
         client_update=client_update,
         aggregate=aggregate,
-        evaluate=head_evaluation(device),
+        evaluate=head_evaluation(runtime.device),
         client_update_many=client_update_many,
     )

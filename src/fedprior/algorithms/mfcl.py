@@ -75,7 +75,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, Stage, State, Task
 from fedprior.algorithms.engines.self_supervised import evaluation_inputs, frozen_features, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.contrastive import nt_xent
@@ -178,10 +178,8 @@ def as_model(arrays: State, prefix: str) -> State:
 
 def mfcl(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = torch.device("cpu"),
     norm: SensorNorm = "pn",
     norm_group_channels: NormGroupChannels = 2,
     sensor_width: SensorWidth = 64,
@@ -223,9 +221,9 @@ def mfcl(
 
     # The models, on the device; on an accelerator one per slot, kept there and receiving the State by in-place copies
     # (GlobalModel.receive, whose tensors are named model.*: as_model renames a part of the State).
-    sensor_net = GlobalModel(sensor, device=device)
-    encoder_net = GlobalModel(lambda: sensor().encoder, device=device)  # the upload's broadcast and the evaluation: f alone
-    server_net = GlobalModel(lambda: Discriminator(*discriminator()), device=device)
+    sensor_net = GlobalModel(sensor, device=runtime.device)
+    encoder_net = GlobalModel(lambda: sensor().encoder, device=runtime.device)  # the upload's broadcast and the evaluation: f alone
+    server_net = GlobalModel(lambda: Discriminator(*discriminator()), device=runtime.device)
 
     def server_modules(state: State, slot: str) -> Discriminator:
         """The discriminator and its projection head with the State's weights, on the device."""
@@ -249,7 +247,7 @@ def mfcl(
     def train_sensor(message: Broadcast, data: ClientData, info: ClientInfo) -> Reply:
         """Eq. 2: local Adam epochs on the BCE between the two views and their reconstructions."""
         module = sensor_net.receive(as_model(message.arrays, SENSOR))
-        images = to_unit(data["x"].to(device))
+        images = to_unit(data["x"].to(runtime.device))
 
         def reconstruction(model: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
             pairs = torch.cat([view1, view2])
@@ -258,8 +256,8 @@ def mfcl(
         metrics = two_view_epochs(
             module,
             images,
-            epochs=local_epochs,
-            batch_size=batch_size,
+            epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
             optimizer=torch.optim.Adam(module.parameters(), lr=lr),
             generator=info.generator(),
             loss_fn=reconstruction,
@@ -272,7 +270,7 @@ def mfcl(
         """Phase 2, client side: z_{i,j} = f(x~_{i,j}) for two fresh views of every image, sent once (kept on the run's
         device, where the server trains on them)."""
         encoder = encoding_mode(encoder_net.receive(as_model(message.arrays, ENCODER)), encode_bn)
-        images = to_unit(data["x"].to(device))
+        images = to_unit(data["x"].to(runtime.device))
         view1, view2 = simclr_views(images, seed_from(info.generator("views")), min_scale=min_scale)
         z1, z2 = [], []
         for i in range(0, images.shape[0], 512):
@@ -311,10 +309,10 @@ def mfcl(
         body, head = pair.disc, pair.proj
         optimizer = server_optimizer(body, head)
         load_optimizer_state(optimizer, pair, state)
-        z1, z2 = state[REPS + "view1"].to(device), state[REPS + "view2"].to(device)
-        order = torch.randperm(z1.shape[0], generator=info.generator("epoch")).to(device)
+        z1, z2 = state[REPS + "view1"].to(runtime.device), state[REPS + "view2"].to(runtime.device)
+        order = torch.randperm(z1.shape[0], generator=info.generator("epoch")).to(runtime.device)
         pair.train()
-        total, steps = torch.zeros((), dtype=torch.float64, device=device), 0
+        total, steps = torch.zeros((), dtype=torch.float64, device=runtime.device), 0
         for start in range(0, z1.shape[0], server_batch_size):
             rows = order[start : start + server_batch_size]
             if rows.numel() < 2:
@@ -368,8 +366,8 @@ def mfcl(
         if linear_train == "uploads" and REPS + "label" in state:  # before the upload (the initial model): the pool
             parts.eval()
             received = torch.cat([state[REPS + "view1"], state[REPS + "view2"]])
-            uploads = (frozen_features(lambda z: reads(z).flatten(1), received, device), torch.cat([state[REPS + "label"]] * 2))
-        metrics = linear_evaluate(features, parts, data, task, device, linear_eval, train_features=uploads)
+            uploads = (frozen_features(lambda z: reads(z).flatten(1), received, runtime.device), torch.cat([state[REPS + "label"]] * 2))
+        metrics = linear_evaluate(features, parts, data, task, runtime.device, linear_eval, train_features=uploads)
         if "server.loss" in state:
             metrics["server_loss"] = float(state["server.loss"])
         return metrics

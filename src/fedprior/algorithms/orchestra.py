@@ -53,7 +53,7 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Stage, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, Stage, State, Task
 from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.contrastive import sinkhorn
@@ -146,10 +146,8 @@ def global_clustering(centroids: torch.Tensor, local: torch.Tensor, temperature:
 
 def orchestra(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = torch.device("cpu"),
     width: Width = 64,
     projection_dim: ProjectionDim = 128,
     global_clusters: GlobalClusters = 128,
@@ -172,14 +170,15 @@ def orchestra(
         raise ConfigError(f"algorithm.name: orchestra trains on square images (C, H, H); the data gives {task.input_shape}")
     channels = task.input_shape[0]
     net = GlobalModel(
-        lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim), ContrastiveNet(channels, width, projection_dim), global_clusters), device=device
+        lambda: OrchestraNet(ContrastiveNet(channels, width, projection_dim), ContrastiveNet(channels, width, projection_dim), global_clusters),
+        device=runtime.device,
     )
     to_unit = unit_images(task)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         model = net.receive(message.arrays)  # on an accelerator the resident model, the broadcast copied in
         model.train()
-        images = to_unit(data["x"].to(device))
+        images = to_unit(data["x"].to(runtime.device))
         g = info.generator()
         if info.stage == "setup":  # no training: centroids of the target projections of up to `memory` images
             with torch.no_grad():
@@ -189,10 +188,10 @@ def orchestra(
         bank: list[torch.Tensor] = []
         # every step's rotations, drawn before the first (the draws, in order, of one call per step) and copied at once
         n = images.shape[0]
-        sizes = [min(batch_size, n - start) for _ in range(local_epochs) for start in range(0, n, batch_size)]
+        sizes = [min(runtime.batch_size, n - start) for _ in range(runtime.local_epochs) for start in range(0, n, runtime.batch_size)]
         turns = info.generator("rotation")
         drawn = [torch.randint(0, 4, (size,), generator=turns) for size in sizes]
-        quarters = iter(torch.cat(drawn).to(device).split(sizes) if drawn else ())
+        quarters = iter(torch.cat(drawn).to(runtime.device).split(sizes) if drawn else ())
 
         def loss(m: nn.Module, view1: torch.Tensor, view2: torch.Tensor) -> torch.Tensor:
             assert isinstance(m, OrchestraNet)  # two_view_epochs passes the model it trains
@@ -211,7 +210,7 @@ def orchestra(
 
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
         metrics = two_view_epochs(
-            model, images, epochs=local_epochs, batch_size=batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
+            model, images, epochs=runtime.local_epochs, batch_size=runtime.batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
         )
         recent = torch.cat(bank)[-memory:]
         reply = {**model_arrays(model, resident=True), LOCAL: local_clustering(recent, local_clusters, g)}  # on the run's device
@@ -220,11 +219,11 @@ def orchestra(
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         new = state if info.stage == "setup" else net.average(state, replies, info)
         local = torch.cat([r.arrays[LOCAL] for r in replies])
-        return {**new, CENTROIDS: global_clustering(new[CENTROIDS].to(device), local.to(device), temperature, global_iterations)}
+        return {**new, CENTROIDS: global_clustering(new[CENTROIDS].to(runtime.device), local.to(runtime.device), temperature, global_iterations)}
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.receive(state, "evaluate")
-        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, device, linear_eval)
+        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, runtime.device, linear_eval)
 
     return net.algorithm(
         "orchestra",

@@ -15,16 +15,15 @@ or :func:`~fedprior.algorithms.pieces.linear_eval.linear_evaluation` (``test-2fo
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, ClientData, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate
 from fedprior.algorithms.pieces.hyperparameters import LinearEval
 from fedprior.errors import ConfigError
 
 
-def raw_pixels(task: Task, *, device: torch.device = torch.device("cpu"), linear_eval: LinearEval = "train-test") -> Algorithm:
+def raw_pixels(task: Task, runtime: Runtime, *, linear_eval: LinearEval = "train-test") -> Algorithm:
     """Raw pixels: the linear evaluation of the flattened [0, 1] pixels, nothing trained (a control of the MFCL paper's Tables 2, 3, 7)."""
     if len(task.input_shape) != 3:
         raise ConfigError(f"algorithm.name: raw-pixels reads images (C, H, W); the data gives {task.input_shape} (set encoder.name = 'none')")
@@ -33,6 +32,6 @@ def raw_pixels(task: Task, *, device: torch.device = torch.device("cpu"), linear
         return {}
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
-        return linear_evaluate(lambda x: x, nn.Identity(), data, task, device, linear_eval)
+        return linear_evaluate(lambda x: x, nn.Identity(), data, task, runtime.device, linear_eval)
 
     return Algorithm.evaluation_only("raw-pixels", init, evaluate, evaluation_inputs=evaluation_inputs(linear_eval))

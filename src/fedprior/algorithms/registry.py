@@ -3,17 +3,20 @@
 A factory's keyword-only parameters after ``task`` are its hyperparameters, each
 annotated with its type, bounds and description (``Annotated[float, Field(gt=0,
 description=...)]``). From them come the ``[algorithm]`` config fields, their
-validation, and the help of ``fedprior algorithms``. ``local_epochs``,
-``batch_size`` and ``device`` are not algorithm fields: the runtime passes the
-``[federation]`` values and the run's torch device to a factory that declares them,
-so these keys mean the same for every algorithm. Every factory declares ``device``
-(the registry refuses one that does not, :func:`require_device`): an algorithm that
-left it out would train on the CPU whatever ``run.device`` says. ``precision``
-(``run.precision``, :mod:`fedprior.algorithms.pieces.precision`) reaches the factories that
-declare it the same way; asking another algorithm for ``'bf16'`` is a ConfigError
-(:meth:`AlgorithmSpec.build`), never a silent float32 run. So is ``compile`` (``run.compile``:
-the factory compiles the network its clients train, ``GlobalModel(compile=...)``): asking an
-algorithm whose factory does not declare it for ``true`` is a ConfigError naming those that do.
+validation, and the help of ``fedprior algorithms``. What the run hands every factory
+beside them (``[federation]``'s local epochs and batch size, the run's torch device,
+``run.precision``, ``run.compile``) is not an algorithm field: it is one value, a
+:class:`~fedprior.algorithms.base.Runtime`, built once where the factory is called
+(``experiments.client_side.runtime_of``) and passed as the factory's ``runtime``:
+``factory(task, runtime, *, hyperparameters...)``. Asking an algorithm for
+``run.precision = 'bf16'`` or ``run.compile = true`` is a ConfigError naming those that accept it
+(:meth:`AlgorithmSpec.check_runtime`), never a silent float32 or eager run, unless its factory declares it
+with :func:`~fedprior.algorithms.base.runtime_options`.
+
+A factory written before the Runtime (user code) still works: one without a ``runtime``
+parameter is given the keywords of :data:`RUNTIME_PROVIDED` it declares (``device`` at least,
+:func:`require_device`), and accepts ``'bf16'`` or ``compile = true`` where it declares
+``precision`` or ``compile``.
 
 The shipped algorithms are imported on first use (:class:`ShippedFactory`): their modules import torch,
 and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
@@ -47,12 +50,13 @@ from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.validation import CheckedModel, describe_validation_error
 
 if TYPE_CHECKING:
-    from fedprior.algorithms.base import Algorithm, Task
+    from fedprior.algorithms.base import Algorithm, Runtime, Task
 
 RUNTIME_PROVIDED = ("local_epochs", "batch_size", "device", "precision", "compile")
+"""The fields of :class:`~fedprior.algorithms.base.Runtime`, given one by one to a factory without a ``runtime`` parameter
+(written before the Runtime) that declares them; never algorithm fields."""
 
-DEVICE_PARAMETER = 'device: torch.device = torch.device("cpu")'
-
+RUNTIME_PARAMETER = "runtime"
 
 RETIRED_FIELDS = {
     "norm_groups": (
@@ -148,7 +152,7 @@ class AlgorithmSpec:
 
     def hyperparameters(self) -> dict[str, inspect.Parameter]:
         params = inspect.signature(self.factory, eval_str=True).parameters
-        return {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n not in RUNTIME_PROVIDED}
+        return {n: p for n, p in params.items() if p.kind is p.KEYWORD_ONLY and n not in (RUNTIME_PARAMETER, *RUNTIME_PROVIDED)}
 
     def config_model(self, from_snapshot: bool | None = None) -> type[BaseModel]:
         """A pydantic model of the hyperparameters (unknown keys rejected): from the factory's signature, or from the
@@ -190,23 +194,21 @@ class AlgorithmSpec:
 
     def check_runtime(self, precision: str = "fp32", compile: bool = False) -> None:
         """ConfigError unless the factory declares what ``run.precision`` and ``run.compile`` ask of it (checked before the data loads)."""
-        needed = inspect.signature(self.factory).parameters
-        if precision != "fp32" and "precision" not in needed:
+        if precision != "fp32" and not accepts(self.factory, "precision"):
             raise ConfigError(
-                f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not take 'precision'); "
+                f"run.precision: algorithm '{self.name}' trains and evaluates in fp32 only (its factory does not declare 'precision': runtime_options); "
                 f"accepted for it: fp32; bf16 for: {', '.join(supports_precision())}"
             )
-        if compile and "compile" not in needed:
+        if compile and not accepts(self.factory, "compile"):
             raise ConfigError(
-                f"run.compile: algorithm '{self.name}' does not compile its networks (its factory does not take 'compile'); "
+                f"run.compile: algorithm '{self.name}' does not compile its networks (its factory does not declare 'compile': runtime_options); "
                 f"accepted for it: false; true for: {', '.join(supports_compile())}"
             )
 
-    def build(self, task: Task, values: dict[str, Any], **runtime: Any) -> Algorithm:
-        """The algorithm with checked hyperparameters and the runtime-provided keys its factory declares."""
-        self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
-        needed = inspect.signature(self.factory).parameters
-        provided = {k: v for k, v in runtime.items() if k in needed}
+    def build(self, task: Task, values: dict[str, Any], runtime: Runtime) -> Algorithm:
+        """The algorithm with checked hyperparameters and the run's ``runtime`` (:func:`runtime_arguments`)."""
+        self.check_runtime(runtime.precision, runtime.compile)
+        provided = runtime_arguments(self.factory, runtime)
         if is_shipped(self):
             return self.factory(task, **self.validate(values), **provided)
         from fedprior.algorithms.base import Algorithm
@@ -218,14 +220,13 @@ class AlgorithmSpec:
         server_side = {name: UserFunction(self, name, getattr(algorithm, name)) for name in USER_SERVER_SIDE if getattr(algorithm, name) is not None}
         return algorithm.with_(**server_side)
 
-    def check_without_data(self, values: dict[str, Any], **runtime: Any) -> None:
+    def check_without_data(self, values: dict[str, Any], runtime: Runtime) -> None:
         """The checks the factory makes before it looks at the task (a field that applies only with another, such as
         ``server_lr`` with ``server_optimizer = 'none'``), run for a config before any data is loaded: the factory is called
         with a task that stops it at its first look (:class:`_NoTask`). Its ConfigError is raised; any other exception is
         left to the build on the real task, which reports it with the data at hand."""
-        self.check_runtime(runtime.get("precision", "fp32"), runtime.get("compile", False))
-        needed = inspect.signature(self.factory).parameters
-        provided = {k: v for k, v in runtime.items() if k in needed}
+        self.check_runtime(runtime.precision, runtime.compile)
+        provided = runtime_arguments(self.factory, runtime)
         try:
             self.factory(_NoTask(), **self.validate(values), **provided)
         except FedpriorError:
@@ -249,6 +250,24 @@ class AlgorithmSpec:
             raise
         except Exception as error:
             raise UserCodeError(f"{self.origin}: its {what} raised {type(error).__name__}: {error}") from error
+
+
+def runtime_arguments(factory: Callable[..., Algorithm], runtime: Runtime) -> dict[str, Any]:
+    """What ``factory`` is given of the run: ``runtime=runtime``, or for a factory without a ``runtime`` parameter (written
+    before the Runtime) the fields of :data:`RUNTIME_PROVIDED` it declares, one keyword each."""
+    declared = inspect.signature(factory).parameters
+    if RUNTIME_PARAMETER in declared:
+        return {RUNTIME_PARAMETER: runtime}
+    return {name: getattr(runtime, name) for name in RUNTIME_PROVIDED if name in declared}
+
+
+def accepts(factory: Callable[..., Algorithm], option: str) -> bool:
+    """Whether ``factory`` carries out ``option`` (``'precision'``: bf16; ``'compile'``): declared with
+    :func:`~fedprior.algorithms.base.runtime_options`, or, for a factory without a ``runtime`` parameter, taken as a keyword."""
+    if RUNTIME_PARAMETER not in inspect.signature(factory).parameters:
+        return option in inspect.signature(factory).parameters
+    marked = inspect.unwrap(factory, stop=lambda f: hasattr(f, "runtime_options"))
+    return option in getattr(marked, "runtime_options", ())
 
 
 class _TaskNeeded(BaseException):
@@ -282,18 +301,20 @@ class UserFunction:
 
 
 def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
-    """``spec`` if its factory declares the keyword parameter ``device`` (the run's torch device); ConfigError otherwise.
+    """``spec`` if its factory declares the parameter ``runtime`` (a :class:`~fedprior.algorithms.base.Runtime`, whose
+    ``device`` is the run's torch device) or, written before the Runtime, the keyword parameter ``device``; ConfigError otherwise.
 
-    The runtime passes ``run.device`` only to a factory that declares it; one that does not
+    The runtime passes ``run.device`` only to a factory that declares one of them; one that does not
     would silently train on the CPU with ``run.device = 'cuda'``. The factory must also put
     its models and the tensors it computes with on that device (tested for every shipped
     algorithm in tests/test_device.py); States and Replies stay on the CPU.
     """
-    parameter = inspect.signature(spec.factory).parameters.get("device")
-    if parameter is None or parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+    kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    declared = inspect.signature(spec.factory).parameters
+    if not any(name in declared and declared[name].kind in kinds for name in (RUNTIME_PARAMETER, "device")):
         raise ConfigError(
-            f"algorithm '{spec.name}': the factory must declare the keyword parameter '{DEVICE_PARAMETER}' "
-            "and build its models and tensors there (the runtime passes run.device to it; "
+            f"algorithm '{spec.name}': the factory must declare the parameter 'runtime: Runtime' (fedprior.algorithms.base) "
+            "and build its models and tensors on runtime.device (the runtime passes run.device in it; "
             "without it the algorithm would train on the CPU whatever run.device says)"
         )
     return spec
@@ -401,7 +422,7 @@ def registered() -> dict[str, AlgorithmSpec]:
 
 def supports_precision() -> list[str]:
     """The registered algorithms whose factory takes ``precision`` (``run.precision = 'bf16'`` runs them under autocast)."""
-    return [name for name, spec in registered().items() if "precision" in inspect.signature(spec.factory).parameters]
+    return [name for name, spec in registered().items() if accepts(spec.factory, "precision")]
 
 
 ROBUST_FIELDS = ("aggregation_rule", "trim_fraction", "krum_f", "krum_m")
@@ -415,7 +436,7 @@ def robust_algorithms() -> list[str]:
 
 def supports_compile() -> list[str]:
     """The registered algorithms whose factory takes ``compile`` (``run.compile = true`` compiles the network their clients train)."""
-    return [name for name, spec in registered().items() if "compile" in inspect.signature(spec.factory).parameters]
+    return [name for name, spec in registered().items() if accepts(spec.factory, "compile")]
 
 
 def algorithm_spec(name: str) -> AlgorithmSpec:
@@ -497,11 +518,12 @@ NAME_PATTERN = r"[a-z0-9][a-z0-9_.-]*"
 def register_algorithm(spec: AlgorithmSpec, *, replace: bool = False) -> AlgorithmSpec:
     """Add ``spec`` to ``ALGORITHMS`` (an algorithm from user code), after checking that its factory can be configured.
 
-    The factory takes the :class:`Task` first, then keyword-only hyperparameters, each with
-    an annotation and a default (``Annotated[float, Field(gt=0, description=...)] = 0.1``),
-    and the runtime-provided ``device: torch.device`` (the run's ``run.device``, resolved),
-    where it must build its models and the tensors it computes with, returning States and
-    Replies on the CPU; it may declare the runtime-provided ``local_epochs`` and ``batch_size``.
+    The factory takes the :class:`Task` first, then ``runtime`` (a :class:`~fedprior.algorithms.base.Runtime`:
+    local epochs, batch size, the run's device, precision and compile), then keyword-only hyperparameters, each with
+    an annotation and a default (``Annotated[float, Field(gt=0, description=...)] = 0.1``). It must build its models
+    and the tensors it computes with on ``runtime.device``, returning States and Replies on the CPU. A factory
+    written before the Runtime, declaring ``device`` (and ``local_epochs``, ``batch_size``, ``precision``,
+    ``compile`` as it needs) instead, is given those keywords (:func:`runtime_arguments`).
     """
     load_entry_points()  # an installed algorithm of the same name is then refused here, whatever runs first
     return _register(spec, replace=replace, entry_point=_ENTRY_POINTS["loading"])

@@ -24,11 +24,10 @@ from typing import Annotated, Any
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, model_task, round_lr, sgd
 from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay, with_shared
 from fedprior.algorithms.pieces.local_training import train_epochs
-from fedprior.algorithms.pieces.precision import Precision
 from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
 from fedprior.errors import ConfigError
@@ -37,19 +36,17 @@ CONTROL = "control."
 GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on the mean model change")]
 
 
+@runtime_options("precision")
 @with_shared(SERVER_OPTIMIZATION)
 def scaffold(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    batch_size: int,
     model: ModelName = "cnn",
     lr: Lr = 0.05,
     weight_decay: WeightDecay = 0.0,
     lr_decay: LrDecay = 1.0,
     global_lr: GlobalLr = 1.0,
-    device: torch.device = torch.device("cpu"),
-    precision: Precision = "fp32",
     **server: Any,
 ) -> Algorithm:
     """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
@@ -69,7 +66,7 @@ def scaffold(
             f"algorithm.global_lr: is plain SCAFFOLD's server step; with algorithm.server_optimizer = {optimizer.rule!r} "
             "the server's step size is algorithm.server_lr; accepted for global_lr: 1.0"
         )
-    net = GlobalModel(model_task(task, model), device=device, precision=precision)
+    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision)
     param_names = [name for name, _ in net.build().named_parameters()]
     num_clients = task.num_clients
 
@@ -84,9 +81,9 @@ def scaffold(
         return Broadcast(arrays=dict(state))
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
-        x = to_device(message.arrays, device)
+        x = to_device(message.arrays, runtime.device)
         c = with_prefix(x, CONTROL)
-        c_i = to_device(with_prefix(state, CONTROL), device) or zeros_like_params(x)
+        c_i = to_device(with_prefix(state, CONTROL), runtime.device) or zeros_like_params(x)
         local = net.receive(x)  # on an accelerator the resident model, the broadcast copied in
         params = dict(local.named_parameters())
 
@@ -100,14 +97,14 @@ def scaffold(
         step_lr = round_lr(lr, lr_decay, info.round)
         metrics = train_epochs(
             local,
-            data["x"].to(device),
-            data["y"].to(device),
-            epochs=local_epochs,
-            batch_size=batch_size,
+            data["x"].to(runtime.device),
+            data["y"].to(runtime.device),
+            epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
             optimizer=sgd(local, step_lr, 0.0, weight_decay),
             generator=info.generator(),
             after_backward=correct_gradients,
-            precision=precision,
+            precision=runtime.precision,
         )
         steps = metrics["steps"]
         new_c_i = {n: c_i[n] - c[n] + (x[MODEL + n] - params[n].detach()) / (steps * step_lr) for n in param_names}

@@ -32,10 +32,9 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Task
+from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import CPU, SEMI_SUPERVISED, Dpl, with_shared
-from fedprior.algorithms.pieces.precision import Precision
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
 from fedprior.data.augment import device_generator, seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
@@ -61,14 +60,12 @@ def mixup_loss(alpha: float, weight: float):
     return extra
 
 
+@runtime_options("precision", "compile")
 @with_shared(SEMI_SUPERVISED, unlabeled_mean="confident")
 def semifl(
     task: Task,
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
-    compile: bool = False,
     dpl: Dpl = False,
     mix_alpha: MixAlpha = 0.75,
     mix_weight: MixWeight = 1.0,
@@ -79,10 +76,7 @@ def semifl(
         "semifl",
         task,
         shared,
-        local_epochs=local_epochs,
-        device=device,
-        precision=precision,
-        compile=compile,
+        runtime,
         dpl=dpl,
         method=Method(extra_loss=mixup_loss(mix_alpha, mix_weight)),  # MixUp's lambda comes from the global generator: clients one at a time
     )

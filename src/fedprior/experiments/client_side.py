@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.base import Algorithm, ClientData, Runtime
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
@@ -27,7 +27,7 @@ def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, with the runtime-provided local epochs, batch size, device, precision and compile.
+    """The configured algorithm, given the run's :class:`~fedprior.algorithms.base.Runtime` (:func:`runtime_of`).
 
     cuDNN's autotuning is set for it here (``run.cudnn_benchmark``, :func:`~fedprior.runtime.device.cudnn_autotune`).
 
@@ -35,7 +35,7 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     """
     import_modules(config.run.imports, "run.imports")
     check_compile(config.run.compile, device)
-    algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), **runtime_provided(config, device))
+    algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
     algorithm = with_misbehaving_clients(algorithm, config, task)  # the clients' replies first: DP clips what they send
     return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
@@ -52,10 +52,11 @@ def misbehaviour(config: ExperimentConfig, task: Task) -> Misbehaviour:
     return Misbehaviour.of_run(f.attack, f.attack_scale, config.run.seed, f.num_clients, f.malicious_fraction, task.num_classes)
 
 
-def runtime_provided(config: ExperimentConfig, device: torch.device) -> dict:
-    """What the runtime gives an algorithm's factory beside its hyperparameters (``registry.RUNTIME_PROVIDED``)."""
+def runtime_of(config: ExperimentConfig, device: torch.device) -> Runtime:
+    """What the run gives an algorithm's factory beside its hyperparameters: ``[federation]``'s local epochs and batch size,
+    ``device`` (``run.device`` resolved), ``run.precision`` and ``run.compile``."""
     federation, run = config.federation, config.run
-    return {"local_epochs": federation.local_epochs, "batch_size": federation.batch_size, "device": device, "precision": run.precision, "compile": run.compile}
+    return Runtime(federation.local_epochs, federation.batch_size, device, run.precision, run.compile)
 
 
 def check_algorithm_fields(config: ExperimentConfig) -> None:
@@ -63,7 +64,7 @@ def check_algorithm_fields(config: ExperimentConfig) -> None:
     applies only with another: :meth:`~fedprior.algorithms.registry.AlgorithmSpec.check_without_data`), refused for a config
     before anything loads or trains: every planned run of a sweep or table, and ``--dry-run``."""
     import_modules(config.run.imports, "run.imports")
-    algorithm_spec(config.algorithm.name).check_without_data(config.algorithm.hyperparameters(), **runtime_provided(config, torch.device("cpu")))
+    algorithm_spec(config.algorithm.name).check_without_data(config.algorithm.hyperparameters(), runtime_of(config, torch.device("cpu")))
 
 
 def check_compile(compile: bool, device: torch.device) -> None:

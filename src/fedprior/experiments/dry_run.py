@@ -57,8 +57,7 @@ def check_concurrency(config: ExperimentConfig, dataset: Dataset, split: ClientS
     here on the run's task). On pixels only: with an encoder the task's input is its features, which a dry run does not compute."""
     if config.run.concurrent_clients == 1 or config.encoder.name != "none":
         return
-    import torch
-
+    from fedprior.algorithms.base import Runtime
     from fedprior.data.standardize import PixelStandardizer
     from fedprior.experiments.workers_setup import check_concurrent_updates
     from fedprior.task import Task
@@ -74,9 +73,7 @@ def check_concurrency(config: ExperimentConfig, dataset: Dataset, split: ClientS
     )
     federation = split.config.federation
     spec = algorithm_spec(config.algorithm.name)
-    algorithm = spec.build(
-        task, config.algorithm.hyperparameters(), local_epochs=federation.local_epochs, batch_size=federation.batch_size, device=torch.device("cpu")
-    )
+    algorithm = spec.build(task, config.algorithm.hyperparameters(), Runtime(federation.local_epochs, federation.batch_size))
     check_concurrent_updates(config, algorithm)
 
 

@@ -154,6 +154,7 @@ class NodeData:
 
     @cached_property
     def algorithm(self) -> Algorithm:
+        from fedprior.algorithms.base import Runtime
         from fedprior.algorithms.registry import algorithm_spec
         from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 
@@ -162,15 +163,14 @@ class NodeData:
         deterministic = bool(self.description.get("deterministic", False))
         set_deterministic(deterministic)  # before anything touches the GPU, as on the server
         a, f = self.description["algorithm"], self.description["federation"]
-        algorithm = algorithm_spec(a["name"]).build(
-            self.task,
-            a["hyperparameters"],
+        runtime = Runtime(
             local_epochs=int(f["local_epochs"]),
             batch_size=int(f["batch_size"]),
             device=resolve_device(self.description.get("device", "cpu")),
             precision=self.description.get("precision", "fp32"),
             compile=bool(self.description.get("compile", False)),
         )
+        algorithm = algorithm_spec(a["name"]).build(self.task, a["hyperparameters"], runtime)
         cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
         attack = self.description.get("attack")
         if attack:

@@ -24,7 +24,7 @@ import torch
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import ClientData, ClientInfo
+from fedprior.algorithms.base import ClientData, ClientInfo, Runtime
 from fedprior.algorithms.engines.supervised import GlobalModel, round_lr
 from fedprior.algorithms.pieces.hyperparameters import CPU
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
@@ -183,7 +183,7 @@ def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device 
     return classification_metrics(model, x, data["y"].to(device), batch_size=2048 if x.device.type == "cuda" else 256, precision=precision)
 
 
-def shared_training(shared: dict[str, Any]) -> tuple[str, LocalTraining]:
-    """The network name and the :class:`LocalTraining` of the FedBM set's values (``hyperparameters.body_training``)."""
+def shared_training(shared: dict[str, Any], runtime: Runtime) -> tuple[str, LocalTraining]:
+    """The network name and the :class:`LocalTraining` of the FedBM set's values (``hyperparameters.body_training``) and the run's ``runtime``."""
     optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"], shared["lr_decay_every"])
-    return shared["model"], LocalTraining(shared["local_epochs"], shared["batch_size"], optimizer, shared["device"], shared["precision"])
+    return shared["model"], LocalTraining(runtime.local_epochs, runtime.batch_size, optimizer, runtime.device, runtime.precision)

@@ -34,7 +34,7 @@ by default:
   keeps the paper's loop: E full-batch steps of Eq. (6) with L_u = 0.
 
 The server weights the client models (uniformly, Eq. 7 with beta = 1; by DMA in FedDB,
-Eq. 17; by groups in FedRGD), optionally with the code's server momentum, and records
+Eq. 17; by groups in FedRGD), optionally with the code's server momentum (FedAvgM's step, :func:`server_momentum`), and records
 what the report draws. A baseline changes one step through a :class:`Method`; the rest
 is this module. The optimizer state (momentum buffers) of a client stays in its client
 State between the rounds it is sampled in (the code). The learning rate follows the
@@ -58,11 +58,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.bias import bias_diagnostics
 from fedprior.algorithms.pieces.dma import uniform_distance
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS
+from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED_DEFAULTS, SemiSupervisedFields
 from fedprior.algorithms.pieces.metrics import logit_metrics, read_once
 from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, optimizer_state
@@ -76,7 +76,8 @@ from fedprior.algorithms.pieces.pseudo_labels import (
     moving_average,
     without_missing_accuracy,
 )
-from fedprior.algorithms.pieces.tensors import MODEL, model_arrays, weighted_mean, with_prefix
+from fedprior.algorithms.pieces.server_optimizers import ServerOptimizer, with_server_optimizer
+from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment import device_generator
 from fedprior.data.augment.fixmatch import FixMatchAugment
 from fedprior.errors import ConfigError
@@ -89,41 +90,20 @@ HIDDEN = ("y_unlabeled",)
 APPU = "appu"
 LABEL_COUNTS = "diag.labeled"
 DIAG = "diag."
-VELOCITY = "server.velocity."
 EVAL_BATCH = 1024
 
 
-@dataclass(frozen=True)
-class Training:
-    """The local training every semi-supervised algorithm shares (fields and defaults of :func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`)."""
+@dataclass(frozen=True, kw_only=True)
+class Training(SemiSupervisedFields):
+    """The local training every semi-supervised algorithm shares: the shared fields (:class:`~fedprior.algorithms.pieces.hyperparameters.SemiSupervisedFields`,
+    declared once there) and what the factory sets beside them."""
 
     epochs: int
-    optimizer: str = SEMI_SUPERVISED_DEFAULTS["optimizer"]
-    lr: float = SEMI_SUPERVISED_DEFAULTS["lr"]
-    momentum: float = SEMI_SUPERVISED_DEFAULTS["momentum"]
-    weight_decay: float = SEMI_SUPERVISED_DEFAULTS["weight_decay"]
-    nesterov: bool = SEMI_SUPERVISED_DEFAULTS["nesterov"]
-    clip: float = SEMI_SUPERVISED_DEFAULTS["clip"]
-    lr_decay_rounds: int = SEMI_SUPERVISED_DEFAULTS["lr_decay_rounds"]
-    keep_optimizer_state: bool = SEMI_SUPERVISED_DEFAULTS["keep_optimizer_state"]
-    flip: bool = SEMI_SUPERVISED_DEFAULTS["flip"]
-    strong_augment: str = SEMI_SUPERVISED_DEFAULTS["strong_augment"]
-    weak_shift: float = SEMI_SUPERVISED_DEFAULTS["weak_shift"]
-    strong_ops: int = SEMI_SUPERVISED_DEFAULTS["strong_ops"]
-    cutout: float = SEMI_SUPERVISED_DEFAULTS["cutout"]
-    server_momentum: float = SEMI_SUPERVISED_DEFAULTS["server_momentum"]
-    threshold: float = SEMI_SUPERVISED_DEFAULTS["threshold"]
-    unlabeled_weight: float = SEMI_SUPERVISED_DEFAULTS["unlabeled_weight"]
-    unlabeled_mean: str = SEMI_SUPERVISED_DEFAULTS["unlabeled_mean"]
-    fallback_batch_size: int = SEMI_SUPERVISED_DEFAULTS["fallback_batch_size"]
+    """E, the run's local epochs (``runtime.local_epochs``)."""
     labeled_batch_size: int = 0
     """FixMatch's own mini-batches (fixmatch and fedavg-labeled): :meth:`SemiSupervised._train_minibatches`; 0 = the paper's full-batch steps."""
     unlabeled_ratio: int = 7
     local_steps: int = 0
-    appu_subset: str = SEMI_SUPERVISED_DEFAULTS["appu_subset"]
-    appu_gamma: float = SEMI_SUPERVISED_DEFAULTS["appu_gamma"]
-    eval_batch_size: int = SEMI_SUPERVISED_DEFAULTS["eval_batch_size"]
-    diagnostics: bool = SEMI_SUPERVISED_DEFAULTS["diagnostics"]
     dpl: bool = False
     use_unlabeled: bool = True
 
@@ -293,7 +273,7 @@ class SemiSupervised:
         inputs = (*LABELED, *UNLABELED) if t.use_unlabeled else LABELED
         hidden = HIDDEN if (t.use_unlabeled and t.diagnostics) else ()
         augment = self.augment
-        return Algorithm(
+        algorithm = Algorithm(
             name=name,
             inputs=inputs,
             diagnostics=hidden,
@@ -306,6 +286,9 @@ class SemiSupervised:
             thread_safe_updates=t.strong_augment != "kornia-fixed" and self.method.client_steps_thread_safe(),
             batch_shapes="varying",  # full-batch steps on each client's data and confident subset (FedMatch's too: per-batch subsets)
         )
+        if t.server_momentum == 0:  # plain averaging (Eq. 17); the parameter names are found only where a step needs them
+            return algorithm
+        return with_server_optimizer(algorithm, server_momentum(t.server_momentum), self.net.parameter_names())
 
     def _check_minibatches(self, name: str) -> None:
         """ConfigError unless FixMatch's mini-batches (``labeled_batch_size`` > 0) can run: steps to take, and no step of a method changed."""
@@ -329,19 +312,11 @@ class SemiSupervised:
         return Broadcast(arrays=arrays)
 
     def aggregate(self, state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
-        """w = sum_m beta_m w_m (Eq. 7 / 17), then the code's server momentum if set; records what the report draws."""
+        """w = sum_m beta_m w_m (Eq. 7 / 17); records what the report draws. The code's server momentum, if set, steps from
+        here (:func:`server_momentum`, in :meth:`algorithm`)."""
         beta = self.method.weights(state, replies, info).float()
         mean = weighted_mean([with_prefix(r.arrays, MODEL) for r in replies], beta)
-        out = dict(state)
-        mu = self.training.server_momentum
-        for name, value in mean.items():
-            key = MODEL + name
-            if mu > 0 and value.is_floating_point():
-                velocity = mu * state.get(VELOCITY + name, torch.zeros_like(value)) + (state[key] - value)
-                out[VELOCITY + name] = velocity
-                out[key] = state[key] - velocity
-            else:
-                out[key] = value
+        out = {**state, **add_prefix(mean, MODEL)}
         if APPU in replies[0].arrays:
             appus = torch.stack([r.arrays[APPU] for r in replies])
             uniform = torch.full_like(beta, 1.0 / len(replies))
@@ -563,6 +538,17 @@ class SemiSupervised:
         return app_u(torch.softmax(predict(ctx.model, weak, batch=ctx.training.eval_batch_size, precision=ctx.precision), dim=1))
 
 
+def server_momentum(momentum: float) -> ServerOptimizer:
+    """``algorithm.server_momentum`` of the semi-supervised algorithms: FedAvgM's step (Hsu et al. 2019) with server lr 1,
+    v = momentum v + Delta, w = w + v, on Delta = aggregate - w, the parameters only (BatchNorm's running statistics take the
+    aggregate as it is, as with every server optimizer: :func:`~fedprior.algorithms.pieces.server_optimizers.with_server_optimizer`).
+
+    The FedDB authors' code applies the averaged update this way with momentum 0.5 (docs/feddb.md, D10); its velocity
+    is fedprior's -v (velocity = momentum velocity + (w - aggregate), w = w - velocity), the same steps.
+    """
+    return ServerOptimizer("avgm", lr=1.0, momentum=momentum)
+
+
 def network(task: Task, model: str, norm: str, width: int, wrap: Callable[[nn.Module], nn.Module] | None = None) -> Callable[[], nn.Module]:
     """A builder of the algorithm's network (checked once here, so a wrong input shape fails before training)."""
     from fedprior.models import build_model
@@ -599,21 +585,19 @@ def semi_supervised_algorithm(
     name: str,
     task: Task,
     shared: dict[str, Any],
+    runtime: Runtime,
     *,
-    local_epochs: int,
-    device: torch.device,
-    precision: str = "fp32",
     method: Method = Method(),
     dpl: bool = False,
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
-    compile: bool = False,
 ) -> Algorithm:
-    """The algorithm ``name`` from the shared hyperparameters (:func:`fedprior.algorithms.pieces.hyperparameters.semi_supervised`) and a method's steps.
+    """The algorithm ``name`` from the shared hyperparameters (:class:`~fedprior.algorithms.pieces.hyperparameters.SemiSupervisedFields`) and a method's steps.
 
-    ``compile`` (``run.compile``): the network the clients train and the server evaluates is compiled (``GlobalModel.receive``).
+    Of the ``runtime``: ``local_epochs`` (E), the device, ``precision``, and ``compile`` (the network the clients train and the
+    server evaluates is compiled, ``GlobalModel.receive``); the batches are the algorithm's own.
     """
-    shared = dict(shared)
-    build = network(task, shared.pop("model"), shared.pop("norm"), shared.pop("width"), wrap)
-    training = Training(epochs=local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
-    return SemiSupervised(task, GlobalModel(build, device=device, compile=compile), training, method, device, precision).algorithm(name)
+    training = Training(epochs=runtime.local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
+    build = network(task, training.model, training.norm, training.width, wrap)
+    net = GlobalModel(build, device=runtime.device, compile=runtime.compile)
+    return SemiSupervised(task, net, training, method, runtime.device, runtime.precision).algorithm(name)

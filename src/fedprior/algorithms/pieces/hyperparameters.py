@@ -7,9 +7,10 @@ of ``fedprior algorithms`` from the signature (:mod:`fedprior.algorithms.registr
 
 - A declaration that two or more methods use is an alias here (``Lr``, ``Dpl``,
   ``ProjectionDim``, ...), imported by each; no method imports another's.
-- A family whose methods all take the same set is given that set once, here, as the
-  signature of a function (:func:`semi_supervised` for FedDB and its baselines,
-  :func:`body_training` for FedBM and the baselines of its tables), and each factory takes
+- A family whose methods all take the same set is given that set once, here: as the fields
+  of a dataclass (:class:`SemiSupervisedFields` for FedDB and its baselines, which their engine's
+  ``Training`` extends) or the signature of a function (:func:`body_training` for FedBM and
+  the baselines of its tables), and each factory takes
   it with :func:`with_shared`: the factory declares ``**shared`` and gets a real signature,
   its own parameters then the set's, with per-algorithm defaults where it says so.
 
@@ -21,15 +22,16 @@ authors' code (docs/fedbm.md); each description says which.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+import typing
 from collections.abc import Callable, Sequence
 from typing import Annotated, Any, Literal
 
 import torch
 from pydantic import Field
 
-from fedprior.algorithms.pieces.precision import Precision
 from fedprior.data.augment.fixmatch import STRONG_AUGMENTS
 from fedprior.errors import ConfigError
 
@@ -106,46 +108,63 @@ BodyModel = Annotated[
 ]
 
 
-def semi_supervised(
-    *,
+LABELS_TOO = "labels_too"
+"""The field metadata key that marks a shared semi-supervised field an algorithm trained on the labels alone also takes."""
+
+
+def labels_too(default: Any) -> Any:
+    """A field of :class:`SemiSupervisedFields` that fedavg-labeled (the labeled data alone) takes too, with its default."""
+    return dataclasses.field(default=default, metadata={LABELS_TOO: True})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SemiSupervisedFields:
+    """What every semi-supervised algorithm (feddb, fixmatch, fedmatch, fedrgd, semifl) shares: the network, its local optimizer,
+    the pseudo-labels. Declared once: its fields are the algorithms' config fields (:data:`SEMI_SUPERVISED`, :data:`SUPERVISED`:
+    those marked :func:`labels_too`) and the fields of their engine's ``Training``, which extends it."""
+
     model: Annotated[
         Literal["convnet", "wrn28-2"],
         Field(description="the network: 'wrn28-2' (the paper's WRN-28-2) or 'convnet' (the small CNN of the embedded settings)"),
-    ] = "wrn28-2",
+    ] = labels_too("wrn28-2")
     norm: Annotated[
         Literal["bn-batch", "bn", "gn", "none"],
         Field(description="normalization layers: 'bn-batch' (BatchNorm without running statistics, the authors' code), 'bn', 'gn' (GroupNorm, FedRGD), 'none'"),
-    ] = "bn-batch",
-    width: Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")] = 32,
-    optimizer: Annotated[
-        Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (the FedDB paper, Sec. 5.1; FedMatch's code too) or 'adam'")
-    ] = "sgd",
-    lr: Annotated[float, Field(gt=0, description="local learning rate eta (the FedDB paper, Sec. 5.1: 0.03)")] = 0.03,
-    momentum: Annotated[float, Field(ge=0, lt=1, description="SGD momentum (the FedDB paper, Sec. 5.1: 0.9)")] = 0.9,
-    weight_decay: Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")] = 5e-4,
-    nesterov: Annotated[bool, Field(description="Nesterov momentum (the code: true)")] = True,
-    clip: Annotated[float, Field(ge=0, description="clip the local gradient to this norm, 0 = off (the code: 1)")] = 1.0,
+    ] = labels_too("bn-batch")
+    width: Annotated[int, Field(ge=1, description="convnet only: channels of its first block (then 2x, 4x)")] = labels_too(32)
+    optimizer: Annotated[Literal["sgd", "adam"], Field(description="local optimizer: 'sgd' (the FedDB paper, Sec. 5.1; FedMatch's code too) or 'adam'")] = (
+        labels_too("sgd")
+    )
+    lr: Annotated[float, Field(gt=0, description="local learning rate eta (the FedDB paper, Sec. 5.1: 0.03)")] = labels_too(0.03)
+    momentum: Annotated[float, Field(ge=0, lt=1, description="SGD momentum (the FedDB paper, Sec. 5.1: 0.9)")] = labels_too(0.9)
+    weight_decay: Annotated[float, Field(ge=0, description="weight decay (the code: 5e-4)")] = labels_too(5e-4)
+    nesterov: Annotated[bool, Field(description="Nesterov momentum (the code: true)")] = labels_too(True)
+    clip: Annotated[float, Field(ge=0, description="clip the local gradient to this norm, 0 = off (the code: 1)")] = labels_too(1.0)
     lr_decay_rounds: Annotated[
         int,
         Field(
             ge=0,
             description="cosine decay of the local lr over this many rounds, as the code's scheduler over its 800 rounds (set it to federation.rounds); 0 = constant lr",
         ),
-    ] = 800,
+    ] = labels_too(800)
     keep_optimizer_state: Annotated[
         bool, Field(description="each client keeps its optimizer state (momentum buffers) between the rounds it is sampled in (the code)")
-    ] = True,
-    flip: Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")] = True,
+    ] = labels_too(True)
+    flip: Annotated[bool, Field(description="random horizontal flip in the weak and strong views (the code: on for CIFAR, off for SVHN)")] = labels_too(True)
     server_momentum: Annotated[
         float,
-        Field(ge=0, lt=1, description="server momentum on the averaged update (the code: 0.5, FedAvgM-like); 0 = plain averaging (the paper, Eq. 17)"),
-    ] = 0.0,
+        Field(
+            ge=0,
+            lt=1,
+            description="FedAvgM's server momentum beta with server lr 1: v = beta v + Delta, w = w + v, Delta = average - w (the code: 0.5); 0 = plain averaging (the paper, Eq. 17)",
+        ),
+    ] = labels_too(0.0)
     strong_augment: Annotated[
         Literal[STRONG_AUGMENTS],  # type: ignore[valid-type]  # typing expands the tuple at run time (pydantic reads it); mypy wants literals
         Field(
             description="the strong view's RandAugment: 'fixmatch' (FixMatch's: 2 ops per image at random magnitudes, PIL semantics, then Cutout), 'feddb-code' (the FedDB code's: each of 2 ops with p = 0.5 at m = 10, Cutout among them), 'kornia-fixed' (fedprior's former kornia ops at 29/30 of each range)"
         ),
-    ] = "fixmatch",
+    ] = "fixmatch"
     weak_shift: Annotated[
         float,
         Field(
@@ -153,11 +172,11 @@ def semi_supervised(
             lt=0.5,
             description="the weak view's largest translation, as a fraction of the image side (reflect-padded crop; FixMatch: 0.125, 4 pixels at 32; at least 1 pixel)",
         ),
-    ] = 0.125,
+    ] = labels_too(0.125)
     strong_ops: Annotated[
         int,
         Field(ge=1, le=14, description="RandAugment operations per strong view (FixMatch and the FedDB code: 2; 'fixmatch' and 'kornia-fixed' recipes)"),
-    ] = 2,
+    ] = 2
     cutout: Annotated[
         float,
         Field(
@@ -165,29 +184,29 @@ def semi_supervised(
             lt=1,
             description="the side of the strong view's Cutout square, as a fraction of the image side (FixMatch: 0.5; 0 = off; 'feddb-code' has Cutout among its operations instead)",
         ),
-    ] = 0.5,
-    threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (the FedDB paper, Sec. 5.1: 0.95)")] = 0.95,
-    unlabeled_weight: Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")] = 1.0,
+    ] = 0.5
+    threshold: Annotated[float, Field(gt=0, le=1, description="confidence threshold tau of the pseudo-labels (the FedDB paper, Sec. 5.1: 0.95)")] = 0.95
+    unlabeled_weight: Annotated[float, Field(ge=0, description="lambda, the weight of the unlabeled loss (Eq. 6; the code: 1)")] = 1.0
     unlabeled_mean: Annotated[
         Literal["all", "confident"],
         Field(
             description="the unlabeled loss (Eq. 4) is summed over the confident images and divided by the number of all unlabeled images ('all', the paper and FixMatch) or of the confident ones ('confident', the code)"
         ),
-    ] = "all",
+    ] = "all"
     fallback_batch_size: Annotated[
         int,
         Field(
             ge=0,
             description="when no unlabeled image passes tau: 0 = the usual E full-batch steps with L_u = 0 (Eq. 6, the paper); B > 0 = E epochs of shuffled labeled-only mini-batches of B images (the code: 64)",
         ),
-    ] = 0,
+    ] = 0
     appu_subset: Annotated[
         Literal["all", "confident"],
         Field(description="each local epoch's APP-U (Algorithm 3, line 14) over all unlabeled images (the paper) or over the pseudo-labeled ones (the code)"),
-    ] = "all",
+    ] = "all"
     appu_gamma: Annotated[
         float, Field(ge=0, le=1, description="gamma, the momentum of APP-U's moving average over the local epochs (Algorithm 3, line 20; the code: 0.5)")
-    ] = 0.5,
+    ] = 0.5
     eval_batch_size: Annotated[
         int,
         Field(
@@ -195,43 +214,17 @@ def semi_supervised(
             description="images per forward pass where the model predicts without training (DPL's pseudo-labels and APP-U, the test set); "
             "with norm = bn-batch each pass normalizes by its own batch's statistics (fedprior: 1024; the code: 250, its 'global' loader)",
         ),
-    ] = 1024,
+    ] = labels_too(1024)
     diagnostics: Annotated[
         bool,
         Field(
             description="clients report pseudo-label accuracy (from labels the training never sees) and their labeled class counts, for the report's figures"
         ),
-    ] = True,
-) -> None:
-    """What every semi-supervised algorithm (feddb, fixmatch, fedmatch, fedrgd, semifl) shares: the network, its local optimizer, the pseudo-labels."""
-
-
-SUPERVISED_NAMES = (
-    "model",
-    "norm",
-    "width",
-    "optimizer",
-    "lr",
-    "momentum",
-    "weight_decay",
-    "nesterov",
-    "clip",
-    "lr_decay_rounds",
-    "keep_optimizer_state",
-    "flip",
-    "weak_shift",
-    "server_momentum",
-    "eval_batch_size",
-)
-"""Of :func:`semi_supervised`, what an algorithm trained on the labeled data alone (fedavg-labeled) uses."""
+    ] = True
 
 
 def body_training(
     *,
-    local_epochs: int,
-    batch_size: int,
-    device: torch.device = CPU,
-    precision: Precision = "fp32",
     model: BodyModel = "convnet",
     optimizer: OptimizerName = "sgd",
     lr: Lr = 0.01,
@@ -240,7 +233,7 @@ def body_training(
     lr_decay: LrDecay = 0.99,
     lr_decay_every: LrDecayEvery = "round",
 ) -> None:
-    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (runtime ``local_epochs``, ``batch_size``, ``device``, ``precision`` among them)."""
+    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (the run's epochs, batches, device and precision come as the factory's ``runtime``)."""
 
 
 def parameters(declaration: Callable[..., None], names: Sequence[str] | None = None) -> tuple[inspect.Parameter, ...]:
@@ -249,8 +242,17 @@ def parameters(declaration: Callable[..., None], names: Sequence[str] | None = N
     return tuple(every.values()) if names is None else tuple(every[name] for name in names)
 
 
-SEMI_SUPERVISED = parameters(semi_supervised)
-SUPERVISED = parameters(semi_supervised, SUPERVISED_NAMES)
+def field_parameters(declaration: type) -> tuple[inspect.Parameter, ...]:
+    """The fields of a dataclass ``declaration`` as keyword parameters (annotation and default), for :func:`with_shared`."""
+    hints = typing.get_type_hints(declaration, include_extras=True)
+    return tuple(
+        inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default, annotation=hints[f.name]) for f in dataclasses.fields(declaration)
+    )
+
+
+SEMI_SUPERVISED = field_parameters(SemiSupervisedFields)
+SUPERVISED = tuple(p for p, f in zip(SEMI_SUPERVISED, dataclasses.fields(SemiSupervisedFields), strict=True) if f.metadata.get(LABELS_TOO))
+"""Of :class:`SemiSupervisedFields`, what an algorithm trained on the labeled data alone (fedavg-labeled) uses."""
 BODY_TRAINING = parameters(body_training)
 SEMI_SUPERVISED_DEFAULTS: dict[str, Any] = {p.name: p.default for p in SEMI_SUPERVISED}
 
