@@ -15,7 +15,7 @@ import torch
 from algorithm_setups import SETUPS, SMALL
 from conftest import toy_images
 
-from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Task
+from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedproto import fedproto
 from fedprior.algorithms.fedrep import fedrep
 from fedprior.algorithms.fedrod import fedrod
@@ -114,7 +114,7 @@ def test_clients_never_train_on_their_local_test_images(shared_cache):
 def test_a_clients_accuracy_is_its_own_model_on_its_own_split(factory):
     """Two clients train; each one's per-client accuracy is its own model on its own split, not the other's."""
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=3)
-    algorithm = {"fedrep": fedrep, "fedproto": fedproto, "fedrod": fedrod}[factory](task, local_epochs=1, batch_size=8, lr=0.1)
+    algorithm = {"fedrep": fedrep, "fedproto": fedproto, "fedrod": fedrod}[factory](task, Runtime(1, 8), lr=0.1)
     splits = [toy_images(12, seed=10 + c) for c in range(3)]
     asking = with_local_tests(algorithm, splits)
     state = asking.init(RoundInfo(0, "federated", 0))
@@ -143,7 +143,7 @@ def test_a_clients_accuracy_is_its_own_model_on_its_own_split(factory):
 
 def test_fedrod_uploads_its_personal_head_only_when_asked():
     task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-    algorithm = fedrod(task, local_epochs=1, batch_size=8, lr=0.1)
+    algorithm = fedrod(task, Runtime(1, 8), lr=0.1)
     info = ClientInfo(0, "federated", 1, client_id=2)
     state = algorithm.init(RoundInfo(0, "federated", 0))
     plain, _ = algorithm.client_update(algorithm.broadcast(state, info), {}, toy_images(16), info)
