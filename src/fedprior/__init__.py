@@ -38,6 +38,7 @@ _API = (
     "list_datasets",
     "list_tables",
     "register_algorithm",
+    "register_sampler",
 )
 
 __all__ = ["__version__", "ConfigError", "DatasetNotFoundError", "FedpriorError", *_API]
@@ -56,6 +57,7 @@ if TYPE_CHECKING:
         load_config,
         open_run,
         register_algorithm,
+        register_sampler,
         resume,
         run,
     )
