@@ -8,7 +8,7 @@ from conftest import toy_images
 
 from fedprior.algorithms.base import RoundInfo, Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.errors import ConfigError, FedpriorError
+from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.experiments.config import load_config
 from fedprior.runtime.clients import global_loss
 from fedprior.runtime.round_loop import RoundLoop
@@ -25,6 +25,7 @@ from fedprior.runtime.sampling import (
 )
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import ThreadPolicy
+from fedprior.runtime.traffic import communication
 from fedprior.seeding import numpy_rng
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=6)
@@ -104,6 +105,11 @@ def test_power_of_choice_candidates_are_checked_in_one_line():
     assert config.federation.sampler == "power-of-choice" and config.federation.power_of_choice_candidates == 4
 
 
+class Broken:
+    def select(self, draw):
+        return [1 // 0]
+
+
 class FirstClients:
     def select(self, draw):
         return range(draw.count)
@@ -120,8 +126,12 @@ def test_a_registered_sampler_is_named_by_the_config_and_its_choice_checked():
         SAMPLERS.pop("first-clients", None)
     with pytest.raises(ConfigError, match="give a new name"):
         register_sampler("uniform", FirstClients())
-    with pytest.raises(FedpriorError, match="it must choose 2 distinct client ids in 0..5"):
+    with pytest.raises(FedpriorError, match="sampler Twice: chose \\[1, 1\\] in federated round 1; it must choose 2 distinct client ids in 0..5"):
         chosen_clients(type("Twice", (), {"select": lambda self, d: [1, 1]})(), draw())
+    with pytest.raises(
+        UserCodeError, match="sampler Broken \\(module test_sampling\\): its select raised ZeroDivisionError: integer division or modulo by zero"
+    ):
+        chosen_clients(Broken(), draw())
 
 
 def run(sampler, rounds=2, algorithm=None):
@@ -143,8 +153,9 @@ def test_in_process_power_of_choice_trains_the_candidates_with_the_highest_loss_
     assert len(second["candidates"]) == 4 and second["clients"] != first["clients"]
     again = run(PowerOfChoice(4))[1].progress.history
     assert [r["clients"] for r in again] == [r["clients"] for r in result.progress.history]
+    assert communication(result.progress.history)["selection_download_bytes"] == 2 * first["selection_download_bytes"]
     uniform = run(Uniform(), rounds=1)[1].progress.history
-    assert "candidates" not in uniform[0] and "selection_download_bytes" not in uniform[0]
+    assert "candidates" not in uniform[0] and "selection_download_bytes" not in {**uniform[0], **communication(uniform)}
 
 
 def test_power_of_choice_is_refused_for_an_algorithm_whose_clients_hold_no_labels():

@@ -23,6 +23,11 @@ server state and progress are written atomically to the run directory; client st
 stay on their nodes. Given a loaded checkpoint as ``start``, training continues
 after its last round.
 
+A sampler that ranks clients by their loss (``federation.sampler = 'power-of-choice'``) asks
+through :meth:`FlowerClients.losses`: one EVALUATE message with the server state per node
+hosting candidates, answered by :func:`fedprior.runtime.clients.global_loss` on the node, the
+function the in-process pool calls, so the same clients are chosen.
+
 Which node hosts which client is asked, not assumed: before the first round and
 whenever new nodes appear (a restarted SuperNode), the server sends them a QUERY
 and maps the client ids they answer to their node ids.

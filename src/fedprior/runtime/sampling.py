@@ -29,7 +29,7 @@ from typing import Protocol
 
 import numpy as np
 
-from fedprior.errors import ConfigError, FedpriorError
+from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.seeding import numpy_rng
 
 
@@ -178,11 +178,19 @@ def check_candidates(candidates: int | None, num_clients: int, count: int) -> No
 
 
 def chosen_clients(sampler: ClientSampler, draw: Draw, name: str = "") -> list[int]:
-    """``sampler.select(draw)`` as sorted ids, checked: ``draw.count`` distinct ids of the federation's clients."""
-    chosen = [int(c) for c in sampler.select(draw)]
+    """``sampler.select(draw)`` as sorted ids, checked: ``draw.count`` distinct ids of the federation's clients; a sampler of the
+    user's own that raises is a UserCodeError naming it."""
+    name = name or type(sampler).__name__
+    try:
+        chosen = [int(c) for c in sampler.select(draw)]
+    except FedpriorError:
+        raise
+    except Exception as error:
+        module = type(sampler).__module__
+        raise UserCodeError(f"sampler {name} (module {module}): its select raised {type(error).__name__}: {error}") from error
     if len(set(chosen)) != len(chosen) or len(chosen) != draw.count or any(not 0 <= c < draw.num_clients for c in chosen):
         raise FedpriorError(
-            f"sampler {name or type(sampler).__name__}: chose {chosen[:8]}{' ...' if len(chosen) > 8 else ''} in {draw.stage} round {draw.round}; "
+            f"sampler {name}: chose {chosen[:8]}{' ...' if len(chosen) > 8 else ''} in {draw.stage} round {draw.round}; "
             f"it must choose {draw.count} distinct client ids in 0..{draw.num_clients - 1}"
         )
     return sorted(chosen)

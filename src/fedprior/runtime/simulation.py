@@ -2,8 +2,9 @@
 
 The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in this
 process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
-SuperNodes. Each round the loop samples clients (one stream shared by all algorithms,
-``sampling.py``), broadcasts, collects the replies, drops the empty and the failed ones
+SuperNodes. Each round the loop chooses clients (``loop.sampler``, drawing from one stream per
+round shared by all algorithms, ``sampling.py``; Power-of-Choice first asks its candidates
+for their loss through the pool, ``ClientPool.losses``), broadcasts, collects the replies, drops the empty and the failed ones
 (recording both), sorts the rest by client id (float sums depend on order) and
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
@@ -146,7 +147,7 @@ def run_rounds(
     a client update with NaN/inf is handled as ``loop.non_finite`` says (``divergence.py``).
     ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had).
     """
-    if isinstance(loop.sampler, PowerOfChoice):
+    if isinstance(loop.sampler, PowerOfChoice) and any(not s.server_only for s in algorithm.stages):
         labelled_fields(algorithm)  # refused before anything runs where the clients hold no labels to score
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
