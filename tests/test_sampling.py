@@ -10,6 +10,7 @@ from fedprior.algorithms.base import RoundInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.experiments.config import load_config
+from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.clients import global_loss
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import (
@@ -134,14 +135,23 @@ def test_a_registered_sampler_is_named_by_the_config_and_its_choice_checked():
         chosen_clients(Broken(), draw())
 
 
-def run(sampler, rounds=2, algorithm=None):
+def run(sampler, rounds=2, algorithm=None, **kw):
     algorithm = algorithm or fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
     sizes = tuple(d["y"].shape[0] for d in DATA)
     loop = RoundLoop(seed=3, rounds=rounds, fraction=0.34, threads=ThreadPolicy(1, 1, 1), sampler=sampler, client_sizes=sizes)
-    return algorithm, simulate(algorithm, DATA.__getitem__, 6, TEST, loop)
+    return algorithm, simulate(algorithm, DATA.__getitem__, 6, TEST, loop, **kw)
 
 
-def test_in_process_power_of_choice_trains_the_candidates_with_the_highest_loss_of_the_global_model():
+class Stop(Exception):
+    pass
+
+
+def stop_after_round_one(record):
+    if record.get("round") == 1:
+        raise Stop
+
+
+def test_in_process_power_of_choice_trains_the_candidates_with_the_highest_loss_of_the_global_model(tmp_path):
     algorithm, result = run(PowerOfChoice(4))
     first = result.progress.history[0]
     state = algorithm.init(RoundInfo(seed=3, stage="federated", round=0))
@@ -151,8 +161,12 @@ def test_in_process_power_of_choice_trains_the_candidates_with_the_highest_loss_
     assert first["selection_download_bytes"] == 4 * sum(t.numel() * t.element_size() for t in state.values())
     second = result.progress.history[1]
     assert len(second["candidates"]) == 4 and second["clients"] != first["clients"]
-    again = run(PowerOfChoice(4))[1].progress.history
+    path = tmp_path / "checkpoint.safetensors"
+    with pytest.raises(Stop):  # stopped after round 1, resumed: round 2 asks the same candidates and trains the same clients
+        run(PowerOfChoice(4), checkpoint_path=path, on_round=stop_after_round_one)
+    again = run(PowerOfChoice(4), checkpoint_path=path, start=load_checkpoint(path))[1].progress.history
     assert [r["clients"] for r in again] == [r["clients"] for r in result.progress.history]
+    assert again[1]["candidate_losses"] == second["candidate_losses"]
     assert communication(result.progress.history)["selection_download_bytes"] == 2 * first["selection_download_bytes"]
     uniform = run(Uniform(), rounds=1)[1].progress.history
     assert "candidates" not in uniform[0] and "selection_download_bytes" not in {**uniform[0], **communication(uniform)}
