@@ -85,8 +85,8 @@ class Uniform:
         return sorted(int(c) for c in draw.rng().choice(draw.num_clients, size=draw.count, replace=False))
 
 
-def weighted_without_replacement(draw: Draw, size: int, sampler: str) -> list[int]:
-    """``size`` distinct clients from the round's stream, each draw proportional to the data sizes of those left."""
+def weighted_without_replacement(draw: Draw, size: int, sampler: str, rng: np.random.Generator | None = None) -> list[int]:
+    """``size`` distinct clients from the round's stream (``rng``, default ``draw.rng()``), each draw proportional to the data sizes of those left."""
     p = draw.size_weights(sampler)
     holding = int(np.count_nonzero(p))
     if holding < size:
@@ -94,7 +94,7 @@ def weighted_without_replacement(draw: Draw, size: int, sampler: str) -> list[in
             f"federation.sampler = '{sampler}': only {holding} of the {draw.num_clients} clients hold training examples, "
             f"fewer than the {size} a round draws; lower it or use 'uniform'"
         )
-    return [int(c) for c in draw.rng().choice(draw.num_clients, size=size, replace=False, p=p)]
+    return [int(c) for c in (rng or draw.rng()).choice(draw.num_clients, size=size, replace=False, p=p)]
 
 
 class SizeWeighted:
@@ -127,9 +127,10 @@ class PowerOfChoice:
         check_candidates(d, draw.num_clients, m)
         if draw.losses is None:
             raise FedpriorError("federation.sampler = 'power-of-choice': this runtime cannot ask clients for their loss")
-        candidates = sorted(weighted_without_replacement(draw, d, "power-of-choice"))
+        rng = draw.rng()
+        candidates = sorted(weighted_without_replacement(draw, d, "power-of-choice", rng))
         losses = draw.losses(candidates)
-        tie_order = draw.rng().permutation(d)  # ties broken at random: a second draw from the round's stream
+        tie_order = rng.permutation(d)  # ties broken at random: the round's stream, after the candidates' draw
         ranked = sorted(range(d), key=lambda i: (candidates[i] not in losses, -losses.get(candidates[i], 0.0), tie_order[i]))
         return sorted(candidates[i] for i in ranked[:m])
 
