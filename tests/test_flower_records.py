@@ -22,13 +22,16 @@ from fedprior.flower.records import (  # noqa: E402
     RoundOrder,
     from_array_record,
     hosted_content,
+    loss_content,
     read_hosted_content,
+    read_losses_content,
     read_reply_content,
     read_train_content,
     reply_content,
     to_array_record,
     train_content,
 )
+from fedprior.runtime.clients import InProcessClients  # noqa: E402
 from fedprior.runtime.threads import torch_threads  # noqa: E402
 
 STATE = {
@@ -151,6 +154,32 @@ def test_client_app_answers_query_and_train_and_reports_unknown_clients(tmp_path
     replies, failures = read_reply_content(reply.content)
     expected, _ = algorithm.client_update(broadcast, {}, digits_experiment.client_data(2), info.for_client(2))
     assert [r.client_id for r in replies] == [2] and same(replies[0].arrays, expected.arrays)
+    assert failures == {3: "client 3 is not hosted on this node"}
+
+
+def test_client_app_answers_evaluate_with_the_in_process_losses_of_its_candidates(tmp_path, digits_experiment):
+    """Power-of-Choice on Flower: the node computes global_loss on its clients' data, the in-process pool's function, bit for bit."""
+    folder = export_nodes(digits_experiment, tmp_path, 2)[0]  # clients 0, 2, 4
+    app = client_app()
+    context = Context(run_id=1, node_id=7, node_config={"data-dir": str(folder)}, state=RecordDict(), run_config={})
+    metadata = Metadata(
+        run_id=1,
+        message_id="m",
+        src_node_id=0,
+        dst_node_id=7,
+        reply_to_message_id="",
+        group_id="",
+        created_at=0.0,
+        ttl=3600.0,
+        message_type=MessageType.EVALUATE,
+    )
+    info = RoundInfo(seed=0, stage="federated", round=1)
+    algorithm = digits_experiment.algorithm
+    state = algorithm.init(info)
+    reply = app(Message(content=loss_content(state, RoundOrder(info, 1, (2, 3, 4), "k")), metadata=metadata), context)
+    losses, failures = read_losses_content(reply.content)
+    pool = InProcessClients(algorithm, digits_experiment.client_data, digits_experiment.task.num_clients)
+    assert losses == pool.losses(state, info, 1, [2, 4])[0] and len(losses) == 2
     assert failures == {3: "client 3 is not hosted on this node"}
 
 

@@ -45,6 +45,17 @@ PER_CLIENT = (
         "partition.local_test_fraction=0.2",
     ],
 )
+POWER_OF_CHOICE = (  # the candidates' losses are asked of the Flower nodes by an EVALUATE message: the same clients train
+    "fedavg-cnn",
+    [
+        "data.dataset=digits",
+        "federation.num_clients=6",
+        "federation.rounds=3",
+        "federation.fraction=0.34",
+        "federation.sampler='power-of-choice'",
+        "federation.power_of_choice_candidates=4",
+    ],
+)
 FST = (
     "fst-cbdg",
     ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"],
@@ -69,7 +80,7 @@ def runs(tmp_path_factory):
     done = {}
 
     def get(experiment, runtime):
-        key = (experiment[0], runtime)
+        key = (experiment[0], tuple(experiment[1]), runtime)
         if key not in done:
             path = tmp_path_factory.mktemp(f"{experiment[0]}-{runtime}")
             done[key] = (run(experiment, runtime, path / "run"), path / "run")
@@ -88,9 +99,15 @@ def comparable(record):
 
 @pytest.mark.parametrize(
     "experiment",
-    # the attack and per-client cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite
-    [CNN, FST, pytest.param(ROBUST, marks=pytest.mark.federation_processes), pytest.param(PER_CLIENT, marks=pytest.mark.federation_processes)],
-    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client"],
+    # the attack, per-client and Power-of-Choice cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite
+    [
+        CNN,
+        FST,
+        pytest.param(ROBUST, marks=pytest.mark.federation_processes),
+        pytest.param(PER_CLIENT, marks=pytest.mark.federation_processes),
+        pytest.param(POWER_OF_CHOICE, marks=pytest.mark.federation_processes),
+    ],
+    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client", "power-of-choice"],
 )
 def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")
@@ -103,10 +120,13 @@ def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs)
     ours, theirs = records(flower_dir), records(local_dir)
     assert [r["clients"] for r in ours] == [r["clients"] for r in theirs]
     assert all(r["failed_clients"] == [] for r in ours)
+    if experiment is POWER_OF_CHOICE:  # the nodes answered: every round ranked its 4 candidates by their losses
+        assert all(len(r["candidates"]) == 4 and None not in r["candidate_losses"] for r in ours)
     for a, b in zip(map(comparable, ours), map(comparable, theirs), strict=True):
         assert a.keys() == b.keys()
         # Ray's actors train with one thread: a client's mean training loss may differ in the 8th digit
-        assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)
+        assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a if k != "candidate_losses")
+        assert all(math.isclose(x, y, rel_tol=1e-6) for x, y in zip(a.get("candidate_losses", []), b.get("candidate_losses", []), strict=True))
     assert sorted(p.name for p in flower_dir.iterdir()) == sorted(p.name for p in local_dir.iterdir())
     # the final models agree to float rounding: a simulated node trains its one client with one thread,
     # the in-process runtime trains the sampled clients as one batch with every core

@@ -16,6 +16,7 @@ from conftest import STANDIN
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
+from fedprior.runtime.sampling import PowerOfChoice
 from fedprior.runtime.threads import ThreadPolicy
 
 SMALL = ["data.dataset=digits", "federation.num_clients=6", "federation.local_epochs=1"]
@@ -32,7 +33,16 @@ NOT_DEFAULT = [
     "run.device='cpu'",
     "run.start_method='spawn'",
     "run.checkpoint_every=2",
+    "federation.sampler='power-of-choice'",
+    "federation.power_of_choice_candidates=4",
 ]
+
+
+class SixClientSizes:
+    """Equal to the partition's sizes of six clients: six positive counts (the partition's own numbers, not restated here)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, tuple) and len(other) == 6 and all(isinstance(n, int) and n > 0 for n in other)
 
 
 def expected(workers: int, concurrent: int = 1) -> dict:
@@ -53,6 +63,8 @@ def expected(workers: int, concurrent: int = 1) -> dict:
         "device": "cpu",
         "start_method": "spawn",
         "checkpoint_every": 2,
+        "sampler": PowerOfChoice(4),
+        "client_sizes": SixClientSizes(),
     }
 
 

@@ -40,6 +40,7 @@ _API = (
     "list_tables",
     "reproduce_table",
     "register_algorithm",
+    "register_sampler",
 )
 
 __all__ = ["__version__", "ConfigError", "DatasetNotFoundError", "FedpriorError", *_API]
@@ -59,6 +60,7 @@ if TYPE_CHECKING:
         load_config,
         open_run,
         register_algorithm,
+        register_sampler,
         reproduce_table,
         resume,
         run,

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from fedprior.algorithms.registry import AlgorithmSpec
     from fedprior.experiments.config import ExperimentConfig
     from fedprior.results.compare import Comparison
+    from fedprior.runtime.sampling import ClientSampler
 
 Overrides = Mapping[str, Any] | Sequence[str] | None
 """``{"section.key": value}`` (Python values; ``{"section": {...}}`` replaces a whole section, whose
@@ -338,3 +339,17 @@ def register_algorithm(name: str, factory: Callable[..., Algorithm], *, centrali
     from fedprior.algorithms.registry import register_algorithm as register
 
     return register(AlgorithmSpec(name, factory, centralized=centralized), replace=replace)
+
+
+def register_sampler(name: str, sampler: ClientSampler, *, replace: bool = False) -> ClientSampler:
+    """Make ``sampler`` choose the clients of runs with ``federation.sampler = name``, in this process.
+
+    ``sampler.select(draw) -> client ids``: ``draw.count`` distinct ids of ``range(draw.num_clients)``, drawn from
+    ``draw.rng()`` (the round's stream of the run seed) so the same config and seed choose the same clients;
+    ``draw.sizes`` are the clients' training examples and ``draw.losses(ids)`` the global model's loss on those
+    clients (:mod:`fedprior.runtime.sampling`, docs/runs.md "Client sampling"). Register it in a module named by
+    ``--import`` or ``run.imports``, so that ``fedprior resume`` registers it again.
+    """
+    from fedprior.runtime.sampling import register_sampler as register
+
+    return register(name, sampler, replace=replace)

@@ -29,6 +29,7 @@ from fedprior.experiments.workers_setup import concurrent_clients, worker_proces
 from fedprior.partition import Partition
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
+from fedprior.runtime.sampling import sampler_for
 from fedprior.runtime.threads import ThreadPolicy, thread_policy, torch_threads
 from fedprior.task import Task
 
@@ -96,6 +97,8 @@ class Experiment:
             device=str(self.device),
             start_method=self.start_method,
             checkpoint_every=run.checkpoint_every,
+            sampler=sampler_for(federation.sampler, federation.power_of_choice_candidates),
+            client_sizes=tuple(int(n) for n in self.partition.client_sizes()),
         )
 
     def client_side(self) -> ClientSide:

@@ -117,7 +117,8 @@ class ClientSplit:
     """Which training images the clients hold: the pool, any validation hold-out, and the partition of the pool."""
 
     config: ExperimentConfig
-    """The config as run: a centralized baseline's federation is one client, sampled every round."""
+    """The config as run: a centralized baseline's federation is one client, sampled every round (by the uniform sampler, whatever
+    ``federation.sampler`` the config names: with one client every sampler chooses it)."""
     pool: np.ndarray
     """Training-set indices the clients hold between them (no encoder-reserved, subset-dropped or held-out image)."""
     held_out: np.ndarray | None
@@ -155,7 +156,11 @@ def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarra
     if config.run.model_selection == "validation" and dataset.val_images is None:
         pool, held = hold_out(pool, labels, config.data.validation_fraction, config.run.seed)
     if algorithm_spec(config.algorithm.name).centralized:
-        config = config.model_copy(update={"federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0})})
+        config = config.model_copy(
+            update={
+                "federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0, "sampler": "uniform", "power_of_choice_candidates": None})
+            }
+        )
         if config.partition.local_test_fraction:
             raise ConfigError(
                 f"partition.local_test_fraction: '{config.algorithm.name}' is a centralized baseline (one client holding every image), "

@@ -74,6 +74,10 @@ class FederationConfig(ConfigSection):
     """Number of clients the training set is split over."""
     fraction: float = Field(0.1, gt=0, le=1)
     """Fraction of clients sampled each round (at least one)."""
+    sampler: str = Field("uniform", min_length=1)
+    """How a round's clients are chosen: 'uniform' (without replacement), 'size-weighted' (without replacement, by training examples), 'power-of-choice' (Cho et al., AISTATS 2022: of power_of_choice_candidates drawn by size, the fraction x num_clients with the highest loss of the global model), or a name registered with fedprior.register_sampler (docs/runs.md, "Client sampling")."""
+    power_of_choice_candidates: int | None = Field(None, ge=1)
+    """d of sampler 'power-of-choice': the candidates drawn each round whose loss is asked, between the clients a round trains and num_clients; only with that sampler."""
     local_epochs: int = Field(1, ge=1)
     """Local epochs per round on each sampled client."""
     batch_size: int = Field(32, ge=1)
@@ -174,6 +178,7 @@ class ExperimentConfig(ConfigSection):
         values = spec.validate(self.algorithm.hyperparameters())
         check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
         check_robustness(self.algorithm.name, values, self.federation)
+        check_sampler(self.federation)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
@@ -236,6 +241,14 @@ def check_robustness(algorithm: str, values: dict[str, Any], federation: Federat
             f"federation.attack: simulated attacks act on clients whose reply is a model trained on labels; algorithm '{algorithm}' is not one of them; "
             f"accepted with: {', '.join(robust_algorithms())}"
         )
+
+
+def check_sampler(federation: FederationConfig) -> None:
+    """``federation.sampler`` names a sampler (the shipped ones or one ``run.imports`` registered), and Power-of-Choice's d lies in [m, N]."""
+    from fedprior.runtime.sampling import check_candidates, clients_per_round, sampler_for
+
+    sampler_for(federation.sampler, federation.power_of_choice_candidates)
+    check_candidates(federation.power_of_choice_candidates, federation.num_clients, clients_per_round(federation.num_clients, federation.fraction))
 
 
 SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "run")

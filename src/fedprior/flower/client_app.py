@@ -18,6 +18,10 @@ two kinds of message from :mod:`fedprior.flower.server_app`:
   ``secagg``) the reply is instead the node's one vector, the example-weighted mean of
   its clients' updates, which Flower's ``secaggplus_mod`` quantizes and masks
   (:mod:`fedprior.flower.secagg`).
+- EVALUATE: the server state and the ids of this node's candidates of a round whose sampler ranks
+  clients (``federation.sampler = 'power-of-choice'``): each candidate's
+  :func:`~fedprior.runtime.clients.global_loss`, the function the in-process runtime calls, so
+  both choose the same clients.
 
 Where a node finds its files, first match wins: node config ``data-dir`` (a real
 SuperNode: ``flower-supernode --node-config 'data-dir="/path/node-0"'``), the folder
@@ -39,9 +43,9 @@ from fedprior.algorithms.base import Reply
 from fedprior.errors import FedpriorError
 from fedprior.flower.client_state import ClientStateStore
 from fedprior.flower.export import NodeData, node_data
-from fedprior.flower.records import hosted_content, read_hint, read_train_content, reply_content
+from fedprior.flower.records import hosted_content, losses_content, read_hint, read_loss_content, read_train_content, reply_content
 from fedprior.flower.secagg import is_secure, node_vector, secagg_mod, secagg_options
-from fedprior.runtime.clients import update_clients
+from fedprior.runtime.clients import global_loss, update_clients
 
 PARTITION_ID = "partition-id"
 DATA_DIR = "data-dir"
@@ -128,6 +132,21 @@ def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> 
         if is_secure(msg.content):  # a SecAgg+ round: the node's masked vector, made by secagg_mod from this reply
             return Message(node_vector(broadcast, replies, {**unknown, **failures}, secagg_options(context)), reply_to=msg)
         return Message(reply_content(replies, {**unknown, **failures}), reply_to=msg)
+
+    @app.evaluate()
+    def evaluate(msg: Message, context: Context) -> Message:
+        node = node_data(resolve_data_dir(context, read_hint(msg.content), default))
+        state, order = read_loss_content(msg.content)
+        hosted = set(hosted_clients(context, node))
+        losses: dict[int, float] = {}
+        failures = {c: f"client {c} is not hosted on this node" for c in order.clients if c not in hosted}
+        for client_id in (c for c in order.clients if c in hosted):
+            try:
+                losses[client_id] = global_loss(node.algorithm, state, node.client_data(client_id))
+            except Exception as error:  # one candidate's failure leaves the node's others their answer
+                log.error("client %d could not compute its loss:\n%s", client_id, traceback.format_exc())
+                failures[client_id] = f"{type(error).__name__}: {error}"
+        return Message(losses_content(losses, failures), reply_to=msg)
 
     return app
 

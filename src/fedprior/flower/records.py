@@ -11,6 +11,7 @@ State / Broadcast.arrays    ArrayRecord (one Array per name; dtype and shape kep
 Broadcast.config            ConfigRecord (bool / int / float / str)
 Reply.metrics               MetricRecord (floats), ``num-examples`` beside them
 RoundInfo / ClientInfo      ConfigRecord (seed, stage, round, step, client ids)
+losses of candidates        ConfigRecord (client ids, losses; failed ids, reasons)
 ==========================  =========================================================
 
 Tensors travel as NumPy arrays (``np.save`` bytes), so every bit arrives: a float
@@ -165,6 +166,41 @@ def read_reply_content(content: RecordDict) -> tuple[list[Reply], dict[int, str]
         replies.append(Reply(from_array_record(content.array_records[arrays_key]), num_examples, {k: float(v) for k, v in metrics.items()}, client_id))
     failures = {int(c): str(r) for c, r in zip(config_list(listing["failed"]), config_list(listing["reasons"]), strict=True)}
     return replies, failures
+
+
+SERVER_STATE = "server.state"
+
+
+def loss_content(state: State, order: RoundOrder, data_hint: str = "") -> RecordDict:
+    """The content of an EVALUATE message asking candidates for the global model's loss (Power-of-Choice):
+    the server state once, the round order naming the candidates, the data hint."""
+    return RecordDict({SERVER_STATE: to_array_record(state), ROUND: order_to_config(order), DATA_HINT: hint_record(data_hint)})
+
+
+def read_loss_content(content: RecordDict) -> tuple[State, RoundOrder]:
+    return from_array_record(content.array_records[SERVER_STATE]), order_from_config(content.config_records[ROUND])
+
+
+def losses_content(losses: dict[int, float], failures: dict[int, str]) -> RecordDict:
+    """The content of an EVALUATE reply: each candidate's loss (a float64 as computed), and the candidates that failed, with the reason."""
+    return RecordDict(
+        {
+            "losses": ConfigRecord(
+                {
+                    "clients": [int(c) for c in losses],
+                    "losses": [float(v) for v in losses.values()],
+                    "failed": [int(c) for c in failures],
+                    "reasons": [str(r) for r in failures.values()],
+                }
+            )
+        }
+    )
+
+
+def read_losses_content(content: RecordDict) -> tuple[dict[int, float], dict[int, str]]:
+    record = content.config_records["losses"]
+    losses = {int(c): float(v) for c, v in zip(config_list(record["clients"]), config_list(record["losses"]), strict=True)}
+    return losses, {int(c): str(r) for c, r in zip(config_list(record["failed"]), config_list(record["reasons"]), strict=True)}
 
 
 def hosted_content(client_ids: list[int]) -> RecordDict:

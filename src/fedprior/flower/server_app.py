@@ -23,6 +23,11 @@ server state and progress are written atomically to the run directory; client st
 stay on their nodes. Given a loaded checkpoint as ``start``, training continues
 after its last round.
 
+A sampler that ranks clients by their loss (``federation.sampler = 'power-of-choice'``) asks
+through :meth:`FlowerClients.losses`: one EVALUATE message with the server state per node
+hosting candidates, answered by :func:`fedprior.runtime.clients.global_loss` on the node, the
+function the in-process pool calls, so the same clients are chosen.
+
 Which node hosts which client is asked, not assumed: before the first round and
 whenever new nodes appear (a restarted SuperNode), the server sends them a QUERY
 and maps the client ids they answer to their node ids.
@@ -46,13 +51,15 @@ from typing import Any
 from flwr.app import Message, MessageType, RecordDict
 from flwr.serverapp import Grid
 
-from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo
+from fedprior.algorithms.base import Algorithm, ClientData, Reply, RoundInfo, State
 from fedprior.errors import FedpriorError
 from fedprior.flower.records import (
     DATA_HINT,
     RoundOrder,
     hint_record,
+    loss_content,
     read_hosted_content,
+    read_losses_content,
     read_reply_content,
     train_content,
 )
@@ -175,14 +182,48 @@ class FlowerClients:
     def states(self) -> dict:
         return {}
 
-    def update(self, message, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
-        settings, directory = self.settings, self.directory
-        directory.refresh()
-        failures: dict[int, str] = {c: "no connected node hosts this client" for c in clients if c not in directory.hosts}
+    def hosts(self, clients: list[int]) -> tuple[dict[int, list[int]], dict[int, str]]:
+        """``clients`` by the node hosting them (the directory refreshed first), and those no connected node hosts."""
+        self.directory.refresh()
+        failures: dict[int, str] = {c: "no connected node hosts this client" for c in clients if c not in self.directory.hosts}
         by_node: dict[int, list[int]] = {}
         for c in clients:
-            if c in directory.hosts:
-                by_node.setdefault(directory.hosts[c], []).append(c)
+            if c in self.directory.hosts:
+                by_node.setdefault(self.directory.hosts[c], []).append(c)
+        return by_node, failures
+
+    def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:
+        """The candidates' losses of the global model: one EVALUATE message with the server state per node hosting some."""
+        settings = self.settings
+        by_node, failures = self.hosts(clients)
+        nodes = sorted(by_node)
+        messages = [
+            Message(
+                content=loss_content(state, RoundOrder(info, step, tuple(by_node[n]), settings.run_key), settings.data_hint),
+                dst_node_id=n,
+                message_type=MessageType.EVALUATE,
+                group_id=f"{info.stage}/{info.round}/candidates",
+                ttl=settings.round_timeout + 30.0,
+            )
+            for n in nodes
+        ]
+        answers, _ = exchange(self.grid, messages, settings.round_timeout, settings.poll)
+        losses: dict[int, float] = {}
+        for i, node in enumerate(nodes):
+            answer = answers.get(i)
+            if answer is None or answer.has_error():
+                reason = error_reason(answer) if answer is not None else f"no reply within {settings.round_timeout:g} s"
+                failures.update({c: reason for c in by_node[node]})
+                continue
+            got, failed = read_losses_content(answer.content)
+            losses.update({c: v for c, v in got.items() if c in by_node[node]})
+            failures.update(failed)
+        warn_failures(info, failures, len(clients), "candidates could not give their loss")
+        return losses, failures
+
+    def update(self, message, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        settings = self.settings
+        by_node, failures = self.hosts(clients)
         if settings.secagg is not None:
             return self.secure_update(message, info, step, by_node, failures, vectorize)
         nodes = sorted(by_node)
@@ -234,14 +275,15 @@ class FlowerClients:
         return ([outcome.reply] if outcome.reply is not None else []), failures
 
 
-def warn_failures(info: RoundInfo, failures: dict[int, str], clients: int) -> None:
+def warn_failures(info: RoundInfo, failures: dict[int, str], clients: int, what: str = "clients failed") -> None:
     if failures:
         log.warning(
-            "%s round %d: %d of %d clients failed: %s",
+            "%s round %d: %d of %d %s: %s",
             info.stage,
             info.round,
             len(failures),
             clients,
+            what,
             "; ".join(f"{c}: {r}" for c, r in sorted(failures.items())),
         )
 

@@ -16,6 +16,7 @@ from typing import Protocol
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+from fedprior.errors import FedpriorError
 from fedprior.runtime.concurrent import Lanes
 from fedprior.seeding import derived_seed
 
@@ -31,6 +32,41 @@ class ClientPool(Protocol):
 
     def states(self) -> dict[int, State]:
         """The client states to checkpoint with the server ({} where clients keep their own)."""
+
+    def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:
+        """:func:`global_loss` of the server ``state`` on each of ``clients``' data, and the clients that failed with a reason
+        (a sampler that ranks clients asks it: ``federation.sampler = 'power-of-choice'``)."""
+
+
+LABELLED_FIELDS = (("x", "y"), ("x_labeled", "y_labeled"))
+"""The client fields a global model's loss is computed on: a supervised client's examples, or a semi-supervised client's labelled ones."""
+
+
+def labelled_fields(algorithm: Algorithm) -> tuple[str, str]:
+    """The (inputs, labels) fields of ``algorithm``'s clients that :func:`global_loss` reads; one FedpriorError line where it has none."""
+    for fields in LABELLED_FIELDS:
+        if set(fields) <= set(algorithm.inputs) and not algorithm.evaluation_inputs:
+            return fields
+    raise FedpriorError(
+        f"federation.sampler = 'power-of-choice' ranks clients by the global model's loss on their labelled examples; algorithm "
+        f"'{algorithm.name}' gives its clients no labels (inputs: {', '.join(algorithm.inputs) or 'none'}); use 'uniform' or 'size-weighted'"
+    )
+
+
+def global_loss(algorithm: Algorithm, state: State, data: ClientData) -> float:
+    """The loss of the global model ``state`` on a client's labelled examples, F_k(w) of Power-of-Choice (Cho, Wang and Joshi,
+    "Client Selection in Federated Learning: Convergence Analysis and Power-of-Choice Selection Strategies", AISTATS 2022, Sec. 4):
+    ``algorithm.evaluate``'s ``loss`` on them (the mean cross-entropy for the shipped classifiers), 0 for a client with none.
+    It runs under a forked torch generator, so what evaluation draws leaves the run's numbers alone."""
+    x, y = labelled_fields(algorithm)
+    if data[x].shape[0] == 0:
+        return 0.0
+    devices = [torch.cuda.current_device()] if torch.cuda.is_initialized() else []
+    with torch.random.fork_rng(devices=devices), torch.no_grad():
+        metrics = algorithm.evaluate(state, {"x": data[x], "y": data[y]})
+    if "loss" not in metrics:
+        raise FedpriorError(f"federation.sampler = 'power-of-choice': algorithm '{algorithm.name}''s evaluate gives no 'loss' to rank clients by")
+    return float(metrics["loss"])  # type: ignore[arg-type]
 
 
 def is_empty(data: ClientData) -> bool:
@@ -133,3 +169,6 @@ class InProcessClients:
 
     def states(self) -> dict[int, State]:
         return self._states
+
+    def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:
+        return {c: global_loss(self.algorithm, state, self.client_data(c)) for c in clients}, {}

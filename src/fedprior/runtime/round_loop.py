@@ -16,9 +16,10 @@ test set.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fedprior.runtime.divergence import NonFinite
+from fedprior.runtime.sampling import ClientSampler, Uniform
 from fedprior.runtime.threads import ThreadPolicy
 
 
@@ -59,3 +60,7 @@ class RoundLoop:
     """``run.start_method`` resolved: how worker processes start (``spawn`` where CUDA is used; None: the platform's default)."""
     checkpoint_every: int = 1
     """``run.checkpoint_every``: write the checkpoint every k rounds (counted over all stages), after the last round, and when the loop stops on an error or a signal."""
+    sampler: ClientSampler = field(default_factory=Uniform)
+    """``federation.sampler``: chooses each round's clients (``sampling.py``)."""
+    client_sizes: tuple[int, ...] = ()
+    """Each client's training examples, by id, for the samplers that weigh clients by them (empty: not known)."""

@@ -2,8 +2,9 @@
 
 The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in this
 process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
-SuperNodes. Each round the loop samples clients (one stream shared by all algorithms,
-``sampling.py``), broadcasts, collects the replies, drops the empty and the failed ones
+SuperNodes. Each round the loop chooses clients (``loop.sampler``, drawing from one stream per
+round shared by all algorithms, ``sampling.py``; Power-of-Choice first asks its candidates
+for their loss through the pool, ``ClientPool.losses``), broadcasts, collects the replies, drops the empty and the failed ones
 (recording both), sorts the rest by client id (float sums depend on order) and
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
@@ -51,11 +52,11 @@ from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
-from fedprior.runtime.clients import ClientPool, InProcessClients
+from fedprior.runtime.clients import ClientPool, InProcessClients, labelled_fields
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
-from fedprior.runtime.sampling import sample_clients
+from fedprior.runtime.sampling import Draw, PowerOfChoice, chosen_clients, clients_per_round
 from fedprior.runtime.threads import torch_threads
 from fedprior.runtime.traffic import round_traffic
 from fedprior.runtime.workers import WorkerClients, WorkerSetup
@@ -146,6 +147,8 @@ def run_rounds(
     a client update with NaN/inf is handled as ``loop.non_finite`` says (``divergence.py``).
     ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had).
     """
+    if isinstance(loop.sampler, PowerOfChoice) and any(not s.server_only for s in algorithm.stages):
+        labelled_fields(algorithm)  # refused before anything runs where the clients hold no labels to score
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
@@ -201,12 +204,14 @@ def run_rounds(
                     t0 = time.perf_counter()
                     step += 1
                     info = RoundInfo(seed=seed, stage=stage.name, round=round_)
+                    selection: dict[str, Any] = {}
                     if stage.server_only:  # server work alone: no client is sampled, nothing is sent
                         answered: list[Reply] = []
                         failures: dict[int, str] = {}
-                        sampled, message, attempts = [], Broadcast({}), 1
+                        sampled: list[int] = []
+                        message, attempts = Broadcast({}), 1
                     else:
-                        sampled = sample_clients(seed, stage.name, round_, pool.num_clients, stage_fraction)
+                        sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
                         message = algorithm.broadcast(state, info)
                         answered, failures, attempts = reach_clients(
                             pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
@@ -227,6 +232,7 @@ def run_rounds(
                     check_global(state, record, stage.name, round_)
                     record.update(mean_client_metrics(replies))
                     record.update({"clients": sampled, "failed_clients": sorted(failures)})
+                    record.update(selection)
                     record.update(round_traffic(payload_bytes(message.arrays), sampled, {r.client_id: payload_bytes(r.arrays) for r in answered}))
                     if failures:
                         record["failures"] = {str(c): failures[c] for c in sorted(failures)}
@@ -250,6 +256,34 @@ def run_rounds(
             raise
         clients = {c: to_cpu(s) for c, s in pool.states().items()}
         return SimulationResult(to_cpu(state), clients, progress, time.perf_counter() - started)  # the run's result on the host
+
+
+def choose_clients(loop: RoundLoop, pool: ClientPool, state: State, info: RoundInfo, step: int, fraction: float) -> tuple[list[int], dict[str, Any]]:
+    """The round's clients by ``loop.sampler`` (``sampling.py``), and what the round's record adds where it asked clients for their loss:
+    ``candidates``, their ``candidate_losses`` (None for one that failed, ``candidate_failures`` says why) and
+    ``selection_download_bytes``, the server state sent to each candidate to compute it (Power-of-Choice's extra traffic)."""
+    losses: dict[int, float] = {}
+    failed: dict[int, str] = {}
+
+    def ask(clients: list[int]) -> dict[int, float]:
+        got, failures = pool.losses(state, info, step, [int(c) for c in clients])
+        losses.update(got)
+        failed.update(failures)
+        return got
+
+    count = clients_per_round(pool.num_clients, fraction)
+    sampled = chosen_clients(loop.sampler, Draw(loop.seed, info.stage, info.round, pool.num_clients, count, loop.client_sizes, ask))
+    if not losses and not failed:
+        return sampled, {}
+    candidates = sorted({*losses, *failed})
+    extra: dict[str, Any] = {
+        "candidates": candidates,
+        "candidate_losses": [losses.get(c) for c in candidates],
+        "selection_download_bytes": payload_bytes(state) * len(candidates),
+    }
+    if failed:
+        extra["candidate_failures"] = {str(c): failed[c] for c in sorted(failed)}
+    return sampled, extra
 
 
 def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failures: dict[int, str], attempts: int, on_round: RoundCallback | None) -> None:

@@ -6,7 +6,10 @@ A round record (a line of ``metrics.jsonl``, an entry of a checkpoint's history)
   (each sampled client receives the broadcast, whether or not it answers);
 - ``upload_bytes``: clients -> server, the tensors of every reply that came back, summed;
 - ``upload_bytes_by_client``: the same by client id (a reply's size differs between clients
-  for some methods, e.g. MFCL's representations).
+  for some methods, e.g. MFCL's representations);
+- ``selection_download_bytes``, in rounds whose sampler asked clients for their loss
+  (``federation.sampler = 'power-of-choice'``): the server state sent to each candidate (one float comes back
+  from each), apart from ``download_bytes``, which the sampled clients' broadcasts alone make.
 
 The summary (``result.json``) sums the rounds' records (:func:`communication`), so its ``download_bytes`` and
 ``upload_bytes`` are the run's totals in the same unit. Until this module, a record held
@@ -56,9 +59,11 @@ def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
     The sums of the rounds' records, which hold each round's totals over its clients
     (records of an older fedprior, per client, are converted first: :func:`upgrade_record`).
     ``stage_communication`` splits them by stage, with the number of (round, client)
-    participations, so per-round and per-client figures (the MFCL paper's Table 8) follow.
+    participations, so per-round and per-client figures (the MFCL paper's Table 8) follow; ``selection_download_bytes``
+    (Power-of-Choice's candidates' copies of the state) is summed where rounds have it.
     """
     stages: dict[str, dict[str, int]] = {}
+    selection = [int(r["selection_download_bytes"]) for r in history if "selection_download_bytes" in r]
     for r in upgrade_records(history):
         entry = stages.setdefault(r.get("stage", ""), {"participations": 0, "download_bytes": 0, "upload_bytes": 0})
         entry["participations"] += len(r.get("clients", []))
@@ -67,5 +72,6 @@ def communication(history: list[dict[str, Any]]) -> dict[str, Any]:
     return {
         "download_bytes": sum(e["download_bytes"] for e in stages.values()),
         "upload_bytes": sum(e["upload_bytes"] for e in stages.values()),
+        **({"selection_download_bytes": sum(selection)} if selection else {}),
         "stage_communication": stages,
     }
