@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from conftest import toy_images
 
-from fedprior.algorithms.base import RoundInfo, Task
+from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.experiments.config import load_config
@@ -136,7 +136,7 @@ def test_a_registered_sampler_is_named_by_the_config_and_its_choice_checked():
 
 
 def run(sampler, rounds=2, algorithm=None, **kw):
-    algorithm = algorithm or fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algorithm = algorithm or fedavg(TASK, Runtime(1, 8), model="cnn", lr=0.1)
     sizes = tuple(d["y"].shape[0] for d in DATA)
     loop = RoundLoop(seed=3, rounds=rounds, fraction=0.34, threads=ThreadPolicy(1, 1, 1), sampler=sampler, client_sizes=sizes)
     return algorithm, simulate(algorithm, DATA.__getitem__, 6, TEST, loop, **kw)
@@ -173,7 +173,7 @@ def test_in_process_power_of_choice_trains_the_candidates_with_the_highest_loss_
 
 
 def test_power_of_choice_is_refused_for_an_algorithm_whose_clients_hold_no_labels():
-    algorithm = fedavg(TASK, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    algorithm = fedavg(TASK, Runtime(1, 8), model="cnn", lr=0.1)
     unlabeled = algorithm.with_(name="no-labels", inputs=("x",))
     with pytest.raises(FedpriorError, match="algorithm 'no-labels' gives its clients no labels \\(inputs: x\\)") as error:
         run(PowerOfChoice(4), algorithm=unlabeled)
