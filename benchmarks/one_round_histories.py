@@ -43,7 +43,7 @@ from typing import Any
 from fedprior.results.fingerprints import first_difference, numbers, same
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 SKIPPED = ("seconds", "run_dir", "description", "threads", "device", "workers")
 """Summary and history keys that are no number of the run (timings, where it ran)."""
@@ -81,7 +81,7 @@ def runs(rounds: int | None = None) -> dict[str, tuple[str, list[str]]]:
 
     ``rounds``: every run trains that many rounds (``federation.rounds``, last), the
     :data:`VARIANTS` that only add rounds left out: a long run reads per-client state back anyway."""
-    from algorithm_setups import PRESETS, SMALL
+    from tests.support.algorithm_setups import PRESETS, SMALL
 
     longer = [] if rounds is None else [f"federation.rounds={rounds}"]
     out = {preset: (preset, [*overrides, *SMALL, *RUN, *longer]) for preset, overrides in PRESETS.items()}
@@ -200,11 +200,11 @@ def main() -> int:
 
     os.environ["FEDPRIOR_CACHE"] = tempfile.mkdtemp(prefix="one-round-cache-")  # the locked-text stand-in trained afresh, the user's cache untouched
     import torch
-    from algorithm_setups import PRESETS
     from shared import machine
 
     from fedprior.algorithms.registry import ALGORITHMS
     from fedprior.experiments.config import preset_paths
+    from tests.support.algorithm_setups import PRESETS
 
     torch.set_num_threads(1)
     shipped = set(preset_paths())

@@ -15,14 +15,14 @@ from pathlib import Path
 
 
 def main() -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     logging.disable(logging.WARNING)
     from flwr.supercore.task_identity import TaskIdentity
-    from test_flower_secagg import federate_on_loopback
 
     from fedprior.experiments.build import build_experiment
     from fedprior.experiments.config import load_config
     from fedprior.flower.secagg import SecAggOptions
+    from tests.flower.test_secagg import federate_on_loopback
 
     TaskIdentity.run_id, TaskIdentity.node_id, TaskIdentity.task_id = 1, 0, 0  # what a ServerApp process has
     overrides = ["data.dataset=digits", "federation.num_clients=4", "federation.rounds=3", "federation.fraction=1.0", "run.threads=1"]

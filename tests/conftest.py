@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 from pathlib import Path
 
 import pytest
@@ -38,23 +37,9 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-# The small stand-in most tests use: digits, 300 pretraining images.
-STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.recipe=v1", "encoder.pretrain_images=300"]
-
-
 @pytest.fixture
 def image_task() -> Task:
     return Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-
-
-def toy_images(n: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Separable toy data: class k lights up the k-th band of an 8x8 image."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 3, (n,), generator=g)
-    x = 0.3 * torch.randn(n, 1, 8, 8, generator=g)
-    for k in range(3):
-        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
-    return {"x": x, "y": y}
 
 
 @pytest.fixture(scope="session")
@@ -73,13 +58,3 @@ def mlflow_db(empty_mlflow_store, tmp_path):
     import shutil
 
     return Path(shutil.copy(empty_mlflow_store, tmp_path / "mlflow.db"))
-
-
-def sigint_as_from_a_terminal() -> None:
-    """``preexec_fn`` of a test's subprocess that the test sends SIGINT: Ctrl-C's default disposition.
-
-    A shell starts a background job (``.ci/run &``, ``nohup ... &``) with SIGINT ignored, its
-    children inherit that, and Python then leaves it ignored: the subprocess would never see the
-    test's SIGINT. A user's Ctrl-C comes from a terminal, where SIGINT is not ignored.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -12,7 +12,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms import fedbm as fedbm_module
@@ -35,6 +34,7 @@ from fedprior.models.projected import ProjectedNet
 from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
+from tests.support.toy_data import toy_images
 
 # ----------------------------------------------------------------------------- LKCC (Eq. 2, 4, 5)
 

@@ -12,7 +12,6 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
@@ -27,6 +26,7 @@ from fedprior.algorithms.pieces.personal import mean_metrics
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.errors import ConfigError
 from fedprior.models.convnet import ConvNet
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 KW = dict(local_epochs=1, batch_size=8)

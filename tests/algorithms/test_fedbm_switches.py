@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import toy_images
 
 from fedprior.algorithms import fedbm as fedbm_module
 from fedprior.algorithms import fedetf as fedetf_module
@@ -19,6 +18,7 @@ from fedprior.data.augment import seeded
 from fedprior.data.augment.crop_flip import crop_flip
 from fedprior.models.convnet import ConvNet
 from fedprior.models.projected import ProjectedNet
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 INFO = ClientInfo(0, "federated", 1, client_id=1)

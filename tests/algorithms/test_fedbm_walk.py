@@ -14,7 +14,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms import fedbm as fedbm_module
@@ -24,6 +23,7 @@ from fedprior.algorithms.fedbm import classifier_loss, fedbm
 from fedprior.algorithms.pieces.lkcc import build_classifier, concept_distributions, lkcc_loss
 from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.encoders.prompts import concept_sentences, prompt_templates
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 SMALL = dict(local_epochs=2, batch_size=8, generator_every=1, generator_steps=1, generator_batch=6, generator_width=4, synthetic_batch=4)

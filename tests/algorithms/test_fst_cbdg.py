@@ -266,10 +266,9 @@ def test_aggregation_is_the_plain_mean_by_default():
 
 def test_the_run_summary_reports_zero_shot_accuracy(shared_cache, tmp_path):
     """--json gains zero_shot_accuracy (Eq. 2's argmax): the accuracy of the text-initialized head before round 1."""
-    from conftest import STANDIN
-
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
+    from tests.support.cli import STANDIN
 
     name, config = load_config("fst-cbdg", [*STANDIN, "federation.num_clients=10", "federation.rounds=1"])
     summary = start(name, config, tmp_path / "run")

@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
-from test_lock import locked
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.test_lock import locked
+
+ROOT = Path(__file__).resolve().parents[2]
 BENCHMARKS = ROOT / "benchmarks"
 IMAGE_PYTHON = {"python_version": "3.12", "python_full_version": "3.12.3", "extra": ""}
 

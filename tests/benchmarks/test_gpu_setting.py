@@ -12,7 +12,7 @@ from fedprior.experiments.config import load_config
 from fedprior.reproduce.paper_tables import table_by_name
 from fedprior.reproduce.tables import cells
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 sys.path.insert(0, str(BENCHMARKS))
 import gpu_setting  # noqa: E402
 

@@ -4,7 +4,6 @@ import json
 import shutil
 
 import pytest
-from cli import error_line, fedprior, invoke
 from typer.testing import CliRunner
 
 from fedprior.cli import app
@@ -12,6 +11,7 @@ from fedprior.errors import FedpriorError
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 from fedprior.results.compare import compare_runs
+from tests.support.cli import error_line, fedprior, invoke
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 

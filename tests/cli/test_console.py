@@ -35,7 +35,7 @@ def test_piped_fields_table_keeps_each_field_on_one_row():
 @pytest.mark.slow
 def test_table_prints_plus_minus_as_compare_does_and_plus_minus_in_ascii_where_the_output_cannot_encode_it(tmp_path):
     """Two seeds of the raw-pixels control (nothing trained); then the same table continued into an ASCII-only output."""
-    from test_compare import fake_run
+    from tests.cli.test_compare import fake_run
 
     table = ["table", "mfcl-table2", "--embedded", "--rows", "raw pixels", "--columns", "Sc2", "--seeds", "2", "--jobs", "1", "--out", str(tmp_path / "t")]
     table += ["--set", "data.dataset=digits", "--set", "data.train_subset=200", "--set", "run.workers=1"]

@@ -5,13 +5,12 @@ import tomllib
 
 import numpy as np
 import pytest
-from cli import error_line, invoke
-from conftest import STANDIN
 
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import SECTIONS, ExperimentConfig, list_presets, load_config, validate_config
 from fedprior.experiments.dry_run import dry_run
 from fedprior.partition.statistics import class_counts
+from tests.support.cli import STANDIN, error_line, invoke
 
 
 def unset_keys(text: str, section: str) -> set[str]:

@@ -203,7 +203,7 @@ def test_preset_with_a_labeled_split_gives_both_sets_of_the_runs_build(tmp_path)
 
 def test_preset_leaves_out_the_images_the_stand_in_was_fitted_on(shared_cache):
     """The locked-text stand-in reserves its pretraining images: the preview drops them exactly as the run does."""
-    from conftest import STANDIN
+    from tests.support.cli import STANDIN
 
     overrides = [*STANDIN, "federation.num_clients=10"]
     result = invoke_preset("fst-cbdg", overrides, "--json")

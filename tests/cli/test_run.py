@@ -3,10 +3,10 @@
 import json
 
 import pytest
-from cli import SMALL, fedprior, summary
 from typer.testing import CliRunner
 
 from fedprior.cli import app
+from tests.support.cli import SMALL, fedprior, summary
 
 ONE_ROUND = ["--set", "federation.rounds=1", "--set", "federation.local_epochs=1"]
 KEYS = {"algorithm", "dataset", "rounds", "final_accuracy", "best_accuracy", "history", "wall_seconds", "run_dir"}

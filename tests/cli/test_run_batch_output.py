@@ -17,10 +17,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from cli import TINY, invoke
-from conftest import sigint_as_from_a_terminal
 
 import fedprior
+from tests.support.cli import TINY, invoke, sigint_as_from_a_terminal
 
 STAMP = r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d "
 ROUND = re.compile(

@@ -13,7 +13,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from cli import TINY, error_line, fedprior, invoke
+
+from tests.support.cli import TINY, error_line, fedprior, invoke
 
 
 @pytest.fixture(scope="module")

@@ -20,11 +20,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from cli import TINY, error_line
-from cli import invoke as cli
 from typer.testing import CliRunner
 
 from fedprior.cli import app
+from tests.support.cli import TINY, error_line
+from tests.support.cli import invoke as cli
 
 
 @pytest.fixture(scope="module")
@@ -411,7 +411,7 @@ def test_every_figure_is_written_through_save_figure(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="module")
 def tiny_clip(tmp_path_factory):
-    from tiny_clip import make_tiny_clip
+    from tests.support.tiny_clip import make_tiny_clip
 
     return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
 

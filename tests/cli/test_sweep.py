@@ -4,13 +4,13 @@ import json
 import signal
 
 import pytest
-from cli import TINY, error_line, invoke
 
 from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import start
 from fedprior.experiments.sweep import Swept, parse_seeds, parse_sweep, points, split_values
 from fedprior.results.compare import compare_runs
+from tests.support.cli import TINY, error_line, invoke
 
 GRID = ["run", "fedavg-cnn", *TINY, "--seeds", "2", "--sweep", "algorithm.lr=0.01,0.03"]
 """2 values x 2 seeds of a 2-round digits run (a second each)."""

@@ -2,12 +2,11 @@
 
 import json
 
-from cli import invoke
-
 from fedprior.cli.table import control_lines
 from fedprior.papers import table_by_name
 from fedprior.reproduce.findings import evaluate
 from fedprior.reproduce.tables import MeasuredControl
+from tests.support.cli import invoke
 
 
 def block(output: str, name: str) -> list[str]:

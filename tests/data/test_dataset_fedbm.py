@@ -11,13 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from test_datasets import offline_and_isolated  # noqa: F401  (autouse: isolated cache, no network)
 
 from fedprior.data import load_dataset
 from fedprior.data.kvasir import FOLDERS as KVASIR_FOLDERS
 from fedprior.data.oct_c8 import FOLDERS as OCT_FOLDERS
 from fedprior.errors import ConfigError, DatasetNotFoundError
 from fedprior.partition.natural import NaturalPartitioner
+from tests.data.test_dataset import offline_and_isolated  # noqa: F401  (autouse: isolated cache, no network)
 
 
 def _jpeg(path: Path, value: int, size: tuple[int, int] = (40, 30)) -> None:

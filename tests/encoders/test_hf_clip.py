@@ -8,7 +8,6 @@ import urllib.request
 import numpy as np
 import pytest
 import torch
-from tiny_clip import PROJECTION_DIM, make_tiny_clip
 
 from fedprior.data import load_dataset
 from fedprior.encoders.base import VisionLanguageEncoder
@@ -16,6 +15,7 @@ from fedprior.encoders.preprocess import PreprocessConfig, preprocess_images
 from fedprior.encoders.registry import build_encoder, class_text_features, encode_dataset
 from fedprior.errors import ConfigError, FedpriorError
 from fedprior.experiments.config import EncoderConfig
+from tests.support.tiny_clip import PROJECTION_DIM, make_tiny_clip
 
 # resize the shorter side to 36, crop 32: exercises both steps; unusual mean/std prove the file is read
 PREPROCESSOR = {

@@ -102,7 +102,7 @@ def test_text_embeddings_are_cached_and_a_damaged_file_is_rebuilt():
 
 
 def test_a_clip_text_tower_with_its_projection(tmp_path):
-    from tiny_clip import PROJECTION_DIM, make_tiny_clip
+    from tests.support.tiny_clip import PROJECTION_DIM, make_tiny_clip
 
     folder = make_tiny_clip(tmp_path / "clip")
     embeddings = concept_embeddings(("cat", "dog"), f"hf-clip:{folder}", "generic")

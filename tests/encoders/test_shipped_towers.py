@@ -12,7 +12,6 @@ import shutil
 
 import pytest
 import torch
-from cli import error_line, invoke
 
 from fedprior.atomic import tensors_sha256
 from fedprior.data.registry import load_dataset
@@ -20,6 +19,7 @@ from fedprior.encoders import locked_text, shipped_towers
 from fedprior.encoders.locked_text import _new_tower, build_locked_text_encoder, locked_text_fingerprint, tower_path
 from fedprior.errors import DatasetNotFoundError, FedpriorError
 from fedprior.experiments.config import EncoderConfig, list_presets, load_config
+from tests.support.cli import error_line, invoke
 
 MB = 1e6
 
@@ -31,7 +31,7 @@ def digits():
 
 @pytest.fixture
 def config():
-    """The tests' stand-in (tests/conftest.py STANDIN): it ships."""
+    """The tests' stand-in (tests/support/cli.py STANDIN): it ships."""
     return EncoderConfig(**shipped_towers.RECIPES["digits-300"].settings())
 
 
@@ -77,7 +77,7 @@ def test_the_wheel_carries_the_shipped_towers():
     from fnmatch import fnmatch
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     globs = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]["fedprior"]
     package = root / "src" / "fedprior"
     files = [shipped_towers.MANIFEST] + [tower.path for tower in shipped_towers.shipped_towers().values()]

@@ -10,13 +10,13 @@ import dataclasses
 import numpy as np
 import pytest
 import torch
-from cli import error_line, invoke
 
 from fedprior.data.registry import load_dataset
 from fedprior.encoders import locked_text, shipped_towers, standin_recipes
 from fedprior.encoders.locked_text import _new_tower, build_locked_text_encoder, locked_text_fingerprint, resolved_recipe
 from fedprior.errors import ConfigError, DatasetNotFoundError
 from fedprior.experiments.config import EncoderConfig
+from tests.support.cli import error_line, invoke
 
 V1_DIGITS_300 = "34e7b461a0e3aca7"
 """v1's recipe fingerprint on digits with 300 pretraining images, as shipped before recipes had names: it must never change."""

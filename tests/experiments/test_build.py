@@ -5,14 +5,14 @@ import math
 import numpy as np
 import pytest
 import torch
-from algorithm_setups import SETUPS, SMALL
-from conftest import STANDIN
 
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate, total_rounds
+from tests.support.algorithm_setups import SETUPS, SMALL
+from tests.support.cli import STANDIN
 
 
 def test_every_algorithm_has_a_setup():

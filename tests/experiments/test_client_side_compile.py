@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from conftest import toy_images
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.engines.supervised import GlobalModel
@@ -22,6 +21,7 @@ from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import ThreadPolicy
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=6)
 DATA = [toy_images(24, seed=c) for c in range(6)]  # 24 examples, batches of 8: one batch shape in training

@@ -115,7 +115,7 @@ def test_utf8_bom_is_accepted_and_other_encodings_are_one_line(tmp_path):
 
 def test_a_preset_changed_by_overrides_is_described_as_the_config_it_now_is():
     """Issue 33 item 2: the preset's description where only the seed or where and how the run executes changed, else the run's own."""
-    from cli import invoke
+    from tests.support.cli import invoke
 
     preset = list_presets()["fedavg-cnn"]
     assert load_config("fedavg-cnn", ["run.seed=3", "run.workers=1", "data.root='/data'", "federation.evaluate_every=2"])[1].description == preset

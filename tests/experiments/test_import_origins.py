@@ -10,12 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli import TINY, error_line, invoke
 
 import fedprior
 from fedprior.algorithms import registry as algorithm_registry
 from fedprior.algorithms.registry import ALGORITHMS, ENTRY_POINT_ERRORS, REGISTERED_HERE
 from fedprior.errors import ConfigError
+from tests.support.cli import TINY, error_line, invoke
 
 MODULE = '''
 """FedAvg whose server takes the plain mean of the client models; STOP_AT_ROUND stops the run there as a scheduler would (SIGTERM)."""

@@ -12,8 +12,6 @@ import collections
 
 import pytest
 import torch
-from algorithm_setups import SETUPS, SMALL
-from pretend_device import DEVICE, OnDevice, PretendDevice, where
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedprior.algorithms.pieces.linear_eval import linear_evaluation
@@ -24,6 +22,8 @@ from fedprior.experiments.config import load_config
 from fedprior.experiments.resident import as_pixels, pixel_table, standardized
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
+from tests.support.algorithm_setups import SETUPS, SMALL
+from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice, where
 
 
 class CopyLog(TorchDispatchMode):

@@ -16,10 +16,10 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from cli import TINY, error_line, invoke
 
 import fedprior
 from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, algorithm_spec
+from tests.support.cli import TINY, error_line, invoke
 
 
 @pytest.fixture
@@ -239,7 +239,7 @@ FORKED_MARK: list[int] = []
 STOPPED_GRID = """
 import sys, time
 sys.path.insert(0, sys.argv[1])
-from test_reliability_probe_4 import Stopped
+from tests.experiments.test_sweep import Stopped
 from fedprior.experiments.table_runs import execute_runs
 
 start = time.monotonic()
@@ -251,7 +251,7 @@ except KeyboardInterrupt as error:
 
 
 def test_a_cell_whose_sigterm_lands_in_a_callback_stops_at_once_without_a_traceback():
-    done = subprocess.run([sys.executable, "-c", STOPPED_GRID, str(Path(__file__).parent)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", STOPPED_GRID, str(Path(__file__).parents[2])], capture_output=True, text=True, timeout=120)
     name, seconds = done.stdout.split()
     assert name == "Interrupted" and float(seconds) < 20, done.stdout  # not the 60 s it would train on
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
@@ -269,7 +269,7 @@ def test_the_grids_processes_are_forked_when_its_runs_drop_their_client_threads(
 KILLED_SPAWNED_GRID = """
 import sys
 sys.path.insert(0, sys.argv[1])
-from test_reliability_probe_4 import Sleeping
+from tests.experiments.test_sweep import Sleeping
 from fedprior.cli.app import quiet_resource_tracker
 from fedprior.experiments.table_runs import execute_runs
 
@@ -294,7 +294,9 @@ class Sleeping(Stopped):
 
 @pytest.mark.benchmark  # 10-20 s on 2 busy cores (two spawned processes import torch): with the benchmarks
 def test_kill_9_of_a_grid_with_spawned_processes_leaves_no_resource_tracker_warning():
-    grid = subprocess.Popen([sys.executable, "-c", KILLED_SPAWNED_GRID, str(Path(__file__).parent)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    grid = subprocess.Popen(
+        [sys.executable, "-c", KILLED_SPAWNED_GRID, str(Path(__file__).parents[2])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     try:
         assert grid.stdout.readline().strip() == "started"  # type: ignore[union-attr]
     finally:

@@ -21,13 +21,15 @@ import torch
 
 pytest.importorskip("flwr")
 
-from cli import fedprior, summary  # noqa: E402
-from conftest import sigint_as_from_a_terminal  # noqa: E402
-
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.experiments.runner import start  # noqa: E402
 from fedprior.flower.processes import command_line  # noqa: E402
 from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
+from tests.support.cli import (  # noqa: E402
+    fedprior,
+    sigint_as_from_a_terminal,  # noqa: E402
+    summary,
+)
 
 pytestmark = pytest.mark.slow
 

@@ -177,7 +177,7 @@ def test_pyproject_declares_the_flower_app_with_the_run_config_the_server_reads(
     from fedprior.flower.local import app_pyproject
     from fedprior.flower.server_app import RUN_CONFIG_DEFAULTS
 
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     app = pyproject["tool"]["flwr"]["app"]
     assert app["components"] == {"serverapp": "fedprior.experiments.flower_app:app", "clientapp": "fedprior.flower.client_app:app"}
     assert app["config"] == RUN_CONFIG_DEFAULTS
@@ -187,7 +187,7 @@ def test_pyproject_declares_the_flower_app_with_the_run_config_the_server_reads(
 
 
 def test_run_runtime_option_sets_run_runtime_and_names_the_accepted_values(tmp_path):
-    from cli import fedprior
+    from tests.support.cli import fedprior
 
     result = fedprior("run", "fedavg-cnn", "--runtime", "flower", "--run-dir", str(tmp_path / "run"), cache=tmp_path)
     assert result.returncode == 2

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from conftest import toy_images
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
@@ -13,6 +12,7 @@ from fedprior.models.norm import NORMS, norm2d
 from fedprior.models.resnet import ResNet18
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
+from tests.support.toy_data import toy_images
 
 
 def test_logit_metrics_on_a_hand_computed_case():

@@ -276,7 +276,7 @@ def test_processes_are_spawned_where_a_run_may_use_cuda_or_client_threads(monkey
 KILLED_TABLE = """
 import multiprocessing, sys
 sys.path.insert(0, sys.argv[1])
-from test_table_findings import Sleeper
+from tests.reproduce.test_findings import Sleeper
 from fedprior.experiments.table_runs import execute_runs
 
 def on_done(run, summary):
@@ -295,7 +295,7 @@ def test_the_processes_of_a_killed_table_stop_their_runs_and_exit():
 
     from fedprior.flower.processes import alive
 
-    table = subprocess.Popen([sys.executable, "-c", KILLED_TABLE, str(Path(__file__).parent)], stdout=subprocess.PIPE, text=True)
+    table = subprocess.Popen([sys.executable, "-c", KILLED_TABLE, str(Path(__file__).parents[2])], stdout=subprocess.PIPE, text=True)
     try:
         children = [int(pid) for pid in table.stdout.readline().split()]  # type: ignore[union-attr]
         assert len(children) == 3 and all(alive(pid) for pid in children)

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-DUMP = Path(__file__).parent / "data" / "table_definitions.json"
+DUMP = Path(__file__).parents[1] / "support" / "data" / "table_definitions.json"
 
 
 def plain(value: Any) -> Any:

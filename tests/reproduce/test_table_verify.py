@@ -3,10 +3,8 @@
 import json
 import shutil
 
-from cli import invoke
-from conftest import STANDIN
-
 from fedprior.encoders.shipped_towers import machine_kind
+from tests.support.cli import STANDIN, invoke
 
 CELL = ["fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg", "--seeds", "1", "--jobs", "1"]
 """One cell (FedAvg at s=2) of 2 rounds on the digits stand-in, one seed, in this process."""

@@ -5,13 +5,12 @@ import shutil
 import signal
 
 import pytest
-from cli import error_line, fedprior, invoke, summary
-from conftest import STANDIN
 
 from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.config import load_config
 from fedprior.papers import all_tables, table_by_name
 from fedprior.reproduce.tables import cells
+from tests.support.cli import STANDIN, error_line, fedprior, invoke, summary
 
 
 def test_every_cell_of_every_table_is_a_valid_config():

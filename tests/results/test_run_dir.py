@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from cli import TINY, error_line, invoke
+
+from tests.support.cli import TINY, error_line, invoke
 
 REFERENCE_ROUNDS = 3
 

@@ -131,16 +131,15 @@ def every_part_apart(monkeypatch):
 @pytest.mark.parametrize("checkpoint_every", [1, 3])
 @pytest.mark.parametrize("stop_after", [1, 3, 5])
 def test_resume_with_every_part_apart_equals_uninterrupted(tmp_path, every_part_apart, stop_after, checkpoint_every):
-    from test_runtime import test_resume_after_interruption_equals_uninterrupted
+    from tests.runtime.test_simulation import test_resume_after_interruption_equals_uninterrupted
 
     test_resume_after_interruption_equals_uninterrupted(tmp_path, stop_after, checkpoint_every)
     assert list(blobs_path(tmp_path / "cut.safetensors").glob("*.safetensors")), "the parts were used"
 
 
 def test_mfcl_killed_in_phase_2_resumes_exactly_with_its_representations_written_once(tmp_path, every_part_apart, written, monkeypatch):
-    from test_mfcl import test_run_killed_in_phase_2_resumes_with_the_same_numbers
-
     from fedprior.algorithms.mfcl import REPS
+    from tests.algorithms.test_mfcl import test_run_killed_in_phase_2_resumes_with_the_same_numbers
 
     names: list[str] = []
     save = atomic.save_tensors

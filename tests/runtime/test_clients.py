@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 
 import torch
-from cli import TINY, invoke
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
@@ -18,6 +17,7 @@ from fedprior.results.run_log import summary_warnings
 from fedprior.runtime.clients import InProcessClients
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import run_rounds
+from tests.support.cli import TINY, invoke
 
 
 class FlakyClients(InProcessClients):

@@ -15,8 +15,6 @@ import warnings
 
 import pytest
 import torch
-from algorithm_setups import MORE_PRESETS, SETUPS, SMALL
-from conftest import toy_images
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from fedprior.algorithms.base import RoundInfo, Task
@@ -32,6 +30,8 @@ from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import ThreadPolicy, available_cores
+from tests.support.algorithm_setups import MORE_PRESETS, SETUPS, SMALL
+from tests.support.toy_data import toy_images
 
 ONE_THREAD = ThreadPolicy(train=1, evaluate=1, encode=1)
 
@@ -228,9 +228,8 @@ def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worke
 
 def test_on_the_pretend_device_each_lane_keeps_its_own_resident_model_with_the_numbers_of_one(one_torch_thread, monkeypatch):
     """On an accelerator ``GlobalModel.receive`` keeps one model per slot: concurrent updates each get their lane's."""
-    from pretend_device import DEVICE, OnDevice, PretendDevice
-
     from fedprior.algorithms.engines.supervised import GlobalModel
+    from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice
 
     preset, overrides = SETUPS["feddb"]
     name, config = load_config(preset, [*overrides, *SMALL, "federation.fraction=0.5", "federation.local_epochs=1"])

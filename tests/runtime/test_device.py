@@ -5,9 +5,6 @@ import os
 
 import pytest
 import torch
-from algorithm_setups import SETUPS, SMALL
-from conftest import toy_images
-from pretend_device import DEVICE, OnDevice, PretendDevice
 
 from fedprior.algorithms.base import ClientInfo, Task
 from fedprior.algorithms.fedavg import fedavg
@@ -22,6 +19,9 @@ from fedprior.runtime.device import cudnn_autotune, resolve_device, set_determin
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
 from fedprior.runtime.threads import default_workers, thread_policy, torch_threads
+from tests.support.algorithm_setups import SETUPS, SMALL
+from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
 

@@ -14,12 +14,12 @@ import collections
 
 import pytest
 import torch
-from pretend_device import DEVICE, OnDevice, PretendDevice
 
 from fedprior.algorithms.base import RoundInfo, Task
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data.augment import seed_from
 from fedprior.data.augment.fixmatch import FixMatchAugment
+from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.5,), pixel_std=(0.25,))
 INFO = RoundInfo(seed=0, stage="federated", round=1)

@@ -10,8 +10,6 @@ import typing
 import pytest
 import torch
 import torch.nn.functional as F
-from cli import TINY, error_line, invoke
-from conftest import toy_images
 
 from fedprior.algorithms.base import Task
 from fedprior.algorithms.fedavg import fedavg
@@ -22,6 +20,8 @@ from fedprior.experiments.config import SECTIONS, ExperimentConfig, load_config
 from fedprior.runtime.divergence import DivergedError
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
+from tests.support.cli import TINY, error_line, invoke
+from tests.support.toy_data import toy_images
 
 
 def float_fields() -> list[str]:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from conftest import STANDIN
 
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.threads import ThreadPolicy
+from tests.support.cli import STANDIN
 
 SMALL = ["data.dataset=digits", "federation.num_clients=6", "federation.local_epochs=1"]
 NOT_DEFAULT = [

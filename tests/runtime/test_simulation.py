@@ -4,7 +4,6 @@ from dataclasses import replace
 
 import pytest
 import torch
-from conftest import toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
@@ -13,6 +12,7 @@ from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import clients_per_round, sample_clients
 from fedprior.runtime.simulation import simulate
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=6)
 DATA = [toy_images(24, seed=c) for c in range(6)]

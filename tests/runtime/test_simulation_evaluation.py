@@ -8,12 +8,12 @@ rounds evaluated only after the last, end in the same global state, bit for bit.
 
 import pytest
 import torch
-from algorithm_setups import SETUPS, SMALL
 
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate
+from tests.support.algorithm_setups import SETUPS, SMALL
 
 
 def final_state(name: str, evaluate_every: int) -> dict[str, torch.Tensor]:

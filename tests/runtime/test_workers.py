@@ -7,7 +7,6 @@ import signal
 
 import pytest
 import torch
-from conftest import toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, Stage, Task
 from fedprior.algorithms.fedavg import fedavg
@@ -19,6 +18,7 @@ from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import run_rounds, simulate
 from fedprior.runtime.threads import ThreadPolicy
 from fedprior.runtime.workers import WorkerClients, WorkerError
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=6)
 DATA = [toy_images(24, seed=c) for c in range(6)]

@@ -16,8 +16,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from cli import invoke
-from conftest import sigint_as_from_a_terminal, toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply
 from fedprior.experiments.build import build_experiment
@@ -25,6 +23,8 @@ from fedprior.experiments.config import load_config
 from fedprior.flower.processes import alive, process_tree, start_time
 from fedprior.orphans import die_with_parent
 from fedprior.runtime.workers import WorkerClients
+from tests.support.cli import invoke, sigint_as_from_a_terminal
+from tests.support.toy_data import toy_images
 
 ROUNDS = 3
 RUN = [

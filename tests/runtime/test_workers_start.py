@@ -8,7 +8,7 @@ import subprocess
 import sys
 import textwrap
 
-from cli import TINY, fedprior
+from tests.support.cli import TINY, fedprior
 
 WHAT_A_FORKED_WORKER_HAS = textwrap.dedent(
     """

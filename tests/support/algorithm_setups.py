@@ -4,7 +4,7 @@ A new algorithm must be added to ``SETUPS``, or test_experiments.test_every_algo
 shipped preset to ``PRESETS`` (through ``SETUPS`` or ``MORE_PRESETS``), or benchmarks/one_round_histories.py refuses to run.
 """
 
-from conftest import STANDIN
+from tests.support.cli import STANDIN
 
 # MFCL's presets on digits, its scenario cleared so that any number of clients works.
 SMALL_IMAGES = ["data.dataset=digits", "data.train_subset=0", 'partition.scenario=""', "partition.scheme=window"]

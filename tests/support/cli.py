@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -77,3 +78,17 @@ def error_line(result) -> str:
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, result.stderr
     return errors[0]
+
+
+# The small stand-in most tests use: digits, 300 pretraining images.
+STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.recipe=v1", "encoder.pretrain_images=300"]
+
+
+def sigint_as_from_a_terminal() -> None:
+    """``preexec_fn`` of a test's subprocess that the test sends SIGINT: Ctrl-C's default disposition.
+
+    A shell starts a background job (``.ci/run &``, ``nohup ... &``) with SIGINT ignored, its
+    children inherit that, and Python then leaves it ignored: the subprocess would never see the
+    test's SIGINT. A user's Ctrl-C comes from a terminal, where SIGINT is not ignored.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

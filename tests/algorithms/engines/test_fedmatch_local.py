@@ -95,11 +95,10 @@ def test_the_masked_batch_loss_is_the_selected_images_loss(mean, dpl, threshold)
 
 def test_the_code_loop_reads_nothing_back_and_sums_its_metrics_on_the_device():
     """Two epochs of the loop on the pretend device: no sync from fedmatch_local (the loop) at all."""
-    from pretend_device import DEVICE, PretendDevice
-
     from fedprior.algorithms.engines.fedmatch_local import code_training
     from fedprior.data.augment.fixmatch import FixMatchAugment
     from fedprior.models.decomposed import decompose
+    from tests.support.pretend_device import DEVICE, PretendDevice
 
     g = torch.Generator().manual_seed(0)
     x_l, y_l, x_u = torch.randn(20, 1, 4, 4, generator=g), torch.randint(0, 3, (20,), generator=g), torch.randn(30, 1, 4, 4, generator=g)

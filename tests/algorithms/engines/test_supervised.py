@@ -3,13 +3,13 @@
 import pytest
 import torch
 import torch.nn.functional as F
-from conftest import toy_images
 
 from fedprior.algorithms.base import Reply, RoundInfo, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedprox import fedprox, proximal_loss
 from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
 from fedprior.algorithms.scaffold import scaffold
+from tests.support.toy_data import toy_images
 
 FEATURES = Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=10)
 INFO = RoundInfo(seed=0, stage="federated", round=1)
@@ -34,7 +34,7 @@ def test_weighted_mean_by_foreach_is_the_float64_stacked_mean_and_stays_on_the_d
     """Issue 19 item 1: the float64 multiply-adds over all tensors at once (torch._foreach_*) give the per-tensor float64
     tensordot of the stacked mappings (the former code) to float tolerance (float32 tensors here to the bit), in each
     tensor's dtype (float64 tensors to 1e-12), on the tensors' device without a host sync."""
-    from pretend_device import DEVICE, OnDevice, PretendDevice
+    from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice
 
     g = torch.Generator().manual_seed(0)
     arrays = [

@@ -2,7 +2,6 @@
 
 import pytest
 import torch
-from conftest import toy_images
 from torch import nn
 
 from fedprior.algorithms.base import ClientInfo, RoundInfo, Task
@@ -12,6 +11,7 @@ from fedprior.algorithms.registry import algorithm_spec
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import validate_config
 from fedprior.experiments.resume_check import changes_that_matter
+from tests.support.toy_data import toy_images
 
 TASK = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4, pixel_mean=(0.0,), pixel_std=(1.0,))
 INFO = RoundInfo(seed=0, stage="federated", round=1)

@@ -4,7 +4,6 @@ import math
 
 import pytest
 import torch
-from conftest import toy_images
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Task
 from fedprior.algorithms.fedprox import fedprox
@@ -13,6 +12,7 @@ from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
 from fedprior.algorithms.registry import ALGORITHMS
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
+from tests.support.toy_data import toy_images
 
 FEATURES = Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=10)
 INFO = RoundInfo(seed=0, stage="federated", round=1)

@@ -15,10 +15,10 @@ import itertools
 import pytest
 import torch
 import torch.nn.functional as F
-from pretend_device import DEVICE, OnDevice, PretendDevice
 
 from fedprior.data.augment import generator_at, seeded
 from fedprior.data.augment.crop_flip import crop_flip
+from tests.support.pretend_device import DEVICE, OnDevice, PretendDevice
 
 SIDE, PAD = 6, 2
 

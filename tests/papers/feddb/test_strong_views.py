@@ -15,7 +15,7 @@ from fedprior.papers.feddb import strong_views
 from fedprior.reproduce.findings import evaluate
 from fedprior.reproduce.tables import MeasuredControl, measure_controls
 
-CELLS = Path(__file__).parent / "data" / "feddb_table2_fixmatch_views_cells.json"
+CELLS = Path(__file__).parents[2] / "support" / "data" / "feddb_table2_fixmatch_views_cells.json"
 """The cells of FedDB Table 2 as committed before issue 31 (FixMatch's views; no central rows, with SemiFL), from
 benchmarks/results/tables/feddb-table2.json at fa0896f: a fixed table to evaluate, whatever the committed one holds now."""
 
