@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -55,6 +56,12 @@ def empty_mlflow_store(tmp_path_factory):
 @pytest.fixture
 def mlflow_db(empty_mlflow_store, tmp_path):
     """``tmp_path / "mlflow.db"``: a fresh copy of the empty MLflow store."""
-    import shutil
 
     return Path(shutil.copy(empty_mlflow_store, tmp_path / "mlflow.db"))
+
+
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    from tests.support.tiny_clip import make_tiny_clip
+
+    return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")

@@ -1,18 +1,15 @@
-"""Damaged files and environmental faults through the command line (issue 7, item 9).
+"""Damaged files and environmental faults through ``fedprior run`` and ``resume`` (issue 7, item 9).
 
 Every row builds one bad input (a damaged checkpoint or config, an unusable --run-dir or
 --plot, damaged dataset files, a full disk) and runs the CLI on it in this process: the
 command must exit non-zero with exactly one ``error:`` line that names the file or field,
-and no traceback (the CLI's own SystemExit, not an exception escaping it). The optional
-caches are the exception: a cache that cannot be written is one ``warning:`` line and the
-run succeeds.
+and no traceback (the CLI's own SystemExit, not an exception escaping it). A cache that cannot
+be written is one ``warning:`` line and the run goes on: tests/encoders/test_cache.py.
 """
 
 from __future__ import annotations
 
-import errno
 import gzip
-import json
 import shutil
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,11 +17,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from typer.testing import CliRunner
 
-from fedprior.cli import app
 from tests.support.cli import TINY, error_line
 from tests.support.cli import invoke as cli
+from tests.support.damage import _cut, _flip_byte, _write, fashion_root, no_space
 
 
 @pytest.fixture(scope="module")
@@ -41,26 +37,6 @@ def copy_run(bases: Path, tmp: Path, preset: str = "fedavg-cnn") -> Path:
     target = tmp / "run"
     shutil.copytree(bases / preset, target)
     return target
-
-
-def fashion_root(tmp: Path, damage: Callable[[Path], None] | None = None) -> Path:
-    """A tiny Fashion-MNIST folder (20 train, 10 test images) in the real gzipped IDX format, then damaged."""
-    folder = tmp / "fashion"
-    folder.mkdir()
-    rng = np.random.default_rng(0)
-
-    def idx(name: str, array: np.ndarray) -> None:
-        header = bytes([0, 0, 0x08, array.ndim]) + b"".join(d.to_bytes(4, "big") for d in array.shape)
-        with gzip.open(folder / name, "wb") as handle:
-            handle.write(header + array.astype(np.uint8).tobytes())
-
-    idx("train-images-idx3-ubyte.gz", rng.integers(0, 256, (20, 28, 28)))
-    idx("train-labels-idx1-ubyte.gz", np.arange(20) % 10)
-    idx("t10k-images-idx3-ubyte.gz", rng.integers(0, 256, (10, 28, 28)))
-    idx("t10k-labels-idx1-ubyte.gz", np.arange(10))
-    if damage:
-        damage(folder)
-    return folder
 
 
 def rewrite_gz(path: Path, change: Callable[[bytes], bytes]) -> None:
@@ -283,21 +259,6 @@ CASES = [
 ]
 
 
-def _write(path: Path, data: bytes) -> Path:
-    path.write_bytes(data)
-    return path
-
-
-def _cut(path: Path, size: int) -> None:
-    path.write_bytes(path.read_bytes()[:size])
-
-
-def _flip_byte(path: Path, position: int) -> None:
-    data = bytearray(path.read_bytes())
-    data[position] ^= 0xFF
-    path.write_bytes(bytes(data))
-
-
 @pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
 def test_bad_input_is_one_line_naming_the_file_or_field(tmp_path, bases, case):
     shutil.copy(bases / "fedprox-cnn" / "checkpoint.safetensors", tmp_path / "other.safetensors")
@@ -318,29 +279,7 @@ def test_debug_shows_the_traceback(tmp_path, bases):
     assert isinstance(result.exception, CheckpointError)  # raised through, so Python prints the traceback
 
 
-def test_datasets_root_reports_damaged_files(tmp_path):
-    root = fashion_root(tmp_path, lambda f: _cut(f / "train-images-idx3-ubyte.gz", 300))
-    result = CliRunner().invoke(app, ["datasets", "--root", str(root)], env={"COLUMNS": "400"})
-    assert result.exit_code == 0 and "Traceback" not in result.output and "Aborted" not in result.output, result.output
-    row = next(line for line in result.output.splitlines() if "fashion-mnist" in line)
-    assert row.split("│")[2].strip() == "no"
-    assert "train-images-idx3-ubyte.gz is damaged" in result.output
-
-
 # --------------------------------------------------------------------------- a full disk
-
-
-def no_space(real: Callable, after: int = 0):
-    """A stand-in for a writer that fails with ENOSPC once it has been called ``after`` times."""
-    calls = {"n": 0}
-
-    def write(tensors, path, *args, **kwargs):
-        calls["n"] += 1
-        if calls["n"] > after:
-            raise OSError(errno.ENOSPC, "No space left on device", str(path))
-        return real(tensors, path, *args, **kwargs)
-
-    return write
 
 
 def test_disk_full_during_run_and_resume(tmp_path, monkeypatch):
@@ -357,101 +296,4 @@ def test_disk_full_during_run_and_resume(tmp_path, monkeypatch):
     assert cli("resume", run).exit_code == 0  # space freed: the run goes on from its last checkpoint
 
 
-def figure_disk_full(monkeypatch, name: str) -> None:
-    """matplotlib's savefig on a full disk while writing figure ``name``: some bytes reach the file, then ENOSPC
-    without a file name (what matplotlib raises: the error of the file handle's write)."""
-    from matplotlib.figure import Figure
-
-    real = Figure.savefig
-
-    def savefig(self, fname, *args, **kwargs):
-        target = str(getattr(fname, "name", fname))
-        if name not in Path(target).name:
-            return real(self, fname, *args, **kwargs)
-        if isinstance(fname, (str, Path)):
-            Path(fname).write_bytes(b"\x89PNG")
-        else:
-            fname.write(b"\x89PNG")
-        raise OSError(errno.ENOSPC, "No space left on device")
-
-    monkeypatch.setattr(Figure, "savefig", savefig)
-
-
-def test_disk_full_while_writing_the_report_names_the_figure_and_leaves_no_file(tmp_path, monkeypatch):
-    figure_disk_full(monkeypatch, "accuracy.png")
-    run = tmp_path / "run"
-    line = error_line(cli("run", "fedavg-cnn", *TINY, "--run-dir", run))
-    assert f"cannot write {run / 'accuracy.png'} (No space left on device)" in line and f"fedprior resume {run}" in line
-    assert not any(p.name.startswith("accuracy.png") for p in run.iterdir())  # no partial PNG, no temporary file
-    monkeypatch.undo()
-    assert cli("resume", run).exit_code == 0 and (run / "accuracy.png").stat().st_size > 1000  # space freed: the report is written
-
-
-def test_every_figure_is_written_through_save_figure(tmp_path, monkeypatch):
-    """The papers' figures (here FST-CBDG's Figure 2) fail like the report's: one line naming the PNG, no file."""
-    import fedprior
-    from fedprior.experiments.runner import resumable
-    from fedprior.papers.fst_cbdg.report import plot_entropy
-    from fedprior.results.run_dir import RunDir
-
-    figure_disk_full(monkeypatch, "zero_shot_entropy.png")
-    run = RunDir(tmp_path / "run")
-    run.path.mkdir()
-    with pytest.raises(fedprior.FedpriorError) as error:
-        resumable(run, lambda: plot_entropy(np.linspace(2.0, 2.3, 50), 10, run.path / "zero_shot_entropy.png"))
-    assert str(error.value).startswith(f"cannot write {run.path / 'zero_shot_entropy.png'} (No space left on device)")
-    assert not any(p.suffix in (".png", ".tmp") for p in run.path.iterdir())
-    sources = Path(fedprior.__file__).parent
-    writers = sorted(str(f.relative_to(sources)) for f in sources.rglob("*.py") if ".savefig(" in f.read_text() and f.name != "atomic.py")
-    assert writers == []  # matplotlib's savefig is called by fedprior.atomic.save_figure only
-
-
 # --------------------------------------------------------------------------- optional caches and huge batches
-
-
-@pytest.fixture(scope="module")
-def tiny_clip(tmp_path_factory):
-    from tests.support.tiny_clip import make_tiny_clip
-
-    return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
-
-
-@pytest.fixture
-def encode_again():
-    """Forget the features kept in memory by an earlier test, so this one encodes (and writes the cache)."""
-    from fedprior.experiments.inputs import _PREPARED
-
-    _PREPARED.clear()
-
-
-LINEAR = ["--set", "encoder.name=hf-clip:{clip}", *TINY, "--set", "federation.rounds=1"]
-
-
-def linear_args(clip: Path, run: Path, *extra: str) -> list:
-    return ["run", "fedavg-linear", *[a.format(clip=clip) for a in LINEAR], *extra, "--run-dir", run]
-
-
-def test_unwritable_cache_folder_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, encode_again):
-    blocker = _write(tmp_path / "not-a-folder", b"x")
-    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=blocker / "cache")
-    assert result.exit_code == 0, result.stderr
-    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: feature cache")]
-    assert len(warnings) == 2 and all("going on without the cache" in w for w in warnings), result.stderr
-
-
-def test_full_cache_disk_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, monkeypatch, encode_again):
-    import fedprior.encoders.cache as cache
-
-    monkeypatch.setattr(cache, "save_tensors", no_space(cache.save_tensors))
-    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=tmp_path / "cache")
-    assert result.exit_code == 0, result.stderr
-    assert "(No space left on device); going on without the cache" in result.stderr
-
-
-def test_batch_size_larger_than_any_client_runs(tmp_path, tiny_clip):
-    """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); now one batch per client
-    (tests/test_linear_heads.py checks the batches equal those of a batch size of the largest client).
-    Runs after the cache tests, on the features they left in memory."""
-    result = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
-    assert result.exit_code == 0, result.stderr
-    assert json.loads(result.stdout)["rounds"] == 1

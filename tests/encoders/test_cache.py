@@ -10,6 +10,9 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from fedprior.encoders.cache import cache_path, cached_features, load_or_encode, tensor_checksum
+from tests.support.cli import invoke as cli
+from tests.support.cli import linear_args
+from tests.support.damage import _write, no_space
 
 
 class CountingEncoder:
@@ -183,3 +186,28 @@ def test_progress_bar_runs(cache, data, capsys):
     encoder = CountingEncoder()
     out = cached_features(encoder, "toy", "train", images, labels, batch_size=4, progress=True)
     assert out.shape == (23, 5)
+
+
+@pytest.fixture
+def encode_again():
+    """Forget the features kept in memory by an earlier test, so this one encodes (and writes the cache)."""
+    from fedprior.experiments.inputs import _PREPARED
+
+    _PREPARED.clear()
+
+
+def test_unwritable_cache_folder_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, encode_again):
+    blocker = _write(tmp_path / "not-a-folder", b"x")
+    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=blocker / "cache")
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if line.startswith("warning: feature cache")]
+    assert len(warnings) == 2 and all("going on without the cache" in w for w in warnings), result.stderr
+
+
+def test_full_cache_disk_is_a_warning_and_the_run_goes_on(tmp_path, tiny_clip, monkeypatch, encode_again):
+    import fedprior.encoders.cache as cache
+
+    monkeypatch.setattr(cache, "save_tensors", no_space(cache.save_tensors))
+    result = cli(*linear_args(tiny_clip, tmp_path / "run"), cache=tmp_path / "cache")
+    assert result.exit_code == 0, result.stderr
+    assert "(No space left on device); going on without the cache" in result.stderr

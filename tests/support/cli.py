@@ -7,6 +7,11 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from fedprior.cli import app
 
 SMALL = [
     "--set",
@@ -61,9 +66,6 @@ TINY = [
 
 def invoke(*args, cache=None):
     """The CLI run in this process (typer's CliRunner): fast, and an exception escaping it shows as ``result.exception``."""
-    from typer.testing import CliRunner
-
-    from fedprior.cli import app
 
     env = {"FEDPRIOR_CACHE": str(cache)} if cache else None
     return CliRunner().invoke(app, [str(a) for a in args], env=env)
@@ -92,3 +94,10 @@ def sigint_as_from_a_terminal() -> None:
     test's SIGINT. A user's Ctrl-C comes from a terminal, where SIGINT is not ignored.
     """
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+LINEAR = ["--set", "encoder.name=hf-clip:{clip}", *TINY, "--set", "federation.rounds=1"]
+
+
+def linear_args(clip: Path, run: Path, *extra: str) -> list:
+    return ["run", "fedavg-linear", *[a.format(clip=clip) for a in LINEAR], *extra, "--run-dir", run]

@@ -1,5 +1,7 @@
 """Linear heads on features: FedNTD's loss by hand, batched = per-client, SGD as torch computes it."""
 
+import json
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -9,6 +11,8 @@ from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
 from fedprior.algorithms.engines.supervised_heads import not_true_distillation
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.fedntd import fedntd
+from tests.support.cli import invoke as cli
+from tests.support.cli import linear_args
 
 K, D = 3, 5
 TEXT = F.normalize(torch.randn(K, D, generator=torch.Generator().manual_seed(0)), dim=1)
@@ -114,3 +118,11 @@ def test_a_huge_batch_size_pads_to_the_largest_client_not_to_the_batch_size():
     assert huge.steps == [1, 1] and rows.shape == (1, 2, 7) and mask.sum().item() == 11
     whole = HeadTraining(weight, bias, xs, generators(), batch_size=7, sgd=Sgd(0.1))
     assert torch.equal(rows, whole._batches()[0])  # the same batches as a batch size of the largest client
+
+
+def test_batch_size_larger_than_any_client_runs(tmp_path, tiny_clip):
+    """federation.batch_size=10^8 once padded every client to 10^8 rows (1.5 TB); now one batch per client
+    (tests/algorithms/engines/test_linear_heads.py checks the batches equal those of a batch size of the largest client)."""
+    result = cli(*linear_args(tiny_clip, tmp_path / "huge", "--set", "federation.batch_size=100000000"), "--json")
+    assert result.exit_code == 0, result.stderr
+    assert json.loads(result.stdout)["rounds"] == 1
