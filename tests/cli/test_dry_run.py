@@ -149,3 +149,11 @@ def test_dry_run_leaves_out_the_images_the_stand_in_was_fitted_on(shared_cache):
     assert plan["reserved"] == 300 and plan["pool"] == experiment.pool.size == 1438 - 300
     parts = experiment.partition.roles["train"]
     assert np.array_equal(plan["roles"]["train"]["class_counts"], class_counts(experiment.dataset.train_labels, list(parts), 10))
+
+
+def test_the_dry_run_refuses_concurrent_clients_where_the_run_does():
+    small = ["--set", "data.dataset=digits", "--set", "data.train_subset=0", "--set", "run.concurrent_clients=2", "--set", "run.workers=1"]
+    refused = error_line(invoke("run", "fedbm-fedproto", *small, "--set", "federation.rounds=1"))
+    assert refused.startswith("error: run.concurrent_clients: algorithm 'fedproto' trains its clients one at a time")
+    assert error_line(invoke("run", "fedbm-fedproto", *small, "--dry-run")) == refused
+    assert invoke("run", "fedbm-fedavg", *small, "--dry-run").exit_code == 0  # an algorithm whose updates may run at once

@@ -175,3 +175,17 @@ def test_compare_reads_a_folder_of_runs_in_the_order_of_their_values(tmp_path):
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "config.toml").write_text("")  # a run directory: as it is
     assert [p.name for p in run_folders([tmp_path / "out", tmp_path / "run"])] == ["lr=1e-3--seed0", "lr=0.05--seed1", "lr=0.2--seed2", "lr=0.2--seed10", "run"]
+
+
+@pytest.mark.parametrize(
+    "command, what",
+    [(["table", "fst-cbdg-table1", "--embedded"], "table"), (["run", "fedavg-cnn", *TINY, "--seeds", "2"], "sweep")],
+    ids=["table", "sweep"],
+)
+def test_out_naming_a_file_is_blamed_on_out_before_anything_is_printed(tmp_path, command, what):
+    taken = tmp_path / "taken.txt"
+    taken.write_text("not a folder")
+    for out in (taken, taken / "below"):
+        result = invoke(*command, "--out", out)
+        line = f"error: --out: {taken} is a file, not a folder; give a new folder, or the folder of a stopped {what} to continue it"
+        assert error_line(result) == line and result.stderr.strip() == line  # no banner, no run started

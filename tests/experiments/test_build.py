@@ -12,7 +12,7 @@ from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import simulate, total_rounds
 from tests.support.algorithm_setups import SETUPS, SMALL
-from tests.support.cli import STANDIN
+from tests.support.cli import STANDIN, error_line, invoke
 
 
 def test_every_algorithm_has_a_setup():
@@ -82,3 +82,23 @@ def test_centralized_baseline_trains_one_client_on_everything(shared_cache):
     experiment = build_experiment(name, config)
     assert experiment.task.num_clients == 1 and experiment.config.federation.fraction == 1.0
     assert np.array_equal(experiment.partition.holdings(0), experiment.pool)
+
+
+@pytest.mark.parametrize(
+    "preset, setting, refusal",
+    [
+        ("mfcl", "run.precision=bf16", "error: run.precision: algorithm 'mfcl' trains and evaluates in fp32 only"),
+        ("scaffold-cnn", "run.compile=true", "error: run.compile: compiles on an accelerator only"),
+    ],
+)
+def test_precision_and_compile_are_refused_before_the_data_loads(monkeypatch, preset, setting, refusal):
+    from fedprior.experiments import build, dry_run
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("the data was loaded before the refusal")
+
+    monkeypatch.setattr(build, "prepared_data", no_data)
+    monkeypatch.setattr(dry_run, "planned_split", no_data)
+    assert error_line(invoke("run", preset, "--set", setting, "--set", "run.device=cpu")).startswith(refusal)
+    if setting.startswith("run.precision"):  # the dry run refuses it too (compile on the CPU is the device's, which a dry run leaves alone)
+        assert error_line(invoke("run", preset, "--set", setting, "--dry-run")).startswith(refusal)

@@ -16,6 +16,7 @@ from fedprior.algorithms import registry as algorithm_registry
 from fedprior.algorithms.registry import ALGORITHMS, ENTRY_POINT_ERRORS, REGISTERED_HERE
 from fedprior.errors import ConfigError
 from tests.support.cli import TINY, error_line, invoke
+from tests.support.cli import fedprior as fedprior_command
 
 MODULE = '''
 """FedAvg whose server takes the plain mean of the client models; STOP_AT_ROUND stops the run there as a scheduler would (SIGTERM)."""
@@ -370,3 +371,13 @@ def test_algorithms_name_shows_that_algorithm_alone():
     assert {line.split()[0] for line in lines[1:]} == set(ALGORITHMS["fedadam"].hyperparameters())
     line = error_line(invoke("algorithms", "fedadma"))
     assert line.startswith("error: NAME: unknown algorithm 'fedadma'; accepted: fedavg, fedprox, ") and "fedadam" in line
+
+
+def test_a_module_that_exits_while_imported_is_one_error_line(tmp_path):
+    (tmp_path / "exits.py").write_text("import sys\n\nsys.exit(3)\n")
+    done = fedprior_command("algorithms", "--import", "exits", cwd=tmp_path)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.strip() == (
+        "error: --import: importing module 'exits' called sys.exit(3); a module named here is imported, not run: "
+        'put what runs as a script under `if __name__ == "__main__":`'
+    )

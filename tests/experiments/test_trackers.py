@@ -1,5 +1,6 @@
 """TensorBoard and MLflow tracking, read back from real local stores (no mocks)."""
 
+import errno
 import json
 import sys
 import time
@@ -14,6 +15,8 @@ from fedprior.experiments.run_config import write_config
 from fedprior.experiments.runner import resume, start
 from fedprior.experiments.trackers import check_trackers, resolve_store, scalars
 from fedprior.results.run_dir import RunDir
+from tests.support.cli import TINY as TINY_RUN
+from tests.support.cli import error_line, invoke
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
@@ -178,3 +181,36 @@ def test_resume_without_the_recorded_mlflow_run_is_one_line(tmp_path, monkeypatc
     run = recorded_run(tmp_path, f"sqlite:///{mlflow_db}", "abc123")
     with pytest.raises(FedpriorError, match=rf"^run.mlflow: the MLflow run abc123 named in [^\n]+ is not in the store 'sqlite:///{mlflow_db}' [^\n]+$"):
         resume(run.path)
+
+
+def full_disk_when(monkeypatch, full) -> None:
+    """TensorBoard's writes fail with ENOSPC (no file named, as its writer thread raises it) once ``full()`` holds."""
+    from tensorboard.summary.writer.record_writer import RecordWriter
+
+    write, flush = RecordWriter.write, RecordWriter.flush
+
+    def failing(method):
+        def call(self, *args):
+            if full():
+                raise OSError(errno.ENOSPC, "No space left on device")
+            return method(self, *args)
+
+        return call
+
+    monkeypatch.setattr(RecordWriter, "write", failing(write))
+    monkeypatch.setattr(RecordWriter, "flush", failing(flush))
+
+
+def test_a_full_disk_under_tensorboard_after_the_result_names_the_file_and_no_resume(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    full_disk_when(monkeypatch, lambda: (run / "result.json").exists())
+    line = error_line(invoke("run", "fedavg-cnn", *TINY_RUN, "--run-dir", run))
+    assert line.startswith(f"error: cannot write {run / 'tensorboard'}/events.out.tfevents.") and "No space left on device" in line
+    assert "had finished" in line and "resume" not in line
+
+
+def test_a_full_disk_under_tensorboard_mid_run_names_the_file_and_the_resume(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    full_disk_when(monkeypatch, lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().count("\n") >= 1)
+    line = error_line(invoke("run", "fedavg-cnn", *TINY_RUN, "--run-dir", run))
+    assert f"cannot write {run / 'tensorboard'}/events.out.tfevents." in line and line.endswith(f"then `fedprior resume {run}` continues the run")
