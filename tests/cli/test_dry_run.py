@@ -10,7 +10,8 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import SECTIONS, ExperimentConfig, list_presets, load_config, validate_config
 from fedprior.experiments.dry_run import dry_run
 from fedprior.partition.statistics import class_counts
-from tests.support.cli import STANDIN, error_line, invoke
+from tests.experiments.test_sweep import NONE_WITH_LR
+from tests.support.cli import STANDIN, TINY, error_line, invoke
 
 
 def unset_keys(text: str, section: str) -> set[str]:
@@ -157,3 +158,10 @@ def test_the_dry_run_refuses_concurrent_clients_where_the_run_does():
     assert refused.startswith("error: run.concurrent_clients: algorithm 'fedproto' trains its clients one at a time")
     assert error_line(invoke("run", "fedbm-fedproto", *small, "--dry-run")) == refused
     assert invoke("run", "fedbm-fedavg", *small, "--dry-run").exit_code == 0  # an algorithm whose updates may run at once
+
+
+def test_the_dry_run_of_one_run_refuses_what_its_algorithm_refuses():
+    refused = error_line(invoke("run", "fedprox-cnn", *TINY, "--set", "algorithm.server_lr=0.1", "--dry-run"))
+    assert refused == f"error: {NONE_WITH_LR}"
+    scaffold = error_line(invoke("run", "scaffold-cnn", *TINY, "--set", "algorithm.server_optimizer=adam", "--set", "algorithm.global_lr=0.5", "--dry-run"))
+    assert scaffold.startswith("error: algorithm.global_lr: is plain SCAFFOLD's server step")

@@ -1,7 +1,9 @@
 """fedprior run --seeds/--sweep: a grid of runs in one --out, continued after a stop, and compare on the folder."""
 
 import json
+import os
 import signal
+from pathlib import Path
 
 import pytest
 
@@ -189,3 +191,46 @@ def test_out_naming_a_file_is_blamed_on_out_before_anything_is_printed(tmp_path,
         result = invoke(*command, "--out", out)
         line = f"error: --out: {taken} is a file, not a folder; give a new folder, or the folder of a stopped {what} to continue it"
         assert error_line(result) == line and result.stderr.strip() == line  # no banner, no run started
+
+
+def test_sweeping_algorithm_names_whose_fields_differ_points_to_a_config_per_algorithm():
+    line = error_line(invoke("run", "fedavg-cnn", *TINY, "--sweep", "algorithm.name=fedavg,fedntd", "--dry-run"))
+    assert line.endswith(
+        "algorithm.model comes from the preset 'fedavg-cnn', written for its algorithm 'fedavg' (--sweep algorithm.name changes only the name): "
+        "write a config for fedntd (fedprior presets show fedavg-cnn --algorithm fedntd > fedntd.toml) and run it on its own, "
+        "or sweep only names that take these fields"
+    )
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        (["--seeds", "99999999999999999999"], "--seeds '99999999999999999999': a count of at most 10,000 seeds (one run each)"),
+        (["--sweep", "=1,2"], "--sweep '=1,2': the key must be section.key with a section among data, partition"),
+    ],
+)
+def test_a_huge_seed_count_and_a_sweep_without_key_are_one_line_quoting_what_was_given(tmp_path, option, message):
+    assert error_line(invoke("run", "fedavg-cnn", *TINY, *option, "--out", tmp_path / "grid")).startswith(f"error: {message}")
+
+
+@pytest.mark.parametrize("command, what", [(["table", "fst-cbdg-table2", "--embedded"], "table"), (["run", "fedavg-cnn", *TINY, "--seeds", "2"], "sweep")])
+def test_an_out_that_is_a_run_folder_or_cannot_be_created_is_refused_naming_out(tmp_path, command, what):
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.toml").write_text("")
+    result = invoke(*command, "--out", run)
+    assert error_line(result) == (
+        f"error: --out: {run} is the folder of one run (it holds config.toml); the {what}'s runs each get a folder inside --out: "
+        f"give a new folder, or the folder of a stopped {what} to continue it"
+    )
+    assert result.stderr.strip() == error_line(result)
+    blocked = tmp_path / "blocked"
+    blocked.mkdir()
+    blocked.chmod(0o555)
+    unwritable = Path("/proc/1") if os.access(blocked, os.W_OK) else blocked  # root writes anywhere but into /proc
+    result = invoke(*command, "--out", unwritable / "new")
+    assert (
+        error_line(result)
+        == f"error: --out: cannot create {unwritable / 'new'}: {unwritable} is not writable (a read-only file system, or another user's folder)"
+    )
+    assert result.stderr.strip() == error_line(result)  # no banner, no run started

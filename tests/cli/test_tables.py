@@ -6,7 +6,7 @@ from fedprior.cli.table import control_lines
 from fedprior.papers import table_by_name
 from fedprior.reproduce.findings import evaluate
 from fedprior.reproduce.tables import MeasuredControl
-from tests.support.cli import invoke
+from tests.support.cli import error_line, invoke
 
 
 def block(output: str, name: str) -> list[str]:
@@ -109,3 +109,12 @@ def test_table_prints_its_controls_on_the_terminal(tmp_path):
         "  not run  MFCL(PN) at least 5 points above MFCL(PN) untrained at Sc2: row(s) MFCL(PN), MFCL(PN) untrained not run",
         "  not run  FedSimCLR at least 5 points above FedSimCLR untrained at Sc2: row(s) FedSimCLR, FedSimCLR untrained not run",
     ]
+
+
+def test_tables_names_a_damaged_record_and_a_missing_results_folder(tmp_path):
+    (tmp_path / "fst-cbdg-table2.json").write_text("{damaged")
+    line = error_line(invoke("tables", "--results", tmp_path))
+    assert line.startswith(f"error: --results: {tmp_path / 'fst-cbdg-table2.json'} is not valid JSON (")
+    missing = tmp_path / "no" / "such"
+    line = error_line(invoke("tables", "--results", missing))
+    assert line == f"error: --results: {missing} is not a folder; give the folder of the tables' records NAME.json (benchmarks/results/tables)"

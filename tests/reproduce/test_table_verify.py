@@ -4,7 +4,7 @@ import json
 import shutil
 
 from fedprior.encoders.shipped_towers import machine_kind
-from tests.support.cli import STANDIN, invoke
+from tests.support.cli import STANDIN, error_line, invoke
 
 CELL = ["fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg", "--seeds", "1", "--jobs", "1"]
 """One cell (FedAvg at s=2) of 2 rounds on the digits stand-in, one seed, in this process."""
@@ -174,3 +174,17 @@ def test_a_row_without_a_kept_cell_says_so_and_the_cells_folder_must_hold_the_ta
     committed = tmp_path / "cells" / "fst-cbdg-table2"
     onto = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", committed, cache=shared_cache)
     assert onto.exit_code == 2 and f"--out: {committed} holds the committed cells; the reruns go elsewhere" in onto.stderr, onto.output
+
+
+def test_verify_names_a_damaged_result_json_and_an_unrecorded_machine(tmp_path):
+    from fedprior.reproduce.table_verify import recorded_machine, unrecorded_machine
+
+    kept = tmp_path / "cells" / "fst-cbdg-table2" / "FedAvg--s=2--seed0"
+    kept.mkdir(parents=True)
+    (kept / "result.json").write_text('{"final_accuracy": 0.5,')
+    result = invoke("table", "fst-cbdg-table2", "--embedded", "--columns", "s=2", "--rows", "FedAvg", "--verify", "--cells", tmp_path / "cells")
+    assert error_line(result).startswith(f"error: --cells: {kept / 'result.json'} is not valid JSON (Expecting property name")
+    machine = recorded_machine({}, tmp_path / "no-record.json")
+    assert unrecorded_machine(machine) == (
+        f"the machine it ran on is not recorded (neither the cell's result.json nor {tmp_path / 'no-record.json'} says): another machine may give other bits"
+    )

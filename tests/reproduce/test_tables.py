@@ -200,3 +200,11 @@ def test_jobs_give_the_serial_numbers_and_a_stopped_table_continues_in_processes
     assert flat.count(", reused)") == 1 and flat.count(", resumed)") == 1 and flat.count("seed ") == 3  # one line per run
     assert (runs[0] / "result.json").stat().st_mtime_ns == finished
     assert without_seconds(summary_of(again)) == without_seconds(serial)
+
+
+def test_a_table_whose_cells_break_a_cross_field_rule_is_refused_before_its_banner(tmp_path):
+    out = tmp_path / "table"
+    result = invoke("table", "fst-cbdg-table2", "--embedded", "--rows", "FedAvg", "--columns", "s=2", "--set", "run.precision=bf16", "--out", out)
+    line = error_line(result)
+    assert line.startswith("error: cell FedAvg / s=2: run.precision: model = 'linear' trains batched heads on features in fp32 only")
+    assert result.stderr.strip() == line and not out.exists()

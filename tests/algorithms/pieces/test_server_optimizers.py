@@ -9,9 +9,10 @@ from fedprior.algorithms.base import Algorithm, Broadcast, Reply, RoundInfo, Tas
 from fedprior.algorithms.fedprox import fedprox
 from fedprior.algorithms.pieces.server_optimizers import FIELDS, ServerOptimizer, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, weighted_mean, with_prefix
-from fedprior.algorithms.registry import ALGORITHMS
+from fedprior.algorithms.registry import ALGORITHMS, algorithm_spec
 from fedprior.algorithms.scaffold import scaffold
 from fedprior.errors import ConfigError
+from tests.support.cli import error_line, invoke
 from tests.support.toy_data import toy_images
 
 FEATURES = Task(num_classes=3, input_shape=(4,), class_names=("a", "b", "c"), num_clients=10)
@@ -288,3 +289,10 @@ def test_a_config_written_before_the_rules_defaults_is_the_same_run_today():
         rule_set = [f"algorithm.server_optimizer='{rule}'"]
         before, today = (load_config("fedprox-cnn", [*rule_set, *extra])[1].to_dict() for extra in (written, []))
         assert changes_that_matter(before, today) == changed, rule
+
+
+def test_a_tau_that_float32_rounds_to_zero_is_refused_naming_tau():
+    line = error_line(invoke("run", "fedyogi-cnn", "--set", "algorithm.tau=1e-50", "--dry-run"))
+    assert line.startswith("error: algorithm.tau: input should be greater than or equal to 0.0000") and line.endswith("(got 1e-50)")
+    assert algorithm_spec("fedyogi").validate({"tau": 1e-38})["tau"] == 1e-38
+    assert float(torch.tensor(1e-50, dtype=torch.float32)) == 0 and float(torch.tensor(1e-38, dtype=torch.float32)) > 0
