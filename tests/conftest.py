@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from fedprior.algorithms.base import Task
+from tests.support.cli import UNITS_RUN
 
 
 @pytest.fixture(autouse=True)
@@ -65,3 +66,15 @@ def tiny_clip(tmp_path_factory):
     from tests.support.tiny_clip import make_tiny_clip
 
     return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
+
+
+@pytest.fixture(scope="session")
+def whole(tmp_path_factory):
+    """A finished 2-round FedAvg run: 4 clients, 2 sampled per round (read, never changed, by the tests that ask for it)."""
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.runner import start
+
+    folder = tmp_path_factory.mktemp("units") / "whole"
+    name, config = load_config("fedavg-cnn", UNITS_RUN)
+    summary = start(name, config, folder)
+    return folder, summary

@@ -1,5 +1,6 @@
 """The Python API: docs/python-api.md's examples run as written; light import; user algorithms; bad input."""
 
+import json
 import re
 import subprocess
 import sys
@@ -214,3 +215,13 @@ def test_the_algorithm_paths_the_docs_showed_before_pieces_still_import():
     from fedprior.algorithms.tensors import weighted_mean
 
     assert weighted_mean is tensors.weighted_mean and autocast is precision.autocast
+
+
+def test_history_means_the_evaluated_accuracies_in_the_api_and_in_result_json(whole):
+    folder, summary = whole
+    result = fedprior.open_run(folder)
+    on_disk = json.loads((folder / "result.json").read_text())
+    assert result.history == on_disk["history"] == summary["history"] and len(result.history) == 2
+    assert result.evaluated_rounds == on_disk["evaluated_rounds"] == [1, 2]
+    assert result.history == [r["accuracy"] for r in result.records] and all(isinstance(a, float) for a in result.history)
+    assert [r["step"] for r in result.records] == [1, 2]

@@ -1,5 +1,6 @@
 """TensorBoard and MLflow tracking, read back from real local stores (no mocks)."""
 
+import csv
 import errno
 import json
 import sys
@@ -8,15 +9,19 @@ import time
 import pytest
 from mlflow.tracking import MlflowClient
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from tensorboard.plugins.hparams import metadata
 
 from fedprior.errors import FedpriorError
 from fedprior.experiments.config import load_config
 from fedprior.experiments.run_config import write_config
 from fedprior.experiments.runner import resume, start
 from fedprior.experiments.trackers import check_trackers, resolve_store, scalars
+from fedprior.results.compare import compare_runs
 from fedprior.results.run_dir import RunDir
+from fedprior.results.run_view import read_metrics
 from tests.support.cli import TINY as TINY_RUN
 from tests.support.cli import error_line, invoke
+from tests.support.events import tensorboard_with_tensors
 
 TINY = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
 
@@ -214,3 +219,31 @@ def test_a_full_disk_under_tensorboard_mid_run_names_the_file_and_the_resume(tmp
     full_disk_when(monkeypatch, lambda: (run / "metrics.jsonl").is_file() and (run / "metrics.jsonl").read_text().count("\n") >= 1)
     line = error_line(invoke("run", "fedavg-cnn", *TINY_RUN, "--run-dir", run))
     assert f"cannot write {run / 'tensorboard'}/events.out.tfevents." in line and line.endswith(f"then `fedprior resume {run}` continues the run")
+
+
+def test_accuracy_is_a_fraction_in_every_file_a_program_reads(whole, tmp_path):
+    folder, summary = whole
+    on_disk = json.loads((folder / "result.json").read_text())
+    records = read_metrics(folder / "metrics.jsonl")
+    assert 0 < on_disk["final_accuracy"] < 1 and on_disk["final_accuracy"] == records[-1]["accuracy"]
+    events = tensorboard_with_tensors(folder)
+    assert events.Scalars("summary/final_accuracy")[0].value == pytest.approx(summary["final_accuracy"])
+    assert [e.value for e in events.Scalars("accuracy")][1:] == pytest.approx(summary["history"])
+    path = compare_runs([folder]).write_csv(tmp_path / "runs.csv", per="run")
+    (row,) = csv.DictReader(path.open())
+    assert float(row["final_accuracy"]) == pytest.approx(summary["final_accuracy"]) and float(row["best_accuracy"]) < 1
+
+
+def test_tensorboard_holds_the_config_as_hparams_with_final_and_best_accuracy(whole):
+    folder, summary = whole
+    content = tensorboard_with_tensors(folder).PluginTagToContent("hparams")
+    assert set(content) == {"_hparams_/experiment", "_hparams_/session_start_info", "_hparams_/session_end_info"}
+    values = metadata.parse_session_start_info_plugin_data(content["_hparams_/session_start_info"]).hparams
+    assert values["algorithm.name"].string_value == "fedavg" and values["data.dataset"].string_value == "digits"
+    assert values["federation.rounds"].number_value == 2 and values["algorithm.lr"].number_value == pytest.approx(0.05)
+    assert values["run.vectorize"].string_value == "true" and values["name"].string_value == "fedavg-cnn"
+    assert "run.mlflow" not in values  # unset
+    experiment = metadata.parse_experiment_plugin_data(content["_hparams_/experiment"])
+    assert [m.name.tag for m in experiment.metric_infos] == ["summary/final_accuracy", "summary/best_accuracy"]
+    scalars = tensorboard_with_tensors(folder)
+    assert scalars.Scalars("summary/best_accuracy")[0].value == pytest.approx(summary["best_accuracy"])

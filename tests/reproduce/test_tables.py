@@ -9,7 +9,7 @@ import pytest
 from fedprior.errors import ConfigError, Interrupted
 from fedprior.experiments.config import load_config
 from fedprior.papers import all_tables, table_by_name
-from fedprior.reproduce.tables import cells
+from fedprior.reproduce.tables import cells, run_table
 from tests.support.cli import STANDIN, error_line, fedprior, invoke, summary
 
 
@@ -208,3 +208,12 @@ def test_a_table_whose_cells_break_a_cross_field_rule_is_refused_before_its_bann
     line = error_line(result)
     assert line.startswith("error: cell FedAvg / s=2: run.precision: model = 'linear' trains batched heads on features in fp32 only")
     assert result.stderr.strip() == line and not out.exists()
+
+
+def test_a_paper_tables_numbers_say_their_unit():
+    """table.json is read beside the paper's numbers (accuracy in %); each metric's scale says how it relates to result.json."""
+    table = table_by_name("fst-cbdg-table2")
+    summary = {"final_accuracy": 0.625, "best_accuracy": 0.75, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+    (first, *_) = run_table(table, True, None, lambda cell, seed: summary)
+    metric = first["metrics"][table.metrics[0]]
+    assert metric["scale"] == 100.0 and metric["mean"] == 100 * summary[table.metrics[0]] == first["ours"]

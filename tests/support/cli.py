@@ -82,6 +82,10 @@ def error_line(result) -> str:
     return errors[0]
 
 
+# A 2-round FedAvg run on digits: 4 clients, 2 sampled per round.
+UNITS_RUN = ["data.dataset=digits", "federation.num_clients=4", "federation.fraction=0.5", "federation.rounds=2", "federation.batch_size=64", "run.threads=1"]
+
+
 # The small stand-in most tests use: digits, 300 pretraining images.
 STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.recipe=v1", "encoder.pretrain_images=300"]
 
