@@ -1,7 +1,7 @@
 """Per-round seconds and test accuracy, plain vs SecAgg+: FedAvg's CNN on 4 digits clients, 3 rounds, every client each round.
 
 Run: ``PYTHONPATH=src python benchmarks/secagg_cost.py``. The round loop runs over the loopback Grid of
-tests/test_flower_secagg.py (fedprior's ClientApp and Flower's SecAgg+ in this process), so it times the
+tests/flower/test_secagg.py (fedprior's ClientApp and Flower's SecAgg+ in this process), so it times the
 protocol's computation, not a network (docs/privacy-robustness.md quotes its output).
 """
 

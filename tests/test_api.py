@@ -87,7 +87,7 @@ def test_the_pages_flower_example_runs(tmp_path, monkeypatch, shared_cache):
     """The Flower block (Flower's simulation engine), after the block that makes the config; same numbers as in process.
 
     A benchmark (excluded by default): Ray's start-up makes it the slowest of these tests, and
-    tests/test_flower_sim.py already checks that the Flower runtimes give the in-process numbers.
+    tests/flower/test_simulation.py already checks that the Flower runtimes give the in-process numbers.
     """
     monkeypatch.chdir(tmp_path)
     first, flower = blocks()[0], next(code for code in blocks() if is_flower(code))

@@ -3,7 +3,7 @@
 Everything runs on scikit-learn's digits (1,437 train / 359 test 8x8 images) with 300
 pretraining images, so a build takes a couple of seconds; FEDPRIOR_CACHE points at a
 temporary folder so the user's cache is never touched. The recipe with pretrain_seed 0 ships
-its tower (tests/test_standin_shipped.py); the tests of training, caching and determinism use
+its tower (tests/encoders/test_shipped_towers.py); the tests of training, caching and determinism use
 pretrain_seed 1 and up, which do not ship.
 """
 
@@ -230,7 +230,7 @@ def test_a_damaged_or_mismatched_cache_file_is_rebuilt_with_a_warning(digits, tr
 @pytest.mark.benchmark
 @pytest.mark.parametrize("seed", [0, 1])
 def test_fashion_mnist_defaults(tmp_path, monkeypatch, seed):
-    """The defaults on Fashion-MNIST (run with: pytest -m benchmark tests/test_locked_text.py -s).
+    """The defaults on Fashion-MNIST (run with: pytest -m benchmark tests/encoders/test_locked_text.py -s).
 
     pretrain_seed 0 is the shipped tower (loaded, not trained); seed 1 is trained here.
     Measured (2 shared CPU cores, pretrain_seed 0 / 1): build 31-59 s for a trained tower

@@ -1,4 +1,4 @@
-"""Issue 19 item 1: data and state resident on the run's device, counted on the pretend accelerator (tests/pretend_device.py).
+"""Issue 19 item 1: data and state resident on the run's device, counted on the pretend accelerator (tests/support/pretend_device.py).
 
 The training and test sets go to the device once per run, each client's data is gathered there by its
 indices (cached on the device), the test set is not uploaded per evaluation, and the copies between host

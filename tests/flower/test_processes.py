@@ -1,7 +1,7 @@
 """A local federation's processes die with their parent and are found and stopped when one was left behind.
 
 No Flower here: ``sleep`` processes carrying the federation's mark stand in for its
-SuperLink and SuperNodes (tests/test_flower_local.py kills the real ones).
+SuperLink and SuperNodes (tests/flower/test_local.py kills the real ones).
 """
 
 from __future__ import annotations

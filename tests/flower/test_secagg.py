@@ -4,7 +4,7 @@ The fast tests drive fedprior's round loop over a loopback Grid: every message g
 deep copy (Flower serializes them), straight to fedprior's ClientApp of its node, with one
 Context per node kept across messages, as a SuperNode keeps it. Flower's SecAggPlusWorkflow
 and secaggplus_mod run unchanged on it. The same on Flower's simulation engine (below) and
-on a federation of processes (tests/test_flower_local.py), both ``-m federation_processes``.
+on a federation of processes (tests/flower/test_local.py), both ``-m federation_processes``.
 """
 
 from __future__ import annotations

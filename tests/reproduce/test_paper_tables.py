@@ -1,4 +1,4 @@
-"""Every paper table's definition is what it was when ``tests/data/table_definitions.json`` was written (issue 34 item 3).
+"""Every paper table's definition is what it was when ``tests/support/data/table_definitions.json`` was written (issue 34 item 3).
 
 The dump holds, per table, every field of its definition (rows, columns, the paper's numbers, overrides, metrics,
 claims, controls; a function by its qualified name) and the cells both grids run (``cells(table, embedded)`` for the
@@ -6,7 +6,7 @@ embedded grid and the paper's: each cell's row, column, preset, resolved overrid
 declarations' form (helpers that print a table as the paper does) must leave it equal; a change of a table's content
 regenerates it, on purpose, with
 
-    PYTHONPATH=src python tests/test_table_definitions.py --write
+    PYTHONPATH=src python tests/reproduce/test_paper_tables.py --write
 
 and the diff of the JSON shows what changed.
 """

@@ -1,7 +1,7 @@
 """A run folder's safety (issue 7, items 3, 4, 7, 7b, 10): checksummed checkpoints with the
 previous one kept, resume refusing an edited config (rounds may grow), one process per run
 folder, no writing into a folder that is not a run, a damaged partition.npz rewritten, and
-the report. Ctrl-C saying how to resume: tests/test_worker_processes.py (with worker processes)."""
+the report. Ctrl-C saying how to resume: tests/runtime/test_workers_processes.py (with worker processes)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Failed and empty client updates reach the summary, the --json output and report.md (issue 7, item 2).
 
-tests/test_failure_summary.py covers the failed-update line on hand-made records; these run the
+tests/results/test_report_failures.py covers the failed-update line on hand-made records; these run the
 round loop with a pool that loses clients, and empty clients from a real partition.
 """
 

@@ -205,7 +205,7 @@ def test_worker_processes_train_their_groups_concurrently_with_the_same_numbers(
 @pytest.mark.timeout(7200)  # spawned workers: 3 to 9 s a run on a busy 2-core machine (150 runs took 23 min)
 def test_worker_stress_concurrent_clients_in_worker_processes_never_lose_a_worker(one_torch_thread):
     """workers = 2 with concurrent_clients = 2, repeated (``FEDPRIOR_STRESS_REPS``, 300 by default) after this process compiled
-    and trained models as tests/test_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
+    and trained models as tests/experiments/test_client_side_compile.py does: forked workers then segfaulted in a client thread in 7 of 300 runs (their
     clients failed, the numbers differed); no worker may die, and every run gives the numbers of one process."""
     compiled = fedavg(TASK, local_epochs=1, batch_size=8, lr=0.1, model="convnet", compile=True)
     for k in (1, 3):

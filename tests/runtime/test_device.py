@@ -230,7 +230,7 @@ def test_every_algorithm_computes_on_the_device_it_is_given(shared_cache, one_to
     """Issue 15: ``run.device`` reaches every algorithm, through client updates, aggregation, server training and evaluation.
 
     The experiment's data is built on the CPU as a run does; the algorithm is built with the
-    pretend accelerator (tests/pretend_device.py) as its device and runs one round of each
+    pretend accelerator (tests/support/pretend_device.py) as its device and runs one round of each
     stage there. A convolution or matrix product on the CPU, a module called with weights off
     the device, an operation mixing device and CPU tensors, or a random draw on the device
     from a CPU generator fails here as it would (or would silently train on the CPU) on a GPU.

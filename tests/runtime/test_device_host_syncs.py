@@ -1,4 +1,4 @@
-"""Issue 19 item 2: no host sync inside a training loop, counted on the pretend accelerator (tests/pretend_device.py).
+"""Issue 19 item 2: no host sync inside a training loop, counted on the pretend accelerator (tests/support/pretend_device.py).
 
 A host sync is what makes a GPU's host wait for the device: a scalar read (``.item()``,
 ``float()``, ``bool()``), ``nonzero`` and what calls it (boolean-mask indexing), a copy back

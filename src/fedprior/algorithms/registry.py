@@ -19,7 +19,7 @@ The shipped algorithms are imported on first use (:class:`ShippedFactory`): thei
 and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
 :mod:`fedprior.algorithms.hyperparameter_snapshot` instead (:func:`hyperparameters_from_snapshot`); a
 change to a shipped factory's hyperparameters is followed by
-``python -m fedprior.algorithms.write_hyperparameter_snapshot`` (tests/test_startup.py says so).
+``python -m fedprior.algorithms.write_hyperparameter_snapshot`` (tests/algorithms/test_hyperparameter_snapshot.py says so).
 
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import
@@ -117,7 +117,7 @@ def hyperparameters_from_snapshot() -> Iterator[None]:
     :mod:`fedprior.algorithms.hyperparameter_snapshot` instead of its factory: no torch.
 
     For the commands that only read configs (``fedprior presets show``); a run reads the
-    factory, so that a snapshot out of date (tests/test_startup.py catches it) never changes
+    factory, so that a snapshot out of date (tests/algorithms/test_hyperparameter_snapshot.py catches it) never changes
     what runs.
     """
     before = FROM_SNAPSHOT["on"]
@@ -276,7 +276,7 @@ def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
     The runtime passes ``run.device`` only to a factory that declares it; one that does not
     would silently train on the CPU with ``run.device = 'cuda'``. The factory must also put
     its models and the tensors it computes with on that device (tested for every shipped
-    algorithm in tests/test_device.py); States and Replies stay on the CPU.
+    algorithm in tests/runtime/test_device.py); States and Replies stay on the CPU.
     """
     parameter = inspect.signature(spec.factory).parameters.get("device")
     if parameter is None or parameter.kind not in (parameter.KEYWORD_ONLY, parameter.POSITIONAL_OR_KEYWORD):
@@ -328,7 +328,7 @@ CENTRALIZED = ("linear-probe", "central")
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     name: AlgorithmSpec(name, ShippedFactory(f"fedprior.algorithms.{path}"), centralized=name in CENTRALIZED) for name, path in SHIPPED
 }
-"""Every registered algorithm. The shipped factories declare ``device`` as :func:`require_device` asks (tests/test_device.py)."""
+"""Every registered algorithm. The shipped factories declare ``device`` as :func:`require_device` asks (tests/runtime/test_device.py)."""
 
 
 def is_shipped(spec: AlgorithmSpec) -> bool:

@@ -249,7 +249,7 @@ def test_fixmatch_views_keep_most_of_the_image():
 
 def test_the_former_kornia_views_are_unchanged():
     """``kornia-fixed``'s views for a seed (values pinned when issue 19 moved its draws to the device; the operations are
-    kornia's own, compared with kornia's modules in tests/test_kornia_fixed.py; before, kornia drew on the CPU and these
+    kornia's own, compared with kornia's modules in tests/data/augment/test_kornia_fixed.py; before, kornia drew on the CPU and these
     inputs gave the sums 133.3863, 1036.3865 and 176.0804)."""
     unit = torch.rand(6, 1, 12, 12, generator=torch.Generator().manual_seed(0))
     x = (unit - 0.3) / 0.2
