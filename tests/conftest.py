@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from fedprior.algorithms.base import Task
-from tests.support.cli import UNITS_RUN
+
+pytest.register_assert_rewrite("tests.support")  # their asserts explain a failure as a test's do
 
 
 @pytest.fixture(autouse=True)
@@ -73,8 +74,22 @@ def whole(tmp_path_factory):
     """A finished 2-round FedAvg run: 4 clients, 2 sampled per round (read, never changed, by the tests that ask for it)."""
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
+    from tests.support.cli import UNITS_RUN
 
     folder = tmp_path_factory.mktemp("units") / "whole"
     name, config = load_config("fedavg-cnn", UNITS_RUN)
     summary = start(name, config, folder)
     return folder, summary
+
+
+@pytest.fixture(scope="session")
+def finished_runs(tmp_path_factory):
+    """A finished 2-round run, and the same experiment run for 3 rounds (the reference for resumes); tests copy them."""
+    from tests.support.cli import TINY, invoke
+    from tests.support.run_folders import REFERENCE_ROUNDS, history
+
+    root = tmp_path_factory.mktemp("runs")
+    cache = root / "cache"
+    two = invoke("run", "fedavg-cnn", *TINY, "--run-dir", root / "two", "--json", cache=cache)
+    three = invoke("run", "fedavg-cnn", *TINY, "--set", f"federation.rounds={REFERENCE_ROUNDS}", "--run-dir", root / "three", "--json", cache=cache)
+    return {"root": root, "two": history(two), "three": history(three)}

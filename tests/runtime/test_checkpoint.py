@@ -9,6 +9,8 @@ import torch
 import fedprior.atomic as atomic
 import fedprior.runtime.checkpoint as checkpoint
 from fedprior.runtime.checkpoint import CheckpointError, Progress, RunState, blobs_path, load_checkpoint, save_checkpoint
+from tests.support.cli import error_line, invoke
+from tests.support.run_folders import copy, history
 
 BIG = 1 << 18
 """Floats in a 'large' tensor of these tests (1 MiB: at the default BLOB_BYTES)."""
@@ -164,3 +166,44 @@ def test_states_that_share_memory_are_saved_and_reload_exactly(tmp_path, rows):
     clients = {0: {"head": head, "body": body}}
     save_checkpoint(path, RunState(server, clients, Progress(round=1)))
     assert exact(load_checkpoint(path), server, clients)
+
+
+def test_flipped_checkpoint_bytes_are_detected_and_the_previous_checkpoint_resumes(finished_runs, tmp_path):
+    run = copy(finished_runs, tmp_path, "three")
+    assert (run / "checkpoint.previous.safetensors").is_file()  # the last two checkpoints are kept
+    data = bytearray((run / "checkpoint.safetensors").read_bytes())
+    for i in range(len(data) - 2000, len(data), 997):  # tensor data, not the header
+        data[i] ^= 0xA5
+    (run / "checkpoint.safetensors").write_bytes(bytes(data))
+    line = error_line(invoke("resume", run))
+    assert "checksum mismatch" in line
+    assert f"the previous checkpoint (after 2 rounds) is intact: `fedprior resume {run} --previous`" in line
+    resumed = invoke("resume", run, "--previous", "--json")
+    assert history(resumed) == finished_runs["three"]  # round 3 trained again from round 2's state: the same numbers
+    assert invoke("resume", run, "--json").exit_code == 0  # the damaged file was replaced
+
+
+def test_no_intact_checkpoint_says_how_to_start_again(finished_runs, tmp_path):
+    run = copy(finished_runs, tmp_path)
+    for name in ("checkpoint.safetensors", "checkpoint.previous.safetensors"):
+        (run / name).write_bytes(b"garbage")
+    line = error_line(invoke("resume", run))
+    assert f"no intact earlier checkpoint: start again with `fedprior run {run / 'config.toml'} --run-dir NEW_FOLDER`" in line
+
+
+def test_a_checkpoint_of_the_previous_format_still_resumes_with_a_warning(finished_runs, tmp_path):
+    """Checkpoints written before checksums existed (progress metadata only) load, with a warning; tensors alone do not."""
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from fedprior.runtime.checkpoint import CheckpointError, load_checkpoint
+
+    path = copy(finished_runs, tmp_path) / "checkpoint.safetensors"
+    with safe_open(str(path), framework="pt") as handle:
+        metadata, tensors = handle.metadata(), {k: handle.get_tensor(k) for k in handle.keys()}
+    save_file(tensors, str(path), metadata={"progress": metadata["progress"]})
+    with pytest.warns(UserWarning, match="older fedprior without a checksum"):
+        assert load_checkpoint(path).progress.round == 2
+    save_file(tensors, str(path))
+    with pytest.raises(CheckpointError, match="lacks its metadata"):
+        load_checkpoint(path)
