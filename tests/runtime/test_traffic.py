@@ -4,15 +4,21 @@ after resuming a checkpoint that counted them per client."""
 import json
 
 import pytest
+import torch
 
+from fedprior.algorithms.base import Task
+from fedprior.algorithms.fedavg import fedavg
 from fedprior.algorithms.pieces.tensors import MODEL, payload_bytes
 from fedprior.experiments.config import load_config
 from fedprior.experiments.runner import resume, start
 from fedprior.results.run_view import read_metrics
 from fedprior.runtime.checkpoint import load_checkpoint, save_checkpoint
+from fedprior.runtime.round_loop import RoundLoop
+from fedprior.runtime.simulation import simulate
 from fedprior.runtime.traffic import communication, round_traffic, upgrade_record
 from tests.support.cli import UNITS_RUN
 from tests.support.events import tensorboard_with_tensors
+from tests.support.toy_data import toy_images
 
 
 class Interrupt(Exception):
@@ -94,3 +100,17 @@ def _metadata(path):
 
     with safe_open(str(path), framework="pt") as handle:
         return handle.metadata()["progress"]
+
+
+def test_every_round_records_the_bytes_its_clients_sent_and_received_in_total():
+    task = Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
+    algo = fedavg(task, local_epochs=1, batch_size=8, model="cnn", lr=0.1)
+    data = [toy_images(16, seed=c) for c in range(4)]
+    result = simulate(algo, lambda c: data[c], 4, toy_images(20, 9), RoundLoop(seed=0, rounds=2, fraction=0.5))
+    model_bytes = sum(v.numel() * v.element_size() for k, v in result.state.items() if k.startswith(MODEL))
+    assert model_bytes > 1000
+    for record in result.progress.history:
+        assert len(record["clients"]) == 2  # fraction 0.5 of 4 clients: the totals are 2 x the model
+        assert record["download_bytes"] == 2 * model_bytes and record["upload_bytes"] == 2 * model_bytes
+        assert record["upload_bytes_by_client"] == {str(c): model_bytes for c in record["clients"]}
+    assert payload_bytes({"a": torch.zeros(3, dtype=torch.float64), "b": torch.zeros(2, 2, dtype=torch.int8)}) == 28
