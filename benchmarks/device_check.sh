@@ -179,7 +179,7 @@ paper_scale paper_scale_semi_baselines 150 --only fixmatch fedmatch semifl fedrg
 
 # 4. What the first GPU sessions measured already (2026-11-27/28), after issue 43's steps: every registered algorithm,
 # one round on the GPU with its data resident (skips without CUDA), and the fp32 settings.
-step test_device 150 "$python" -m pytest -q -rA -p no:cacheprovider tests/test_device.py -k real_gpu --junitxml="$results/test_device.xml"
+step test_device 150 "$python" -m pytest -q -rA -p no:cacheprovider tests/runtime/test_device.py -k real_gpu --junitxml="$results/test_device.xml"
 paper_scale paper_scale_feddb_fp32 90 --only feddb --precision fp32 --rounds "$rounds"
 paper_scale paper_scale_fedbm_fp32 120 --only fedbm --precision fp32 --rounds "$fedbm_rounds"
 

@@ -4,7 +4,7 @@ A refactoring of ``algorithms/`` must leave every preset's numbers as they were.
 script runs each shipped preset (which covers every registered algorithm, and the
 presets that give one algorithm other settings) for one small federation round of
 every stage, on the small embedded data the registry-wide tests use
-(``tests/algorithm_setups.py``: ``PRESETS`` and ``SMALL``), through the same path as
+(``tests/support/algorithm_setups.py``: ``PRESETS`` and ``SMALL``), through the same path as
 ``fedprior run`` (:func:`fedprior.experiments.runner.start`, without report extras),
 on the CPU with one thread and no worker processes. It keeps every number of the
 run's summary and of each round's history entry (accuracies, losses, bytes sent,
@@ -43,7 +43,7 @@ from typing import Any
 from fedprior.results.fingerprints import first_difference, numbers, same
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "tests")]
+sys.path[:0] = [str(HERE), str(HERE.parent)]
 
 SKIPPED = ("seconds", "run_dir", "description", "threads", "device", "workers")
 """Summary and history keys that are no number of the run (timings, where it ran)."""
@@ -81,7 +81,7 @@ def runs(rounds: int | None = None) -> dict[str, tuple[str, list[str]]]:
 
     ``rounds``: every run trains that many rounds (``federation.rounds``, last), the
     :data:`VARIANTS` that only add rounds left out: a long run reads per-client state back anyway."""
-    from algorithm_setups import PRESETS, SMALL
+    from tests.support.algorithm_setups import PRESETS, SMALL
 
     longer = [] if rounds is None else [f"federation.rounds={rounds}"]
     out = {preset: (preset, [*overrides, *SMALL, *RUN, *longer]) for preset, overrides in PRESETS.items()}
@@ -200,17 +200,17 @@ def main() -> int:
 
     os.environ["FEDPRIOR_CACHE"] = tempfile.mkdtemp(prefix="one-round-cache-")  # the locked-text stand-in trained afresh, the user's cache untouched
     import torch
-    from algorithm_setups import PRESETS
     from shared import machine
 
     from fedprior.algorithms.registry import ALGORITHMS
     from fedprior.experiments.config import preset_paths
+    from tests.support.algorithm_setups import PRESETS
 
     torch.set_num_threads(1)
     shipped = set(preset_paths())
     if shipped != set(PRESETS):
         sys.exit(
-            f"tests/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}"
+            f"tests/support/algorithm_setups.py PRESETS must name every shipped preset: missing {sorted(shipped - set(PRESETS))}, unknown {sorted(set(PRESETS) - shipped)}"
         )
     every = runs(args.rounds)
     chosen = list(every) if not args.only else args.only
@@ -234,7 +234,7 @@ def main() -> int:
             sys.exit(f"no preset runs the algorithms {sorted(missing)}")
         what = f"{args.rounds} rounds (a stage with its own round count keeps it)" if args.rounds else "one small round of every stage"
         record = {
-            "what": f"every shipped preset's numbers after {what} (tests/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
+            "what": f"every shipped preset's numbers after {what} (tests/support/algorithm_setups.py), and VARIANTS, compared bit for bit by --check",
             "rounds": args.rounds,
             **provenance(at_start, wall),
             "runs": results,

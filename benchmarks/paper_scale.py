@@ -47,7 +47,7 @@ device synchronization on each side). A round is counted whole rather than as on
 forward and backward times the batches: FedDB's "batch" is a client's whole data (full-batch
 steps over clients of different sizes), its rounds also run forward-only passes
 (pseudo-labels, APP-U), and FedBM's add the generator's images; counting what runs leaves
-nothing to model by hand (``tests/test_flops.py`` checks the counter against a hand count
+nothing to model by hand (``tests/runtime/test_flops.py`` checks the counter against a hand count
 of a ConvNet batch's convolutions). TFLOP/s = counted FLOPs / timed seconds, over the
 timed rounds. The ratio to peak uses the dense peak of the device for the precision
 (:data:`fedprior.runtime.flops.PEAK_TFLOPS`: H100/H200 ~989 bf16, ~67 fp32); the CPU has

@@ -10,7 +10,7 @@ measures only the controls of the FST-CBDG tables, never a federated method:
 - the centralized linear probe, twice: ``probe_preset`` is the ``linear-probe`` preset
   itself (CLIP-FC-Centralized, the row the tables report: an SGD head, 10 epochs, on the
   non-reserved training features, run seed 0), ``probe_logreg`` the logistic regression
-  of the benchmark in tests/test_locked_text.py (full batch, Adam, standardized features);
+  of the benchmark in tests/encoders/test_locked_text.py (full batch, Adam, standardized features);
   both are evaluated on the test images;
 - headroom = min(probe_preset, probe_logreg) - zero-shot, in points.
 

@@ -6,7 +6,7 @@ printed; ``import torch`` alone and ``fedprior algorithms`` (which imports every
 algorithm, hence torch) are measured the same way for scale. The result goes to
 ``benchmarks/results/startup.json`` with the command line, the machine and its load
 averages before and after (other jobs on a shared machine slow every figure).
-tests/test_startup.py checks, without timing anything, that these commands import no torch.
+tests/cli/test_app.py checks, without timing anything, that these commands import no torch.
 
     python benchmarks/startup.py [--repeats N] [--json] [--no-save]
 """

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import signal
+import shutil
 from pathlib import Path
 
 import pytest
 import torch
 
 from fedprior.algorithms.base import Task
+
+pytest.register_assert_rewrite("tests.support")  # their asserts explain a failure as a test's do
 
 
 @pytest.fixture(autouse=True)
@@ -38,23 +40,9 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-# The small stand-in most tests use: digits, 300 pretraining images.
-STANDIN = ["data.dataset=digits", "encoder.name=locked-text", "encoder.recipe=v1", "encoder.pretrain_images=300"]
-
-
 @pytest.fixture
 def image_task() -> Task:
     return Task(num_classes=3, input_shape=(1, 8, 8), class_names=("a", "b", "c"), num_clients=4)
-
-
-def toy_images(n: int, seed: int = 0) -> dict[str, torch.Tensor]:
-    """Separable toy data: class k lights up the k-th band of an 8x8 image."""
-    g = torch.Generator().manual_seed(seed)
-    y = torch.randint(0, 3, (n,), generator=g)
-    x = 0.3 * torch.randn(n, 1, 8, 8, generator=g)
-    for k in range(3):
-        x[y == k, :, 2 * k : 2 * k + 2, :] += 1.5
-    return {"x": x, "y": y}
 
 
 @pytest.fixture(scope="session")
@@ -70,16 +58,38 @@ def empty_mlflow_store(tmp_path_factory):
 @pytest.fixture
 def mlflow_db(empty_mlflow_store, tmp_path):
     """``tmp_path / "mlflow.db"``: a fresh copy of the empty MLflow store."""
-    import shutil
 
     return Path(shutil.copy(empty_mlflow_store, tmp_path / "mlflow.db"))
 
 
-def sigint_as_from_a_terminal() -> None:
-    """``preexec_fn`` of a test's subprocess that the test sends SIGINT: Ctrl-C's default disposition.
+@pytest.fixture(scope="module")
+def tiny_clip(tmp_path_factory):
+    from tests.support.tiny_clip import make_tiny_clip
 
-    A shell starts a background job (``.ci/run &``, ``nohup ... &``) with SIGINT ignored, its
-    children inherit that, and Python then leaves it ignored: the subprocess would never see the
-    test's SIGINT. A user's Ctrl-C comes from a terminal, where SIGINT is not ignored.
-    """
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    return make_tiny_clip(tmp_path_factory.mktemp("clip") / "clip")
+
+
+@pytest.fixture(scope="session")
+def whole(tmp_path_factory):
+    """A finished 2-round FedAvg run: 4 clients, 2 sampled per round (read, never changed, by the tests that ask for it)."""
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.runner import start
+    from tests.support.cli import UNITS_RUN
+
+    folder = tmp_path_factory.mktemp("units") / "whole"
+    name, config = load_config("fedavg-cnn", UNITS_RUN)
+    summary = start(name, config, folder)
+    return folder, summary
+
+
+@pytest.fixture(scope="session")
+def finished_runs(tmp_path_factory):
+    """A finished 2-round run, and the same experiment run for 3 rounds (the reference for resumes); tests copy them."""
+    from tests.support.cli import TINY, invoke
+    from tests.support.run_folders import REFERENCE_ROUNDS, history
+
+    root = tmp_path_factory.mktemp("runs")
+    cache = root / "cache"
+    two = invoke("run", "fedavg-cnn", *TINY, "--run-dir", root / "two", "--json", cache=cache)
+    three = invoke("run", "fedavg-cnn", *TINY, "--set", f"federation.rounds={REFERENCE_ROUNDS}", "--run-dir", root / "three", "--json", cache=cache)
+    return {"root": root, "two": history(two), "three": history(three)}

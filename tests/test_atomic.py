@@ -6,11 +6,14 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
 from fedprior.atomic import _host, remove_stale_temp_files, save_tensors, write_text
+from tests.support.damage import figure_disk_full
 
 
 def dead_pid() -> int:
@@ -59,3 +62,22 @@ def test_a_failed_write_leaves_the_old_file_and_no_temp_file(tmp_path, monkeypat
 
 def test_remove_stale_temp_files_on_a_missing_folder_is_harmless(tmp_path):
     assert remove_stale_temp_files(tmp_path / "nope") == []
+
+
+def test_every_figure_is_written_through_save_figure(tmp_path, monkeypatch):
+    """The papers' figures (here FST-CBDG's Figure 2) fail like the report's: one line naming the PNG, no file."""
+    import fedprior
+    from fedprior.experiments.runner import resumable
+    from fedprior.papers.fst_cbdg.report import plot_entropy
+    from fedprior.results.run_dir import RunDir
+
+    figure_disk_full(monkeypatch, "zero_shot_entropy.png")
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+    with pytest.raises(fedprior.FedpriorError) as error:
+        resumable(run, lambda: plot_entropy(np.linspace(2.0, 2.3, 50), 10, run.path / "zero_shot_entropy.png"))
+    assert str(error.value).startswith(f"cannot write {run.path / 'zero_shot_entropy.png'} (No space left on device)")
+    assert not any(p.suffix in (".png", ".tmp") for p in run.path.iterdir())
+    sources = Path(fedprior.__file__).parent
+    writers = sorted(str(f.relative_to(sources)) for f in sources.rglob("*.py") if ".savefig(" in f.read_text() and f.name != "atomic.py")
+    assert writers == []  # matplotlib's savefig is called by fedprior.atomic.save_figure only

@@ -5,7 +5,7 @@ A factory's signature is the one declaration of an algorithm's hyperparameters
 with it torch (about 2 s of a command's start). ``fedprior presets show`` needs only the
 fields: their type, bounds, default and description. ``hyperparameters.json`` beside this
 module holds them for every shipped algorithm, written from the factories by
-``python -m fedprior.algorithms.hyperparameter_snapshot`` (tests/test_startup.py fails
+``python -m fedprior.algorithms.hyperparameter_snapshot`` (tests/algorithms/test_hyperparameter_snapshot.py fails
 when it no longer matches them), and :func:`snapshot_model` turns an entry back into the
 same pydantic model the factory's signature gives (the same JSON schema, the same checks).
 

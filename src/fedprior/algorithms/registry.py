@@ -22,7 +22,7 @@ The shipped algorithms are imported on first use (:class:`ShippedFactory`): thei
 and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
 :mod:`fedprior.algorithms.hyperparameter_snapshot` instead (:func:`hyperparameters_from_snapshot`); a
 change to a shipped factory's hyperparameters is followed by
-``python -m fedprior.algorithms.write_hyperparameter_snapshot`` (tests/test_startup.py says so).
+``python -m fedprior.algorithms.write_hyperparameter_snapshot`` (tests/algorithms/test_hyperparameter_snapshot.py says so).
 
 Algorithms from outside fedprior join the registry three ways (docs/python-api.md):
 :func:`register_algorithm` from user code; a module that does so, named by ``--import
@@ -121,7 +121,7 @@ def hyperparameters_from_snapshot() -> Iterator[None]:
     :mod:`fedprior.algorithms.hyperparameter_snapshot` instead of its factory: no torch.
 
     For the commands that only read configs (``fedprior presets show``); a run reads the
-    factory, so that a snapshot out of date (tests/test_startup.py catches it) never changes
+    factory, so that a snapshot out of date (tests/algorithms/test_hyperparameter_snapshot.py catches it) never changes
     what runs.
     """
     before = FROM_SNAPSHOT["on"]
@@ -307,7 +307,7 @@ def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
     The runtime passes ``run.device`` only to a factory that declares one of them; one that does not
     would silently train on the CPU with ``run.device = 'cuda'``. The factory must also put
     its models and the tensors it computes with on that device (tested for every shipped
-    algorithm in tests/test_device.py); States and Replies stay on the CPU.
+    algorithm in tests/runtime/test_device.py); States and Replies stay on the CPU.
     """
     kinds = (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     declared = inspect.signature(spec.factory).parameters
@@ -360,7 +360,7 @@ CENTRALIZED = ("linear-probe", "central")
 ALGORITHMS: dict[str, AlgorithmSpec] = {
     name: AlgorithmSpec(name, ShippedFactory(f"fedprior.algorithms.{path}"), centralized=name in CENTRALIZED) for name, path in SHIPPED
 }
-"""Every registered algorithm. The shipped factories declare ``device`` as :func:`require_device` asks (tests/test_device.py)."""
+"""Every registered algorithm. The shipped factories declare ``device`` as :func:`require_device` asks (tests/runtime/test_device.py)."""
 
 
 def is_shipped(spec: AlgorithmSpec) -> bool:

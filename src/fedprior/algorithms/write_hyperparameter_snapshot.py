@@ -1,6 +1,6 @@
 """Writes ``algorithms/hyperparameters.json``, the shipped algorithms' hyperparameters that ``presets show`` reads without torch.
 
-Rerun it after changing a shipped algorithm's hyperparameters (``tests/test_startup.py`` fails until then):
+Rerun it after changing a shipped algorithm's hyperparameters (``tests/algorithms/test_hyperparameter_snapshot.py`` fails until then):
 
     python -m fedprior.algorithms.write_hyperparameter_snapshot
 

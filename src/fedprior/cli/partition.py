@@ -14,7 +14,7 @@ from fedprior.cli.app import app, user_errors
 from fedprior.errors import ConfigError, FedpriorError
 from fedprior.partition.config import PartitionConfig
 
-# The defaults of the matching config fields (tests/test_cli_partition.py checks they agree).
+# The defaults of the matching config fields (tests/cli/test_partition.py checks they agree).
 DEFAULT_DATASET = "fashion-mnist"
 DEFAULT_CLIENTS = 100
 DEFAULT_SHARDS = 2

@@ -41,7 +41,7 @@ Zero-shot behaviour, as CLIP in the FST-CBDG paper, Figure 2: with Eq. (2) (soft
 cosine similarities between normalized image features and the normalized text
 feature of "a photo of a {class}.", no logit scale) predictions are near uniform.
 Measured with the defaults on Fashion-MNIST (2 shared CPU cores; pretrain_seed 0, the shipped
-tower, / 1; ``pytest -m benchmark tests/test_locked_text.py``): build 31-59 s depending on the
+tower, / 1; ``pytest -m benchmark tests/encoders/test_locked_text.py``): build 31-59 s depending on the
 machine's load (MiniLM loading excluded, ~4 s), zero-shot accuracy 77.9 / 76.4% on the
 10k test images, mean entropy 2.2990 / 2.2992 against log 10 = 2.3026, and a linear
 probe (logistic regression on the 58k non-reserved training features) 86.4 / 85.6%:

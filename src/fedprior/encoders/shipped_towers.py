@@ -68,7 +68,7 @@ RECIPES: dict[str, Recipe] = {
     recipe.name: recipe
     for recipe in (
         Recipe("fashion-mnist", "fashion-mnist", pretrain_images=2000),  # every shipped locked-text preset
-        Recipe("digits-300", "digits", pretrain_images=300),  # the tests' stand-in (tests/conftest.py STANDIN)
+        Recipe("digits-300", "digits", pretrain_images=300),  # the tests' stand-in (tests/support/cli.py STANDIN)
         Recipe("fashion-mnist-v2-headroom", "fashion-mnist", pretrain_images=2000, caption_noise=0.5, recipe="v2-headroom"),  # encoder.recipe = "v2-headroom"
     )
 }

@@ -1,7 +1,7 @@
 """The logistic-regression probe that measures a locked-text stand-in's headroom over its zero-shot accuracy.
 
 One implementation for the stand-in's benchmark (``benchmarks/standin_recipes.py``, which
-chose ``v2-headroom`` by it) and its tests (``tests/test_locked_text.py``), so both measure
+chose ``v2-headroom`` by it) and its tests (``tests/encoders/test_locked_text.py``), so both measure
 the same control.
 """
 

@@ -4,7 +4,7 @@ The ImageNet stem (``stem = "imagenet"``: 7x7 convolution with stride 2, then a 
 the FedBM authors' network for their 128x128 medical images (their code's ``models_dict/resnet.py`` ``ResNet18``,
 chosen by ``--local_model='ResNet18'`` in every command of its README): it works on a quarter of the side from
 the first block on. The CIFAR stem keeps the full resolution, which at 128x128 costs about 15x the FLOPs per
-image (counted in ``tests/test_metrics_models.py``); it suits 32x32 images.
+image (counted in ``tests/models/test_resnet.py``); it suits 32x32 images.
 
 FedBM trains it on every client (the FedBM paper,
 "FedBM: Stealing Knowledge from Pre-trained Language Models for Heterogeneous Federated Learning", Sec. IV-A, "ResNet-18 as the backbone");

@@ -10,7 +10,7 @@ holds W consecutive classes (wrapping around), the same number of samples of eac
   per client; Sc110: all 100). Table 4 prints Sc11, 12, 13, 20, 30, 70, 109 and 110; the
   numbering covers every W in between.
 
-Their beta^CIB and beta^hetero are reproduced by tests/test_partition_statistics.py.
+Their beta^CIB and beta^hetero are reproduced by tests/partition/test_statistics.py.
 """
 
 from __future__ import annotations

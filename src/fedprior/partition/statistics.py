@@ -92,7 +92,7 @@ def beta_hetero(counts: np.ndarray, smoothing: float = SMOOTHING) -> float:
     z", and the published Tables 1 and 4 are the average over all ``M^2`` pairs (the ``m = z``
     terms are 0). E.g. Table 1 Sc1 (10 clients with one class each): every ``m != z`` pair
     has ``log2(1e6) = 19.93`` bits and the table prints 17.94 = 19.93 * 90 / 100, not 19.93.
-    This function reproduces the tables (tests/test_partition_statistics.py).
+    This function reproduces the tables (tests/partition/test_statistics.py).
     """
     divergence = pairwise_divergence(counts, smoothing)
     return float(divergence.sum() / divergence.shape[0] ** 2)

@@ -52,7 +52,7 @@ class ClassWindowPartitioner:
       of scenarios 2 and 4 in Table 1 (e.g. Sc2 lists {8:9}, {10:1}; the formula gives
       {7:8}, {9:10} in the paper's 1-based numbering), which look like typos. The published
       betas cannot tell the two apart (any layout covering every class equally often gives
-      the same beta^CIB and beta^hetero); tests/test_partition_statistics.py checks the
+      the same beta^CIB and beta^hetero); tests/partition/test_statistics.py checks the
       tables against this formula.
     * Classes are numbered ``0 .. max(labels)``; a class that some client should hold but
       that has no samples is an error.

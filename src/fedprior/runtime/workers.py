@@ -18,7 +18,7 @@ worker runs client updates in threads (``run.concurrent_clients > 1``): threads 
 in a forked child that inherited this process's torch state crash now and then (a
 segfault in a client thread's convolution, in 7 of 300 runs of ``workers = 2,
 concurrent_clients = 2`` once the parent had compiled a model; the stress test in
-``tests/test_concurrent_clients.py``, ``pytest -m stress``), while a spawned worker starts
+``tests/runtime/test_concurrent.py``, ``pytest -m stress``), while a spawned worker starts
 clean. A spawned worker gets a picklable *setup*
 (``fedprior.experiments.client_side.ClientSide``) and rebuilds the algorithm from it. The workers start together, announced in a line before
 and one after (:meth:`WorkerClients.prepare`), and torch's lazy imports are paid once,

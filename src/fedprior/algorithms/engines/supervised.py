@@ -88,7 +88,7 @@ class GlobalModel(Generic[M]):
         ``requires_grad`` and each module's training mode as built. The numbers are those of a rebuilt model: the
         weights and buffers are the same values, the optimizer is made afresh by the caller, and the rebuild's only
         other effect, the draws of the build's random init from torch's CPU generator, is invisible to the updates that
-        call this (they draw from their client's streams, or under a reseeded generator; ``tests/test_resident.py``
+        call this (they draw from their client's streams, or under a reseeded generator; ``tests/experiments/test_resident.py``
         compares both paths). The returned model is the slot's until the next call with that slot in this thread's lane:
         concurrent client updates (``run.concurrent_clients``) each have their own (:mod:`~fedprior.algorithms.pieces.lanes`).
 

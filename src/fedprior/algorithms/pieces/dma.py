@@ -22,11 +22,11 @@ Two solvers:
   over between steps, but it scales the step by 1.9, and the weight decay pulls beta
   toward 0 before the softmax. ``mse`` leaves both out; on 10 Dirichlet(0.3) APP-Us over
   10 classes its weights differ from the code's by up to 6e-4 (``mse-code`` matches the
-  code's loop to 1e-6, tests/test_feddb_equations.py).
+  code's loop to 1e-6, tests/algorithms/test_feddb.py).
 - ``simplex``: the exact minimizer of Eq. (16) over the simplex (SciPy's SLSQP with
   ``beta >= 0``, ``sum beta = 1``), for comparison.
 
-What the measurements show (tests/test_feddb_equations.py, docs/feddb.md): because
+What the measurements show (tests/algorithms/test_feddb.py, docs/feddb.md): because
 Algorithm 2 maps its iterate through a softmax every step, its fixed points satisfy
 ``beta = softmax(beta - eta g)``; with the norm loss the gradient keeps unit size near
 the optimum and the iterate cycles around it instead of settling, and with the MSE

@@ -4,7 +4,7 @@ A client step on a GPU is bound by kernel launches more than by arithmetic (a Fe
 85,000 kernels, 2026-11-28). ``torch.optim.SGD`` and ``Adam`` step with a few multi-tensor (``foreach``) kernels per
 parameter group on CUDA by default; ``fused=True`` updates every parameter in one kernel. The update is the same
 (SGD's Eq. with momentum, Nesterov and weight decay as torch documents it); on the CPU the default kernels are kept, so
-CPU numbers do not change (``tests/test_optimizer_kernels.py`` also shows the fused step equal to the default one there).
+CPU numbers do not change (``tests/algorithms/pieces/test_optimizer_kernels.py`` also shows the fused step equal to the default one there).
 """
 
 from __future__ import annotations

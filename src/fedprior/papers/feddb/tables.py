@@ -134,7 +134,7 @@ images a step, mu = 7 unlabeled images per labeled one, SGD lr 0.03 with Nestero
 (the last two are the presets' already), a cosine decay (the presets': over the rounds)."""
 EMBEDDED_IMAGES, EMBEDDED_EPOCHS, EMBEDDED_FRACTION = 250 + 20_000, 5, 0.1
 """The embedded presets' pool (``partition.num_labeled + num_unlabeled``), local epochs E and participation
-(``federation.fraction``): what the central rows' step counts are computed from (tests/test_central_controls.py checks
+(``federation.fraction``): what the central rows' step counts are computed from (tests/algorithms/test_central.py checks
 them against the presets' configs)."""
 
 
@@ -228,7 +228,7 @@ ROWS = (
     row("FedMatch", "fedmatch"),
     row("FedRGD", "fedrgd"),
     row("SemiFL", "semifl"),
-    # FixMatch with DPL is FedDB without DMA to the bit (tests/test_feddb_report.py), so the row runs the feddb preset
+    # FixMatch with DPL is FedDB without DMA to the bit (tests/papers/feddb/test_report.py), so the row runs the feddb preset
     # and shares Table 4's "DPL" cells when both tables run in one command (benchmarks/paper_tables.py)
     row("FixMatch-FedDPL", "feddb", ("algorithm.dma=false",)),
     row("FedMatch-FedDPL", "fedmatch", ("algorithm.dpl=true",)),
@@ -371,7 +371,7 @@ TABLE3 = _table(
 )
 
 ABLATION_ROWS = (
-    # FedDB without DPL and DMA is FixMatch to the bit (tests/test_feddb_report.py), so the row runs the fixmatch
+    # FedDB without DPL and DMA is FixMatch to the bit (tests/papers/feddb/test_report.py), so the row runs the fixmatch
     # preset and shares Table 2's FixMatch cells when both tables run in one command (benchmarks/paper_tables.py)
     row("no DPL, no DMA (FixMatch)", "fixmatch"),
     row("DPL", "feddb", ("algorithm.dma=false",)),

@@ -94,7 +94,7 @@ def central(row: Row) -> Row:
 
 CLIENT_BATCH, SAMPLED_CLIENTS = 64, 10
 """The presets' client mini-batch (``federation.batch_size``) and the clients a round of Tables 2 and 7 trains
-(``federation.num_clients x fraction``, M = 10 in every scenario); tests/test_central_controls.py checks them against
+(``federation.num_clients x fraction``, M = 10 in every scenario); tests/algorithms/test_central.py checks them against
 the presets' configs."""
 SEQUENTIAL_BATCH = CLIENT_BATCH * SAMPLED_CLIENTS
 """The batch of the central rows matched in sequential steps. A round of the federation takes E x

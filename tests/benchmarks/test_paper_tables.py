@@ -1,0 +1,43 @@
+"""benchmarks/paper_tables.py: a table's result file keeps every pass, and its copied-cell counters add up over them."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+sys.path.insert(0, str(BENCHMARKS))
+
+from paper_tables import with_earlier_passes  # noqa: E402
+
+
+def one_pass(command: str, seconds: float, continued: bool, copied: int, restored: int, finished: int) -> dict:
+    return {
+        "command": command,
+        "machine": {"cores": 2},
+        "wall_seconds": seconds,
+        "continued_a_stopped_run": continued,
+        "cells_copied_from_earlier_tables": copied,
+        "cells_restored_from_keep": restored,
+        "cells_finished": finished,
+        "table": {"cells": [command]},
+    }
+
+
+def test_the_counters_add_up_over_the_passes_of_a_table():
+    first = with_earlier_passes(None, one_pass("first", 7000.0, False, 6, 0, 30))
+    assert [p["command"] for p in first["passes"]] == ["first"] and first["cells_copied_from_earlier_tables"] == 6
+    second = with_earlier_passes(first, one_pass("second", 300.25, True, 2, 36, 4))
+    assert [p["command"] for p in second["passes"]] == ["first", "second"]
+    assert (second["cells_copied_from_earlier_tables"], second["cells_restored_from_keep"], second["cells_finished"]) == (8, 36, 34)
+    assert (second["wall_seconds"], second["wall_seconds_all_passes"], second["command"]) == (300.25, 7300.2, "second")  # the last pass's, and the sum
+    assert second["table"] == {"cells": ["second"]} and "table" not in second["passes"][1]
+    again = with_earlier_passes(second, one_pass("from nothing", 10.0, False, 0, 0, 40))  # a pass that starts the table anew
+    assert [p["command"] for p in again["passes"]] == ["from nothing"] and again["cells_finished"] == 40
+
+
+def test_a_file_written_before_the_passes_were_kept_becomes_the_first_pass():
+    old = {k: v for k, v in one_pass("old", 30.0, True, 5, 7, 0).items() if k != "cells_finished"}
+    merged = with_earlier_passes(old, one_pass("new", 20.0, True, 1, 2, 3))
+    assert merged["passes"][0] == {k: v for k, v in old.items() if k != "table"}
+    assert (merged["cells_copied_from_earlier_tables"], merged["cells_restored_from_keep"], merged["cells_finished"]) == (6, 9, 3)
