@@ -130,7 +130,7 @@ def test_a_registered_sampler_is_named_by_the_config_and_its_choice_checked():
     with pytest.raises(FedpriorError, match="sampler Twice: chose \\[1, 1\\] in federated round 1; it must choose 2 distinct client ids in 0..5"):
         chosen_clients(type("Twice", (), {"select": lambda self, d: [1, 1]})(), draw())
     with pytest.raises(
-        UserCodeError, match="sampler Broken \\(module test_sampling\\): its select raised ZeroDivisionError: integer division or modulo by zero"
+        UserCodeError, match="sampler Broken \\(module tests.runtime.test_sampling\\): its select raised ZeroDivisionError: integer division or modulo by zero"
     ):
         chosen_clients(Broken(), draw())
 
