@@ -34,9 +34,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.body_training import local_training
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining, with_fields
 from fedprior.algorithms.pieces.tensors import model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.projected import ProjectedNet
@@ -81,17 +81,10 @@ class EtfHead(nn.Module):
 
 
 @runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fedetf(
-    task: Task,
-    runtime: Runtime,
-    *,
-    etf_dim: EtfDim = 0,
-    loss: EtfLoss = "balanced-softmax",
-    **shared,
-) -> Algorithm:
+@with_fields("body", BodyTraining)
+def fedetf(task: Task, runtime: Runtime, *, body: BodyTraining, etf_dim: EtfDim = 0, loss: EtfLoss = "balanced-softmax") -> Algorithm:
     """FedETF: a fixed simplex-ETF classifier on projected, normalized features; balanced softmax loss (Li et al., 2023)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     from fedprior.models import build_model
 
     build_model(model, task)

@@ -28,9 +28,9 @@ from pydantic import Field
 from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.engines.body_training import local_training
 from fedprior.algorithms.engines.supervised import model_task
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining, with_fields
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, client_arrays, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -54,16 +54,10 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
 
 
 @runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fedrep(
-    task: Task,
-    runtime: Runtime,
-    *,
-    head_epochs: HeadEpochs = 0,
-    **shared,
-) -> Algorithm:
+@with_fields("body", BodyTraining)
+def fedrep(task: Task, runtime: Runtime, *, body: BodyTraining, head_epochs: HeadEpochs = 0) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     device = training.device
     net = training.global_model(model_task(task, model))
 
