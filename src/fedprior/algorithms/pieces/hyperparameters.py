@@ -238,6 +238,16 @@ class LocalSgd:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class SelfSupervisedFields:
+    """What the self-supervised baselines of the MFCL paper's tables (fedsimclr, fedswav, orchestra) share: the views' crop and
+    the linear evaluation (the MFCL paper's Sec. 3)."""
+
+    eval_features: EvalFeatures = "projection"
+    linear_eval: LinearEval = "train-test"
+    min_scale: MinScale = 0.08
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class BodyTraining:
     """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (the run's epochs, batches,
     device and precision come as the factory's ``runtime``; ``engines.body_training.local_training`` joins the two)."""
