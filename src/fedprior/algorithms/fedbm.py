@@ -68,11 +68,11 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import local_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, draw_batches, synthesize, train_generator
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
-from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining, with_fields
+from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining
 from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.pieces.local_training import LossFn, local_steps
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
@@ -201,8 +201,7 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
-@runtime_options("precision")
-@with_fields("body", BodyTraining)
+@trains_body
 def fedbm(
     task: Task,
     runtime: Runtime,

@@ -23,9 +23,9 @@ import torch
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import ClientData, ClientInfo, Runtime
+from fedprior.algorithms.base import Algorithm, ClientData, ClientInfo, Runtime, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, round_lr
-from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining
+from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining, with_fields
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda, materialized
 from fedprior.algorithms.pieces.tensors import M
@@ -180,6 +180,13 @@ def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device 
     """
     x = fast_layout(model.to(device), data["x"].to(device))
     return classification_metrics(model, x, data["y"].to(device), batch_size=2048 if x.device.type == "cuda" else 256, precision=precision)
+
+
+def trains_body(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
+    """Declare an algorithm of FedBM's tables: its factory takes the set :class:`~fedprior.algorithms.pieces.hyperparameters.BodyTraining`
+    as its keyword parameter ``body`` (:func:`~fedprior.algorithms.pieces.hyperparameters.with_fields`) and runs its forward passes
+    in ``run.precision`` (:func:`~fedprior.algorithms.base.runtime_options`)."""
+    return runtime_options("precision")(with_fields("body", BodyTraining)(factory))
 
 
 def local_training(body: BodyTraining, runtime: Runtime) -> LocalTraining:
