@@ -11,9 +11,9 @@ equation in the paper: cross-entropy SGD of a linear head on the labelled featur
 from __future__ import annotations
 
 from fedprior.algorithms.base import Algorithm, RoundInfo, Runtime, State, Task
-from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd, check_features, head_evaluation, text_head
-from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
-from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, check_features, head_evaluation, text_head
+from fedprior.algorithms.engines.supervised_heads import HEAD_SGD, supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, LocalSgd, with_fields
 
 
 def zero_shot(task: Task, runtime: Runtime) -> Algorithm:
@@ -28,26 +28,11 @@ def zero_shot(task: Task, runtime: Runtime) -> Algorithm:
     return Algorithm.evaluation_only("zero-shot", init, head_evaluation(runtime.device))
 
 
-def linear_probe(
-    task: Task,
-    runtime: Runtime,
-    *,
-    init: HeadInitField = "random",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 1e-5,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd, HEAD_SGD, lr=0.01, momentum=0.9, weight_decay=1e-5)
+def linear_probe(task: Task, runtime: Runtime, *, init: HeadInitField = "random", sgd: LocalSgd) -> Algorithm:
     """CLIP-FC-Centralized: a linear head trained with labels on all the training data (the FST-CBDG paper, Sec. 4.1).
 
     Centralized: the runtime gives it one client holding the whole training pool, so
     federation.rounds x federation.local_epochs is its number of epochs.
     """
-    return supervised_head_algorithm(
-        "linear-probe",
-        task,
-        init=init,
-        local_epochs=runtime.local_epochs,
-        batch_size=runtime.batch_size,
-        sgd=Sgd(lr, momentum, weight_decay),
-        device=runtime.device,
-    )
+    return supervised_head_algorithm("linear-probe", task, runtime, sgd, init=init)

@@ -15,21 +15,15 @@ cross-entropy SGD on one client holding every training image, :func:`~fedprior.a
 
 from __future__ import annotations
 
+import dataclasses
+
 from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
-from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd, with_fields
 
 
-def central(
-    task: Task,
-    runtime: Runtime,
-    *,
-    model: ModelName = "convnet",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd, model="convnet", lr=0.01, momentum=0.9, weight_decay=5e-4, lr_decay=0.99)
+def central(task: Task, runtime: Runtime, *, sgd: LocalSgd) -> Algorithm:
     """Central Learning: the network trained with cross-entropy on all the training data in one place."""
-    algorithm = fedavg(task, runtime, model=model, lr=lr, momentum=momentum, weight_decay=weight_decay, lr_decay=lr_decay)
+    algorithm = fedavg(task, runtime, **dataclasses.asdict(sgd))
     return algorithm.with_(name="central")

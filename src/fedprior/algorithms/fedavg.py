@@ -11,28 +11,18 @@ from __future__ import annotations
 from typing import Any
 
 from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
-from fedprior.algorithms.engines.linear_heads import Sgd, check_features
+from fedprior.algorithms.engines.linear_heads import check_features
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
 from fedprior.algorithms.engines.supervised_heads import supervised_head_algorithm
-from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, LocalSgd, with_fields, with_shared
 from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.errors import ConfigError
 
 
 @runtime_options("precision", "compile")
 @with_shared(ROBUST_AGGREGATION)
-def fedavg(
-    task: Task,
-    runtime: Runtime,
-    *,
-    model: ModelName = "cnn",
-    lr: Lr = 0.05,
-    momentum: Momentum = 0.0,
-    weight_decay: WeightDecay = 0.0,
-    lr_decay: LrDecay = 1.0,
-    init: HeadInitField = "random",
-    **robust: Any,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd)
+def fedavg(task: Task, runtime: Runtime, *, sgd: LocalSgd, init: HeadInitField = "random", **robust: Any) -> Algorithm:
     """FedAvg: each sampled client runs local_epochs of SGD, the server takes the example-weighted mean.
 
     McMahan et al., "Communication-Efficient Learning of Deep Networks from
@@ -43,8 +33,8 @@ def fedavg(
     the mean, the mean itself (``aggregation_rule = 'mean'``), the coordinate-wise median or trimmed mean, Krum or Multi-Krum.
     """
     rule = checked_robust_aggregation(**robust)
-    if model == "linear":  # its fields first, then the task: a config is checked without data (registry.check_without_data)
-        if lr_decay != 1.0:
+    if sgd.model == "linear":  # its fields first, then the task: a config is checked without data (registry.check_without_data)
+        if sgd.lr_decay != 1.0:
             raise ConfigError("algorithm.lr_decay: applies to image models only (model = 'cnn', 'convnet', 'resnet18' or 'resnet18-imagenet')")
         if runtime.precision != "fp32":
             raise ConfigError("run.precision: model = 'linear' trains batched heads on features in fp32 only; accepted: fp32 (bf16 with an image model)")
@@ -53,18 +43,10 @@ def fedavg(
                 "run.compile: model = 'linear' trains batched heads on features, which are not compiled; accepted: false (true with an image model)"
             )
         check_features(task, "algorithm.model")
-        heads = supervised_head_algorithm(
-            "fedavg",
-            task,
-            init=init,
-            local_epochs=runtime.local_epochs,
-            batch_size=runtime.batch_size,
-            sgd=Sgd(lr, momentum, weight_decay),
-            device=runtime.device,
-        )
+        heads = supervised_head_algorithm("fedavg", task, runtime, sgd, init=init)
         return with_robust_aggregation(heads, rule)
     if init != "random":
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
-    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
-    update = local_sgd_update(net, runtime.local_epochs, runtime.batch_size, lr, momentum, weight_decay, lr_decay=lr_decay)
+    net = GlobalModel(model_task(task, sgd.model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
+    update = local_sgd_update(net, runtime, sgd)
     return with_robust_aggregation(net.algorithm("fedavg", update, thread_safe_updates=True), rule)

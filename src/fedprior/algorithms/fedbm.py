@@ -68,11 +68,11 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.pieces.cgde import Conditions, GeneratorTraining, concept_conditions, draw_batches, synthesize, train_generator
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, CPU, with_shared
+from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining
 from fedprior.algorithms.pieces.lkcc import FixedClassifier, build_classifier, concept_covariances, concept_distributions, concept_embeddings
 from fedprior.algorithms.pieces.local_training import LossFn, local_steps
 from fedprior.algorithms.pieces.optimizer_state import load_optimizer_state, store_optimizer_state
@@ -201,12 +201,12 @@ def generated_images(task: Task, state: State, hyperparameters: dict, per_class:
     return images.view(task.num_classes, per_class, *images.shape[1:])
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
+@trains_body
 def fedbm(
     task: Task,
     runtime: Runtime,
     *,
+    body: BodyTraining,
     tau: Tau = 12.5,
     text_model: TextModel = "minilm",
     prompts: PromptSet = "generic",
@@ -232,10 +232,9 @@ def fedbm(
     semantic_loss: SemanticLoss = "model-loss",
     aggregation: Aggregation = "examples",
     synthetic_data: SyntheticData = "per-step",
-    **shared,
 ) -> Algorithm:
     """FedBM: a frozen language-model classifier (LKCC, Eq. 2-5) and a server-trained generator (CGDE, Eq. 6-10)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     from fedprior.models import build_model
 
     device = training.device

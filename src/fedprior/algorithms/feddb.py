@@ -51,7 +51,7 @@ from pydantic import Field
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import APPU, Method, semi_supervised_algorithm, uniform_weights
 from fedprior.algorithms.pieces.dma import DmaLoss, DmaSolver, dma_weights
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import Dpl, SemiSupervisedFields, with_fields
 
 Dma = Annotated[bool, Field(description="debiased model aggregation (DMA, Algorithm 2); false = uniform averaging (Eq. 7)")]
 DmaSteps = Annotated[int, Field(ge=1, description="E_aggr, gradient steps of DMA (the FedDB paper, Sec. 5.1: 100)")]
@@ -76,7 +76,7 @@ def dma_aggregation_weights(steps: int, lr: float, loss: DmaLoss, solver: DmaSol
 
 
 @runtime_options("precision", "compile")
-@with_shared(SEMI_SUPERVISED)
+@with_fields("shared", SemiSupervisedFields)
 def feddb(
     task: Task,
     runtime: Runtime,
@@ -87,7 +87,7 @@ def feddb(
     dma_lr: DmaLr = 1.0,
     dma_loss: DmaLossField = "norm",
     dma_solver: DmaSolverField = "algorithm2",
-    **shared,
+    shared: SemiSupervisedFields,
 ) -> Algorithm:
     """FedDB (Zhu et al. 2024): APP-U, debiased pseudo-labeling (DPL) and debiased model aggregation (DMA)."""
     weights = dma_aggregation_weights(dma_steps, dma_lr, dma_loss, dma_solver) if dma else uniform_weights

@@ -32,10 +32,10 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.engines.supervised import model_task
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining
 from fedprior.algorithms.pieces.local_training import cross_entropy_loss
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
 
@@ -73,17 +73,10 @@ def server_update(
     return new
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def feddyn(
-    task: Task,
-    runtime: Runtime,
-    *,
-    alpha: Alpha = 0.01,
-    **shared,
-) -> Algorithm:
+@trains_body
+def feddyn(task: Task, runtime: Runtime, *, body: BodyTraining, alpha: Alpha = 0.01) -> Algorithm:
     """FedDyn: each client's loss is linearly corrected and proximally tied to the server model (Acar et al., 2021)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     net = training.global_model(model_task(task, model))
     params = [name for name, _ in net.build().named_parameters()]
 

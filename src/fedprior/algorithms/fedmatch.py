@@ -55,7 +55,7 @@ from pydantic import Field
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.fedmatch_local import code_training, set_gradients
 from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, predict, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import Dpl, SemiSupervisedFields, with_fields
 from fedprior.algorithms.pieces.pseudo_labels import debias, hard_labels
 from fedprior.algorithms.pieces.tensors import MODEL
 from fedprior.models.decomposed import decompose, is_psi, is_sigma, sigma_psi_pairs
@@ -280,8 +280,9 @@ def finish_round(task: Task, l1_threshold: float, delta: float, patience: int, f
     return finish
 
 
-@with_shared(
-    SEMI_SUPERVISED,
+@with_fields(
+    "shared",
+    SemiSupervisedFields,
     lr=1e-3,
     momentum=0.0,
     weight_decay=0.0,
@@ -310,7 +311,7 @@ def fedmatch(
     labeled_batch_size: LabeledBatchSize = 10,
     lr_patience: LrPatience = 5,
     lr_factor: LrFactor = 3.0,
-    **shared,
+    shared: SemiSupervisedFields,
 ) -> Algorithm:
     """FedMatch (Jeong et al. 2021): inter-client consistency and disjoint learning, as its code runs; dpl = true gives FedMatch-FedDPL."""
     train = code_training(labeled_batch_size, supervised_weight, consistency_weight, l1_weight, l2_weight) if labeled_batch_size > 0 else None

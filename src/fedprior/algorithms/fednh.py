@@ -34,10 +34,10 @@ import torch.nn.functional as F
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.pieces.class_balance import class_means
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining
 from fedprior.algorithms.pieces.tensors import MODEL, device_of, model_arrays
 from fedprior.models.split import split
 from fedprior.seeding import torch_generator
@@ -78,18 +78,10 @@ def update_prototypes(prototypes: torch.Tensor, means: Sequence[torch.Tensor], c
     return torch.where(present.unsqueeze(1), smoothed, prototypes)
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fednh(
-    task: Task,
-    runtime: Runtime,
-    *,
-    rho: Rho = 0.9,
-    scale: Scale = 1.0,
-    **shared,
-) -> Algorithm:
+@trains_body
+def fednh(task: Task, runtime: Runtime, *, body: BodyTraining, rho: Rho = 0.9, scale: Scale = 1.0) -> Algorithm:
     """FedNH: uniform class prototypes as the classifier, smoothly infused with the clients' class semantics (Dai et al., 2023)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     device = training.device
     from fedprior.models import build_model
 

@@ -12,25 +12,16 @@ from typing import Annotated
 from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Runtime, Task
-from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT, Sgd
-from fedprior.algorithms.engines.supervised_heads import NotTrueDistillationObjective, supervised_head_algorithm
-from fedprior.algorithms.pieces.hyperparameters import HeadInitField, Lr, Momentum, WeightDecay
+from fedprior.algorithms.engines.linear_heads import BIAS, WEIGHT
+from fedprior.algorithms.engines.supervised_heads import HEAD_SGD, NotTrueDistillationObjective, supervised_head_algorithm
+from fedprior.algorithms.pieces.hyperparameters import HeadInitField, LocalSgd, with_fields
 
 Tau = Annotated[float, Field(gt=0, description="temperature tau of the not-true softmax (authors' default 1)")]
 NtdBeta = Annotated[float, Field(ge=0, description="weight beta of the not-true distillation loss (authors' default 1)")]
 
 
-def fedntd(
-    task: Task,
-    runtime: Runtime,
-    *,
-    init: HeadInitField = "text",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 1e-5,
-    tau: Tau = 1.0,
-    beta: NtdBeta = 1.0,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd, HEAD_SGD, lr=0.01, momentum=0.9, weight_decay=1e-5)
+def fedntd(task: Task, runtime: Runtime, *, init: HeadInitField = "text", sgd: LocalSgd, tau: Tau = 1.0, beta: NtdBeta = 1.0) -> Algorithm:
     """FedNTD on a linear head: local loss CE + beta * KL over not-true classes (Lee et al. 2022, Eq. 5-6).
 
     "Preservation of the Global Knowledge by Not-True Distillation in Federated
@@ -42,10 +33,8 @@ def fedntd(
     return supervised_head_algorithm(
         "fedntd",
         task,
+        runtime,
+        sgd,
         init=init,
-        local_epochs=runtime.local_epochs,
-        batch_size=runtime.batch_size,
-        sgd=Sgd(lr, momentum, weight_decay),
         objective=lambda message, labels: NotTrueDistillationObjective(labels, message.arrays[WEIGHT], message.arrays[BIAS], tau, beta),
-        device=runtime.device,
     )

@@ -34,11 +34,11 @@ import torch
 import torch.nn.functional as F
 from pydantic import Field
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import class_means
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, client_arrays, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -101,17 +101,10 @@ def nearest_prototype_logits(features: torch.Tensor, prototypes: torch.Tensor, p
     return (-distances).masked_fill(~present.to(features.device).unsqueeze(0), NO_PROTOTYPE)
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fedproto(
-    task: Task,
-    runtime: Runtime,
-    *,
-    proto_weight: Lambda = 0.1,
-    **shared,
-) -> Algorithm:
+@trains_body
+def fedproto(task: Task, runtime: Runtime, *, body: BodyTraining, proto_weight: Lambda = 0.1) -> Algorithm:
     """FedProto: personal models, shared class prototypes; CE + lambda ||phi(x) - C_y||^2 (Tan et al., 2022)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     device = training.device
     net = training.global_model(model_task(task, model))
     dim = split(net.build()).feature_dim

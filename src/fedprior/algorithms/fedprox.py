@@ -16,7 +16,7 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
-from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, Momentum, WeightDecay, with_shared
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd, with_fields, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.algorithms.pieces.robust_aggregation_fields import NAMES as ROBUST_NAMES
@@ -38,18 +38,8 @@ def proximal_loss(global_model: nn.Module, mu: float) -> LossFn:
 
 @runtime_options("precision", "compile")
 @with_shared((*SERVER_OPTIMIZATION, *ROBUST_AGGREGATION))
-def fedprox(
-    task: Task,
-    runtime: Runtime,
-    *,
-    model: ModelName = "cnn",
-    lr: Lr = 0.05,
-    momentum: Momentum = 0.0,
-    weight_decay: WeightDecay = 0.0,
-    lr_decay: LrDecay = 1.0,
-    mu: Mu = 0.01,
-    **server: Any,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd)
+def fedprox(task: Task, runtime: Runtime, *, sgd: LocalSgd, mu: Mu = 0.01, **server: Any) -> Algorithm:
     """FedProx: FedAvg whose clients minimize CE + (mu/2)||w - w_global||^2 (Li et al., 2020, Eq. 2).
 
     ``server`` (:func:`~fedprior.algorithms.pieces.server_optimizers.server_optimization`): the server's step
@@ -58,15 +48,6 @@ def fedprox(
     """
     rule = checked_robust_aggregation(**{k: server.pop(k) for k in ROBUST_NAMES})
     optimizer = checked_server_optimizer(**server)
-    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
-    update = local_sgd_update(
-        net,
-        runtime.local_epochs,
-        runtime.batch_size,
-        lr,
-        momentum,
-        weight_decay,
-        make_loss=lambda g, _: proximal_loss(g, mu),
-        lr_decay=lr_decay,
-    )
+    net = GlobalModel(model_task(task, sgd.model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
+    update = local_sgd_update(net, runtime, sgd, make_loss=lambda g, _: proximal_loss(g, mu))
     return with_server_optimizer(with_robust_aggregation(net.algorithm("fedprox", update, thread_safe_updates=True), rule), optimizer, net.parameter_names())

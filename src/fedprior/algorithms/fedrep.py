@@ -27,10 +27,10 @@ import torch
 from pydantic import Field
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.engines.supervised import model_task
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining
 from fedprior.algorithms.pieces.local_training import classification_metrics
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, client_arrays, eval_entries, mean_metrics, personal_evaluation, without_eval
@@ -53,17 +53,10 @@ def head_metrics(features: torch.Tensor, head: dict[str, torch.Tensor], y: torch
     return logit_metrics(features @ head["weight"].to(features.device).T + head["bias"].to(features.device), y)
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fedrep(
-    task: Task,
-    runtime: Runtime,
-    *,
-    head_epochs: HeadEpochs = 0,
-    **shared,
-) -> Algorithm:
+@trains_body
+def fedrep(task: Task, runtime: Runtime, *, body: BodyTraining, head_epochs: HeadEpochs = 0) -> Algorithm:
     """FedREP: shared body, personal heads; a client trains its head, then the body, and uploads the body (Collins et al., 2021)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     device = training.device
     net = training.global_model(model_task(task, model))
 

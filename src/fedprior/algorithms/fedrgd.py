@@ -38,7 +38,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import Method, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import Dpl, SemiSupervisedFields, with_fields
 
 Groups = Annotated[int, Field(ge=1, description="S, the random groups the clients of a round are split into before averaging")]
 
@@ -60,15 +60,8 @@ def grouped_weights(groups: int):
 
 
 @runtime_options("precision", "compile")
-@with_shared(SEMI_SUPERVISED, norm="gn")
-def fedrgd(
-    task: Task,
-    runtime: Runtime,
-    *,
-    dpl: Dpl = False,
-    groups: Groups = 2,
-    **shared,
-) -> Algorithm:
+@with_fields("shared", SemiSupervisedFields, norm="gn")
+def fedrgd(task: Task, runtime: Runtime, *, dpl: Dpl = False, groups: Groups = 2, shared: SemiSupervisedFields) -> Algorithm:
     """FedRGD (Zhang et al. 2021): consistency loss, GroupNorm, grouping-based averaging; dpl = true gives FedRGD-FedDPL."""
     method = Method(weights=grouped_weights(groups))
     return semi_supervised_algorithm("fedrgd", task, shared, runtime, dpl=dpl, method=method)

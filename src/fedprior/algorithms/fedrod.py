@@ -36,11 +36,11 @@ from pydantic import Field
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
-from fedprior.algorithms.engines.body_training import shared_training
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.engines.body_training import local_training, trains_body
 from fedprior.algorithms.engines.supervised import model_task
 from fedprior.algorithms.pieces.class_balance import balanced_softmax_loss, class_counts
-from fedprior.algorithms.pieces.hyperparameters import BODY_TRAINING, with_shared
+from fedprior.algorithms.pieces.hyperparameters import BodyTraining
 from fedprior.algorithms.pieces.metrics import logit_metrics
 from fedprior.algorithms.pieces.personal import EVAL, UPLOAD_PERSONAL, client_arrays, eval_entries, without_eval
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, model_arrays, with_prefix
@@ -64,17 +64,10 @@ class TwoHeads(nn.Module):
         return balanced_softmax_loss(generic, y, counts, gamma), F.cross_entropy(personal, y)
 
 
-@runtime_options("precision")
-@with_shared(BODY_TRAINING, first=True)
-def fedrod(
-    task: Task,
-    runtime: Runtime,
-    *,
-    gamma: Gamma = 1.0,
-    **shared,
-) -> Algorithm:
+@trains_body
+def fedrod(task: Task, runtime: Runtime, *, body: BodyTraining, gamma: Gamma = 1.0) -> Algorithm:
     """FedROD: a generic head trained with the balanced softmax and averaged, a personal head kept (Chen & Chao, 2022)."""
-    model, training = shared_training(shared, runtime)
+    model, training = body.model, local_training(body, runtime)
     net = training.global_model(model_task(task, model))
     feature_dim = split(net.build()).feature_dim
     heads = training.global_model(lambda: nn.Linear(feature_dim, task.num_classes))  # the P-head, resident on an accelerator

@@ -23,14 +23,13 @@ from fedprior.algorithms.engines.self_supervised import two_view_fedavg
 from fedprior.algorithms.pieces.contrastive import nt_xent
 from fedprior.algorithms.pieces.hyperparameters import (
     ClientLr,
-    EvalFeatures,
-    LinearEval,
-    MinScale,
     NormGroupChannels,
     ProjectionDim,
+    SelfSupervisedFields,
     Temperature,
     Width,
     check_group_channels,
+    with_fields,
 )
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
@@ -41,6 +40,7 @@ StemNorm = Annotated[
 ]
 
 
+@with_fields("protocol", SelfSupervisedFields)
 def fedsimclr(
     task: Task,
     runtime: Runtime,
@@ -51,9 +51,7 @@ def fedsimclr(
     projection_dim: ProjectionDim = 128,
     lr: ClientLr = 1e-3,
     temperature: Temperature = 0.5,
-    eval_features: EvalFeatures = "projection",
-    linear_eval: LinearEval = "train-test",
-    min_scale: MinScale = 0.08,
+    protocol: SelfSupervisedFields,
 ) -> Algorithm:
     """FedSimCLR: every client minimizes NT-Xent (SimCLR) on two views of its images; FedAvg averages the ResNet-18.
 
@@ -81,11 +79,7 @@ def fedsimclr(
         task,
         lambda: ContrastiveNet(task.input_shape[0], width, projection_dim, norm, norm_group_channels),
         loss,
-        local_epochs=runtime.local_epochs,
-        batch_size=runtime.batch_size,
-        optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=runtime.device,
-        eval_features=eval_features,
-        min_scale=min_scale,
-        linear_eval=linear_eval,
+        runtime,
+        lr=lr,
+        protocol=protocol,
     )

@@ -21,7 +21,7 @@ from torch import nn
 from fedprior.algorithms.base import Algorithm, Runtime, Task
 from fedprior.algorithms.engines.self_supervised import two_view_fedavg
 from fedprior.algorithms.pieces.contrastive import sinkhorn, swapped_prediction
-from fedprior.algorithms.pieces.hyperparameters import ClientLr, EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
+from fedprior.algorithms.pieces.hyperparameters import ClientLr, ProjectionDim, SelfSupervisedFields, Width, with_fields
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
 
@@ -46,6 +46,7 @@ class SwavNet(nn.Module):
         return self.net(x)
 
 
+@with_fields("protocol", SelfSupervisedFields)
 def fedswav(
     task: Task,
     runtime: Runtime,
@@ -57,9 +58,7 @@ def fedswav(
     temperature: SwavTemperature = 0.1,
     epsilon: Epsilon = 0.05,
     sinkhorn_iterations: SinkhornIterations = 3,
-    eval_features: EvalFeatures = "projection",
-    linear_eval: LinearEval = "train-test",
-    min_scale: MinScale = 0.08,
+    protocol: SelfSupervisedFields,
 ) -> Algorithm:
     """FedSwAV: every client trains SwAV's swapped prediction on two views; FedAvg averages backbone, head and prototypes.
 
@@ -90,11 +89,7 @@ def fedswav(
         task,
         lambda: SwavNet(ContrastiveNet(task.input_shape[0], width, projection_dim), prototypes),
         loss,
-        local_epochs=runtime.local_epochs,
-        batch_size=runtime.batch_size,
-        optimizer=lambda m: torch.optim.Adam(m.parameters(), lr=lr),
-        device=runtime.device,
-        eval_features=eval_features,
-        min_scale=min_scale,
-        linear_eval=linear_eval,
+        runtime,
+        lr=lr,
+        protocol=protocol,
     )

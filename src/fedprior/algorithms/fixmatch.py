@@ -28,11 +28,11 @@ from __future__ import annotations
 
 from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, SUPERVISED, Dpl, LabeledBatchSize, LocalSteps, UnlabeledRatio, with_shared
+from fedprior.algorithms.pieces.hyperparameters import SUPERVISED, Dpl, LabeledBatchSize, LocalSteps, SemiSupervisedFields, UnlabeledRatio, with_fields
 
 
 @runtime_options("precision", "compile")
-@with_shared(SEMI_SUPERVISED)
+@with_fields("shared", SemiSupervisedFields)
 def fixmatch(
     task: Task,
     runtime: Runtime,
@@ -41,29 +41,18 @@ def fixmatch(
     labeled_batch_size: LabeledBatchSize = 0,
     unlabeled_ratio: UnlabeledRatio = 7,
     local_steps: LocalSteps = 0,
-    **shared,
+    shared: SemiSupervisedFields,
 ) -> Algorithm:
     """FixMatch within FedAvg (Sohn et al. 2020); dpl = true gives FixMatch-FedDPL (the FedDB paper, Sec. 5.1)."""
     minibatches = {"labeled_batch_size": labeled_batch_size, "unlabeled_ratio": unlabeled_ratio, "local_steps": local_steps}
-    return semi_supervised_algorithm("fixmatch", task, {**shared, **minibatches}, runtime, dpl=dpl)
+    return semi_supervised_algorithm("fixmatch", task, shared, runtime, dpl=dpl, minibatches=minibatches)
 
 
 @runtime_options("precision", "compile")
-@with_shared(SUPERVISED)
+@with_fields("shared", SemiSupervisedFields, SUPERVISED)
 def fedavg_labeled(
-    task: Task,
-    runtime: Runtime,
-    *,
-    labeled_batch_size: LabeledBatchSize = 0,
-    local_steps: LocalSteps = 0,
-    **shared,
+    task: Task, runtime: Runtime, *, labeled_batch_size: LabeledBatchSize = 0, local_steps: LocalSteps = 0, shared: SemiSupervisedFields
 ) -> Algorithm:
     """FedAvg on each client's labeled data only (McMahan et al. 2017; FedDB's supervised baseline)."""
     minibatches = {"labeled_batch_size": labeled_batch_size, "local_steps": local_steps}
-    return semi_supervised_algorithm(
-        "fedavg-labeled",
-        task,
-        {**shared, **minibatches},
-        runtime,
-        use_unlabeled=False,
-    )
+    return semi_supervised_algorithm("fedavg-labeled", task, shared, runtime, use_unlabeled=False, minibatches=minibatches)

@@ -17,7 +17,7 @@ from torch import nn
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, local_sgd_update, model_task
-from fedprior.algorithms.pieces.hyperparameters import Lr, ModelName, Momentum, WeightDecay, with_shared
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd, with_fields, with_shared
 from fedprior.algorithms.pieces.local_training import LossFn, cross_entropy_loss
 from fedprior.algorithms.pieces.robust_aggregation import ROBUST_AGGREGATION, checked_robust_aggregation, with_robust_aggregation
 from fedprior.errors import ConfigError
@@ -52,18 +52,8 @@ def moon_loss(global_model: nn.Module, previous_model: nn.Module, mu: float, tau
 
 @runtime_options("precision", "compile")
 @with_shared(ROBUST_AGGREGATION)
-def moon(
-    task: Task,
-    runtime: Runtime,
-    *,
-    model: ModelName = "cnn",
-    lr: Lr = 0.05,
-    momentum: Momentum = 0.0,
-    weight_decay: WeightDecay = 0.0,
-    mu: MoonMu = 5.0,
-    temperature: MoonTemperature = 0.5,
-    **robust: Any,
-) -> Algorithm:
+@with_fields("sgd", LocalSgd, ("model", "lr", "momentum", "weight_decay"))
+def moon(task: Task, runtime: Runtime, *, sgd: LocalSgd, mu: MoonMu = 5.0, temperature: MoonTemperature = 0.5, **robust: Any) -> Algorithm:
     """MOON: FedAvg whose clients add a contrastive term pulling their representation to the global model's, away from their previous one.
 
     FedAvg's client loop (:func:`~fedprior.algorithms.engines.supervised.local_sgd_update`) with the loss
@@ -80,15 +70,15 @@ def moon(
     previous one: :meth:`~fedprior.algorithms.engines.supervised.GlobalModel.receive`), and so do the replies and the client state.
     """
     rule = checked_robust_aggregation(**robust)  # the rule replacing FedAvg's mean (robust_aggregation.py)
-    if model == "linear":
+    if sgd.model == "linear":
         raise ConfigError("algorithm.model: moon contrasts the representations of a network; use 'cnn' or 'resnet18'")
-    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
+    net = GlobalModel(model_task(task, sgd.model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
 
     def loss(global_model: nn.Module, state: State) -> LossFn:
         # z_prev: the client's last local model (copied into the resident "previous" model on an accelerator), the global one the first time
         return moon_loss(global_model, net.receive(state, "previous") if state else global_model, mu, temperature)
 
-    fedavg_update = local_sgd_update(net, runtime.local_epochs, runtime.batch_size, lr, momentum, weight_decay, make_loss=loss)
+    fedavg_update = local_sgd_update(net, runtime, sgd, make_loss=loss)
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
         reply, _ = fedavg_update(message, state, data, info)

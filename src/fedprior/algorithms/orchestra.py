@@ -57,7 +57,7 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInf
 from fedprior.algorithms.engines.self_supervised import evaluation_inputs, linear_evaluate, two_view_epochs, unit_images
 from fedprior.algorithms.engines.supervised import GlobalModel
 from fedprior.algorithms.pieces.contrastive import sinkhorn
-from fedprior.algorithms.pieces.hyperparameters import EvalFeatures, LinearEval, MinScale, ProjectionDim, Width
+from fedprior.algorithms.pieces.hyperparameters import ProjectionDim, SelfSupervisedFields, Width, with_fields
 from fedprior.algorithms.pieces.tensors import MODEL, model_arrays
 from fedprior.errors import ConfigError
 from fedprior.models.contrastive_net import ContrastiveNet
@@ -144,6 +144,7 @@ def global_clustering(centroids: torch.Tensor, local: torch.Tensor, temperature:
     return weight.detach()
 
 
+@with_fields("protocol", SelfSupervisedFields)
 def orchestra(
     task: Task,
     runtime: Runtime,
@@ -157,9 +158,7 @@ def orchestra(
     ema: Ema = 0.996,
     lr: SgdLr = 0.003,
     global_iterations: GlobalIterations = 500,
-    eval_features: EvalFeatures = "projection",
-    linear_eval: LinearEval = "train-test",
-    min_scale: MinScale = 0.08,
+    protocol: SelfSupervisedFields,
 ) -> Algorithm:
     """Orchestra: clients learn to match global cluster assignments of their views, the server clusters their local centroids.
 
@@ -210,7 +209,14 @@ def orchestra(
 
         optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=0.9, weight_decay=1e-4)
         metrics = two_view_epochs(
-            model, images, epochs=runtime.local_epochs, batch_size=runtime.batch_size, optimizer=optimizer, generator=g, loss_fn=loss, min_scale=min_scale
+            model,
+            images,
+            epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
+            optimizer=optimizer,
+            generator=g,
+            loss_fn=loss,
+            min_scale=protocol.min_scale,
         )
         recent = torch.cat(bank)[-memory:]
         reply = {**model_arrays(model, resident=True), LOCAL: local_clustering(recent, local_clusters, g)}  # on the run's device
@@ -223,7 +229,8 @@ def orchestra(
 
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         model = net.receive(state, "evaluate")
-        return linear_evaluate(model if eval_features == "projection" else model.embed, model, data, task, runtime.device, linear_eval)
+        features = model if protocol.eval_features == "projection" else model.embed
+        return linear_evaluate(features, model, data, task, runtime.device, protocol.linear_eval)
 
     return net.algorithm(
         "orchestra",
@@ -232,5 +239,5 @@ def orchestra(
         aggregate=aggregate,
         evaluate=evaluate,
         stages=(Stage("setup", rounds=1, evaluate=False), Stage("federated")),
-        evaluation_inputs=evaluation_inputs(linear_eval),
+        evaluation_inputs=evaluation_inputs(protocol.linear_eval),
     )

@@ -26,7 +26,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, model_task, round_lr, sgd
-from fedprior.algorithms.pieces.hyperparameters import Lr, LrDecay, ModelName, WeightDecay, with_shared
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd, with_fields, with_shared
 from fedprior.algorithms.pieces.local_training import train_epochs
 from fedprior.algorithms.pieces.server_optimizers import SERVER_OPTIMIZATION, checked_server_optimizer, with_server_optimizer
 from fedprior.algorithms.pieces.tensors import MODEL, add_prefix, device_of, model_arrays, to_device, weighted_mean, with_prefix
@@ -38,17 +38,8 @@ GlobalLr = Annotated[float, Field(gt=0, description="server step size eta_g on t
 
 @runtime_options("precision")
 @with_shared(SERVER_OPTIMIZATION)
-def scaffold(
-    task: Task,
-    runtime: Runtime,
-    *,
-    model: ModelName = "cnn",
-    lr: Lr = 0.05,
-    weight_decay: WeightDecay = 0.0,
-    lr_decay: LrDecay = 1.0,
-    global_lr: GlobalLr = 1.0,
-    **server: Any,
-) -> Algorithm:
+@with_fields("settings", LocalSgd, ("model", "lr", "weight_decay", "lr_decay"))
+def scaffold(task: Task, runtime: Runtime, *, settings: LocalSgd, global_lr: GlobalLr = 1.0, **server: Any) -> Algorithm:
     """SCAFFOLD with option II control variates (Karimireddy et al., ICML 2020, Algorithm 1).
 
     Client i, from the global model x with server control c and its own c_i:
@@ -66,7 +57,7 @@ def scaffold(
             f"algorithm.global_lr: is plain SCAFFOLD's server step; with algorithm.server_optimizer = {optimizer.rule!r} "
             "the server's step size is algorithm.server_lr; accepted for global_lr: 1.0"
         )
-    net = GlobalModel(model_task(task, model), device=runtime.device, precision=runtime.precision)
+    net = GlobalModel(model_task(task, settings.model), device=runtime.device, precision=runtime.precision)
     param_names = [name for name, _ in net.build().named_parameters()]
     num_clients = task.num_clients
 
@@ -94,14 +85,14 @@ def scaffold(
                 assert p.grad is not None  # called after backward: every parameter of the model has a gradient
                 p.grad.add_(correction[name])
 
-        step_lr = round_lr(lr, lr_decay, info.round)
+        step_lr = round_lr(settings.lr, settings.lr_decay, info.round)
         metrics = train_epochs(
             local,
             data["x"].to(runtime.device),
             data["y"].to(runtime.device),
             epochs=runtime.local_epochs,
             batch_size=runtime.batch_size,
-            optimizer=sgd(local, step_lr, 0.0, weight_decay),
+            optimizer=sgd(local, step_lr, 0.0, settings.weight_decay),
             generator=info.generator(),
             after_backward=correct_gradients,
             precision=runtime.precision,

@@ -34,7 +34,7 @@ from pydantic import Field
 
 from fedprior.algorithms.base import Algorithm, Runtime, Task, runtime_options
 from fedprior.algorithms.engines.semi_supervised import Context, Method, confident_rows, semi_supervised_algorithm
-from fedprior.algorithms.pieces.hyperparameters import SEMI_SUPERVISED, Dpl, with_shared
+from fedprior.algorithms.pieces.hyperparameters import Dpl, SemiSupervisedFields, with_fields
 from fedprior.data.augment import device_generator, seed_from, seeded
 
 MixAlpha = Annotated[float, Field(gt=0, description="a of the MixUp coefficient lambda ~ Beta(a, a) (SemiFL's code: 0.75)")]
@@ -61,15 +61,9 @@ def mixup_loss(alpha: float, weight: float):
 
 
 @runtime_options("precision", "compile")
-@with_shared(SEMI_SUPERVISED, unlabeled_mean="confident")
+@with_fields("shared", SemiSupervisedFields, unlabeled_mean="confident")
 def semifl(
-    task: Task,
-    runtime: Runtime,
-    *,
-    dpl: Dpl = False,
-    mix_alpha: MixAlpha = 0.75,
-    mix_weight: MixWeight = 1.0,
-    **shared,
+    task: Task, runtime: Runtime, *, dpl: Dpl = False, mix_alpha: MixAlpha = 0.75, mix_weight: MixWeight = 1.0, shared: SemiSupervisedFields
 ) -> Algorithm:
     """SemiFL's client-side training (Diao et al. 2022): FixMatch plus MixUp; dpl = true gives SemiFL-FedDPL."""
     return semi_supervised_algorithm(

@@ -23,7 +23,7 @@ import numpy as np
 from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files, located
 from fedprior.errors import DatasetNotFoundError
 
 
@@ -132,13 +132,7 @@ def _download(layout: CifarLayout, root: Path | None) -> None:
 
 def load_cifar(layout: CifarLayout, root: Path | None = None, download: bool = False) -> Dataset:
     """Load a CIFAR variant as 3x32x32 uint8 images with the class names from its meta file."""
-    try:
-        folder = locate_cifar(layout, root)
-    except DatasetNotFoundError:
-        if not download:
-            raise
-        _download(layout, root)
-        folder = locate_cifar(layout, root)
+    folder = located(lambda: locate_cifar(layout, root), download, lambda: _download(layout, root))
     train = [_images_and_labels(folder / name, layout) for name in layout.train_files]
     test_images, test_labels = _images_and_labels(folder / layout.test_file, layout)
     meta = read_batch(folder / layout.meta_file)

@@ -23,7 +23,7 @@ from fedprior.data.archive import extract_tar
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
 from fedprior.data.image_folder import load_class_folders
-from fedprior.data.locations import dataset_cache_dir, download_dir, missing_in_root
+from fedprior.data.locations import dataset_cache_dir, download_dir, located, missing_in_root
 from fedprior.errors import DatasetNotFoundError
 
 NAME = "cinic10"
@@ -65,24 +65,12 @@ def load_split(split_dir: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def load_cinic10(root: Path | None = None, download: bool = False) -> Dataset:
     """Load CINIC-10 (train = ``train/``, test = ``test/``) as 3x32x32 uint8 images, 10 classes."""
-    try:
-        folder = locate_cinic10(root)
-    except DatasetNotFoundError:
-        if not download:
-            raise
+
+    def fetch() -> None:
         target = download_dir(NAME, root)
         archive = download_file(ARCHIVE_URL, target / "CINIC-10.tar.gz", timeout=60.0)
         extract_tar(archive, target)
         archive.unlink()
-        folder = locate_cinic10(root)
-    train_images, train_labels = load_split(folder / SPLITS["train"])
-    test_images, test_labels = load_split(folder / SPLITS["test"])
-    return Dataset(
-        name=NAME,
-        train_images=train_images,
-        train_labels=train_labels,
-        test_images=test_images,
-        test_labels=test_labels,
-        class_names=CLASS_NAMES,
-        source=str(folder),
-    )
+
+    folder = located(lambda: locate_cinic10(root), download, fetch)
+    return Dataset.from_splits(NAME, folder, SPLITS, load_split, CLASS_NAMES)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +32,15 @@ class Dataset:
     val_images: np.ndarray | None = None
     val_labels: np.ndarray | None = None
     train_groups: np.ndarray | None = None
+
+    @classmethod
+    def from_splits(
+        cls, name: str, folder: Path, files: Mapping[str, str], read: Callable[[Path], tuple[np.ndarray, np.ndarray]], class_names: tuple[str, ...]
+    ) -> Dataset:
+        """The dataset whose train and test images and labels ``read`` gives from ``folder / files['train']`` and ``folder / files['test']``."""
+        train_images, train_labels = read(folder / files["train"])
+        test_images, test_labels = read(folder / files["test"])
+        return cls(name, train_images, train_labels, test_images, test_labels, class_names, source=str(folder))
 
     def __post_init__(self) -> None:
         where = f"{self.name} ({self.source})" if self.source else self.name

@@ -10,11 +10,23 @@ a silent fall back to another copy.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import platformdirs
 
 from fedprior.errors import DatasetNotFoundError
+
+
+def located(locate: Callable[[], Path], download: bool, fetch: Callable[[], object]) -> Path:
+    """Where ``locate()`` finds a dataset; where it finds none and ``download`` allows, after ``fetch()`` has downloaded it."""
+    try:
+        return locate()
+    except DatasetNotFoundError:
+        if not download:
+            raise
+        fetch()
+        return locate()
 
 
 def cache_dir() -> Path:

@@ -15,7 +15,7 @@ import numpy as np
 
 from fedprior.data.dataset import Dataset
 from fedprior.data.download import download_file
-from fedprior.data.locations import dataset_cache_dir, download_dir, find_files
+from fedprior.data.locations import dataset_cache_dir, download_dir, find_files, located
 from fedprior.errors import DatasetNotFoundError
 
 NAME = "svhn"
@@ -57,24 +57,12 @@ def read_svhn_mat(path: Path) -> tuple[np.ndarray, np.ndarray]:
 
 def load_svhn(root: Path | None = None, download: bool = False) -> Dataset:
     """Load SVHN (73,257 train / 26,032 test) as 3x32x32 uint8 images, classes '0'..'9'."""
-    try:
-        folder = locate_svhn(root)
-    except DatasetNotFoundError:
-        if not download:
-            raise
+
+    def fetch() -> None:
         for name in FILES.values():
             target = download_dir(NAME, root) / name
             if not target.is_file():
                 download_file(URL + name, target, timeout=60.0)
-        folder = locate_svhn(root)
-    train_images, train_labels = read_svhn_mat(folder / FILES["train"])
-    test_images, test_labels = read_svhn_mat(folder / FILES["test"])
-    return Dataset(
-        name=NAME,
-        train_images=train_images,
-        train_labels=train_labels,
-        test_images=test_images,
-        test_labels=test_labels,
-        class_names=CLASS_NAMES,
-        source=str(folder),
-    )
+
+    folder = located(lambda: locate_svhn(root), download, fetch)
+    return Dataset.from_splits(NAME, folder, FILES, read_svhn_mat, CLASS_NAMES)

@@ -18,15 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 from torch.optim.optimizer import ParamsT
 
-from fedprior.algorithms.base import ClientData, ClientInfo, Runtime
+from fedprior.algorithms.base import Algorithm, ClientData, ClientInfo, Runtime, runtime_options
 from fedprior.algorithms.engines.supervised import GlobalModel, round_lr
-from fedprior.algorithms.pieces.hyperparameters import CPU
+from fedprior.algorithms.pieces.hyperparameters import CPU, BodyTraining, with_fields
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda, materialized
 from fedprior.algorithms.pieces.tensors import M
@@ -183,7 +182,14 @@ def evaluate_on_device(model: nn.Module, data: ClientData, device: torch.device 
     return classification_metrics(model, x, data["y"].to(device), batch_size=2048 if x.device.type == "cuda" else 256, precision=precision)
 
 
-def shared_training(shared: dict[str, Any], runtime: Runtime) -> tuple[str, LocalTraining]:
-    """The network name and the :class:`LocalTraining` of the FedBM set's values (``hyperparameters.body_training``) and the run's ``runtime``."""
-    optimizer = LocalOptimizer(shared["optimizer"], shared["lr"], shared["momentum"], shared["weight_decay"], shared["lr_decay"], shared["lr_decay_every"])
-    return shared["model"], LocalTraining(runtime.local_epochs, runtime.batch_size, optimizer, runtime.device, runtime.precision)
+def trains_body(factory: Callable[..., Algorithm]) -> Callable[..., Algorithm]:
+    """Declare an algorithm of FedBM's tables: its factory takes the set :class:`~fedprior.algorithms.pieces.hyperparameters.BodyTraining`
+    as its keyword parameter ``body`` (:func:`~fedprior.algorithms.pieces.hyperparameters.with_fields`) and runs its forward passes
+    in ``run.precision`` (:func:`~fedprior.algorithms.base.runtime_options`)."""
+    return runtime_options("precision")(with_fields("body", BodyTraining)(factory))
+
+
+def local_training(body: BodyTraining, runtime: Runtime) -> LocalTraining:
+    """The :class:`LocalTraining` of the FedBM set's values (:class:`~fedprior.algorithms.pieces.hyperparameters.BodyTraining`) and the run's ``runtime``."""
+    optimizer = LocalOptimizer(body.optimizer, body.lr, body.momentum, body.weight_decay, body.lr_decay, body.lr_decay_every)
+    return LocalTraining(runtime.local_epochs, runtime.batch_size, optimizer, runtime.device, runtime.precision)

@@ -26,8 +26,9 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, Runtime, State, Task
 from fedprior.algorithms.engines.supervised import GlobalModel
+from fedprior.algorithms.pieces.hyperparameters import SelfSupervisedFields
 from fedprior.algorithms.pieces.linear_eval import dense_evaluation, linear_evaluation
 from fedprior.algorithms.pieces.local_training import LossFn, train_pass
 from fedprior.algorithms.pieces.metrics import read_once
@@ -131,26 +132,16 @@ def evaluation_inputs(protocol: str) -> tuple[str, ...]:
 
 
 def two_view_fedavg(
-    name: str,
-    task: Task,
-    build: Callable[[], nn.Module],
-    loss_fn: LossFn,
-    *,
-    local_epochs: int,
-    batch_size: int,
-    optimizer: Callable[[nn.Module], torch.optim.Optimizer],
-    device: torch.device,
-    eval_features: str,
-    min_scale: float,
-    linear_eval: str = "train-test",
+    name: str, task: Task, build: Callable[[], nn.Module], loss_fn: LossFn, runtime: Runtime, *, lr: float, protocol: SelfSupervisedFields
 ) -> Algorithm:
     """An end-to-end self-supervised FedAvg baseline: clients minimize ``loss_fn`` on two SimCLR views, the server averages.
 
     ``build()`` returns a network with ``embed`` (backbone features) and ``forward``
     (projection); FedAvg (Eq. 1, weighted by client size) averages every parameter and
-    buffer; the optimizer is fresh each round; evaluation is the linear evaluation of
-    the projection (``eval_features = "projection"``, as MFCL's) or the backbone features.
+    buffer; the clients' Adam at ``lr`` is fresh each round; evaluation is the linear evaluation of
+    the projection (``protocol.eval_features = "projection"``, as MFCL's) or the backbone features.
     """
+    device, eval_features, linear_eval = runtime.device, protocol.eval_features, protocol.linear_eval
     net = GlobalModel(build, device=device)
     to_unit = unit_images(task)
 
@@ -160,12 +151,12 @@ def two_view_fedavg(
         metrics = two_view_epochs(
             model,
             images,
-            epochs=local_epochs,
-            batch_size=batch_size,
-            optimizer=optimizer(model),
+            epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
+            optimizer=torch.optim.Adam(model.parameters(), lr=lr),
             generator=info.generator(),
             loss_fn=loss_fn,
-            min_scale=min_scale,
+            min_scale=protocol.min_scale,
         )
         return Reply(model_arrays(model, resident=True), int(images.shape[0]), metrics), state  # on the run's device, averaged there
 

@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
@@ -584,20 +584,22 @@ def views(task: Task, settings: Mapping[str, Any]) -> FixMatchAugment:
 def semi_supervised_algorithm(
     name: str,
     task: Task,
-    shared: dict[str, Any],
+    shared: SemiSupervisedFields,
     runtime: Runtime,
     *,
     method: Method = Method(),
     dpl: bool = False,
     use_unlabeled: bool = True,
     wrap: Callable[[nn.Module], nn.Module] | None = None,
+    minibatches: dict[str, Any] | None = None,
 ) -> Algorithm:
     """The algorithm ``name`` from the shared hyperparameters (:class:`~fedprior.algorithms.pieces.hyperparameters.SemiSupervisedFields`) and a method's steps.
 
     Of the ``runtime``: ``local_epochs`` (E), the device, ``precision``, and ``compile`` (the network the clients train and the
-    server evaluates is compiled, ``GlobalModel.receive``); the batches are the algorithm's own.
+    server evaluates is compiled, ``GlobalModel.receive``); the batches are the algorithm's own: ``minibatches`` sets FixMatch's
+    (:class:`Training`'s ``labeled_batch_size``, ``unlabeled_ratio``, ``local_steps``).
     """
-    training = Training(epochs=runtime.local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **shared)
+    training = Training(epochs=runtime.local_epochs, dpl=dpl, use_unlabeled=use_unlabeled, **asdict(shared), **(minibatches or {}))
     build = network(task, training.model, training.norm, training.width, wrap)
     net = GlobalModel(build, device=runtime.device, compile=runtime.compile)
     return SemiSupervised(task, net, training, method, runtime.device, runtime.precision).algorithm(name)

@@ -9,7 +9,8 @@ from typing import Generic
 import torch
 from torch import nn
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, ClientUpdate, Reply, RoundInfo, Runtime, State, Task
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd
 from fedprior.algorithms.pieces.lanes import lane_key
 from fedprior.algorithms.pieces.local_training import LossFn, classification_metrics, cross_entropy_loss, train_epochs
 from fedprior.algorithms.pieces.optimizer_kernels import fused_on_cuda
@@ -175,17 +176,9 @@ def model_task(task: Task, model: str) -> Callable[[], nn.Module]:
     return lambda: build_model(model, task)
 
 
-def local_sgd_update(
-    net: GlobalModel,
-    local_epochs: int,
-    batch_size: int,
-    lr: float,
-    momentum: float,
-    weight_decay: float,
-    make_loss: Callable[[nn.Module, State], LossFn] | None = None,
-    lr_decay: float = 1.0,
-) -> ClientUpdate:
-    """The FedAvg client: SGD from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
+def local_sgd_update(net: GlobalModel, runtime: Runtime, settings: LocalSgd, make_loss: Callable[[nn.Module, State], LossFn] | None = None) -> ClientUpdate:
+    """The FedAvg client: ``runtime.local_epochs`` of SGD with ``settings``' lr, lr decay, momentum and weight decay, in mini-batches
+    of ``runtime.batch_size``, from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
 
     The client state comes back unchanged (a method that keeps one wraps this update, as MOON does).
     """
@@ -198,9 +191,9 @@ def local_sgd_update(
             local,
             x,
             y,
-            epochs=local_epochs,
-            batch_size=batch_size,
-            optimizer=sgd(local, round_lr(lr, lr_decay, info.round), momentum, weight_decay),
+            epochs=runtime.local_epochs,
+            batch_size=runtime.batch_size,
+            optimizer=sgd(local, round_lr(settings.lr, settings.lr_decay, info.round), settings.momentum, settings.weight_decay),
             generator=info.generator(),
             loss_fn=loss_fn,
             precision=net.precision,

@@ -8,7 +8,7 @@ from typing import Literal
 import torch
 import torch.nn.functional as F
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, Task
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, Runtime, State, Task
 from fedprior.algorithms.engines.linear_heads import (
     BIAS,
     WEIGHT,
@@ -22,6 +22,7 @@ from fedprior.algorithms.engines.linear_heads import (
     random_head,
     text_head,
 )
+from fedprior.algorithms.pieces.hyperparameters import LocalSgd
 from fedprior.algorithms.pieces.tensors import to_device, weighted_mean
 
 HeadInit = Literal["random", "text"]
@@ -75,18 +76,23 @@ ObjectiveFactory = Callable[[Broadcast, torch.Tensor], HeadObjective]
 """``objective(broadcast, labels)``; the broadcast's tensors and the labels are on the run's device."""
 
 
+HEAD_SGD = ("lr", "momentum", "weight_decay")
+"""The fields of :class:`~fedprior.algorithms.pieces.hyperparameters.LocalSgd` a head of its own (fedntd, linear-probe) takes."""
+
+
 def supervised_head_algorithm(
     name: str,
     task: Task,
+    runtime: Runtime,
+    settings: LocalSgd,
     *,
     init: HeadInit,
-    local_epochs: int,
-    batch_size: int,
-    sgd: Sgd,
     objective: ObjectiveFactory = lambda message, labels: CrossEntropyObjective(labels),
-    device: torch.device = torch.device("cpu"),
 ) -> Algorithm:
-    """A FedAvg-style algorithm on a linear head: local SGD on (x, y), example-weighted averaging, on ``device``."""
+    """A FedAvg-style algorithm on a linear head: ``runtime.local_epochs`` of local SGD on (x, y) with ``settings``' lr, momentum and
+    weight decay, example-weighted averaging, on ``runtime.device``."""
+    local_epochs, batch_size, device = runtime.local_epochs, runtime.batch_size, runtime.device
+    sgd = Sgd(settings.lr, settings.momentum, settings.weight_decay)
     check_features(task)
     if init == "text":
         text_head(task)  # fail early when there are no text features

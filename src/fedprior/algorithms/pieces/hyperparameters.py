@@ -7,12 +7,14 @@ of ``fedprior algorithms`` from the signature (:mod:`fedprior.algorithms.registr
 
 - A declaration that two or more methods use is an alias here (``Lr``, ``Dpl``,
   ``ProjectionDim``, ...), imported by each; no method imports another's.
-- A family whose methods all take the same set is given that set once, here: as the fields
-  of a dataclass (:class:`SemiSupervisedFields` for FedDB and its baselines, which their engine's
-  ``Training`` extends) or the signature of a function (:func:`body_training` for FedBM and
-  the baselines of its tables), and each factory takes
-  it with :func:`with_shared`: the factory declares ``**shared`` and gets a real signature,
-  its own parameters then the set's, with per-algorithm defaults where it says so.
+- A family whose methods all take the same set is given that set once, here, as the fields of a frozen
+  dataclass: :class:`LocalSgd` (FedAvg's local SGD: fedavg, fedprox, moon, scaffold, central, the head
+  baselines), :class:`SemiSupervisedFields` (FedDB and its baselines; their engine's ``Training`` extends it),
+  :class:`BodyTraining` (FedBM and the baselines of its tables). A factory declares the set as one keyword
+  parameter (``sgd: LocalSgd``) and takes it with :func:`with_fields`: its signature, which the registry reads,
+  shows the set's fields in that parameter's place (those it names, with its own defaults where it says so),
+  and the factory is called with their values as one dataclass. An option a factory passes on whole (server
+  optimizers, robust aggregation) is a group of parameters taken with :func:`with_shared` into ``**shared``.
 
 Defaults of the semi-supervised set follow the FedDB paper ("Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
 Sec. 5.1) and, where it is
@@ -120,7 +122,7 @@ def labels_too(default: Any) -> Any:
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SemiSupervisedFields:
     """What every semi-supervised algorithm (feddb, fixmatch, fedmatch, fedrgd, semifl) shares: the network, its local optimizer,
-    the pseudo-labels. Declared once: its fields are the algorithms' config fields (:data:`SEMI_SUPERVISED`, :data:`SUPERVISED`:
+    the pseudo-labels. Declared once: its fields are the algorithms' config fields (:func:`with_fields`; :data:`SUPERVISED`:
     those marked :func:`labels_too`) and the fields of their engine's ``Training``, which extends it."""
 
     model: Annotated[
@@ -223,17 +225,40 @@ class SemiSupervisedFields:
     ] = True
 
 
-def body_training(
-    *,
-    model: BodyModel = "convnet",
-    optimizer: OptimizerName = "sgd",
-    lr: Lr = 0.01,
-    momentum: Momentum = 0.9,
-    weight_decay: WeightDecay = 5e-4,
-    lr_decay: LrDecay = 0.99,
-    lr_decay_every: LrDecayEvery = "round",
-) -> None:
-    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (the run's epochs, batches, device and precision come as the factory's ``runtime``)."""
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class LocalSgd:
+    """The network and FedAvg's local SGD (McMahan et al., AISTATS 2017, Algorithm 1), with FedAvg's defaults: what fedavg,
+    fedprox, moon, scaffold, central and the linear-head baselines take (:func:`with_fields`, each the fields it uses)."""
+
+    model: ModelName = "cnn"
+    lr: Lr = 0.05
+    momentum: Momentum = 0.0
+    weight_decay: WeightDecay = 0.0
+    lr_decay: LrDecay = 1.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SelfSupervisedFields:
+    """What the self-supervised baselines of the MFCL paper's tables (fedsimclr, fedswav, orchestra) share: the views' crop and
+    the linear evaluation (the MFCL paper's Sec. 3)."""
+
+    eval_features: EvalFeatures = "projection"
+    linear_eval: LinearEval = "train-test"
+    min_scale: MinScale = 0.08
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BodyTraining:
+    """What every algorithm of FedBM's tables shares, with the defaults of the authors' code (the run's epochs, batches,
+    device and precision come as the factory's ``runtime``; ``engines.body_training.local_training`` joins the two)."""
+
+    model: BodyModel = "convnet"
+    optimizer: OptimizerName = "sgd"
+    lr: Lr = 0.01
+    momentum: Momentum = 0.9
+    weight_decay: WeightDecay = 5e-4
+    lr_decay: LrDecay = 0.99
+    lr_decay_every: LrDecayEvery = "round"
 
 
 def parameters(declaration: Callable[..., None], names: Sequence[str] | None = None) -> tuple[inspect.Parameter, ...]:
@@ -251,10 +276,43 @@ def field_parameters(declaration: type) -> tuple[inspect.Parameter, ...]:
 
 
 SEMI_SUPERVISED = field_parameters(SemiSupervisedFields)
-SUPERVISED = tuple(p for p, f in zip(SEMI_SUPERVISED, dataclasses.fields(SemiSupervisedFields), strict=True) if f.metadata.get(LABELS_TOO))
+SUPERVISED = tuple(f.name for f in dataclasses.fields(SemiSupervisedFields) if f.metadata.get(LABELS_TOO))
 """Of :class:`SemiSupervisedFields`, what an algorithm trained on the labeled data alone (fedavg-labeled) uses."""
-BODY_TRAINING = parameters(body_training)
 SEMI_SUPERVISED_DEFAULTS: dict[str, Any] = {p.name: p.default for p in SEMI_SUPERVISED}
+
+
+def with_fields(name: str, declaration: type, names: Sequence[str] | None = None, **defaults: Any) -> Callable[[Callable], Callable]:
+    """Give a factory that declares the keyword parameter ``name: declaration`` (a frozen dataclass of hyperparameters, a set
+    more than one algorithm takes) the dataclass's fields in its place, and call it with their values as one ``declaration``.
+
+    ``names`` picks the fields this algorithm takes, in that order (the others keep the dataclass's defaults); ``defaults``
+    overrides a default for this algorithm (e.g. central's ``lr=0.01``). The wrapped factory fills in the defaults, so
+    ``f(task, runtime, lr=0.1)`` works as well as a call through the registry, which reads the fields from its signature.
+    """
+    group = [p.replace(default=defaults.get(p.name, p.default)) for p in field_parameters(declaration) if names is None or p.name in names]
+    if names is not None:
+        group.sort(key=lambda p: list(names).index(p.name))
+    unknown = set(defaults) - {p.name for p in group}
+    if unknown or (names is not None and len(group) != len(names)):
+        raise ValueError(f"{declaration.__name__}: not among its fields taken here: {sorted(unknown | set(names or ()) - {p.name for p in group})}")
+
+    def wrap(factory: Callable) -> Callable:
+        signature = inspect.signature(factory, eval_str=True)
+        params = list(signature.parameters.values())
+        at = [p.name for p in params].index(name)
+        full = signature.replace(parameters=[*params[:at], *group, *params[at + 1 :]])
+
+        @functools.wraps(factory)
+        def wrapped(*args: Any, **kwargs: Any):
+            bound = full.bind(*args, **kwargs)
+            bound.apply_defaults()
+            values = declaration(**{p.name: bound.arguments.pop(p.name) for p in group})
+            return factory(*bound.args, **bound.kwargs, **{name: values})
+
+        wrapped.__signature__ = full  # type: ignore[attr-defined]
+        return wrapped
+
+    return wrap
 
 
 def with_shared(group: Sequence[inspect.Parameter], *, first: bool = False, **defaults: Any) -> Callable[[Callable], Callable]:
