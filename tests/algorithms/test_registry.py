@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
 import fedprior
-from fedprior.algorithms.base import Runtime
+from fedprior.algorithms.base import MEAN_AGGREGATING, Runtime, Task, require_mean_aggregate
 from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, algorithm_spec
 from tests.support.cli import TINY, error_line, invoke
 
@@ -69,3 +71,18 @@ def test_a_users_algorithm_that_fails_is_named_with_its_module_not_called_a_bug(
     result = invoke("run", "fedavg-cnn", *TINY, "--algorithm", "mine", "--run-dir", tmp_path / "run")
     assert result.exit_code == 2
     assert error_line(result) == f"error: algorithm 'mine' (module {factory.__module__}): {says}"
+
+
+@pytest.mark.parametrize("name", MEAN_AGGREGATING)
+def test_the_algorithms_dp_and_secagg_name_as_accepted_aggregate_by_the_mean(name):
+    """DP-FedAvg's and SecAgg+'s refusals name MEAN_AGGREGATING as what they accept: each must be built mean_aggregate."""
+    head = name == "fedntd"  # FedNTD trains a head on an encoder's feature vectors (a random start: no text features here)
+    task = Task(num_classes=3, input_shape=(16,) if head else (1, 28, 28), class_names=("a", "b", "c"), num_clients=4)
+    assert algorithm_spec(name).build(task, {"init": "random"} if head else {}, Runtime(1, 8)).mean_aggregate
+
+
+def test_dp_and_secagg_refuse_by_the_same_line_naming_what_they_accept():
+    scaffold = algorithm_spec("scaffold").build(Task(num_classes=3, input_shape=(1, 28, 28), class_names=("a", "b", "c"), num_clients=4), {}, Runtime(1, 8))
+    for option in ("privacy.dp", "--secagg"):
+        with pytest.raises(fedprior.ConfigError, match=rf"^{re.escape(option)}: algorithm 'scaffold' .*; accepted: {', '.join(MEAN_AGGREGATING)} and other"):
+            require_mean_aggregate(scaffold, option, "reads more than the mean")

@@ -9,7 +9,7 @@ import torch
 from safetensors import safe_open
 from safetensors.torch import save_file
 
-from fedprior.encoders.cache import cache_path, cached_features, load_or_encode, tensor_checksum
+from fedprior.encoders.cache import cache_path, load_or_encode, tensor_checksum
 from tests.support.cli import invoke as cli
 from tests.support.cli import linear_args
 from tests.support.damage import _write, no_space
@@ -53,10 +53,10 @@ def expected(encoder, images):
 def test_second_call_encodes_nothing(cache, data):
     images, labels = data
     encoder = CountingEncoder()
-    first = cached_features(encoder, "toy", "train", images, labels, batch_size=5, progress=False)
+    first = load_or_encode(encoder, "toy", "train", images, labels, batch_size=5, progress=False).features
     assert encoder.encoded == 23 and encoder.calls == 5  # batches of 5: 5+5+5+5+3
     torch.testing.assert_close(first, expected(encoder, images))
-    second = cached_features(encoder, "toy", "train", images, labels, batch_size=5, progress=False)
+    second = load_or_encode(encoder, "toy", "train", images, labels, batch_size=5, progress=False).features
     assert encoder.encoded == 23
     assert torch.equal(first, second) and second.dtype == torch.float32
     path = cache_path(encoder, "toy", "train", images, labels)
@@ -72,7 +72,7 @@ def test_no_cache_encodes_every_time_and_writes_nothing(cache, data):
     images, labels = data
     encoder = CountingEncoder()
     for _ in range(2):
-        cached_features(encoder, "toy", "train", images, labels, use_cache=False, progress=False)
+        load_or_encode(encoder, "toy", "train", images, labels, use_cache=False, progress=False)
     assert encoder.encoded == 46
     assert not (cache / "features").exists()
 
@@ -119,33 +119,33 @@ def _no_metadata(path):
 def test_damaged_file_is_reported_and_rebuilt(cache, data, damage, problem):
     images, labels = data
     encoder = CountingEncoder()
-    good = cached_features(encoder, "toy", "train", images, labels, progress=False)
+    good = load_or_encode(encoder, "toy", "train", images, labels, progress=False).features
     path = cache_path(encoder, "toy", "train", images, labels)
     damage(path)
     with pytest.warns(UserWarning, match=problem) as record:
-        rebuilt = cached_features(encoder, "toy", "train", images, labels, progress=False)
+        rebuilt = load_or_encode(encoder, "toy", "train", images, labels, progress=False).features
     assert str(path) in str(record[0].message)
     assert encoder.encoded == 46
     torch.testing.assert_close(rebuilt, good)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the rebuilt file is good again: no warning, no encoding
-        cached_features(encoder, "toy", "train", images, labels, progress=False)
+        load_or_encode(encoder, "toy", "train", images, labels, progress=False)
     assert encoder.encoded == 46
 
 
 def test_keys_separate_encoders_data_and_splits(cache, data):
     images, labels = data
     a, b = CountingEncoder(seed=0), CountingEncoder(seed=1)
-    fa = cached_features(a, "toy", "train", images, labels, progress=False)
-    fb = cached_features(b, "toy", "train", images, labels, progress=False)
+    fa = load_or_encode(a, "toy", "train", images, labels, progress=False).features
+    fb = load_or_encode(b, "toy", "train", images, labels, progress=False).features
     assert not torch.allclose(fa, fb) and b.encoded == 23
     changed = images.copy()
     changed[0, 0, 0, 0] ^= 1
-    cached_features(a, "toy", "train", changed, labels, progress=False)
+    load_or_encode(a, "toy", "train", changed, labels, progress=False)
     relabeled = labels.copy()
     relabeled[0] = (relabeled[0] + 1) % 3
-    cached_features(a, "toy", "train", images, relabeled, progress=False)
-    cached_features(a, "toy", "test", images, labels, progress=False)
+    load_or_encode(a, "toy", "train", images, relabeled, progress=False)
+    load_or_encode(a, "toy", "test", images, labels, progress=False)
     assert a.encoded == 4 * 23
     assert len(list((cache / "features" / "toy").iterdir())) == 5
 
@@ -168,7 +168,7 @@ def test_failed_write_warns_and_leaves_no_file(cache, data, monkeypatch):
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.warns(UserWarning, match="cannot be written .*going on without the cache"):
-        features = cached_features(encoder, "toy", "train", images, labels, progress=False)
+        features = load_or_encode(encoder, "toy", "train", images, labels, progress=False).features
     torch.testing.assert_close(features, expected(encoder, images))  # the cache is optional: the run goes on
     assert list((cache / "features" / "toy").iterdir()) == []
 
@@ -178,13 +178,13 @@ def test_wrong_feature_shape_from_encoder_is_an_error(cache, data):
     encoder = CountingEncoder()
     encoder.dim = 6  # claims 6, returns 5
     with pytest.raises(RuntimeError, match="dim 6"):
-        cached_features(encoder, "toy", "train", images, labels, progress=False)
+        load_or_encode(encoder, "toy", "train", images, labels, progress=False)
 
 
 def test_progress_bar_runs(cache, data, capsys):
     images, labels = data
     encoder = CountingEncoder()
-    out = cached_features(encoder, "toy", "train", images, labels, batch_size=4, progress=True)
+    out = load_or_encode(encoder, "toy", "train", images, labels, batch_size=4, progress=True).features
     assert out.shape == (23, 5)
 
 

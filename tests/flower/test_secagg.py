@@ -124,7 +124,7 @@ def test_the_secagg_aggregate_is_the_example_weighted_mean_within_the_quantizati
 def test_an_algorithm_whose_aggregate_is_not_the_mean_is_refused_by_name(tmp_path):
     experiment = build_experiment(*load_config("scaffold-cnn", DIGITS))
     assert not experiment.algorithm.mean_aggregate
-    with pytest.raises(ConfigError, match="--secagg: scaffold's aggregation reads more than the example-weighted mean"):
+    with pytest.raises(ConfigError, match="--secagg: algorithm 'scaffold' reads more than the example-weighted mean"):
         federate_on_loopback(experiment, tmp_path, "scaffold", SecAggOptions())
 
 

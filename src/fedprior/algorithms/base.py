@@ -32,6 +32,7 @@ from typing import Literal
 
 import torch
 
+from fedprior.errors import ConfigError
 from fedprior.seeding import torch_generator
 from fedprior.task import Task as Task  # re-exported: the Python API documents it here
 
@@ -250,4 +251,18 @@ class Algorithm:
             evaluate=evaluate,
             stages=(),
             **fields,
+        )
+
+
+MEAN_AGGREGATING = ("fedavg", "fedprox", "moon", "fedntd", "fedavgm", "fedadagrad", "fedadam", "fedyogi")
+"""Shipped algorithms whose ``aggregate`` reads its replies only through their example-weighted mean
+(:attr:`Algorithm.mean_aggregate`): what DP-FedAvg and SecAgg+ accept, named when they refuse another."""
+
+
+def require_mean_aggregate(algorithm: Algorithm, option: str, reason: str) -> None:
+    """ConfigError ``'{option}: algorithm NAME {reason}; accepted: ...'`` unless ``algorithm.mean_aggregate``."""
+    if not algorithm.mean_aggregate:
+        raise ConfigError(
+            f"{option}: algorithm '{algorithm.name}' {reason}; accepted: {', '.join(MEAN_AGGREGATING)} and other algorithms whose "
+            "aggregate is the mean of their clients' replies (Algorithm.mean_aggregate; docs/privacy-robustness.md)"
         )

@@ -164,21 +164,6 @@ def load_or_encode(
     return CacheResult(features, written, False, time.perf_counter() - start)
 
 
-def cached_features(
-    encoder,
-    dataset_name: str,
-    split: str,
-    images: np.ndarray,
-    labels: np.ndarray,
-    *,
-    batch_size: int = 256,
-    use_cache: bool = True,
-    progress: bool = True,
-) -> torch.Tensor:
-    """float32 (N, dim) features of ``images`` under ``encoder``; a second call with the same inputs encodes nothing."""
-    return load_or_encode(encoder, dataset_name, split, images, labels, batch_size=batch_size, use_cache=use_cache, progress=progress).features
-
-
 def text_cache_path(encoder, texts: list[str]) -> Path:
     """Where the embeddings of ``texts`` under ``encoder`` are cached: keyed by its fingerprint and the texts."""
     digest = hashlib.sha256("\0".join(texts).encode("utf-8")).hexdigest()[:16]

@@ -111,6 +111,18 @@ def _quiet_transformers():
             logging.enable_progress_bar()
 
 
+def load_pretrained(model_class, folder: Path, field: str, what: str, help_text: str):
+    """``(model, tokenizer)`` from a ``save_pretrained`` folder, offline and without transformers' progress bar;
+    a FedpriorError naming ``field``, the folder and ``what`` it should hold where transformers cannot load it."""
+    from transformers import AutoTokenizer
+
+    try:
+        with hub_offline(), _quiet_transformers():
+            return model_class.from_pretrained(str(folder), local_files_only=True), AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
+    except Exception as error:  # whatever the folder holds that transformers cannot load
+        raise FedpriorError(f"{field}: cannot load {what} from {folder} ({type(error).__name__}: {error}); {help_text}") from error
+
+
 def _features(output) -> torch.Tensor:
     """transformers < 5 returns a tensor from get_*_features; 5 returns an output whose pooler_output is projected."""
     return output if isinstance(output, torch.Tensor) else output.pooler_output
@@ -134,14 +146,9 @@ class HFClipEncoder:
         """``field``: the config field that named the model (``encoder.name``, or ``algorithm.text_model`` for FedBM), named by every error."""
         folder = resolve_folder(spec, download, field=field, download_hint=download_hint)  # before importing transformers (seconds)
         check_model_folder(folder, field, "a CLIP model")
-        from transformers import AutoTokenizer, CLIPModel, CLIPTextConfig, CLIPVisionConfig
+        from transformers import CLIPModel, CLIPTextConfig, CLIPVisionConfig
 
-        try:
-            with hub_offline(), _quiet_transformers():
-                model = CLIPModel.from_pretrained(str(folder), local_files_only=True)
-                self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except Exception as error:  # whatever the folder holds that transformers cannot load
-            raise FedpriorError(f"{field}: cannot load a CLIP model from {folder} ({type(error).__name__}: {error}); {FOLDER_HELP}") from error
+        model, self.tokenizer = load_pretrained(CLIPModel, folder, field, "a CLIP model", FOLDER_HELP)
         self.name = f"hf-clip:{spec}"
         self.folder = folder
         self.device = torch.device(device)

@@ -18,10 +18,8 @@ from __future__ import annotations
 
 import torch
 
-from fedprior.encoders.hf_clip import _quiet_transformers, resolve_folder
-from fedprior.encoders.text import hub_offline
+from fedprior.encoders.hf_clip import load_pretrained, resolve_folder
 from fedprior.encoders.weights import check_model_folder, fingerprint, folder_files
-from fedprior.errors import FedpriorError
 
 FOLDER_HELP = "give a folder written by a transformers model's and its tokenizer's save_pretrained (config.json, weights, tokenizer files)"
 
@@ -32,14 +30,9 @@ class HFTextEncoder:
     def __init__(self, spec: str, batch_size: int = 64, field: str = "algorithm.text_model") -> None:
         folder = resolve_folder(spec, False, prefix="hf", field=field, help_text=FOLDER_HELP, download_hint="you copy the model there")
         check_model_folder(folder, field, "a text model")
-        from transformers import AutoModel, AutoTokenizer
+        from transformers import AutoModel
 
-        try:
-            with hub_offline(), _quiet_transformers():
-                model = AutoModel.from_pretrained(str(folder), local_files_only=True)
-                self.tokenizer = AutoTokenizer.from_pretrained(str(folder), local_files_only=True)
-        except Exception as error:  # whatever the folder holds that transformers cannot load
-            raise FedpriorError(f"{field}: cannot load a text model from {folder} ({type(error).__name__}: {error}); {FOLDER_HELP}") from error
+        model, self.tokenizer = load_pretrained(AutoModel, folder, field, "a text model", FOLDER_HELP)
         self.name = f"hf:{spec}"
         self.model = model.float().eval().requires_grad_(False)
         self.dim = int(model.config.hidden_size)

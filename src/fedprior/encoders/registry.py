@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from fedprior.data.dataset import Dataset
-from fedprior.encoders.cache import cached_features
+from fedprior.encoders.cache import load_or_encode
 from fedprior.encoders.config import ACCEPTED as ACCEPTED  # re-exported with the check
 from fedprior.encoders.config import EncoderConfig
 from fedprior.encoders.config import check_encoder_name as check_encoder_name
@@ -59,7 +59,7 @@ def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig,
     """float32 (N, dim) image features of ``dataset``'s ``split`` ('train', 'test' or 'val'), cached per ``config.cache``."""
     if split not in ("train", "test", "val"):
         raise ValueError(f"split must be 'train', 'test' or 'val', got {split!r}")
-    return cached_features(
+    return load_or_encode(
         encoder,
         dataset.name,
         split,
@@ -68,7 +68,7 @@ def encode_dataset(encoder, dataset: Dataset, split: str, config: EncoderConfig,
         batch_size=config.batch_size,
         use_cache=config.cache,
         progress=progress,
-    )
+    ).features
 
 
 def class_prompts(class_names: list[str] | tuple[str, ...], prompt: str) -> list[str]:

@@ -66,7 +66,7 @@ from flwr.server.workflow.constant import Key as WorkflowKey
 from flwr.server.workflow.secure_aggregation.secaggplus_workflow import WorkflowState
 from flwr.serverapp import Grid
 
-from fedprior.algorithms.base import Algorithm, Broadcast, Reply
+from fedprior.algorithms.base import Algorithm, Broadcast, Reply, require_mean_aggregate
 from fedprior.errors import ConfigError, FedpriorError
 
 SECURE_AGGREGATE = -1
@@ -159,12 +159,12 @@ def quantization_bound(options: SecAggOptions, nodes: int, total_examples: float
 
 def require_secure_summable(algorithm: Algorithm) -> None:
     """FedpriorError (one line naming the algorithm) unless SecAgg+'s example-weighted sum is all its aggregate reads."""
-    if not algorithm.mean_aggregate:
-        raise ConfigError(
-            f"--secagg: {algorithm.name}'s aggregation reads more than the example-weighted mean of its clients' replies "
-            "(its own weights, per-client uploads or state), and SecAgg+ gives the server only that sum; "
-            "accepted: algorithms whose aggregate is that mean (fedavg, fedprox, fedavgm, fedadam, fedadagrad, fedyogi, moon, fedntd, ...)"
-        )
+    require_mean_aggregate(
+        algorithm,
+        "--secagg",
+        "reads more than the example-weighted mean of its clients' replies (its own weights, per-client uploads or state), "
+        "and SecAgg+ gives the server only that sum",
+    )
 
 
 # -- the node ------------------------------------------------------------------------------------------

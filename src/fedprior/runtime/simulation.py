@@ -43,7 +43,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 
@@ -311,6 +311,16 @@ def stop_unreached(stage: str, round_: int, step: int, sampled: list[int], failu
     )
 
 
+class RunHooks(TypedDict, total=False):
+    """:func:`run_rounds`' keywords, which :func:`simulate` passes on: where to checkpoint, the checkpoint to continue
+    from, the callback after each round, and the metadata written into each checkpoint."""
+
+    checkpoint_path: Path | None
+    start: RunState | None
+    on_round: RoundCallback | None
+    checkpoint_metadata: dict[str, str] | None
+
+
 def simulate(
     algorithm: Algorithm,
     client_data: Callable[[int], ClientData],
@@ -318,15 +328,13 @@ def simulate(
     test_data: ClientData,
     loop: RoundLoop,
     *,
-    checkpoint_path: Path | None = None,
-    start: RunState | None = None,
-    on_round: RoundCallback | None = None,
-    checkpoint_metadata: dict[str, str] | None = None,
     worker_setup: WorkerSetup | None = None,
     client_size: Callable[[int], int] | None = None,
     on_note: Callable[[str], None] | None = None,
+    **hooks: Unpack[RunHooks],
 ) -> SimulationResult:
-    """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data).
+    """The local runtime: ``run_rounds`` with every client simulated here (``client_data(i)`` gives client i's data);
+    ``hooks`` (:class:`RunHooks`: checkpointing, resuming, the per-round callback) go to ``run_rounds`` as they are.
 
     ``loop.workers > 1`` trains a round's clients in that many worker processes
     (:mod:`fedprior.runtime.workers`; ``worker_setup`` and ``client_size`` go there, and
@@ -335,6 +343,7 @@ def simulate(
     updates at once in each process (:mod:`fedprior.runtime.concurrent`), for an algorithm with
     ``thread_safe_updates``. The numbers are those of ``workers = 1`` and ``concurrent_clients = 1``.
     """
+    start = hooks.get("start")
     states = start.clients if start is not None else None
     if loop.concurrent_clients > 1 and not algorithm.thread_safe_updates:
         raise ValueError(
@@ -359,9 +368,7 @@ def simulate(
     else:
         pool = InProcessClients(algorithm, client_data, num_clients, states, Lanes(loop.concurrent_clients, loop.device))
     try:
-        return run_rounds(
-            algorithm, pool, test_data, loop, checkpoint_path=checkpoint_path, start=start, on_round=on_round, checkpoint_metadata=checkpoint_metadata
-        )
+        return run_rounds(algorithm, pool, test_data, loop, **hooks)
     finally:
         if isinstance(pool, WorkerClients):
             pool.close()

@@ -45,7 +45,7 @@ from typing import Literal
 
 import torch
 
-from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
+from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, require_mean_aggregate
 from fedprior.errors import ConfigError
 
 PREFIX = "privacy."
@@ -176,12 +176,11 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
     does not declare ``mean_aggregate``.
     """
     check_client_level_dp(dp)
-    if not algorithm.mean_aggregate:
-        raise ConfigError(
-            f"privacy.dp: algorithm '{algorithm.name}' reads its clients' replies other than through their mean (Algorithm.mean_aggregate), so its "
-            "updates cannot be clipped and noised as DP-FedAvg's; accepted: privacy.dp = 'none' for it, or fedavg, fedprox, moon, fedntd, fedavgm, "
-            "fedadagrad, fedadam, fedyogi (docs/privacy-robustness.md)"
-        )
+    require_mean_aggregate(
+        algorithm,
+        "privacy.dp",
+        "reads its clients' replies other than through their mean, so its updates cannot be clipped and noised as DP-FedAvg's (set privacy.dp = 'none' for it)",
+    )
 
     def init(info: RoundInfo) -> State:
         zero = torch.zeros((), dtype=torch.float64)
