@@ -184,14 +184,14 @@ def test_raw_pixels_is_a_linear_evaluation_of_the_pixels():
     x_train, y_train = blobs(200, 0, dim=64)
     x_test, y_test = blobs(100, 1, dim=64)
     task = Task(num_classes=4, input_shape=(1, 8, 8), class_names=tuple("abcd"), num_clients=1)
-    algorithm = raw_pixels(task)
+    algorithm = raw_pixels(task, Runtime(1, 8))
     assert algorithm.evaluation_inputs == ("x_train", "y_train") and algorithm.stages == () and algorithm.inputs == ()
     images = lambda x: x.view(-1, 1, 8, 8)  # noqa: E731
     data = {"x": images(x_test), "y": y_test, "x_train": images(x_train), "y_train": y_train}
     scores = algorithm.evaluate(algorithm.init(RoundInfo(0, "evaluation", 0)), data)
     unit = lambda x: x.clamp(0, 1)  # noqa: E731  (no channel statistics in the Task: pixels are taken as [0, 1])
     assert scores == dense_evaluation(unit(x_train), y_train, unit(x_test), y_test, 4)
-    assert raw_pixels(task, linear_eval="test-2fold").evaluation_inputs == ()
+    assert raw_pixels(task, Runtime(1, 8), linear_eval="test-2fold").evaluation_inputs == ()
 
 
 def test_an_experiment_gives_the_evaluation_the_training_pool_when_asked():
