@@ -93,3 +93,21 @@ def finished_runs(tmp_path_factory):
     two = invoke("run", "fedavg-cnn", *TINY, "--run-dir", root / "two", "--json", cache=cache)
     three = invoke("run", "fedavg-cnn", *TINY, "--set", f"federation.rounds={REFERENCE_ROUNDS}", "--run-dir", root / "three", "--json", cache=cache)
     return {"root": root, "two": history(two), "three": history(three)}
+
+
+@pytest.fixture
+def registry():
+    """Algorithms and entry points a test registers or loads are forgotten after it (the registry-wide tests see the shipped ones only)."""
+    from fedprior.algorithms import registry as algorithm_registry
+    from fedprior.algorithms.registry import ALGORITHMS, ENTRY_POINT_ERRORS, REGISTERED_HERE
+
+    shipped, here, errors = dict(ALGORITHMS), set(REGISTERED_HERE), dict(ENTRY_POINT_ERRORS)
+    loaded = dict(algorithm_registry._ENTRY_POINTS)
+    yield ALGORITHMS
+    ALGORITHMS.clear()
+    ALGORITHMS.update(shipped)
+    REGISTERED_HERE.clear()
+    REGISTERED_HERE.update(here)
+    ENTRY_POINT_ERRORS.clear()
+    ENTRY_POINT_ERRORS.update(errors)
+    algorithm_registry._ENTRY_POINTS.update(loaded)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fedprior
-from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, supports_compile, supports_precision
+from fedprior.algorithms.registry import ALGORITHMS, supports_compile, supports_precision
 
 PAGE = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
@@ -21,17 +21,6 @@ def blocks() -> list[str]:
 
 def is_flower(code: str) -> bool:
     return 'runtime="flower-' in code
-
-
-@pytest.fixture
-def registry():
-    """Algorithms registered by a test are removed after it (the registry-wide tests see the shipped ones only)."""
-    shipped, here = dict(ALGORITHMS), set(REGISTERED_HERE)
-    yield ALGORITHMS
-    ALGORITHMS.clear()
-    ALGORITHMS.update(shipped)
-    REGISTERED_HERE.clear()
-    REGISTERED_HERE.update(here)
 
 
 def run_blocks(codes: list[str]) -> dict:

@@ -9,19 +9,8 @@ import torch
 
 import fedprior
 from fedprior.algorithms.base import MEAN_AGGREGATING, Runtime, Task, require_mean_aggregate
-from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE, algorithm_spec
+from fedprior.algorithms.registry import algorithm_spec
 from tests.support.cli import TINY, error_line, invoke
-
-
-@pytest.fixture
-def registry():
-    """Algorithms a test registers are forgotten after it."""
-    shipped, here = dict(ALGORITHMS), set(REGISTERED_HERE)
-    yield ALGORITHMS
-    ALGORITHMS.clear()
-    ALGORITHMS.update(shipped)
-    REGISTERED_HERE.clear()
-    REGISTERED_HERE.update(here)
 
 
 def test_the_check_without_data_stops_a_factory_at_its_first_look_at_the_task(registry):

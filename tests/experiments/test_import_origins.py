@@ -13,7 +13,7 @@ import pytest
 
 import fedprior
 from fedprior.algorithms import registry as algorithm_registry
-from fedprior.algorithms.registry import ALGORITHMS, ENTRY_POINT_ERRORS, REGISTERED_HERE
+from fedprior.algorithms.registry import ALGORITHMS, REGISTERED_HERE
 from fedprior.errors import ConfigError
 from tests.support.cli import TINY, error_line, invoke
 from tests.support.cli import fedprior as fedprior_command
@@ -70,21 +70,6 @@ batch_size = 32
 [run]
 workers = 1
 """
-
-
-@pytest.fixture
-def registry():
-    """Algorithms and entry points a test registers or loads are forgotten after it."""
-    shipped, here, errors = dict(ALGORITHMS), set(REGISTERED_HERE), dict(ENTRY_POINT_ERRORS)
-    loaded = dict(algorithm_registry._ENTRY_POINTS)
-    yield ALGORITHMS
-    ALGORITHMS.clear()
-    ALGORITHMS.update(shipped)
-    REGISTERED_HERE.clear()
-    REGISTERED_HERE.update(here)
-    ENTRY_POINT_ERRORS.clear()
-    ENTRY_POINT_ERRORS.update(errors)
-    algorithm_registry._ENTRY_POINTS.update(loaded)
 
 
 def write_module(folder: Path, name: str) -> Path:
