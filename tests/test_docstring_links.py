@@ -94,3 +94,16 @@ def test_the_source_cites_only_files_that_are_in_the_repository():
         outside += [f"{path.relative_to(ROOT)}: {name}" for name in outside_citations(path.read_text(encoding="utf-8"), in_docs=True)]
     assert not missing, f"docs pages cited but absent: {missing}"
     assert not outside, f"files outside the repository cited: {outside}"
+
+
+TEST_PATH = re.compile(r"\btests/[\w/]*\w\.py\b")
+
+
+def test_every_test_file_named_in_the_docs_and_the_source_exists():
+    """A ``tests/...py`` path in docs/, the README, the source or the benchmarks names a file of today's test tree
+    (the tree mirrors src/, tests/test_layout.py; a path written before a move would send a reader nowhere)."""
+    named = [*sorted(ROOT.glob("docs/**/*.md")), ROOT / "README.md", *sorted(CHECKED), *sorted(ROOT.glob("benchmarks/*.sh"))]
+    missing = [
+        f"{path.relative_to(ROOT)}: {test}" for path in named for test in sorted(set(TEST_PATH.findall(path.read_text(encoding="utf-8")))) if not (ROOT / test).is_file()
+    ]
+    assert not missing, f"test files named but absent: {missing}"
