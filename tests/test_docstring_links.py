@@ -104,6 +104,9 @@ def test_every_test_file_named_in_the_docs_and_the_source_exists():
     (the tree mirrors src/, tests/test_layout.py; a path written before a move would send a reader nowhere)."""
     named = [*sorted(ROOT.glob("docs/**/*.md")), ROOT / "README.md", *sorted(CHECKED), *sorted(ROOT.glob("benchmarks/*.sh"))]
     missing = [
-        f"{path.relative_to(ROOT)}: {test}" for path in named for test in sorted(set(TEST_PATH.findall(path.read_text(encoding="utf-8")))) if not (ROOT / test).is_file()
+        f"{path.relative_to(ROOT)}: {test}"
+        for path in named
+        for test in sorted(set(TEST_PATH.findall(path.read_text(encoding="utf-8"))))
+        if not (ROOT / test).is_file()
     ]
     assert not missing, f"test files named but absent: {missing}"
