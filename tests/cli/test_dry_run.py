@@ -160,6 +160,20 @@ def test_the_dry_run_refuses_concurrent_clients_where_the_run_does():
     assert invoke("run", "fedbm-fedavg", *small, "--dry-run").exit_code == 0  # an algorithm whose updates may run at once
 
 
+def test_the_dry_run_refuses_power_of_choice_where_the_run_does():
+    """Power-of-Choice ranks clients by the global model's loss on their labels: an algorithm whose clients hold none is
+    refused by the dry run with the run's own line, before anything trains (and a supervised one is planned)."""
+    small = ["--set", "data.dataset=digits", "--set", "data.train_subset=0", "--set", "federation.sampler=power-of-choice", "--set", "federation.fraction=0.5"]
+    small += ["--set", "federation.power_of_choice_candidates=8", "--set", "run.workers=1"]
+    refused = error_line(invoke("run", "fedsimclr", *small, "--set", "federation.rounds=1"))
+    assert refused == (
+        "error: federation.sampler = 'power-of-choice' ranks clients by the global model's loss on their labelled examples; "
+        "algorithm 'fedsimclr' gives its clients no labels (inputs: x); use 'uniform' or 'size-weighted'"
+    )
+    assert error_line(invoke("run", "fedsimclr", *small, "--dry-run")) == refused
+    assert invoke("run", "fedbm-fedavg", *small, "--dry-run").exit_code == 0  # clients with labels: ranked by their loss
+
+
 def test_the_dry_run_of_one_run_refuses_what_its_algorithm_refuses():
     refused = error_line(invoke("run", "fedprox-cnn", *TINY, "--set", "algorithm.server_lr=0.1", "--dry-run"))
     assert refused == f"error: {NONE_WITH_LR}"

@@ -51,15 +51,19 @@ def left_out_text(counts: dict[str, int]) -> str:
     return "; ".join(f"{count:,} {LEFT_OUT[key]}" for key, count in counts.items() if count)
 
 
-def check_concurrency(config: ExperimentConfig, dataset: Dataset, split: ClientSplit) -> None:
-    """``run.concurrent_clients > 1`` refused as the run refuses it, for an algorithm whose client updates run one at a time
-    (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`: a property of the built algorithm, so it is built
-    here on the run's task). On pixels only: with an encoder the task's input is its features, which a dry run does not compute."""
-    if config.run.concurrent_clients == 1 or config.encoder.name != "none":
+def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, split: ClientSplit) -> None:
+    """What the run refuses on the built algorithm, refused here as the run refuses it (the algorithm is built on the run's
+    task): ``run.concurrent_clients > 1`` for an algorithm whose client updates run one at a time
+    (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`), and ``federation.sampler = 'power-of-choice'``
+    for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.labelled_fields`). On pixels
+    only: with an encoder the task's input is its features, which a dry run does not compute."""
+    power_of_choice = split.config.federation.sampler == "power-of-choice"  # a centralized baseline's split takes 'uniform'
+    if (config.run.concurrent_clients == 1 and not power_of_choice) or config.encoder.name != "none":
         return
     from fedprior.algorithms.base import Runtime
     from fedprior.data.standardize import PixelStandardizer
     from fedprior.experiments.workers_setup import check_concurrent_updates
+    from fedprior.runtime.clients import labelled_fields
     from fedprior.task import Task
 
     standardizer = PixelStandardizer.fit(dataset.train_images)
@@ -75,6 +79,8 @@ def check_concurrency(config: ExperimentConfig, dataset: Dataset, split: ClientS
     spec = algorithm_spec(config.algorithm.name)
     algorithm = spec.build(task, config.algorithm.hyperparameters(), Runtime(federation.local_epochs, federation.batch_size))
     check_concurrent_updates(config, algorithm)
+    if power_of_choice and any(not stage.server_only for stage in algorithm.stages):
+        labelled_fields(algorithm)
 
 
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:
@@ -92,7 +98,7 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
 
     check_planned(config)  # what the run refuses without data, refused before the data
     dataset, reserved, split = planned_split(config)
-    check_concurrency(config, dataset, split)
+    check_built_algorithm(config, dataset, split)
     labels = dataset.train_labels
     roles = {}
     local = {} if split.local_tests is None else {"local_test": split.local_tests}  # partition.local_test_fraction
