@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from fedprior.algorithms.pieces.robust_aggregation_fields import NAMES as ROBUST_OPTION_NAMES
 from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.validation import CheckedModel, describe_validation_error
 
@@ -425,8 +426,8 @@ def supports_precision() -> list[str]:
     return [name for name, spec in registered().items() if accepts(spec.factory, "precision")]
 
 
-ROBUST_FIELDS = ("aggregation_rule", "trim_fraction", "krum_f", "krum_m")
-"""The fields of ``algorithm.aggregation_rule`` (``pieces/robust_aggregation_fields.py``), named where an algorithm without the option is given one."""
+ROBUST_FIELDS = ROBUST_OPTION_NAMES
+"""The fields of ``algorithm.aggregation_rule`` (declared in ``pieces/robust_aggregation_fields.py``), named where an algorithm without the option is given one."""
 
 
 def robust_algorithms() -> list[str]:

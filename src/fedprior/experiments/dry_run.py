@@ -55,7 +55,7 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, split: Cli
     """What the run refuses on the built algorithm, refused here as the run refuses it (the algorithm is built on the run's
     task): ``run.concurrent_clients > 1`` for an algorithm whose client updates run one at a time
     (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`), and ``federation.sampler = 'power-of-choice'``
-    for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.labelled_fields`). On pixels
+    for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.check_power_of_choice`). On pixels
     only: with an encoder the task's input is its features, which a dry run does not compute."""
     power_of_choice = split.config.federation.sampler == "power-of-choice"  # a centralized baseline's split takes 'uniform'
     if (config.run.concurrent_clients == 1 and not power_of_choice) or config.encoder.name != "none":
@@ -63,7 +63,7 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, split: Cli
     from fedprior.algorithms.base import Runtime
     from fedprior.data.standardize import PixelStandardizer
     from fedprior.experiments.workers_setup import check_concurrent_updates
-    from fedprior.runtime.clients import labelled_fields
+    from fedprior.runtime.clients import check_power_of_choice
     from fedprior.task import Task
 
     standardizer = PixelStandardizer.fit(dataset.train_images)
@@ -79,8 +79,8 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, split: Cli
     spec = algorithm_spec(config.algorithm.name)
     algorithm = spec.build(task, config.algorithm.hyperparameters(), Runtime(federation.local_epochs, federation.batch_size))
     check_concurrent_updates(config, algorithm)
-    if power_of_choice and any(not stage.server_only for stage in algorithm.stages):
-        labelled_fields(algorithm)
+    if power_of_choice:
+        check_power_of_choice(algorithm)
 
 
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:

@@ -587,8 +587,7 @@ class WandbTracker:
 
     def finish(self, summary: dict[str, Any], figures: list[Path], step: int) -> None:
         """The figures as images at the last step, the summary's numbers in the W&B run's summary."""
-        import wandb
-
+        wandb = import_wandb()
         if figures:
             self.run.log({f"figures/{path.stem}": wandb.Image(str(path)) for path in figures}, step=step)
         self.run.summary.update({key: float(summary[key]) for key in SUMMARY_KEYS if key in summary})

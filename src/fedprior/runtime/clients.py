@@ -53,6 +53,13 @@ def labelled_fields(algorithm: Algorithm) -> tuple[str, str]:
     )
 
 
+def check_power_of_choice(algorithm: Algorithm) -> None:
+    """Power-of-Choice ranks the clients by the global model's loss on their labels: an algorithm whose clients train
+    (a stage not server-only) must give them labels (:func:`labelled_fields`'s one line otherwise)."""
+    if any(not stage.server_only for stage in algorithm.stages):
+        labelled_fields(algorithm)
+
+
 def global_loss(algorithm: Algorithm, state: State, data: ClientData) -> float:
     """The loss of the global model ``state`` on a client's labelled examples, F_k(w) of Power-of-Choice (Cho, Wang and Joshi,
     "Client Selection in Federated Learning: Convergence Analysis and Power-of-Choice Selection Strategies", AISTATS 2022, Sec. 4):

@@ -52,7 +52,7 @@ from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
 from fedprior.errors import FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
-from fedprior.runtime.clients import ClientPool, InProcessClients, labelled_fields
+from fedprior.runtime.clients import ClientPool, InProcessClients, check_power_of_choice
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
@@ -147,8 +147,8 @@ def run_rounds(
     a client update with NaN/inf is handled as ``loop.non_finite`` says (``divergence.py``).
     ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had).
     """
-    if isinstance(loop.sampler, PowerOfChoice) and any(not s.server_only for s in algorithm.stages):
-        labelled_fields(algorithm)  # refused before anything runs where the clients hold no labels to score
+    if isinstance(loop.sampler, PowerOfChoice):
+        check_power_of_choice(algorithm)  # refused before anything runs where the clients hold no labels to score
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
