@@ -12,6 +12,7 @@ import dataclasses
 
 import pytest
 
+from fedprior.algorithms.base import RoundInfo
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
@@ -65,7 +66,19 @@ def expected(workers: int, concurrent: int = 1) -> dict:
         "checkpoint_every": 2,
         "sampler": PowerOfChoice(4),
         "client_sizes": SixClientSizes(),
+        "before_round": None,  # a privacy budget (privacy.max_epsilon) needs DP, which power-of-choice cannot run with: test_budget_builds_the_loops_check
     }
+
+
+def test_budget_builds_the_loops_check(shared_cache):
+    tiny = ["data.dataset=digits", "federation.num_clients=20", "federation.rounds=3", "run.threads=1"]
+    assert build_experiment(*load_config("dp-fedavg-cnn", tiny)).round_loop().before_round is None  # no budget, nothing asked
+    experiment = build_experiment(*load_config("dp-fedavg-cnn", [*tiny, "privacy.max_epsilon=0.5"]))
+    check = experiment.round_loop().before_round
+    assert check is not None
+    state = experiment.algorithm.init(RoundInfo(seed=0, stage="federated", round=0))
+    said = check(state)  # one round at q = 0.1, z = 1 already spends more than 0.5
+    assert said is not None and said["stopped_by"] == "privacy.max_epsilon" and said["dp_epsilon"] == 0.0 and said["dp_epsilon_next"] > 0.5
 
 
 def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1) -> None:
@@ -75,7 +88,11 @@ def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1) -> No
         assert getattr(loop, name) == value, f"{name}: {getattr(loop, name)!r}, config says {value!r}"
     defaults = RoundLoop(seed=0, rounds=10, fraction=0.1)
     for name in want:  # the check above could not pass by defaults alone (device, retry_every and Flower's workers have no other value here)
-        if name not in ("device", "retry_every") and not (name == "workers" and workers == 1) and not (name == "concurrent_clients" and concurrent == 1):
+        if (
+            name not in ("device", "retry_every", "before_round")
+            and not (name == "workers" and workers == 1)
+            and not (name == "concurrent_clients" and concurrent == 1)
+        ):
             assert getattr(defaults, name) != want[name], name
 
 

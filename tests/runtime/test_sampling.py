@@ -97,7 +97,7 @@ def test_power_of_choice_candidates_are_checked_in_one_line():
         (["federation.sampler='power-of-choice'"], "federation.power_of_choice_candidates: set d"),
         (["federation.sampler='power-of-choice'", "federation.power_of_choice_candidates=7"], "d = 7 must lie between"),
         (["federation.power_of_choice_candidates=3"], "applies with federation.sampler = 'power-of-choice', not 'uniform'"),
-        (["federation.sampler='roulette'"], "federation.sampler: unknown sampler 'roulette'; accepted: power-of-choice, size-weighted, uniform"),
+        (["federation.sampler='roulette'"], "federation.sampler: unknown sampler 'roulette'; accepted: poisson, power-of-choice, size-weighted, uniform"),
     ]:
         with pytest.raises(ConfigError, match=message) as error:
             load_config("fedavg-cnn", [*SMALL, *overrides])
@@ -178,3 +178,25 @@ def test_power_of_choice_is_refused_for_an_algorithm_whose_clients_hold_no_label
     with pytest.raises(FedpriorError, match="algorithm 'no-labels' gives its clients no labels \\(inputs: x\\)") as error:
         run(PowerOfChoice(4), algorithm=unlabeled)
     assert "\n" not in str(error.value)
+
+
+def test_poisson_sampling_takes_each_client_with_probability_q_a_variable_number_zero_included():
+    from fedprior.runtime.sampling import Poisson, variable_count
+
+    poisson = sampler_for("poisson")
+    assert isinstance(poisson, Poisson) and variable_count(poisson) and not variable_count(Uniform())
+
+    def pick(round_: int, n: int = 10, q: float = 0.2) -> list[int]:
+        return chosen_clients(poisson, Draw(7, "federated", round_, n, max(1, round(q * n)), fraction=q), "poisson")
+
+    picks = [pick(r) for r in range(1, 3001)]
+    counts = np.array([len(p) for p in picks])
+    share = np.bincount([c for p in picks for c in p], minlength=10) / len(picks)
+    assert np.abs(share - 0.2).max() < 0.025  # each client joins 20% of the rounds (3 sd over 3000 rounds: 0.022)
+    assert counts.mean() == pytest.approx(2.0, abs=0.1) and len(set(counts.tolist())) > 4  # qN on average, varying
+    assert (counts == 0).mean() == pytest.approx(0.8**10, abs=0.03)  # rounds that sample nobody: (1 - q)^N = 0.107
+    assert picks[:50] == [pick(r) for r in range(1, 51)]  # the round's own stream: the same clients again (resume, other runtimes)
+    assert all(p == sorted(set(p)) for p in picks)
+    # a fixed-size sampler's count is still checked
+    with pytest.raises(FedpriorError, match=r"it must choose 2 distinct client ids in 0\.\.9"):
+        chosen_clients(poisson.__class__.__new__(type("Fixed", (), {"select": lambda self, draw: [1]})), Draw(7, "federated", 1, 10, 2))

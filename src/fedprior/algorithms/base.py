@@ -26,7 +26,7 @@ What the runtimes provide, so that all four methods fit:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -205,7 +205,10 @@ class Algorithm:
       state holds; an algorithm without it has each client's split scored by ``evaluate``, the global model;
     - ``round_metrics(state) -> metrics``: optional; numbers the server reports after every round's aggregation
       (client-level DP's epsilon, noise std and clip norm), recorded in the round's record (log line, metrics.jsonl,
-      TensorBoard, MLflow) by every runtime.
+      TensorBoard, MLflow) by every runtime;
+    - ``aggregates_no_reply``: ``aggregate`` runs in a round in which no client trained (none sampled, as Poisson sampling
+      allows, or none holding data), with no reply; False (the default): such a round keeps the state. Client-level DP
+      sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other.
     """
 
     name: str
@@ -223,8 +226,9 @@ class Algorithm:
     thread_safe_updates: bool = False
     batch_shapes: Literal["fixed", "varying"] = "fixed"
     mean_aggregate: bool = False
-    round_metrics: Callable[[State], dict[str, float]] | None = None
+    round_metrics: Callable[[State], Mapping[str, float | str]] | None = None
     evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
+    aggregates_no_reply: bool = False
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""

@@ -35,7 +35,6 @@ def spread(values: list[int] | np.ndarray) -> str:
 def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str]:
     """The dry run's statistics, one comment line each (``plan``: :func:`fedprior.experiments.dry_run.dry_run`)."""
     from fedprior.experiments.dry_run import LEFT_OUT, left_out_text
-    from fedprior.runtime.sampling import clients_per_round
 
     p, f = config.partition, config.federation
     left_out = left_out_text({key: plan[key] for key in LEFT_OUT})
@@ -55,7 +54,7 @@ def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str
             split = f"; {p.num_labeled:,} labeled images and {unlabeled} unlabeled, each set split on its own{inside}"
         lines.append(
             f"partition: {p.scheme} ({scenario}{shown or 'no parameter'}), seed {config.run.seed}, {plan['num_clients']} clients, "
-            f"{clients_per_round(f.num_clients, f.fraction)} sampled per round{split}"
+            f"{sampled_text(f.sampler, f.num_clients, f.fraction)}{split}"
         )
     width = max(len(ROLE_NAMES.get(role, role)) for role in plan["roles"])
     for role, summary in plan["roles"].items():
@@ -65,4 +64,33 @@ def statistics_lines(config: ExperimentConfig, plan: dict[str, Any]) -> list[str
             f"  {ROLE_NAMES.get(role, role):<{width}}  {summary['num_samples']:,} images; per client {spread(summary['client_sizes'])}; "
             f"classes per client {spread(summary['classes_per_client'])} of {summary['num_classes']}{empty}{betas}"
         )
+    lines += privacy_lines(config)
     return [f"# {line}" for line in lines]
+
+
+def sampled_text(sampler: str, num_clients: int, fraction: float) -> str:
+    """'10 sampled per round', or Poisson sampling's 'each joins a round with probability 0.1 (10 expected)'."""
+    from fedprior.runtime.sampling import clients_per_round
+
+    if sampler == "poisson":
+        return f"each joins a round with probability {fraction:g} ({fraction * num_clients:g} expected)"
+    return f"{clients_per_round(num_clients, fraction)} sampled per round"
+
+
+def privacy_lines(config: ExperimentConfig) -> list[str]:
+    """With DP on: the epsilon the planned rounds would spend (and what bound it is), and the rounds ``privacy.max_epsilon`` allows."""
+    privacy, f = config.privacy, config.federation
+    if privacy.dp == "none":
+        return []
+    from fedprior.privacy.budget import planned
+    from fedprior.privacy.config import accounting
+
+    accounted = accounting(privacy, f.sampler, f.num_clients, f.fraction)
+    spent, allowed = planned(accounted, privacy.max_epsilon, f.rounds)
+    line = f"privacy: epsilon {spent:.4g} at delta {privacy.delta:g} after the {f.rounds} planned rounds ({accounted.label()})"
+    if privacy.max_epsilon is not None:
+        stop = (
+            "all of them" if allowed == f.rounds else f"{allowed} of them (epsilon {accounted.epsilon(allowed):.4g}); the run stops before round {allowed + 1}"
+        )
+        line += f"; privacy.max_epsilon = {privacy.max_epsilon:g} allows {stop}"
+    return [line]

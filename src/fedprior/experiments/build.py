@@ -27,6 +27,8 @@ from fedprior.experiments.inputs import prepared_data
 from fedprior.experiments.resident import ResidentClients, select_client_data
 from fedprior.experiments.workers_setup import concurrent_clients, worker_processes, worker_start_method
 from fedprior.partition import Partition
+from fedprior.privacy.budget import budget_check
+from fedprior.privacy.wrap import warn_if_noisy
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sampler_for
@@ -99,6 +101,7 @@ class Experiment:
             checkpoint_every=run.checkpoint_every,
             sampler=sampler_for(federation.sampler, federation.power_of_choice_candidates),
             client_sizes=tuple(int(n) for n in self.partition.client_sizes()),
+            before_round=budget_check(self.config.privacy, federation.sampler, federation.num_clients, federation.fraction),
         )
 
     def client_side(self) -> ClientSide:
@@ -182,6 +185,8 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         pixel_std=inputs.pixel_std,
     )
     algorithm = build_algorithm(config, task, device)
+    f = config.federation
+    warn_if_noisy(algorithm, config.privacy, f.num_clients, f.fraction, f.sampler, f.rounds)  # with DP on, once the model's size is known
     workers = worker_processes(config, algorithm, feature_space=feature_space, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
     concurrent = concurrent_clients(config, algorithm, device)
     check_inputs(algorithm, partition, config)

@@ -75,7 +75,7 @@ class FederationConfig(ConfigSection):
     fraction: float = Field(0.1, gt=0, le=1)
     """Fraction of clients sampled each round (at least one)."""
     sampler: str = Field("uniform", min_length=1)
-    """How a round's clients are chosen: 'uniform' (without replacement), 'size-weighted' (without replacement, by training examples), 'power-of-choice' (Cho et al., AISTATS 2022: of power_of_choice_candidates drawn by size, the fraction x num_clients with the highest loss of the global model), or a name registered with fedprior.register_sampler (docs/runs.md, "Client sampling")."""
+    """How a round's clients are chosen: 'uniform' (m = fraction x num_clients without replacement; the default without DP), 'poisson' (each client joins with probability fraction, a variable number a round; the default with privacy.dp on), 'size-weighted' (without replacement, by training examples), 'power-of-choice' (Cho et al., AISTATS 2022: of power_of_choice_candidates drawn by size, the fraction x num_clients with the highest loss of the global model), or a name registered with fedprior.register_sampler (docs/runs.md, "Client sampling")."""
     power_of_choice_candidates: int | None = Field(None, ge=1)
     """d of sampler 'power-of-choice': the candidates drawn each round whose loss is asked, between the clients a round trains and num_clients; only with that sampler."""
     local_epochs: int = Field(1, ge=1)
@@ -176,10 +176,19 @@ class ExperimentConfig(ConfigSection):
         check_encoder_name(self.encoder.name)
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
-        check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
-        check_robustness(self.algorithm.name, values, self.federation)
-        check_sampler(self.federation)
-        return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
+        federation = self.sampler_as_run()
+        check_sampler(federation)
+        check_privacy(self.privacy, federation.num_clients, federation.fraction, federation.rounds, federation.sampler)
+        check_robustness(self.algorithm.name, values, federation)
+        algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
+        return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
+
+    def sampler_as_run(self) -> FederationConfig:
+        """The federation section with ``federation.sampler`` resolved: 'poisson' where DP is on and the config does not set a sampler
+        (DP-FedAvg's sampling, which the accountant's add-or-remove bound covers), else as given."""
+        if self.privacy.dp != "none" and "sampler" not in self.federation.model_fields_set:
+            return self.federation.model_copy(update={"sampler": "poisson"})
+        return self.federation
 
     def scenario_partition(self) -> PartitionConfig:
         """The partition section with ``partition.scenario`` applied (scheme = window, its window), checked against the federation."""

@@ -28,6 +28,7 @@ from typing import Any
 from fedprior.algorithms.base import Algorithm
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.privacy.config import LEGACY, PrivacyConfig
 from fedprior.results.config_fields import config_differences, flatten
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import stage_plan, total_rounds
@@ -80,6 +81,7 @@ def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[s
     those that do not change the numbers (``RESUME_MAY_CHANGE``) and fields added to fedprior after ``before``
     was recorded that hold their default now (absent from an older checkpoint's config: it ran with that behaviour)."""
     defaults = flatten(ExperimentConfig().to_dict())
+    before = read_as_now(before)
     return {
         field: (old, new)
         for field, (old, new) in config_differences(before, after).items()
@@ -87,6 +89,15 @@ def changes_that_matter(before: dict[str, Any], after: dict[str, Any]) -> dict[s
         and not (old is None and field in defaults and new == defaults[field])
         and not same_server_step(field, old, new, after)
     }
+
+
+def read_as_now(config: dict[str, Any]) -> dict[str, Any]:
+    """A recorded config as fedprior reads it now: ``privacy.accountant`` = 'poisson' of a run with DP off (every run written before
+    the accountant named the method; meaningless without DP) is the default now (``PrivacyConfig._legacy_accountant``)."""
+    privacy = config.get("privacy")
+    if not isinstance(privacy, dict) or privacy.get("accountant") not in LEGACY or privacy.get("dp", "none") != "none":
+        return config
+    return {**config, "privacy": {**privacy, "accountant": PrivacyConfig().accountant}}
 
 
 def same_server_step(field: str, old: Any, new: Any, after: dict[str, Any]) -> bool:

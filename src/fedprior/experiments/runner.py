@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import time
@@ -97,9 +98,13 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
             "best_macro_f1": max([progress.initial["macro_f1"], *f1]),
         }
     epsilons = [r["dp_epsilon"] for r in progress.history if "dp_epsilon" in r]
-    if epsilons:  # client-level DP (privacy.dp): epsilon at delta after every round, and after the last
-        privacy = config.privacy
+    if epsilons:  # client-level DP (privacy.dp): epsilon at delta after every round, and after the last, and what it is
+        from fedprior.privacy.config import accounting
+
+        privacy, f = config.privacy, config.federation
+        described = accounting(privacy, f.sampler, f.num_clients, f.fraction).describe()
         extra.update({"dp_epsilon": epsilons[-1], "dp_epsilon_per_round": epsilons, "dp_delta": privacy.delta, "dp_accountant": privacy.accountant})
+        extra["dp_accounting"] = described
     extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best
@@ -149,6 +154,19 @@ def check_runtime_knows_algorithm(config: ExperimentConfig) -> None:
         )
 
 
+def budget_stopped(run: RunDir, metadata: dict[str, str]) -> dict[str, Any] | None:
+    """What the checkpoint says where a privacy budget ended the run (``simulation.STOPPED``) and its result.json was written; else None."""
+    from fedprior.runtime.simulation import STOPPED
+
+    if STOPPED not in metadata or not run.result.is_file():
+        return None
+    try:
+        json.loads(run.result.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # damaged: the resume stops at the budget again and writes it anew
+        return None
+    return json.loads(metadata[STOPPED])
+
+
 def execute(
     name: str,
     config: ExperimentConfig,
@@ -192,6 +210,10 @@ def execute(
     given, metadata = config, checkpoint_metadata(config)
     check_trackers(config, run)  # MLflow and wandb installed, MLflow's store reachable (a resumed run's MLflow run in it), before any long work
     experiment = build_experiment(name, config)
+    if start_from is not None and (stopped := budget_stopped(run, start_from.metadata)):  # its budget is spent: resume trains nothing
+        if on_finished:
+            on_finished(f"{run.path} was stopped by its privacy budget before {stopped['stage']} round {stopped['round']}: {stopped['note']}; nothing to do")
+        return json.loads(run.result.read_text(encoding="utf-8"))
     if start_from is not None and (finished := finished_summary(run.result, experiment.algorithm, experiment.config.federation.rounds, start_from.progress)):
         if on_finished:
             on_finished(finished_message(run.path, finished))
@@ -256,6 +278,8 @@ def execute(
         trackers.stop()
         raise
     summary = summarize(experiment, result.progress, run, time.perf_counter() - started)
+    if result.stopped is not None:  # a privacy budget ended the run before a round (privacy.max_epsilon)
+        summary["stopped"] = result.stopped
     summary["state_sha256"] = state_sha256(result.state, result.client_states)
     extra = ""
     numbers = summary_extra(config.algorithm.name)  # cheap, in every run: a table's claims may test them

@@ -61,7 +61,12 @@ def task_description(experiment) -> dict[str, Any]:
             "pixel_std": list(task.pixel_std),
         },
         "algorithm": {"name": config.algorithm.name, "hyperparameters": config.algorithm.hyperparameters()},
-        "federation": {"local_epochs": config.federation.local_epochs, "batch_size": config.federation.batch_size, "fraction": config.federation.fraction},
+        "federation": {
+            "local_epochs": config.federation.local_epochs,
+            "batch_size": config.federation.batch_size,
+            "fraction": config.federation.fraction,
+            "sampler": config.federation.sampler,
+        },
         "privacy": config.privacy.model_dump(),  # client-side clipping runs on the nodes
         "attack": attack_description(experiment),  # the simulated misbehaving clients run on the nodes too
         "threads": experiment.threads.train,  # the run's thread policy for client updates (one unless run.threads)
@@ -183,7 +188,7 @@ class NodeData:
         from fedprior.privacy.wrap import with_privacy
 
         privacy = PrivacyConfig(**self.description["privacy"])
-        return with_privacy(algorithm, privacy, self.task.num_clients, float(f.get("fraction", 1.0)), accounted=False)
+        return with_privacy(algorithm, privacy, self.task.num_clients, float(f.get("fraction", 1.0)), str(f.get("sampler", "uniform")), accounted=False)
 
     def client_data(self, client_id: int) -> ClientData:
         """The data of one hosted client (only its tensors are read from disk).

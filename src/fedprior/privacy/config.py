@@ -8,9 +8,9 @@ docs/privacy-robustness.md.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from fedprior.errors import ConfigError
 from fedprior.validation import ConfigSection
@@ -32,11 +32,29 @@ class PrivacyConfig(ConfigSection):
     count_stddev: float | None = Field(None, gt=0)
     """sigma_b: the std of the noise on the count of unclipped updates (adaptive clipping); unset: m / 20 (Andrew et al. 2021). noise_multiplier must stay below 2 sigma_b."""
     delta: float = Field(1e-5, gt=0, lt=1)
-    """The delta at which the accountant reports epsilon (keep it well below 1 / federation.num_clients)."""
-    accountant: Literal["poisson", "without-replacement"] = "poisson"
-    """How the RDP accountant (dp-accounting) models client sampling: 'poisson' (each client joins with probability m / N, add-or-remove-one-client: DP-FedAvg's accounting, an approximation of fedprior's fixed-size sampling) or 'without-replacement' (exactly m of N, fedprior's sampling; replace-one-client neighbouring)."""
+    """The delta at which the accountant reports epsilon; must be below 1 / federation.num_clients (keep it well below)."""
+    accountant: Literal["pld", "rdp"] = "pld"
+    """How epsilon is computed (dp-accounting): 'pld' (privacy-loss distribution, tight) or 'rdp' (Renyi DP, a looser upper bound). The sampling model is the one federation.sampler runs: 'poisson' (add-or-remove-one-client) or 'uniform' (fixed size m without replacement, replace-one-client)."""
+    max_epsilon: float | None = Field(None, gt=0)
+    """A privacy budget: the run ends cleanly before the round whose release would take epsilon (at delta) above it; unset: no budget."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_accountant(cls, data: Any) -> Any:
+        """``accountant = 'poisson'`` or ``'without-replacement'`` (the values before the sampling followed ``federation.sampler``):
+        meaningless with DP off (every run directory written then holds 'poisson'), so read as the default; refused with DP on."""
+        if isinstance(data, dict) and data.get("accountant") in LEGACY:
+            if data.get("dp", "none") == "none":
+                return {k: v for k, v in data.items() if k != "accountant"}
+            raise ConfigError(
+                f"privacy.accountant: {data['accountant']!r} named a sampling model, which now follows federation.sampler "
+                "('poisson': add-or-remove, 'uniform': fixed size, replace-one); the accountant is the method: 'pld' (tight, the default) or 'rdp'"
+            )
+        return data
 
 
+LEGACY = ("poisson", "without-replacement")
+"""``accountant``'s values before it named the method (``fedprior.privacy.accountant.LEGACY``)."""
 ADAPTIVE_FIELDS = ("target_quantile", "clip_lr", "count_stddev")
 DEFAULTS = {name: field.default for name, field in PrivacyConfig.model_fields.items()}
 
@@ -46,11 +64,29 @@ def sampled_clients(num_clients: int, fraction: float) -> int:
     return max(1, min(num_clients, int(round(fraction * num_clients))))
 
 
-def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rounds: int) -> float | None:
+def noise_denominator(sampler: str, num_clients: int, fraction: float) -> float:
+    """The fixed denominator of DP-FedAvg's noised mean (McMahan et al. 2018, Sec. 2): the expected count qN under Poisson
+    sampling (not rounded), m under fixed-size sampling."""
+    return fraction * num_clients if sampler == "poisson" else float(sampled_clients(num_clients, fraction))
+
+
+def accounting(privacy: PrivacyConfig, sampler: str, num_clients: int, fraction: float):
+    """The run's :class:`~fedprior.privacy.accountant.Accounting`: z, the sampling model of ``sampler`` (a ConfigError line for a
+    sampler no bound covers), its rate (q = fraction for Poisson, m / N for fixed size), the method and delta."""
+    from fedprior.privacy.accountant import Accounting, sampling_of
+
+    sampling = sampling_of(sampler)
+    m = sampled_clients(num_clients, fraction)
+    rate = fraction if sampling == "poisson" else m / num_clients
+    return Accounting(privacy.noise_multiplier, num_clients, sampling, rate, m, privacy.accountant, privacy.delta)
+
+
+def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rounds: int, sampler: str = "poisson") -> float | None:
     """ConfigError naming the field for settings that cannot run or cannot be accounted; the epsilon after ``rounds`` (None with dp off).
 
     A field set away from its default that the chosen mode does not read is refused, as the server
     optimizer's are (a noise multiplier with ``dp = 'none'``, a target quantile with fixed clipping).
+    ``sampler``: ``federation.sampler`` as run, which decides the sampling model of the accounting.
     """
     set_fields = [name for name in DEFAULTS if name != "dp" and getattr(privacy, name) != DEFAULTS[name]]
     if privacy.dp == "none":
@@ -61,15 +97,37 @@ def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rou
         unused = [name for name in ADAPTIVE_FIELDS if name in set_fields]
         if unused:
             raise ConfigError(f"privacy.{unused[0]}: applies with privacy.clipping = 'adaptive', not 'fixed'; leave it at its default or clip adaptively")
-    m = sampled_clients(num_clients, fraction)
+    if not privacy.delta < 1 / num_clients:
+        raise ConfigError(
+            f"privacy.delta: {privacy.delta:g} is not below 1 / federation.num_clients = {1 / num_clients:g} ({num_clients} clients): "
+            "a mechanism that publishes one client's whole update outright meets such a delta; keep it well below, e.g. 1e-5"
+        )
+    accounted = accounting(privacy, sampler, num_clients, fraction)  # first: refuses a sampler no bound covers
+    denominator = noise_denominator(sampler, num_clients, fraction)
     if privacy.clipping == "adaptive":
-        sigma_b = m / 20 if privacy.count_stddev is None else privacy.count_stddev
+        sigma_b = denominator / 20 if privacy.count_stddev is None else privacy.count_stddev
         if not privacy.noise_multiplier < 2 * sigma_b:
-            unset = " (unset: m / 20)" if privacy.count_stddev is None else ""
+            unset = " (unset: the expected clients a round / 20)" if privacy.count_stddev is None else ""
             raise ConfigError(
                 f"privacy.noise_multiplier: {privacy.noise_multiplier:g} must be below 2 * privacy.count_stddev = {2 * sigma_b:g}{unset} with adaptive "
                 "clipping (the count's noise would use up the whole budget; Andrew et al. 2021, Theorem 1); raise privacy.count_stddev or lower the multiplier"
             )
+        check_clip_step(privacy.clip_lr, sigma_b / denominator)
     from fedprior.privacy.accountant import check_accountable
 
-    return check_accountable(privacy.noise_multiplier, num_clients, m, rounds, privacy.delta, privacy.accountant)
+    return check_accountable(accounted, rounds)
+
+
+MAX_LOG_STEP = 700.0
+"""The largest |log| of adaptive clipping's one-round factor exp(-eta_C (b - gamma)) that stays a float (exp overflows past 709)."""
+
+
+def check_clip_step(clip_lr: float, fraction_std: float) -> None:
+    """Adaptive clipping's step C <- C exp(-eta_C (b - gamma)) must stay a float for any noised fraction b within ten standard
+    deviations (``fraction_std`` = sigma_b / the denominator) of [0, 1]: eta_C (1 + 10 sd) <= 700, before any round runs."""
+    reach = clip_lr * (1 + 10 * fraction_std)
+    if not reach <= MAX_LOG_STEP:
+        raise ConfigError(
+            f"privacy.clip_lr: {clip_lr:g} makes adaptive clipping's step exp(-clip_lr (b - target_quantile)) overflow a float "
+            f"(|exponent| up to {reach:g} > {MAX_LOG_STEP:g}); keep clip_lr at most {MAX_LOG_STEP / (1 + 10 * fraction_std):g} (Andrew et al. 2021 use 0.2)"
+        )

@@ -142,8 +142,13 @@ def write_report(
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
     if "selected_round" in summary:
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
-    if "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round
-        more += f"| client-level DP: epsilon at delta {summary['dp_delta']:g} ({summary['dp_accountant']} RDP accountant) | {summary['dp_epsilon']:.3f} |\n"
+    if "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round, and what bound it is
+        a = summary.get("dp_accounting") or {"method": summary["dp_accountant"], "relation": "?", "sampling": "?", "sampling_rate": float("nan")}
+        what = f"{a['method'].upper()} accountant, {a['relation']} neighbours, {a['sampling']} sampling q = {a['sampling_rate']:g}"
+        more += f"| client-level DP: epsilon at delta {summary['dp_delta']:g} ({what}) | {summary['dp_epsilon']:.3f} |\n"
+    if "stopped" in summary:  # privacy.max_epsilon ended the run before a round
+        stop = summary["stopped"]
+        more += f"| stopped by the privacy budget before {stop['stage']} round {stop['round']} (max_epsilon {stop['max_epsilon']:g}) | next round's epsilon {stop['dp_epsilon_next']:.3f} |\n"
     more += client_section(summary)
     figures = ""
     if "final_client_accuracy" in summary:

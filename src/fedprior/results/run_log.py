@@ -88,6 +88,8 @@ def round_line(record: dict[str, Any], total: int) -> str:
     where = f"round {step}/{total} ({stage}{f' {round_}' if round_ != step else ''})"
     clients, failed = record.get("clients", []), record.get("failed_clients", [])
     if record.get("trained") is False:
+        if "stopped_by" in record:  # a privacy budget (privacy.max_epsilon) ended the run before this round
+            return f"{where}: not trained, {record['note']}"
         return f"{where}: not trained, none of the {len(clients)} sampled clients could be reached"
     parts = [f"accuracy {_percent(record['accuracy'])}" if "accuracy" in record else "accuracy -"]
     if "loss" in record:
@@ -96,7 +98,7 @@ def round_line(record: dict[str, Any], total: int) -> str:
     if "client_train_loss" in record:
         parts.append(f"train loss {record['client_train_loss']:.4f}")
     if "dp_epsilon" in record:  # client-level DP: the privacy spent so far
-        parts.append(f"epsilon {record['dp_epsilon']:.3f}")
+        parts.append(f"epsilon {record['dp_epsilon']:.3f}" + (f" ({record['dp_bound']})" if "dp_bound" in record else ""))
     if clients:
         empty = len(record.get("empty_clients", []))
         parts.append(f"clients {len(clients) - len(failed)} ok {len(failed)} failed" + (f" {empty} without data" if empty else ""))

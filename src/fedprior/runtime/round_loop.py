@@ -16,8 +16,11 @@ test set.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
+from fedprior.algorithms.base import State
 from fedprior.runtime.divergence import NonFinite
 from fedprior.runtime.sampling import ClientSampler, Uniform
 from fedprior.runtime.threads import ThreadPolicy
@@ -64,3 +67,7 @@ class RoundLoop:
     """``federation.sampler``: chooses each round's clients (``sampling.py``)."""
     client_sizes: tuple[int, ...] = ()
     """Each client's training examples, by id, for the samplers that weigh clients by them (empty: not known)."""
+    before_round: Callable[[State], dict[str, Any] | None] | None = None
+    """Asked with the server state before each round that samples clients: None to run it, or what the round's record says
+    where the run must end before it (a privacy budget, ``privacy.max_epsilon``: ``fedprior.privacy.budget``). The run then
+    ends cleanly there (``simulation.run_rounds``); the algorithm stays pure."""

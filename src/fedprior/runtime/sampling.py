@@ -8,7 +8,10 @@ shared by every algorithm, so comparisons are paired) and, for samplers that ran
 client pool, in this process or on Flower's nodes, and records what was asked). The shipped
 samplers:
 
-- ``uniform`` (default): ``count`` clients uniformly without replacement (:func:`sample_clients`);
+- ``uniform`` (default without DP): ``count`` clients uniformly without replacement (:func:`sample_clients`);
+- ``poisson`` (default with ``privacy.dp`` on): each client joins the round independently with probability
+  q = ``federation.fraction`` (:class:`Poisson`; DP-FedAvg's sampling, McMahan et al., "Learning Differentially
+  Private Recurrent Language Models", ICLR 2018, Algorithm 1), so a round trains a variable number of clients, 0 included;
 - ``size-weighted``: ``count`` clients without replacement, each draw with probability
   proportional to the clients' training examples (numpy's sequential weighted draw);
 - ``power-of-choice``: Cho, Wang and Joshi, "Client Selection in Federated Learning:
@@ -52,11 +55,14 @@ class Draw:
     round: int
     num_clients: int
     count: int
-    """How many clients to choose (``clients_per_round`` of the stage's fraction)."""
+    """How many clients to choose (``clients_per_round`` of the stage's fraction); for a sampler whose count varies
+    (:func:`variable_count`), the expected count rounded, as it is for every other use of m (workers, the dry-run)."""
     sizes: tuple[int, ...] = ()
     """Each client's training examples, by client id (empty where the caller did not give them)."""
     losses: Callable[[list[int]], dict[int, float]] | None = None
     """The current global model's loss on each named client's data (those that could not answer are left out)."""
+    fraction: float = 0.0
+    """The stage's ``federation.fraction``: q, the probability each client joins, for a sampler whose count varies."""
 
     def rng(self) -> np.random.Generator:
         """The round's sampling stream (one per stage and round of the run seed)."""
@@ -71,9 +77,15 @@ class Draw:
 
 
 class ClientSampler(Protocol):
-    """Chooses a round's clients: distinct ids in ``range(draw.num_clients)``, ``draw.count`` of them."""
+    """Chooses a round's clients: distinct ids in ``range(draw.num_clients)``, ``draw.count`` of them (any number, 0 included,
+    for a sampler with a true attribute ``variable_count``: :func:`variable_count`)."""
 
     def select(self, draw: Draw) -> Sequence[int]: ...
+
+
+def variable_count(sampler: object) -> bool:
+    """Whether ``sampler`` chooses a varying number of clients a round (its ``variable_count`` attribute; False where it has none)."""
+    return bool(getattr(sampler, "variable_count", False))
 
 
 class Uniform:
@@ -83,6 +95,18 @@ class Uniform:
         if draw.count == draw.num_clients:
             return list(range(draw.num_clients))
         return sorted(int(c) for c in draw.rng().choice(draw.num_clients, size=draw.count, replace=False))
+
+
+class Poisson:
+    """Poisson sampling: each client joins the round independently with probability q = ``draw.fraction``, one uniform
+    draw per client from the round's stream (DP-FedAvg, McMahan et al. 2018, Algorithm 1: "C_t <- (sample users with
+    probability q)"). The count varies round to round, with mean qN; a round may sample no client."""
+
+    variable_count = True
+
+    def select(self, draw: Draw) -> list[int]:
+        joins = draw.rng().random(draw.num_clients) < draw.fraction
+        return [int(c) for c in np.flatnonzero(joins)]
 
 
 def weighted_without_replacement(draw: Draw, size: int, sampler: str, rng: np.random.Generator | None = None) -> list[int]:
@@ -135,10 +159,10 @@ class PowerOfChoice:
         return sorted(candidates[i] for i in ranked[:m])
 
 
-SAMPLERS: dict[str, ClientSampler] = {"uniform": Uniform(), "size-weighted": SizeWeighted()}
+SAMPLERS: dict[str, ClientSampler] = {"uniform": Uniform(), "poisson": Poisson(), "size-weighted": SizeWeighted()}
 """Samplers by name (``federation.sampler``); ``power-of-choice`` is built from its config field (:func:`sampler_for`)."""
 
-BUILT = ("uniform", "size-weighted", "power-of-choice")
+BUILT = ("uniform", "poisson", "size-weighted", "power-of-choice")
 
 
 def register_sampler(name: str, sampler: ClientSampler, *, replace: bool = False) -> ClientSampler:
@@ -179,8 +203,8 @@ def check_candidates(candidates: int | None, num_clients: int, count: int) -> No
 
 
 def chosen_clients(sampler: ClientSampler, draw: Draw, name: str = "") -> list[int]:
-    """``sampler.select(draw)`` as sorted ids, checked: ``draw.count`` distinct ids of the federation's clients; a sampler of the
-    user's own that raises is a UserCodeError naming it."""
+    """``sampler.select(draw)`` as sorted ids, checked: ``draw.count`` distinct ids of the federation's clients (any number for a
+    sampler whose count varies, :func:`variable_count`); a sampler of the user's own that raises is a UserCodeError naming it."""
     name = name or type(sampler).__name__
     try:
         chosen = [int(c) for c in sampler.select(draw)]
@@ -189,9 +213,11 @@ def chosen_clients(sampler: ClientSampler, draw: Draw, name: str = "") -> list[i
     except Exception as error:
         module = type(sampler).__module__
         raise UserCodeError(f"sampler {name} (module {module}): its select raised {type(error).__name__}: {error}") from error
-    if len(set(chosen)) != len(chosen) or len(chosen) != draw.count or any(not 0 <= c < draw.num_clients for c in chosen):
+    varies = variable_count(sampler)
+    if len(set(chosen)) != len(chosen) or (not varies and len(chosen) != draw.count) or any(not 0 <= c < draw.num_clients for c in chosen):
+        how_many = "" if varies else f"{draw.count} "
         raise FedpriorError(
             f"sampler {name}: chose {chosen[:8]}{' ...' if len(chosen) > 8 else ''} in {draw.stage} round {draw.round}; "
-            f"it must choose {draw.count} distinct client ids in 0..{draw.num_clients - 1}"
+            f"it must choose {how_many}distinct client ids in 0..{draw.num_clients - 1}"
         )
     return sorted(chosen)

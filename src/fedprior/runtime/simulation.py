@@ -39,6 +39,7 @@ bytes of the tensors' buffers (the MFCL paper's Table 8 counts the same payloads
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -70,6 +71,20 @@ class SimulationResult:
     client_states: dict[int, State]
     progress: Progress
     wall_seconds: float
+    stopped: dict[str, Any] | None = None
+    """Where ``loop.before_round`` ended the run before a round (a privacy budget): what it said, with the stage and round; else None."""
+
+
+STOPPED = "stopped"
+"""Checkpoint metadata key: the JSON of why ``loop.before_round`` ended the run (its resume stops there again)."""
+
+
+class _Stop(Exception):
+    """``loop.before_round`` said no: the run ends before the round (caught in :func:`run_rounds`)."""
+
+    def __init__(self, record: dict[str, Any]) -> None:
+        super().__init__(record.get("note", "stopped"))
+        self.record = record
 
 
 class RoundNotTrained(FedpriorError):
@@ -146,13 +161,16 @@ def run_rounds(
     seconds (every ``loop.retry_every``) before the run stops with :class:`RoundNotTrained`;
     a client update with NaN/inf is handled as ``loop.non_finite`` says (``divergence.py``).
     ``checkpoint_metadata`` is stored in every checkpoint (default: the one ``start`` had).
+    Where ``loop.before_round`` ends the run before a round (a privacy budget), the loop reports that round's record
+    (``"trained": false`` with what it said), writes the checkpoint of the last round with the reason in its metadata
+    (``STOPPED``) and returns with ``stopped`` set; a resume asks again and stops at the same round.
     """
     if isinstance(loop.sampler, PowerOfChoice):
         check_power_of_choice(algorithm)  # refused before anything runs where the clients hold no labels to score
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
-        checkpoint_metadata = dict(start.metadata) if start is not None else {}
+        checkpoint_metadata = {k: v for k, v in start.metadata.items() if k != STOPPED} if start is not None else {}
     with torch_threads(threads.train if threads else None):
         started = time.perf_counter()
 
@@ -211,6 +229,8 @@ def run_rounds(
                         sampled: list[int] = []
                         message, attempts = Broadcast({}), 1
                     else:
+                        if loop.before_round is not None and (said := loop.before_round(state)) is not None:
+                            raise _Stop({"stage": stage.name, "round": round_, "step": step, "trained": False, **said})
                         sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
                         message = algorithm.broadcast(state, info)
                         answered, failures, attempts = reach_clients(
@@ -222,7 +242,7 @@ def run_rounds(
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                     empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-                    if replies or stage.server_only:
+                    if replies or stage.server_only or algorithm.aggregates_no_reply:
                         state = algorithm.aggregate(state, replies, info)
                     record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
                     if algorithm.round_metrics is not None:  # the server's own numbers of the round (client-level DP's epsilon)
@@ -241,8 +261,12 @@ def run_rounds(
                     if attempts > 1:
                         record["attempts"] = attempts
                     if not replies and not stage.server_only:
-                        record["aggregated"] = False
-                        record["note"] = "no sampled client trained (those that answered held no data); the previous state is kept"
+                        nobody = "no client was sampled" if not sampled else "no sampled client trained (those that answered held no data)"
+                        if algorithm.aggregates_no_reply:
+                            record["note"] = f"{nobody}; the noised mean of no updates was released (client-level DP)"
+                        else:
+                            record["aggregated"] = False
+                            record["note"] = f"{nobody}; the previous state is kept"
                     record["seconds"] = time.perf_counter() - t0
                     progress.history.append(record)
                     progress.stage_index, progress.round = stage_index, round_
@@ -250,6 +274,15 @@ def run_rounds(
                     if on_round:
                         on_round(record)
                 progress.stage_index, progress.round = stage_index + 1, 0
+        except _Stop as stop:  # the run ends here, cleanly: the last round's checkpoint, saying why
+            stopped = stop.record
+            if on_round:
+                on_round(stopped)
+            if checkpoint_path is not None:
+                metadata = {**checkpoint_metadata, STOPPED: json.dumps(stopped, sort_keys=True)}
+                save_checkpoint(checkpoint_path, RunState(state, dict(pool.states()), progress, metadata))
+            clients = {c: to_cpu(s) for c, s in pool.states().items()}
+            return SimulationResult(to_cpu(state), clients, progress, time.perf_counter() - started, stopped)
         except BaseException:
             if pending is not None:  # the loop stops (an error, Ctrl-C, SIGTERM): the last completed round is not lost
                 save_checkpoint(checkpoint_path, pending)  # type: ignore[arg-type]  # pending is set only with a checkpoint_path
@@ -272,7 +305,8 @@ def choose_clients(loop: RoundLoop, pool: ClientPool, state: State, info: RoundI
         return got
 
     count = clients_per_round(pool.num_clients, fraction)
-    sampled = chosen_clients(loop.sampler, Draw(loop.seed, info.stage, info.round, pool.num_clients, count, loop.client_sizes, ask))
+    draw = Draw(loop.seed, info.stage, info.round, pool.num_clients, count, loop.client_sizes, ask, fraction)
+    sampled = chosen_clients(loop.sampler, draw)
     if not losses and not failed:
         return sampled, {}
     candidates = sorted({*losses, *failed})

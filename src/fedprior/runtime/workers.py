@@ -359,6 +359,8 @@ class WorkerClients(InProcessClients):
         return groups
 
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
+        if not clients:  # a round that sampled nobody (Poisson sampling): no worker is asked
+            return [], {}
         pending = deque((group, 0) for group in self.groups(clients, vectorize))  # (clients, times redone)
         self.prepare(len(pending))
         idle = list(self.workers)

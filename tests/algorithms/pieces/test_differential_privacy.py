@@ -23,7 +23,7 @@ from fedprior.algorithms.pieces.differential_privacy import (
 from fedprior.algorithms.pieces.tensors import weighted_mean
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import load_config
-from fedprior.privacy.accountant import ORDERS, epsilon
+from fedprior.privacy.accountant import ORDERS, Accounting
 
 INFO = RoundInfo(seed=3, stage="federated", round=1)
 
@@ -60,7 +60,7 @@ def updates(seed: int = 0) -> tuple[dict[str, torch.Tensor], list[Reply]]:
 def test_clipping_and_noise_std_equal_flowers_dp_strategy_on_the_same_updates():
     dp_flower = pytest.importorskip("flwr.supercore.differential_privacy")
     x, replies = updates()
-    dp = ClientLevelDp("server", noise_multiplier=1.3, clip_norm=1.0, sampled_clients=4)
+    dp = ClientLevelDp("server", noise_multiplier=1.3, clip_norm=1.0, denominator=4)
     algorithm = with_client_level_dp(mean_algorithm(), dp)
     state = {**algorithm.init(INFO), **x}
     out = algorithm.aggregate(state, replies, INFO)
@@ -87,7 +87,7 @@ def test_clipping_and_noise_std_equal_flowers_dp_strategy_on_the_same_updates():
 
 def test_the_noise_has_the_std_it_reports():
     x = {"w": torch.zeros(200_000)}
-    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), ClientLevelDp("server", 2.0, 0.5, sampled_clients=10))
+    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), ClientLevelDp("server", 2.0, 0.5, denominator=10))
     out = algorithm.aggregate(algorithm.init(INFO), [Reply({"w": torch.zeros(200_000)}, 1, client_id=0)], INFO)
     assert float(out[NOISE_STD]) == 0.1
     assert out["w"].std().item() == pytest.approx(0.1, rel=0.01)
@@ -95,7 +95,7 @@ def test_the_noise_has_the_std_it_reports():
 
 def test_client_side_clipping_clips_on_the_client_and_the_server_only_adds_noise():
     x, replies = updates()
-    dp = ClientLevelDp("client", noise_multiplier=1.0, clip_norm=1.0, sampled_clients=4)
+    dp = ClientLevelDp("client", noise_multiplier=1.0, clip_norm=1.0, denominator=4)
     server_side = with_client_level_dp(mean_algorithm(), ClientLevelDp("server", 1.0, 1.0, 4))
     client_side = with_client_level_dp(mean_algorithm(), dp)
     state = {**client_side.init(INFO), **x}
@@ -116,7 +116,7 @@ def test_client_side_clipping_clips_on_the_client_and_the_server_only_adds_noise
 def test_adaptive_clipping_steps_c_geometrically_on_the_noised_unclipped_fraction():
     flower = pytest.importorskip("flwr.supercore.differential_privacy")
     x, replies = updates()
-    dp = ClientLevelDp("server", 0.5, 1.0, sampled_clients=4, adaptive=True, target_quantile=0.5, clip_lr=0.2, count_stddev=1.0)
+    dp = ClientLevelDp("server", 0.5, 1.0, denominator=4, adaptive=True, target_quantile=0.5, clip_lr=0.2, count_stddev=1.0)
     # z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2) (Andrew et al. 2021, Theorem 1), as Flower computes it
     assert dp.update_noise_multiplier == flower.compute_adaptive_noise_params(0.5, 4, 1.0)[1]
     algorithm = with_client_level_dp(mean_algorithm(), dp)
@@ -132,31 +132,36 @@ def test_adaptive_clipping_steps_c_geometrically_on_the_noised_unclipped_fractio
 
 def test_fewer_replies_than_sampled_keep_the_fixed_denominator():
     x = {"w": torch.zeros(4)}
-    dp = ClientLevelDp("server", 1e-9, 10.0, sampled_clients=4)  # almost no noise
+    dp = ClientLevelDp("server", 1e-9, 10.0, denominator=4)  # almost no noise
     algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), dp)
     out = algorithm.aggregate(algorithm.init(INFO), [Reply({"w": torch.ones(4)}, 5, client_id=0)], INFO)
     torch.testing.assert_close(out["w"], torch.full((4,), 0.25))  # sum / m (McMahan et al. 2018, Sec. 2), not the mean of one
 
 
-def test_epsilon_equals_dp_accounting_computed_directly():
+def rdp(z: float, n: int, m: int, rounds: int, sampling: str = "poisson") -> float:
+    """fedprior's RDP epsilon at 1e-5: Poisson with q = m / n, or m of n without replacement."""
+    return Accounting(z, n, sampling, m / n, m, "rdp", 1e-5).epsilon(rounds)  # type: ignore[arg-type]
+
+
+def test_rdp_epsilon_equals_dp_accounting_computed_directly():
     import dp_accounting
-    from dp_accounting.rdp import rdp_privacy_accountant as rdp
+    from dp_accounting.rdp import rdp_privacy_accountant as rdp_accountant
 
     # every client every round: T Gaussian mechanisms, RDP T alpha / (2 z^2) in closed form (Mironov, "Renyi Differential Privacy", 2017)
     closed_form = [20 * a / (2 * 1.5**2) for a in ORDERS]
-    assert epsilon(1.5, 10, 10, 20, 1e-5) == pytest.approx(rdp.compute_epsilon(ORDERS, closed_form, 1e-5)[0], rel=1e-9)
+    assert rdp(1.5, 10, 10, 20) == pytest.approx(rdp_accountant.compute_epsilon(ORDERS, closed_form, 1e-5)[0], rel=1e-9)
     # q = 0.1: the rounds composed one at a time in dp-accounting's own accountant
     accountant = dp_accounting.rdp.RdpAccountant(ORDERS)
     for _ in range(20):
         accountant.compose(dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(1.0)))
-    assert epsilon(1.0, 100, 10, 20, 1e-5) == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
-    assert 3 < epsilon(1.0, 100, 10, 20, 1e-5) < 5  # DP-SGD's familiar range for q = 0.1, z = 1, 20 steps at 1e-5
-    assert epsilon(1.0, 100, 10, 0, 1e-5) == 0.0
-    assert epsilon(1.0, 100, 10, 5, 1e-5) < epsilon(1.0, 100, 10, 10, 1e-5)
+    assert rdp(1.0, 100, 10, 20) == pytest.approx(accountant.get_epsilon(1e-5), rel=1e-9)
+    assert 3 < rdp(1.0, 100, 10, 20) < 5  # DP-SGD's familiar range for q = 0.1, z = 1, 20 steps at 1e-5
+    assert rdp(1.0, 100, 10, 0) == 0.0
+    assert rdp(1.0, 100, 10, 5) < rdp(1.0, 100, 10, 10)
     # fixed-size sampling, replace-one: noise multiplier z / 2 on the sum's sensitivity 2C
     replace_one = dp_accounting.rdp.RdpAccountant(ORDERS, dp_accounting.NeighboringRelation.REPLACE_ONE)
     replace_one.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.SampledWithoutReplacementDpEvent(100, 10, dp_accounting.GaussianDpEvent(0.5)), 20))
-    assert epsilon(1.0, 100, 10, 20, 1e-5, "without-replacement") == pytest.approx(replace_one.get_epsilon(1e-5), rel=1e-9)
+    assert rdp(1.0, 100, 10, 20, "fixed-size") == pytest.approx(replace_one.get_epsilon(1e-5), rel=1e-9)
 
 
 FEDAVG = ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.5", "federation.rounds=3"]
@@ -173,7 +178,10 @@ FEDAVG = ["data.dataset=digits", "federation.num_clients=6", "federation.fractio
         (["privacy.dp=laplace"], "privacy.dp: input should be 'none', 'server' or 'client' (got 'laplace')"),
         (["privacy.noise_multiplier=2"], "privacy.noise_multiplier: applies with privacy.dp = 'server' or 'client', not 'none'"),
         (["privacy.dp=client", "privacy.target_quantile=0.7"], "privacy.target_quantile: applies with privacy.clipping = 'adaptive', not 'fixed'"),
-        (["privacy.dp=server", "privacy.clipping=adaptive"], "privacy.noise_multiplier: 1 must be below 2 * privacy.count_stddev = 0.3 (unset: m / 20)"),
+        (
+            ["privacy.dp=server", "privacy.clipping=adaptive"],
+            "privacy.noise_multiplier: 1 must be below 2 * privacy.count_stddev = 0.3 (unset: the expected clients a round / 20)",
+        ),
     ],
 )
 def test_bad_privacy_settings_are_one_line_naming_the_field(overrides, message):

@@ -1,25 +1,29 @@
 """Client-level differential privacy (DP-FedAvg) around any algorithm whose clients reply with their trained model.
 
 McMahan, Ramage, Talwar, Zhang, "Learning Differentially Private Recurrent Language Models", ICLR 2018,
-Algorithm 1 (DP-FedAvg) with uniform client weights and the fixed-denominator estimator of its Sec. 2:
+Algorithm 1 (DP-FedAvg) with uniform client weights and the fixed-denominator estimator of its Sec. 2
+(the denominator: qN, the expected clients a round, under Poisson sampling, m under fixed-size sampling):
 
 - each sampled client k's update Delta_k = w_k - w_t is clipped to L2 norm C as one flat vector
   (FlatClip): Delta_k * min(1, C / ||Delta_k||)                                   (:func:`clip_update`);
-- the server averages them over the m clients sampled per round, sum_k clip(Delta_k) / m, and adds
-  Gaussian noise N(0, sigma^2) to every coordinate with sigma = z C / m               (:func:`noise_std`);
-- w_{t+1} = w_t + that noised mean.
+- the server averages them over the denominator, sum_k clip(Delta_k) / (qN or m), and adds
+  Gaussian noise N(0, sigma^2) to every coordinate with sigma = z C / (qN or m)     (:func:`noise_std`);
+- w_{t+1} = w_t + that noised mean. A round that sampled no client (Poisson sampling can) or whose clients
+  held no data still releases it: the noised mean of no updates, pure noise, counted as a release.
 
 The clipping runs on the server (``'server'``: the server sees the raw updates and clips them) or on the
 clients (``'client'``: each client clips its own update before it leaves; the server adds the noise).
 
 Adaptive clipping (Andrew, Thakkar, McMahan, Ramaswamy, "Differentially Private Learning with Adaptive
 Clipping", NeurIPS 2021, Algorithm 1): C follows the gamma-quantile of the update norms. Each client
-reports b_k = 1[||Delta_k|| <= C] (unclipped); the server releases the noised fraction
-b = (sum_k b_k + N(0, sigma_b^2)) / m and steps C <- C exp(-eta_C (b - gamma)) (the geometric update), after the
-round's noise was drawn with the C its updates were clipped to. The two releases together are one Gaussian
-mechanism of noise multiplier z (Theorem 1) when the updates get z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2)
-(:attr:`ClientLevelDp.update_noise_multiplier`), which needs z < 2 sigma_b; sigma_b defaults to m / 20, the
-paper's recommendation.
+reports b_k = 1[||Delta_k|| <= C] (unclipped); the server releases the centred count
+sum_k (b_k - 1/2) + N(0, sigma_b^2), whose sensitivity is 1/2 under add-or-remove (and 1 under replace-one), reads
+b = that / (qN or m) + 1/2 and steps C <- C exp(-eta_C (b - gamma)) (the geometric update), after the round's noise
+was drawn with the C its updates were clipped to. With the count centred, the two releases together are one Gaussian
+mechanism of noise multiplier z (Theorem 1: (z_Delta)^-2 + (2 sigma_b)^-2 = z^-2 under add-or-remove; with sensitivities
+2C and 1 under replace-one, 4 (z_Delta)^-2 + sigma_b^-2 = 4 z^-2, the multiplier z / 2 of a sensitivity-2 accounting) when
+the updates get z_Delta = (z^-2 - (2 sigma_b)^-2)^(-1/2) (:attr:`ClientLevelDp.update_noise_multiplier`), which needs
+z < 2 sigma_b; sigma_b defaults to the denominator / 20, the paper's recommendation (m / 20).
 
 :func:`with_client_level_dp` composes this with an algorithm as ``with_server_optimizer`` composes a server
 step: the clients and the rest of the server state are the algorithm's own, and its ``aggregate``, which must read
@@ -33,20 +37,24 @@ round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run
 The current C, the noise std and the number of noised releases are server State (``privacy.*``): checkpoints,
 resume and Flower carry them, and they are never broadcast except C, in the broadcast's config, to clients
 that clip. ``round_metrics`` reports ``dp_noise_std``, ``dp_clip_norm`` (the C of the round), with adaptive
-clipping ``dp_unclipped_fraction`` (the noised b), and ``dp_epsilon`` from the accountant given.
+clipping ``dp_unclipped_fraction`` (the noised b), and ``dp_epsilon`` from the accounting given, beside
+``dp_bound``: its method, neighbouring relation and sampling (:class:`fedprior.privacy.accountant.Accounting`).
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, require_mean_aggregate
 from fedprior.errors import ConfigError
+
+if TYPE_CHECKING:
+    from fedprior.privacy.accountant import Accounting
 
 PREFIX = "privacy."
 CLIP_NORM = PREFIX + "clip_norm"
@@ -70,7 +78,8 @@ class ClientLevelDp:
     clipping: Clipping
     noise_multiplier: float
     clip_norm: float
-    sampled_clients: int
+    denominator: float
+    """The fixed denominator of the noised mean: m (fixed-size sampling) or the expected count qN (Poisson sampling), not rounded."""
     adaptive: bool = False
     target_quantile: float = 0.5
     clip_lr: float = 0.2
@@ -78,8 +87,8 @@ class ClientLevelDp:
 
     @property
     def count_std(self) -> float:
-        """sigma_b, the std of the noise on the count of unclipped updates: given, or m / 20 (Andrew et al. 2021's recommendation)."""
-        return self.sampled_clients / 20 if self.count_stddev is None else self.count_stddev
+        """sigma_b, the std of the noise on the count of unclipped updates: given, or the denominator / 20 (Andrew et al. 2021's m / 20)."""
+        return self.denominator / 20 if self.count_stddev is None else self.count_stddev
 
     @property
     def update_noise_multiplier(self) -> float:
@@ -95,8 +104,8 @@ def check_client_level_dp(dp: ClientLevelDp) -> None:
         raise ConfigError(f"privacy.noise_multiplier: must be > 0 with privacy.dp on (got {dp.noise_multiplier}); it is the noise std over the clip norm")
     if not dp.clip_norm > 0:
         raise ConfigError(f"privacy.clip_norm: must be > 0 (got {dp.clip_norm})")
-    if dp.sampled_clients < 1:
-        raise ConfigError(f"federation: {dp.sampled_clients} clients sampled per round; DP-FedAvg needs at least 1")
+    if not dp.denominator > 0:
+        raise ConfigError(f"federation: {dp.denominator:g} clients expected per round; DP-FedAvg needs more than 0")
     if dp.adaptive and not dp.noise_multiplier < 2 * dp.count_std:
         raise ConfigError(
             f"privacy.noise_multiplier: {dp.noise_multiplier:g} must be below 2 * privacy.count_stddev = {2 * dp.count_std:g} with adaptive clipping "
@@ -106,9 +115,10 @@ def check_client_level_dp(dp: ClientLevelDp) -> None:
         )
 
 
-def noise_std(noise_multiplier: float, clip_norm: float, sampled_clients: int) -> float:
-    """sigma = z C / m, the per-coordinate noise std on the mean of m clipped updates (McMahan et al. 2018, Algorithm 1; Flower's ``compute_stdv``)."""
-    return noise_multiplier * clip_norm / sampled_clients
+def noise_std(noise_multiplier: float, clip_norm: float, denominator: float) -> float:
+    """sigma = z C / m (or z C / (qN)), the per-coordinate noise std on the mean of clipped updates over the fixed denominator
+    (McMahan et al. 2018, Algorithm 1; Flower's ``compute_stdv``)."""
+    return noise_multiplier * clip_norm / denominator
 
 
 def flat_norm(update: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -143,24 +153,29 @@ def clipped_reply(reply: Reply, reference: dict[str, torch.Tensor], clip_norm: f
     return replace(reply, arrays=arrays, num_examples=1), unclipped
 
 
-def noised_mean(clipped: Sequence[Reply], reference: State, m: int, sigma: float, generator: torch.Generator, algorithm: str) -> Reply:
-    """One Reply: w_t + sum_k clip(Delta_k) / m + N(0, sigma^2) in every floating-point array (McMahan et al. 2018, Algorithm 1
-    with the fixed denominator m of its Sec. 2, even where fewer clients answered); the noise drawn in key order from ``generator``.
-    An integer array (a step counter) is the first reply's, as FedAvg's mean keeps it."""
-    keys = sorted(clipped[0].arrays)
+def noised_mean(
+    clipped: Sequence[Reply], reference: State, denominator: float, sigma: float, generator: torch.Generator, algorithm: str, model: State | None = None
+) -> Reply:
+    """One Reply: w_t + sum_k clip(Delta_k) / denominator + N(0, sigma^2) in every floating-point array (McMahan et al. 2018,
+    Algorithm 1 with the fixed denominator of its Sec. 2, even where fewer clients answered); the noise drawn in key order from
+    ``generator``. An integer array (a step counter) is the first reply's, as FedAvg's mean keeps it. With no reply (a round that
+    sampled nobody, or whose clients held no data) it is w_t + noise over the arrays of ``model`` (the broadcast's: what a reply holds)."""
+    if not clipped and model is None:
+        raise ValueError("noised_mean: no reply and no model to release the noise on")
+    keys = sorted(clipped[0].arrays if clipped else model)  # type: ignore[arg-type]  # model is given where no reply is
     if any(sorted(r.arrays) != keys for r in clipped):
         raise ConfigError(f"privacy.dp: algorithm '{algorithm}' replies with different arrays from different clients; client-level DP needs whole models")
     arrays = {}
     for key in keys:
-        first = clipped[0].arrays[key]
+        first = clipped[0].arrays[key] if clipped else model[key]  # type: ignore[index]
         if not first.is_floating_point():
             arrays[key] = first
             continue
         x = reference[key].to(first.device)
-        total = torch.stack([r.arrays[key].to(first.device, torch.float64) - x.double() for r in clipped]).sum(0)
+        total = torch.stack([r.arrays[key].to(first.device, torch.float64) - x.double() for r in clipped]).sum(0) if clipped else 0.0
         noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(first.device) * sigma
-        arrays[key] = (x.double() + total / m + noise).to(first.dtype)
-    return Reply(arrays, num_examples=len(clipped), client_id=clipped[0].client_id)
+        arrays[key] = (x.double() + total / denominator + noise).to(first.dtype)
+    return Reply(arrays, num_examples=len(clipped) or 1, client_id=clipped[0].client_id if clipped else -1)
 
 
 def without_privacy(state: State) -> State:
@@ -168,12 +183,13 @@ def without_privacy(state: State) -> State:
     return {k: v for k, v in state.items() if not k.startswith(PREFIX)}
 
 
-def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Callable[[int], float] | None = None) -> Algorithm:
+def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, accounting: Accounting | None = None) -> Algorithm:
     """``algorithm`` under DP-FedAvg (the module docstring): clipped, equally weighted updates, Gaussian noise on their mean.
 
-    ``epsilon(releases)``: the accountant's epsilon after that many noised rounds (``fedprior.privacy.accountant``),
-    reported as ``dp_epsilon`` every round (None on the clients, which need none). ConfigError where ``algorithm``
-    does not declare ``mean_aggregate``.
+    ``accounting``: its ``epsilon(releases)`` after that many noised rounds (``fedprior.privacy.accountant``) is reported as
+    ``dp_epsilon`` every round, with what it is (``dp_accounting``); None on the clients, which need none. ConfigError where
+    ``algorithm`` does not declare ``mean_aggregate``. The wrapped algorithm aggregates in every round, one with no reply
+    included (``Algorithm.aggregates_no_reply``): DP-FedAvg releases the noised mean whoever answered.
     """
     check_client_level_dp(dp)
     require_mean_aggregate(
@@ -224,14 +240,15 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
             if missing:
                 raise ConfigError(f"privacy.dp: 'client' clipping, but client {missing[0]} sent no '{METRIC_UNCLIPPED}' (did it clip?)")
             clipped, unclipped = list(replies), sum(r.metrics[METRIC_UNCLIPPED] for r in replies)
-        m = dp.sampled_clients
-        sigma = noise_std(dp.update_noise_multiplier, clip, m)
-        mean = noised_mean(clipped, own, m, sigma, info.generator("privacy", "noise"), algorithm.name)
+        denominator = dp.denominator
+        sigma = noise_std(dp.update_noise_multiplier, clip, denominator)
+        model = algorithm.broadcast(own, info).arrays if not clipped else None  # no reply: the noise goes on the model's arrays
+        mean = noised_mean(clipped, own, denominator, sigma, info.generator("privacy", "noise"), algorithm.name, model)
         out = dict(algorithm.aggregate(own, [mean], info))  # an aggregate of the mean alone (mean_aggregate): FedAvg's, a server step
         next_clip, fraction = clip, 0.0
-        if dp.adaptive:  # Andrew et al. 2021, Algorithm 1: the noised fraction of unclipped updates, the geometric step of C
+        if dp.adaptive:  # Andrew et al. 2021, Algorithm 1 and Theorem 1: the centred count noised, the geometric step of C
             count_noise = torch.randn((), generator=info.generator("privacy", "count"), dtype=torch.float64).item() * dp.count_std
-            fraction = (unclipped + count_noise) / m
+            fraction = (unclipped - len(clipped) / 2 + count_noise) / denominator + 0.5
             next_clip = clip * math.exp(-dp.clip_lr * (fraction - dp.target_quantile))
         return {
             **out,
@@ -245,13 +262,14 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
     def evaluate(state: State, data: ClientData) -> dict[str, float | list[float]]:
         return algorithm.evaluate(without_privacy(state), data)
 
-    def round_metrics(state: State) -> dict[str, float]:
+    def round_metrics(state: State) -> dict[str, float | str]:
         own = algorithm.round_metrics(without_privacy(state)) if algorithm.round_metrics is not None else {}
-        metrics = {"dp_clip_norm": float(state[USED_CLIP_NORM]), "dp_noise_std": float(state[NOISE_STD])}
+        metrics: dict[str, float | str] = {"dp_clip_norm": float(state[USED_CLIP_NORM]), "dp_noise_std": float(state[NOISE_STD])}
         if dp.adaptive:
             metrics["dp_unclipped_fraction"] = float(state[UNCLIPPED])
-        if epsilon is not None:
-            metrics["dp_epsilon"] = epsilon(int(state[RELEASES]))
+        if accounting is not None:
+            metrics["dp_epsilon"] = accounting.epsilon(int(state[RELEASES]))
+            metrics["dp_bound"] = accounting.label()
         return {**own, **metrics}
 
     validate = algorithm.validate
@@ -265,4 +283,5 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, epsilon: Calla
         evaluate=evaluate,
         validate=None if validate is None else (lambda state: validate(without_privacy(state))),
         round_metrics=round_metrics,
+        aggregates_no_reply=True,
     )
