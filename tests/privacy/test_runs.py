@@ -22,8 +22,8 @@ INFO = RoundInfo(seed=3, stage="federated", round=1)
 TINY = ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.2", "federation.rounds=4", "run.threads=1", "run.workers=1"]
 
 
-def empty_rounds(seed: int, rounds: int) -> list[int]:
-    return [r for r in range(1, rounds + 1) if not Poisson().select(Draw(seed, "federated", r, 6, 1, fraction=0.2))]
+def empty_rounds(seed: int, rounds: int, q: float = 0.2) -> list[int]:
+    return [r for r in range(1, rounds + 1) if not Poisson().select(Draw(seed, "federated", r, 6, 1, fraction=q))]
 
 
 def test_a_dp_round_without_replies_releases_pure_noise_over_the_expected_count():
@@ -73,6 +73,13 @@ def test_rounds_without_clients_release_under_dp_and_keep_the_state_without(tmp_
     start(name, first, tmp_path / "again", report_extras=False)
     resumed = resume(tmp_path / "again", config=config, report_extras=False)
     assert resumed["history"] == run["history"] and resumed["dp_epsilon_per_round"] == run["dp_epsilon_per_round"]
+    # two worker processes (q = 0.34: m = 2, so two workers start): the numbers of one process; a round without clients asks no worker
+    wide = next(s for s in range(50) if empty_rounds(s, 4, 0.34))
+    both = [*TINY, f"run.seed={wide}", "federation.fraction=0.34", "privacy.dp=server", "privacy.noise_multiplier=0.3"]
+    one = start(*load_config("fedavg-cnn", both), tmp_path / "one", report_extras=False)
+    two = start(*load_config("fedavg-cnn", [*both, "run.workers=2"]), tmp_path / "two", report_extras=False)
+    assert two["history"] == one["history"] and two["dp_epsilon_per_round"] == one["dp_epsilon_per_round"]
+    assert [] in [json.loads(line).get("clients") for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
     # without DP the same sampler keeps the state in a round that sampled nobody
     name, plain = load_config("fedavg-cnn", [*TINY, f"run.seed={seed}", "federation.sampler=poisson"])
     start(name, plain, tmp_path / "plain", report_extras=False)
