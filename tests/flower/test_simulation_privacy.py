@@ -46,3 +46,21 @@ def test_client_side_adaptive_dp_on_flower_sim_gives_the_in_process_numbers(tmp_
         for key in ("dp_clip_norm", "dp_noise_std", "dp_unclipped_fraction", "dp_epsilon"):
             assert math.isclose(a[key], b[key], rel_tol=1e-9), key
     assert ours[1]["dp_clip_norm"] != ours[0]["dp_clip_norm"]  # adaptive: C moved after round 1
+
+
+def test_a_poisson_round_without_clients_releases_on_flower_sim_as_in_process(tmp_path, shared_cache):
+    from fedprior.runtime.sampling import Draw, Poisson
+
+    def empty(seed: int) -> list[int]:
+        return [r for r in (1, 2) if not Poisson().select(Draw(seed, "federated", r, 6, 1, fraction=0.2))]
+
+    seed = next(s for s in range(100) if empty(s) == [1])  # round 1 samples nobody, round 2 somebody
+    args = ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=2", "federation.fraction=0.2", "privacy.dp=server", f"run.seed={seed}"]
+    out = {}
+    for runtime in ("local", "flower-sim"):
+        name, config = load_config("fedavg-cnn", [*args, f"run.runtime='{runtime}'"])
+        out[runtime] = start(name, config, tmp_path / runtime, report_extras=False)
+    assert out["flower-sim"]["history"] == out["local"]["history"]
+    assert out["flower-sim"]["dp_epsilon_per_round"] == out["local"]["dp_epsilon_per_round"]
+    first = [json.loads(line) for line in (tmp_path / "flower-sim" / "metrics.jsonl").read_text().splitlines() if '"round": 1,' in line][0]
+    assert first["clients"] == [] and "noised mean of no updates was released" in first["note"] and math.isclose(first["dp_noise_std"], 1.0 / 1.2)

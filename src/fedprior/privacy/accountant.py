@@ -45,8 +45,6 @@ Sampling = Literal["poisson", "fixed-size"]
 RELATIONS: dict[Sampling, str] = {"poisson": "add-or-remove", "fixed-size": "replace-one"}
 SAMPLING_OF_SAMPLER: dict[str, Sampling] = {"poisson": "poisson", "uniform": "fixed-size"}
 """The samplers a subsampling bound covers, and the sampling model each one runs."""
-LEGACY = ("poisson", "without-replacement")
-"""``privacy.accountant``'s values before the sampling followed ``federation.sampler`` (they named the sampling model)."""
 
 ORDERS = (*range(2, 64), 128, 256, 512, 1024)
 """The RDP orders: integers (dp-accounting's default fractional orders below 2 do not converge for q = 0.1 and warn)."""

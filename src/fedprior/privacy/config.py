@@ -8,12 +8,15 @@ docs/privacy-robustness.md.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import Field, model_validator
 
 from fedprior.errors import ConfigError
 from fedprior.validation import ConfigSection
+
+if TYPE_CHECKING:
+    from fedprior.privacy.accountant import Accounting
 
 
 class PrivacyConfig(ConfigSection):
@@ -30,7 +33,7 @@ class PrivacyConfig(ConfigSection):
     clip_lr: float = Field(0.2, gt=0)
     """eta_C: the step of adaptive clipping's geometric update C <- C exp(-eta_C (b - gamma)), b the noised fraction of unclipped updates."""
     count_stddev: float | None = Field(None, gt=0)
-    """sigma_b: the std of the noise on the count of unclipped updates (adaptive clipping); unset: m / 20 (Andrew et al. 2021). noise_multiplier must stay below 2 sigma_b."""
+    """sigma_b: the std of the noise on the centred count of unclipped updates (adaptive clipping); unset: the expected clients a round / 20 (Andrew et al. 2021's m / 20). noise_multiplier must stay below 2 sigma_b."""
     delta: float = Field(1e-5, gt=0, lt=1)
     """The delta at which the accountant reports epsilon; must be below 1 / federation.num_clients (keep it well below)."""
     accountant: Literal["pld", "rdp"] = "pld"
@@ -54,7 +57,7 @@ class PrivacyConfig(ConfigSection):
 
 
 LEGACY = ("poisson", "without-replacement")
-"""``accountant``'s values before it named the method (``fedprior.privacy.accountant.LEGACY``)."""
+"""``accountant``'s values before it named the method: they named the sampling model, which now follows ``federation.sampler``."""
 ADAPTIVE_FIELDS = ("target_quantile", "clip_lr", "count_stddev")
 DEFAULTS = {name: field.default for name, field in PrivacyConfig.model_fields.items()}
 
@@ -70,7 +73,7 @@ def noise_denominator(sampler: str, num_clients: int, fraction: float) -> float:
     return fraction * num_clients if sampler == "poisson" else float(sampled_clients(num_clients, fraction))
 
 
-def accounting(privacy: PrivacyConfig, sampler: str, num_clients: int, fraction: float):
+def accounting(privacy: PrivacyConfig, sampler: str, num_clients: int, fraction: float) -> Accounting:
     """The run's :class:`~fedprior.privacy.accountant.Accounting`: z, the sampling model of ``sampler`` (a ConfigError line for a
     sampler no bound covers), its rate (q = fraction for Poisson, m / N for fixed size), the method and delta."""
     from fedprior.privacy.accountant import Accounting, sampling_of
