@@ -12,6 +12,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import load_config
 from fedprior.privacy.accountant import ORDERS, PLD_INTERVAL, Accounting, rounds_within
 from fedprior.privacy.config import accounting
+from tests.support.cli import error_line, invoke
 
 DELTA = 1e-5
 
@@ -172,3 +173,9 @@ def test_noise_that_will_outweigh_the_updates_is_one_warning_line():
     line = noise_warning(1.0, 2.0, 100_000, 20)  # m = 2: the noise norm on the mean is 158 C
     assert line is not None and "\n" not in line and "the model will be mostly noise" in line and "158 C" in line
     assert math.isclose(1.0 * math.sqrt(100_000) / 2, 158.1, rel_tol=1e-3)
+
+
+def test_dp_with_a_sampler_no_bound_covers_is_refused_by_the_dry_run_too():
+    result = invoke("run", "dp-fedavg-cnn", "--set", "federation.sampler=size-weighted", "--dry-run")
+    assert result.exit_code != 0
+    assert error_line(result).startswith("error: federation.sampler: 'size-weighted' cannot run with privacy.dp on")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 
@@ -9,6 +11,7 @@ from fedprior.algorithms.base import RoundInfo, Runtime, Task
 from fedprior.algorithms.fedavg import fedavg
 from fedprior.errors import ConfigError, FedpriorError, UserCodeError
 from fedprior.experiments.config import load_config
+from fedprior.privacy.config import accounting
 from fedprior.runtime.checkpoint import load_checkpoint
 from fedprior.runtime.clients import global_loss
 from fedprior.runtime.round_loop import RoundLoop
@@ -200,3 +203,52 @@ def test_poisson_sampling_takes_each_client_with_probability_q_a_variable_number
     # a fixed-size sampler's count is still checked
     with pytest.raises(FedpriorError, match=r"it must choose 2 distinct client ids in 0\.\.9"):
         chosen_clients(poisson.__class__.__new__(type("Fixed", (), {"select": lambda self, draw: [1]})), Draw(7, "federated", 1, 10, 2))
+
+
+TINY_DP = ["data.dataset=digits", "federation.num_clients=6", "federation.fraction=0.2", "federation.rounds=4", "run.threads=1", "run.workers=1"]
+"""6 clients, each joining with probability 0.2: (0.8)^6 = 26% of the rounds sample nobody."""
+
+
+def empty_rounds(seed: int, rounds: int, q: float = 0.2) -> list[int]:
+    """The rounds of ``seed`` in which Poisson sampling of 6 clients at rate ``q`` takes nobody."""
+    from fedprior.runtime.sampling import Poisson
+
+    return [r for r in range(1, rounds + 1) if not Poisson().select(Draw(seed, "federated", r, 6, 1, fraction=q))]
+
+
+@pytest.mark.slow
+def test_rounds_without_clients_release_under_dp_and_keep_the_state_without(tmp_path, shared_cache):
+    from fedprior.experiments.runner import resume, start
+
+    seed = next(s for s in range(50) if empty_rounds(s, 4) and len(empty_rounds(s, 4)) < 4)
+    empty = empty_rounds(seed, 4)
+    name, config = load_config("fedavg-cnn", [*TINY_DP, f"run.seed={seed}", "privacy.dp=server", "privacy.noise_multiplier=0.3"])
+    assert config.federation.sampler == "poisson"
+    run = start(name, config, tmp_path / "dp", report_extras=False)
+    records = [json.loads(line) for line in (tmp_path / "dp" / "metrics.jsonl").read_text().splitlines() if '"step"' in line]
+    assert len(run["dp_epsilon_per_round"]) == 4 and run["dp_epsilon_per_round"] == sorted(set(run["dp_epsilon_per_round"]))  # 4 releases
+    for r in records:
+        assert (r["clients"] == []) == (r["round"] in empty)
+        assert r["dp_noise_std"] == pytest.approx(0.3 * 1.0 / 1.2) and r["dp_bound"] == "pld, add-or-remove, poisson q = 0.2"
+    assert all("noised mean of no updates was released" in r["note"] for r in records if r["round"] in empty)
+    acc = accounting(config.privacy, "poisson", 6, 0.2)
+    assert run["dp_epsilon"] == acc.epsilon(4) and run["dp_accounting"]["relation"] == "add-or-remove"
+    assert "PLD accountant, add-or-remove neighbours, poisson sampling q = 0.2" in (tmp_path / "dp" / "report.md").read_text()
+    # resumed after round 1: the same numbers
+    name, first = load_config("fedavg-cnn", [*TINY_DP, f"run.seed={seed}", "privacy.dp=server", "privacy.noise_multiplier=0.3", "federation.rounds=1"])
+    start(name, first, tmp_path / "again", report_extras=False)
+    resumed = resume(tmp_path / "again", config=config, report_extras=False)
+    assert resumed["history"] == run["history"] and resumed["dp_epsilon_per_round"] == run["dp_epsilon_per_round"]
+    # two worker processes (q = 0.34: m = 2, so two workers start): the numbers of one process; a round without clients asks no worker
+    wide = next(s for s in range(50) if empty_rounds(s, 4, 0.34))
+    both = [*TINY_DP, f"run.seed={wide}", "federation.fraction=0.34", "privacy.dp=server", "privacy.noise_multiplier=0.3"]
+    one = start(*load_config("fedavg-cnn", both), tmp_path / "one", report_extras=False)
+    two = start(*load_config("fedavg-cnn", [*both, "run.workers=2"]), tmp_path / "two", report_extras=False)
+    assert two["history"] == one["history"] and two["dp_epsilon_per_round"] == one["dp_epsilon_per_round"]
+    assert [] in [json.loads(line).get("clients") for line in (tmp_path / "two" / "metrics.jsonl").read_text().splitlines()]
+    # without DP the same sampler keeps the state in a round that sampled nobody
+    name, plain = load_config("fedavg-cnn", [*TINY_DP, f"run.seed={seed}", "federation.sampler=poisson"])
+    start(name, plain, tmp_path / "plain", report_extras=False)
+    records = [json.loads(line) for line in (tmp_path / "plain" / "metrics.jsonl").read_text().splitlines() if '"step"' in line]
+    assert [r["round"] for r in records if r.get("aggregated") is False] == empty
+    assert all(r["note"] == "no client was sampled; the previous state is kept" for r in records if r["round"] in empty)

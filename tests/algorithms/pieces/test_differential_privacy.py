@@ -15,6 +15,7 @@ from fedprior.algorithms.pieces.differential_privacy import (
     CONFIG_CLIP_NORM,
     METRIC_UNCLIPPED,
     NOISE_STD,
+    RELEASES,
     ClientLevelDp,
     clip_update,
     noise_std,
@@ -231,3 +232,27 @@ def test_a_dp_run_resumed_after_round_1_ends_with_the_numbers_of_an_uninterrupte
     assert resumed["dp_epsilon_per_round"] == whole["dp_epsilon_per_round"] and resumed["history"] == whole["history"]
     a, b = (load_checkpoint(tmp_path / d / "checkpoint.safetensors").server for d in ("whole", "stopped"))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)  # the model, C's estimate, the releases counted
+
+
+def test_a_dp_round_without_replies_releases_pure_noise_over_the_expected_count():
+    x = {"w": torch.zeros(50_000)}
+    dp = ClientLevelDp("server", 2.0, 0.5, 2.5)  # Poisson: qN = 2.5 expected clients, not rounded
+    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), dp)
+    assert algorithm.aggregates_no_reply and not mean_algorithm().aggregates_no_reply
+    out = algorithm.aggregate(algorithm.init(INFO), [], INFO)
+    assert float(out[NOISE_STD]) == 2.0 * 0.5 / 2.5 and int(out[RELEASES]) == 1  # a release like any other
+    assert out["w"].std().item() == pytest.approx(0.4, rel=0.02) and out["w"].mean().abs().item() < 0.01
+    one = algorithm.aggregate(algorithm.init(INFO), [Reply({"w": torch.full((50_000,), 0.001)}, 3, client_id=4)], INFO)
+    torch.testing.assert_close(one["w"] - out["w"], torch.full((50_000,), 0.001 / 2.5))  # the same noise; the sum over qN
+
+
+def test_adaptive_clipping_releases_the_centred_count():
+    x = {"w": torch.zeros(4)}
+    dp = ClientLevelDp("server", 0.5, 1.0, 2.5, adaptive=True, target_quantile=0.5, clip_lr=0.2, count_stddev=1.0)
+    algorithm = with_client_level_dp(mean_algorithm().with_(init=lambda info: dict(x)), dp)
+    replies = [Reply({"w": torch.full((4,), 0.1)}, 1, client_id=0), Reply({"w": torch.full((4,), 0.1)}, 1, client_id=1)]  # both unclipped
+    out = algorithm.aggregate(algorithm.init(INFO), replies, INFO)
+    noise = torch.randn((), generator=INFO.generator("privacy", "count"), dtype=torch.float64).item()
+    b = (2 - 2 / 2 + noise) / 2.5 + 0.5  # sum_k (b_k - 1/2) + N(0, sigma_b^2), over qN, + 1/2 (Andrew et al. 2021, Theorem 1)
+    assert algorithm.round_metrics is not None and algorithm.round_metrics(out)["dp_unclipped_fraction"] == pytest.approx(b, rel=1e-12)
+    assert b != pytest.approx((2 + noise) / 2.5)  # the plain count would read otherwise where the count is not the denominator

@@ -46,15 +46,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import Literal, Protocol
 
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, require_mean_aggregate
 from fedprior.errors import ConfigError
-
-if TYPE_CHECKING:
-    from fedprior.privacy.accountant import Accounting
 
 PREFIX = "privacy."
 CLIP_NORM = PREFIX + "clip_norm"
@@ -69,6 +66,14 @@ METRIC_UNCLIPPED = "dp_unclipped"
 """Reply metric of a client that clips: b_k = 1 if its update was within C (Andrew et al. 2021, Algorithm 1)."""
 
 Clipping = Literal["server", "client"]
+
+
+class Accounting(Protocol):
+    """What the server reports epsilon with (``fedprior.privacy.accountant.Accounting``, built by the run's ``[privacy]`` section)."""
+
+    def epsilon(self, releases: int) -> float: ...
+
+    def label(self) -> str: ...
 
 
 @dataclass(frozen=True)
