@@ -49,3 +49,17 @@ def test_a_grid_whose_later_run_breaks_a_privacy_rule_of_the_config_names_the_ru
     kept = invoke("run", "fedavg-cnn", *TINY, *adaptive, "--sweep", "privacy.noise_multiplier=0.5,0.7", "--out", out, "--dry-run")
     assert kept.exit_code == 0, kept.output
     assert kept.stdout.count(": run (") == 2
+
+
+def test_a_grid_of_power_of_choice_runs_whose_clients_hold_no_labels_is_refused_naming_the_run(tmp_path):
+    """Probe 5's case 88: what the run refuses on the built algorithm (Power-of-Choice without labels) the grid's planning
+    refuses before anything trains, as --dry-run of one run does."""
+    out = tmp_path / "grid"
+    small = ["--set", "data.dataset=digits", "--set", "data.train_subset=0", "--set", "federation.sampler=power-of-choice", "--set", "federation.fraction=0.5"]
+    small += ["--set", "federation.power_of_choice_candidates=8", "--set", "run.workers=1"]
+    result = invoke("run", "fedsimclr", *small, "--sweep", "federation.rounds=1,2", "--out", out, "--dry-run")
+    assert error_line(result) == (
+        "error: --sweep: the run rounds=1: federation.sampler = 'power-of-choice' ranks clients by the global model's loss on their labelled examples; "
+        "algorithm 'fedsimclr' gives its clients no labels (inputs: x); use 'uniform' or 'size-weighted'"
+    )
+    assert not out.exists()

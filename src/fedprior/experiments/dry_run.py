@@ -16,7 +16,7 @@ import numpy as np
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
 from fedprior.encoders.registry import reserved_train_indices
-from fedprior.errors import ConfigError
+from fedprior.errors import FedpriorError
 from fedprior.experiments.client_split import ClientSplit, client_split, run_config
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition.statistics import class_counts, describe
@@ -102,8 +102,8 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
                 check_power_of_choice(algorithm)
             if config.privacy.dp != "none":  # as the run composes it: the attackers' replies, then DP (its clients' side: nothing accounted)
                 with_privacy(with_misbehaving_clients(algorithm, config, task), config.privacy, federation.num_clients, federation.fraction, accounted=False)
-    except ConfigError as error:
-        raise ConfigError(f"{which}{error}") from None
+    except FedpriorError as error:  # the run's own line, led by the grid's run
+        raise (type(error)(f"{which}{error}") if which else error) from None
 
 
 def check_planned_algorithms(planned: list[tuple[ExperimentConfig, str]]) -> None:
