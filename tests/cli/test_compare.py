@@ -498,3 +498,28 @@ def test_a_partial_run_is_not_folded_with_longer_runs_of_its_group(tmp_path):
     assert "3 runs (1 shorter run left out) in 1 group" in out
     assert "warning: left out of their groups' numbers (a mean folds runs of one length): s2 (unfinished, 1 of the 2 rounds" in out
     assert "│ 2 │ 0 1 │" in out, out  # n = 2, not 3*
+
+
+def test_dp_runs_show_their_epsilon_beside_accuracy_in_the_table_runs_and_json(tmp_path, monkeypatch):
+    """`fedprior compare` of DP runs: a DP epsilon column (the last round's, as result.json and metrics.jsonl record it;
+    an unfinished run's from its last round), '-' for a run without DP, the delta named; in --json too (probe 5's note)."""
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    tiny = [*TINY, "algorithm.lr=0.01"]
+    dp = [*tiny, "privacy.dp=server"]
+    finished = start(*load_config("fedavg-cnn", dp), tmp_path / "dp")
+    with pytest.raises(Interrupt):
+        start(*load_config("fedavg-cnn", [*dp, "privacy.noise_multiplier=2"]), tmp_path / "dp-stopped", on_round=stop_after_round_1)
+    start(*load_config("fedavg-cnn", tiny), tmp_path / "no-dp")
+    stopped = json.loads((tmp_path / "dp-stopped" / "metrics.jsonl").read_text().splitlines()[0])["dp_epsilon"]
+    assert finished["dp_epsilon"] > stopped > 0
+    folders = [str(tmp_path / name) for name in ("dp", "dp-stopped", "no-dp")]
+    out = json.loads(fedprior("compare", *folders, "--json").stdout)
+    assert [r.get("dp_epsilon") for r in out["runs"]] == [finished["dp_epsilon"], stopped, None]
+    assert [g["dp_epsilon_mean"] for g in out["groups"]] == [finished["dp_epsilon"], stopped, None]
+    monkeypatch.setenv("COLUMNS", "250")  # every column on screen
+    table = fedprior("compare", *folders, "--runs")
+    assert table.returncode == 0, table.stderr
+    lines = table.stdout.splitlines()
+    assert any("DP" in line for line in lines) and any("epsilon" in line for line in lines)
+    assert f"{finished['dp_epsilon']:.3f}" in table.stdout and f"{stopped:.3f}" in table.stdout
+    assert "DP epsilon: the privacy spent by the last round, at privacy.delta = 1e-05" in table.stdout

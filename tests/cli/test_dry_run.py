@@ -174,6 +174,17 @@ def test_the_dry_run_refuses_power_of_choice_where_the_run_does():
     assert invoke("run", "fedbm-fedavg", *small, "--dry-run").exit_code == 0  # clients with labels: ranked by their loss
 
 
+def test_the_dry_run_refuses_dp_for_an_algorithm_whose_aggregate_is_not_the_mean_with_the_runs_line():
+    """`fedprior run scaffold-cnn --set privacy.dp=server --dry-run` exits 2 with the line the run gives once its data is in
+    (reliability probe 5, defect #9), and a DP run of an algorithm DP-FedAvg wraps is planned."""
+    dp = [*TINY, "--set", "privacy.dp=server"]
+    refused = error_line(invoke("run", "scaffold-cnn", *dp))
+    assert refused.startswith("error: privacy.dp: algorithm 'scaffold' reads its clients' replies other than through their mean")
+    dry = invoke("run", "scaffold-cnn", *dp, "--dry-run")
+    assert dry.exit_code == 2 and error_line(dry) == refused and dry.stdout == ""
+    assert invoke("run", "fedavg-cnn", *dp, "--dry-run").exit_code == 0
+
+
 def test_the_dry_run_of_one_run_refuses_what_its_algorithm_refuses():
     refused = error_line(invoke("run", "fedprox-cnn", *TINY, "--set", "algorithm.server_lr=0.1", "--dry-run"))
     assert refused == f"error: {NONE_WITH_LR}"

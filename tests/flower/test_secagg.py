@@ -128,6 +128,14 @@ def test_an_algorithm_whose_aggregate_is_not_the_mean_is_refused_by_name(tmp_pat
         federate_on_loopback(experiment, tmp_path, "scaffold", SecAggOptions())
 
 
+def test_a_server_app_under_secagg_refuses_server_side_dp_by_name(tmp_path):
+    """The ServerApp's own check (``flwr run`` with ``secagg=true``): privacy.dp = 'server' is named as the cause, not the
+    algorithm (reliability probe 5, defect #8), before any message goes out."""
+    experiment = build_experiment(*load_config("fedavg-cnn", [*DIGITS, "privacy.dp=server"]))
+    with pytest.raises(ConfigError, match=r"^--secagg: privacy.dp = 'server' clips each client's update on the server"):
+        federate_on_loopback(experiment, tmp_path, "dp", SecAggOptions())
+
+
 def test_mean_aggregate_is_kept_by_a_server_optimizer_and_dropped_by_another_aggregate():
     adam = build_experiment(*load_config("fedadam-cnn", DIGITS)).algorithm
     assert adam.mean_aggregate

@@ -15,12 +15,14 @@ from fedprior.cli.console import make_console, plus_minus, print_table
 COLUMNS = {
     "final_accuracy": "final\naccuracy %",
     "best_accuracy": "best\naccuracy %",
+    "dp_epsilon": "DP\nepsilon",
     "final_macro_f1": "final\nmacro-F1 %",
     "best_macro_f1": "best\nmacro-F1 %",
     "bytes": "MB to / from\nclients",
     "wall_seconds": "wall\ntime s",
 }
-"""The group table's metric columns (initial accuracy and every sd are in --json and --csv); a column shows where a run has its metric."""
+"""The group table's metric columns (initial accuracy and every sd are in --json and --csv); a column shows where a run has its metric
+(DP epsilon: a run with client-level DP, ``privacy.dp``; its delta is the run's ``privacy.delta``, named in the caption)."""
 SPREAD = ("accuracy", "macro_f1")
 """Metrics shown as mean ± sd; the others (bytes, seconds: the same for every seed, or machine noise) as the mean."""
 
@@ -30,11 +32,13 @@ WRITTEN = {"plot": "accuracy curves", "csv": "per-group CSV", "runs_csv": "per-r
 
 
 def number(key: str, value: float) -> str:
-    """A value in a column's unit: fractions as % (the header says so), bytes as MB, seconds with one decimal."""
+    """A value in a column's unit: fractions as % (the header says so), bytes as MB, epsilon with three decimals (as the round line), seconds with one."""
     if key.endswith(SPREAD):
         return f"{100 * value:.2f}"
     if key.endswith("bytes"):
         return f"{value / 1e6:,.2f}"
+    if key == "dp_epsilon":
+        return f"{value:.3f}"
     return f"{value:.1f}"
 
 
@@ -50,7 +54,7 @@ def spread(key: str, row: dict[str, Any], plus: str = "±") -> str:
 
 
 def shown(key: str, value: Any) -> str:
-    """A run's cell: fractions as %, bytes in MB, seconds with one decimal, '-' where the run has no value."""
+    """A run's cell: fractions as %, bytes in MB, seconds with one decimal, epsilon with three, '-' where the run has no value."""
     if value is None:
         return "-"
     if key.endswith(SPREAD):
@@ -59,6 +63,8 @@ def shown(key: str, value: Any) -> str:
         return f"{number(key, value)} MB"
     if key == "wall_seconds":
         return f"{number(key, value)} s"
+    if key == "dp_epsilon":
+        return number(key, value)
     return str(value)
 
 
@@ -128,6 +134,12 @@ def caption(comparison, rows: list[dict[str, Any]], left_out: list[str], plus: s
         lines.append("paired: every group ran the same seeds with the same budget, each seed on one partition")
     elif budget:
         lines.append("not paired: the groups' budgets differ: " + "; ".join(f"{key.replace('_', ' ')} ({distinct(values)})" for key, values in budget.items()))
+    if "dp_epsilon" in comparison.metrics:
+        private = [run for run in comparison.runs if "dp_epsilon" in run.metrics]
+        deltas, accountants = distinct([r.config.get("privacy.delta") for r in private]), distinct([r.config.get("privacy.accountant") for r in private])
+        lines.append(
+            f"DP epsilon: the privacy spent by the last round, at privacy.delta = {deltas} (privacy.accountant: {accountants}); '-': a run without client-level DP"
+        )
     if left_out:
         lines.append(f"left out for the terminal's width (in --csv, --json): {', '.join(left_out)}")
     return "\n".join(lines)
@@ -165,11 +177,13 @@ def difference_lines(comparison) -> list[str]:
 
 
 def render_runs(comparison) -> Table:
-    """One row per run (--runs): its label, group, seed, status, partition, rounds, final and best accuracy."""
+    """One row per run (--runs): its label, group, seed, status, partition, rounds, final and best accuracy, and DP epsilon where a run has it."""
     same = " (same)" if comparison.same_partition else ""
     table = Table(title="runs", title_justify="left")
-    for name in ("run", "method", "seed", "status", f"partition{same}", "rounds", "final accuracy", "best accuracy"):
-        table.add_column(name, justify="right" if name in ("seed", "rounds", "final accuracy", "best accuracy") else "left", overflow="fold")
+    private = "dp_epsilon" in comparison.metrics
+    numeric = ("seed", "rounds", "final accuracy", "best accuracy", "DP epsilon")
+    for name in ("run", "method", "seed", "status", f"partition{same}", "rounds", "final accuracy", "best accuracy", *(["DP epsilon"] if private else [])):
+        table.add_column(name, justify="right" if name in numeric else "left", overflow="fold")
     for row, run in zip(comparison.run_rows(), (r for g in comparison.groups for r in g.runs), strict=True):
         table.add_row(
             row["label"],
@@ -180,6 +194,7 @@ def render_runs(comparison) -> Table:
             str(run.rounds),
             shown("final_accuracy", row.get("final_accuracy")),
             shown("best_accuracy", row.get("best_accuracy")),
+            *([shown("dp_epsilon", row.get("dp_epsilon"))] if private else []),
         )
     return table
 

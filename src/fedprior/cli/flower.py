@@ -53,6 +53,7 @@ def local(
     as_json: bool = typer.Option(False, "--json", help="Print one JSON summary on stdout."),
 ) -> None:
     """Start a SuperLink and N SuperNodes on loopback, run the experiment across them, stop every process."""
+    from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
     from fedprior.cli.run import report, with_progress
     from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
@@ -68,6 +69,8 @@ def local(
     if secure is not None:
         secure.nodes_fit(nodes)
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
+    if secure is not None:  # a robust rule or privacy.dp = 'server' under SecAgg+: refused before any data loads
+        check_private_aggregation(config.algorithm.robust_rule(), config.privacy.dp, secagg=True)
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)

@@ -39,7 +39,7 @@ def run_sweep(
     from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs
 
     sweeps = [parse_sweep(text) for text in sweep]
-    seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, imports)]  # --sweep alone: the config's seed
+    seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, sweeps, imports)]  # --sweep alone: the config's seed
     folder = out or Path("runs") / f"{read_toml(preset)[0]}-sweep-{datetime.now():%Y%m%d-%H%M%S}"
     check_grid_folder(folder, command="sweep")
     planned = len(seed_list) * math.prod(len(s.values) for s in sweeps)
@@ -96,11 +96,19 @@ def label(run) -> str:
     return " ".join(part for part in (run.cell.row.replace("--", " "), f"seed {run.seed}") if part)
 
 
-def seed_of(preset: str, set_: list[str], imports: list[str]) -> int:
-    """The seed a run of ``preset`` with ``set_`` has (``--sweep`` without ``--seeds``)."""
+def seed_of(preset: str, set_: list[str], sweeps: list, imports: list[str]) -> int:
+    """The seed the grid's runs have (``--sweep`` without ``--seeds``): its first run's (``run.seed`` is not swept). That run's
+    config, not ``preset`` with ``set_`` alone, which may break a rule that every run's swept value keeps; a refusal names the run."""
+    from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
+    from fedprior.experiments.sweep import points
 
-    return load_config(preset, set_, imports)[1].run.seed
+    first = points(sweeps)[0]
+    name_swept = any(s.key == "algorithm.name" for s in sweeps)
+    try:
+        return load_config(preset, [*set_, *first.overrides], imports, name_swept=name_swept)[1].run.seed
+    except ConfigError as error:
+        raise ConfigError(f"--sweep: the run {first.label}: {error}" if first.label else str(error)) from None
 
 
 def command_line(preset: str, set_: list[str], sweep: list[str], seeds: str | None, folder: Path, jobs: int, imports: list[str]) -> str:

@@ -143,6 +143,15 @@ def with_local_tests(config: ExperimentConfig, labels: np.ndarray, partition: Pa
     return Partition({"train": train}), tests
 
 
+def run_config(config: ExperimentConfig) -> ExperimentConfig:
+    """The config as run (:attr:`ClientSplit.config`): a centralized baseline's federation is one client, sampled every round
+    by the uniform sampler; any other config as it is."""
+    if not algorithm_spec(config.algorithm.name).centralized:
+        return config
+    one = {"num_clients": 1, "fraction": 1.0, "sampler": "uniform", "power_of_choice_candidates": None}
+    return config.model_copy(update={"federation": config.federation.model_copy(update=one)})
+
+
 def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarray) -> ClientSplit:
     """The pool of training images and its partition over the clients, as a run of ``config`` gets them.
 
@@ -156,11 +165,7 @@ def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarra
     if config.run.model_selection == "validation" and dataset.val_images is None:
         pool, held = hold_out(pool, labels, config.data.validation_fraction, config.run.seed)
     if algorithm_spec(config.algorithm.name).centralized:
-        config = config.model_copy(
-            update={
-                "federation": config.federation.model_copy(update={"num_clients": 1, "fraction": 1.0, "sampler": "uniform", "power_of_choice_candidates": None})
-            }
-        )
+        config = run_config(config)
         if config.partition.local_test_fraction:
             raise ConfigError(
                 f"partition.local_test_fraction: '{config.algorithm.name}' is a centralized baseline (one client holding every image), "

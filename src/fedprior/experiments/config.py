@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
 from fedprior.algorithms.registry import algorithm_spec, import_modules, registers_other_algorithms
 from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
 from fedprior.encoders.config import check_encoder_name
@@ -65,6 +66,10 @@ class AlgorithmConfig(CheckedModel):
 
     def hyperparameters(self) -> dict[str, Any]:
         return dict(self.model_extra or {})
+
+    def robust_rule(self) -> str:
+        """``algorithm.aggregation_rule``: the robust rule that replaces the mean of the client models; 'mean' where the algorithm has none."""
+        return str(self.hyperparameters().get("aggregation_rule", "mean"))
 
 
 class FederationConfig(ConfigSection):
@@ -180,6 +185,7 @@ class ExperimentConfig(ConfigSection):
         check_sampler(federation)
         check_privacy(self.privacy, federation.num_clients, federation.fraction, federation.rounds, federation.sampler)
         check_robustness(self.algorithm.name, values, federation)
+        check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 

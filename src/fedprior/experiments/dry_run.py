@@ -16,7 +16,8 @@ import numpy as np
 from fedprior.algorithms.registry import algorithm_spec
 from fedprior.data import Dataset, load_dataset
 from fedprior.encoders.registry import reserved_train_indices
-from fedprior.experiments.client_split import ClientSplit, client_split
+from fedprior.errors import FedpriorError
+from fedprior.experiments.client_split import ClientSplit, client_split, run_config
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.partition.statistics import class_counts, describe
 
@@ -51,36 +52,71 @@ def left_out_text(counts: dict[str, int]) -> str:
     return "; ".join(f"{count:,} {LEFT_OUT[key]}" for key, count in counts.items() if count)
 
 
-def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, split: ClientSplit) -> None:
-    """What the run refuses on the built algorithm, refused here as the run refuses it (the algorithm is built on the run's
-    task): ``run.concurrent_clients > 1`` for an algorithm whose client updates run one at a time
-    (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`), and ``federation.sampler = 'power-of-choice'``
-    for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.check_power_of_choice`). On pixels
-    only: with an encoder the task's input is its features, which a dry run does not compute."""
-    power_of_choice = split.config.federation.sampler == "power-of-choice"  # a centralized baseline's split takes 'uniform'
-    if (config.run.concurrent_clients == 1 and not power_of_choice) or config.encoder.name != "none":
+def needs_built_algorithm(config: ExperimentConfig) -> bool:
+    """Whether :func:`check_built_algorithm` has something to check for ``config``: concurrent client updates,
+    Power-of-Choice sampling or ``privacy.dp``, on pixels (with an encoder the task's input is its features, which
+    neither a dry run nor a grid's planning computes)."""
+    federation = run_config(config).federation  # a centralized baseline's one client takes 'uniform'
+    asks = config.run.concurrent_clients > 1 or federation.sampler == "power-of-choice" or config.privacy.dp != "none"
+    return asks and config.encoder.name == "none"
+
+
+def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str = "") -> None:
+    """What the run refuses on the built algorithm, refused here as the run refuses it, the algorithm built on the run's
+    task (``dataset``'s classes and image shape): ``run.concurrent_clients > 1`` for an algorithm whose client updates run
+    one at a time (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`), ``federation.sampler =
+    'power-of-choice'`` for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.check_power_of_choice`),
+    and ``privacy.dp`` for one whose aggregate reads more than the mean of the replies (the run's own composition,
+    :func:`~fedprior.privacy.wrap.with_privacy`: :mod:`fedprior.algorithms.pieces.private_aggregation`'s cause 3). On pixels
+    only (:func:`needs_built_algorithm`). ``which`` starts the message (a grid's run). One torch thread: a grid's
+    planning process may fork its runs afterwards."""
+    if not needs_built_algorithm(config):
         return
     from fedprior.algorithms.base import Runtime
     from fedprior.data.standardize import PixelStandardizer
+    from fedprior.experiments.client_side import with_misbehaving_clients
     from fedprior.experiments.workers_setup import check_concurrent_updates
+    from fedprior.privacy.wrap import with_privacy
     from fedprior.runtime.clients import check_power_of_choice
+    from fedprior.runtime.threads import torch_threads
     from fedprior.task import Task
 
+    config = run_config(config)
+    federation = config.federation
     standardizer = PixelStandardizer.fit(dataset.train_images)
     task = Task(
         num_classes=dataset.num_classes,
         input_shape=tuple(dataset.train_images.shape[1:]),
         class_names=dataset.class_names,
-        num_clients=split.config.federation.num_clients,
+        num_clients=federation.num_clients,
         pixel_mean=standardizer.mean,
         pixel_std=standardizer.std,
     )
-    federation = split.config.federation
-    spec = algorithm_spec(config.algorithm.name)
-    algorithm = spec.build(task, config.algorithm.hyperparameters(), Runtime(federation.local_epochs, federation.batch_size))
-    check_concurrent_updates(config, algorithm)
-    if power_of_choice:
-        check_power_of_choice(algorithm)
+    try:
+        with torch_threads(1):
+            algorithm = algorithm_spec(config.algorithm.name).build(
+                task, config.algorithm.hyperparameters(), Runtime(federation.local_epochs, federation.batch_size)
+            )
+            check_concurrent_updates(config, algorithm)
+            if federation.sampler == "power-of-choice":
+                check_power_of_choice(algorithm)
+            if config.privacy.dp != "none":  # as the run composes it: the attackers' replies, then DP (its clients' side: nothing accounted)
+                with_privacy(with_misbehaving_clients(algorithm, config, task), config.privacy, federation.num_clients, federation.fraction, accounted=False)
+    except FedpriorError as error:  # the run's own line, led by the grid's run
+        raise (type(error)(f"{which}{error}") if which else error) from None
+
+
+def check_planned_algorithms(planned: list[tuple[ExperimentConfig, str]]) -> None:
+    """:func:`check_built_algorithm` for each of a grid's planned configs that needs it (``(config, which)`` pairs), before
+    any of them trains: each dataset is loaded once (the run's own loader, labels and images, nothing encoded)."""
+    datasets: dict[tuple[str, str | None, bool], Dataset] = {}
+    for config, which in planned:
+        if not needs_built_algorithm(config):
+            continue
+        key = (config.data.dataset, config.data.root, config.data.download)
+        if key not in datasets:
+            datasets[key] = load_dataset(*key)
+        check_built_algorithm(config, datasets[key], which)
 
 
 def dry_run(config: ExperimentConfig) -> dict[str, Any]:
@@ -98,7 +134,7 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
 
     check_planned(config)  # what the run refuses without data, refused before the data
     dataset, reserved, split = planned_split(config)
-    check_built_algorithm(config, dataset, split)
+    check_built_algorithm(config, dataset)
     labels = dataset.train_labels
     roles = {}
     local = {} if split.local_tests is None else {"local_test": split.local_tests}  # partition.local_test_fraction

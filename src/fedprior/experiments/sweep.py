@@ -154,21 +154,24 @@ def points(sweeps: list[Swept]) -> list[Point]:
 def plan_sweep(
     preset: str, set_: list[str], sweeps: list[Swept], seeds: list[int], folder: Path, imports: list[str] | None = None, seeds_given: bool = True
 ) -> list[CellRun]:
-    """Every run of the grid (points x seeds), each config checked whole (:func:`~fedprior.experiments.build.check_planned`)
-    and each folder looked at before anything runs.
+    """Every run of the grid (points x seeds), each config checked whole (:func:`~fedprior.experiments.build.check_planned`,
+    and on its built algorithm where that has something to refuse: :func:`~fedprior.experiments.dry_run.check_planned_algorithms`)
+    and each folder looked at before anything runs; a refusal names the run (``--sweep: the run lr=0.1: ...``).
 
     A run's overrides are ``--set``'s, then its swept values, then ``run.seed``. Two runs whose
     folder names would be the same (values that differ only in characters a folder name
     cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused)."""
     from fedprior.experiments.build import check_planned
     from fedprior.experiments.cell import Cell
-    from fedprior.experiments.config import load_config
+    from fedprior.experiments.config import ExperimentConfig, load_config
+    from fedprior.experiments.dry_run import check_planned_algorithms
     from fedprior.experiments.table_runs import cell_folder, plan_cell
 
     check_grid(sweeps, set_, seeds_given)
     name_swept = any(s.key == "algorithm.name" for s in sweeps)
     runs: list[CellRun] = []
     folders: dict[Path, str] = {}
+    built: list[tuple[ExperimentConfig, str]] = []
     for point in points(sweeps):
         cell = Cell(row=point.label, column="", preset=preset, overrides=[*set_, *point.overrides], paper=None)
         for seed in seeds:
@@ -178,10 +181,16 @@ def plan_sweep(
                     f"--sweep: {folders[path]} and {point.label} seed {seed} would share the folder {path}; give values that differ in letters or digits"
                 )
             folders[path] = f"{point.label} seed {seed}"
-            name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [], name_swept=name_swept)
+            which = f"--sweep: the run {point.label}: " if point.label else ""
+            try:
+                name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [], name_swept=name_swept)
+            except ConfigError as error:
+                raise ConfigError(f"{which}{error}") from None
             if seed == seeds[0]:
-                check_planned(config, f"--sweep: the run {point.label}: " if point.label else "")
+                check_planned(config, which)
+                built.append((config, which))
             runs.append(plan_cell(folder, cell, seed, name, config, command="sweep"))
+    check_planned_algorithms(built)  # what needs the built algorithm (privacy.dp, Power-of-Choice, concurrent clients), before any run trains
     return runs
 
 

@@ -403,6 +403,7 @@ def run_local_federation(
     it to kill a node). Logs stay in ``<run dir>/flower/logs``; the rest of
     ``<run dir>/flower`` is deleted at the end unless ``keep_files``.
     """
+    from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
     from fedprior.flower.export import export_nodes
     from fedprior.flower.secagg import SecAggOptions, require_secure_summable
     from fedprior.flower.server_app import SERVER_DONE, run_key, secagg_run_config
@@ -419,6 +420,7 @@ def run_local_federation(
         auth, tls = True, True
     if secagg is not None:
         secagg.check().nodes_fit(nodes)
+        check_private_aggregation(experiment.config.algorithm.robust_rule(), experiment.config.privacy.dp, secagg=True)
         require_secure_summable(experiment.algorithm)
     work.mkdir(parents=True, exist_ok=True)
     federation = LocalFederation(work, [], tls=tls, auth=auth, run_dir=run.path)

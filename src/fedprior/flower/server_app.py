@@ -324,6 +324,10 @@ def federate_experiment(
     """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
     (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``.
     Under SecAgg+ with no ``max_weight`` of its own, a node weighs at most the federation's example count."""
+    if settings is not None and settings.secagg is not None:  # a robust rule or privacy.dp under SecAgg+: refused naming it
+        from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
+
+        check_private_aggregation(experiment.config.algorithm.robust_rule(), experiment.config.privacy.dp, secagg=True)
     if settings is not None and settings.secagg is not None and not settings.secagg.max_weight:
         total = sum(experiment.client_size(c) for c in range(experiment.task.num_clients))
         settings = replace(settings, secagg=replace(settings.secagg, max_weight=float(total)))

@@ -54,6 +54,9 @@ def run_flower_simulation(
     """
     if secagg is not None:
         secagg.check().nodes_fit(experiment.task.num_clients)
+        from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
+
+        check_private_aggregation(experiment.config.algorithm.robust_rule(), experiment.config.privacy.dp, secagg=True)
     quiet_environment()
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp

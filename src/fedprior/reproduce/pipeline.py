@@ -100,6 +100,7 @@ def reproduce_table(
     from fedprior.algorithms.registry import import_modules
     from fedprior.experiments.build import check_planned
     from fedprior.experiments.config import load_config
+    from fedprior.experiments.dry_run import check_planned_algorithms
     from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, copy_twin, execute_runs, plan_cell, twins
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.paper_tables import table_by_name
@@ -119,12 +120,15 @@ def reproduce_table(
     check_grid_folder(folder)
     say = on_progress or (lambda line: None)
     runs = {}
+    built = []
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
         for seed in range(n_seeds):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
             if seed == 0:
                 check_planned(config, f"cell {cell.row} / {cell.column}: ")
+                built.append((config, f"cell {cell.row} / {cell.column}: "))
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
+    check_planned_algorithms(built)  # privacy.dp, Power-of-Choice, concurrent clients: on the built algorithm, before any cell runs
     to_measure = control_configs(table, embedded, overrides, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {table.embedded_note})" if embedded and table.embedded_note else ""

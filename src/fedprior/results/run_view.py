@@ -26,8 +26,19 @@ from fedprior.results.report import accuracy_curve
 from fedprior.results.run_dir import RunDir
 from fedprior.runtime.traffic import communication, upgrade_record
 
-METRICS = ("initial_accuracy", "final_accuracy", "best_accuracy", "final_macro_f1", "best_macro_f1", "download_bytes", "upload_bytes", "wall_seconds")
-"""The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it)."""
+METRICS = (
+    "initial_accuracy",
+    "final_accuracy",
+    "best_accuracy",
+    "dp_epsilon",
+    "final_macro_f1",
+    "best_macro_f1",
+    "download_bytes",
+    "upload_bytes",
+    "wall_seconds",
+)
+"""The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it; ``dp_epsilon``, the privacy spent
+by the last round at ``privacy.delta``, only for a run with client-level DP)."""
 
 
 @dataclass
@@ -102,6 +113,9 @@ def partial_metrics(records: list[dict[str, Any]], initial: dict[str, Any]) -> d
         out.update(final_accuracy=accuracy[-1], best_accuracy=max(accuracy))
     if f1:
         out.update(final_macro_f1=f1[-1], best_macro_f1=max(f1))
+    epsilons = [r["dp_epsilon"] for r in records if "dp_epsilon" in r]
+    if epsilons:  # client-level DP: the privacy spent by the last round recorded
+        out["dp_epsilon"] = epsilons[-1]
     return out
 
 
