@@ -38,6 +38,7 @@ from fedprior.encoders.config import check_encoder_name
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
+from fedprior.privacy.record_level import check_record_level
 from fedprior.runtime.device import check_device_syntax
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
@@ -177,6 +178,7 @@ class ExperimentConfig(ConfigSection):
         spec = algorithm_spec(self.algorithm.name)
         values = spec.validate(self.algorithm.hyperparameters())
         check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
+        check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, self.federation)
         check_sampler(self.federation)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
@@ -534,6 +536,8 @@ def own_description(name: str, config: ExperimentConfig) -> str:
     epochs = f"{f.local_epochs} local epoch{'s' * (f.local_epochs != 1)}"
     p = config.privacy
     private = f", client-level DP ({p.dp}-side {p.clipping} clipping, C {p.clip_norm:g}, z {p.noise_multiplier:g})" if p.dp != "none" else ""
+    if p.dp == "sample":
+        private = f", record-level DP-SGD (Opacus, C {p.clip_norm:g}, z {p.noise_multiplier:g})"
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
         f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from the preset '{name}')"

@@ -100,6 +100,11 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
     if epsilons:  # client-level DP (privacy.dp): epsilon at delta after every round, and after the last
         privacy = config.privacy
         extra.update({"dp_epsilon": epsilons[-1], "dp_epsilon_per_round": epsilons, "dp_delta": privacy.delta, "dp_accountant": privacy.accountant})
+        if privacy.dp == "sample":  # record-level DP-SGD: the worst client's epsilon, the median client's, each client's own accountant
+            from fedprior.privacy.dp_sgd import ACCOUNTANT
+
+            medians = [r["dp_epsilon_median"] for r in progress.history if "dp_epsilon_median" in r]
+            extra.update({"dp_level": "example", "dp_accountant": f"opacus-{ACCOUNTANT}", "dp_epsilon_median": medians[-1]})
     extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best

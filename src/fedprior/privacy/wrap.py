@@ -9,7 +9,7 @@ from fedprior.privacy.config import PrivacyConfig
 def with_privacy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int, fraction: float, accounted: bool = True) -> Algorithm:
     """``algorithm`` under the ``[privacy]`` section's client-level DP (``privacy.dp``; itself where 'none'), on both sides:
     the server's clipping, noise and accounting (``accounted``: report ``dp_epsilon`` each round), the clients' clipping."""
-    if privacy.dp == "none":
+    if privacy.dp == "none" or privacy.dp == "sample":  # 'sample': the clients' DP-SGD, fedprior.privacy.record_level
         return algorithm
     from fedprior.algorithms.pieces.differential_privacy import ClientLevelDp, with_client_level_dp
     from fedprior.privacy.accountant import epsilon
