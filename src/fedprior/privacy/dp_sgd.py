@@ -105,8 +105,9 @@ def check_model(model: nn.Module, name: str) -> None:
 
     errors = ModuleValidator.validate(model, strict=False)
     if errors:
+        reason = str(errors[0]).strip().split(". ")[0].rstrip(".")  # Opacus's first sentence
         raise ConfigError(
-            f"privacy.dp: 'sample' needs per-example gradients, which Opacus refuses for algorithm.model = '{name}': {str(errors[0]).strip()} "
+            f"privacy.dp: 'sample' needs per-example gradients, which Opacus refuses for algorithm.model = '{name}': {reason} "
             "(BatchNorm mixes the examples of a batch); accepted: 'cnn'"
         )
 

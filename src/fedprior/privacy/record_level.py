@@ -17,7 +17,7 @@ Each client's accountant is its persistent client state (:data:`HISTORY`: Opacus
 the steps of every round it takes part in compose, and a checkpoint and its resume carry it. A client reports its
 epsilon at ``privacy.delta`` in its reply (``dp_sgd_epsilon``); the server keeps every client's last report in its State
 (:data:`EPSILONS`, one float per client, 0 for one never sampled) and reports after each round ``dp_epsilon``, the worst
-client's, and ``dp_epsilon_median``, the median over all N clients.
+client's, and ``dp_epsilon_median``, the median over the clients that have trained so far (one never sampled has spent nothing).
 """
 
 from __future__ import annotations
@@ -140,7 +140,9 @@ def with_record_level_dp(algorithm: Algorithm, privacy: PrivacyConfig, task: Tas
     def round_metrics(state: State) -> dict[str, float]:
         metrics = algorithm.round_metrics(own(state)) if algorithm.round_metrics is not None else {}
         epsilons = state[EPSILONS]
-        return {**metrics, "dp_epsilon": float(epsilons.max()), "dp_epsilon_median": float(torch.quantile(epsilons, 0.5))}
+        trained = epsilons[epsilons > 0]  # the clients whose examples were used so far (the others have spent nothing)
+        median = float(torch.quantile(trained, 0.5)) if trained.numel() else 0.0
+        return {**metrics, "dp_epsilon": float(epsilons.max()), "dp_epsilon_median": median}
 
     validate, evaluate_client = algorithm.validate, algorithm.evaluate_client
     return algorithm.with_(
