@@ -127,3 +127,15 @@ def test_without_dp_the_run_is_unchanged_by_the_sample_mode(tmp_path, shared_cac
     summary = start(*load_config("fedavg-cnn", [*plain, "federation.rounds=1"]), tmp_path / "plain", report_extras=False)
     private = start(*load_config("fedavg-cnn", [*TINY, "federation.rounds=1"]), tmp_path / "private", report_extras=False)
     assert "dp_epsilon" not in summary and private["round_fingerprints"][1] != summary["round_fingerprints"][1]
+
+
+@pytest.mark.slow
+def test_a_robust_rule_under_attack_and_a_server_optimizer_run_on_the_private_replies(tmp_path, shared_cache):
+    from fedprior.experiments.runner import start
+
+    for name, overrides in {
+        "robust": ["algorithm.aggregation_rule=median", "federation.attack=sign_flip", "federation.malicious_fraction=0.25"],
+        "fedadam": ["algorithm.name=fedadam"],
+    }.items():
+        summary = start(*load_config("fedavg-cnn", [*TINY, "federation.rounds=1", *overrides]), tmp_path / name, report_extras=False)
+        assert summary["dp_epsilon"] > 0 and summary["dp_level"] == "example", name
