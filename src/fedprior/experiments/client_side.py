@@ -15,6 +15,7 @@ from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
 from fedprior.partition import Partition
+from fedprior.privacy.record_level import with_record_level_dp
 from fedprior.privacy.wrap import with_privacy
 from fedprior.runtime.attacks import Misbehaviour, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
@@ -37,6 +38,7 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     check_compile(config.run.compile, device)
     algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
+    algorithm = with_record_level_dp(algorithm, config.privacy, task, config.algorithm.hyperparameters(), runtime_of(config, device))  # privacy.dp = 'sample'
     algorithm = with_misbehaving_clients(algorithm, config, task)  # the clients' replies first: DP clips what they send
     return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction, config.federation.sampler)
 

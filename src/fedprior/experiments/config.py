@@ -39,6 +39,7 @@ from fedprior.encoders.config import check_encoder_name
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
+from fedprior.privacy.record_level import check_record_level
 from fedprior.runtime.device import check_device_syntax
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
@@ -184,6 +185,7 @@ class ExperimentConfig(ConfigSection):
         federation = self.sampler_as_run()
         check_sampler(federation)
         check_privacy(self.privacy, federation.num_clients, federation.fraction, federation.rounds, federation.sampler)
+        check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
@@ -192,7 +194,7 @@ class ExperimentConfig(ConfigSection):
     def sampler_as_run(self) -> FederationConfig:
         """The federation section with ``federation.sampler`` resolved: 'poisson' where DP is on and the config does not set a sampler
         (DP-FedAvg's sampling, which the accountant's add-or-remove bound covers), else as given."""
-        if self.privacy.dp != "none" and "sampler" not in self.federation.model_fields_set:
+        if self.privacy.dp in ("server", "client") and "sampler" not in self.federation.model_fields_set:
             return self.federation.model_copy(update={"sampler": "poisson"})
         return self.federation
 
@@ -549,6 +551,8 @@ def own_description(name: str, config: ExperimentConfig) -> str:
     epochs = f"{f.local_epochs} local epoch{'s' * (f.local_epochs != 1)}"
     p = config.privacy
     private = f", client-level DP ({p.dp}-side {p.clipping} clipping, C {p.clip_norm:g}, z {p.noise_multiplier:g})" if p.dp != "none" else ""
+    if p.dp == "sample":
+        private = f", record-level DP-SGD (Opacus, C {p.clip_norm:g}, z {p.noise_multiplier:g})"
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
         f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from the preset '{name}')"

@@ -101,7 +101,14 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
             if federation.sampler == "power-of-choice":
                 check_power_of_choice(algorithm)
             if config.privacy.dp != "none":  # as the run composes it: the attackers' replies, then DP (its clients' side: nothing accounted)
-                with_privacy(with_misbehaving_clients(algorithm, config, task), config.privacy, federation.num_clients, federation.fraction, accounted=False)
+                with_privacy(
+                    with_misbehaving_clients(algorithm, config, task),
+                    config.privacy,
+                    federation.num_clients,
+                    federation.fraction,
+                    federation.sampler,
+                    accounted=False,
+                )
     except FedpriorError as error:  # the run's own line, led by the grid's run
         raise (type(error)(f"{which}{error}") if which else error) from None
 

@@ -102,9 +102,14 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         from fedprior.privacy.config import accounting
 
         privacy, f = config.privacy, config.federation
-        described = accounting(privacy, f.sampler, f.num_clients, f.fraction).describe()
         extra.update({"dp_epsilon": epsilons[-1], "dp_epsilon_per_round": epsilons, "dp_delta": privacy.delta, "dp_accountant": privacy.accountant})
-        extra["dp_accounting"] = described
+        if privacy.dp == "sample":  # record-level DP-SGD: the worst client's epsilon, the median client's, each client's own accountant
+            from fedprior.privacy.dp_sgd import ACCOUNTANT
+
+            medians = [r["dp_epsilon_median"] for r in progress.history if "dp_epsilon_median" in r]
+            extra.update({"dp_level": "example", "dp_accountant": f"opacus-{ACCOUNTANT}", "dp_epsilon_median": medians[-1]})
+        else:
+            extra["dp_accounting"] = accounting(privacy, f.sampler, f.num_clients, f.fraction).describe()
     extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best

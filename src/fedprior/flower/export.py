@@ -177,6 +177,11 @@ class NodeData:
         )
         algorithm = algorithm_spec(a["name"]).build(self.task, a["hyperparameters"], runtime)
         cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
+        if "privacy" in self.description:  # privacy.dp = 'sample': the hosted clients train with DP-SGD
+            from fedprior.privacy.config import PrivacyConfig
+            from fedprior.privacy.record_level import with_record_level_dp
+
+            algorithm = with_record_level_dp(algorithm, PrivacyConfig(**self.description["privacy"]), self.task, a["hyperparameters"], runtime)
         attack = self.description.get("attack")
         if attack:
             from fedprior.runtime.attacks import Misbehaviour, with_attack

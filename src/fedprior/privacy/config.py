@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 
 class PrivacyConfig(ConfigSection):
-    dp: Literal["none", "server", "client"] = "none"
-    """Client-level differential privacy, DP-FedAvg (McMahan et al. 2018, Algorithm 1): 'none'; 'server': the server clips each client's update w_k - w to clip_norm, averages them with equal weights over the m clients sampled per round and adds Gaussian noise of std noise_multiplier * clip_norm / m to every coordinate; 'client': each client clips its own update, the server adds the noise. For algorithms whose clients reply with their model and whose server reads only their mean (fedavg, fedprox, moon, fedntd, and the server optimizers fedavgm, fedadagrad, fedadam, fedyogi, which step on the noised mean)."""
+    dp: Literal["none", "server", "client", "sample"] = "none"
+    """Client-level differential privacy, DP-FedAvg (McMahan et al. 2018, Algorithm 1): 'none'; 'server': the server clips each client's update w_k - w to clip_norm, averages them with equal weights over the m clients sampled per round and adds Gaussian noise of std noise_multiplier * clip_norm / m to every coordinate; 'client': each client clips its own update, the server adds the noise. For algorithms whose clients reply with their model and whose server reads only their mean (fedavg, fedprox, moon, fedntd, and the server optimizers fedavgm, fedadagrad, fedadam, fedyogi, which step on the noised mean). 'sample': record-level DP, each client trains with DP-SGD (Abadi et al. 2016, Algorithm 1, with Opacus: each example's gradient clipped to clip_norm, Gaussian noise of std noise_multiplier * clip_norm on the sum of a Poisson-sampled lot) and keeps its own accountant; the worst client's epsilon is reported (fedavg, fedavgm, fedadagrad, fedadam, fedyogi on model 'cnn'; the opacus extra)."""
     noise_multiplier: float = Field(1.0, gt=0)
-    """z: the noise std over the clip norm (the sensitivity of the sum of clipped updates)."""
+    """z: the noise std over the clip norm (the sensitivity of the sum of clipped updates; with dp = 'sample', of a lot's clipped per-example gradients)."""
     clip_norm: float = Field(1.0, gt=0)
-    """C: the L2 norm each client's update is clipped to (with clipping = 'adaptive', its value in round 1)."""
+    """C: the L2 norm each client's update is clipped to (with clipping = 'adaptive', its value in round 1; with dp = 'sample', each example's gradient)."""
     clipping: Literal["fixed", "adaptive"] = "fixed"
     """'fixed' C, or 'adaptive': C follows the target_quantile of the update norms, estimated with noise from the fraction of unclipped updates (Andrew et al. 2021, Algorithm 1)."""
     target_quantile: float = Field(0.5, ge=0, le=1)
@@ -85,7 +85,7 @@ def accounting(privacy: PrivacyConfig, sampler: str, num_clients: int, fraction:
 
 
 def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rounds: int, sampler: str = "poisson") -> float | None:
-    """ConfigError naming the field for settings that cannot run or cannot be accounted; the epsilon after ``rounds`` (None with dp off).
+    """ConfigError naming the field for settings that cannot run or cannot be accounted; the epsilon after ``rounds`` (None with dp off or 'sample').
 
     A field set away from its default that the chosen mode does not read is refused, as the server
     optimizer's are (a noise multiplier with ``dp = 'none'``, a target quantile with fixed clipping).
@@ -96,6 +96,11 @@ def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rou
         if set_fields:
             raise ConfigError(f"privacy.{set_fields[0]}: applies with privacy.dp = 'server' or 'client', not 'none'; leave it at its default or turn DP on")
         return None
+    if privacy.dp == "sample":  # record-level DP-SGD (fedprior.privacy.record_level): the client-level fields do not apply
+        unused = [name for name in ("clipping", *ADAPTIVE_FIELDS, "accountant") if name in set_fields]
+        if unused:
+            raise ConfigError(f"privacy.{unused[0]}: applies with privacy.dp = 'server' or 'client', not 'sample'; leave it at its default")
+        return None  # each client's epsilon depends on its example count, known once the data is split
     if privacy.clipping == "fixed":
         unused = [name for name in ADAPTIVE_FIELDS if name in set_fields]
         if unused:

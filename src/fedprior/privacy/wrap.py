@@ -15,6 +15,8 @@ def with_privacy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int,
     accounting's sampling model."""
     if privacy.dp == "none":
         return algorithm
+    if privacy.dp == "sample":  # the clients' DP-SGD: fedprior.privacy.record_level
+        return algorithm
     from fedprior.algorithms.pieces.differential_privacy import ClientLevelDp, with_client_level_dp
     from fedprior.privacy.config import accounting, noise_denominator
 
@@ -49,7 +51,7 @@ def noise_warning(noise_multiplier: float, denominator: float, size: int, rounds
 def warn_if_noisy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int, fraction: float, sampler: str, rounds: int) -> None:
     """:func:`noise_warning` for the model of ``algorithm`` (d: the floating-point entries of its first broadcast), as a warning
     (the server side calls it once, after the model is built)."""
-    if privacy.dp == "none" or rounds == 0:
+    if privacy.dp == "none" or privacy.dp == "sample" or rounds == 0:  # 'sample': no noise on the mean
         return
     import warnings
 
@@ -59,7 +61,7 @@ def warn_if_noisy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int
 
     denominator = noise_denominator(sampler, num_clients, fraction)
     dp = ClientLevelDp(
-        privacy.dp, privacy.noise_multiplier, privacy.clip_norm, denominator, adaptive=privacy.clipping == "adaptive", count_stddev=privacy.count_stddev
+        "server" if privacy.dp == "server" else "client", privacy.noise_multiplier, privacy.clip_norm, denominator, adaptive=privacy.clipping == "adaptive", count_stddev=privacy.count_stddev
     )
     info = RoundInfo(seed=0, stage=algorithm.stages[0].name if algorithm.stages else "federated", round=0)
     size = sum(v.numel() for v in algorithm.broadcast(algorithm.init(info), info).arrays.values() if v.is_floating_point())

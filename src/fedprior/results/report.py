@@ -142,7 +142,12 @@ def write_report(
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
     if "selected_round" in summary:
         more += f"| round chosen on the validation split | {summary['selected_round']} |\n"
-    if "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round, and what bound it is
+    if summary.get("dp_level") == "example":  # record-level DP-SGD (privacy.dp = 'sample'): each client's own accountant
+        more += (
+            f"| record-level DP-SGD: epsilon at delta {summary['dp_delta']:g} of the worst client (median client), {summary['dp_accountant']} "
+            f"accountant, Poisson-sampled lots, add-or-remove-one-example | {summary['dp_epsilon']:.3f} ({summary['dp_epsilon_median']:.3f}) |\n"
+        )
+    elif "dp_epsilon" in summary:  # client-level DP (privacy.dp): the accountant's epsilon after the last round, and what bound it is
         a = summary.get("dp_accounting") or {"method": summary["dp_accountant"], "relation": "?", "sampling": "?", "sampling_rate": float("nan")}
         what = f"{a['method'].upper()} accountant, {a['relation']} neighbours, {a['sampling']} sampling q = {a['sampling_rate']:g}"
         more += f"| client-level DP: epsilon at delta {summary['dp_delta']:g} ({what}) | {summary['dp_epsilon']:.3f} |\n"

@@ -99,6 +99,8 @@ def round_line(record: dict[str, Any], total: int) -> str:
         parts.append(f"train loss {record['client_train_loss']:.4f}")
     if "dp_epsilon" in record:  # client-level DP: the privacy spent so far
         parts.append(f"epsilon {record['dp_epsilon']:.3f}" + (f" ({record['dp_bound']})" if "dp_bound" in record else ""))
+    if "dp_epsilon_median" in record:  # record-level DP-SGD: that was the worst client's
+        parts[-1] += f" (worst client; median {record['dp_epsilon_median']:.3f})"
     if clients:
         empty = len(record.get("empty_clients", []))
         parts.append(f"clients {len(clients) - len(failed)} ok {len(failed)} failed" + (f" {empty} without data" if empty else ""))

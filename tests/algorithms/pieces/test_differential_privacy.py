@@ -176,7 +176,7 @@ FEDAVG = ["data.dataset=digits", "federation.num_clients=6", "federation.fractio
         (["privacy.dp=server", "privacy.delta=1"], "privacy.delta: input should be less than 1 (got 1)"),
         (["privacy.dp=server", "privacy.delta=0"], "privacy.delta: input should be greater than 0 (got 0)"),
         (["privacy.dp=server", "privacy.clip_norm=0"], "privacy.clip_norm: input should be greater than 0 (got 0)"),
-        (["privacy.dp=laplace"], "privacy.dp: input should be 'none', 'server' or 'client' (got 'laplace')"),
+        (["privacy.dp=laplace"], "privacy.dp: input should be 'none', 'server', 'client' or 'sample' (got 'laplace')"),
         (["privacy.noise_multiplier=2"], "privacy.noise_multiplier: applies with privacy.dp = 'server' or 'client', not 'none'"),
         (["privacy.dp=client", "privacy.target_quantile=0.7"], "privacy.target_quantile: applies with privacy.clipping = 'adaptive', not 'fixed'"),
         (
