@@ -71,9 +71,6 @@ def local(
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
     if secure is not None:  # a robust rule or privacy.dp = 'server' under SecAgg+: refused before any data loads
         check_private_aggregation(config.algorithm.robust_rule(), config.privacy.dp, secagg=True)
-        from fedprior.privacy.record_level import check_secure_aggregation
-
-        check_secure_aggregation(config.privacy)
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)

@@ -81,12 +81,6 @@ def check_record_level(privacy: PrivacyConfig, algorithm: str, hyperparameters: 
         )
 
 
-def check_secure_aggregation(privacy: PrivacyConfig) -> None:
-    """SecAgg+ gives the server the mean of the replies, never a client's own epsilon: refused with ``'sample'`` in one line."""
-    if privacy.dp == "sample":
-        raise ConfigError("--secagg: privacy.dp = 'sample' reports each client's own epsilon, which SecAgg+'s sum hides from the server; drop --secagg")
-
-
 def noise_generator(info: ClientInfo, device: torch.device) -> torch.Generator:
     """A generator on ``device`` for the client's DP-SGD noise, seeded from the client's stream for the round (``ClientInfo.generator``'s keys)."""
     generator = torch.Generator(device=device)
@@ -152,7 +146,7 @@ def with_record_level_dp(algorithm: Algorithm, privacy: PrivacyConfig, task: Tas
         client_update_many=None,
         thread_safe_updates=False,
         aggregate=aggregate,
-        mean_aggregate=False,  # it reads each reply's epsilon: SecAgg+ cannot run it (check_secure_aggregation says why)
+        mean_aggregate=False,  # it reads each reply's epsilon: SecAgg+ cannot run it (fedprior.algorithms.pieces.private_aggregation says why)
         evaluate=lambda state, data: algorithm.evaluate(own(state), data),
         validate=None if validate is None else (lambda state: validate(own(state))),
         evaluate_client=None if evaluate_client is None else (lambda state, client, data: evaluate_client(own(state), client, data)),

@@ -61,7 +61,12 @@ def warn_if_noisy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int
 
     denominator = noise_denominator(sampler, num_clients, fraction)
     dp = ClientLevelDp(
-        "server" if privacy.dp == "server" else "client", privacy.noise_multiplier, privacy.clip_norm, denominator, adaptive=privacy.clipping == "adaptive", count_stddev=privacy.count_stddev
+        "server" if privacy.dp == "server" else "client",
+        privacy.noise_multiplier,
+        privacy.clip_norm,
+        denominator,
+        adaptive=privacy.clipping == "adaptive",
+        count_stddev=privacy.count_stddev,
     )
     info = RoundInfo(seed=0, stage=algorithm.stages[0].name if algorithm.stages else "federated", round=0)
     size = sum(v.numel() for v in algorithm.broadcast(algorithm.init(info), info).arrays.values() if v.is_floating_point())

@@ -35,6 +35,7 @@ SECAGG_DP = ("none",)
 SECAGG_DP_REFUSED = {
     "server": "clips each client's update on the server, and SecAgg+ never shows the server one client's update",
     "client": "has the server read each client's clipped reply and its clipping bit, and SecAgg+ gives the server only their sum",
+    "sample": "reports each client's own epsilon, which SecAgg+'s sum hides from the server",
 }
 """Why SecAgg+ refuses a ``privacy.dp`` mode that is not in :data:`SECAGG_DP`."""
 
