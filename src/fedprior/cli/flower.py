@@ -57,7 +57,7 @@ def local(
     from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
     from fedprior.experiments.runner import start
-    from fedprior.flower.secagg import SecAggOptions
+    from fedprior.flower.secagg import SecAggOptions, check_secagg_privacy
 
     if auth and not tls:
         raise ConfigError("--auth: Flower authenticates SuperNodes over TLS only; add --tls")
@@ -68,6 +68,8 @@ def local(
     if secure is not None:
         secure.nodes_fit(nodes)
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
+    if secure is not None:
+        check_secagg_privacy(config.privacy.dp)  # before any data loads
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)

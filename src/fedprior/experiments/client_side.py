@@ -37,8 +37,8 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     check_compile(config.run.compile, device)
     algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
-    algorithm = with_misbehaving_clients(algorithm, config, task)  # the clients' replies first: DP clips what they send
-    return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
+    algorithm = with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction)
+    return with_misbehaving_clients(algorithm, config, task)  # after the honest clip: an attacker sends what it wants (docs/privacy-robustness.md)
 
 
 def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, task: Task) -> Algorithm:

@@ -22,6 +22,7 @@ from fedprior.experiments.resume_check import checkpoint_metadata
 from fedprior.experiments.run_config import read_config
 from fedprior.experiments.runner import execute
 from fedprior.flower.runtime import train_on_flower
+from fedprior.flower.secagg import check_secagg_privacy
 from fedprior.flower.server_app import SERVER_DONE
 from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import load_checkpoint
@@ -65,6 +66,8 @@ def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         runtime = str(run_config.get("runtime") or "flower-sim")
         name, config = load_config(str(run_config.get("preset") or "fedavg-cnn"), [*overrides, f"run.runtime='{runtime}'"])
         run = run or RunDir.new(name, base=Path(str(run_config.get("runs-dir") or "runs")))
+    if str(run_config.get("secagg", False)).lower() in ("true", "1"):  # before any data loads
+        check_secagg_privacy(config.privacy.dp)
     options = {"grid": grid, "run_config": dict(run_config)}
     with run.journal.recording():  # warnings, and why the run stopped, in its run.log
         summary = execute(name, config, run, resume=resume, runtime_options=options)

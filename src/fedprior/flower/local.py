@@ -404,7 +404,7 @@ def run_local_federation(
     ``<run dir>/flower`` is deleted at the end unless ``keep_files``.
     """
     from fedprior.flower.export import export_nodes
-    from fedprior.flower.secagg import SecAggOptions, require_secure_summable
+    from fedprior.flower.secagg import SecAggOptions, check_secagg_privacy, require_secure_summable
     from fedprior.flower.server_app import SERVER_DONE, run_key, secagg_run_config
 
     started = time.perf_counter()
@@ -419,6 +419,7 @@ def run_local_federation(
         auth, tls = True, True
     if secagg is not None:
         secagg.check().nodes_fit(nodes)
+        check_secagg_privacy(experiment.config.privacy.dp)
         require_secure_summable(experiment.algorithm)
     work.mkdir(parents=True, exist_ok=True)
     federation = LocalFederation(work, [], tls=tls, auth=auth, run_dir=run.path)

@@ -63,7 +63,7 @@ from fedprior.flower.records import (
     read_reply_content,
     train_content,
 )
-from fedprior.flower.secagg import SecAggOptions, require_secure_summable, secure_round
+from fedprior.flower.secagg import SecAggOptions, check_secagg_privacy, require_secure_summable, secure_round
 from fedprior.runtime.checkpoint import RunState
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.simulation import SimulationResult, run_rounds
@@ -324,6 +324,8 @@ def federate_experiment(
     """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
     (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``.
     Under SecAgg+ with no ``max_weight`` of its own, a node weighs at most the federation's example count."""
+    if settings is not None and settings.secagg is not None:
+        check_secagg_privacy(experiment.config.privacy.dp)
     if settings is not None and settings.secagg is not None and not settings.secagg.max_weight:
         total = sum(experiment.client_size(c) for c in range(experiment.task.num_clients))
         settings = replace(settings, secagg=replace(settings.secagg, max_weight=float(total)))

@@ -53,7 +53,10 @@ def run_flower_simulation(
     ``secagg``: every round under SecAgg+ with these options (:mod:`fedprior.flower.secagg`).
     """
     if secagg is not None:
+        from fedprior.flower.secagg import check_secagg_privacy
+
         secagg.check().nodes_fit(experiment.task.num_clients)
+        check_secagg_privacy(experiment.config.privacy.dp)
     quiet_environment()
     from flwr.app import Context
     from flwr.serverapp import Grid, ServerApp

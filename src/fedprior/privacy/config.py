@@ -35,6 +35,8 @@ class PrivacyConfig(ConfigSection):
     """The delta at which the accountant reports epsilon (keep it well below 1 / federation.num_clients)."""
     accountant: Literal["poisson", "without-replacement"] = "poisson"
     """How the RDP accountant (dp-accounting) models client sampling: 'poisson' (each client joins with probability m / N, add-or-remove-one-client: DP-FedAvg's accounting, an approximation of fedprior's fixed-size sampling) or 'without-replacement' (exactly m of N, fedprior's sampling; replace-one-client neighbouring)."""
+    overnorm: Literal["clip", "drop"] = "clip"
+    """With dp = 'client', what the server does with a reply whose update is above clip_norm beyond float tolerance (a client that did not clip): 'clip' it to clip_norm, or 'drop' it from the round's sum; counted each round as dp_overnorm_replies (fedprior.algorithms.pieces.clip_check)."""
 
 
 ADAPTIVE_FIELDS = ("target_quantile", "clip_lr", "count_stddev")
@@ -61,6 +63,10 @@ def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rou
         unused = [name for name in ADAPTIVE_FIELDS if name in set_fields]
         if unused:
             raise ConfigError(f"privacy.{unused[0]}: applies with privacy.clipping = 'adaptive', not 'fixed'; leave it at its default or clip adaptively")
+    if privacy.dp != "client" and "overnorm" in set_fields:
+        raise ConfigError(
+            "privacy.overnorm: applies with privacy.dp = 'client' (the server's check of the clients' clipping); with 'server' the server clips every update itself"
+        )
     m = sampled_clients(num_clients, fraction)
     if privacy.clipping == "adaptive":
         sigma_b = m / 20 if privacy.count_stddev is None else privacy.count_stddev

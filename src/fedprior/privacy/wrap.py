@@ -25,6 +25,7 @@ def with_privacy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int,
         target_quantile=privacy.target_quantile,
         clip_lr=privacy.clip_lr,
         count_stddev=privacy.count_stddev,
+        overnorm=privacy.overnorm,
     )
 
     def spent(releases: int) -> float:

@@ -64,3 +64,5 @@ class RoundLoop:
     """``federation.sampler``: chooses each round's clients (``sampling.py``)."""
     client_sizes: tuple[int, ...] = ()
     """Each client's training examples, by id, for the samplers that weigh clients by them (empty: not known)."""
+    malicious_clients: frozenset[int] = frozenset()
+    """The clients the run's simulated attack makes malicious (``runtime/attacks.py``): recorded each round, never acted on here."""
