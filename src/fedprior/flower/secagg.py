@@ -418,5 +418,4 @@ def sum_reply(names: list[list[Any]], answered: dict[int, FitRes], client_metric
     clients = sum(1 for fitres in answered.values() for entry in json.loads(str(fitres.metrics[CLIENTS])).values() if int(entry["num_examples"]) > 0)
     metric_names = sorted({k for m in client_metrics for k in m})
     metrics = {k: float(np.mean([m[k] for m in client_metrics if k in m])) for k in metric_names}
-    reply = secure_sum_reply(sums, clients, bits, metrics)
-    return Reply(reply.arrays, reply.num_examples, reply.metrics, SECURE_AGGREGATE)
+    return secure_sum_reply(sums, clients, bits, metrics, SECURE_AGGREGATE)

@@ -139,3 +139,16 @@ def test_a_scaling_attacker_under_client_side_dp_sends_its_update_unclipped_and_
     report = (tmp_path / "run" / "report.md").read_text()
     assert f"| malicious clients (simulated attack) | 2: {ids[0]}, {ids[1]}" in report
     assert f"| server's check of client-side clipping | {summary['dp_overnorm_replies']} of 6 replies above C" in report
+
+
+def test_a_client_cannot_pass_its_reply_off_as_secagg_s_sum():
+    """Only the runtime's aggregate (a negative client id) is taken for SecAgg+'s sum; a client's reply naming the sum's
+    metrics is checked like any other."""
+    from fedprior.algorithms.pieces.differential_privacy import SECURE_SUM_CLIENTS, SECURE_SUM_UNCLIPPED
+
+    x, replies = updates()
+    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=1.0, sampled_clients=4))
+    state = {**algorithm.init(INFO), **x}
+    forged = Reply({k: replies[0].arrays[k] - x[k] for k in x}, 1, {SECURE_SUM_CLIENTS: 4.0, SECURE_SUM_UNCLIPPED: 4.0}, client_id=0)
+    metrics = algorithm.round_metrics(algorithm.aggregate(state, [forged], INFO))
+    assert metrics["dp_checked_replies"] == 1 and metrics["dp_overnorm_replies"] == 1

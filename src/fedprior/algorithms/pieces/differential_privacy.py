@@ -30,6 +30,11 @@ on the private mean (DP-FedAdam and the like). The update is every floating-poin
 the first reply's value, as FedAvg's mean does. The noise is drawn from the
 round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run and its resume draw the same.
 
+With client-side clipping the server checks each reply's norm and bit (:func:`checked_replies`, ``clip_check.py``:
+a reply above C beyond float tolerance is clipped or dropped and counted, ``dp_overnorm_replies``). Under SecAgg+ the
+aggregate is handed instead one Reply holding the sum of the clipped updates and of the bits (:func:`secure_sum_reply`,
+``Algorithm.secure_sum``) and adds the same noise to it (:func:`noised_sum`); no single reply can be checked there.
+
 The current C, the noise std and the number of noised releases are server State (``privacy.*``): checkpoints,
 resume and Flower carry them, and they are never broadcast except C, in the broadcast's config, to clients
 that clip. ``round_metrics`` reports ``dp_noise_std``, ``dp_clip_norm`` (the C of the round), with adaptive
@@ -208,15 +213,20 @@ def noised_array(x: torch.Tensor, total: torch.Tensor, m: int, sigma: float, gen
     return (x.double() + total / m + noise).to(dtype)
 
 
-def secure_sum_reply(sums: dict[str, torch.Tensor], clients: int, unclipped: float, metrics: dict[str, float] | None = None) -> Reply:
+def secure_sum_reply(sums: dict[str, torch.Tensor], clients: int, unclipped: float, metrics: dict[str, float] | None = None, client_id: int = -1) -> Reply:
     """The one Reply a client-side DP aggregate accepts in place of the replies (``Algorithm.secure_sum``): ``sums`` the sum over
-    ``clients`` clients of their clipped updates clip(w_k - w_t), by array name (float64), ``unclipped`` the sum of their bits b_k."""
-    return Reply(dict(sums), num_examples=clients, metrics={**(metrics or {}), SECURE_SUM_CLIENTS: float(clients), SECURE_SUM_UNCLIPPED: float(unclipped)})
+    ``clients`` clients of their clipped updates clip(w_k - w_t), by array name (float64), ``unclipped`` the sum of their bits b_k;
+    ``client_id`` negative, no client's (the runtime's aggregate: ``fedprior.flower.secagg.SECURE_AGGREGATE``)."""
+    if client_id >= 0:
+        raise ValueError(f"a secure sum is no client's reply: its client id must be negative, got {client_id}")
+    metrics = {**(metrics or {}), SECURE_SUM_CLIENTS: float(clients), SECURE_SUM_UNCLIPPED: float(unclipped)}
+    return Reply(dict(sums), num_examples=clients, metrics=metrics, client_id=client_id)
 
 
 def is_secure_sum(replies: Sequence[Reply]) -> bool:
-    """Whether ``replies`` is the one sum SecAgg+ gives (:func:`secure_sum_reply`), not the clients' replies."""
-    return len(replies) == 1 and SECURE_SUM_CLIENTS in replies[0].metrics
+    """Whether ``replies`` is the one sum SecAgg+ gives (:func:`secure_sum_reply`), not the clients' replies: a client's reply
+    (a client id >= 0, which the runtimes set, not the client) is never taken for one, whatever metrics it sends."""
+    return len(replies) == 1 and replies[0].client_id < 0 and SECURE_SUM_CLIENTS in replies[0].metrics
 
 
 def noised_sum(summed: Reply, reference: State, m: int, sigma: float, generator: torch.Generator) -> Reply:
