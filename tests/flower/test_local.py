@@ -277,6 +277,32 @@ def test_flower_local_under_secagg_gives_the_plain_aggregate_within_the_quantiza
 
 
 @pytest.mark.federation_processes
+def test_flower_local_under_secagg_with_client_side_dp_gives_the_in_process_run_within_the_sum_s_bound(tmp_path, monkeypatch):
+    """Distributed DP on 3 SuperNode processes: each node sends the sum of its 2 clients' clipped updates and bits, SecAgg+ sums
+    them, the server adds the round's noise; the in-process run's model within SecAgg+'s quantization of the sum over m = 6."""
+    from fedprior.flower.secagg import SecAggOptions, sum_quantization_bound
+
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    dp = [*SECURE, "privacy.dp=client", "privacy.clipping=adaptive", "privacy.noise_multiplier=0.5", "privacy.count_stddev=1.0"]
+    start(*load_config("fedavg-cnn", dp), tmp_path / "ref", report_extras=False)
+    name, config = load_config("fedavg-cnn", [*dp, "run.runtime='flower-local'"])
+    start(name, config, tmp_path / "run", report_extras=False, runtime_options={"nodes": 3, "tls": False, "secagg": SecAggOptions()})
+    (record,) = records(tmp_path / "run")
+    (reference,) = records(tmp_path / "ref")
+    assert record["failed_clients"] == [] and record["upload_bytes_by_client"].keys() == {"-1"} and record["dp_checked_replies"] == 0
+    for key in ("dp_clip_norm", "dp_noise_std", "dp_unclipped_fraction", "dp_epsilon"):
+        assert record[key] == reference[key], key
+    bound = sum_quantization_bound(SecAggOptions(), 3) / 6
+    secure, plain = (load_checkpoint(d / "checkpoint.safetensors").server for d in (tmp_path / "run", tmp_path / "ref"))
+    for key, value in plain.items():
+        if not key.startswith("privacy.") and value.is_floating_point():
+            gap = (secure[key].double() - value.double()).abs()
+            assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), key
+    assert torch.equal(secure["privacy.clip_norm"], plain["privacy.clip_norm"])
+    assert processes_naming(str(tmp_path)) == []
+
+
+@pytest.mark.federation_processes
 def test_with_auth_the_registered_supernodes_train_and_a_node_without_a_registered_key_is_refused(tmp_path, monkeypatch):
     """--tls --auth, 2 registered nodes; once they run, a node with a key the SuperLink does not know and a node with no key try to join."""
     from fedprior.flower.local import Supernode, free_port

@@ -28,7 +28,7 @@ from fedprior.experiments.build import build_experiment  # noqa: E402
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.flower.client_app import client_app  # noqa: E402
 from fedprior.flower.export import export_all  # noqa: E402
-from fedprior.flower.secagg import SecAggOptions, quantization_bound  # noqa: E402
+from fedprior.flower.secagg import SecAggOptions, quantization_bound, sum_quantization_bound  # noqa: E402
 from fedprior.flower.server_app import Settings, federate_experiment, secagg_from_run_config  # noqa: E402
 from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 
@@ -187,3 +187,44 @@ def test_on_flowers_simulation_engine_the_secagg_aggregate_is_within_the_bound(t
     for key, value in plain.items():
         gap = (secure[key].double() - value.double()).abs()
         assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), key
+
+
+CLIENT_DP = ["privacy.dp=client", "privacy.clipping=adaptive", "privacy.noise_multiplier=0.5", "privacy.count_stddev=1.0", "privacy.clip_norm=0.5"]
+
+
+def test_client_side_dp_under_secagg_sums_the_clipped_updates_and_matches_the_plain_run_within_the_bound(tmp_path):
+    """Distributed DP: the clients clip, SecAgg+ sums their updates and bits, the server adds the round's noise. The model is
+    the plain client-side DP run's (same noise, same adaptive C) within SecAgg+'s quantization of the sum over m."""
+    experiment = build_experiment(*load_config("fedavg-cnn", [*DIGITS, *CLIENT_DP]))
+    assert experiment.algorithm.secure_sum and not experiment.algorithm.mean_aggregate
+    plain = federate_on_loopback(experiment, tmp_path, "plain", None)
+    secure = federate_on_loopback(experiment, tmp_path, "secure", SecAggOptions())
+    record, secure_record = plain.progress.history[0], secure.progress.history[0]
+    assert secure_record["failed_clients"] == [] and secure_record["upload_bytes_by_client"].keys() == {"-1"}
+    assert record["dp_checked_replies"] == 4 and secure_record["dp_checked_replies"] == 0  # the server saw no single reply
+    assert "client_dp_unclipped" in record and "client_dp_unclipped" not in secure_record  # the bits travel only in the sum
+    assert secure_record["client_dp_secure_sum_clients"] == 4
+    for key in ("dp_clip_norm", "dp_noise_std", "dp_unclipped_fraction"):  # the count is summed exactly: the same adaptive C
+        assert secure_record[key] == record[key], key
+    assert secure.state["privacy.clip_norm"] == plain.state["privacy.clip_norm"]
+    m, nodes = 4, 4
+    bound = sum_quantization_bound(SecAggOptions(), nodes) / m
+    assert bound < 1e-5
+    largest = 0.0
+    for name, value in plain.state.items():
+        if name.startswith("privacy.") or not value.is_floating_point():
+            continue
+        difference = (secure.state[name].double() - value.double()).abs()
+        slack = 2 * torch.finfo(value.dtype).eps * value.double().abs()  # both are rounded to float32 at the end
+        assert bool((difference <= bound + slack).all()), name
+        largest = max(largest, float(difference.max()))
+    assert largest > 0  # quantized, not the plain path
+
+
+def test_server_side_dp_under_secagg_is_refused_saying_the_server_cannot_clip_what_it_cannot_see(tmp_path):
+    experiment = build_experiment(*load_config("fedavg-cnn", [*DIGITS, "privacy.dp=server"]))
+    with pytest.raises(
+        ConfigError, match=r"^--secagg: privacy.dp = 'server' clips each client's update on the server.*cannot clip what it cannot see"
+    ) as caught:
+        federate_on_loopback(experiment, tmp_path, "server-dp", SecAggOptions())
+    assert "\n" not in str(caught.value)

@@ -64,3 +64,35 @@ def test_a_poisson_round_without_clients_releases_on_flower_sim_as_in_process(tm
     assert out["flower-sim"]["dp_epsilon_per_round"] == out["local"]["dp_epsilon_per_round"]
     first = [json.loads(line) for line in (tmp_path / "flower-sim" / "metrics.jsonl").read_text().splitlines() if '"round": 1,' in line][0]
     assert first["clients"] == [] and "noised mean of no updates was released" in first["note"] and math.isclose(first["dp_noise_std"], 1.0 / 1.2)
+
+
+def test_client_side_dp_under_secagg_on_flower_sim_matches_the_in_process_run_within_the_quantization_bound(tmp_path, shared_cache):
+    """Distributed DP (clients clip, SecAgg+ sums, the server adds the noise) on Ray's virtual SuperNodes, one round: the model is
+    the in-process run's within SecAgg+'s quantization of the sum over m (the noise is the round's server stream: the same), and
+    the adaptive C and the noise std are exactly the in-process ones (the count of unclipped updates is summed exactly)."""
+    import torch
+
+    from fedprior.flower.secagg import SecAggOptions, sum_quantization_bound
+    from fedprior.runtime.checkpoint import load_checkpoint
+
+    one_round = [*DP, "federation.rounds=1"]
+    start(*load_config("fedavg-cnn", [*one_round, "run.runtime='local'"]), tmp_path / "local", report_extras=False)
+    name, config = load_config("fedavg-cnn", [*one_round, "run.runtime='flower-sim'"])
+    secure = start(name, config, tmp_path / "secure", report_extras=False, runtime_options={"secagg": SecAggOptions()})
+    assert secure["failed_updates"] == 0
+    ours, theirs = (json.loads((tmp_path / r / "metrics.jsonl").read_text().splitlines()[0]) for r in ("secure", "local"))
+    assert ours["upload_bytes_by_client"].keys() == {"-1"} and ours["dp_checked_replies"] == 0 and theirs["dp_checked_replies"] == 3
+    for key in ("dp_clip_norm", "dp_noise_std", "dp_unclipped_fraction", "dp_epsilon"):
+        assert ours[key] == theirs[key], key
+    m = 3  # federation.fraction 0.5 of 6 clients, each on its own virtual node
+    bound = sum_quantization_bound(SecAggOptions(), m) / m
+    local, flower = (load_checkpoint(tmp_path / r / "checkpoint.safetensors").server for r in ("local", "secure"))
+    largest = 0.0
+    for key, value in local.items():
+        if key.startswith("privacy.") or not value.is_floating_point():
+            continue
+        gap = (flower[key].double() - value.double()).abs()
+        assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), key
+        largest = max(largest, float(gap.max()))
+    assert 0 < largest  # quantized: not the plain path
+    assert torch.equal(flower["privacy.clip_norm"], local["privacy.clip_norm"])

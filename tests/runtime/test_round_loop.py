@@ -37,6 +37,8 @@ NOT_DEFAULT = [
     "federation.sampler='power-of-choice'",
     "federation.power_of_choice_candidates=4",
 ]
+ATTACK = ["federation.attack='sign_flip'", "federation.malicious_fraction=0.34"]
+"""The simulated attack's fields (not for fst-cbdg, whose clients an attack cannot act on)."""
 
 
 class SixClientSizes:
@@ -46,7 +48,14 @@ class SixClientSizes:
         return isinstance(other, tuple) and len(other) == 6 and all(isinstance(n, int) and n > 0 for n in other)
 
 
-def expected(workers: int, concurrent: int = 1) -> dict:
+class TwoOfSixClients:
+    """Equal to the run's malicious clients under malicious_fraction 0.34 of 6: round(2.04) = 2 distinct ids of the 6 (drawn from the seed)."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, frozenset) and len(other) == 2 and other <= set(range(6))
+
+
+def expected(workers: int, concurrent: int = 1, attack: bool = True) -> dict:
     """What each field must be under NOT_DEFAULT (every field of RoundLoop must be listed: a new one fails here)."""
     return {
         "seed": 7,
@@ -67,6 +76,7 @@ def expected(workers: int, concurrent: int = 1) -> dict:
         "sampler": PowerOfChoice(4),
         "client_sizes": SixClientSizes(),
         "before_round": None,  # a privacy budget (privacy.max_epsilon) needs DP, which power-of-choice cannot run with: test_budget_builds_the_loops_check
+        "malicious_clients": TwoOfSixClients() if attack else frozenset(),
     }
 
 
@@ -81,8 +91,8 @@ def test_budget_builds_the_loops_check(shared_cache):
     assert said is not None and said["stopped_by"] == "privacy.max_epsilon" and said["dp_epsilon"] == 0.0 and said["dp_epsilon_next"] > 0.5
 
 
-def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1) -> None:
-    want = expected(workers, concurrent)
+def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1, attack: bool = True) -> None:
+    want = expected(workers, concurrent, attack)
     assert {f.name for f in dataclasses.fields(RoundLoop)} == set(want), "a RoundLoop field is missing from this test's expectations"
     for name, value in want.items():
         assert getattr(loop, name) == value, f"{name}: {getattr(loop, name)!r}, config says {value!r}"
@@ -92,6 +102,7 @@ def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1) -> No
             name not in ("device", "retry_every", "before_round")
             and not (name == "workers" and workers == 1)
             and not (name == "concurrent_clients" and concurrent == 1)
+            and not (name == "malicious_clients" and not attack)
         ):
             assert getattr(defaults, name) != want[name], name
 
@@ -118,7 +129,7 @@ def caught(monkeypatch):
 
 
 def test_the_experiment_builds_every_field_from_the_config():
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2", "run.concurrent_clients=2"])
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, "run.workers=2", "run.concurrent_clients=2"])
     with pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
         assert_every_field(build_experiment(name, config).round_loop(), workers=2, concurrent=2)
 
@@ -126,7 +137,7 @@ def test_the_experiment_builds_every_field_from_the_config():
 def test_the_in_process_runner_passes_every_field(caught, tmp_path):
     from fedprior.experiments.runner import start
 
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.workers=2", "run.concurrent_clients=2"])
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, "run.workers=2", "run.concurrent_clients=2"])
     with pytest.raises(Caught), pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
         start(name, config, tmp_path / "run")
     assert len(caught) == 1
@@ -139,7 +150,7 @@ def test_the_flower_runtimes_pass_every_field(caught, tmp_path):
     from fedprior.flower.server_app import Settings, federate_experiment
     from fedprior.results.run_dir import RunDir
 
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, "run.runtime='flower-sim'"])
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, "run.runtime='flower-sim'"])
     experiment = build_experiment(name, config)
     with pytest.raises(Caught):
         federate_experiment(None, experiment, RunDir(tmp_path / "run"), None, None, Settings(), None)
@@ -153,5 +164,5 @@ def test_the_fst_cbdg_reports_baselines_run_with_the_runs_settings(caught, share
     experiment = build_experiment(name, config)
     with pytest.raises(Caught):
         baseline_curves(experiment)
-    assert_every_field(caught[0], workers=2)
+    assert_every_field(caught[0], workers=2, attack=False)
     assert caught[0] == experiment.round_loop()

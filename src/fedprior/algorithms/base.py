@@ -199,6 +199,11 @@ class Algorithm:
       to False unless it says otherwise (a server optimizer on the mean keeps it: ``with_server_optimizer``).
       Client-level DP (``privacy.dp``, :mod:`~fedprior.algorithms.pieces.differential_privacy`) runs such algorithms
       only too, where their replies are the clients' models: it hands ``aggregate`` the noised mean of clipped updates;
+    - ``secure_sum``: ``aggregate`` also accepts, instead of the replies, one Reply holding their sum: the sum of the
+      clients' clipped updates w_k - w_t and of their bits (client-side DP-FedAvg, ``privacy.dp = 'client'``: the clients
+      clip, SecAgg+ sums, the server adds the noise; :func:`~fedprior.algorithms.pieces.differential_privacy.secure_sum_reply`).
+      SecAgg+ runs such an algorithm by summing those (``fedprior.flower.secagg``). ``with_`` that replaces ``aggregate``
+      sets it back to False unless it says otherwise;
     - ``evaluate_client(state, client, data) -> metrics``: optional, for a personalized method; client ``client``'s own model
       (the server state's ``eval.<client>.`` entries, :mod:`~fedprior.algorithms.pieces.personal`, and what is shared) scored on
       ``data``, its local test split (``partition.local_test_fraction``). The runtime asks it for the clients whose entries the
@@ -226,6 +231,7 @@ class Algorithm:
     thread_safe_updates: bool = False
     batch_shapes: Literal["fixed", "varying"] = "fixed"
     mean_aggregate: bool = False
+    secure_sum: bool = False
     round_metrics: Callable[[State], Mapping[str, float | str]] | None = None
     evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
     aggregates_no_reply: bool = False
@@ -234,6 +240,7 @@ class Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""
         if "aggregate" in changes:
             changes.setdefault("mean_aggregate", False)
+            changes.setdefault("secure_sum", False)
         return replace(self, **changes)
 
     @classmethod

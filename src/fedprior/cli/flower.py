@@ -69,7 +69,7 @@ def local(
     if secure is not None:
         secure.nodes_fit(nodes)
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
-    if secure is not None:  # a robust rule or privacy.dp = 'server' under SecAgg+: refused before any data loads
+    if secure is not None:  # a robust rule or a privacy.dp mode SecAgg+ cannot run: refused before any data loads
         check_private_aggregation(config.algorithm.robust_rule(), config.privacy.dp, secagg=True)
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))

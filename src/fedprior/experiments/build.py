@@ -20,7 +20,16 @@ from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.errors import ConfigError
-from fedprior.experiments.client_side import ClientSide, build_algorithm, check_algorithm_fields, check_compile, client_fields, evaluation_data, with_validation
+from fedprior.experiments.client_side import (
+    ClientSide,
+    build_algorithm,
+    check_algorithm_fields,
+    check_compile,
+    client_fields,
+    evaluation_data,
+    misbehaviour,
+    with_validation,
+)
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.inputs import prepared_data
@@ -102,6 +111,7 @@ class Experiment:
             sampler=sampler_for(federation.sampler, federation.power_of_choice_candidates),
             client_sizes=tuple(int(n) for n in self.partition.client_sizes()),
             before_round=budget_check(self.config.privacy, federation.sampler, federation.num_clients, federation.fraction),
+            malicious_clients=misbehaviour(self.config, self.task).clients,
         )
 
     def client_side(self) -> ClientSide:

@@ -39,8 +39,8 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
     algorithm = with_record_level_dp(algorithm, config.privacy, task, config.algorithm.hyperparameters(), runtime_of(config, device))  # privacy.dp = 'sample'
-    algorithm = with_misbehaving_clients(algorithm, config, task)  # the clients' replies first: DP clips what they send
-    return with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction, config.federation.sampler)
+    algorithm = with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction, config.federation.sampler)
+    return with_misbehaving_clients(algorithm, config, task)  # after the honest clip: an attacker sends what it wants (docs/privacy-robustness.md)
 
 
 def with_misbehaving_clients(algorithm: Algorithm, config: ExperimentConfig, task: Task) -> Algorithm:

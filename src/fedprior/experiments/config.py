@@ -247,6 +247,14 @@ def check_robustness(algorithm: str, values: dict[str, Any], federation: Federat
             else ("federation.malicious_fraction", f"federation.attack = {f.attack!r}")
         )
         raise ConfigError(f"{field}: needed with {other}; set both (an attack and the fraction of clients that runs it) or neither")
+    if f.attack != "none":
+        from fedprior.runtime.attacks import malicious_count
+
+        if malicious_count(f.num_clients, f.malicious_fraction) == 0:
+            raise ConfigError(
+                f"federation.malicious_fraction: round({f.malicious_fraction:g} x {f.num_clients} clients) = 0 malicious clients, so the attack "
+                f"never runs; a fraction above {0.5 / f.num_clients:g} makes one (1 / {f.num_clients} = {1 / f.num_clients:g}: exactly one)"
+            )
     if f.attack_scale is not None and f.attack in ("none", "label_flip"):
         raise ConfigError(
             f"federation.attack_scale: applies with federation.attack = 'sign_flip', 'scaled' or 'gaussian', not with {f.attack!r}; leave it unset"

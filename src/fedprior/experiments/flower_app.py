@@ -15,6 +15,7 @@ from typing import Any
 from flwr.app import Context
 from flwr.serverapp import Grid, ServerApp
 
+from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
 from fedprior.errors import FedpriorError
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
@@ -65,6 +66,8 @@ def standalone(grid: Grid, run_config: dict[str, Any]) -> dict[str, Any]:
         runtime = str(run_config.get("runtime") or "flower-sim")
         name, config = load_config(str(run_config.get("preset") or "fedavg-cnn"), [*overrides, f"run.runtime='{runtime}'"])
         run = run or RunDir.new(name, base=Path(str(run_config.get("runs-dir") or "runs")))
+    if str(run_config.get("secagg", False)).lower() in ("true", "1"):  # before any data loads
+        check_private_aggregation(config.algorithm.robust_rule(), config.privacy.dp, secagg=True)
     options = {"grid": grid, "run_config": dict(run_config)}
     with run.journal.recording():  # warnings, and why the run stopped, in its run.log
         summary = execute(name, config, run, resume=resume, runtime_options=options)

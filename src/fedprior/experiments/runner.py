@@ -59,6 +59,20 @@ def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def attack_and_clip_check(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """A simulated attack's malicious clients (``malicious_client_ids``) and how many sampled updates they sent
+    (``malicious_updates``); client-side clipping's server check over the run (``dp_overnorm_replies``, ``dp_corrected_bits``,
+    ``dp_checked_replies``, totals of the rounds' counts; ``algorithms/pieces/clip_check.py``). {} for a run with neither."""
+    out: dict[str, Any] = {}
+    ids = next((r["malicious_client_ids"] for r in history if "malicious_client_ids" in r), None)
+    if ids is not None:
+        out.update({"malicious_client_ids": ids, "malicious_updates": sum(len(r.get("malicious_clients", [])) for r in history)})
+    for key in ("dp_overnorm_replies", "dp_corrected_bits", "dp_checked_replies"):
+        if any(key in r for r in history):
+            out[key] = int(sum(r.get(key, 0) for r in history))
+    return out
+
+
 def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float:
     """How far test accuracy moved over the last 10% of the run's rounds: the last evaluation minus the last one at or
     before round floor(0.9 * rounds) (the initial model's at round 0). Near 0: the run has converged (a table's controls ask it of
@@ -110,6 +124,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
             extra.update({"dp_level": "example", "dp_accountant": f"opacus-{ACCOUNTANT}", "dp_epsilon_median": medians[-1]})
         else:
             extra["dp_accounting"] = accounting(privacy, f.sampler, f.num_clients, f.fraction).describe()
+    extra.update(attack_and_clip_check(progress.history))
     extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best

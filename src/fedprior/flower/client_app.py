@@ -16,7 +16,8 @@ two kinds of message from :mod:`fedprior.flower.server_app`:
   example count and metrics; a client that raises is reported by id and reason
   while the node's other clients still reply. In a SecAgg+ round (the server's
   ``secagg``) the reply is instead the node's one vector, the example-weighted mean of
-  its clients' updates, which Flower's ``secaggplus_mod`` quantizes and masks
+  its clients' updates (under client-side DP the sum of their clipped updates and of
+  their bits), which Flower's ``secaggplus_mod`` quantizes and masks
   (:mod:`fedprior.flower.secagg`).
 - EVALUATE: the server state and the ids of this node's candidates of a round whose sampler ranks
   clients (``federation.sampler = 'power-of-choice'``): each candidate's
@@ -44,7 +45,7 @@ from fedprior.errors import FedpriorError
 from fedprior.flower.client_state import ClientStateStore
 from fedprior.flower.export import NodeData, node_data
 from fedprior.flower.records import hosted_content, losses_content, read_hint, read_loss_content, read_train_content, reply_content
-from fedprior.flower.secagg import is_secure, node_vector, secagg_mod, secagg_options
+from fedprior.flower.secagg import is_secure, node_sum_vector, node_vector, secagg_mod, secagg_options, sums_clipped_updates
 from fedprior.runtime.clients import global_loss, update_clients
 
 PARTITION_ID = "partition-id"
@@ -130,7 +131,8 @@ def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> 
         mine = type(order)(order.info, order.step, tuple(c for c in order.clients if c in hosted), order.run_key, order.vectorize)
         replies, failures = train_clients(node, store, broadcast, mine)
         if is_secure(msg.content):  # a SecAgg+ round: the node's masked vector, made by secagg_mod from this reply
-            return Message(node_vector(broadcast, replies, {**unknown, **failures}, secagg_options(context)), reply_to=msg)
+            vector = node_sum_vector if sums_clipped_updates(broadcast) else node_vector  # client-side DP: the sum of clipped updates
+            return Message(vector(broadcast, replies, {**unknown, **failures}, secagg_options(context)), reply_to=msg)
         return Message(reply_content(replies, {**unknown, **failures}), reply_to=msg)
 
     @app.evaluate()

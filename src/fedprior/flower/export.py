@@ -177,23 +177,22 @@ class NodeData:
         )
         algorithm = algorithm_spec(a["name"]).build(self.task, a["hyperparameters"], runtime)
         cudnn_autotune(self.description.get("cudnn_benchmark", "auto"), deterministic, algorithm.batch_shapes)
-        if "privacy" in self.description:  # privacy.dp = 'sample': the hosted clients train with DP-SGD
+        if "privacy" in self.description:  # the hosted clients' side of [privacy]: DP-SGD ('sample'), clipping ('client')
             from fedprior.privacy.config import PrivacyConfig
             from fedprior.privacy.record_level import with_record_level_dp
+            from fedprior.privacy.wrap import with_privacy
 
-            algorithm = with_record_level_dp(algorithm, PrivacyConfig(**self.description["privacy"]), self.task, a["hyperparameters"], runtime)
+            privacy = PrivacyConfig(**self.description["privacy"])
+            algorithm = with_record_level_dp(algorithm, privacy, self.task, a["hyperparameters"], runtime)
+            algorithm = with_privacy(
+                algorithm, privacy, self.task.num_clients, float(f.get("fraction", 1.0)), str(f.get("sampler", "uniform")), accounted=False
+            )
         attack = self.description.get("attack")
-        if attack:
+        if attack:  # after the honest clip, as in process (experiments.client_side.build_algorithm): an attacker sends what it wants
             from fedprior.runtime.attacks import Misbehaviour, with_attack
 
             algorithm = with_attack(algorithm, Misbehaviour(attack["attack"], float(attack["scale"]), frozenset(attack["clients"]), int(attack["num_classes"])))
-        if "privacy" not in self.description:
-            return algorithm
-        from fedprior.privacy.config import PrivacyConfig
-        from fedprior.privacy.wrap import with_privacy
-
-        privacy = PrivacyConfig(**self.description["privacy"])
-        return with_privacy(algorithm, privacy, self.task.num_clients, float(f.get("fraction", 1.0)), str(f.get("sampler", "uniform")), accounted=False)
+        return algorithm
 
     def client_data(self, client_id: int) -> ClientData:
         """The data of one hosted client (only its tensors are read from disk).

@@ -67,6 +67,7 @@ from flwr.server.workflow.secure_aggregation.secaggplus_workflow import Workflow
 from flwr.serverapp import Grid
 
 from fedprior.algorithms.base import Algorithm, Broadcast, Reply, require_mean_aggregate
+from fedprior.algorithms.pieces.differential_privacy import CONFIG_CLIP_NORM, METRIC_UNCLIPPED, secure_sum_reply
 from fedprior.errors import ConfigError, FedpriorError
 
 SECURE_AGGREGATE = -1
@@ -157,8 +158,19 @@ def quantization_bound(options: SecAggOptions, nodes: int, total_examples: float
     return 3 * c * nodes / weights
 
 
+def sum_quantization_bound(options: SecAggOptions, nodes: int) -> float:
+    """The largest difference, per coordinate, between SecAgg+'s sum of the nodes' vectors and the exact sum, with every node
+    weighing 1 (client-side DP, :func:`node_sum_vector`): each of the ``nodes`` values is rounded onto a grid of step 2c / Q
+    (error below one step), and a weight of 1 is exact (q_i = Q), so the sum is within 2 c m / Q (m = ``nodes``). A client-side
+    DP aggregate divides that sum by the clients expected per round, and its model is within this bound over that number."""
+    return 2 * options.clipping_range * nodes / options.quantization_range
+
+
 def require_secure_summable(algorithm: Algorithm) -> None:
-    """FedpriorError (one line naming the algorithm) unless SecAgg+'s example-weighted sum is all its aggregate reads."""
+    """FedpriorError (one line naming the algorithm) unless SecAgg+'s example-weighted sum is all its aggregate reads
+    (``Algorithm.mean_aggregate``), or it takes the sum of clipped updates and bits (``Algorithm.secure_sum``: client-side DP)."""
+    if algorithm.secure_sum:
+        return
     require_mean_aggregate(
         algorithm,
         "--secagg",
@@ -191,6 +203,43 @@ def secagg_options(context: Context) -> SecAggOptions:
         modulus_range=int(cast(int, kept["mod_range"])),
         max_weight=float(cast(float, kept["max_weight"])),
     )
+
+
+def sums_clipped_updates(broadcast: Broadcast) -> bool:
+    """Whether a SecAgg+ round sums clipped updates (client-side DP: the broadcast tells the clients C), both sides agreeing by it."""
+    return CONFIG_CLIP_NORM in broadcast.config
+
+
+def node_sum_vector(broadcast: Broadcast, replies: dict[int, Reply], failures: dict[int, str], options: SecAggOptions) -> RecordDict:
+    """A node's FitRes under client-side DP: the sum of its clients' clipped updates sum_k clip(w_k - w_t) (equal weights,
+    DP-FedAvg's) over the broadcast's float arrays, then the sum of their bits b_k as one more array, with weight 1.
+
+    The bits leave the node only in that sum (the clear metrics lose them). Raises FedpriorError where a reply lacks one of
+    the broadcast's arrays or holds another, an array is not float, or a coordinate lies outside [-c, c].
+    """
+    kept = {c: r for c, r in replies.items() if r.num_examples > 0}
+    names = sorted(k for k, v in broadcast.arrays.items() if v.is_floating_point())
+    vector: list[np.ndarray] = []
+    for name in names:
+        base = broadcast.arrays[name].detach().cpu().double()
+        total = torch.zeros(base.shape, dtype=torch.float64)
+        for client, reply in kept.items():
+            if set(reply.arrays) != set(broadcast.arrays) or reply.arrays[name].shape != base.shape:
+                raise FedpriorError(f"SecAgg+ with client-side DP sums updates of the broadcast model's arrays; client {client}'s reply differs in {name!r}")
+            total += reply.arrays[name].detach().cpu().double() - base
+        vector.append(total.numpy())
+    bits = sum(float(r.metrics.get(METRIC_UNCLIPPED, 0.0)) for r in kept.values())
+    vector.append(np.array([bits]))
+    for name, values in zip([*names, METRIC_UNCLIPPED], vector, strict=True):
+        largest = float(np.abs(values).max()) if values.size else 0.0
+        if largest > options.clipping_range:
+            raise FedpriorError(
+                f"SecAgg+: this node's sum of {name!r} reaches {largest:.4g}, outside secagg clipping range {options.clipping_range:g}; raise it"
+            )
+    clear = {str(c): {"num_examples": r.num_examples, "metrics": {k: v for k, v in r.metrics.items() if k != METRIC_UNCLIPPED}} for c, r in replies.items()}
+    layout = [[name, str(broadcast.arrays[name].dtype).removeprefix("torch."), False] for name in names] + [[METRIC_UNCLIPPED, "float64", False]]
+    metrics: dict[str, Scalar] = {NAMES: json.dumps(layout), CLIENTS: json.dumps(clear), FAILED: json.dumps({str(c): r for c, r in failures.items()})}
+    return fitres_to_recorddict(FitRes(Status(Code.OK, ""), ndarrays_to_parameters(vector), 1, metrics), keep_input=False)
 
 
 def node_vector(broadcast: Broadcast, replies: dict[int, Reply], failures: dict[int, str], options: SecAggOptions) -> RecordDict:
@@ -300,7 +349,9 @@ def secure_round(
     context = LegacyContext(Context(run_id=0, node_id=0, node_config={}, state=RecordDict(), run_config={}), ServerConfig(num_rounds=1), strategy)
     context.state.config_records[MAIN_CONFIGS_RECORD] = ConfigRecord({WorkflowKey.CURRENT_ROUND: int(step)})
     context.state.array_records[MAIN_PARAMS_RECORD] = ArrayRecord()
-    workflow = SecureRound(contents, timeout=timeout, **options.workflow_arguments())
+    summed = sums_clipped_updates(broadcast)
+    arguments = {**options.workflow_arguments(), **({"max_weight": 1.0} if summed else {})}  # client-side DP: every node weighs 1
+    workflow = SecureRound(contents, timeout=timeout, **arguments)
     workflow(grid, context)
     failures: dict[int, str] = {}
     if strategy.results is None:
@@ -326,9 +377,11 @@ def secure_round(
     if len(layouts) > 1:
         raise FedpriorError("SecAgg+: the nodes sent arrays of different layouts; the sum has no meaning")
     names = json.loads(layouts.pop())
-    summed = parameters_to_ndarrays(next(iter(answered.values())).parameters)
+    if summed:
+        return SecureOutcome(sum_reply(names, answered, client_metrics, options), failures)
+    summed_vectors = parameters_to_ndarrays(next(iter(answered.values())).parameters)
     arrays: dict[str, torch.Tensor] = {}
-    for (name, dtype, is_delta), mean in zip(names, summed, strict=True):
+    for (name, dtype, is_delta), mean in zip(names, summed_vectors, strict=True):
         value = torch.from_numpy(np.asarray(mean, dtype=np.float64))
         if is_delta:
             value = value + broadcast.arrays[name].detach().cpu().double()
@@ -336,3 +389,24 @@ def secure_round(
     metric_names = sorted({k for m in client_metrics for k in m})
     metrics = {k: float(np.mean([m[k] for m in client_metrics if k in m])) for k in metric_names}
     return SecureOutcome(Reply(arrays, total, metrics, SECURE_AGGREGATE), failures)
+
+
+def sum_reply(names: list[list[Any]], answered: dict[int, FitRes], client_metrics: list[dict[str, float]], options: SecAggOptions) -> Reply:
+    """The client-side DP aggregate's one Reply (``secure_sum_reply``) from the unmasked vector of a round whose nodes each weighed 1.
+
+    The workflow returns sum_i u_i / (number of nodes), so the sum is that times the nodes that answered; the last array is the sum
+    of the bits, an integer up to SecAgg+'s quantization (:func:`sum_quantization_bound`, below 1/2), so it is rounded to one.
+    """
+    nodes = len(answered)
+    bound = sum_quantization_bound(options, nodes)
+    if bound >= 0.5:
+        raise FedpriorError(
+            f"SecAgg+: {nodes} nodes' quantization error ({bound:.3g}) would blur the count of unclipped updates; raise secagg quantization range"
+        )
+    vectors = parameters_to_ndarrays(next(iter(answered.values())).parameters)
+    sums = {name: torch.from_numpy(np.asarray(mean, dtype=np.float64) * nodes) for (name, _, _), mean in zip(names, vectors, strict=True)}
+    bits = float(torch.round(sums.pop(METRIC_UNCLIPPED)).sum())
+    clients = sum(1 for fitres in answered.values() for entry in json.loads(str(fitres.metrics[CLIENTS])).values() if int(entry["num_examples"]) > 0)
+    metric_names = sorted({k for m in client_metrics for k in m})
+    metrics = {k: float(np.mean([m[k] for m in client_metrics if k in m])) for k in metric_names}
+    return secure_sum_reply(sums, clients, bits, metrics, SECURE_AGGREGATE)

@@ -38,6 +38,8 @@ class PrivacyConfig(ConfigSection):
     """The delta at which the accountant reports epsilon; must be below 1 / federation.num_clients (keep it well below)."""
     accountant: Literal["pld", "rdp"] = "pld"
     """How epsilon is computed (dp-accounting): 'pld' (privacy-loss distribution, tight) or 'rdp' (Renyi DP, a looser upper bound). The sampling model is the one federation.sampler runs: 'poisson' (add-or-remove-one-client) or 'uniform' (fixed size m without replacement, replace-one-client)."""
+    overnorm: Literal["clip", "drop"] = "clip"
+    """With dp = 'client', what the server does with a reply whose update is above clip_norm beyond float tolerance (a client that did not clip): 'clip' it to clip_norm, or 'drop' it from the round's sum; counted each round as dp_overnorm_replies (fedprior.algorithms.pieces.clip_check)."""
     max_epsilon: float | None = Field(None, gt=0)
     """A privacy budget: the run ends cleanly before the round whose release would take epsilon (at delta) above it; unset: no budget."""
 
@@ -105,6 +107,10 @@ def check_privacy(privacy: PrivacyConfig, num_clients: int, fraction: float, rou
         unused = [name for name in ADAPTIVE_FIELDS if name in set_fields]
         if unused:
             raise ConfigError(f"privacy.{unused[0]}: applies with privacy.clipping = 'adaptive', not 'fixed'; leave it at its default or clip adaptively")
+    if privacy.dp != "client" and "overnorm" in set_fields:
+        raise ConfigError(
+            "privacy.overnorm: applies with privacy.dp = 'client' (the server's check of the clients' clipping); with 'server' the server clips every update itself"
+        )
     if not privacy.delta < 1 / num_clients:
         raise ConfigError(
             f"privacy.delta: {privacy.delta:g} is not below 1 / federation.num_clients = {1 / num_clients:g} ({num_clients} clients): "

@@ -29,6 +29,7 @@ def with_privacy(algorithm: Algorithm, privacy: PrivacyConfig, num_clients: int,
         target_quantile=privacy.target_quantile,
         clip_lr=privacy.clip_lr,
         count_stddev=privacy.count_stddev,
+        overnorm=privacy.overnorm,
     )
     return with_client_level_dp(algorithm, dp, accounting(privacy, sampler, num_clients, fraction) if accounted else None)
 

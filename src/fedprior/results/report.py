@@ -123,6 +123,23 @@ def problems_section(summary: dict[str, Any]) -> str:
     return f"\n## Failed and empty clients\n\n| round | failed updates | clients without data |\n|---|---|---|\n{rows}\n"
 
 
+def attack_and_clip_rows(summary: dict[str, Any]) -> str:
+    """Report rows for a simulated attack's malicious clients and client-side clipping's server check (``runner.attack_and_clip_check``)."""
+    rows = ""
+    if "malicious_client_ids" in summary:
+        ids = summary["malicious_client_ids"]
+        rows += f"| malicious clients (simulated attack) | {len(ids)}: {', '.join(map(str, ids))} ({summary['malicious_updates']} sampled updates) |\n"
+    if "dp_checked_replies" in summary:
+        if summary["dp_checked_replies"] == 0 and summary.get("rounds", 0) > 0:
+            rows += "| server's check of client-side clipping | none: under SecAgg+ the server sees only the sum of the replies |\n"
+        else:
+            rows += (
+                f"| server's check of client-side clipping | {summary['dp_overnorm_replies']} of {summary['dp_checked_replies']} replies above C, "
+                f"{summary['dp_corrected_bits']} bits corrected |\n"
+            )
+    return rows
+
+
 def write_report(
     run: RunDir,
     summary: dict[str, Any],
@@ -154,6 +171,7 @@ def write_report(
     if "stopped" in summary:  # privacy.max_epsilon ended the run before a round
         stop = summary["stopped"]
         more += f"| stopped by the privacy budget before {stop['stage']} round {stop['round']} (max_epsilon {stop['max_epsilon']:g}) | next round's epsilon {stop['dp_epsilon_next']:.3f} |\n"
+    more += attack_and_clip_rows(summary)
     more += client_section(summary)
     figures = ""
     if "final_client_accuracy" in summary:

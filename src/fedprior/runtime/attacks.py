@@ -14,6 +14,13 @@ whenever it is sampled. With x_t the broadcast model and w the model its honest 
 :func:`with_attack` wraps an algorithm's client updates, so the attack runs wherever its clients do: in the in-process
 runtime, its worker processes (each builds the algorithm from the same config), and on Flower's nodes (told by the exported task, ``flower/export.py``). The attacks on
 the reply need a reply that is a model (the algorithms with ``algorithm.aggregation_rule``); label flipping needs labels.
+
+Threat model (docs/privacy-robustness.md): a malicious client sends whatever it wants. Under client-side DP
+(``privacy.dp = 'client'``) the attack therefore wraps the algorithm *after* its honest clip (the runs compose
+``with_attack(with_privacy(algorithm))``), so a model attack's reply is not clipped (``scaled`` sends 10 times its
+clipped update, of norm 10 C) and only the server's check bounds it (``algorithms/pieces/clip_check.py``); with
+``'server'`` the server clips every reply anyway. ``label_flip`` poisons the data and then follows the protocol
+(its update is clipped like any other).
 """
 
 from __future__ import annotations
@@ -32,9 +39,14 @@ DEFAULT_SCALE = {"sign_flip": 1.0, "scaled": 10.0, "gaussian": 1.0}
 """``federation.attack_scale`` where it is unset: the plain sign flip, a tenfold update, unit-variance noise (fedprior's choices)."""
 
 
+def malicious_count(num_clients: int, fraction: float) -> int:
+    """round(fraction * num_clients): how many of the clients are malicious."""
+    return int(round(fraction * num_clients))
+
+
 def malicious_clients(seed: int, num_clients: int, fraction: float) -> frozenset[int]:
     """round(fraction * num_clients) client ids, drawn without replacement from the run seed's ``malicious`` stream: fixed for the run."""
-    count = int(round(fraction * num_clients))
+    count = malicious_count(num_clients, fraction)
     return frozenset(int(c) for c in numpy_rng(seed, "malicious").choice(num_clients, size=count, replace=False))
 
 

@@ -71,3 +71,5 @@ class RoundLoop:
     """Asked with the server state before each round that samples clients: None to run it, or what the round's record says
     where the run must end before it (a privacy budget, ``privacy.max_epsilon``: ``fedprior.privacy.budget``). The run then
     ends cleanly there (``simulation.run_rounds``); the algorithm stays pure."""
+    malicious_clients: frozenset[int] = frozenset()
+    """The clients the run's simulated attack makes malicious (``runtime/attacks.py``): recorded each round, never acted on here."""

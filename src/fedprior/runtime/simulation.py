@@ -252,6 +252,10 @@ def run_rounds(
                     check_global(state, record, stage.name, round_)
                     record.update(mean_client_metrics(replies))
                     record.update({"clients": sampled, "failed_clients": sorted(failures)})
+                    if loop.malicious_clients:  # a simulated attack: who misbehaved this round (and, in the run's first round, who may)
+                        record["malicious_clients"] = sorted(set(sampled) & loop.malicious_clients)
+                        if step == 1:
+                            record["malicious_client_ids"] = sorted(loop.malicious_clients)
                     record.update(selection)
                     record.update(round_traffic(payload_bytes(message.arrays), sampled, {r.client_id: payload_bytes(r.arrays) for r in answered}))
                     if failures:

@@ -18,8 +18,8 @@ RULE_UNDER_SECAGG = (
     "accepted with --secagg: algorithm.aggregation_rule = 'mean'"
 )
 SERVER_DP_UNDER_SECAGG = (
-    "--secagg: privacy.dp = 'server' clips each client's update on the server, and SecAgg+ never shows the server one client's update; "
-    "accepted with --secagg: privacy.dp = 'none'"
+    "--secagg: privacy.dp = 'server' clips each client's update on the server, and under SecAgg+ the server sees only their sum "
+    "(it cannot clip what it cannot see); accepted with --secagg: privacy.dp = 'client' (clients clip, SecAgg+ sums, the server adds the noise) or 'none'"
 )
 
 
@@ -31,6 +31,7 @@ SERVER_DP_UNDER_SECAGG = (
         ("krum", "client", False, RULE_UNDER_DP.replace("'server'", "'client'", 1).replace("'median'", "'krum'")),
         ("krum", "none", True, RULE_UNDER_SECAGG),
         ("mean", "server", True, SERVER_DP_UNDER_SECAGG),
+        ("mean", "sample", True, SERVER_DP_UNDER_SECAGG.replace("'server' clips each client's update on the server, and under SecAgg+ the server sees only their sum (it cannot clip what it cannot see)", "'sample' reports each client's own epsilon, which SecAgg+'s sum hides from the server")),
     ],
 )
 def test_each_refusal_names_its_cause_not_the_algorithm(rule, dp, secagg, message):
@@ -40,7 +41,7 @@ def test_each_refusal_names_its_cause_not_the_algorithm(rule, dp, secagg, messag
     assert "algorithm 'fedavg'" not in str(refused.value)
 
 
-@pytest.mark.parametrize(("rule", "dp", "secagg"), [("mean", "server", False), ("mean", "client", False), ("krum", "none", False), ("mean", "none", True)])
+@pytest.mark.parametrize(("rule", "dp", "secagg"), [("mean", "server", False), ("mean", "client", False), ("krum", "none", False), ("mean", "none", True), ("mean", "client", True)])
 def test_what_dp_and_secagg_run_with_passes(rule, dp, secagg):
     check_private_aggregation(rule, dp, secagg)
 

@@ -34,6 +34,11 @@ on the private mean (DP-FedAdam and the like). The update is every floating-poin
 the first reply's value, as FedAvg's mean does. The noise is drawn from the
 round's seeded server stream (``RoundInfo.generator("privacy", ...)``), so a run and its resume draw the same.
 
+With client-side clipping the server checks each reply's norm and bit (:func:`checked_replies`, ``clip_check.py``:
+a reply above C beyond float tolerance is clipped or dropped and counted, ``dp_overnorm_replies``). Under SecAgg+ the
+aggregate is handed instead one Reply holding the sum of the clipped updates and of the bits (:func:`secure_sum_reply`,
+``Algorithm.secure_sum``) and adds the same noise to it (:func:`noised_sum`); no single reply can be checked there.
+
 The current C, the noise std and the number of noised releases are server State (``privacy.*``): checkpoints,
 resume and Flower carry them, and they are never broadcast except C, in the broadcast's config, to clients
 that clip. ``round_metrics`` reports ``dp_noise_std``, ``dp_clip_norm`` (the C of the round), with adaptive
@@ -51,6 +56,7 @@ from typing import Literal, Protocol
 import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State, require_mean_aggregate
+from fedprior.algorithms.pieces.clip_check import Overnorm, check_reply, reply_dtype
 from fedprior.errors import ConfigError
 
 PREFIX = "privacy."
@@ -64,6 +70,13 @@ CONFIG_CLIP_NORM = "dp_clip_norm"
 """Broadcast config key of C for clients that clip (Flower's ``clipping_norm``)."""
 METRIC_UNCLIPPED = "dp_unclipped"
 """Reply metric of a client that clips: b_k = 1 if its update was within C (Andrew et al. 2021, Algorithm 1)."""
+OVERNORM = PREFIX + "overnorm_replies"
+CORRECTED_BITS = PREFIX + "corrected_bits"
+CHECKED = PREFIX + "checked_replies"
+"""State keys of client-side clipping's server check (``clip_check.py``): the round's replies above C, bits corrected, replies checked."""
+SECURE_SUM_CLIENTS = "dp_secure_sum_clients"
+SECURE_SUM_UNCLIPPED = "dp_secure_sum_unclipped"
+"""Metrics of the one Reply SecAgg+ hands a client-side DP aggregate (:func:`secure_sum_reply`): the clients summed, their bits' sum."""
 
 Clipping = Literal["server", "client"]
 
@@ -89,6 +102,8 @@ class ClientLevelDp:
     target_quantile: float = 0.5
     clip_lr: float = 0.2
     count_stddev: float | None = None
+    overnorm: Overnorm = "clip"
+    """With client-side clipping, what the server does with a reply above C (``clip_check.py``): clip it to C, or drop it."""
 
     @property
     def count_std(self) -> float:
@@ -158,6 +173,35 @@ def clipped_reply(reply: Reply, reference: dict[str, torch.Tensor], clip_norm: f
     return replace(reply, arrays=arrays, num_examples=1), unclipped
 
 
+@dataclass(frozen=True)
+class CheckedReplies:
+    """The replies of clients that clipped, after the server's check (``clip_check.py``): those it sums, their bits' sum, what it found."""
+
+    replies: list[Reply]
+    unclipped: float
+    overnorm: int
+    corrected_bits: int
+
+
+def checked_replies(replies: Sequence[Reply], reference: State, clip_norm: float, overnorm: Overnorm, algorithm: str) -> CheckedReplies:
+    """Client-side clipping checked by the server: each reply's update norm recomputed, one above C beyond the float tolerance
+    clipped to C (``overnorm = 'clip'``) or left out of the sum (``'drop'``: a zero update), each bit checked against the norm (``clip_check.py``).
+    A reply within the tolerance is passed on as it came, so honest clients' numbers are those of an unchecked sum."""
+    kept: list[Reply] = []
+    unclipped, over, corrected = 0.0, 0, 0
+    for reply in replies:
+        update = model_update(reply.arrays, reference, algorithm)
+        model_norm = float(flat_norm({k: v for k, v in reply.arrays.items() if k in update}))
+        found = check_reply(float(flat_norm(update)), model_norm, reply_dtype(update), clip_norm, reply.metrics.get(METRIC_UNCLIPPED))
+        over += found.overnorm
+        corrected += found.bit_corrected
+        unclipped += found.bit
+        if found.overnorm:  # 'drop': its update counts as zero (w_t itself), the denominator m is unchanged
+            reply = clipped_reply(reply, reference, clip_norm if overnorm == "clip" else 0.0, algorithm)[0]
+        kept.append(reply)
+    return CheckedReplies(kept, unclipped, over, corrected)
+
+
 def noised_mean(
     clipped: Sequence[Reply], reference: State, denominator: float, sigma: float, generator: torch.Generator, algorithm: str, model: State | None = None
 ) -> Reply:
@@ -177,10 +221,51 @@ def noised_mean(
             arrays[key] = first
             continue
         x = reference[key].to(first.device)
-        total = torch.stack([r.arrays[key].to(first.device, torch.float64) - x.double() for r in clipped]).sum(0) if clipped else 0.0
-        noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(first.device) * sigma
-        arrays[key] = (x.double() + total / denominator + noise).to(first.dtype)
+        total = (
+            torch.stack([r.arrays[key].to(first.device, torch.float64) - x.double() for r in clipped]).sum(0)
+            if clipped
+            else torch.zeros_like(x, dtype=torch.float64)
+        )
+        arrays[key] = noised_array(x, total, denominator, sigma, generator, first.dtype)
     return Reply(arrays, num_examples=len(clipped) or 1, client_id=clipped[0].client_id if clipped else -1)
+
+
+def noised_array(x: torch.Tensor, total: torch.Tensor, m: float, sigma: float, generator: torch.Generator, dtype: torch.dtype) -> torch.Tensor:
+    """x + total / m + N(0, sigma^2) per coordinate (in float64, the noise drawn from ``generator``), cast to ``dtype``:
+    one array of DP-FedAvg's noised mean, ``total`` the sum of the clients' clipped updates (McMahan et al. 2018, Algorithm 1)."""
+    noise = torch.randn(x.shape, generator=generator, dtype=torch.float64).to(total.device) * sigma
+    return (x.double() + total / m + noise).to(dtype)
+
+
+def secure_sum_reply(sums: dict[str, torch.Tensor], clients: int, unclipped: float, metrics: dict[str, float] | None = None, client_id: int = -1) -> Reply:
+    """The one Reply a client-side DP aggregate accepts in place of the replies (``Algorithm.secure_sum``): ``sums`` the sum over
+    ``clients`` clients of their clipped updates clip(w_k - w_t), by array name (float64), ``unclipped`` the sum of their bits b_k;
+    ``client_id`` negative, no client's (the runtime's aggregate: ``fedprior.flower.secagg.SECURE_AGGREGATE``)."""
+    if client_id >= 0:
+        raise ValueError(f"a secure sum is no client's reply: its client id must be negative, got {client_id}")
+    metrics = {**(metrics or {}), SECURE_SUM_CLIENTS: float(clients), SECURE_SUM_UNCLIPPED: float(unclipped)}
+    return Reply(dict(sums), num_examples=clients, metrics=metrics, client_id=client_id)
+
+
+def is_secure_sum(replies: Sequence[Reply]) -> bool:
+    """Whether ``replies`` is the one sum SecAgg+ gives (:func:`secure_sum_reply`), not the clients' replies: a client's reply
+    (a client id >= 0, which the runtimes set, not the client) is never taken for one, whatever metrics it sends."""
+    return len(replies) == 1 and replies[0].client_id < 0 and SECURE_SUM_CLIENTS in replies[0].metrics
+
+
+def noised_sum(summed: Reply, reference: State, m: float, sigma: float, generator: torch.Generator) -> Reply:
+    """:func:`noised_mean` from the sum of the clipped updates (SecAgg+'s), the noise drawn in the same key order from the same
+    stream: so a run under SecAgg+ draws the in-process run's noise (its sum differs only by SecAgg+'s quantization)."""
+    arrays = {}
+    for key in sorted(summed.arrays):
+        x = reference[key]
+        arrays[key] = noised_array(x, summed.arrays[key].to(x.device, torch.float64), m, sigma, generator, x.dtype)
+    return Reply(arrays, num_examples=summed.num_examples, client_id=summed.client_id)
+
+
+def check_counts(checked: int, overnorm: int, corrected_bits: int) -> State:
+    """The State entries of client-side clipping's server check for one round (``clip_check.py``)."""
+    return {CHECKED: torch.tensor(checked), OVERNORM: torch.tensor(overnorm), CORRECTED_BITS: torch.tensor(corrected_bits)}
 
 
 def without_privacy(state: State) -> State:
@@ -212,6 +297,7 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, accounting: Ac
             NOISE_STD: zero,
             RELEASES: torch.zeros((), dtype=torch.int64),
             UNCLIPPED: zero.clone(),
+            **(check_counts(0, 0, 0) if dp.clipping == "client" else {}),
         }
 
     def broadcast(state: State, info: RoundInfo) -> Broadcast:
@@ -237,24 +323,32 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, accounting: Ac
     def aggregate(state: State, replies: Sequence[Reply], info: RoundInfo) -> State:
         own = without_privacy(state)
         clip = float(state[CLIP_NORM])
-        if dp.clipping == "server":
+        secure = dp.clipping == "client" and is_secure_sum(replies)
+        if secure:  # SecAgg+'s sum of the clients' clipped updates and bits: no single reply to check (clip_check.py)
+            checked = CheckedReplies([], replies[0].metrics[SECURE_SUM_UNCLIPPED], 0, 0)
+            unclipped = checked.unclipped
+        elif dp.clipping == "server":
             pairs = [clipped_reply(r, own, clip, algorithm.name) for r in replies]
             clipped, unclipped = [r for r, _ in pairs], sum(float(b) for _, b in pairs)
-        else:  # clipped on the clients: their bits from the metrics
-            missing = [r.client_id for r in replies if METRIC_UNCLIPPED not in r.metrics]
-            if missing:
-                raise ConfigError(f"privacy.dp: 'client' clipping, but client {missing[0]} sent no '{METRIC_UNCLIPPED}' (did it clip?)")
-            clipped, unclipped = list(replies), sum(r.metrics[METRIC_UNCLIPPED] for r in replies)
+        else:  # clipped on the clients: the server checks each reply's norm and bit (clip_check.py)
+            checked = checked_replies(replies, own, clip, dp.overnorm, algorithm.name)
+            clipped, unclipped = checked.replies, checked.unclipped
+        counted = int(replies[0].metrics[SECURE_SUM_CLIENTS]) if secure else len(clipped)  # the clients whose bits are summed
         denominator = dp.denominator
         sigma = noise_std(dp.update_noise_multiplier, clip, denominator)
-        model = algorithm.broadcast(own, info).arrays if not clipped else None  # no reply: the noise goes on the model's arrays
-        mean = noised_mean(clipped, own, denominator, sigma, info.generator("privacy", "noise"), algorithm.name, model)
+        if secure:
+            mean = noised_sum(replies[0], own, denominator, sigma, info.generator("privacy", "noise"))
+        else:
+            model = algorithm.broadcast(own, info).arrays if not clipped else None  # no reply: the noise goes on the model's arrays
+            mean = noised_mean(clipped, own, denominator, sigma, info.generator("privacy", "noise"), algorithm.name, model)
         out = dict(algorithm.aggregate(own, [mean], info))  # an aggregate of the mean alone (mean_aggregate): FedAvg's, a server step
         next_clip, fraction = clip, 0.0
         if dp.adaptive:  # Andrew et al. 2021, Algorithm 1 and Theorem 1: the centred count noised, the geometric step of C
             count_noise = torch.randn((), generator=info.generator("privacy", "count"), dtype=torch.float64).item() * dp.count_std
-            fraction = (unclipped - len(clipped) / 2 + count_noise) / denominator + 0.5
+            fraction = (unclipped - counted / 2 + count_noise) / denominator + 0.5
             next_clip = clip * math.exp(-dp.clip_lr * (fraction - dp.target_quantile))
+        if dp.clipping == "client":  # the server's check of the round (clip_check.py)
+            out.update(check_counts(0 if secure else len(replies), checked.overnorm, checked.corrected_bits))
         return {
             **out,
             CLIP_NORM: torch.tensor(next_clip, dtype=torch.float64),
@@ -272,6 +366,10 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, accounting: Ac
         metrics: dict[str, float | str] = {"dp_clip_norm": float(state[USED_CLIP_NORM]), "dp_noise_std": float(state[NOISE_STD])}
         if dp.adaptive:
             metrics["dp_unclipped_fraction"] = float(state[UNCLIPPED])
+        if dp.clipping == "client" and CHECKED in state:  # the server's check of client-side clipping (clip_check.py)
+            metrics.update(
+                {"dp_overnorm_replies": float(state[OVERNORM]), "dp_corrected_bits": float(state[CORRECTED_BITS]), "dp_checked_replies": float(state[CHECKED])}
+            )
         if accounting is not None:
             metrics["dp_epsilon"] = accounting.epsilon(int(state[RELEASES]))
             metrics["dp_bound"] = accounting.label()
@@ -289,4 +387,5 @@ def with_client_level_dp(algorithm: Algorithm, dp: ClientLevelDp, accounting: Ac
         validate=None if validate is None else (lambda state: validate(without_privacy(state))),
         round_metrics=round_metrics,
         aggregates_no_reply=True,
+        secure_sum=client_side,
     )

@@ -8,8 +8,8 @@ An aggregation that reads each reply runs under neither. The causes, in the orde
 
 1. a robust rule (``algorithm.aggregation_rule`` other than 'mean': the coordinate-wise median, the trimmed mean, Krum and
    Multi-Krum read every reply; Yin et al. 2018, Definitions 1-2; Blanchard et al. 2017, Sec. 4): refused with DP and with SecAgg+;
-2. under SecAgg+, a ``privacy.dp`` mode whose server reads each reply: 'server' clips each client's update on the server,
-   which SecAgg+ never shows it (:data:`SECAGG_DP`: the modes SecAgg+ runs with);
+2. under SecAgg+, a ``privacy.dp`` mode SecAgg+ cannot run: 'server' clips each client's update on the server,
+   which SecAgg+ never shows it; 'sample' reports each client's own epsilon (:data:`SECAGG_DP`: the modes SecAgg+ runs with);
 3. the algorithm's own aggregate (:attr:`~fedprior.algorithms.base.Algorithm.mean_aggregate` False: SCAFFOLD's control
    variates, FedDB's DMA, per-client uploads), refused by the wrappers themselves on the built algorithm
    (:func:`~fedprior.algorithms.pieces.differential_privacy.with_client_level_dp`,
@@ -29,12 +29,11 @@ from fedprior.errors import ConfigError
 CLIENT_LEVEL_DP = ("server", "client")
 """The ``privacy.dp`` modes of DP-FedAvg: the clients' updates are clipped and their mean noised, so the aggregate reads that mean only."""
 
-SECAGG_DP = ("none",)
+SECAGG_DP = ("none", "client")
 """The ``privacy.dp`` modes SecAgg+ runs with (the others are refused by :func:`check_private_aggregation`, with :data:`SECAGG_DP_REFUSED`'s reason)."""
 
 SECAGG_DP_REFUSED = {
-    "server": "clips each client's update on the server, and SecAgg+ never shows the server one client's update",
-    "client": "has the server read each client's clipped reply and its clipping bit, and SecAgg+ gives the server only their sum",
+    "server": "clips each client's update on the server, and under SecAgg+ the server sees only their sum (it cannot clip what it cannot see)",
     "sample": "reports each client's own epsilon, which SecAgg+'s sum hides from the server",
 }
 """Why SecAgg+ refuses a ``privacy.dp`` mode that is not in :data:`SECAGG_DP`."""
@@ -58,5 +57,6 @@ def check_private_aggregation(aggregation_rule: str, dp: str, secagg: bool) -> N
             )
     if secagg and dp not in SECAGG_DP:
         reason = SECAGG_DP_REFUSED.get(dp, "is not combined with SecAgg+")
-        accepted = " or ".join(repr(mode) for mode in SECAGG_DP)
-        raise ConfigError(f"--secagg: privacy.dp = {dp!r} {reason}; accepted with --secagg: privacy.dp = {accepted}")
+        raise ConfigError(
+            f"--secagg: privacy.dp = {dp!r} {reason}; accepted with --secagg: privacy.dp = 'client' (clients clip, SecAgg+ sums, the server adds the noise) or 'none'"
+        )
