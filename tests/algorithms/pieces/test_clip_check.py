@@ -29,7 +29,7 @@ def client_sent(algorithm, state, x, replies):
 
 def test_a_client_that_skips_clipping_is_caught_and_its_update_clipped_by_the_server():
     x, replies = updates()
-    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=1.0, sampled_clients=4))
+    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=1.0, denominator=4))
     state = {**algorithm.init(INFO), **x}
     honest = client_sent(algorithm, state, x, replies)
     cheat = Reply(replies[0].arrays, 1, {METRIC_UNCLIPPED: 1.0}, 0)  # client 0 skips the clip (norm about 6 > C = 1) and claims b = 1
@@ -51,7 +51,7 @@ def test_a_client_that_skips_clipping_is_caught_and_its_update_clipped_by_the_se
 
 def test_with_drop_the_reply_above_c_counts_as_a_zero_update():
     x, replies = updates()
-    dp = ClientLevelDp("client", 1.0, clip_norm=1.0, sampled_clients=4, overnorm="drop")
+    dp = ClientLevelDp("client", 1.0, clip_norm=1.0, denominator=4, overnorm="drop")
     algorithm = with_client_level_dp(mean_algorithm(), dp)
     state = {**algorithm.init(INFO), **x}
     honest = client_sent(algorithm, state, x, replies)
@@ -64,7 +64,7 @@ def test_with_drop_the_reply_above_c_counts_as_a_zero_update():
 
 
 def test_honest_float32_clips_are_never_flagged_however_large_the_model():
-    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=0.5, sampled_clients=40))
+    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=0.5, denominator=40))
     g = torch.Generator().manual_seed(1)
     for scale in (1.0, 1e3):  # weights of size 1000: their float32 rounding moves the recomputed norm more than C's own
         x = {"w": scale * torch.randn(3, 4, generator=g), "b": scale * torch.randn(5, generator=g)}
@@ -147,7 +147,7 @@ def test_a_client_cannot_pass_its_reply_off_as_secagg_s_sum():
     from fedprior.algorithms.pieces.differential_privacy import SECURE_SUM_CLIENTS, SECURE_SUM_UNCLIPPED
 
     x, replies = updates()
-    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=1.0, sampled_clients=4))
+    algorithm = with_client_level_dp(mean_algorithm(), ClientLevelDp("client", 1.0, clip_norm=1.0, denominator=4))
     state = {**algorithm.init(INFO), **x}
     forged = Reply({k: replies[0].arrays[k] - x[k] for k in x}, 1, {SECURE_SUM_CLIENTS: 4.0, SECURE_SUM_UNCLIPPED: 4.0}, client_id=0)
     metrics = algorithm.round_metrics(algorithm.aggregate(state, [forged], INFO))
