@@ -134,11 +134,12 @@ def test_a_scaling_attacker_under_client_side_dp_sends_its_update_unclipped_and_
     assert len(ids) == 2 and all("malicious_client_ids" not in r for r in records[1:])
     for record in records:
         assert record["malicious_clients"] == sorted(set(record["clients"]) & set(ids))
-        assert record["dp_overnorm_replies"] == len(record["malicious_clients"]) and record["dp_checked_replies"] == 3
+        assert record["dp_overnorm_replies"] == len(record["malicious_clients"]) and record["dp_checked_replies"] == len(record["clients"])
     assert summary["malicious_client_ids"] == ids and summary["dp_overnorm_replies"] == sum(len(r["malicious_clients"]) for r in records) > 0
     report = (tmp_path / "run" / "report.md").read_text()
     assert f"| malicious clients (simulated attack) | 2: {ids[0]}, {ids[1]}" in report
-    assert f"| server's check of client-side clipping | {summary['dp_overnorm_replies']} of 6 replies above C" in report
+    replies = sum(len(r["clients"]) for r in records)  # DP samples by Poisson: each round's count varies
+    assert f"| server's check of client-side clipping | {summary['dp_overnorm_replies']} of {replies} replies above C" in report
 
 
 def test_a_client_cannot_pass_its_reply_off_as_secagg_s_sum():
