@@ -68,6 +68,10 @@ def local(
     if secure is not None:
         secure.nodes_fit(nodes)
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
+    if secure is not None:  # before any data loads: rounds that cannot reach SecAgg+'s threshold
+        from fedprior.flower.local import check_secagg_rounds
+
+        check_secagg_rounds(secure, config, nodes)
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)

@@ -406,6 +406,8 @@ def load_config(
     note = switched_algorithm_note(source, raw, config, overrides or [], algorithm)
     if note:
         warnings.warn(note, stacklevel=2)
+    if name not in preset_paths() and (overrides or algorithm is not None):
+        return name, described_file(source, raw, config)
     return name, described(name, config)
 
 
@@ -437,7 +439,7 @@ def switched_algorithm_note(source: str, raw: dict[str, Any], config: Experiment
 def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str], name_swept: bool = False) -> str:
     """Where ``--set algorithm.name=...`` gave a preset another algorithm: the preset's own algorithm keys that the new one
     does not accept, said to come from the preset, with the option that replaces the whole section ('' if none).
-    ``name_swept``: the name came from ``--sweep algorithm.name=...``, where ``--algorithm`` is refused: a config per algorithm."""
+    ``name_swept``: the name came from ``--sweep algorithm.name=...``, where ``--algorithm`` (one name for every run) cannot help: a config per algorithm."""
     before, after = raw.get("algorithm"), merged.get("algorithm")
     if not isinstance(before, dict) or not isinstance(after, dict):
         return ""
@@ -510,6 +512,23 @@ def described(name: str, config: ExperimentConfig) -> ExperimentConfig:
     return config.model_copy(update={"description": own_description(name, config)})
 
 
+def described_file(source: str, raw: dict[str, Any], config: ExperimentConfig) -> ExperimentConfig:
+    """``config``, made from the TOML file ``source`` (``raw``) by ``--set`` or ``--algorithm``, with the description of the run
+    it defines where those changed what the file's description speaks of (its data, clients, algorithm, ...): its own, from
+    its fields, naming the file and the fields changed (:func:`own_description`). A file saved by ``fedprior presets show
+    NAME`` keeps the preset's words, which no longer say what runs once ``--set data.dataset=digits`` changed it."""
+    from fedprior.results.config_fields import config_differences
+
+    try:
+        before = validate_config(raw).to_dict()
+    except ConfigError:  # the file alone is not a config (the edits complete it): nothing of its description can be trusted
+        before = {}
+    fields = [field for field in config_differences(before, config.to_dict()) if describes_the_experiment(field)]
+    if not fields:
+        return config
+    return config.model_copy(update={"description": own_description("", config, origin=f"{source}, changed: {', '.join(fields)}")})
+
+
 def partition_text(config: ExperimentConfig) -> str:
     p = config.partition
     scheme = {
@@ -526,17 +545,19 @@ def partition_text(config: ExperimentConfig) -> str:
     return scheme
 
 
-def own_description(name: str, config: ExperimentConfig) -> str:
-    """The run in words, from its fields: algorithm, data, encoder, partition and budget, and the preset it was made from."""
+def own_description(name: str, config: ExperimentConfig, origin: str = "") -> str:
+    """The run in words, from its fields: algorithm, data, encoder, partition and budget, and the preset it was made from
+    (``origin``: what it was made from in other words, e.g. a file and the fields changed)."""
     d, e, f = config.data, config.encoder, config.federation
     subset = f" ({d.train_subset:,}-image subset)" if d.train_subset else ""
     encoder = f" through the {e.name} encoder" if e.name != "none" else ""
     epochs = f"{f.local_epochs} local epoch{'s' * (f.local_epochs != 1)}"
+    made_from = f"the preset '{name}'"
     p = config.privacy
     private = f", client-level DP ({p.dp}-side {p.clipping} clipping, C {p.clip_norm:g}, z {p.noise_multiplier:g})" if p.dp != "none" else ""
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
-        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from the preset '{name}')"
+        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from {origin or made_from})"
     )
 
 
