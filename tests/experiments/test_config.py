@@ -43,6 +43,8 @@ def test_overrides_are_typed():
         ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
         ("bogus.x=1", "unknown section 'bogus'"),
         ("federation", "expected section.key=value"),
+        ("run.wandb_project='mine'", "run.wandb_project: applies with run.wandb ('offline' or 'online'), which is unset; set run.wandb too"),
+        ("run.mlflow_experiment='mine'", "run.mlflow_experiment: applies with run.mlflow (a tracking URI), which is unset"),
     ],
 )
 def test_bad_values_name_the_field(override, message):

@@ -179,6 +179,7 @@ class ExperimentConfig(ConfigSection):
         check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
         check_robustness(self.algorithm.name, values, self.federation)
         check_sampler(self.federation)
+        check_tracker_fields(self.run)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
@@ -211,6 +212,18 @@ class ExperimentConfig(ConfigSection):
             lines += ["", f"[{section}]"]
             lines += [f"# {key}: unset" if value is None else toml_line(key, value) for key, value in values[section].items()]
         return "\n".join(lines) + "\n"
+
+
+TRACKER_FIELDS = (("wandb_project", "wandb", "'offline' or 'online'"), ("mlflow_experiment", "mlflow", "a tracking URI"))
+"""(field, the field that turns its tracker on, what that takes): a field read only when its tracker is on."""
+
+
+def check_tracker_fields(run: RunConfig) -> None:
+    """A tracker's field given a value without its tracker (``run.wandb_project`` without ``run.wandb``) would be read by
+    nothing: a ConfigError naming both, as ``[privacy]`` and the aggregation rules refuse a field their mode does not read."""
+    for field, switch, takes in TRACKER_FIELDS:
+        if getattr(run, switch) is None and getattr(run, field) != RunConfig.model_fields[field].default:
+            raise ConfigError(f"run.{field}: applies with run.{switch} ({takes}), which is unset; set run.{switch} too, or leave run.{field} out")
 
 
 def check_robustness(algorithm: str, values: dict[str, Any], federation: FederationConfig) -> None:
