@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -94,3 +95,15 @@ def test_resume_rewrites_a_damaged_partition_file(finished_runs, tmp_path, damag
 
 
 # ----------------------------------------------------------------------------- item 10: report
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device whose writes fail with ENOSPC)")
+def test_a_full_disk_while_appending_metrics_names_metrics_jsonl(tmp_path):
+    """Probe 5 #10: the error of a write to an open handle has no file name; the run's line said `cannot write a file`."""
+    from fedprior.results.run_dir import RunDir
+
+    run = RunDir(tmp_path)
+    run.metrics.symlink_to("/dev/full")
+    with pytest.raises(OSError) as caught:
+        run.append_metrics({"step": 1})
+    assert (caught.value.filename, caught.value.strerror) == (str(run.metrics), "No space left on device")
