@@ -187,7 +187,7 @@ def client_id(value: object) -> int | None:
     if isinstance(value, bool):
         return None
     try:
-        return operator.index(value)
+        return operator.index(value)  # type: ignore[arg-type]  # what it cannot take is the TypeError below
     except TypeError:
         return None
 
