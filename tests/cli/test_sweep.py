@@ -234,6 +234,12 @@ def test_an_out_that_is_a_run_folder_or_cannot_be_created_is_refused_naming_out(
         == f"error: --out: cannot create {unwritable / 'new'}: {unwritable} is not writable (a read-only file system, or another user's folder)"
     )
     assert result.stderr.strip() == error_line(result)  # no banner, no run started
+    result = invoke(*command, "--out", unwritable)  # probe 5 #14: an existing read-only --out failed after `[1/1] ... running`, naming --run-dir
+    assert error_line(result) == (
+        f"error: --out: {unwritable} is not writable (a read-only file system, or another user's folder), and the {what}'s runs make their "
+        "folders in it; give another --out"
+    )
+    assert result.stderr.strip() == error_line(result)
 
 
 def test_algorithm_with_seeds_and_sweep_runs_that_algorithm_in_every_run(tmp_path, monkeypatch):

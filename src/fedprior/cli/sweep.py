@@ -39,7 +39,7 @@ def run_sweep(
     from fedprior.errors import Interrupted
     from fedprior.experiments.config import read_toml
     from fedprior.experiments.sweep import NOTE_PLANNING_FROM, other_runs, parse_seeds, parse_sweep, plan_sweep
-    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, check_grid_writable, execute_runs
 
     sweeps = [parse_sweep(text) for text in sweep]
     seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, imports, algorithm)]  # --sweep alone: the config's seed
@@ -49,6 +49,7 @@ def run_sweep(
     if planned >= NOTE_PLANNING_FROM:
         stderr.print(f"{preset}: checking the {planned:,} runs' configs and folders before any runs (about 2 ms each) ...", highlight=False)
     runs = plan_sweep(preset, set_, sweeps, seed_list, folder, imports, seeds_given=seeds is not None, algorithm=algorithm)
+    check_grid_writable(folder, runs, command="sweep")
     grid = " x ".join([*(f"{len(s.values)} {s.key}" for s in sweeps), f"{len(seed_list)} seed(s)"])
     stderr.print(f"{preset}: {len(runs)} run(s) ({grid}), {min(jobs, len(runs))} at once; runs in {folder}", highlight=False, soft_wrap=True)
     kept = [r.action for r in runs if r.action != RUN]
