@@ -24,6 +24,7 @@ from rich.markup import escape
 from typer.core import TyperGroup
 
 from fedprior.cli.console import make_console
+from fedprior.cli.home import caches_outside_an_unwritable_home
 from fedprior.cli.pipe import exit_closed_pipe, quiet_on_closed_pipe, stdout_reader_gone
 from fedprior.errors import FedpriorError, Interrupted, redeliver_swallowed_stop
 
@@ -77,6 +78,7 @@ def main(
 ) -> None:
     """Federated learning with few or no labels, leaning on prior knowledge (FST-CBDG, FedDB, FedBM, MFCL)."""
     DEBUG["on"] = debug
+    caches_outside_an_unwritable_home()  # before matplotlib or wandb is imported
     if not debug:
         warnings.showwarning = _show_warning
         quiet_resource_tracker()
