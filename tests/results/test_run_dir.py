@@ -31,7 +31,7 @@ def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(finished_
             sys.executable,
             "-c",
             "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.lockf(f, fcntl.LOCK_EX); "
-            "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(120)",
+            "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(3600)",
             str(run / "run.lock"),
         ],
         stdout=subprocess.PIPE,
@@ -57,10 +57,10 @@ def test_a_killed_runs_forked_children_do_not_keep_the_lock(finished_runs, tmp_p
         "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.results.run_dir import RunDir\n"
         "with RunDir(Path(sys.argv[1])).locked():\n"
         "    child = os.fork()\n"
-        "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(120)\n        os._exit(0)\n"
+        "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(3600)\n        os._exit(0)\n"
         "    print(child, flush=True)\n    os.kill(os.getpid(), 9)\n"
     )
-    parent = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, timeout=120)
+    parent = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, timeout=300)
     child = int(parent.stdout.split()[0])
     try:
         assert parent.returncode == -signal.SIGKILL and (run / "run.lock").is_file()
