@@ -36,7 +36,7 @@ def local_test_split(parts: tuple[np.ndarray, ...], labels: np.ndarray, fraction
                 f"partition.local_test_fraction: client {client} holds 1 image, which leaves none to train on once it is its local test split "
                 "(at least one image); raise partition.min_size to 2 or more, or set partition.local_test_fraction = 0"
             )
-        if m >= n:  # the fraction itself takes every image: min_size cannot help
+        if n and m >= n:  # the fraction itself takes every image: min_size cannot help
             highest = math.floor((n - 1) / n * 1000) / 1000
             raise ConfigError(
                 f"partition.local_test_fraction: client {client} holds {n} images, and round({fraction:g} x {n}) = {m} of them would be its local "
