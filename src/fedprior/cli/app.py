@@ -65,9 +65,13 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
 
 def _print_version(asked: bool) -> None:
     if asked:
-        from fedprior import __version__
+        from importlib import metadata
 
-        typer.echo(f"fedprior {__version__}")
+        try:
+            version = metadata.version("fedprior")
+        except metadata.PackageNotFoundError:  # a source tree never installed, as fedprior.__version__ says
+            version = "0+unknown"
+        typer.echo(f"fedprior {version}")
         raise typer.Exit()
 
 
