@@ -21,6 +21,9 @@ initialisation), the same for both algorithms (paired). Three seeds: the directi
 its sd are printed, no more is claimed of them.
 
     nice -n 10 python benchmarks/synthetic_fedprox.py --rounds 100 --out benchmarks/results/synthetic_fedprox.json
+    # or one process per setting, joined after:
+    nice -n 10 python benchmarks/synthetic_fedprox.py --rounds 10 --settings synthetic-iid --out iid.json
+    python benchmarks/synthetic_fedprox.py --merge het.json iid.json --out benchmarks/results/synthetic_fedprox.json
 """
 
 from __future__ import annotations
@@ -80,7 +83,7 @@ def last_half(losses: list[float]) -> float:
 
 
 def oscillation(losses: list[float]) -> float:
-    return float(np.mean(np.abs(np.diff(losses))))
+    return float(np.mean(np.abs(np.diff(losses)))) if len(losses) > 1 else 0.0
 
 
 def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[int]) -> dict[str, Any]:
@@ -110,10 +113,23 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument(
+        "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="run these settings only (write --out; join with --merge)"
+    )
+    parser.add_argument("--merge", type=Path, nargs="+", help="join the runs of these --out files (one per setting) and judge the claims")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
-    for name, setting in SETTINGS.items():
+    commands = []
+    for path in args.merge or []:
+        part = json.loads(path.read_text())
+        commands.append(part["command"])
+        args.seeds, args.rounds = part["seeds"], part["rounds"]
+        for name, algos in part["runs"].items():
+            runs[name] = {a: {int(seed): r for seed, r in by_seed.items()} for a, by_seed in algos.items()}
+    for name, setting in SETTINGS.items() if not args.merge else ():
+        if name not in args.settings:
+            continue
         for algorithm, fields in ALGORITHMS.items():
             for seed in args.seeds:
                 run = one_run(setting, fields, seed, args.rounds)
@@ -123,13 +139,14 @@ def main() -> None:
                     f"oscillation {oscillation(run['training_loss']):.4f}, test accuracy {run['final_test_accuracy']:.3f} ({run['seconds']:.0f} s)",
                     flush=True,
                 )
-    found = verdicts(runs, args.seeds)
+    found = verdicts(runs, args.seeds) if set(runs) == set(SETTINGS) else {}
     for claim, outcome in found.items():
         print(f"{claim}: {outcome['verdict']} (mean {outcome['mean']:.4f}, sd {outcome['sd']:.4f}, {outcome['holds_in_seeds']}/{len(args.seeds)} seeds)")
     if args.out:
         commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
         record = {
             "command": " ".join(["python", *sys.argv]),
+            "commands_merged": commands,
             "commit": commit,
             "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(), "torch": torch.__version__},
             "claims": CLAIMS,
