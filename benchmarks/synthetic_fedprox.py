@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.simulation import simulate
@@ -148,7 +150,13 @@ def main() -> None:
             "command": " ".join(["python", *sys.argv]),
             "commands_merged": commands,
             "commit": commit,
-            "machine": {"cpu": platform.processor() or platform.machine(), "python": platform.python_version(), "torch": torch.__version__},
+            "machine": {
+                "cpu": cpu_kind(),
+                "kind": machine_kind(torch.device("cpu")),
+                "python": platform.python_version(),
+                "load_average_at_write": os.getloadavg(),
+                "note": "2 cores shared with other jobs (load ~11 during the runs); run niced, run.threads=1",
+            },
             "claims": CLAIMS,
             "setting": "fedavg-synthetic preset: 30 clients, 10 a round, linear model, lr 0.01, batch 10, 20 local epochs; run.threads=1",
             "rounds": args.rounds,
