@@ -158,6 +158,29 @@ def test_a_factory_written_before_the_runtime_gets_the_fields_it_declares_as_key
         spec.build(task, {}, Runtime(3, 16, compile=True))
 
 
+def calls_fedavg_the_old_way(task, *, local_epochs: int, batch_size: int, device: torch.device = torch.device("cpu"), lr: float = 0.05):
+    """A factory of fedprior 0.1.0's form that calls a shipped factory in that form too (issue 56 item 5)."""
+    from fedprior.algorithms.fedavg import fedavg
+
+    return fedavg(task, local_epochs=local_epochs, batch_size=batch_size, device=device, lr=lr)
+
+
+def test_a_factory_that_calls_a_shipped_one_the_old_way_is_told_the_new_signature_before_any_data(registry):
+    from fedprior.algorithms.base import Runtime, Task
+
+    spec = fedprior.register_algorithm("calls-old-way", calls_fedavg_the_old_way)
+    expected = (
+        "algorithm 'calls-old-way' (module tests.test_api): its factory raised TypeError: missing a required argument: 'runtime'; "
+        "factories now take the run as one value, factory(task, runtime, *, hyperparameters...)"
+    )
+    with pytest.raises(fedprior.FedpriorError, match=re.escape(expected)) as before_data:
+        spec.check_without_data({}, Runtime(1, 16))
+    assert str(before_data.value).endswith("(docs/python-api.md, 'Add an algorithm from your own code')")
+    task = Task(num_classes=2, input_shape=(4,), class_names=("a", "b"), num_clients=2)
+    with pytest.raises(fedprior.FedpriorError, match=re.escape(expected)):
+        spec.build(task, {}, Runtime(1, 16))
+
+
 def test_a_registered_algorithm_is_configured_and_checked_like_a_shipped_one(registry, tmp_path):
     fedavg = ALGORITHMS["fedavg"].factory
     spec = fedprior.register_algorithm("my-fedavg", fedavg)

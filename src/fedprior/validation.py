@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, ValidationInfo, field_validator
@@ -56,5 +56,21 @@ def describe_validation_error(error: ValidationError, prefix: tuple[str, ...], a
             accepted = ", ".join(accepted_keys(loc[:-1])) or "none"
             lines.append(f"{'.'.join(loc)}: unknown key; accepted: {accepted}")
         else:
-            lines.append(f"{'.'.join(loc)}: {problem['msg'].lower()} (got {problem.get('input')!r})")
+            lines.append(f"{'.'.join(loc)}: {bound_message(problem).lower()} (got {problem.get('input')!r})")
     return "; ".join(lines)
+
+
+BOUNDS = {"greater_than": "gt", "greater_than_equal": "ge", "less_than": "lt", "less_than_equal": "le"}
+"""Pydantic's error types of a numeric bound -> the key of the bound in the error's context."""
+
+
+def bound_message(problem: Mapping[str, Any]) -> str:
+    """Pydantic's message, with a float bound written as Python writes it: ``1e-38``, where pydantic writes 38 zeros
+    (``greater than or equal to 0.00000000000000000000000000000000000001``, reliability probe 5's R4)."""
+    key = BOUNDS.get(problem["type"])
+    bound = (problem.get("ctx") or {}).get(key) if key else None
+    if not isinstance(bound, float):
+        return str(problem["msg"])
+    written = str(int(bound)) if bound.is_integer() and abs(bound) < 1e16 else repr(bound)
+    words = str(problem["msg"]).rsplit(" ", 1)[0]  # "Input should be greater than or equal to"
+    return f"{words} {written}"

@@ -27,7 +27,18 @@ RUN_THEN_LIST_MODULES = textwrap.dedent(
 
 @pytest.mark.parametrize("command", [["--help"], ["presets"], ["presets", "--fields"], ["presets", "show", "fixmatch"]])
 def test_config_only_commands_do_not_import_torch(command):
-    done = subprocess.run([sys.executable, "-c", RUN_THEN_LIST_MODULES, *command], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", RUN_THEN_LIST_MODULES, *command], capture_output=True, text=True, timeout=600)
     after = json.loads(done.stderr.strip().splitlines()[-1])
     assert after["code"] == 0, done.stderr
     assert not after["torch"], f"`fedprior {' '.join(command)}` imported torch"
+
+
+def test_version_prints_the_installed_version():
+    from importlib import metadata
+
+    from typer.testing import CliRunner
+
+    from fedprior.cli import app
+
+    result = CliRunner().invoke(app, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"fedprior {metadata.version('fedprior')}\n")

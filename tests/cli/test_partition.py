@@ -146,12 +146,12 @@ def test_installed_command_runs(tmp_path):
         [str(fedprior), "partition", "--dataset", "digits", "--scheme", "shard", "--clients", "10", "--shards", "2", "--json"],
         capture_output=True,
         text=True,
-        timeout=120,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr
     record = json.loads(done.stdout)
     assert len(record["client_sizes"]) == 10 and max(record["classes_per_client"]) <= 4
-    failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"], capture_output=True, text=True, timeout=120)
+    failed = subprocess.run([str(fedprior), "partition", "--dataset", "digits", "--clients", "0"], capture_output=True, text=True, timeout=600)
     assert failed.returncode == 2 and "Traceback" not in failed.stderr and failed.stderr.count("\n") == 1
 
 

@@ -32,7 +32,7 @@ def test_a_new_run_in_a_folder_a_resume_holds_names_the_process(finished, tmp_pa
             sys.executable,
             "-c",
             "import sys, time; from pathlib import Path; from fedprior.results.run_dir import RunDir\n"
-            "with RunDir(Path(sys.argv[1])).locked():\n    print('locked', flush=True); time.sleep(120)",
+            "with RunDir(Path(sys.argv[1])).locked():\n    print('locked', flush=True); time.sleep(3600)",
             str(run),
         ],
         stdout=subprocess.PIPE,

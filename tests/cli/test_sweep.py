@@ -234,3 +234,26 @@ def test_an_out_that_is_a_run_folder_or_cannot_be_created_is_refused_naming_out(
         == f"error: --out: cannot create {unwritable / 'new'}: {unwritable} is not writable (a read-only file system, or another user's folder)"
     )
     assert result.stderr.strip() == error_line(result)  # no banner, no run started
+    result = invoke(*command, "--out", unwritable)  # probe 5 #14: an existing read-only --out failed after `[1/1] ... running`, naming --run-dir
+    assert error_line(result) == (
+        f"error: --out: {unwritable} is not writable (a read-only file system, or another user's folder), and the {what}'s runs make their "
+        "folders in it; give another --out"
+    )
+    assert result.stderr.strip() == error_line(result)
+
+
+def test_algorithm_with_seeds_and_sweep_runs_that_algorithm_in_every_run(tmp_path, monkeypatch):
+    """``--algorithm`` with ``--seeds``/``--sweep``, the path users take to sweep their own algorithm (issue 56 item 3): each run's
+    config holds the algorithm and its swept value, and the command that continues the grid names it."""
+    from fedprior.cli.sweep import command_line
+
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+    options = ["run", "fedavg-cnn", *TINY, "--set", "federation.rounds=1", "--algorithm", "fedprox", "--seeds", "1", "--sweep", "algorithm.mu=0.01,0.1"]
+    result = invoke(*options, "--out", tmp_path / "out", "--json")
+    runs = sweep_json(result)["runs"]
+    assert [Path(run["run_dir"]).name for run in runs] == ["mu=0.01--seed0", "mu=0.1--seed0"]
+    for run, mu in zip(runs, (0.01, 0.1), strict=True):
+        config = load_config(str(Path(run["run_dir"]) / "config.toml"))[1]
+        assert (config.algorithm.name, config.algorithm.hyperparameters()["mu"]) == ("fedprox", mu)
+    again = command_line("fedavg-cnn", [], ["algorithm.mu=0.01,0.1"], "1", tmp_path / "out", 1, [], "fedprox")
+    assert " --algorithm fedprox " in again

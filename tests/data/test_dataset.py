@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from fedprior.data import DATASETS, load_dataset
-from fedprior.errors import DatasetNotFoundError
+from fedprior.errors import ConfigError, DatasetNotFoundError
 
 CINIC_CLASSES = ("airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck")
 
@@ -368,7 +368,14 @@ def test_missing_dataset_names_files_folders_and_url(tmp_path, offline_and_isola
 
 def test_every_registered_dataset_has_a_missing_case():
     embedded = {"fashion-mnist", "digits"}
-    assert set(DATASETS) - embedded <= set(MISSING), "add new datasets to MISSING"
+    generated = {name for name, spec in DATASETS.items() if spec.generated}  # no files to miss
+    assert generated == {"synthetic"}
+    assert set(DATASETS) - embedded - generated <= set(MISSING), "add new datasets to MISSING"
+
+
+def test_a_generated_dataset_has_no_training_set_to_load():
+    with pytest.raises(ConfigError, match="^data.dataset: 'synthetic' is generated per client"):
+        load_dataset("synthetic")
 
 
 # ----------------------------------------------------------------------------- Fashion-MNIST and digits

@@ -117,3 +117,13 @@ def test_natural_partition_gives_each_owner_one_client():
         NaturalPartitioner(4, groups).split(np.zeros(6, dtype=np.int64))
     with pytest.raises(ConfigError, match="natural owners"):
         NaturalPartitioner(3, None)
+
+
+def test_natural_partition_of_many_owners_is_each_owners_positions_in_order():
+    """20,000 owners of 100,000 images: the owners' sorted positions, as a scan per owner (O(N S), the former code) gives them."""
+    groups = np.random.default_rng(0).integers(0, 20_000, 100_000)
+    owners = np.unique(groups)
+    parts = NaturalPartitioner(owners.size, groups).split(np.zeros(groups.size, dtype=np.int64))
+    for owner in owners[:: owners.size // 50]:
+        np.testing.assert_array_equal(parts[int(np.searchsorted(owners, owner))], np.flatnonzero(groups == owner))
+    assert sum(p.size for p in parts) == groups.size and all(p.dtype == np.int64 for p in parts)

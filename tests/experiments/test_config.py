@@ -43,11 +43,14 @@ def test_overrides_are_typed():
         ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
         ("bogus.x=1", "unknown section 'bogus'"),
         ("federation", "expected section.key=value"),
+        ("algorithm.tau=0", "algorithm.tau: input should be greater than or equal to 1e-38 (got 0)"),  # not 38 zeros (probe 5 R4)
+        ("run.wandb_project='mine'", "run.wandb_project: applies with run.wandb ('offline' or 'online'), which is unset; set run.wandb too"),
+        ("run.mlflow_experiment='mine'", "run.mlflow_experiment: applies with run.mlflow (a tracking URI), which is unset"),
     ],
 )
 def test_bad_values_name_the_field(override, message):
     with pytest.raises(ConfigError) as error:
-        load_config("fedavg-cnn", [override])
+        load_config("fedadam-cnn" if override.startswith("algorithm.tau") else "fedavg-cnn", [override])
     assert message in str(error.value)
 
 

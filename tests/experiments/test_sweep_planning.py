@@ -59,7 +59,7 @@ def test_a_grid_on_a_folder_another_process_drives_is_refused_before_it_announce
             sys.executable,
             "-c",
             f"import fcntl, os, sys, time; f = open({str(run / 'run.lock')!r}, 'a+'); f.write(str(os.getpid())); f.flush(); "
-            "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(60)",
+            "fcntl.lockf(f, fcntl.LOCK_EX); print('held', flush=True); time.sleep(3600)",
         ],
         stdout=subprocess.PIPE,
         text=True,

@@ -53,11 +53,14 @@ class Stopped:
             thing = Thing()
             ref = weakref.ref(thing, stop_here)  # noqa: F841
             del thing
-        end = time.monotonic() + (60 if self.seed == 1 else 0)
+        end = time.monotonic() + (STOPPED_JOB_SECONDS if self.seed == 1 else 0)
         while time.monotonic() < end:
             pass
         return {"forked": bool(FORKED_MARK)}
 
+
+STOPPED_JOB_SECONDS = 900
+"""How long the stopped job would train: far above what starting two spawned processes takes on a loaded machine (issue 56 item 7)."""
 
 FORKED_MARK: list[int] = []
 """Set in the test's process before the grid's processes start: a forked one has it, a spawned one does not."""
@@ -78,9 +81,9 @@ except KeyboardInterrupt as error:
 
 
 def test_a_cell_whose_sigterm_lands_in_a_callback_stops_at_once_without_a_traceback():
-    done = subprocess.run([sys.executable, "-c", STOPPED_GRID, str(Path(__file__).parents[2])], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", STOPPED_GRID, str(Path(__file__).parents[2])], capture_output=True, text=True, timeout=STOPPED_JOB_SECONDS)
     name, seconds = done.stdout.split()
-    assert name == "Interrupted" and float(seconds) < 20, done.stdout  # not the 60 s it would train on
+    assert name == "Interrupted" and float(seconds) < STOPPED_JOB_SECONDS / 3, done.stdout  # not the STOPPED_JOB_SECONDS it would train on
     assert "Exception ignored" not in done.stderr and "Traceback" not in done.stderr, done.stderr
 
 
@@ -128,5 +131,5 @@ def test_kill_9_of_a_grid_with_spawned_processes_leaves_no_resource_tracker_warn
         assert grid.stdout.readline().strip() == "started"  # type: ignore[union-attr]
     finally:
         grid.kill()
-    _, errors = grid.communicate(timeout=60)  # the pipes close once the children and the resource tracker are gone
+    _, errors = grid.communicate(timeout=300)  # the pipes close once the children and the resource tracker are gone
     assert "leaked semaphore" not in errors and "resource_tracker" not in errors, errors

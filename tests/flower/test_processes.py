@@ -37,7 +37,9 @@ def spawn():
         process.wait()
 
 
-def gone_within(pids, seconds=5.0):
+def gone_within(pids, seconds=120.0):
+    """Whether ``pids`` are all gone within ``seconds`` (generous: it returns as soon as they are; a loaded machine takes
+    seconds to start the watcher's Python, issue 56 item 7)."""
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if not any(processes.alive(p) for p in pids):
@@ -80,15 +82,15 @@ def test_the_watcher_stops_the_federation_when_its_parent_is_killed(tmp_path):
     mark = str(tmp_path)
     script = f"{sys.executable} -m fedprior.flower.reaper $$ '{mark}' & {processes.MARK}='{mark}' sleep 60 & wait"
     parent = subprocess.Popen(["sh", "-c", script], start_new_session=True)
-    deadline = time.monotonic() + 10
+    deadline = time.monotonic() + 120
     while not processes.members(mark) and time.monotonic() < deadline:
         time.sleep(0.05)
     node = processes.members(mark)
     assert len(node) == 1
-    time.sleep(0.5)  # the watcher is up
+    time.sleep(0.5)  # the watcher may be up or still starting: one started after its parent died sweeps at once
     os.kill(parent.pid, signal.SIGKILL)
     parent.wait()
-    assert gone_within(node, 5.0)
+    assert gone_within(node)
 
 
 def test_a_child_started_with_die_with_parent_is_killed_by_the_kernel_with_its_parent(tmp_path):
@@ -101,4 +103,4 @@ def test_a_child_started_with_die_with_parent_is_killed_by_the_kernel_with_its_p
     assert processes.alive(child)
     parent.kill()
     parent.wait()
-    assert gone_within([child], 3.0)
+    assert gone_within([child])

@@ -170,6 +170,45 @@ def test_a_round_needs_two_nodes_and_a_sum_below_the_modulus():
     SecAggOptions().nodes_fit(3)
 
 
+def test_rounds_that_cannot_reach_the_threshold_are_refused_naming_the_fraction_or_the_nodes():
+    """A round of m clients has at most min(m, nodes) nodes (client c on node c mod N): below the threshold it cannot run."""
+    with pytest.raises(ConfigError) as one_client:
+        SecAggOptions().rounds_fit(1, 3, 6, 0.1)
+    assert str(one_client.value) == (
+        "--secagg: a round samples 1 client(s) (federation.fraction 0.1 x federation.num_clients 6), so at most 1 SuperNode(s) take part, "
+        "below SecAgg+'s reconstruction threshold of 2 nodes; raise federation.fraction to 0.334 or more"
+    )
+    with pytest.raises(ConfigError, match="--secagg: 3 SuperNodes cannot reach SecAgg\\+'s reconstruction threshold of 4 nodes; give --nodes 4"):
+        SecAggOptions(shares=5, threshold=4).rounds_fit(10, 3, 100, 0.1)
+    with pytest.raises(ConfigError, match="a round samples 2 client\\(s\\) .* threshold of 3 nodes"):  # 0.9 of 3 shares
+        SecAggOptions(shares=3, threshold=0.9).rounds_fit(2, 3, 20, 0.1)
+    SecAggOptions().rounds_fit(2, 3, 20, 0.1)
+    SecAggOptions(shares=0.5, threshold=0.5).rounds_fit(2, 2, 20, 0.1)
+
+
+def test_flower_local_refuses_the_secagg_federation_of_one_client_a_round_before_any_data(tmp_path):
+    """docs/privacy-robustness.md's example before issue 56: 6 clients at the preset's fraction 0.1 sample one a round."""
+    from tests.support.cli import error_line, invoke
+
+    result = invoke(
+        "flower",
+        "local",
+        "--nodes",
+        "3",
+        "fedavg-cnn",
+        "--secagg",
+        "--set",
+        "data.dataset=digits",
+        "--set",
+        "federation.num_clients=6",
+        "--run-dir",
+        tmp_path / "run",
+    )
+    assert result.exit_code == 2
+    assert error_line(result).startswith("error: --secagg: a round samples 1 client(s) (federation.fraction 0.1 x federation.num_clients 6)")
+    assert not (tmp_path / "run").exists()
+
+
 @pytest.mark.federation_processes
 def test_on_flowers_simulation_engine_the_secagg_aggregate_is_within_the_bound(tmp_path, monkeypatch):
     """The same check on Ray's virtual SuperNodes (one per client): plain and SecAgg+ flower-sim runs of one round."""

@@ -55,7 +55,9 @@ def test_local_test_split_is_disjoint_sized_stratified_and_seeded():
     [
         ((np.arange(10),), 1.0, r"partition.local_test_fraction: 1.0 is not a fraction in \[0, 1\)"),
         ((np.arange(10),), -0.1, "is not a fraction"),
-        ((np.arange(10), np.array([10])), 0.2, "client 1 holds 1 image, which leaves none to train on"),
+        ((np.arange(10), np.array([10])), 0.2, "client 1 holds 1 image, which leaves none to train on .* raise partition.min_size to 2"),
+        # probe 5 #11: min_size cannot help where the fraction takes every image
+        ((np.arange(11),), 0.99, r"^[^;]*client 0 holds 11 images, and round\(0.99 x 11\) = 11 .* lower partition.local_test_fraction to 0.909 or less$"),
     ],
 )
 def test_local_test_split_refuses_bad_fractions_and_clients_left_without_training_data(parts, fraction, message):

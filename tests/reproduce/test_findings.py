@@ -232,8 +232,12 @@ class Sleeper:
 
     def execute(self) -> dict:
         if self.seed:
-            time.sleep(60)
+            time.sleep(STOPPED_JOB_SECONDS)
         return {"pid": os.getpid()}
+
+
+STOPPED_JOB_SECONDS = 900
+"""How long the jobs a stop must end would run: far above what starting the pool's processes takes on a loaded machine."""
 
 
 @dataclass
@@ -254,7 +258,8 @@ def test_a_stopped_table_stops_the_cells_running_in_other_processes():
     started = time.perf_counter()
     with pytest.raises(KeyboardInterrupt):
         execute_runs([Sleeper(0), Sleeper(1), Sleeper(2)], 3, on_done)  # type: ignore[list-item]
-    assert time.perf_counter() - started < 30  # not the 60 s the others would sleep
+    # not the STOPPED_JOB_SECONDS the others would sleep: a bound that a loaded machine's process starts stay far below (issue 56 item 7)
+    assert time.perf_counter() - started < STOPPED_JOB_SECONDS / 3
     assert seen and seen[0] != os.getpid()
     with pytest.raises(ProcessLookupError):
         os.kill(seen[0], 0)  # the pool's processes are gone
@@ -303,7 +308,7 @@ def test_the_processes_of_a_killed_table_stop_their_runs_and_exit():
     finally:
         table.kill()
         table.wait()
-    deadline = time.monotonic() + 20
+    deadline = time.monotonic() + 120  # returns once they are gone; a loaded machine takes seconds to run their SIGTERM handlers (issue 56 item 7)
     while any(alive(pid) for pid in children) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(alive(pid) for pid in children)

@@ -33,3 +33,18 @@ def test_report_describes_the_run_that_ran_and_names_what_differs_from_the_prese
     assert "federation.rounds = 2 (preset: 20)" in report and "data.dataset = 'digits' (preset: 'fashion-mnist')" in report
     # the thread settings as words, not a Python dict (issue 33 item 10)
     assert "| torch threads | train 1, evaluate " in report and "{'train'" not in report and "| worker processes | 1 |" in report
+
+
+def test_report_of_a_saved_preset_edited_by_set_describes_what_ran(tmp_path):
+    """``presets show fedavg-cnn > plain.toml``, then ``run plain.toml --set data.dataset=digits --set
+    federation.num_clients=10``: the report says digits and 10 clients, not the file's Fashion-MNIST and 100 (issue 56 item 3)."""
+    plain = tmp_path / "plain.toml"
+    shown = cli("presets", "show", "fedavg-cnn")
+    assert shown.exit_code == 0, shown.output
+    plain.write_text(shown.stdout)
+    run = tmp_path / "run"
+    result = cli("run", plain, *TINY, "--set", "federation.num_clients=10", "--set", "federation.rounds=1", "--run-dir", run)
+    assert result.exit_code == 0, result.output
+    line = (run / "report.md").read_text().splitlines()[2]
+    assert line.startswith("fedavg on digits: 10 clients, IID, 50% per round, 1 rounds, ")
+    assert line.endswith(f"(made from {plain}, changed: data.dataset, federation.fraction, federation.num_clients, federation.rounds, partition.scheme)")

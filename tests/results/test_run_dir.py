@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_a_run_folder_in_use_is_refused_and_a_stale_lock_is_taken_over(finished_
             sys.executable,
             "-c",
             "import fcntl, os, sys, time; f = open(sys.argv[1], 'a+'); fcntl.lockf(f, fcntl.LOCK_EX); "
-            "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(120)",
+            "f.write(str(os.getpid())); f.flush(); print('locked', flush=True); time.sleep(3600)",
             str(run / "run.lock"),
         ],
         stdout=subprocess.PIPE,
@@ -56,10 +57,10 @@ def test_a_killed_runs_forked_children_do_not_keep_the_lock(finished_runs, tmp_p
         "import os, sys, time\nfrom pathlib import Path\nfrom fedprior.results.run_dir import RunDir\n"
         "with RunDir(Path(sys.argv[1])).locked():\n"
         "    child = os.fork()\n"
-        "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(120)\n        os._exit(0)\n"
+        "    if child == 0:\n        os.close(1)\n        os.close(2)\n        time.sleep(3600)\n        os._exit(0)\n"
         "    print(child, flush=True)\n    os.kill(os.getpid(), 9)\n"
     )
-    parent = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, timeout=120)
+    parent = subprocess.run([sys.executable, "-c", script, str(run)], capture_output=True, text=True, timeout=300)
     child = int(parent.stdout.split()[0])
     try:
         assert parent.returncode == -signal.SIGKILL and (run / "run.lock").is_file()
@@ -94,3 +95,15 @@ def test_resume_rewrites_a_damaged_partition_file(finished_runs, tmp_path, damag
 
 
 # ----------------------------------------------------------------------------- item 10: report
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (a device whose writes fail with ENOSPC)")
+def test_a_full_disk_while_appending_metrics_names_metrics_jsonl(tmp_path):
+    """Probe 5 #10: the error of a write to an open handle has no file name; the run's line said `cannot write a file`."""
+    from fedprior.results.run_dir import RunDir
+
+    run = RunDir(tmp_path)
+    run.metrics.symlink_to("/dev/full")
+    with pytest.raises(OSError) as caught:
+        run.append_metrics({"step": 1})
+    assert (caught.value.filename, caught.value.strerror) == (str(run.metrics), "No space left on device")

@@ -152,10 +152,12 @@ def test_a_bad_store_fails_within_seconds_in_one_line(tmp_path, monkeypatch, cap
     """A refused server and an unwritable SQLite file: no minutes of MLflow's HTTP or SQLAlchemy retries."""
     monkeypatch.chdir(tmp_path)
     name, config = load_config("fedavg-cnn", [*TINY, f"run.mlflow='{uri}'"])
+    import mlflow.tracking  # noqa: F401  (its import, 5-20 s on a loaded machine, is no retry: not timed)
+
     began = time.perf_counter()
     with pytest.raises(FedpriorError, match=rf"^run.mlflow: cannot open the MLflow store '{uri}': [^\n]+$"):
         start(name, config, tmp_path / "run")
-    assert time.perf_counter() - began < 15
+    assert time.perf_counter() - began < 60  # MLflow's own HTTP retries (7, backing off) take minutes; a loaded machine stays far below
     assert "retried" not in capfd.readouterr().err
     assert not (tmp_path / "run").exists()
 

@@ -110,3 +110,22 @@ def test_wandb_missing_is_one_clear_line(monkeypatch):
 def test_a_wandb_mode_other_than_offline_or_online_is_refused():
     with pytest.raises(FedpriorError, match="run.wandb"):
         load_config("fedavg-cnn", ["run.wandb=yes"])
+
+
+def test_online_without_a_login_is_one_line_before_any_data(tmp_path, monkeypatch):
+    """``run.wandb = 'online'`` with no W&B credentials (no WANDB_API_KEY, no netrc entry): one line naming the fixes and
+    WANDB_MODE's place, before the run folder or any data (issue 56 item 2; wandb.init failed after the run started)."""
+    from fedprior.results.trackers import WANDB_NO_LOGIN
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.netrc
+    monkeypatch.delenv("NETRC", raising=False)
+    monkeypatch.setenv("WANDB_API_KEY", "")
+    monkeypatch.setenv("WANDB_MODE", "offline")  # does not change run.wandb, as the line says
+    _, config = load_config("fedavg-cnn", [*TINY, "run.wandb='online'"])
+    with pytest.raises(FedpriorError) as caught:
+        start("fedavg-cnn", config, tmp_path / "run")
+    assert str(caught.value) == WANDB_NO_LOGIN
+    assert "wandb login" in WANDB_NO_LOGIN and "WANDB_MODE" in WANDB_NO_LOGIN
+    assert not (tmp_path / "run").exists()
+    monkeypatch.setenv("WANDB_API_KEY", "x" * 40)  # a key: left to wandb.init
+    check_trackers(config)

@@ -40,7 +40,7 @@ ONE_THREAD = ThreadPolicy(train=1, evaluate=1, encode=1)
 
 
 def test_lanes_run_k_jobs_at_once_and_return_the_results_in_order():
-    together = threading.Barrier(3, timeout=30)  # passes only if three jobs are running at the same time
+    together = threading.Barrier(3, timeout=300)  # passes only if three jobs are running at the same time
     seen: list[tuple[int, str]] = []
 
     def job(i: int):
@@ -87,7 +87,7 @@ class CountOps(TorchDispatchMode):
 
 def test_a_lane_runs_with_the_callers_grad_mode_and_dispatch_modes():
     """A mode around a round (a FLOP counter, the pretend device) sees the lanes' work as it sees the caller's."""
-    both = threading.Barrier(2, timeout=30)  # each lane takes one job: the first two meet here
+    both = threading.Barrier(2, timeout=300)  # each lane takes one job: the first two meet here
 
     def job():
         both.wait()

@@ -138,6 +138,23 @@ def test_a_registered_sampler_is_named_by_the_config_and_its_choice_checked():
         chosen_clients(Broken(), draw())
 
 
+def test_a_sampler_choosing_non_integers_or_registered_as_a_class_is_one_line_naming_it():
+    """Probe 5 #3 and #12: ids 0.9, 1.9 were truncated to 0, 1; a class registered in place of an instance failed in round 1."""
+    import numpy as np
+
+    floats = type("Floats", (), {"select": lambda self, d: [0.9, 1.9]})()
+    with pytest.raises(FedpriorError, match="^sampler Floats: chose \\[0.9, 1.9\\] in federated round 1; client ids are integers, not float$"):
+        chosen_clients(floats, draw())
+    with pytest.raises(FedpriorError, match="sampler Nothing: chose None in federated round 1; client ids are integers, not NoneType"):
+        chosen_clients(type("Nothing", (), {"select": lambda self, d: None})(), draw())
+    assert chosen_clients(type("NumPy", (), {"select": lambda self, d: np.array([4, 2])})(), draw()) == [2, 4]
+    with pytest.raises(
+        ConfigError, match="^sampler 'x2': FirstClients is a class; register an instance of it: register_sampler\\('x2', FirstClients\\(\\)\\)$"
+    ):
+        register_sampler("x2", FirstClients)
+    assert "x2" not in SAMPLERS
+
+
 def run(sampler, rounds=2, algorithm=None, **kw):
     algorithm = algorithm or fedavg(TASK, Runtime(1, 8), model="cnn", lr=0.1)
     sizes = tuple(d["y"].shape[0] for d in DATA)

@@ -89,8 +89,11 @@ def children(process: subprocess.Popen) -> list[tuple[int, int | None]]:
     return [(pid, start_time(pid)) for pid in process_tree(process.pid)[1:]]
 
 
-def assert_all_gone(processes: list[tuple[int, int | None]], within: float = 5.0) -> None:
-    """None of ``processes`` runs ``within`` seconds from now (a zombie counts as gone); leftovers are killed, then reported."""
+def assert_all_gone(processes: list[tuple[int, int | None]], within: float = 120.0) -> None:
+    """None of ``processes`` runs ``within`` seconds from now (a zombie counts as gone); leftovers are killed, then reported.
+
+    ``within`` is generous (it returns as soon as they are gone): a loaded machine may take seconds to schedule a worker
+    that noticed its parent's death (issue 56 item 7)."""
 
     def left() -> list[int]:
         return [pid for pid, started in processes if alive(pid) and start_time(pid) == started]
@@ -149,7 +152,7 @@ def test_a_signal_to_the_process_group_ends_the_workers_quietly_and_the_run_with
     workers = children(process)
     assert len(workers) == 2
     os.killpg(process.pid, signum)
-    assert process.wait(timeout=60) == 128 + signum
+    assert process.wait(timeout=300) == 128 + signum  # the last checkpoint is written first: seconds, more on a loaded machine
     err = (tmp_path / "run.stderr").read_text()
     assert "Traceback" not in err and "KeyboardInterrupt" not in err and "fedprior-worker" not in err and "Interrupted" not in err, err
     assert [line for line in err.splitlines() if "interrupted" in line] == [f"interrupted ({signal.Signals(signum).name}); resume with `fedprior resume {run}`"]
@@ -225,7 +228,7 @@ def test_a_forked_worker_keeps_no_pipe_end_of_the_main_process():
         pool.prepare()
         for worker in pool.workers:
             worker.conn.close()
-            worker.process.join(timeout=10)
+            worker.process.join(timeout=120)  # returns once it exits: generous for a loaded machine
             assert worker.process.exitcode == 0, "the worker did not see the end of its pipe"
     finally:
         for worker in pool.workers:
@@ -255,7 +258,7 @@ ORPHAN = textwrap.dedent(
 
 @pytest.mark.parametrize("how", ["prctl", "watch"])
 def test_a_child_that_stays_with_its_parent_dies_with_it(how):
-    parent = subprocess.run([sys.executable, "-c", ORPHAN, how], capture_output=True, text=True, timeout=60)
+    parent = subprocess.run([sys.executable, "-c", ORPHAN, how], capture_output=True, text=True, timeout=300)
     assert parent.returncode == -signal.SIGKILL, parent.stderr
     child = int(parent.stdout.split()[0])
     assert_all_gone([(child, start_time(child))])

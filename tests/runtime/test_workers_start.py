@@ -37,7 +37,7 @@ WHAT_A_FORKED_WORKER_HAS = textwrap.dedent(
 
 def test_forked_workers_inherit_torchs_lazy_imports_and_their_start_is_announced(tmp_path):
     seen = tmp_path / "seen.jsonl"
-    done = subprocess.run([sys.executable, "-c", WHAT_A_FORKED_WORKER_HAS, str(seen)], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([sys.executable, "-c", WHAT_A_FORKED_WORKER_HAS, str(seen)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert [json.loads(line) for line in seen.read_text().splitlines()] == [True, True]  # each worker got torch._dynamo from the parent
     before, after = json.loads(done.stdout)

@@ -16,7 +16,11 @@ with :func:`~fedprior.algorithms.base.runtime_options`.
 A factory written before the Runtime (user code) still works: one without a ``runtime``
 parameter is given the keywords of :data:`RUNTIME_PROVIDED` it declares (``device`` at least,
 :func:`require_device`), and accepts ``'bf16'`` or ``compile = true`` where it declares
-``precision`` or ``compile``.
+``precision`` or ``compile``. A shipped factory takes only the new form: one of the user's that calls it the
+old way (``fedavg(task, local_epochs=..., device=..., lr=lr)``) gets a message naming the new signature and
+docs/python-api.md (:func:`old_signature_call`), before any data loads. A bridge that accepted the old keywords
+with a DeprecationWarning was not chosen: every shipped factory (and every decorator that binds their signatures)
+would carry two calling conventions, and the fix is one line in the user's code, which the message spells out.
 
 The shipped algorithms are imported on first use (:class:`ShippedFactory`): their modules import torch,
 and a command that only reads configs (``fedprior presets show``) checks their hyperparameters against
@@ -232,7 +236,11 @@ class AlgorithmSpec:
             self.factory(_NoTask(), **self.validate(values), **provided)
         except FedpriorError:
             raise
-        except (_TaskNeeded, Exception):
+        except _TaskNeeded:
+            return
+        except Exception as error:
+            if not is_shipped(self) and old_signature_call(error):  # known before the data: say it now
+                raise self.factory_error(error) from error
             return
 
     @property
@@ -250,7 +258,36 @@ class AlgorithmSpec:
         except FedpriorError:
             raise
         except Exception as error:
+            if what == "factory":
+                raise self.factory_error(error) from error
             raise UserCodeError(f"{self.origin}: its {what} raised {type(error).__name__}: {error}") from error
+
+    def factory_error(self, error: Exception) -> UserCodeError:
+        """The user's factory raised ``error``: one line naming the algorithm and its module, and, where the factory called a
+        shipped one the way of fedprior 0.1.0 (:func:`old_signature_call`), the signature it has now and where it is described."""
+        line = f"{self.origin}: its factory raised {type(error).__name__}: {error}"
+        if old_signature_call(error):
+            line += f"; {OLD_SIGNATURE_HINT}"
+        return UserCodeError(line)
+
+
+OLD_SIGNATURE_HINT = (
+    "factories now take the run as one value, factory(task, runtime, *, hyperparameters...), where runtime is a "
+    "fedprior.algorithms.base.Runtime holding local_epochs, batch_size, device, precision and compile: call a shipped factory as "
+    "fedavg(task, runtime, lr=lr), not with local_epochs=, batch_size=, device= (docs/python-api.md, 'Add an algorithm from your own code')"
+)
+"""What a factory of the user's that calls a shipped factory the old way is told (:meth:`AlgorithmSpec.factory_error`)."""
+
+
+def old_signature_call(error: BaseException) -> bool:
+    """Whether ``error`` is the TypeError of a call in fedprior 0.1.0's form, ``factory(task, *, local_epochs, batch_size,
+    device, ...)``, to a factory that now takes ``factory(task, runtime, *, ...)``: ``runtime`` missing, or one of
+    :data:`RUNTIME_PROVIDED` given as a keyword it does not take."""
+    if not isinstance(error, TypeError):
+        return False
+    text = str(error)
+    missing = "missing" in text and f"'{RUNTIME_PARAMETER}'" in text
+    return missing or ("unexpected keyword" in text and any(f"'{name}'" in text for name in RUNTIME_PROVIDED))
 
 
 def runtime_arguments(factory: Callable[..., Algorithm], runtime: Runtime) -> dict[str, Any]:

@@ -2,7 +2,9 @@
 
 A user's mistake or a damaged file is one line on stderr (``error: ...``) and exit
 code 2; an interrupted run (Ctrl-C, or SIGTERM) is one line saying how to resume it and
-exit code 128 + the signal number; anything else (a bug) is one line too, exit code 1.
+exit code 128 + the signal number; anything else (a bug) is one line too, exit code 1. Where standard
+output's reader goes away (``fedprior ... | head -1``), a command exits quietly with status 141
+(:mod:`fedprior.cli.pipe`).
 ``fedprior --debug COMMAND`` shows the traceback instead. Python warnings are printed as
 one ``warning: ...`` line each.
 """
@@ -19,12 +21,32 @@ from collections.abc import Callable
 import click
 import typer
 from rich.markup import escape
+from typer.core import TyperGroup
 
 from fedprior.cli.console import make_console
+from fedprior.cli.home import caches_outside_an_unwritable_home
+from fedprior.cli.pipe import exit_closed_pipe, quiet_on_closed_pipe, stdout_reader_gone
 from fedprior.errors import FedpriorError, Interrupted, redeliver_swallowed_stop
 
+
+class _Commands(TyperGroup):
+    """The ``fedprior`` group: where standard output's reader goes away (``| head -1``), any command, its help included,
+    exits quietly with status 141 (:mod:`fedprior.cli.pipe`); click alone would exit 1 there."""
+
+    def make_context(self, *args, **kwargs):  # parses the options: prints --help
+        return quiet_on_closed_pipe(super().make_context, *args, **kwargs)
+
+    def invoke(self, ctx):  # runs the command
+        return quiet_on_closed_pipe(super().invoke, ctx)
+
+
 app = typer.Typer(
+    cls=_Commands,
     name="fedprior",
+    epilog=(
+        "Exit status: 0 done; 2 a mistake in the input (one line naming it); 1 a bug; 130 or 143 interrupted (Ctrl-C, SIGTERM; "
+        "resumable); 141 standard output's reader went away (`fedprior ... | head -1`), quietly, as a Unix tool stopped by SIGPIPE."
+    ),
     help="Federated learning with few or no labels, leaning on prior knowledge (FST-CBDG, FedDB, FedBM, MFCL).",
     no_args_is_help=True,
     add_completion=False,
@@ -41,10 +63,26 @@ def _show_warning(message, category, filename, lineno, file=None, line=None) -> 
     stderr.print(f"[yellow]warning:[/] {escape(str(message))}", highlight=False, soft_wrap=True)
 
 
+def _print_version(asked: bool) -> None:
+    if asked:
+        from importlib import metadata
+
+        try:
+            version = metadata.version("fedprior")
+        except metadata.PackageNotFoundError:  # a source tree never installed, as fedprior.__version__ says
+            version = "0+unknown"
+        typer.echo(f"fedprior {version}")
+        raise typer.Exit()
+
+
 @app.callback()
-def main(debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks instead of one-line errors.")) -> None:
+def main(
+    debug: bool = typer.Option(False, "--debug", help="Show Python tracebacks instead of one-line errors."),
+    version: bool = typer.Option(False, "--version", callback=_print_version, is_eager=True, help="Print fedprior's version and exit."),
+) -> None:
     """Federated learning with few or no labels, leaning on prior knowledge (FST-CBDG, FedDB, FedBM, MFCL)."""
     DEBUG["on"] = debug
+    caches_outside_an_unwritable_home()  # before matplotlib or wandb is imported
     if not debug:
         warnings.showwarning = _show_warning
         quiet_resource_tracker()
@@ -127,6 +165,8 @@ def user_errors(command: Callable) -> Callable:
             stderr.print("interrupted (SIGINT)", highlight=False)
             sys.exit(128 + signal.SIGINT)
         except Exception as error:  # a bug: one line, and how to see more
+            if isinstance(error, BrokenPipeError) and stdout_reader_gone():  # `| head -1`: not a bug
+                exit_closed_pipe()
             if DEBUG["on"]:
                 raise
             fail(f"unexpected {type(error).__name__}: {error} (run `fedprior --debug ...` for the traceback, and report it)", 1)

@@ -71,6 +71,9 @@ def local(
     name, config = load_config(preset, [*set_, "run.runtime='flower-local'"])
     if secure is not None:  # a robust rule or a privacy.dp mode SecAgg+ cannot run: refused before any data loads
         check_private_aggregation(config.algorithm.robust_rule(), config.privacy.dp, secagg=True)
+        from fedprior.flower.local import check_secagg_rounds
+
+        check_secagg_rounds(secure, config, nodes)
     options = {"nodes": nodes, "tls": tls, "auth": auth, "secagg": secure, "round_timeout": round_timeout}
     summary = with_progress(lambda **cb: start(name, config, run_dir, runtime_options=options, **cb))
     report(summary, as_json)

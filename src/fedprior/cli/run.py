@@ -160,15 +160,11 @@ def run(
     import_first(imports)
     overrides = [*set_, *([f"run.runtime={runtime!r}"] if runtime else [])]
     if seeds is not None or sweep:
-        if algorithm is not None:
-            raise ConfigError(
-                f"--algorithm with --seeds/--sweep: not supported; write the config first (fedprior presets show {preset} --algorithm {algorithm} > mine.toml) and sweep mine.toml"
-            )
         if run_dir is not None:
             raise ConfigError("--run-dir names one run; with --seeds or --sweep give --out, the folder for the grid's runs")
         from fedprior.cli.sweep import run_sweep
 
-        run_sweep(preset, overrides, sweep, seeds, out, jobs or 1, as_json, dry_run, imports)
+        run_sweep(preset, overrides, sweep, seeds, out, jobs or 1, as_json, dry_run, imports, algorithm)
         return
     for option, value in (("--out", out), ("--jobs", jobs)):
         if value is not None:

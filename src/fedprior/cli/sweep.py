@@ -31,21 +31,25 @@ def run_sweep(
     as_json: bool,
     dry_run: bool,
     imports: list[str],
+    algorithm: str | None = None,
 ) -> None:
-    """Plan the grid (every config checked, every folder looked at), then run what is left; ``dry_run``: only say what would run."""
+    """Plan the grid (every config checked, every folder looked at), then run what is left; ``dry_run``: only say what would run.
+
+    ``algorithm`` (``--algorithm NAME``) replaces the config's algorithm section in every run, as for one run."""
     from fedprior.errors import Interrupted
     from fedprior.experiments.config import read_toml
     from fedprior.experiments.sweep import NOTE_PLANNING_FROM, other_runs, parse_seeds, parse_sweep, plan_sweep
-    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, execute_runs
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, check_grid_writable, execute_runs
 
     sweeps = [parse_sweep(text) for text in sweep]
-    seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, sweeps, imports)]  # --sweep alone: the config's seed
+    seed_list = parse_seeds(seeds) if seeds is not None else [seed_of(preset, set_, sweeps, imports, algorithm)]  # --sweep alone: the config's seed
     folder = out or Path("runs") / f"{read_toml(preset)[0]}-sweep-{datetime.now():%Y%m%d-%H%M%S}"
     check_grid_folder(folder, command="sweep")
     planned = len(seed_list) * math.prod(len(s.values) for s in sweeps)
     if planned >= NOTE_PLANNING_FROM:
         stderr.print(f"{preset}: checking the {planned:,} runs' configs and folders before any runs (about 2 ms each) ...", highlight=False)
-    runs = plan_sweep(preset, set_, sweeps, seed_list, folder, imports, seeds_given=seeds is not None)
+    runs = plan_sweep(preset, set_, sweeps, seed_list, folder, imports, seeds_given=seeds is not None, algorithm=algorithm)
+    check_grid_writable(folder, runs, command="sweep")
     grid = " x ".join([*(f"{len(s.values)} {s.key}" for s in sweeps), f"{len(seed_list)} seed(s)"])
     stderr.print(f"{preset}: {len(runs)} run(s) ({grid}), {min(jobs, len(runs))} at once; runs in {folder}", highlight=False, soft_wrap=True)
     kept = [r.action for r in runs if r.action != RUN]
@@ -83,7 +87,7 @@ def run_sweep(
     try:
         execute_runs(runs, jobs, on_done, on_start)
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: the same command continues the whole sweep
-        again = command_line(preset, set_, sweep, seeds, folder, jobs, imports)
+        again = command_line(preset, set_, sweep, seeds, folder, jobs, imports, algorithm)
         raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the sweep with `{again}`") from None
     if as_json:
         typer.echo(json.dumps({"out": str(folder), "runs": [done[run.path] for run in runs]}))
@@ -96,7 +100,7 @@ def label(run) -> str:
     return " ".join(part for part in (run.cell.row.replace("--", " "), f"seed {run.seed}") if part)
 
 
-def seed_of(preset: str, set_: list[str], sweeps: list, imports: list[str]) -> int:
+def seed_of(preset: str, set_: list[str], sweeps: list, imports: list[str], algorithm: str | None = None) -> int:
     """The seed the grid's runs have (``--sweep`` without ``--seeds``): its first run's (``run.seed`` is not swept). That run's
     config, not ``preset`` with ``set_`` alone, which may break a rule that every run's swept value keeps; a refusal names the run."""
     from fedprior.errors import ConfigError
@@ -106,14 +110,17 @@ def seed_of(preset: str, set_: list[str], sweeps: list, imports: list[str]) -> i
     first = points(sweeps)[0]
     name_swept = any(s.key == "algorithm.name" for s in sweeps)
     try:
-        return load_config(preset, [*set_, *first.overrides], imports, name_swept=name_swept)[1].run.seed
+        return load_config(preset, [*set_, *first.overrides], imports, algorithm, name_swept=name_swept)[1].run.seed
     except ConfigError as error:
         raise ConfigError(f"--sweep: the run {first.label}: {error}" if first.label else str(error)) from None
 
 
-def command_line(preset: str, set_: list[str], sweep: list[str], seeds: str | None, folder: Path, jobs: int, imports: list[str]) -> str:
+def command_line(
+    preset: str, set_: list[str], sweep: list[str], seeds: str | None, folder: Path, jobs: int, imports: list[str], algorithm: str | None = None
+) -> str:
     """The ``fedprior run`` command that continues this sweep in ``folder`` (shell-quoted)."""
     parts = ["fedprior", "run", preset, *(arg for module in imports for arg in ("--import", module))]
+    parts += ["--algorithm", algorithm] if algorithm is not None else []
     parts += [arg for override in set_ for arg in ("--set", override)]
     parts += [arg for text in sweep for arg in ("--sweep", text)]
     parts += ["--seeds", seeds] if seeds is not None else []

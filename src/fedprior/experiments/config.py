@@ -56,6 +56,12 @@ class DataConfig(ConfigSection):
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
     """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
+    synthetic_alpha: float | None = Field(None, ge=0)
+    """With dataset = 'synthetic': alpha of Synthetic(alpha, beta) (Li et al., FedProx, MLSys 2020, Sec. 5.1), the standard deviation of u_k, the mean of client k's model (W_k, b_k ~ N(u_k, 1)): how much the clients' models differ; unset: 1."""
+    synthetic_beta: float | None = Field(None, ge=0)
+    """With dataset = 'synthetic': beta of Synthetic(alpha, beta), the standard deviation of B_k, the mean of client k's feature mean (v_k ~ N(B_k, 1)): how much the clients' features differ; unset: 1."""
+    synthetic_iid: bool | None = None
+    """With dataset = 'synthetic': true gives the paper's Synthetic IID (one model W, b for all clients, features N(0, Sigma)), where alpha and beta do not apply; unset: false."""
 
 
 class AlgorithmConfig(CheckedModel):
@@ -188,6 +194,8 @@ class ExperimentConfig(ConfigSection):
         check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
+        check_tracker_fields(self.run)
+        check_synthetic(self)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -230,6 +238,18 @@ class ExperimentConfig(ConfigSection):
         return "\n".join(lines) + "\n"
 
 
+TRACKER_FIELDS = (("wandb_project", "wandb", "'offline' or 'online'"), ("mlflow_experiment", "mlflow", "a tracking URI"))
+"""(field, the field that turns its tracker on, what that takes): a field read only when its tracker is on."""
+
+
+def check_tracker_fields(run: RunConfig) -> None:
+    """A tracker's field given a value without its tracker (``run.wandb_project`` without ``run.wandb``) would be read by
+    nothing: a ConfigError naming both, as ``[privacy]`` and the aggregation rules refuse a field their mode does not read."""
+    for field, switch, takes in TRACKER_FIELDS:
+        if getattr(run, switch) is None and getattr(run, field) != RunConfig.model_fields[field].default:
+            raise ConfigError(f"run.{field}: applies with run.{switch} ({takes}), which is unset; set run.{switch} too, or leave run.{field} out")
+
+
 def check_robustness(algorithm: str, values: dict[str, Any], federation: FederationConfig) -> None:
     """The robust aggregation rule against a round's size (``algorithm.krum_f``), and the simulated attack's fields against each other
     and the algorithm: one ConfigError line naming the field (``fedprior.algorithms.pieces.robust_aggregation``, ``fedprior.runtime.attacks``)."""
@@ -266,6 +286,41 @@ def check_robustness(algorithm: str, values: dict[str, Any], federation: Federat
             f"federation.attack: simulated attacks act on clients whose reply is a model trained on labels; algorithm '{algorithm}' is not one of them; "
             f"accepted with: {', '.join(robust_algorithms())}"
         )
+
+
+SYNTHETIC_FIELDS = ("synthetic_alpha", "synthetic_beta", "synthetic_iid")
+
+
+def check_synthetic(config: ExperimentConfig) -> None:
+    """The fields of ``data.dataset = 'synthetic'`` (``fedprior.data.synthetic``) only with it, and with it only what a federation
+    generated per client allows: its own split by client (partition.scheme = 'natural'), no encoder, no files, no subset,
+    no validation hold-out, no labeled/unlabeled split, no local test split (each client's 20% test split is its own)."""
+    data = config.data
+    if data.dataset != "synthetic":
+        for name in SYNTHETIC_FIELDS:
+            if getattr(data, name) is not None:
+                raise ConfigError(f"data.{name}: applies to data.dataset = 'synthetic' only (it is '{data.dataset}'); remove it")
+        return
+    if data.synthetic_iid and (data.synthetic_alpha is not None or data.synthetic_beta is not None):
+        raise ConfigError(
+            "data.synthetic_alpha: Synthetic IID (data.synthetic_iid = true) shares one model and one feature distribution; remove synthetic_alpha and synthetic_beta"
+        )
+    refused = [
+        ("partition.scheme", config.partition.scheme != "natural", "the synthetic federation comes split by client; accepted: natural"),
+        ("encoder.name", config.encoder.name != "none", "the synthetic federation's features are the model's inputs; accepted: none"),
+        ("data.root", data.root is not None, "the synthetic federation is generated, it reads no files; remove data.root"),
+        ("data.train_subset", data.train_subset != 0, "applies to image datasets; accepted with data.dataset = 'synthetic': 0"),
+        ("partition.num_labeled", config.partition.num_labeled != 0, "the synthetic clients hold labeled data only; accepted: 0"),
+        (
+            "partition.local_test_fraction",
+            config.partition.local_test_fraction != 0,
+            "each synthetic client already holds out 20% as its test split; accepted: 0",
+        ),
+        ("run.model_selection", config.run.model_selection != "last", "the synthetic federation has no validation split; accepted: last"),
+    ]
+    for name, wrong, why in refused:
+        if wrong:
+            raise ConfigError(f"{name}: {why} (with data.dataset = 'synthetic')")
 
 
 def check_sampler(federation: FederationConfig) -> None:
@@ -431,6 +486,8 @@ def load_config(
     note = switched_algorithm_note(source, raw, config, overrides or [], algorithm)
     if note:
         warnings.warn(note, stacklevel=2)
+    if name not in preset_paths() and (overrides or algorithm is not None):
+        return name, described_file(source, raw, config)
     return name, described(name, config)
 
 
@@ -462,7 +519,7 @@ def switched_algorithm_note(source: str, raw: dict[str, Any], config: Experiment
 def left_over_algorithm_keys(source: str, raw: dict[str, Any], merged: dict[str, Any], overrides: list[str], name_swept: bool = False) -> str:
     """Where ``--set algorithm.name=...`` gave a preset another algorithm: the preset's own algorithm keys that the new one
     does not accept, said to come from the preset, with the option that replaces the whole section ('' if none).
-    ``name_swept``: the name came from ``--sweep algorithm.name=...``, where ``--algorithm`` is refused: a config per algorithm."""
+    ``name_swept``: the name came from ``--sweep algorithm.name=...``, where ``--algorithm`` (one name for every run) cannot help: a config per algorithm."""
     before, after = raw.get("algorithm"), merged.get("algorithm")
     if not isinstance(before, dict) or not isinstance(after, dict):
         return ""
@@ -535,6 +592,23 @@ def described(name: str, config: ExperimentConfig) -> ExperimentConfig:
     return config.model_copy(update={"description": own_description(name, config)})
 
 
+def described_file(source: str, raw: dict[str, Any], config: ExperimentConfig) -> ExperimentConfig:
+    """``config``, made from the TOML file ``source`` (``raw``) by ``--set`` or ``--algorithm``, with the description of the run
+    it defines where those changed what the file's description speaks of (its data, clients, algorithm, ...): its own, from
+    its fields, naming the file and the fields changed (:func:`own_description`). A file saved by ``fedprior presets show
+    NAME`` keeps the preset's words, which no longer say what runs once ``--set data.dataset=digits`` changed it."""
+    from fedprior.results.config_fields import config_differences
+
+    try:
+        before = validate_config(raw).to_dict()
+    except ConfigError:  # the file alone is not a config (the edits complete it): nothing of its description can be trusted
+        before = {}
+    fields = [field for field in config_differences(before, config.to_dict()) if describes_the_experiment(field)]
+    if not fields:
+        return config
+    return config.model_copy(update={"description": own_description("", config, origin=f"{source}, changed: {', '.join(fields)}")})
+
+
 def partition_text(config: ExperimentConfig) -> str:
     p = config.partition
     scheme = {
@@ -551,19 +625,21 @@ def partition_text(config: ExperimentConfig) -> str:
     return scheme
 
 
-def own_description(name: str, config: ExperimentConfig) -> str:
-    """The run in words, from its fields: algorithm, data, encoder, partition and budget, and the preset it was made from."""
+def own_description(name: str, config: ExperimentConfig, origin: str = "") -> str:
+    """The run in words, from its fields: algorithm, data, encoder, partition and budget, and the preset it was made from
+    (``origin``: what it was made from in other words, e.g. a file and the fields changed)."""
     d, e, f = config.data, config.encoder, config.federation
     subset = f" ({d.train_subset:,}-image subset)" if d.train_subset else ""
     encoder = f" through the {e.name} encoder" if e.name != "none" else ""
     epochs = f"{f.local_epochs} local epoch{'s' * (f.local_epochs != 1)}"
+    made_from = f"the preset '{name}'"
     p = config.privacy
     private = f", client-level DP ({p.dp}-side {p.clipping} clipping, C {p.clip_norm:g}, z {p.noise_multiplier:g})" if p.dp != "none" else ""
     if p.dp == "sample":
         private = f", record-level DP-SGD (Opacus, C {p.clip_norm:g}, z {p.noise_multiplier:g})"
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
-        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from the preset '{name}')"
+        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from {origin or made_from})"
     )
 
 

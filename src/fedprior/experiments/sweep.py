@@ -152,7 +152,14 @@ def points(sweeps: list[Swept]) -> list[Point]:
 
 
 def plan_sweep(
-    preset: str, set_: list[str], sweeps: list[Swept], seeds: list[int], folder: Path, imports: list[str] | None = None, seeds_given: bool = True
+    preset: str,
+    set_: list[str],
+    sweeps: list[Swept],
+    seeds: list[int],
+    folder: Path,
+    imports: list[str] | None = None,
+    seeds_given: bool = True,
+    algorithm: str | None = None,
 ) -> list[CellRun]:
     """Every run of the grid (points x seeds), each config checked whole (:func:`~fedprior.experiments.build.check_planned`,
     and on its built algorithm where that has something to refuse: :func:`~fedprior.experiments.dry_run.check_planned_algorithms`)
@@ -160,7 +167,8 @@ def plan_sweep(
 
     A run's overrides are ``--set``'s, then its swept values, then ``run.seed``. Two runs whose
     folder names would be the same (values that differ only in characters a folder name
-    cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused)."""
+    cannot hold) are refused. ``seeds_given``: the seeds came from ``--seeds`` (a ``--set run.seed`` beside it is refused).
+    ``algorithm`` (``--algorithm NAME``): every run's algorithm section is ``name = NAME`` before the overrides apply."""
     from fedprior.experiments.build import check_planned
     from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import ExperimentConfig, load_config
@@ -183,7 +191,7 @@ def plan_sweep(
             folders[path] = f"{point.label} seed {seed}"
             which = f"--sweep: the run {point.label}: " if point.label else ""
             try:
-                name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [], name_swept=name_swept)
+                name, config = load_config(preset, [*cell.overrides, f"run.seed={seed}"], imports or [], algorithm, name_swept=name_swept)
             except ConfigError as error:
                 raise ConfigError(f"{which}{error}") from None
             if seed == seeds[0]:

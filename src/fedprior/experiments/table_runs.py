@@ -35,7 +35,7 @@ import re
 import signal
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -71,6 +71,16 @@ def check_grid_folder(folder: Path, option: str = "--out", command: str = "table
             if path != folder and not os.access(path, os.W_OK | os.X_OK):
                 raise ConfigError(f"{option}: cannot create {folder}: {path} is not writable (a read-only file system, or another user's folder)")
             return
+
+
+def check_grid_writable(folder: Path, runs: Iterable[CellRun], option: str = "--out", command: str = "table") -> None:
+    """A ConfigError naming ``option``, before anything runs, where ``folder`` exists but cannot be written and a run of the
+    grid is still to start there (its folder to be made); a grid whose runs are all finished or started is read as it is."""
+    if any(r.action == RUN for r in runs) and folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(
+            f"{option}: {folder} is not writable (a read-only file system, or another user's folder), and the {command}'s runs make their "
+            f"folders in it; give another {option}"
+        )
 
 
 def cell_folder(folder: Path, cell: Cell, seed: int) -> Path:

@@ -378,6 +378,15 @@ def follow(run, start: RunState | None, on_round: Callable[[dict[str, Any]], Non
     return look
 
 
+def check_secagg_rounds(secagg: SecAggOptions, config, nodes: int) -> None:
+    """:meth:`SecAggOptions.rounds_fit` for ``config``'s rounds: ``clients_per_round`` of ``federation.fraction`` (the count of
+    every fixed-size sampler; a sampler whose count varies would give its expected count here)."""
+    from fedprior.runtime.sampling import clients_per_round
+
+    f = config.federation
+    secagg.rounds_fit(clients_per_round(f.num_clients, f.fraction), nodes, f.num_clients, f.fraction)
+
+
 def run_local_federation(
     experiment,
     run,
@@ -421,6 +430,7 @@ def run_local_federation(
     if secagg is not None:
         secagg.check().nodes_fit(nodes)
         check_private_aggregation(experiment.config.algorithm.robust_rule(), experiment.config.privacy.dp, secagg=True)
+        check_secagg_rounds(secagg, experiment.config, nodes)
         require_secure_summable(experiment.algorithm)
     work.mkdir(parents=True, exist_ok=True)
     federation = LocalFederation(work, [], tls=tls, auth=auth, run_dir=run.path)

@@ -130,6 +130,30 @@ class SecAggOptions:
                 "the sum would wrap around; lower the quantization range or raise the modulus range"
             )
 
+    def rounds_fit(self, clients_per_round: float, nodes: int, num_clients: int, fraction: float) -> None:
+        """ConfigError unless a round's clients can reach SecAgg+'s reconstruction threshold: client c is hosted by node c mod
+        ``nodes``, so a round of m clients has at most min(m, nodes) nodes, and SecAgg+ needs at least the threshold of them
+        (2 at least: a sum over one node is its update; Bell et al., CCS 2020, Sec. 3: t of a node's shares rebuild its secrets).
+
+        ``clients_per_round`` is the round's client count, or the expected count where the sampler's varies (a Poisson
+        sampler's q N): a round of fewer nodes than that can still happen (clients on the same node), and fails alone; a
+        federation whose rounds cannot reach it at all is refused before it starts (docs/privacy-robustness.md)."""
+        if self.threshold >= 2:
+            need = int(self.threshold)
+        else:  # a fraction of the shares: of a count of nodes, or of the round's nodes (then 2 at least)
+            need = max(2, math.ceil(self.threshold * self.shares)) if self.shares >= 3 else 2
+        reach = min(clients_per_round, nodes)
+        if reach >= need:
+            return
+        wanted = math.ceil(need / num_clients * 1000) / 1000
+        if nodes < need:
+            raise ConfigError(f"--secagg: {nodes} SuperNodes cannot reach SecAgg+'s reconstruction threshold of {need} nodes; give --nodes {need} or more")
+        raise ConfigError(
+            f"--secagg: a round samples {clients_per_round:g} client(s) (federation.fraction {fraction:g} x federation.num_clients {num_clients}), "
+            f"so at most {clients_per_round:g} SuperNode(s) take part, below SecAgg+'s reconstruction threshold of {need} nodes; "
+            f"raise federation.fraction to {wanted:g} or more"
+        )
+
     def workflow_arguments(self) -> dict[str, Any]:
         """``SecAggPlusWorkflow``'s keyword arguments (integral counts as ints, as it reads them)."""
         as_count = lambda x: int(x) if x > 1 else float(x)  # noqa: E731

@@ -7,6 +7,8 @@ global test set: a client's model is meant for its own label distribution.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from fedprior.errors import ConfigError
@@ -29,10 +31,16 @@ def local_test_split(parts: tuple[np.ndarray, ...], labels: np.ndarray, fraction
     for client, part in enumerate(parts):
         n = part.size
         m = 0 if n == 0 else max(1, int(round(fraction * n)))
-        if n and m >= n:
+        if n == 1:
             raise ConfigError(
-                f"partition.local_test_fraction: client {client} holds {n} image{'s' if n > 1 else ''}, which leaves none to train on once "
-                f"{fraction:g} of them (at least one) is its local test split; raise partition.min_size to 2 or more, or set partition.local_test_fraction = 0"
+                f"partition.local_test_fraction: client {client} holds 1 image, which leaves none to train on once it is its local test split "
+                "(at least one image); raise partition.min_size to 2 or more, or set partition.local_test_fraction = 0"
+            )
+        if n and m >= n:  # the fraction itself takes every image: min_size cannot help
+            highest = math.floor((n - 1) / n * 1000) / 1000
+            raise ConfigError(
+                f"partition.local_test_fraction: client {client} holds {n} images, and round({fraction:g} x {n}) = {m} of them would be its local "
+                f"test split, leaving none to train on; lower partition.local_test_fraction to {highest:g} or less"
             )
         shuffled = numpy_rng(seed, "partition", "local-test", client).permutation(part)
         ordered = shuffled[np.argsort(labels[shuffled], kind="stable")]

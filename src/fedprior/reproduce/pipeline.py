@@ -101,7 +101,7 @@ def reproduce_table(
     from fedprior.experiments.build import check_planned
     from fedprior.experiments.config import load_config
     from fedprior.experiments.dry_run import check_planned_algorithms
-    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, copy_twin, execute_runs, plan_cell, twins
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, check_grid_writable, copy_twin, execute_runs, plan_cell, twins
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.paper_tables import table_by_name
     from fedprior.reproduce.tables import aggregate_table, cell_value, control_configs
@@ -129,6 +129,7 @@ def reproduce_table(
                 built.append((config, f"cell {cell.row} / {cell.column}: "))
             runs[cell.row, cell.column, seed] = plan_cell(folder, cell, seed, cell_name, config)
     check_planned_algorithms(built)  # privacy.dp, Power-of-Choice, concurrent clients: on the built algorithm, before any cell runs
+    check_grid_writable(folder, runs.values())
     to_measure = control_configs(table, embedded, overrides, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {table.embedded_note})" if embedded and table.embedded_note else ""

@@ -225,8 +225,14 @@ class RunDir:
             return False
 
     def append_metrics(self, record: dict[str, Any]) -> None:
-        with self.metrics.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
+        """One line more in metrics.jsonl; a write that fails (a full disk) names the file, which an open handle's error does not."""
+        try:
+            with self.metrics.open("a") as handle:
+                handle.write(json.dumps(record) + "\n")
+        except OSError as error:
+            if not error.filename:
+                error.filename = str(self.metrics)
+            raise
 
     def rewrite_metrics(self, records: list[dict[str, Any]]) -> None:
         write_text(self.metrics, "".join(json.dumps(r) + "\n" for r in records))

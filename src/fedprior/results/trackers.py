@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fedprior.atomic import write_text
-from fedprior.errors import FedpriorError
+from fedprior.errors import ConfigError, FedpriorError
 from fedprior.results.config_fields import flatten
 from fedprior.results.run_dir import RunDir
 from fedprior.runtime.checkpoint import Progress, blobs_path
@@ -540,6 +540,31 @@ def import_wandb() -> Any:
     return wandb
 
 
+WANDB_NO_LOGIN = (
+    "run.wandb: 'online' needs a W&B login, and none is here: run `wandb login` or set WANDB_API_KEY, or use run.wandb = 'offline' "
+    "(written to disk for `wandb sync`); run.wandb is the mode whatever WANDB_MODE says"
+)
+
+
+def check_wandb_login() -> None:
+    """One line (:data:`WANDB_NO_LOGIN`) where ``run.wandb = 'online'`` finds no W&B credentials (``WANDB_API_KEY``, or
+    ``wandb login``'s netrc entry for the W&B host), before any data loads; without the check ``wandb.init`` fails once
+    the run has started (``UsageError: No API key configured``). Looked up without the network and without prompting, by
+    wandb's own lookup (``authenticate_session(prompt=False)``, wandb 0.31); where that is not there (another wandb
+    version) or raises (a key of a bad format), the check is left to ``wandb.init``."""
+    if os.environ.get("WANDB_API_KEY"):
+        return
+    try:
+        import wandb
+        from wandb.sdk.lib.wbauth.authenticate import authenticate_session
+
+        found = authenticate_session(host=wandb.Settings().base_url, source="fedprior", prompt=False, update_session=False)
+    except Exception:
+        return
+    if found is None:
+        raise ConfigError(WANDB_NO_LOGIN)
+
+
 class WandbTracker:
     """The config, per-round metrics, the summary and the figures in a W&B run (one per run directory).
 
@@ -646,6 +671,8 @@ def check_trackers(config: TrackedConfig, run: RunDir | None = None) -> None:
     a store that cannot be opened, or (``run``'s ``tracking.json`` naming one) an MLflow run not in its store."""
     if config.run.wandb:
         import_wandb()
+        if config.run.wandb == "online":
+            check_wandb_login()
     target = mlflow_target(config, run)
     if target is not None:
         open_store(target)

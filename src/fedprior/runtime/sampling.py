@@ -171,6 +171,8 @@ def register_sampler(name: str, sampler: ClientSampler, *, replace: bool = False
         raise ConfigError(f"sampler name {name!r}: give a new name (the shipped ones are {', '.join(BUILT)})")
     if name in SAMPLERS and not replace:
         raise ConfigError(f"sampler '{name}' is already registered; pass replace=True to replace it")
+    if isinstance(sampler, type):  # its select would be called unbound, without the draw, in round 1
+        raise ConfigError(f"sampler '{name}': {sampler.__name__} is a class; register an instance of it: register_sampler({name!r}, {sampler.__name__}())")
     if not callable(getattr(sampler, "select", None)):
         raise ConfigError(f"sampler '{name}': needs a method select(draw) -> client ids (fedprior.runtime.sampling.ClientSampler)")
     SAMPLERS[name] = sampler
@@ -202,17 +204,34 @@ def check_candidates(candidates: int | None, num_clients: int, count: int) -> No
         )
 
 
+def client_id(value: object) -> int | None:
+    """``value`` as a client id where it is an integer (Python's, NumPy's, a torch integer scalar: ``operator.index``), else None (a float, a bool, None)."""
+    import operator
+
+    if isinstance(value, bool):
+        return None
+    try:
+        return operator.index(value)  # type: ignore[arg-type]  # what it cannot take is the TypeError below
+    except TypeError:
+        return None
+
+
 def chosen_clients(sampler: ClientSampler, draw: Draw, name: str = "") -> list[int]:
     """``sampler.select(draw)`` as sorted ids, checked: ``draw.count`` distinct ids of the federation's clients (any number for a
     sampler whose count varies, :func:`variable_count`); a sampler of the user's own that raises is a UserCodeError naming it."""
     name = name or type(sampler).__name__
     try:
-        chosen = [int(c) for c in sampler.select(draw)]
+        selected = sampler.select(draw)
+        picked = list(selected) if selected is not None else [None]
     except FedpriorError:
         raise
     except Exception as error:
         module = type(sampler).__module__
         raise UserCodeError(f"sampler {name} (module {module}): its select raised {type(error).__name__}: {error}") from error
+    odd = [c for c in picked if client_id(c) is None]  # 2.9 is no client id: never truncated to 2
+    if odd:
+        raise FedpriorError(f"sampler {name}: chose {selected!r:.80} in {draw.stage} round {draw.round}; client ids are integers, not {type(odd[0]).__name__}")
+    chosen = [int(c) for c in picked]
     varies = variable_count(sampler)
     if len(set(chosen)) != len(chosen) or (not varies and len(chosen) != draw.count) or any(not 0 <= c < draw.num_clients for c in chosen):
         how_many = "" if varies else f"{draw.count} "

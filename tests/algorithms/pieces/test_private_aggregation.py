@@ -31,7 +31,15 @@ SERVER_DP_UNDER_SECAGG = (
         ("krum", "client", False, RULE_UNDER_DP.replace("'server'", "'client'", 1).replace("'median'", "'krum'")),
         ("krum", "none", True, RULE_UNDER_SECAGG),
         ("mean", "server", True, SERVER_DP_UNDER_SECAGG),
-        ("mean", "sample", True, SERVER_DP_UNDER_SECAGG.replace("'server' clips each client's update on the server, and under SecAgg+ the server sees only their sum (it cannot clip what it cannot see)", "'sample' reports each client's own epsilon, which SecAgg+'s sum hides from the server")),
+        (
+            "mean",
+            "sample",
+            True,
+            SERVER_DP_UNDER_SECAGG.replace(
+                "'server' clips each client's update on the server, and under SecAgg+ the server sees only their sum (it cannot clip what it cannot see)",
+                "'sample' reports each client's own epsilon, which SecAgg+'s sum hides from the server",
+            ),
+        ),
     ],
 )
 def test_each_refusal_names_its_cause_not_the_algorithm(rule, dp, secagg, message):
@@ -41,7 +49,9 @@ def test_each_refusal_names_its_cause_not_the_algorithm(rule, dp, secagg, messag
     assert "algorithm 'fedavg'" not in str(refused.value)
 
 
-@pytest.mark.parametrize(("rule", "dp", "secagg"), [("mean", "server", False), ("mean", "client", False), ("krum", "none", False), ("mean", "none", True), ("mean", "client", True)])
+@pytest.mark.parametrize(
+    ("rule", "dp", "secagg"), [("mean", "server", False), ("mean", "client", False), ("krum", "none", False), ("mean", "none", True), ("mean", "client", True)]
+)
 def test_what_dp_and_secagg_run_with_passes(rule, dp, secagg):
     check_private_aggregation(rule, dp, secagg)
 
