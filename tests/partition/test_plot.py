@@ -122,6 +122,23 @@ def test_a_thousand_clients_are_drawn_grouped_by_their_largest_class():
     assert labels[10] == f"empty ({empty})" and "grouped by their largest class" in heat.get_ylabel()
 
 
+def test_more_clients_than_max_rows_draw_an_evenly_spaced_sample_and_title_all_of_them():
+    """50,000 clients: 1,000 rows drawn (the figure and its clustering stay bounded), the betas in the title are all clients'."""
+    from fedprior.partition.plot import MAX_ROWS, _ticks, shown_clients
+    from fedprior.partition.statistics import beta_hetero
+
+    rng = np.random.default_rng(0)
+    counts = rng.integers(0, 20, (50_000, 10)) * (rng.random((50_000, 10)) < 0.3)
+    figure = heatmap_figure(counts, order="client")
+    heat, bars = parts_of(figure)
+    rows = np.ma.filled(heat.images[0].get_array(), 0).astype(int)
+    ids = shown_clients(50_000)
+    assert rows.shape == (MAX_ROWS, 10) and len(bars.patches) == MAX_ROWS and ids[0] == 0 and ids[-1] == 49_999
+    np.testing.assert_array_equal(rows, counts[ids])
+    assert f"{beta_hetero(counts):.2f} bits" in figure._suptitle.get_text()
+    assert "1,000 of 50,000 clients" in heat.get_ylabel() and heat.get_yticklabels()[1].get_text() == str(ids[_ticks(MAX_ROWS)[1]])
+
+
 def test_cluster_order_puts_alike_clients_next_to_each_other():
     """Two kinds of class-0 clients, interleaved by id: the clustered order makes them two runs."""
     kinds = np.array([[10, 5, 0, 0], [10, 0, 0, 6]])

@@ -73,6 +73,27 @@ def test_beta_hetero_by_hand():
     assert beta_hetero([[4, 0], [2, 2]], smoothing=1e-3) == pytest.approx((1 + (-0.5 + 0.5 * math.log2(500))) / 4)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_beta_hetero_equals_the_mean_of_the_pairwise_matrix(seed):
+    """The O(M C) beta^hetero is the mean of the M x M matrix of Eq. 7, zero and empty cells and empty clients included."""
+    rng = np.random.default_rng(seed)
+    clients, classes = int(rng.integers(1, 40)), int(rng.integers(2, 12))
+    counts = rng.integers(0, 30, (clients, classes)) * (rng.random((clients, classes)) < rng.uniform(0.2, 1.0))  # many empty cells
+    if counts.sum() == 0:
+        counts[0, 0] = 1
+    for smoothing in (SMOOTHING, 1e-3):
+        matrix = pairwise_divergence(counts, smoothing)
+        assert beta_hetero(counts, smoothing) == pytest.approx(matrix.sum() / matrix.shape[0] ** 2, abs=1e-9, rel=0)
+
+
+def test_beta_hetero_of_200000_clients_needs_no_pairwise_matrix():
+    """Half the clients hold class 0 only, half class 1 only: half the ordered pairs differ, by log2(1e6) bits each.
+    The 200,000 x 200,000 matrix would take 320 GB."""
+    counts = np.zeros((200_000, 2), dtype=np.int64)
+    counts[::2, 0], counts[1::2, 1] = 3, 5
+    assert beta_hetero(counts) == pytest.approx(0.5 * math.log2(1e6), abs=1e-9)
+
+
 def test_identical_clients_are_homogeneous():
     counts = np.array([[5, 10, 0, 5], [1, 2, 0, 1], [10, 20, 0, 10]])
     assert beta_hetero(counts) == pytest.approx(0.0, abs=1e-12)

@@ -85,6 +85,8 @@ MORE_PRESETS = {
     "fedbm-scaffold": FEDBM_SMALL,
     "fedbm-fedprox": FEDBM_SMALL,
     # Krum needs n >= 2f + 3 clients a round, SMALL samples 2: its small runs take the median (the attack stays).
+    # Synthetic(1, 1) is its own small data: one local epoch instead of the paper's 20 keeps a round short.
+    "fedavg-synthetic": ["federation.local_epochs=1"],
     "krum-fedavg-cnn": ["data.dataset=digits", "algorithm.aggregation_rule=median", "algorithm.krum_f=0"],
 }
 # Every shipped preset -> its overrides on small data.

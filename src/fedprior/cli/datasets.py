@@ -40,6 +40,8 @@ def availability(name: str, root: Path | None) -> tuple[bool, str]:
 
     spec = DATASETS[name]
     locate = _locators().get(name)
+    if spec.generated:
+        return True, "generated per client during a run"
     try:
         if locate is not None:
             return True, str(locate(root))

@@ -26,6 +26,8 @@ class DatasetSpec:
     description: str
     builtin: bool = False
     """Shipped inside a Python package: reads no files, so ``data.root`` has no meaning for it."""
+    generated: bool = False
+    """Generated per client during a run (``synthetic``): it has no arrays to load, and no files."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -48,6 +50,24 @@ register(DatasetSpec("pathmnist", medmnist_loader("pathmnist"), "MedMNIST PathMN
 register(DatasetSpec("kvasir", load_kvasir, "Kvasir-v2, 8,000 endoscopic images resized to 128x128 RGB, 8 classes (class folders; split 7:1:2)"))
 register(DatasetSpec("oct-c8", load_oct_c8, "OCT-C8, 18,400/2,800/2,800 retinal OCT images resized to 128x128 RGB, 8 classes (class folders)"))
 register(DatasetSpec("femnist", load_femnist, "FEMNIST (LEAF JSON), FedBM's 35/5/10 writers with < 150 samples, 28x28 grayscale, 62 classes"))
+
+
+def _generated(name: str) -> Callable[[Path | None, bool], Dataset]:
+    def refuse(root: Path | None, download: bool) -> Dataset:
+        raise ConfigError(f"data.dataset: '{name}' is generated per client as a run asks for its clients (fedprior run); it has no training set to load here")
+
+    return refuse
+
+
+register(
+    DatasetSpec(
+        "synthetic",
+        _generated("synthetic"),
+        "Synthetic(alpha, beta) of FedProx (Li et al., MLSys 2020): 60-d features, 10 classes, per-client models, power-law sizes; generated per client",
+        builtin=True,
+        generated=True,
+    )
+)
 register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST OrganAMNIST, 34,581/17,778 28x28 grayscale abdominal CT, 11 classes (.npz)"))
 
 

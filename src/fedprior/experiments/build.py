@@ -19,14 +19,17 @@ from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data import Dataset
 from fedprior.data.standardize import PixelStandardizer
+from fedprior.data.synthetic import CLASS_NAMES, DIMENSION, SyntheticFederation
 from fedprior.errors import ConfigError
 from fedprior.experiments.client_side import ClientSide, build_algorithm, check_algorithm_fields, check_compile, client_fields, evaluation_data, with_validation
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.generated import GeneratedClients, generated_statistics, is_generated, synthetic_federation, test_data
 from fedprior.experiments.inputs import prepared_data
 from fedprior.experiments.resident import ResidentClients, select_client_data
 from fedprior.experiments.workers_setup import concurrent_clients, worker_processes, worker_start_method
 from fedprior.partition import Partition
+from fedprior.partition.statistics import class_counts, describe
 from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sampler_for
@@ -55,18 +58,26 @@ class Experiment:
     """``run.concurrent_clients``, checked (``workers_setup.concurrent_clients``)."""
     start_method: str | None = None
     """How worker processes start (``fork``/``spawn``; None: the runtime's default)."""
-    _resident: tuple[ResidentClients, ClientData] | None = field(default=None, init=False, repr=False)
+    generated: SyntheticFederation | None = None
+    """A federation generated per client (``data.dataset = 'synthetic'``, ``experiments/generated.py``): the clients' data come
+    from it when asked for; ``dataset`` then holds the name and class names only, ``train`` is empty and ``partition`` has no client."""
+    _resident: tuple[ResidentClients | GeneratedClients, ClientData] | None = field(default=None, init=False, repr=False)
 
     def client_data(self, client_id: int) -> ClientData:
         """Client ``client_id``'s data: only the fields the algorithm reads (no labels for unsupervised ones),
         plus the ones it takes for diagnostics only (``Algorithm.diagnostics``)."""
+        if self.generated is not None:
+            return GeneratedClients(self.generated, client_fields(self.algorithm), torch.device("cpu"))(client_id)
         return select_client_data(self.partition, self.train, client_fields(self.algorithm), client_id)
 
-    def resident_inputs(self, device: torch.device | None = None) -> tuple[ResidentClients, ClientData]:
+    def resident_inputs(self, device: torch.device | None = None) -> tuple[ResidentClients | GeneratedClients, ClientData]:
         """(each client's data, the test set) on ``device`` (default: the run's): the training and test tensors moved there
         once and kept (``resident.py``), for the in-process runtime; ``client_data`` and ``test`` stay on the host."""
         device = self.device if device is None else device
         if self._resident is None or self._resident[0].device != device:
+            if self.generated is not None:
+                self._resident = (GeneratedClients(self.generated, client_fields(self.algorithm), device), to_device(self.test, device))
+                return self._resident
             self._resident = (
                 ResidentClients(
                     self.partition, self.train, client_fields(self.algorithm), device, PixelStandardizer(self.task.pixel_mean, self.task.pixel_std)
@@ -77,6 +88,8 @@ class Experiment:
 
     def client_size(self, client_id: int) -> int:
         """How many training examples client ``client_id`` holds (all roles)."""
+        if self.generated is not None:
+            return int(self.generated.train_sizes[client_id])
         return int(self.partition.holdings(client_id).size)
 
     def round_loop(self) -> RoundLoop:
@@ -99,12 +112,19 @@ class Experiment:
             checkpoint_every=run.checkpoint_every,
             client_state_memory=int(run.client_state_memory_mb * 2**20),
             sampler=sampler_for(federation.sampler, federation.power_of_choice_candidates),
-            client_sizes=tuple(int(n) for n in self.partition.client_sizes()),
+            client_sizes=tuple(int(n) for n in (self.partition.client_sizes() if self.generated is None else self.generated.train_sizes)),
         )
 
     def client_side(self) -> ClientSide:
         """What a worker process needs to run this experiment's client updates (picklable)."""
-        return ClientSide(self.config, self.task, self.train, self.partition)
+        return ClientSide(self.config, self.task, self.train, self.partition, self.generated)
+
+    def partition_statistics(self) -> dict:
+        """The partition's statistics (``partition/statistics.describe``; a generated federation's: ``generated_statistics``)."""
+        if self.generated is not None:
+            return generated_statistics(self.generated)
+        parts = [self.partition.holdings(c) for c in range(self.partition.num_clients)]
+        return describe(class_counts(self.dataset.train_labels, parts, self.dataset.num_classes))
 
 
 def check_runtime_fields(config: ExperimentConfig) -> None:
@@ -160,6 +180,8 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     start_method = worker_start_method(config.run.start_method, device, config.run.concurrent_clients)
     feature_space = config.encoder.name != "none"
     threads = thread_policy(config.run.threads, feature_space=feature_space)
+    if is_generated(config):
+        return generated_experiment(name, config, device, start_method)
     with torch_threads(threads.encode):
         dataset, inputs = prepared_data(config, device)
     train_x, test_x = inputs.train_x, inputs.test_x
@@ -213,4 +235,40 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         workers=workers,
         concurrent_clients=concurrent,
         start_method=start_method,
+    )
+
+
+def generated_experiment(name: str, config: ExperimentConfig, device: torch.device, start_method: str | None) -> Experiment:
+    """The experiment of a federation generated per client (``data.dataset = 'synthetic'``, ``experiments/generated.py``):
+    its sizes drawn, its global test set generated, no client's data made (``Experiment.generated``)."""
+    federation = synthetic_federation(config)
+    threads = thread_policy(config.run.threads, feature_space=True)
+    task = Task(num_classes=len(CLASS_NAMES), input_shape=(DIMENSION,), class_names=CLASS_NAMES, num_clients=config.federation.num_clients)
+    algorithm = build_algorithm(config, task, device)
+    if algorithm.evaluation_inputs:
+        raise ConfigError(
+            f"algorithm.name: '{algorithm.name}' is scored by a linear evaluation trained on the clients' pool, which a federation generated "
+            "per client does not hold (data.dataset = 'synthetic'); use a supervised algorithm with model = 'linear'"
+        )
+    nothing = np.zeros((0, 1, 1, DIMENSION), dtype=np.uint8)
+    dataset = Dataset(config.data.dataset, nothing, np.zeros(0, dtype=np.int64), nothing, np.zeros(0, dtype=np.int64), CLASS_NAMES, source="generated")
+    partition = Partition({"train": ()})
+    check_inputs(algorithm, partition, config)
+    workers = worker_processes(config, algorithm, feature_space=True, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
+    return Experiment(
+        name=name,
+        config=config,
+        dataset=dataset,
+        train={},
+        test=test_data(federation),
+        pool=np.zeros(0, dtype=np.int64),
+        partition=partition,
+        task=task,
+        algorithm=algorithm,
+        device=device,
+        threads=threads,
+        workers=workers,
+        concurrent_clients=concurrent_clients(config, algorithm, device),
+        start_method=start_method,
+        generated=federation,
     )

@@ -11,6 +11,7 @@ import torch
 from fedprior.algorithms.base import Algorithm, ClientData, Runtime
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data.standardize import PixelStandardizer
+from fedprior.data.synthetic import SyntheticFederation
 from fedprior.errors import ConfigError
 from fedprior.experiments.config import ExperimentConfig
 from fedprior.experiments.resident import ResidentClients
@@ -91,11 +92,17 @@ class ClientSide:
     task: Task
     train: dict[str, torch.Tensor]
     partition: Partition
+    generated: SyntheticFederation | None = None
+    """A federation generated per client (``data.dataset = 'synthetic'``): the worker generates its clients' data from it."""
 
     def __call__(self) -> tuple[Algorithm, Callable[[int], ClientData]]:
         set_deterministic(self.config.run.deterministic)
         device = resolve_device(self.config.run.device)
         algorithm = build_algorithm(self.config, self.task, device)
+        if self.generated is not None:
+            from fedprior.experiments.generated import GeneratedClients
+
+            return algorithm, GeneratedClients(self.generated, client_fields(algorithm), device)
         return algorithm, ResidentClients(
             self.partition, self.train, client_fields(algorithm), device, PixelStandardizer(self.task.pixel_mean, self.task.pixel_std)
         )  # the data moved once per worker

@@ -54,6 +54,12 @@ class DataConfig(ConfigSection):
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
     """With run.model_selection='validation' on a dataset without its own validation split: the fraction of the training pool held out (class-stratified) as one."""
+    synthetic_alpha: float | None = Field(None, ge=0)
+    """With dataset = 'synthetic': alpha of Synthetic(alpha, beta) (Li et al., FedProx, MLSys 2020, Sec. 5.1), the standard deviation of u_k, the mean of client k's model (W_k, b_k ~ N(u_k, 1)): how much the clients' models differ; unset: 1."""
+    synthetic_beta: float | None = Field(None, ge=0)
+    """With dataset = 'synthetic': beta of Synthetic(alpha, beta), the standard deviation of B_k, the mean of client k's feature mean (v_k ~ N(B_k, 1)): how much the clients' features differ; unset: 1."""
+    synthetic_iid: bool | None = None
+    """With dataset = 'synthetic': true gives the paper's Synthetic IID (one model W, b for all clients, features N(0, Sigma)), where alpha and beta do not apply; unset: false."""
 
 
 class AlgorithmConfig(CheckedModel):
@@ -181,6 +187,7 @@ class ExperimentConfig(ConfigSection):
         check_privacy(self.privacy, self.federation.num_clients, self.federation.fraction, self.federation.rounds)
         check_robustness(self.algorithm.name, values, self.federation)
         check_sampler(self.federation)
+        check_synthetic(self)
         return self.model_copy(update={"algorithm": AlgorithmConfig(name=self.algorithm.name, **values), "partition": self.scenario_partition()})
 
     def scenario_partition(self) -> PartitionConfig:
@@ -243,6 +250,41 @@ def check_robustness(algorithm: str, values: dict[str, Any], federation: Federat
             f"federation.attack: simulated attacks act on clients whose reply is a model trained on labels; algorithm '{algorithm}' is not one of them; "
             f"accepted with: {', '.join(robust_algorithms())}"
         )
+
+
+SYNTHETIC_FIELDS = ("synthetic_alpha", "synthetic_beta", "synthetic_iid")
+
+
+def check_synthetic(config: ExperimentConfig) -> None:
+    """The fields of ``data.dataset = 'synthetic'`` (``fedprior.data.synthetic``) only with it, and with it only what a federation
+    generated per client allows: its own split by client (partition.scheme = 'natural'), no encoder, no files, no subset,
+    no validation hold-out, no labeled/unlabeled split, no local test split (each client's 20% test split is its own)."""
+    data = config.data
+    if data.dataset != "synthetic":
+        for name in SYNTHETIC_FIELDS:
+            if getattr(data, name) is not None:
+                raise ConfigError(f"data.{name}: applies to data.dataset = 'synthetic' only (it is '{data.dataset}'); remove it")
+        return
+    if data.synthetic_iid and (data.synthetic_alpha is not None or data.synthetic_beta is not None):
+        raise ConfigError(
+            "data.synthetic_alpha: Synthetic IID (data.synthetic_iid = true) shares one model and one feature distribution; remove synthetic_alpha and synthetic_beta"
+        )
+    refused = [
+        ("partition.scheme", config.partition.scheme != "natural", "the synthetic federation comes split by client; accepted: natural"),
+        ("encoder.name", config.encoder.name != "none", "the synthetic federation's features are the model's inputs; accepted: none"),
+        ("data.root", data.root is not None, "the synthetic federation is generated, it reads no files; remove data.root"),
+        ("data.train_subset", data.train_subset != 0, "applies to image datasets; accepted with data.dataset = 'synthetic': 0"),
+        ("partition.num_labeled", config.partition.num_labeled != 0, "the synthetic clients hold labeled data only; accepted: 0"),
+        (
+            "partition.local_test_fraction",
+            config.partition.local_test_fraction != 0,
+            "each synthetic client already holds out 20% as its test split; accepted: 0",
+        ),
+        ("run.model_selection", config.run.model_selection != "last", "the synthetic federation has no validation split; accepted: last"),
+    ]
+    for name, wrong, why in refused:
+        if wrong:
+            raise ConfigError(f"{name}: {why} (with data.dataset = 'synthetic')")
 
 
 def check_sampler(federation: FederationConfig) -> None:

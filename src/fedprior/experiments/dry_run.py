@@ -18,6 +18,7 @@ from fedprior.data import Dataset, load_dataset
 from fedprior.encoders.registry import reserved_train_indices
 from fedprior.experiments.client_split import ClientSplit, client_split
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.generated import DRY_RUN_CLIENTS, generated_statistics, is_generated, synthetic_federation
 from fedprior.partition.statistics import class_counts, describe
 
 
@@ -97,6 +98,8 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
     from fedprior.experiments.build import check_planned
 
     check_planned(config)  # what the run refuses without data, refused before the data
+    if is_generated(config):
+        return generated_dry_run(config)
     dataset, reserved, split = planned_split(config)
     check_built_algorithm(config, dataset, split)
     labels = dataset.train_labels
@@ -115,4 +118,21 @@ def dry_run(config: ExperimentConfig) -> dict[str, Any]:
         "num_clients": split.config.federation.num_clients,
         "centralized": algorithm_spec(config.algorithm.name).centralized,
         "roles": roles,
+    }
+
+
+def generated_dry_run(config: ExperimentConfig) -> dict[str, Any]:
+    """:func:`dry_run`'s answer for a federation generated per client (``data.dataset = 'synthetic'``): every client's size, and the
+    class counts of the first :data:`~fedprior.experiments.generated.DRY_RUN_CLIENTS` (``classes_per_client``, the betas)."""
+    summary = generated_statistics(synthetic_federation(config), clients=DRY_RUN_CLIENTS)
+    summary["median_client_size"] = float(np.median(summary["client_sizes"]))
+    summary["median_classes_per_client"] = float(np.median(summary["classes_per_client"]))
+    return {
+        "dataset": config.data.dataset,
+        "train_images": summary["num_samples"],
+        **dict.fromkeys(LEFT_OUT, 0),
+        "pool": summary["num_samples"],
+        "num_clients": config.federation.num_clients,
+        "centralized": False,
+        "roles": {"train": summary},
     }

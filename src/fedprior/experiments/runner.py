@@ -19,7 +19,6 @@ from fedprior.experiments.paper_registry import report_extra, summary_extra
 from fedprior.experiments.resume_check import check_rounds, check_same_config, checkpoint_metadata, finished_message, finished_summary
 from fedprior.experiments.run_config import read_config, write_config
 from fedprior.partition.plot import plot_heatmap
-from fedprior.partition.statistics import class_counts, describe
 from fedprior.results.fingerprints import round_digest, state_sha256
 from fedprior.results.report import write_report
 from fedprior.results.run_dir import RunDir
@@ -32,9 +31,7 @@ RoundCallback = Callable[[dict[str, Any]], None]
 
 
 def partition_statistics(experiment: Experiment) -> dict[str, Any]:
-    labels = experiment.dataset.train_labels
-    parts = [experiment.partition.holdings(c) for c in range(experiment.partition.num_clients)]
-    return describe(class_counts(labels, parts, experiment.dataset.num_classes))
+    return experiment.partition_statistics()
 
 
 def client_failures(history: list[dict[str, Any]]) -> dict[str, Any]:

@@ -39,6 +39,9 @@ SCALES: tuple[str, ...] = ("auto", "linear", "log")
 ORDERS: tuple[str, ...] = ("auto", "client", "clustered")
 CLUSTER_ABOVE = 100
 """``order='auto'`` clusters the rows of more clients than this."""
+MAX_ROWS = 1000
+"""More clients than this are drawn as MAX_ROWS of them, evenly spaced in id order (the title's betas cover all): the figure
+and its clustering (quadratic in the rows of a class block) stay bounded at any number of clients."""
 LOG_RATIO = 10.0
 """``scale='auto'`` colours counts on a log scale when the largest non-zero cell is at least this many times the smallest."""
 TITLE_SIZE = 10
@@ -104,7 +107,8 @@ def heatmap_figure(
 
     Cells with no samples are white, so a sparse partition reads at a glance; values are
     printed in the cells when the matrix is at most 20 x 20. The title carries
-    beta^CIB and beta^hetero (the MFCL paper's Appendix B). Sized for 10..1,000 clients and 10..100 classes.
+    beta^CIB and beta^hetero (the MFCL paper's Appendix B) of all the clients. Sized for 10..1,000 clients and 10..100
+    classes; of more than :data:`MAX_ROWS` clients, MAX_ROWS evenly spaced ones are drawn (:func:`shown_clients`).
     """
     from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -119,11 +123,15 @@ def heatmap_figure(
     _check_choice("view", view, VIEWS)
     _check_choice("scale", scale, SCALES)
     _check_choice("order", order, ORDERS)
+    summary = describe(counts)  # every client's
+    all_clients = counts.shape[0]
+    ids = shown_clients(all_clients)
+    counts = counts[ids]
     num_clients, num_classes = counts.shape
+    sampled = f"{num_clients:,} of {all_clients:,} clients (evenly spaced ids)" if num_clients < all_clients else ""
     if class_names is not None and len(class_names) != num_classes:
         raise ValueError(f"{len(class_names)} class names for {num_classes} classes")
     names = [str(class_names[i]) if class_names is not None else str(i) for i in range(num_classes)]
-    summary = describe(counts)
 
     arrangement = resolved_order(num_clients, order)
     ordering = cluster_clients(counts) if arrangement == "clustered" else ClientOrder(np.arange(num_clients), ())
@@ -159,12 +167,12 @@ def heatmap_figure(
     axes.set_xlabel("class")
     if ordering.groups:
         _label_groups(axes, bars, ordering, names, height * figure.dpi * 0.8 / num_clients)
-        axes.set_ylabel(f"{num_clients} clients, grouped by their largest class")
+        axes.set_ylabel(f"{sampled or f'{num_clients} clients'}, grouped by their largest class")
     else:
         ys = _ticks(num_clients)
         axes.set_yticks(ys)
-        axes.set_yticklabels([str(i) for i in ys], fontsize=8)
-        axes.set_ylabel("client")
+        axes.set_yticklabels([str(ids[ordering.order[i]]) for i in ys], fontsize=8)
+        axes.set_ylabel(f"client ({sampled})" if sampled else "client")
     if num_clients <= 20 and num_classes <= 20:
         for (row, col), value in np.ndenumerate(values):
             if value:
@@ -185,9 +193,16 @@ def heatmap_figure(
         betas = "no samples"
     else:
         betas = f"β_CIB = {summary['beta_cib']:.2f}, β_hetero = {summary['beta_hetero']:.2f} bits"
-    heading = f"{num_clients} clients, {num_classes} classes: {betas}"
+    heading = f"{all_clients:,} clients, {num_classes} classes: {betas}" + (f"; {sampled} drawn" if sampled else "")
     fit_title(figure, f"{title}\n{heading}" if title else heading)
     return figure
+
+
+def shown_clients(num_clients: int, most: int = MAX_ROWS) -> np.ndarray:
+    """The rows a heatmap draws: every client up to ``most``, else ``most`` ids evenly spaced over 0..num_clients-1."""
+    if num_clients <= most:
+        return np.arange(num_clients)
+    return np.linspace(0, num_clients - 1, most).round().astype(np.int64)
 
 
 def _label_groups(axes, bars, ordering: ClientOrder, names: list[str], row_px: float) -> None:
