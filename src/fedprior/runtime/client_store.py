@@ -111,7 +111,8 @@ class ClientStates(MutableMapping[int, State]):
         digest = part_sha256(tensors)
         path = self._path(digest)
         if not path.is_file():  # content-addressed: a file there already holds these tensors
-            save_tensors(tensors, path, durable=not self._own_folder)
+            # not looking through the folder (a file per client) for abandoned temporary files: the checkpoint's writes do
+            save_tensors(tensors, path, durable=not self._own_folder, clean=False)
         self._disk[client_id] = digest
         self._verified.add(client_id)
 
