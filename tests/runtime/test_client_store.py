@@ -163,3 +163,13 @@ def test_the_default_size_keeps_states_in_memory():
     assert client_store.DEFAULT_MEMORY_MB * 2**20 == RoundLoop(seed=0, rounds=1, fraction=1.0).client_state_memory
     result = run(counting_algorithm([]))
     assert result.client_states.references() == {} and result.client_states.memory
+
+
+@pytest.mark.slow
+def test_worker_processes_with_the_states_on_disk_give_the_numbers_of_one_process_in_memory():
+    algo = counting_algorithm([])
+    plain = simulate(algo, lambda c: DATA[c], 6, TEST, RoundLoop(seed=3, rounds=4, fraction=0.5))
+    loop = RoundLoop(seed=3, rounds=4, fraction=0.5, workers=2, start_method="fork", client_state_memory=ON_DISK)
+    workers = simulate(algo, lambda c: DATA[c], 6, TEST, loop)
+    assert strip(workers.progress.history) == strip(plain.progress.history) and torch.equal(workers.state["v"], plain.state["v"])
+    assert workers.client_states.references() and same_states(workers.client_states, plain.client_states)
