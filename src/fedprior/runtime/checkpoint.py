@@ -35,19 +35,18 @@ client's file when a round samples it.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import warnings
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from fedprior.atomic import save_tensors, tensors_sha256, write_bytes
-from fedprior.errors import FedpriorError
+from fedprior.runtime.client_store import ClientStates
+from fedprior.runtime.parts import CLIENT, SERVER, CheckpointError, _forget_dead_tensors, _remembered, _unshared, part_sha256
 from fedprior.runtime.traffic import upgrade_records
 
 if TYPE_CHECKING:
@@ -55,8 +54,6 @@ if TYPE_CHECKING:
 
     from fedprior.algorithms.base import State
 
-SERVER = "server/"
-CLIENT = "client/"
 FORMAT = "fedprior-checkpoint-v3"
 """v3: large parts in content-addressed files (``blobs`` in the metadata); v2 (everything in the file) still loads."""
 FORMATS = ("fedprior-checkpoint-v2", FORMAT)
@@ -64,10 +61,6 @@ STORED = "client_store"
 """Metadata flag: the client parts are a client-state store's files (``client_store.py``), loaded lazily on resume."""
 BLOB_BYTES = 1 << 20
 """A client's state, or a server tensor, of at least this many bytes is kept in its own content-addressed file."""
-
-
-class CheckpointError(FedpriorError):
-    """A checkpoint cannot be used: unreadable, incomplete, or its checksum does not match."""
 
 
 @dataclass
@@ -107,33 +100,6 @@ def _checksum(tensors: dict, metadata: dict[str, str]) -> str:
     return tensors_sha256(tensors, json.dumps({k: v for k, v in metadata.items() if k != "checksum"}, sort_keys=True))
 
 
-_HASHES: dict[int, tuple[weakref.ref, int, int, str]] = {}
-"""id(tensor) -> (a weak reference to it, its version counter and data pointer then, its SHA-256)."""
-
-
-def _remembered(tensor: torch.Tensor) -> str | None:
-    """The hash remembered for this tensor object, if it has not been modified since (None: hash it)."""
-    if tensor.is_inference():
-        return None
-    entry = _HASHES.get(id(tensor))
-    if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and entry[2] == tensor.data_ptr():
-        return entry[3]
-    return None
-
-
-def tensor_sha256(tensor: torch.Tensor, host: torch.Tensor | None = None) -> str:
-    """SHA-256 of a tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
-    (an inference-mode tensor has no version counter: it is hashed every time). ``host``: a host copy of a device
-    tensor to read the bytes from (:func:`_host_copies`); the hash is remembered for the device tensor."""
-    digest = _remembered(tensor)
-    if digest is not None:
-        return digest
-    digest = tensors_sha256({"": tensor if host is None else host})
-    if not tensor.is_inference():
-        _HASHES[id(tensor)] = (weakref.ref(tensor), tensor._version, tensor.data_ptr(), digest)
-    return digest
-
-
 def _host_copies(tensors: Mapping[str, torch.Tensor], needed: set[str]) -> dict[str, torch.Tensor]:
     """Host copies of the device tensors among ``needed`` (the checkpoint's reads: tensors not hashed yet, and
     what it writes), each copied once, into pinned memory without blocking where the device is CUDA, then waited
@@ -154,20 +120,6 @@ def _host_copies(tensors: Mapping[str, torch.Tensor], needed: set[str]) -> dict[
     if cuda:
         torch.cuda.synchronize()
     return out
-
-
-def _forget_dead_tensors() -> None:
-    for key in [k for k, v in _HASHES.items() if v[0]() is None]:
-        del _HASHES[key]
-
-
-def part_sha256(tensors: Mapping[str, torch.Tensor], host: Mapping[str, torch.Tensor] | None = None) -> str:
-    """The content hash of a part: over its names and its tensors' hashes (:func:`tensor_sha256`), in name order
-    (``host``: host copies of device tensors to read from)."""
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        digest.update(f"{name}\0{tensor_sha256(tensors[name], (host or {}).get(name))}\0".encode())
-    return digest.hexdigest()
 
 
 def _parts(tensors: dict[str, torch.Tensor], blob_bytes: int) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
@@ -196,25 +148,6 @@ def _blob_names(path: Path) -> set[str]:
             return set(json.loads((handle.metadata() or {}).get("blobs", "{}")).values())
     except Exception:  # noqa: BLE001 (damaged or missing: it names nothing we can trust)
         return set()
-
-
-def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``tensors`` with every tensor that shares storage with an earlier one (or is not contiguous) copied.
-
-    safetensors refuses tensors that share memory, and states may alias one another (a server's
-    evaluation model holding a client's head, say). The first holder of a storage is saved as it
-    is, so its remembered hash still applies; the others are copies, hashed anew.
-    """
-    seen: set[int] = set()
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in tensors.items():
-        pointer = tensor.untyped_storage().data_ptr() if tensor.numel() else None
-        if pointer is not None and pointer in seen or not tensor.is_contiguous():
-            tensor = tensor.detach().contiguous().clone()
-        elif pointer is not None:
-            seen.add(pointer)
-        out[name] = tensor
-    return out
 
 
 def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) -> int:
@@ -319,8 +252,6 @@ def load_checkpoint(path: Path) -> RunState:
             clients.setdefault(int(client_id), {})[name] = value
     extra = {k: v for k, v in metadata.items() if k not in ("format", "progress", "checksum", "blobs", "blob_folder", STORED)}
     if stored:
-        from fedprior.runtime.client_store import ClientStates
-
         store = ClientStates(_parts_folder(path, metadata), stored=stored)
         for client_id, state in clients.items():
             store.memory[client_id] = state

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from fedprior.algorithms.base import State
 from fedprior.atomic import save_tensors
-from fedprior.runtime.checkpoint import CLIENT, CheckpointError, _unshared, part_sha256
+from fedprior.runtime.parts import CLIENT, CheckpointError, _unshared, part_sha256
 
 DEFAULT_MEMORY_MB = 1024.0
 """``run.client_state_memory_mb``'s default: client states are held in memory up to 1 GiB in all."""
