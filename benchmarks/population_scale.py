@@ -23,7 +23,8 @@ between 10^4 and the largest N): 1 is linear growth, 0 none.
     python benchmarks/population_scale.py --data synthetic --sizes 100 1000 10000 --algorithms fedavg --per-round 10 --out /tmp/p.json
 
 ``--out`` collects the cases already in the file (a rerun of some cases replaces them) with the command and the machine;
-``--include FILE ...`` adds the cases of other result files (cases run as separate commands), whose commands it lists.
+``--include FILE ...`` adds the cases of other result files (cases run as separate commands), whose commands, machines and loads it lists (``cases_from``);
+``--collect`` runs no case, only gathers them.
 """
 
 from __future__ import annotations
@@ -161,6 +162,7 @@ def main() -> None:
     parser.add_argument("--per-round", nargs="+", type=int, default=[10, 100], help="clients a round, m")
     parser.add_argument("--out", type=Path, help="the results JSON (cases already there are kept unless rerun)")
     parser.add_argument("--include", nargs="*", type=Path, default=[], help="other result files of this script whose cases join --out's")
+    parser.add_argument("--collect", action="store_true", help="run no case: only gather --include's cases into --out, with the slopes")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a child: one case's JSON spec
     args = parser.parse_args()
     if args.one:
@@ -169,12 +171,12 @@ def main() -> None:
     at_start = machine()
     previous = json.loads(args.out.read_text()) if args.out is not None and args.out.is_file() else {}
     cases: dict[str, dict[str, Any]] = dict(previous.get("cases", {}))
-    commands = [previous["command"]] if previous else []
+    runs = [{k: previous[k] for k in ("command", "machine", "load_at_end")}] if previous else []
     for other in args.include:
         included = json.loads(other.read_text())
         cases.update(included["cases"])
-        commands.append(included["command"])
-    for data in args.data:
+        runs.append({k: included[k] for k in ("command", "machine", "load_at_end")})
+    for data in [] if args.collect else args.data:
         for algorithm in args.algorithms:
             for per_round in args.per_round:
                 for clients in args.sizes or SIZES[data]:
@@ -191,7 +193,7 @@ def main() -> None:
     fitted = slopes(cases)
     print_table(cases, fitted)
     if args.out is not None:
-        record = {"command": command_line(), "earlier_commands": commands, "machine": at_start, "load_at_end": load(), "cases": cases, "slopes": fitted}
+        record = {"command": command_line(), "cases_from": runs, "machine": at_start, "load_at_end": load(), "cases": cases, "slopes": fitted}
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(record, indent=2) + "\n")
 
