@@ -64,16 +64,19 @@ def remove_stale_temp_files(folder: Path) -> list[Path]:
     return removed
 
 
-def atomic_write(path: Path, write: Callable[[BinaryIO], object], durable: bool = False) -> None:
+def atomic_write(path: Path, write: Callable[[BinaryIO], object], durable: bool = False, clean: bool = True) -> None:
     """Create or replace ``path`` with what ``write(handle)`` writes, atomically.
 
-    ``durable``: flush the file and its folder to disk before returning (checkpoints).
+    ``durable``: flush the file and its folder to disk before returning (checkpoints). ``clean``: first remove the
+    folder's abandoned temporary files (False where a folder holds a file per client and is written each round:
+    looking through it each time would cost its size; the folder's other writes clean it).
     """
     path = Path(path)
     tmp = path.parent / f"{path.name}.{_host()}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        remove_stale_temp_files(path.parent)
+        if clean:
+            remove_stale_temp_files(path.parent)
         with open(tmp, "xb") as handle:
             write(handle)
             handle.flush()
@@ -95,8 +98,8 @@ def atomic_write(path: Path, write: Callable[[BinaryIO], object], durable: bool 
             os.unlink(tmp)
 
 
-def write_bytes(path: Path, data: bytes, durable: bool = False) -> None:
-    atomic_write(path, lambda handle: handle.write(data), durable)
+def write_bytes(path: Path, data: bytes, durable: bool = False, clean: bool = True) -> None:
+    atomic_write(path, lambda handle: handle.write(data), durable, clean)
 
 
 def write_text(path: Path, text: str, durable: bool = False) -> None:
@@ -124,15 +127,15 @@ def save_figure(figure, path: Path, close: bool = True) -> Path:
     return path
 
 
-def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None, durable: bool = False) -> None:
-    """Save ``tensors`` as a safetensors file at ``path``, atomically (see the module docstring).
+def save_tensors(tensors: Mapping[str, torch.Tensor], path: Path, metadata: dict[str, str] | None = None, durable: bool = False, clean: bool = True) -> None:
+    """Save ``tensors`` as a safetensors file at ``path``, atomically (see the module docstring; ``clean``: :func:`atomic_write`'s).
 
     Tensors are detached, copied to the host where they are on a device (a run's resident states), and made
     contiguous (but not copied when they already are both).
     """
     from safetensors.torch import save
 
-    write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata), durable)
+    write_bytes(path, save({k: v.detach().cpu().contiguous() for k, v in tensors.items()}, metadata=metadata), durable, clean)
 
 
 def tensors_sha256(tensors: Mapping[str, torch.Tensor], extra: str = "") -> str:

@@ -22,9 +22,9 @@ def written(monkeypatch):
     sizes: list[int] = []
     write = atomic.write_bytes
 
-    def counting(path, data, durable=False):
+    def counting(path, data, durable=False, clean=True):
         sizes.append(len(data))
-        return write(path, data, durable)
+        return write(path, data, durable, clean)
 
     monkeypatch.setattr(atomic, "write_bytes", counting)
     return sizes

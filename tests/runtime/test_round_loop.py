@@ -34,6 +34,7 @@ NOT_DEFAULT = [
     "run.device='cpu'",
     "run.start_method='spawn'",
     "run.checkpoint_every=2",
+    "run.client_state_memory_mb=64",
     "federation.sampler='power-of-choice'",
     "federation.power_of_choice_candidates=4",
 ]
@@ -73,6 +74,7 @@ def expected(workers: int, concurrent: int = 1, attack: bool = True) -> dict:
         "device": "cpu",
         "start_method": "spawn",
         "checkpoint_every": 2,
+        "client_state_memory": 64 * 2**20,
         "sampler": PowerOfChoice(4),
         "client_sizes": SixClientSizes(),
         "before_round": None,  # a privacy budget (privacy.max_epsilon) needs DP, which power-of-choice cannot run with: test_budget_builds_the_loops_check

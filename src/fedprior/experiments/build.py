@@ -121,6 +121,7 @@ class Experiment:
             device=str(self.device),
             start_method=self.start_method,
             checkpoint_every=run.checkpoint_every,
+            client_state_memory=int(run.client_state_memory_mb * 2**20),
             sampler=sampler_for(federation.sampler, federation.power_of_choice_candidates),
             client_sizes=tuple(int(n) for n in (self.partition.client_sizes() if self.generated is None else self.generated.train_sizes)),
             before_round=budget_check(self.config.privacy, federation.sampler, federation.num_clients, federation.fraction),

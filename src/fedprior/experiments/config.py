@@ -133,6 +133,8 @@ class RunConfig(ConfigSection):
     """Whether cuDNN autotunes its convolution algorithms for each new input shape (torch.backends.cudnn.benchmark; CUDA only): 'auto' only for algorithms whose client batches keep one shape (not the full-batch semi-supervised family, whose shapes change every client and round: autotuning them made a FedDB round 16-22 s instead of 2-3 s on an H200), 'on', 'off'. Never with run.deterministic."""
     precision: Literal["fp32", "bf16"] = "fp32"
     """Arithmetic of the forward passes in training and evaluation: 'fp32', or 'bf16' (torch.autocast to bfloat16 on the run's device, the CPU included; weights, gradients and optimizer state stay float32, losses are computed in float32). Only algorithms whose factory takes 'precision' accept 'bf16' (see fedprior.algorithms.pieces.precision); numbers differ from fp32 by bfloat16 rounding."""
+    client_state_memory_mb: float = Field(1024.0, ge=0)
+    """MiB of the clients' persistent states (SCAFFOLD's control variates, FedDyn's gradients, personal heads, FedDB's optimizer state) held in memory; beyond it every client's state is kept on disk, in the checkpoint's folder of parts (one safetensors file per client, checkpointed by reference), and a round reads only its sampled clients' states; 0: on disk from the start. The numbers do not depend on it (runtime 'local')."""
     checkpoint_every: int = Field(1, ge=1)
     """Write the resumable checkpoint every k rounds, and always after the last round and when the run stops (an error, a signal); a resume restarts from the last one written, with the same numbers as an uninterrupted run."""
     model_selection: Literal["last", "validation"] = "last"

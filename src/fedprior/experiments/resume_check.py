@@ -51,6 +51,7 @@ RESUME_MAY_CHANGE = frozenset(
         "run.deterministic",
         "run.cudnn_benchmark",
         "run.checkpoint_every",
+        "run.client_state_memory_mb",
         "run.mlflow",
         "run.mlflow_experiment",
         "run.wandb",

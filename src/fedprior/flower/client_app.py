@@ -49,6 +49,7 @@ from fedprior.flower.secagg import is_secure, node_sum_vector, node_vector, seca
 from fedprior.runtime.clients import global_loss, update_clients
 
 PARTITION_ID = "partition-id"
+NUM_PARTITIONS = "num-partitions"
 DATA_DIR = "data-dir"
 STATE_DIR = "state-dir"
 
@@ -66,10 +67,14 @@ def resolve_data_dir(context: Context, hint: str = "", default: str | None = Non
     )
 
 
-def hosted_clients(context: Context, node: NodeData) -> list[int]:
-    """The fedprior client ids this node hosts (its partition-id in simulation)."""
+def hosted_clients(context: Context, node: NodeData) -> range | list[int]:
+    """The fedprior client ids this node hosts: in simulation, virtual node k of K (its ``partition-id`` and
+    ``num-partitions``) hosts the clients c with c mod K = k of the task's N, a ``range`` (one client where K = N:
+    its partition-id), never listed; on a real SuperNode, those its ``node.json`` lists."""
     if PARTITION_ID in context.node_config:
-        return [int(context.node_config[PARTITION_ID])]
+        k = int(context.node_config[PARTITION_ID])
+        nodes = int(context.node_config.get(NUM_PARTITIONS, node.task.num_clients))
+        return range(k, node.task.num_clients, nodes)
     return [int(c) for c in node.hosted]
 
 
@@ -124,7 +129,7 @@ def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> 
         directory = resolve_data_dir(context, read_hint(msg.content), default)
         node = node_data(directory)
         broadcast, order = read_train_content(msg.content)
-        hosted = set(hosted_clients(context, node))
+        hosted = hosted_clients(context, node)  # a range: membership without a list
         unknown = {c: f"client {c} is not hosted on this node" for c in order.clients if c not in hosted}
         state_dir = context.node_config.get(STATE_DIR) or directory / "state"
         store = ClientStateStore(context, Path(str(state_dir)), order.run_key)
@@ -139,7 +144,7 @@ def client_app(data_dir: str | Path | None = None, mods: list | None = None) -> 
     def evaluate(msg: Message, context: Context) -> Message:
         node = node_data(resolve_data_dir(context, read_hint(msg.content), default))
         state, order = read_loss_content(msg.content)
-        hosted = set(hosted_clients(context, node))
+        hosted = hosted_clients(context, node)  # a range: membership without a list
         losses: dict[int, float] = {}
         failures = {c: f"client {c} is not hosted on this node" for c in order.clients if c not in hosted}
         for client_id in (c for c in order.clients if c in hosted):

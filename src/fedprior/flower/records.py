@@ -203,10 +203,17 @@ def read_losses_content(content: RecordDict) -> tuple[dict[int, float], dict[int
     return losses, {int(c): str(r) for c, r in zip(config_list(record["failed"]), config_list(record["reasons"]), strict=True)}
 
 
-def hosted_content(client_ids: list[int]) -> RecordDict:
-    """The content of a QUERY reply: the fedprior client ids a node hosts."""
+def hosted_content(client_ids: range | list[int]) -> RecordDict:
+    """The content of a QUERY reply: the fedprior client ids a node hosts, a ``range`` as its three numbers
+    (a virtual node of a large population hosts every K-th client: its ids are never listed)."""
+    if isinstance(client_ids, range):
+        return RecordDict({HOSTED: ConfigRecord({"range": [client_ids.start, client_ids.stop, client_ids.step]})})
     return RecordDict({HOSTED: ConfigRecord({"clients": [int(c) for c in client_ids]})})
 
 
-def read_hosted_content(content: RecordDict) -> list[int]:
-    return [int(c) for c in config_list(content.config_records[HOSTED]["clients"])]
+def read_hosted_content(content: RecordDict) -> range | list[int]:
+    record = content.config_records[HOSTED]
+    if "range" in record:
+        start, stop, step = (int(v) for v in config_list(record["range"]))
+        return range(start, stop, step)
+    return [int(c) for c in config_list(record["clients"])]

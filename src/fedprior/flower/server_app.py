@@ -130,7 +130,14 @@ class NodeDirectory:
     def __init__(self, grid: Grid, settings: Settings) -> None:
         self.grid, self.settings = grid, settings
         self.hosts: dict[int, int] = {}
+        self.ranges: dict[int, range] = {}  # node -> the clients it hosts, where it said so as a range (virtual nodes of a large population)
         self.nodes: set[int] = set()
+
+    def host(self, client_id: int) -> int | None:
+        """The node hosting ``client_id`` (None: no connected node): a listed client's, else the first range holding it."""
+        if client_id in self.hosts:
+            return self.hosts[client_id]
+        return next((node for node, clients in sorted(self.ranges.items()) if client_id in clients), None)
 
     def wait_for_nodes(self) -> None:
         deadline = time.monotonic() + self.settings.node_wait
@@ -146,6 +153,7 @@ class NodeDirectory:
         for node in self.nodes - live:
             log.warning("node %d is gone; its clients fail until a node hosting them joins", node)
         self.hosts = {c: n for c, n in self.hosts.items() if n in live}
+        self.ranges = {n: r for n, r in self.ranges.items() if n in live}
         self.nodes &= live
         new = sorted(live - self.nodes)
         if not new:
@@ -161,8 +169,12 @@ class NodeDirectory:
                     "node %d did not say which clients it hosts (%s); asking again next round", node, error_reason(reply) if reply is not None else "no reply"
                 )
                 continue
-            for client_id in read_hosted_content(reply.content):
-                self.hosts[client_id] = node
+            hosted = read_hosted_content(reply.content)
+            if isinstance(hosted, range):
+                self.ranges[node] = hosted
+            else:
+                for client_id in hosted:
+                    self.hosts[client_id] = node
             self.nodes.add(node)
 
 
@@ -185,11 +197,14 @@ class FlowerClients:
     def hosts(self, clients: list[int]) -> tuple[dict[int, list[int]], dict[int, str]]:
         """``clients`` by the node hosting them (the directory refreshed first), and those no connected node hosts."""
         self.directory.refresh()
-        failures: dict[int, str] = {c: "no connected node hosts this client" for c in clients if c not in self.directory.hosts}
+        failures: dict[int, str] = {}
         by_node: dict[int, list[int]] = {}
         for c in clients:
-            if c in self.directory.hosts:
-                by_node.setdefault(self.directory.hosts[c], []).append(c)
+            node = self.directory.host(c)
+            if node is None:
+                failures[c] = "no connected node hosts this client"
+            else:
+                by_node.setdefault(node, []).append(c)
         return by_node, failures
 
     def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:

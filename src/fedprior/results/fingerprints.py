@@ -42,7 +42,8 @@ def state_sha256(server: Mapping[str, Any], clients: Mapping[int, Mapping[str, A
     import torch
 
     digest = hashlib.sha256()
-    for owner, tensors in [("server", server), *((f"client{c}", s) for c, s in sorted(clients.items()))]:
+    # client by client, each read when its turn comes (a client-state store keeps them on disk: runtime/client_store.py)
+    for owner, tensors in [("server", server), *((f"client{c}", clients[c]) for c in sorted(clients))]:
         for key in sorted(tensors):
             tensor = tensors[key].detach().cpu().contiguous()
             digest.update(f"{owner}/{key}/{tensor.dtype}/{tuple(tensor.shape)}".encode())

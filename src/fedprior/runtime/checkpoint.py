@@ -25,23 +25,28 @@ in place: its version counter), so an unchanged part is not even hashed again. P
 written (atomically, flushed) before the checkpoint that names them; after it, the
 parts named by neither the checkpoint nor the previous one are deleted. On load every
 part is checked against its hash.
+
+A run whose client states are in a client-state store on disk (``client_store.py``, beyond
+``run.client_state_memory_mb``) keeps them in this same folder: the checkpoint names each
+stored client's file by its hash and copies nothing (metadata ``client_store``); on load
+those states are not read, only checked to be there, and the store reads (and checks) a
+client's file when a round samples it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
 import warnings
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprior.atomic import save_tensors, tensors_sha256
-from fedprior.errors import FedpriorError
+from fedprior.atomic import save_tensors, tensors_sha256, write_bytes
+from fedprior.runtime.client_store import ClientStates
+from fedprior.runtime.parts import CLIENT, SERVER, CheckpointError, _forget_dead_tensors, _remembered, _unshared, part_sha256
 from fedprior.runtime.traffic import upgrade_records
 
 if TYPE_CHECKING:
@@ -49,17 +54,13 @@ if TYPE_CHECKING:
 
     from fedprior.algorithms.base import State
 
-SERVER = "server/"
-CLIENT = "client/"
 FORMAT = "fedprior-checkpoint-v3"
 """v3: large parts in content-addressed files (``blobs`` in the metadata); v2 (everything in the file) still loads."""
 FORMATS = ("fedprior-checkpoint-v2", FORMAT)
+STORED = "client_store"
+"""Metadata flag: the client parts are a client-state store's files (``client_store.py``), loaded lazily on resume."""
 BLOB_BYTES = 1 << 20
 """A client's state, or a server tensor, of at least this many bytes is kept in its own content-addressed file."""
-
-
-class CheckpointError(FedpriorError):
-    """A checkpoint cannot be used: unreadable, incomplete, or its checksum does not match."""
 
 
 @dataclass
@@ -77,7 +78,8 @@ class RunState:
     """Everything a run needs to continue: server state, per-client states, progress (and the caller's metadata)."""
 
     server: State
-    clients: dict[int, State]
+    clients: Mapping[int, State]
+    """By client id; a :class:`~fedprior.runtime.client_store.ClientStates` store where they are on disk."""
     progress: Progress
     metadata: dict[str, str] = field(default_factory=dict)
 
@@ -96,33 +98,6 @@ def blobs_path(path: Path) -> Path:
 
 def _checksum(tensors: dict, metadata: dict[str, str]) -> str:
     return tensors_sha256(tensors, json.dumps({k: v for k, v in metadata.items() if k != "checksum"}, sort_keys=True))
-
-
-_HASHES: dict[int, tuple[weakref.ref, int, int, str]] = {}
-"""id(tensor) -> (a weak reference to it, its version counter and data pointer then, its SHA-256)."""
-
-
-def _remembered(tensor: torch.Tensor) -> str | None:
-    """The hash remembered for this tensor object, if it has not been modified since (None: hash it)."""
-    if tensor.is_inference():
-        return None
-    entry = _HASHES.get(id(tensor))
-    if entry is not None and entry[0]() is tensor and entry[1] == tensor._version and entry[2] == tensor.data_ptr():
-        return entry[3]
-    return None
-
-
-def tensor_sha256(tensor: torch.Tensor, host: torch.Tensor | None = None) -> str:
-    """SHA-256 of a tensor's dtype, shape and bytes; remembered for the tensor object while it is not modified
-    (an inference-mode tensor has no version counter: it is hashed every time). ``host``: a host copy of a device
-    tensor to read the bytes from (:func:`_host_copies`); the hash is remembered for the device tensor."""
-    digest = _remembered(tensor)
-    if digest is not None:
-        return digest
-    digest = tensors_sha256({"": tensor if host is None else host})
-    if not tensor.is_inference():
-        _HASHES[id(tensor)] = (weakref.ref(tensor), tensor._version, tensor.data_ptr(), digest)
-    return digest
 
 
 def _host_copies(tensors: Mapping[str, torch.Tensor], needed: set[str]) -> dict[str, torch.Tensor]:
@@ -145,20 +120,6 @@ def _host_copies(tensors: Mapping[str, torch.Tensor], needed: set[str]) -> dict[
     if cuda:
         torch.cuda.synchronize()
     return out
-
-
-def _forget_dead_tensors() -> None:
-    for key in [k for k, v in _HASHES.items() if v[0]() is None]:
-        del _HASHES[key]
-
-
-def part_sha256(tensors: Mapping[str, torch.Tensor], host: Mapping[str, torch.Tensor] | None = None) -> str:
-    """The content hash of a part: over its names and its tensors' hashes (:func:`tensor_sha256`), in name order
-    (``host``: host copies of device tensors to read from)."""
-    digest = hashlib.sha256()
-    for name in sorted(tensors):
-        digest.update(f"{name}\0{tensor_sha256(tensors[name], (host or {}).get(name))}\0".encode())
-    return digest.hexdigest()
 
 
 def _parts(tensors: dict[str, torch.Tensor], blob_bytes: int) -> tuple[dict[str, torch.Tensor], dict[str, dict[str, torch.Tensor]]]:
@@ -189,25 +150,6 @@ def _blob_names(path: Path) -> set[str]:
         return set()
 
 
-def _unshared(tensors: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """``tensors`` with every tensor that shares storage with an earlier one (or is not contiguous) copied.
-
-    safetensors refuses tensors that share memory, and states may alias one another (a server's
-    evaluation model holding a client's head, say). The first holder of a storage is saved as it
-    is, so its remembered hash still applies; the others are copies, hashed anew.
-    """
-    seen: set[int] = set()
-    out: dict[str, torch.Tensor] = {}
-    for name, tensor in tensors.items():
-        pointer = tensor.untyped_storage().data_ptr() if tensor.numel() else None
-        if pointer is not None and pointer in seen or not tensor.is_contiguous():
-            tensor = tensor.detach().contiguous().clone()
-        elif pointer is not None:
-            seen.add(pointer)
-        out[name] = tensor
-    return out
-
-
 def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) -> int:
     """Write ``run`` to ``path`` atomically; the checkpoint it replaces becomes ``previous_path(path)``.
 
@@ -218,7 +160,8 @@ def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) ->
     blob_bytes = BLOB_BYTES if blob_bytes is None else blob_bytes
     server, clients, progress = run.server, run.clients, run.progress
     tensors = {SERVER + k: v for k, v in server.items()}  # the State's own tensor objects: their hashes are remembered
-    for client_id, state in clients.items():
+    stored = stored_references(clients)  # states a client-state store holds on disk: named by their hash, not read
+    for client_id, state in (clients.memory if stored is not None else clients).items():  # type: ignore[attr-defined]
         tensors.update({f"{CLIENT}{client_id}/{k}": v for k, v in state.items()})
     inline, apart = _parts(_unshared(tensors), blob_bytes)
     folder = blobs_path(path)
@@ -235,7 +178,15 @@ def save_checkpoint(path: Path, run: RunState, blob_bytes: int | None = None) ->
             host.update(_host_copies(members, members.keys() - host.keys()))
             save_tensors({n: host[n] for n in members}, blob, durable=True)
             written += blob.stat().st_size
+    for client_id, digest in (stored or {}).items():
+        blobs[f"{CLIENT}{client_id}/"] = digest
+        blob = folder / f"{digest}.safetensors"
+        if not blob.is_file():  # a store whose folder is not this checkpoint's: its file is copied here once
+            write_bytes(blob, (clients.folder / blob.name).read_bytes(), durable=True)  # type: ignore[attr-defined]
+            written += blob.stat().st_size
     metadata = {**run.metadata, "format": FORMAT, "progress": json.dumps(progress.__dict__)}
+    if stored:
+        metadata[STORED] = "1"
     if blobs:
         metadata["blobs"] = json.dumps(blobs, sort_keys=True)
         metadata["blob_folder"] = folder.name
@@ -283,8 +234,11 @@ def load_checkpoint(path: Path) -> RunState:
         raise CheckpointError(f"checkpoint {path} has format {metadata['format']!r}, expected {FORMAT!r}")
     if metadata["checksum"] != _checksum(tensors, metadata):
         raise CheckpointError(f"checkpoint {path} is damaged: checksum mismatch (its bytes changed after it was written)")
+    stored: dict[int, str] = {}
     if "blobs" in metadata:
-        tensors.update(_load_parts(path, metadata))
+        if metadata.get(STORED):  # a client-state store's files: named here, read when a round samples the client
+            stored = _stored_clients(path, metadata)
+        tensors.update(_load_parts(path, metadata, skip=CLIENT if stored else None))
     try:
         progress = Progress(**json.loads(metadata["progress"]))
         progress.history = upgrade_records(progress.history)  # per-client byte counts of an older fedprior -> the rounds' totals
@@ -296,21 +250,54 @@ def load_checkpoint(path: Path) -> RunState:
         if key.startswith(CLIENT):
             client_id, name = key[len(CLIENT) :].split("/", 1)
             clients.setdefault(int(client_id), {})[name] = value
-    extra = {k: v for k, v in metadata.items() if k not in ("format", "progress", "checksum", "blobs", "blob_folder")}
+    extra = {k: v for k, v in metadata.items() if k not in ("format", "progress", "checksum", "blobs", "blob_folder", STORED)}
+    if stored:
+        store = ClientStates(_parts_folder(path, metadata), stored=stored)
+        for client_id, state in clients.items():
+            store.memory[client_id] = state
+        return RunState(server, store, progress, extra)
     return RunState(server, clients, progress, extra)
 
 
-def _load_parts(path: Path, metadata: dict[str, str]) -> dict[str, torch.Tensor]:
-    """The tensors of the parts the checkpoint names, each part checked against its hash."""
+def stored_references(clients: Mapping[int, State]) -> dict[int, str] | None:
+    """Client id -> the hash of its state's file, where ``clients`` is a client-state store (``client_store.py``); None otherwise."""
+    references = getattr(clients, "references", None)
+    return references() if callable(references) else None
+
+
+def _parts_folder(path: Path, metadata: dict[str, str]) -> Path:
+    return path.parent / metadata.get("blob_folder", blobs_path(path).name)
+
+
+def _stored_clients(path: Path, metadata: dict[str, str]) -> dict[int, str]:
+    """The client parts a store-backed checkpoint names (client id -> hash), each checked to be there (its hash is checked when read)."""
+    folder = _parts_folder(path, metadata)
+    try:
+        names = json.loads(metadata["blobs"])
+    except ValueError as error:
+        raise CheckpointError(f"checkpoint {path} has unreadable part names ({error})") from None
+    out: dict[int, str] = {}
+    for group, digest in names.items():
+        if group.startswith(CLIENT):
+            if not (folder / f"{digest}.safetensors").is_file():
+                raise CheckpointError(f"checkpoint {path} is incomplete: its part {group!r} ({folder / digest}.safetensors) is missing")
+            out[int(group[len(CLIENT) : -1])] = digest
+    return out
+
+
+def _load_parts(path: Path, metadata: dict[str, str], skip: str | None = None) -> dict[str, torch.Tensor]:
+    """The tensors of the parts the checkpoint names (but those whose name starts with ``skip``), each part checked against its hash."""
     from safetensors.torch import load_file
 
-    folder = path.parent / metadata.get("blob_folder", blobs_path(path).name)
+    folder = _parts_folder(path, metadata)
     out: dict[str, torch.Tensor] = {}
     try:
         names = json.loads(metadata["blobs"])
     except ValueError as error:
         raise CheckpointError(f"checkpoint {path} has unreadable part names ({error})") from None
     for group, digest in sorted(names.items()):
+        if skip is not None and group.startswith(skip):
+            continue
         blob = folder / f"{digest}.safetensors"
         try:
             members = load_file(str(blob))

@@ -9,7 +9,7 @@ aggregation, evaluation, records and checkpoints are written once.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from typing import Protocol
 
@@ -17,6 +17,7 @@ import torch
 
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, ClientInfo, Reply, RoundInfo, State
 from fedprior.errors import FedpriorError
+from fedprior.runtime.client_store import ClientStates
 from fedprior.runtime.concurrent import Lanes
 from fedprior.seeding import derived_seed
 
@@ -30,8 +31,9 @@ class ClientPool(Protocol):
     def update(self, message: Broadcast, info: RoundInfo, step: int, clients: list[int], vectorize: bool) -> tuple[list[Reply], dict[int, str]]:
         """The replies of ``clients`` (``client_id`` set; any order) and the failed ones with a reason."""
 
-    def states(self) -> dict[int, State]:
-        """The client states to checkpoint with the server ({} where clients keep their own)."""
+    def states(self) -> Mapping[int, State]:
+        """The client states to checkpoint with the server ({} where clients keep their own; a
+        :class:`~fedprior.runtime.client_store.ClientStates` store where they may be on disk)."""
 
     def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:
         """:func:`global_loss` of the server ``state`` on each of ``clients``' data, and the clients that failed with a reason
@@ -142,6 +144,8 @@ def update_clients(
 class InProcessClients:
     """Every client simulated in this process; their states kept here (and checkpointed with the server).
 
+    ``states``: a :class:`~fedprior.runtime.client_store.ClientStates` store is used as it is (in memory up to a size,
+    on disk beyond: what :func:`~fedprior.runtime.simulation.simulate` gives), any other mapping is copied into a dict.
     ``lanes``: up to ``lanes.count`` updates of a round at once (``run.concurrent_clients``; None: one at a time).
     """
 
@@ -150,11 +154,11 @@ class InProcessClients:
         algorithm: Algorithm,
         client_data: Callable[[int], ClientData],
         num_clients: int,
-        states: dict[int, State] | None = None,
+        states: Mapping[int, State] | None = None,
         lanes: Lanes | None = None,
     ) -> None:
         self.algorithm, self.client_data, self.num_clients, self.lanes = algorithm, client_data, num_clients, lanes
-        self._states: dict[int, State] = dict(states or {})
+        self._states: MutableMapping[int, State] = states if isinstance(states, ClientStates) else dict(states or {})
 
     def prepare(self) -> None:
         pass
@@ -174,7 +178,7 @@ class InProcessClients:
                 self._states[client_id] = state
         return [reply for reply, _ in results], {}
 
-    def states(self) -> dict[int, State]:
+    def states(self) -> Mapping[int, State]:
         return self._states
 
     def losses(self, state: State, info: RoundInfo, step: int, clients: list[int]) -> tuple[dict[int, float], dict[int, str]]:

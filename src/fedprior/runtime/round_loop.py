@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from fedprior.algorithms.base import State
+from fedprior.runtime.client_store import DEFAULT_MEMORY_MB
 from fedprior.runtime.divergence import NonFinite
 from fedprior.runtime.sampling import ClientSampler, Uniform
 from fedprior.runtime.threads import ThreadPolicy
@@ -65,6 +66,9 @@ class RoundLoop:
     """``run.checkpoint_every``: write the checkpoint every k rounds (counted over all stages), after the last round, and when the loop stops on an error or a signal."""
     sampler: ClientSampler = field(default_factory=Uniform)
     """``federation.sampler``: chooses each round's clients (``sampling.py``)."""
+    client_state_memory: int = int(DEFAULT_MEMORY_MB * 2**20)
+    """``run.client_state_memory_mb`` in bytes: the clients' states are held in memory up to this size in all, on disk beyond
+    (``client_store.py``; the numbers do not depend on it)."""
     client_sizes: tuple[int, ...] = ()
     """Each client's training examples, by id, for the samplers that weigh clients by them (empty: not known)."""
     before_round: Callable[[State], dict[str, Any] | None] | None = None

@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
@@ -52,7 +52,8 @@ from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, Ro
 from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
 from fedprior.errors import FedpriorError
-from fedprior.runtime.checkpoint import Progress, RunState, save_checkpoint
+from fedprior.runtime.checkpoint import Progress, RunState, blobs_path, save_checkpoint
+from fedprior.runtime.client_store import ClientStates
 from fedprior.runtime.clients import ClientPool, InProcessClients, check_power_of_choice
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
@@ -68,7 +69,8 @@ RoundCallback = Callable[[dict[str, Any]], None]
 @dataclass
 class SimulationResult:
     state: State
-    client_states: dict[int, State]
+    client_states: Mapping[int, State]
+    """Each client's state (a :class:`~fedprior.runtime.client_store.ClientStates` store: those on disk are read when asked for)."""
     progress: Progress
     wall_seconds: float
     stopped: dict[str, Any] | None = None
@@ -193,7 +195,7 @@ def run_rounds(
             # the client states as they are now: the pool replaces a client's state rather than mutating it, so a copy of
             # the mapping keeps this round's, whatever a later round does before the loop stops
             snapshot = Progress(progress.stage_index, progress.round, list(progress.history), progress.initial)  # the loop appends to progress
-            completed = RunState(state, dict(pool.states()), snapshot, checkpoint_metadata)
+            completed = RunState(state, client_snapshot(pool.states()), snapshot, checkpoint_metadata)
             if loop.checkpoint_every == 1 or step == total_steps or (step > 0 and step % loop.checkpoint_every == 0):
                 save_checkpoint(checkpoint_path, completed)
                 pending = None
@@ -291,8 +293,23 @@ def run_rounds(
             if pending is not None:  # the loop stops (an error, Ctrl-C, SIGTERM): the last completed round is not lost
                 save_checkpoint(checkpoint_path, pending)  # type: ignore[arg-type]  # pending is set only with a checkpoint_path
             raise
-        clients = {c: to_cpu(s) for c, s in pool.states().items()}
+        clients = host_states(pool.states())
         return SimulationResult(to_cpu(state), clients, progress, time.perf_counter() - started)  # the run's result on the host
+
+
+def client_snapshot(states: Mapping[int, State]) -> Mapping[int, State]:
+    """The client states as they are now, for a checkpoint written now or later: a store's snapshot (its files by reference,
+    ``client_store.py``), else a copy of the mapping (the pool replaces a client's state, never mutates it)."""
+    return states.snapshot() if isinstance(states, ClientStates) else dict(states)
+
+
+def host_states(states: Mapping[int, State]) -> Mapping[int, State]:
+    """The client states with host tensors, for the run's result: a store's states on disk stay there (read when asked for)."""
+    if isinstance(states, ClientStates):
+        copy = states.snapshot()
+        copy.memory.update({c: to_cpu(s) for c, s in copy.memory.items()})
+        return copy
+    return {c: to_cpu(s) for c, s in states.items()}
 
 
 def choose_clients(loop: RoundLoop, pool: ClientPool, state: State, info: RoundInfo, step: int, fraction: float) -> tuple[list[int], dict[str, Any]]:
@@ -382,7 +399,11 @@ def simulate(
     ``thread_safe_updates``. The numbers are those of ``workers = 1`` and ``concurrent_clients = 1``.
     """
     start = hooks.get("start")
-    states = start.clients if start is not None else None
+    checkpoint_path = hooks.get("checkpoint_path")
+    # the clients' states: in memory up to loop.client_state_memory bytes, on disk beyond, in the checkpoint's folder of parts
+    states = ClientStates(blobs_path(checkpoint_path) if checkpoint_path is not None else None, loop.client_state_memory)
+    if start is not None:
+        states.adopt(start.clients)
     if loop.concurrent_clients > 1 and not algorithm.thread_safe_updates:
         raise ValueError(
             f"concurrent_clients = {loop.concurrent_clients}: algorithm '{algorithm.name}' does not declare thread-safe client updates "

@@ -56,7 +56,7 @@ import time
 import traceback
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
@@ -224,7 +224,7 @@ class WorkerClients(InProcessClients):
         algorithm: Algorithm,
         client_data: Callable[[int], ClientData],
         num_clients: int,
-        states: dict[int, State] | None = None,
+        states: Mapping[int, State] | None = None,
         *,
         workers: int,
         setup: WorkerSetup | None = None,
