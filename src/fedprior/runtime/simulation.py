@@ -286,9 +286,8 @@ def run_rounds(
                 on_round(stopped)
             if checkpoint_path is not None:
                 metadata = {**checkpoint_metadata, STOPPED: json.dumps(stopped, sort_keys=True)}
-                save_checkpoint(checkpoint_path, RunState(state, dict(pool.states()), progress, metadata))
-            clients = {c: to_cpu(s) for c, s in pool.states().items()}
-            return SimulationResult(to_cpu(state), clients, progress, time.perf_counter() - started, stopped)
+                save_checkpoint(checkpoint_path, RunState(state, client_snapshot(pool.states()), progress, metadata))
+            return SimulationResult(to_cpu(state), host_states(pool.states()), progress, time.perf_counter() - started, stopped)
         except BaseException:
             if pending is not None:  # the loop stops (an error, Ctrl-C, SIGTERM): the last completed round is not lost
                 save_checkpoint(checkpoint_path, pending)  # type: ignore[arg-type]  # pending is set only with a checkpoint_path
