@@ -75,16 +75,16 @@ def test_client_side_dp_under_secagg_on_flower_sim_matches_the_in_process_run_wi
     from fedprior.flower.secagg import SecAggOptions, sum_quantization_bound
     from fedprior.runtime.checkpoint import load_checkpoint
 
-    one_round = [*DP, "federation.rounds=1"]
+    one_round = [*DP, "federation.rounds=1", "federation.fraction=1.0"]  # q = 1: every node in the round (Poisson's count would vary)
     start(*load_config("fedavg-cnn", [*one_round, "run.runtime='local'"]), tmp_path / "local", report_extras=False)
     name, config = load_config("fedavg-cnn", [*one_round, "run.runtime='flower-sim'"])
     secure = start(name, config, tmp_path / "secure", report_extras=False, runtime_options={"secagg": SecAggOptions()})
     assert secure["failed_updates"] == 0
     ours, theirs = (json.loads((tmp_path / r / "metrics.jsonl").read_text().splitlines()[0]) for r in ("secure", "local"))
-    assert ours["upload_bytes_by_client"].keys() == {"-1"} and ours["dp_checked_replies"] == 0 and theirs["dp_checked_replies"] == 3
+    assert ours["upload_bytes_by_client"].keys() == {"-1"} and ours["dp_checked_replies"] == 0 and theirs["dp_checked_replies"] == 6
     for key in ("dp_clip_norm", "dp_noise_std", "dp_unclipped_fraction", "dp_epsilon"):
         assert ours[key] == theirs[key], key
-    m = 3  # federation.fraction 0.5 of 6 clients, each on its own virtual node
+    m = 6  # federation.fraction 1 of 6 clients, each on its own virtual node
     bound = sum_quantization_bound(SecAggOptions(), m) / m
     local, flower = (load_checkpoint(tmp_path / r / "checkpoint.safetensors").server for r in ("local", "secure"))
     largest = 0.0

@@ -39,7 +39,6 @@ from fedprior.encoders.config import check_encoder_name
 from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
-from fedprior.privacy.record_level import check_record_level
 from fedprior.runtime.device import check_device_syntax
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
@@ -193,7 +192,10 @@ class ExperimentConfig(ConfigSection):
         federation = self.sampler_as_run()
         check_sampler(federation)
         check_privacy(self.privacy, federation.num_clients, federation.fraction, federation.rounds, federation.sampler)
-        check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
+        if self.privacy.dp == "sample":  # record-level DP-SGD: its checks import torch, which config-only commands do not
+            from fedprior.privacy.record_level import check_record_level
+
+            check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
