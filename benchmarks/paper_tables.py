@@ -189,7 +189,7 @@ def run_table(
     out, kept = runs / name, keep / name
     restored = restore_kept_cells(kept, out)
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
-    shared = share_finished_cells(name, rows, columns, out, earlier, SEEDS)
+    shared = share_finished_cells(name, rows, columns, out, earlier, max([SEEDS, *cell_seeds(plan).values()]))
     finished_before = len(list(out.glob("*/result.json")))
     command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *(arg for o in overrides for arg in ("--set", o))]
     if rows is not None:
