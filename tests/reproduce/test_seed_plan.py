@@ -119,3 +119,26 @@ def test_a_control_between_rows_of_different_seeds_compares_the_common_ones():
     )
     (entry,) = evaluate(gated, cells, embedded=True)["controls"]
     assert entry["difference"] == pytest.approx(11.0) and entry["status"] == "passed"
+
+
+def test_verify_judges_a_claim_on_every_seed_its_cells_keep(tmp_path):
+    """--verify's claim checks (table_verify.claim_checks): cells with a seed plan's seeds kept beyond the table's 3 are
+    judged on all of them, committed and with the rerun in place, as the table was."""
+    import json
+
+    from fedprior.experiments.table_runs import cell_folder
+    from fedprior.reproduce.table_verify import claim_checks
+    from fedprior.reproduce.tables import cells
+
+    for cell in cells(TABLE, True):
+        for seed in range(6 if cell.row in ("A", "B") else 3):
+            folder = cell_folder(tmp_path, cell, seed)
+            folder.mkdir(parents=True)
+            summary = {"final_accuracy": SEEDS[cell.row][seed] / 100, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+            (folder / "result.json").write_text(json.dumps(summary))
+    rerun = {"final_accuracy": 0.75, "initial_accuracy": 0.1, "wall_seconds": 1.0}
+    checks = {c.committed["claim"]: c for c in claim_checks(TABLE, True, tmp_path, 3, {("B", "c", 0): rerun})}
+    assert (checks["A > B"].committed["n"], checks["A > B"].now["n"]) == (6, 6)
+    differences = [a - b for a, b in zip(SEEDS["A"], SEEDS["B"], strict=True)]
+    assert checks["A > B"].committed["mean"] == pytest.approx(sum(differences) / 6, abs=0.01)
+    assert checks["A > B"].now["mean"] == pytest.approx((sum(differences) + 79.0 - 75.0) / 6, abs=0.01)
