@@ -451,7 +451,7 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
      lambda: [*cell("fedbm-table1", "FedBM", "beta=0.05")[:2], *cell("fedbm-table1", "FedAvg", "beta=0.05")[:2],
               *cell("fedbm-table1", "FedETF", "beta=0.05")[:2], *cell("fedbm-table1", "FedBM", "beta=0.05", "selected_macro_f1")[:2],
               *cell("fedbm-table1", "FedBM", "beta=0.05", "final_accuracy")[:2]]),
-    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds with the paper's linear evaluation, (\S+) points above the same network untrained \((\S+) ± (\S+)%\)",
+    ("README.md", r"\| (\S+) ± (\S+)% over 5 seeds \(the seeds its plan gave it\) with the paper's linear evaluation, (\S+) points above the same network untrained on the 3 seeds both have \((\S+) ± (\S+)%\)",
      lambda: [*cell("mfcl-table2", "MFCL(PN)", "Sc2")[:2], control("mfcl-table2", MFCL_CONDITIONS["MFCL(PN) - untrained"], "Sc2")[0],
               *cell("mfcl-table2", "MFCL(PN) untrained", "Sc2")[:2]]),
     ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds, with FedAvg on the labels alone \((\S+) ± (\S+)%\) and above FixMatch \((\S+) ± (\S+)%",
