@@ -38,6 +38,15 @@ pass's; ``cells_copied_from_earlier_tables``, ``cells_restored_from_keep``,
 written before the list existed becomes the list's first pass, with what it recorded:
 its last pass's counts only.)
 
+``--plan`` trains nothing either: for each named table whose ``NAME.json`` has no seed plan yet, it plans
+the seeds each undecided claim needs from the cells the record holds
+(:mod:`fedprior.reproduce.seed_plan`: 80% power at the paper's gap, within
+``BUDGET_CPU_SECONDS``) and stores the plan there, with the date and commit, before any
+new seed runs; a table that has one keeps it (no peeking), and a plan is made only from a
+table whose cells all have the table's first seeds. A run of a table with a stored plan
+runs the seeds it plans (``reproduce_table(cell_seeds=...)``), continuing from the kept
+cells; ``cpu_seconds_of_cells`` is the cells' run seconds summed (each run on one core).
+
 ``--findings-only`` trains and measures nothing: it reads each named table's committed
 ``NAME.json``, evaluates its controls and claims again on the cells it holds (the measured
 controls' values as recorded there) with today's definitions, and rewrites the controls,
@@ -51,17 +60,21 @@ import argparse
 import json
 import re
 import shutil
+import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 from shared import load, machine
 
 from fedprior import TableResult, reproduce_table
 from fedprior.experiments.table_runs import cell_folder
 from fedprior.papers import table_by_name
 from fedprior.reproduce.pipeline import evaluate_again
-from fedprior.reproduce.tables import cells
+from fedprior.reproduce.seed_plan import BUDGET_CPU_SECONDS, cell_seeds, make_plan, plan_lines, with_plan
+from fedprior.reproduce.tables import cell_value, cells
 
 RESULTS = Path(__file__).parent / "results" / "tables"
 SEEDS = 3
@@ -137,17 +150,46 @@ def with_earlier_passes(previous: dict | None, this: dict) -> dict:
     passes = [*earlier, {k: v for k, v in this.items() if k != "table"}]
     totals = {field: sum(p.get(key, 0) for p in passes) for field, key in SUMMED.items()}
     totals["wall_seconds_all_passes"] = round(totals["wall_seconds_all_passes"], 1)
-    return {**{k: v for k, v in this.items() if k != "table"}, **totals, "passes": passes, "table": this["table"]}
+    plan = {"plan": previous["plan"]} if previous is not None and "plan" in previous else {}  # made once, kept by every pass
+    return {**{k: v for k, v in this.items() if k != "table"}, **totals, "passes": passes, **plan, "table": this["table"]}
+
+
+def store_plan(name: str, results: Path = RESULTS, budget: float = BUDGET_CPU_SECONDS) -> tuple[dict, bool]:
+    """The seed plan of table ``name``: the one its record holds, else one made now from its cells and stored; (plan, made now).
+
+    Refused (ValueError) where a cell already has more seeds than the table: a plan is made before the new seeds run.
+    """
+    path = results / f"{name}.json"
+    record = json.loads(path.read_text())
+    if "plan" in record:
+        return record["plan"], False
+    table = TableResult.from_json(record["table"])
+    grown = [f"{c.row} / {c.column}" for c in table.cells if c.seeds != table.seeds]
+    if grown:
+        raise ValueError(f"{name}: cells {', '.join(grown)} have other than the table's {table.seeds} seeds; a plan is made before any new seed runs")
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    plan = make_plan(evaluate_again(table), budget, made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), commit=commit)
+    record = {k: v for k, v in record.items() if k != "table"} | {"plan": plan, "table": record["table"]}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return plan, True
 
 
 def run_table(
-    name: str, jobs: int, runs: Path, keep: Path, overrides: list[str], rows: list[str] | None, columns: list[str] | None, earlier: dict[str, Path]
+    name: str,
+    jobs: int,
+    runs: Path,
+    keep: Path,
+    overrides: list[str],
+    rows: list[str] | None,
+    columns: list[str] | None,
+    earlier: dict[str, Path],
+    plan: dict | None = None,
 ) -> dict:
     """Run one table to its end (``fedprior.reproduce_table``), keeping its finished cells in ``keep/NAME`` as they finish; this pass and the table."""
     out, kept = runs / name, keep / name
     restored = restore_kept_cells(kept, out)
     resumed = (out / "table.json").exists() or any(out.glob("*/result.json"))
-    shared = share_finished_cells(name, rows, columns, out, earlier, SEEDS)
+    shared = share_finished_cells(name, rows, columns, out, earlier, max([SEEDS, *cell_seeds(plan).values()]))
     finished_before = len(list(out.glob("*/result.json")))
     command = ["fedprior", "table", name, "--embedded", "--jobs", str(jobs), "--out", str(out), *(arg for o in overrides for arg in ("--set", o))]
     if rows is not None:
@@ -160,13 +202,18 @@ def run_table(
         keep_finished_cells(out, kept)
 
     started_load, started = load(), time.perf_counter()
+    planned = cell_seeds(plan)
     try:
-        table = reproduce_table(name, embedded=True, rows=rows, columns=columns, out=out, jobs=jobs, overrides=overrides, on_progress=progress)
+        table = reproduce_table(
+            name, embedded=True, rows=rows, columns=columns, out=out, jobs=jobs, overrides=overrides, on_progress=progress, cell_seeds=planned
+        )
     finally:
         keep_finished_cells(out, kept)
     seconds = time.perf_counter() - started
     RESULTS.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(out / "table.md", RESULTS / f"{name}.md")
+    table = with_plan(table, plan)  # the findings show the seeds the record's plan gives them
+    again = re.search(r"^command: `(.*)`$", (out / "table.md").read_text(), re.MULTILINE)
+    (RESULTS / f"{name}.md").write_text(table.markdown(command=again and again.group(1)))
     return {
         "command": " ".join(command),
         "machine": machine() | {"load_at_start": started_load, "load_at_end": load()},
@@ -175,19 +222,56 @@ def run_table(
         "cells_copied_from_earlier_tables": shared,
         "cells_restored_from_keep": restored,
         "cells_finished": len(list(out.glob("*/result.json"))) - finished_before,
+        "cpu_seconds_of_cells": round(sum(c.seconds for c in table.cells), 1),
+        "seeds_from_plan": None if not plan else f"the plan made {plan['made']} (commit {plan['commit']}): {len(planned)} cell(s) with more seeds",
         "table": table.to_json(),
     }
 
 
-def findings_only(name: str, results: Path = RESULTS) -> dict:
+def with_kept_metrics(document: dict, kept: Path) -> tuple[dict, list[str]]:
+    """``document`` (a table.json) with the metrics its table now reports that its cells lack, read from the kept cells in
+    ``kept`` (``ROW--COLUMN--seedN/result.json``) as ``aggregate_table`` computes them; and which (cell: metric) were added.
+
+    A metric added to a table (FedDB's pseudo-label coverage) is in every kept run's summary already; nothing else of a
+    cell changes. A cell whose kept seeds do not all have the metric is left without it, as ``aggregate_table`` would."""
+    table = table_by_name(document["table"])
+    planned = {(c.row, c.column): c for c in cells(table, embedded=document["setting"] == "embedded")}
+    added = []
+    for entry in document["cells"]:
+        cell = planned.get((entry["row"], entry["column"]))
+        missing = [m for m in table.metrics if m not in entry["metrics"]]
+        if cell is None or not missing:
+            continue
+        files = [cell_folder(kept, cell, seed) / "result.json" for seed in range(entry["seeds"])]
+        if not all(f.is_file() for f in files):
+            continue
+        summaries = [json.loads(f.read_text()) for f in files]
+        for metric in missing:
+            if all(metric in s or (table.derived and metric in table.derived(s)) for s in summaries):
+                values = np.array([cell_value(table, s, metric) for s in summaries], dtype=float)
+                entry["metrics"][metric] = {
+                    "scale": table.scales.get(metric, 100.0),
+                    "mean": round(float(values.mean()), 2),
+                    "std": round(float(values.std(ddof=1)), 2) if values.size > 1 else 0.0,
+                    "values": [round(float(v), 2) for v in values],
+                    "paper": cell.paper_metrics.get(metric),
+                }
+                added.append(f"{entry['row']} / {entry['column']}: {metric}")
+    return document, added
+
+
+def findings_only(name: str, results: Path = RESULTS, kept: Path = RESULTS.parent / "cells") -> dict:
     """Evaluate the committed table ``name`` again from ``results/NAME.json`` (nothing trained or measured); rewrite it and ``NAME.md``.
+
+    A metric the table now reports that its cells lack is read from its kept cells (``kept/NAME``: :func:`with_kept_metrics`).
 
     The measured controls keep the values ``NAME.json`` recorded; ``NAME.md`` keeps the command it
     recorded. Returns the table's document (``table.json``) as rewritten.
     """
     path, page = results / f"{name}.json", results / f"{name}.md"
     record = json.loads(path.read_text())
-    table = evaluate_again(TableResult.from_json(record["table"]))
+    document, _ = with_kept_metrics(record["table"], kept / name)
+    table = with_plan(evaluate_again(TableResult.from_json(document)), record.get("plan"))
     record["table"] = table.to_json()
     path.write_text(json.dumps(record, indent=2) + "\n")
     command = re.search(r"^command: `(.*)`$", page.read_text(), re.MULTILINE) if page.is_file() else None
@@ -205,18 +289,25 @@ def main() -> None:
     parser.add_argument("--rows", action="append", default=[], metavar="NAME=LABEL,LABEL", help="run only these rows of table NAME")
     parser.add_argument("--columns", action="append", default=[], metavar="NAME=COLUMN,COLUMN", help="run only these columns of table NAME")
     parser.add_argument("--findings-only", action="store_true", help="evaluate the committed tables' claims again from their cells; train nothing")
+    parser.add_argument("--plan", action="store_true", help="plan each table's seeds from its record and store the plan there (kept if stored); train nothing")
     args = parser.parse_args()
+    if args.plan:
+        for name in args.tables:
+            plan, made = store_plan(name)
+            print("\n".join([f"{name}:", *plan_lines(plan, stored=True)]) + ("" if made else "\n  (the plan stored before: kept)"), flush=True)
+        return
     if args.findings_only:
         for name in args.tables:
-            findings_only(name)
+            findings_only(name, kept=args.keep)
             print(f"{name}: findings evaluated again -> {RESULTS / (name + '.json')}, {RESULTS / (name + '.md')}", flush=True)
         return
     rows = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.rows)}
     columns = {name: labels.split(",") for name, labels in (item.split("=", 1) for item in args.columns)}
     for i, name in enumerate(args.tables):
         earlier = {t: args.runs / t for t in args.tables[:i]}
-        result = run_table(name, args.jobs, args.runs, args.keep, args.set, rows.get(name), columns.get(name), earlier)
         path = RESULTS / f"{name}.json"
+        plan = json.loads(path.read_text()).get("plan") if path.is_file() else None
+        result = run_table(name, args.jobs, args.runs, args.keep, args.set, rows.get(name), columns.get(name), earlier, plan)
         result = with_earlier_passes(json.loads(path.read_text()) if path.is_file() else None, result)
         path.write_text(json.dumps(result, indent=2) + "\n")
         print(f"{name}: {result['wall_seconds']:.0f} s -> {RESULTS / (name + '.json')}", flush=True)

@@ -19,9 +19,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fedprior.reproduce.table_page import rounded
+from fedprior.results.paired import paired
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLES = ROOT / "benchmarks" / "results" / "tables"
@@ -146,9 +148,12 @@ SUPERVISED = {f"{r} (supervised)": r for r in ("FedAvg", "FedProx", "MOON")}
 T2_NAMES = {**SUPERVISED, "MFCL(PN) sensor (after phase 1)": "MFCL(PN) sensor"}
 MFCL_CONDITIONS = {
     "MFCL(PN) - untrained": "MFCL(PN) at least 5 points above MFCL(PN) untrained",
+    "MFCL(GN) - untrained": "MFCL(GN) at least 5 points above MFCL(GN) untrained",
+    "MFCL(BN) - untrained": "MFCL(BN) at least 5 points above MFCL(BN) untrained",
     "FedSimCLR - untrained": "FedSimCLR at least 5 points above FedSimCLR untrained",
     "Central MFCL(PN) - untrained": "Central MFCL(PN) at least 5 points above MFCL(PN) untrained",
     "Central FedSimCLR - untrained": "Central FedSimCLR at least 5 points above FedSimCLR untrained",
+    "FedAvg - raw pixels": "FedAvg at least 0 points above raw pixels",
 }
 T2_CLAIMS = tuple(f"MFCL(PN) > {other} ({sc})" for sc, other in (("Sc1", "MFCL(BN)"), ("Sc1", "MFCL(GN)"), ("Sc1", "FedSimCLR"), ("Sc2", "MFCL(BN)"))) + (
     "MFCL(PN) > MFCL(GN) (Sc2)",
@@ -176,7 +181,48 @@ def claims(name: str, names: Callable[[str, str], str] = lambda row, column: row
     return lambda row, column: finding(name, names(row, column), *CLAIM_FIELDS[column])
 
 
+def finals(name: str, row: str, column: str) -> list[float]:
+    """A table cell's first metric per seed (seed 0 first)."""
+    return next(c for c in table_json(name)["cells"] if (c["row"], c["column"]) == (row, column))["finals"]
+
+
+SEQUENTIAL = {  # docs column -> the row of mfcl-table2 it quotes, per method ({} the method's own name)
+    "untrained": "{} untrained",
+    "federated (60 steps of 64)": "{}",
+    "central, 480 steps of 64": "Central {}",
+    "central, 60 steps of 640": "Central {} (sequential steps)",
+}
+
+
+def sequential_seed0(row: str, column: str) -> list[float]:
+    """docs/mfcl.md's seed-0 table of the sequential-steps rows (Sc2): seed 0, and its difference to the untrained network."""
+    value = finals("mfcl-table2", SEQUENTIAL[column].format(row), "Sc2")[0]
+    untrained = finals("mfcl-table2", SEQUENTIAL["untrained"].format(row), "Sc2")[0]
+    return [value] if column == "untrained" else [value, round(value - untrained, 2)]
+
+
+def sequential_seeds(row: str, column: str) -> list[float]:
+    """docs/mfcl.md's three-seed table of the sequential-steps rows (Sc2): the mean (± sd for the new row), the seeds; the control."""
+    if column == "its control (+5)":
+        return control("mfcl-table2", f"Central {row} (sequential steps) at least 5 points above {row} untrained", "Sc2")[:1]
+    mean, sd, _ = cell("mfcl-table2", SEQUENTIAL[column].format(row), "Sc2")
+    spread = [sd] if column == "central, 60 steps of 640" else []
+    return [mean, *spread, *finals("mfcl-table2", SEQUENTIAL[column].format(row), "Sc2")]
+
+
 DOCS: tuple[DocTable, ...] = (
+    DocTable(
+        "docs/mfcl.md",
+        "| method | untrained | federated (60 steps of 64) | central, 480 steps of 64 | central, 60 steps of 640 |",
+        sequential_seed0,
+        ("MFCL(PN)", "FedSimCLR"),
+    ),
+    DocTable(
+        "docs/mfcl.md",
+        "| method | untrained | federated (60 steps of 64) | central, 480 steps of 64 | central, 60 steps of 640 | its control (+5) |",
+        sequential_seeds,
+        ("MFCL(PN)", "FedSimCLR"),
+    ),
     DocTable(
         "docs/mfcl.md",
         "| row | Sc1 | Sc2 | Sc10 | Sc2, 10 server epochs |",
@@ -244,7 +290,44 @@ def feddb_seeds(row: str, column: str) -> list[float]:
     return kept(name, f"{folder}--seed{row}", *fields)
 
 
+CENTRAL_RUNS = {  # docs row of the capability/budget table -> (feddb-table2's row, its kept folder; None: quoted as mean ± sd)
+    "Central labels only (mini-batch)": ("Central labels only (mini-batch)", "Central_labels_only_mini-batch_--_=0.3"),
+    "Central FixMatch (mini-batch)": ("Central FixMatch (mini-batch)", "Central_FixMatch_mini-batch_--_=0.3"),
+    "Central labels only (sequential steps)": ("Central labels only (sequential steps)", "Central_labels_only_sequential_steps_--_=0.3"),
+    "Central FixMatch (sequential steps)": ("Central FixMatch (sequential steps)", "Central_FixMatch_sequential_steps_--_=0.3"),
+    "Central (labels only), full batch (issue 31, 3 seeds)": ("Central (labels only)", None),
+    "Central FixMatch, full batch (issue 31, 3 seeds)": ("Central FixMatch", None),
+}
+CENTRAL_DIFFERENCES = {"capability: difference": "mini-batch", "budget: difference": "sequential steps"}
+CENTRAL_COLUMNS = {"best acc, seed 0": "best_accuracy", "final": "final_accuracy", "PL acc": "mean_client_pl_accuracy"}
+
+
+def central_runs(row: str, column: str) -> list[Any]:
+    """docs/feddb.md's capability/budget table: seed 0 of a kept cell beside the cell's mean ± sd, or a full-batch cell's
+    mean ± sd; a difference row: the paired differences of best accuracy per seed, their mean, sd and 95% interval."""
+    metric = CENTRAL_COLUMNS[column]
+    if row in CENTRAL_DIFFERENCES:
+        steps = CENTRAL_DIFFERENCES[row]
+        fixmatch = [kept("feddb-table2", f"{CENTRAL_RUNS[f'Central FixMatch ({steps})'][1]}--seed{s}", metric)[0] for s in range(3)]
+        labels = [kept("feddb-table2", f"{CENTRAL_RUNS[f'Central labels only ({steps})'][1]}--seed{s}", metric)[0] for s in range(3)]
+        stats = paired(np.subtract(fixmatch, labels))
+        return [*(round(f - lab, 2) for f, lab in zip(fixmatch, labels, strict=True)), stats.mean, stats.sd, 95, stats.low, stats.high]  # "95% interval"
+    name, folder = CENTRAL_RUNS[row]
+    mean, sd, _ = cell("feddb-table2", name, "δ=0.3", metric)
+    if folder is None:
+        return [mean] if metric == "mean_client_pl_accuracy" else [mean, sd]
+    seed0 = kept("feddb-table2", f"{folder}--seed0", metric)
+    return [*seed0, mean, sd] if metric == "best_accuracy" else seed0
+
+
 DOCS += (
+    DocTable(
+        "docs/feddb.md",
+        "| row (δ = 0.3 column; the same run in every column) | steps | best acc, seed 0 | final | PL acc | wall s |",
+        central_runs,
+        (*list(CENTRAL_RUNS)[:2], "capability: difference", *list(CENTRAL_RUNS)[2:4], "budget: difference", *list(CENTRAL_RUNS)[4:]),
+        unquoted=("steps", "wall s"),  # the step counts come from the presets (tests/algorithms/test_central.py), the seconds are timings
+    ),
     DocTable(
         "docs/feddb.md",
         "| row | best acc | final acc | last-10% move | PL acc |",
@@ -368,7 +451,7 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
      lambda: [*cell("fedbm-table1", "FedBM", "beta=0.05")[:2], *cell("fedbm-table1", "FedAvg", "beta=0.05")[:2],
               *cell("fedbm-table1", "FedETF", "beta=0.05")[:2], *cell("fedbm-table1", "FedBM", "beta=0.05", "selected_macro_f1")[:2],
               *cell("fedbm-table1", "FedBM", "beta=0.05", "final_accuracy")[:2]]),
-    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds with the paper's linear evaluation, (\S+) points above the same network untrained \((\S+) ± (\S+)%\)",
+    ("README.md", r"\| (\S+) ± (\S+)% over 5 seeds \(the seeds its plan gave it\) with the paper's linear evaluation, (\S+) points above the same network untrained on the 3 seeds both have \((\S+) ± (\S+)%\)",
      lambda: [*cell("mfcl-table2", "MFCL(PN)", "Sc2")[:2], control("mfcl-table2", MFCL_CONDITIONS["MFCL(PN) - untrained"], "Sc2")[0],
               *cell("mfcl-table2", "MFCL(PN) untrained", "Sc2")[:2]]),
     ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds, with FedAvg on the labels alone \((\S+) ± (\S+)%\) and above FixMatch \((\S+) ± (\S+)%",

@@ -41,3 +41,28 @@ def test_a_file_written_before_the_passes_were_kept_becomes_the_first_pass():
     merged = with_earlier_passes(old, one_pass("new", 20.0, True, 1, 2, 3))
     assert merged["passes"][0] == {k: v for k, v in old.items() if k != "table"}
     assert (merged["cells_copied_from_earlier_tables"], merged["cells_restored_from_keep"], merged["cells_finished"]) == (6, 9, 3)
+
+
+def test_a_plan_is_made_once_kept_by_every_pass_and_refused_once_new_seeds_ran(tmp_path):
+    """--plan stores the plan with its date and commit; a second --plan keeps it (no peeking); a later pass keeps it; a
+    record whose cells already have more seeds than the table's gets none."""
+    import json
+
+    import pytest
+    from paper_tables import store_plan
+
+    record = json.loads((BENCHMARKS / "results" / "tables" / "fst-cbdg-table2.json").read_text())
+    record.pop("plan", None)
+    (tmp_path / "fst-cbdg-table2.json").write_text(json.dumps(record))
+    plan, made = store_plan("fst-cbdg-table2", tmp_path)
+    stored = json.loads((tmp_path / "fst-cbdg-table2.json").read_text())
+    assert made and stored["plan"] == plan and plan["made"].endswith("UTC") and list(stored)[-2:] == ["plan", "table"]
+    again, made_again = store_plan("fst-cbdg-table2", tmp_path, budget=1.0)
+    assert not made_again and again == plan  # the stored plan, not one made with the new budget
+    after = with_earlier_passes(stored, one_pass("a planned pass", 5.0, True, 0, 120, 2))
+    assert after["plan"] == plan
+    grown = json.loads(json.dumps(record))
+    grown["table"]["cells"][0]["seeds"] = 4
+    (tmp_path / "fst-cbdg-table2.json").write_text(json.dumps(grown))
+    with pytest.raises(ValueError, match="have other than the table's 3 seeds; a plan is made before any new seed runs"):
+        store_plan("fst-cbdg-table2", tmp_path)

@@ -105,10 +105,13 @@ def test_table_prints_its_controls_on_the_terminal(tmp_path):
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
     start = lines.index("controls (on the mean over seeds; where one fails, the claims it gates there get no verdict):")
-    assert lines[start + 1 : start + 3] == [
+    assert lines[start + 1 : start + 5] == [  # one trained-above-untrained control per compared row (issue 52), in row order
+        "  not run  MFCL(BN) at least 5 points above MFCL(BN) untrained at Sc2: row(s) MFCL(BN), MFCL(BN) untrained not run",
+        "  not run  MFCL(GN) at least 5 points above MFCL(GN) untrained at Sc2: row(s) MFCL(GN), MFCL(GN) untrained not run",
         "  not run  MFCL(PN) at least 5 points above MFCL(PN) untrained at Sc2: row(s) MFCL(PN), MFCL(PN) untrained not run",
         "  not run  FedSimCLR at least 5 points above FedSimCLR untrained at Sc2: row(s) FedSimCLR, FedSimCLR untrained not run",
     ]
+    assert "  not run  FedAvg at least 0 points above raw pixels at Sc2: row(s) FedAvg not run" in lines
 
 
 def test_tables_names_a_damaged_record_and_a_missing_results_folder(tmp_path):
@@ -118,3 +121,31 @@ def test_tables_names_a_damaged_record_and_a_missing_results_folder(tmp_path):
     missing = tmp_path / "no" / "such"
     line = error_line(invoke("tables", "--results", missing))
     assert line == f"error: --results: {missing} is not a folder; give the folder of the tables' records NAME.json (benchmarks/results/tables)"
+
+
+def test_plan_prints_the_stored_plan_or_one_made_now_and_runs_nothing(tmp_path):
+    """``fedprior table NAME --plan``: per claim its seeds needed, planned and their CPU seconds, from the record."""
+    import json
+    from pathlib import Path
+
+    from typer.testing import CliRunner
+
+    from fedprior.cli.app import app
+
+    record = json.loads((Path(__file__).resolve().parents[2] / "benchmarks/results/tables/fst-cbdg-table2.json").read_text())
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({k: v for k, v in record.items() if k != "plan"}))
+    made = CliRunner().invoke(app, ["table", "fst-cbdg-table2", "--plan", "--record", str(bare)], env={"COLUMNS": "400"})
+    assert made.exit_code == 0, made.output
+    assert made.output.startswith("seed plan, not stored: made now from the record's seeds; budget 21600 CPU s")
+    assert "FST-CBDG > FedAvg (s=2) [not resolved]: n=3, detects" in made.output and "CPU s" in made.output
+    from fedprior.reproduce.seed_plan import make_plan
+    from fedprior.reproduce.table_result import TableResult
+
+    stored = tmp_path / "stored.json"
+    plan = make_plan(TableResult.from_json(record["table"]), budget=10.0, made="then", commit="abc1234")
+    stored.write_text(json.dumps({**record, "plan": plan}))
+    shown = CliRunner().invoke(app, ["table", "fst-cbdg-table2", "--plan", "--record", str(stored)], env={"COLUMNS": "400"})
+    assert shown.output.startswith("seed plan, stored in the table's record (then, commit abc1234); budget 10 CPU s")
+    wrong = CliRunner().invoke(app, ["table", "fst-cbdg-table1", "--plan", "--record", str(bare)])
+    assert wrong.exit_code != 0 and "is table fst-cbdg-table2, not fst-cbdg-table1" in wrong.output

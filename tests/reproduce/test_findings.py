@@ -178,7 +178,7 @@ def test_a_cost_claim_holds_when_the_better_row_spends_less_and_says_its_differe
     text = markdown("Toy", results(table), evaluate(table, results(table), embedded=True))
     assert "| B costs less | c | acc | A - B | 3 | +10.00 | 1.00 | [+7.52, +12.48] | **holds** |  |" in text
     assert "difference column: better - worse, or worse - better for a cost" in text
-    assert finding_line(cost) == "  B costs less: A - B = +10.00 sd 1.00, n=3, 95% [+7.52, +12.48]: holds"
+    assert finding_line(cost) == "  B costs less: A - B = +10.00 sd 1.00, n=3, 95% [+7.52, +12.48]: holds; detects 3.26 at 80% power"
 
 
 @pytest.mark.parametrize(

@@ -8,6 +8,7 @@ import pytest
 
 import fedprior
 from fedprior.reproduce.pipeline import evaluate_again
+from fedprior.reproduce.seed_plan import with_plan
 from fedprior.reproduce.table_result import TableResult
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
@@ -30,16 +31,21 @@ def test_a_committed_table_comes_back_from_its_kept_cells_without_training(tmp_p
     out = tmp_path / "t2"
     shutil.copytree(BENCHMARKS / "cells" / "fst-cbdg-table2", out)
     lines: list[str] = []
-    table = fedprior.reproduce_table("fst-cbdg-table2", out=out, jobs=1, on_progress=lines.append)
-    assert json.dumps(table.to_json(), indent=2) == json.dumps(committed("fst-cbdg-table2"), indent=2)
+    document = committed("fst-cbdg-table2")
+    seeds = {(c["row"], c["column"]): c["seeds"] for c in document["cells"]}  # as many as the record's cells had (a seed plan's)
+    table = fedprior.reproduce_table("fst-cbdg-table2", out=out, jobs=1, on_progress=lines.append, cell_seeds=seeds)
     assert (out / "table.json").read_text() == json.dumps(table.to_json(), indent=2)
-    assert lines[1] == f"continuing the table in {out}: 120 finished run(s) reused, 0 resumed" and len(lines) == 2 + 120
+    plan = json.loads((BENCHMARKS / "tables" / "fst-cbdg-table2.json").read_text()).get("plan")
+    shown = with_plan(table, plan)  # the record is the table with its plan's seeds beside its findings
+    assert json.dumps(shown.to_json(), indent=2) == json.dumps(document, indent=2)
+    runs = sum(seeds.values())
+    assert lines[1] == f"continuing the table in {out}: {runs} finished run(s) reused, 0 resumed" and len(lines) == 2 + runs
 
     def without_command(text: str) -> list[str]:
         return [line for line in text.splitlines() if not line.startswith("command: ")]
 
     page = (BENCHMARKS / "tables" / "fst-cbdg-table2.md").read_text()
-    assert without_command((out / "table.md").read_text()) == without_command(page)
+    assert without_command(shown.markdown(command="-")) == without_command(page)
     assert f"command: `fedprior table fst-cbdg-table2 --embedded --jobs 1 --out {out}`" in (out / "table.md").read_text()
     kept = next(c for c in committed("fst-cbdg-table2")["cells"] if (c["row"], c["column"]) == ("FST-CBDG", "s=2"))
     assert table.folder == out and table.cell("FST-CBDG", "s=2").finals == tuple(kept["finals"])
@@ -57,7 +63,8 @@ def test_evaluating_a_committed_table_again_gives_its_findings():
     """What ``benchmarks/paper_tables.py --findings-only`` does: the controls and findings from the cells, nothing trained."""
     document = committed("fst-cbdg-table2")
     again = evaluate_again(TableResult.from_json({**document, "controls": [], "findings": [], "notices": []}))
-    assert again.to_json() == document
+    plan = json.loads((BENCHMARKS / "tables" / "fst-cbdg-table2.json").read_text()).get("plan")
+    assert with_plan(again, plan).to_json() == document
 
 
 def test_bad_input_is_refused_before_anything_runs(tmp_path):

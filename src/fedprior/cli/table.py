@@ -13,7 +13,7 @@ from rich.table import Table
 from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 from fedprior.cli.console import make_console, plus_minus, print_table
 from fedprior.reproduce.pipeline import EMBEDDED_SEEDS
-from fedprior.reproduce.table_page import GATING, cell_text, column_label, grid, other_notes
+from fedprior.reproduce.table_page import GATING, cell_text, column_label, grid, other_notes, power_cells
 
 if TYPE_CHECKING:
     from fedprior.experiments.cell import Cell
@@ -59,7 +59,11 @@ def finding_line(f: dict) -> str:
     interval = "one seed: no interval" if f["low"] is None else f"95% [{f['low']:+.2f}, {f['high']:+.2f}]"
     sd = "" if f["sd"] is None else f" sd {f['sd']:.2f}"
     note = f" ({extra})" if (extra := other_notes(f)) else ""
-    return f"  {f['claim']}: {f['paired_difference']} = {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}"
+    detects, gap, needs, planned = power_cells(f)
+    power = f"; detects {detects} at 80% power" if detects else ""
+    power += f", the paper's gap {gap} needs {needs} seeds" if gap and needs else ""
+    power += f", {planned} planned" if planned else ""
+    return f"  {f['claim']}: {f['paired_difference']} = {f['mean']:+.2f}{sd}, n={f['n']}, {interval}: {f['verdict']}{note}{power}"
 
 
 @app.command()
@@ -96,6 +100,13 @@ def table(
         "One seed per row (seed 0 of its first kept cell); exit code 1 if any differs or, on another machine kind, a verdict changes.",
     ),
     verify_all: bool = typer.Option(False, "--verify-all", help="--verify every seed (--seeds) of every chosen cell."),
+    plan: bool = typer.Option(
+        False,
+        "--plan",
+        help="Print, per claim, the seeds planned and the CPU time they cost (from the cells' own timings) from the table's committed record "
+        "(--record): its stored plan, else one made now from its seeds (80% power at the paper's gap). Runs nothing.",
+    ),
+    record: Path | None = typer.Option(None, "--record", help="The table's committed record for --plan (default benchmarks/results/tables/NAME.json)."),
     kept_cells: Path = typer.Option(
         Path("benchmarks/results/cells"), "--cells", help="Where --verify finds the committed cells: DIR/NAME/ROW--COLUMN--seedN/{config.toml,result.json}."
     ),
@@ -112,6 +123,10 @@ def table(
     from fedprior.runtime.threads import available_cores
 
     import_first(imports)
+    if plan:
+        table_by_name(name)  # an unknown name lists the tables
+        print_plan(name, record or Path("benchmarks/results/tables") / f"{name}.json")
+        return
     chosen = selection(rows)
     chosen_columns = selection(columns)
     if verify or verify_all:
@@ -152,6 +167,24 @@ def table(
         console.print("findings (paired differences over seeds, 95% t interval):", highlight=False)
         for finding in document["findings"]:
             console.print(finding_line(finding), highlight=False, soft_wrap=True)
+
+
+def print_plan(name: str, path: Path) -> None:
+    """``--plan``: the seed plan the record at ``path`` stores, else one made now from its cells (:mod:`fedprior.reproduce.seed_plan`)."""
+    from fedprior.errors import ConfigError
+    from fedprior.reproduce.pipeline import evaluate_again
+    from fedprior.reproduce.seed_plan import make_plan, plan_lines
+    from fedprior.reproduce.table_result import TableResult
+
+    if not path.is_file():
+        raise ConfigError(f"--record: no record of {name} at {path} (run the table with benchmarks/paper_tables.py first, or give --record PATH)")
+    document = json.loads(path.read_text())
+    stored = document.get("plan")
+    result = TableResult.from_json(document.get("table", document))  # a record holds table.json under "table"; table.json is one itself
+    if result.table != name:
+        raise ConfigError(f"--record: {path} is table {result.table}, not {name}")
+    for line in plan_lines(stored or make_plan(evaluate_again(result)), stored=stored is not None):
+        typer.echo(line)
 
 
 def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:

@@ -13,7 +13,7 @@ left out by ``--rows``, a measured control not measured), the claims it gates th
 verdicts, marked ``controls not run``.
 
 **Claims** (:class:`~fedprior.reproduce.tables.Claim`) are tested on the paired
-differences over seeds, ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
+differences over the seeds both rows have (a seed plan may give one cell more), ``d_s = better_s - worse_s`` (the run of seed s of both rows: the
 same partition and client sampling wherever the two rows share those settings), or
 ``d_s = worse_s - better_s`` for a cost (``higher_is_better=False``, e.g. bits sent: the
 better row is claimed to spend less), so that a positive mean favours the claim in either
@@ -25,6 +25,11 @@ The verdict:
 - **holds**: the interval lies above 0;
 - **reversed**: it lies below 0;
 - **not resolved**: it spans 0, or there is one seed (no interval: ``one seed: no interval``).
+
+**Power**: beside its interval each finding gives ``detectable``, the smallest paired mean difference its
+n seeds detect with 80% power at its observed sd (two-sided alpha 0.05, noncentral t:
+:mod:`fedprior.results.power`), ``gap``, the paper's difference for the claim (``Claim.gap``, else
+the difference of the paper's printed numbers), and ``seeds_needed``, the seeds that gap needs at that sd.
 
 A claim whose rows or column the run does not have (``--rows``, ``--columns``, a column
 the embedded grid leaves out) is listed as ``not run``.
@@ -41,6 +46,7 @@ import numpy as np
 from fedprior.reproduce.tables import MeasuredControl
 from fedprior.results.paired import paired, verdict
 from fedprior.results.paired import t_quantile as t_quantile  # re-exported: the statistics live in results (compare uses them too)
+from fedprior.results.power import detectable_effect, seeds_needed
 
 if TYPE_CHECKING:
     from fedprior.reproduce.tables import Control, PaperTable
@@ -53,6 +59,12 @@ UNGATED = "no control gates it"
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 2)
+
+
+def common(a: list[float], b: list[float]) -> tuple[list[float], list[float]]:
+    """The seeds both rows have (seed 0 first): a cell given more seeds by a seed plan is paired on the other's."""
+    n = min(len(a), len(b))
+    return list(a[:n]), list(b[:n])
 
 
 def measured_control(control: MeasuredControl, column: str, value: tuple[float, str] | None) -> dict[str, Any]:
@@ -92,6 +104,7 @@ def evaluate(
         if above is None or below is None:
             lacking = [r for r, v in ((control.above, above), (control.below, below)) if v is None]
             return {**entry, "status": NOT_RUN, "missing": lacking}, ""
+        above, below = common(above, below)
         difference = float(np.mean(np.subtract(above, below)))
         passed = difference >= control.margin - 1e-9
         entry.update(above=_round(float(np.mean(above))), below=_round(float(np.mean(below))), difference=_round(difference))
@@ -149,6 +162,7 @@ def evaluate(
             findings.append({**entry, "verdict": NOT_RUN, "note": note})
             continue
         sign = 1.0 if claim.higher_is_better else -1.0
+        better, worse = common(better, worse)
         stats = paired([sign * (b - w) for b, w in zip(better, worse, strict=True)])
         notes = [ONE_SEED] if stats.n < 2 else []
         outcome = verdict(stats)
@@ -161,6 +175,8 @@ def evaluate(
         elif table.controls and not gating:
             notes.append(UNGATED)
         paper_better, paper_worse = paper(claim.better, column, metric), paper(claim.worse, column, metric)
+        printed = None if paper_better is None or paper_worse is None else sign * (paper_better - paper_worse)
+        gap = claim.gap if claim.gap is not None else printed
         findings.append(
             {
                 **entry,
@@ -170,7 +186,10 @@ def evaluate(
                 "blanked_by": blanked,
                 "better_mean": _round(float(np.mean(better))),
                 "worse_mean": _round(float(np.mean(worse))),
-                "paper": None if paper_better is None or paper_worse is None else _round(sign * (paper_better - paper_worse)),
+                "paper": _round(printed),
+                "detectable": _round(detectable_effect(stats.n, stats.sd)),
+                "gap": _round(gap),
+                "seeds_needed": seeds_needed(gap, stats.sd),
             }
         )
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -82,6 +82,7 @@ def reproduce_table(
     overrides: Sequence[str] = (),
     imports: Sequence[str] = (),
     on_progress: Callable[[str], None] | None = None,
+    cell_seeds: Mapping[tuple[str, str], int] | None = None,
 ) -> TableResult:
     """Run every cell of the paper table ``name`` (``list_tables()``) and judge its claims: ``fedprior table NAME``.
 
@@ -92,7 +93,9 @@ def reproduce_table(
     continues a stopped table. ``jobs``: cells at once, each in its own process with one thread (default: the
     cores available). ``overrides``: ``section.key=value`` for every cell (``--set``); ``imports``: modules added to
     every cell's ``run.imports`` (``--import``). ``on_progress(line)`` gets each line ``fedprior table`` prints while
-    it runs (the plan, then one per finished seed of a cell).
+    it runs (the plan, then one per finished seed of a cell). ``cell_seeds``: (row, column) -> seeds for the cells that
+    run more than ``seeds`` (a table's seed plan, :mod:`fedprior.reproduce.seed_plan`); a claim is then judged on the
+    seeds both its cells have.
 
     Bad input raises a ConfigError before anything runs; an interrupted table (KeyboardInterrupt) continues when
     called again with the same ``out``.
@@ -119,10 +122,15 @@ def reproduce_table(
     folder = Path(out) if out is not None else default_folder(name, embedded)
     check_grid_folder(folder)
     say = on_progress or (lambda line: None)
+    more = dict(cell_seeds or {})
+
+    def seeds_of(cell: Cell) -> int:
+        return max(n_seeds, more.get((cell.row, cell.column), 0))
+
     runs = {}
     built = []
     for cell in planned:  # every config is checked, and every cell folder a stopped table left, before anything runs
-        for seed in range(n_seeds):
+        for seed in range(seeds_of(cell)):
             cell_name, config = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"], imports)
             if seed == 0:
                 check_planned(config, f"cell {cell.row} / {cell.column}: ")
@@ -133,7 +141,9 @@ def reproduce_table(
     to_measure = control_configs(table, embedded, overrides, chosen_columns, imports)  # checked before any cell runs, measured after
     n_jobs = jobs or available_cores()
     setting = f" (embedded: {table.embedded_note})" if embedded and table.embedded_note else ""
-    say(f"{table.title}: {len(planned)} cells x {n_seeds} seed(s), {n_jobs} at once{setting}; runs in {folder}")
+    extra = sum(seeds_of(cell) - n_seeds for cell in planned)
+    planned_more = f" (+{extra} planned seed run(s) of {sum(seeds_of(c) > n_seeds for c in planned)} cell(s))" if extra else ""
+    say(f"{table.title}: {len(planned)} cells x {n_seeds} seed(s){planned_more}, {n_jobs} at once{setting}; runs in {folder}")
     kept = [r.action for r in runs.values() if r.action != RUN]
     if kept:
         say(f"continuing the table in {folder}: {kept.count(REUSED)} finished run(s) reused, {len(kept) - kept.count(REUSED)} resumed")
@@ -155,7 +165,14 @@ def reproduce_table(
         summaries[copied.cell.row, copied.cell.column, copied.seed] = copied.result
         on_done(copied, copied.result)
     cells = aggregate_table(
-        table, embedded, overrides, lambda cell, seed: summaries[cell.row, cell.column, seed], seeds=n_seeds, rows=chosen_rows, columns=chosen_columns
+        table,
+        embedded,
+        overrides,
+        lambda cell, seed: summaries[cell.row, cell.column, seed],
+        seeds=n_seeds,
+        rows=chosen_rows,
+        columns=chosen_columns,
+        seeds_of=seeds_of,
     )
     measured = {key: control.measure(preset, config) for key, (control, preset, config) in to_measure.items()}
     evaluated = evaluate(table, cells, embedded, measured)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from decimal import ROUND_HALF_UP, Decimal
 
+from fedprior.results.power import MAX_SEEDS
+
 METRIC_LABELS = {
     "final_accuracy": "acc",
     "best_accuracy": "best acc",
@@ -17,6 +19,7 @@ METRIC_LABELS = {
     "selected_macro_f1": "sel. F1",
     "late_change": "last-10% move",
     "mean_client_pl_accuracy": "PL acc",
+    "mean_client_pl_coverage": "PL coverage",
 }
 
 
@@ -77,8 +80,10 @@ def markdown(title: str, results: list[dict], evaluated: dict | None = None, ove
     if overrides is not None:
         given = ", ".join(code_span(o) for o in overrides) if overrides else "none (every cell as its table defines it)"
         lines += [f"overrides (--set, in every cell): {given}" + ("  " if command else ""), *([f"command: {code_span(command)}"] if command else []), ""]
-    seeds = results[0].get("seeds", 1) if results else 1
+    seeds = min(r.get("seeds", 1) for r in results) if results else 1
     spread = f"; mean ± sd over {seeds} seeds (sd with n - 1)" if seeds > 1 else "; one seed"
+    more = [f"{r['row']} / {r['column']} {r['seeds']}" for r in results if r.get("seeds", 1) > seeds]
+    spread += f"; more seeds where the seed plan gave them: {', '.join(more)}" if more else ""
     lines += [f"ours (paper){spread}", "", "| method | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for row in rows:
         lines.append(f"| {row} | " + " | ".join(cell_text(cell.get((row, c)), m, "±") for c, m in columns) + " |")
@@ -125,27 +130,43 @@ def findings_markdown(findings: list[dict]) -> list[str]:
         "each claim of the paper on the paired differences over seeds (the difference column: better - worse, or worse - better "
         "for a cost such as bits, so that a positive mean favours the claim; seed s of both rows: the same partition "
         "and client sampling), their mean, sd (n - 1) and 95% interval of the mean (Student t, n - 1 degrees of freedom); "
-        "holds: interval above 0, reversed: below 0, not resolved: spans 0 or one seed",
+        "holds: interval above 0, reversed: below 0, not resolved: spans 0 or one seed; "
+        "detects: the smallest mean difference its n seeds detect with 80% power at its sd (two-sided alpha 0.05, noncentral t); "
+        "gap: the paper's difference for the claim; seeds for gap: the seeds that gap needs at that sd; planned: the seeds the "
+        "table's plan gives the claim (fixed from its first seeds, before more ran)",
         "",
     ]
     if not findings:
         return [*lines, "no claim declared", ""]
-    lines += ["| claim | column | metric | difference | n | mean | sd | 95% interval | verdict | paper |", "|---|---|---|---|---|---|---|---|---|---|"]
+    head = "| claim | column | metric | difference | n | mean | sd | 95% interval | verdict | paper | detects | gap | seeds for gap | planned |"
+    lines += [head, "|---|" + "---|" * (head.count("|") - 2)]
     for f in findings:
         metric = METRIC_LABELS.get(f["metric"], f["metric"])
         if f["verdict"] == "not run":
-            lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | | | | | {f['note']} | |")
+            lines.append(f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | | | | | {f['note']} | | | | | |")
             continue
         sd = "" if f["sd"] is None else f"{f['sd']:.2f}"
         interval = "one seed: no interval" if f["low"] is None else f"[{f['low']:+.2f}, {f['high']:+.2f}]"
         verdict = f"**{f['verdict']}**" + (f" ({extra})" if (extra := other_notes(f)) else "")
         paper = "" if f["paper"] is None else f"{f['paper']:+.1f}"
         lines.append(
-            f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} |"
+            f"| {f['claim']} | {f['column']} | {metric} | {f['paired_difference']} | {f['n']} | {f['mean']:+.2f} | {sd} | {interval} | {verdict} | {paper} | "
+            + " | ".join(power_cells(f))
+            + " |"
         )
     lines += ["", "Sources:", ""]
     lines += [f"- {f['claim']}: {f['source']}" for f in findings if f["source"]]
     return [*lines, ""]
+
+
+def power_cells(f: dict) -> list[str]:
+    """A finding's detectable difference, the paper's gap, the seeds that gap needs, and the seeds planned (blank: none)."""
+    detects = "" if f.get("detectable") is None else f"{f['detectable']:.2f}"
+    gap = "" if f.get("gap") is None else f"{f['gap']:+.2f}"
+    needed = f.get("seeds_needed")
+    needs = "" if needed is None else (f"more than {needed - 1}" if needed > MAX_SEEDS else str(needed))
+    planned = "" if f.get("seeds_planned") is None else str(f["seeds_planned"]) + (f" ({f['plan_note']})" if f.get("plan_note") else "")
+    return [detects, gap, needs, planned]
 
 
 def other_notes(f: dict) -> str:

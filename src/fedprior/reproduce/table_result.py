@@ -150,6 +150,16 @@ class Finding:
     worse_mean: float | None = None
     paper: float | None = None
     """The paper's own difference, where it printed both numbers."""
+    detectable: float | None = None
+    """The smallest mean difference its n seeds detect with 80% power at its sd (None: one seed, or recorded before it existed)."""
+    gap: float | None = None
+    """The paper's difference for the claim (``Claim.gap``, else ``paper``) that ``seeds_needed`` is for."""
+    seeds_needed: int | None = None
+    """The seeds ``gap`` needs for 80% power at its sd (None: no gap or one seed)."""
+    seeds_planned: int | None = None
+    """The seeds the table's plan gives the claim (:mod:`fedprior.reproduce.seed_plan`; None: no plan)."""
+    plan_note: str = ""
+    """What the plan says of the claim where it stops short of the seeds needed (the budget, with the difference it detects then)."""
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> Finding:
@@ -162,7 +172,9 @@ class Finding:
         if self.verdict == NOT_RUN:
             return {**out, "verdict": self.verdict, "note": self.note}
         out |= {"n": self.n, "mean": self.mean, "sd": self.sd, "low": self.low, "high": self.high, "verdict": self.verdict, "note": self.note}
-        return {**out, "blanked_by": list(self.blanked_by), "better_mean": self.better_mean, "worse_mean": self.worse_mean, "paper": self.paper}
+        out |= {"blanked_by": list(self.blanked_by), "better_mean": self.better_mean, "worse_mean": self.worse_mean, "paper": self.paper}
+        out |= {"detectable": self.detectable, "gap": self.gap, "seeds_needed": self.seeds_needed}
+        return out | ({"seeds_planned": self.seeds_planned, "plan_note": self.plan_note} if self.seeds_planned is not None else {})
 
 
 @dataclass(frozen=True)

@@ -213,7 +213,8 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
     0..``seeds``-1) and again with ``reruns`` ((row, column, seed) -> the rerun's summary) in place of theirs.
 
     A claim can move where its column holds a rerun of one of its two rows or of a :class:`Control`'s row (a failed
-    control blanks the column's verdicts). Its findings are recomputed on the column's rows that have every seed
+    control blanks the column's verdicts). A cell whose seed plan's seeds are kept beyond ``seeds`` is judged on all of
+    them, as its table was. Its findings are recomputed on the column's rows that have every seed
     kept (a claim on another row is ``not run``); measured controls are not remeasured (``controls not run``)."""
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.tables import Control, aggregate_table, cells
@@ -224,8 +225,15 @@ def claim_checks(table: PaperTable, embedded: bool, kept: Path, seeds: int, reru
     def substituted(cell: Cell, seed: int) -> dict[str, Any]:
         return reruns.get((cell.row, cell.column, seed)) or committed(cell, seed)
 
+    def kept_seeds(cell: Cell) -> int:
+        """``seeds``, or more where a seed plan's seeds are kept for the cell (seeds, seeds + 1, ... in a row)."""
+        n = seeds
+        while (cell_folder(kept, cell, n) / "result.json").is_file():
+            n += 1
+        return n
+
     def findings(column: str, rows: list[str], summary: Callable[[Cell, int], dict[str, Any]]) -> list[dict[str, Any]]:
-        results = aggregate_table(table, embedded, None, summary, seeds=seeds, rows=rows, columns=[column]) if rows else []
+        results = aggregate_table(table, embedded, None, summary, seeds=seeds, rows=rows, columns=[column], seeds_of=kept_seeds) if rows else []
         return list(evaluate(table, results, embedded)["findings"])
 
     control_rows = {row for c in table.controls if isinstance(c, Control) for row in (c.above, c.below)}

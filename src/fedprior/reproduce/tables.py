@@ -102,6 +102,9 @@ class Claim:
     """The paper's sentence or table cells the claim is taken from."""
     higher_is_better: bool = True
     """False for a cost (bits, seconds): then ``better`` is expected to have the lower value."""
+    gap: float | None = None
+    """The paper's difference for this claim (points, positive), what the seeds are planned to detect
+    (:mod:`fedprior.results.power`); None: the difference of the paper's printed numbers of the two rows in the column."""
 
 
 @dataclass(frozen=True)
@@ -132,7 +135,8 @@ class Control:
     @property
     def condition(self) -> str:
         settled = "" if self.settled_within is None else f", and converged (last 10% of rounds move it less than {self.settled_within:g} points)"
-        return f"{self.above} at least {self.margin:g} points above {self.below}{settled}"
+        on = "" if self.metric is None else f" on {self.metric}"  # a control on another metric than the table's first names it
+        return f"{self.above} at least {self.margin:g} points above {self.below}{on}{settled}"
 
 
 @dataclass(frozen=True)
@@ -386,8 +390,11 @@ def aggregate_table(
     seeds: int = 1,
     rows: list[str] | None = None,
     columns: list[str] | None = None,
+    seeds_of: Callable[[Cell], int] | None = None,
 ) -> list[dict[str, Any]]:
     """One result per cell, from the run summaries ``summary(cell, seed)`` of seeds 0..seeds-1 (it runs nothing itself).
+
+    ``seeds_of(cell)``: the seeds of a cell that runs more than ``seeds`` (a seed plan); its ``seeds`` says how many.
 
     ``ours`` is the mean over the seeds of the table's first metric (% unless the table's
     ``scales`` say otherwise), ``std`` their sample standard deviation (n - 1; 0 for one
@@ -401,7 +408,8 @@ def aggregate_table(
     """
     results = []
     for cell in cells(table, embedded, extra, rows, columns):
-        summaries = [summary(cell, seed) for seed in range(seeds)]
+        n = seeds if seeds_of is None else seeds_of(cell)
+        summaries = [summary(cell, seed) for seed in range(n)]
         if table.derived is not None:
             summaries = [{**s, **table.derived(s)} for s in summaries]
         metrics = {}
@@ -424,7 +432,7 @@ def aggregate_table(
             "ours": primary["mean"],
             "std": primary["std"],
             "paper": cell.paper,
-            "seeds": seeds,
+            "seeds": n,
             "finals": primary["values"],
             "metrics": metrics,
             "initial": round(100 * summaries[0]["initial_accuracy"], 2),
