@@ -75,7 +75,7 @@ def hosted_clients(context: Context, node: NodeData) -> range | list[int]:
         k = int(context.node_config[PARTITION_ID])
         nodes = int(context.node_config.get(NUM_PARTITIONS, node.task.num_clients))
         return range(k, node.task.num_clients, nodes)
-    return [int(c) for c in node.hosted]
+    return node.hosted if isinstance(node.hosted, range) else [int(c) for c in node.hosted]
 
 
 def train_clients(node: NodeData, store: ClientStateStore, broadcast, order) -> tuple[dict[int, Reply], dict[int, str]]:

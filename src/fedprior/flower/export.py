@@ -8,12 +8,18 @@ config, and reads its clients' data from local files. A node folder holds::
                            algorithm's name and hyperparameters, local epochs, batch size
     prior.safetensors      the task's prior tensors (e.g. class text features)
     clients.safetensors    each hosted client's data, "<client id>/<field>"
-    node.json              the ids of the clients this node hosts
+    node.json              the ids of the clients this node hosts (a generated federation's: a range, three numbers)
 
 Only the fields the algorithm reads are written (an unsupervised algorithm's node
 gets no labels). :func:`export_nodes` splits the clients over N node folders
 (client c on node c mod N); :func:`export_all` writes one folder with every client
 (Flower's simulation, where each virtual node reads its own client's tensors only).
+
+A federation generated per client (``data.dataset = 'synthetic'``, ``fedprior.experiments.generated``)
+writes no client data: ``task.json`` gets the generator's description (``generated``: seed, alpha,
+beta, iid, N and the fields the algorithm reads), and :meth:`NodeData.client_data` generates a
+client's training split when a round asks for it, the arrays of the in-process run. The export
+then costs the same at N = 10^6 as at N = 10 (a few kB, no list of N ids).
 """
 
 from __future__ import annotations
@@ -31,7 +37,9 @@ from safetensors import safe_open
 
 from fedprior.algorithms.base import Algorithm, ClientData
 from fedprior.atomic import save_tensors
+from fedprior.data.synthetic import SyntheticFederation
 from fedprior.errors import FedpriorError
+from fedprior.experiments.generated import GeneratedClients
 from fedprior.task import Task
 
 TASK_FILE = "task.json"
@@ -75,6 +83,24 @@ def task_description(experiment) -> dict[str, Any]:
         "compile": config.run.compile,
         "deterministic": config.run.deterministic,
         "cudnn_benchmark": config.run.cudnn_benchmark,
+        **({"generated": generator_description(experiment)} if getattr(experiment, "generated", None) is not None else {}),
+    }
+
+
+def generator_description(experiment) -> dict[str, Any]:
+    """What a node needs to generate the clients of ``experiment.generated`` itself (``fedprior.data.synthetic``):
+    the Synthetic(alpha, beta) federation's parameters and the fields the algorithm reads."""
+    from fedprior.experiments.client_side import client_fields
+
+    federation = experiment.generated
+    return {
+        "dataset": "synthetic",
+        "num_clients": federation.num_clients,
+        "alpha": federation.alpha,
+        "beta": federation.beta,
+        "iid": federation.iid,
+        "seed": federation.seed,
+        "fields": list(client_fields(experiment.algorithm)),
     }
 
 
@@ -102,18 +128,24 @@ def _write_json(value: Any, path: Path) -> None:
 
 
 def export_node(experiment, directory: Path, client_ids: Iterable[int]) -> Path:
-    """Write one node folder holding ``client_ids``."""
+    """Write one node folder holding ``client_ids``. A generated federation's clients are not written (the node
+    generates them, see the module docstring), and a ``range`` of them is written as its three numbers."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    ids = sorted(int(c) for c in client_ids)
+    generated = getattr(experiment, "generated", None) is not None
+    ids: range | list[int] = client_ids if generated and isinstance(client_ids, range) and client_ids.step > 0 else sorted(int(c) for c in client_ids)
     _write_json(task_description(experiment), directory / TASK_FILE)
     _atomic_save(dict(experiment.task.prior), directory / PRIOR_FILE)
-    tensors = {}
-    for client_id in ids:
-        for field, value in experiment.client_data(client_id).items():
-            tensors[f"{client_id}/{field}"] = value
-    _atomic_save(tensors, directory / CLIENTS_FILE)
-    _write_json({"format": FORMAT, "clients": ids}, directory / NODE_FILE)
+    if generated:
+        (directory / CLIENTS_FILE).unlink(missing_ok=True)  # a stale export's data must not be read instead
+    else:
+        tensors = {}
+        for client_id in ids:
+            for field, value in experiment.client_data(client_id).items():
+                tensors[f"{client_id}/{field}"] = value
+        _atomic_save(tensors, directory / CLIENTS_FILE)
+    hosted = {"range": [ids.start, ids.stop, ids.step]} if isinstance(ids, range) else {"clients": ids}
+    _write_json({"format": FORMAT, **hosted}, directory / NODE_FILE)
     return directory
 
 
@@ -122,7 +154,7 @@ def export_nodes(experiment, root: Path, nodes: int) -> list[Path]:
     num_clients = experiment.task.num_clients
     if not 1 <= nodes <= num_clients:
         raise FedpriorError(f"--nodes: {nodes} nodes for {num_clients} clients; accepted: 1..{num_clients}")
-    return [export_node(experiment, Path(root) / f"node-{k}", [c for c in range(num_clients) if node_of(c, nodes) == k]) for k in range(nodes)]
+    return [export_node(experiment, Path(root) / f"node-{k}", range(k, num_clients, nodes)) for k in range(nodes)]  # node_of(c, nodes) == k
 
 
 def export_all(experiment, directory: Path) -> Path:
@@ -139,8 +171,19 @@ class NodeData:
             raise FedpriorError(f"{self.directory} holds no {TASK_FILE}: export the node's data first (docs/flower.md)")
         self.description = json.loads((self.directory / TASK_FILE).read_text())
         node_file = self.directory / NODE_FILE
-        self.hosted = json.loads(node_file.read_text())["clients"] if node_file.is_file() else []
+        self.hosted: range | list[int] = read_hosted(json.loads(node_file.read_text())) if node_file.is_file() else []
         self._lock = threading.Lock()
+
+    @cached_property
+    def generated(self) -> GeneratedClients | None:
+        """The generator of a federation generated per client (the export's ``generated``), None where the clients' data are files."""
+        g = self.description.get("generated")
+        if g is None:
+            return None
+        if g.get("dataset") != "synthetic":
+            raise FedpriorError(f"{self.directory / TASK_FILE}: generated dataset {g.get('dataset')!r}; accepted: 'synthetic'")
+        federation = SyntheticFederation(int(g["num_clients"]), alpha=float(g["alpha"]), beta=float(g["beta"]), iid=bool(g["iid"]), seed=int(g["seed"]))
+        return GeneratedClients(federation, tuple(g["fields"]), torch.device("cpu"))
 
     @cached_property
     def task(self) -> Task:
@@ -201,7 +244,12 @@ class NodeData:
         kernels choose their memory format from the strides (a (N, 1, H, W) batch can
         be both contiguous and channels-last), and a different choice changes the
         last bits of a convolution's gradient, hence of the run's numbers.
+        A generated federation's client is generated here (:attr:`generated`), as in process.
         """
+        if self.generated is not None:
+            if not 0 <= int(client_id) < self.generated.federation.num_clients:
+                raise FedpriorError(f"client {client_id} is not one of the {self.generated.federation.num_clients} generated clients")
+            return self.generated(int(client_id))
         prefix = f"{int(client_id)}/"
         with self._lock, safe_open(str(self.directory / CLIENTS_FILE), framework="pt") as handle:
             strides = json.loads((handle.metadata() or {}).get("strides", "{}"))
@@ -209,6 +257,14 @@ class NodeData:
         if not data:
             raise FedpriorError(f"client {client_id} is not hosted in {self.directory}")
         return data
+
+
+def read_hosted(node: dict[str, Any]) -> range | list[int]:
+    """The client ids of a ``node.json``: its ``range`` (start, stop, step) or its list of ``clients``."""
+    if "range" in node:
+        start, stop, step = (int(v) for v in node["range"])
+        return range(start, stop, step)
+    return [int(c) for c in node["clients"]]
 
 
 def _restride(tensor: torch.Tensor, strides: list[int] | None) -> torch.Tensor:
