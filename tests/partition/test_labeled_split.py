@@ -111,7 +111,7 @@ def test_feddb_tables_resolve_in_both_settings_with_the_papers_numbers():
     # issue 19: the real setting scores the test set every 10 rounds and at the last (the paper's best accuracy is over
     # every round: best_accuracy here is over rounds 10, 20, ..., 800)
     assert config.federation.evaluate_every == 10
-    assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy", "late_change", "mean_client_pl_accuracy")
+    assert table_by_name("feddb-table3").metrics == ("best_accuracy", "final_accuracy", "late_change", "mean_client_pl_accuracy", "mean_client_pl_coverage")
 
 
 def test_feddb_paper_setting_cells_train_with_the_papers_local_lr():

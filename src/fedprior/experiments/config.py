@@ -272,9 +272,7 @@ def check_robustness(algorithm: str, values: dict[str, Any], federation: Federat
         )
         raise ConfigError(f"{field}: needed with {other}; set both (an attack and the fraction of clients that runs it) or neither")
     if f.attack != "none":
-        from fedprior.runtime.attacks import malicious_count
-
-        if malicious_count(f.num_clients, f.malicious_fraction) == 0:
+        if int(round(f.malicious_fraction * f.num_clients)) == 0:  # runtime.attacks.malicious_count, without importing torch
             raise ConfigError(
                 f"federation.malicious_fraction: round({f.malicious_fraction:g} x {f.num_clients} clients) = 0 malicious clients, so the attack "
                 f"never runs; a fraction above {0.5 / f.num_clients:g} makes one (1 / {f.num_clients} = {1 / f.num_clients:g}: exactly one)"
