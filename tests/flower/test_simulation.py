@@ -97,6 +97,17 @@ def comparable(record):
     return {k: v for k, v in record.items() if k not in ("seconds", "failed_clients")}
 
 
+def assert_flower_run_is_the_local_one(flower, local, flower_dir, local_dir):
+    """The flower-sim run's history, round records (clients, none failed, numbers to float rounding) and final server state
+    are the in-process run's."""
+    assert flower["history"] == local["history"] and abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
+    ours, theirs = records(flower_dir), records(local_dir)
+    assert [r["clients"] for r in ours] == [r["clients"] for r in theirs] and all(r["failed_clients"] == [] for r in ours)
+    for a, b in zip(map(comparable, ours), map(comparable, theirs), strict=True):
+        assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)
+    assert_same_server_state(flower_dir, local_dir, exact=False)
+
+
 @pytest.mark.parametrize(
     "experiment",
     # the attack, per-client and Power-of-Choice cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite

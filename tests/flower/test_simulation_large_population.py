@@ -4,7 +4,6 @@ are those of the in-process runtime."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import pytest
@@ -47,13 +46,8 @@ def test_virtual_nodes_one_per_client_up_to_the_default_then_capped():
 def test_six_clients_on_two_virtual_nodes_give_the_in_process_numbers(shared_cache, tmp_path, monkeypatch):
     for key, value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
         monkeypatch.setenv(key, value)
-    from tests.flower.test_simulation import CNN, assert_same_server_state, comparable, records, run
+    from tests.flower.test_simulation import CNN, assert_flower_run_is_the_local_one, run
 
     local = run(CNN, "local", tmp_path / "local")
     flower = run(CNN, "flower-sim", tmp_path / "flower", runtime_options={"nodes": 2})
-    assert flower["history"] == local["history"] and abs(flower["final_accuracy"] - local["final_accuracy"]) <= 1e-4
-    ours, theirs = records(tmp_path / "flower"), records(tmp_path / "local")
-    assert [r["clients"] for r in ours] == [r["clients"] for r in theirs] and all(r["failed_clients"] == [] for r in ours)
-    for a, b in zip(map(comparable, ours), map(comparable, theirs), strict=True):
-        assert all(a[k] == b[k] if not isinstance(a[k], float) else math.isclose(a[k], b[k], rel_tol=1e-6) for k in a)
-    assert_same_server_state(tmp_path / "flower", tmp_path / "local", exact=False)
+    assert_flower_run_is_the_local_one(flower, local, tmp_path / "flower", tmp_path / "local")
