@@ -270,6 +270,11 @@ MEAN_AGGREGATING = ("fedavg", "fedprox", "moon", "fedntd", "fedavgm", "fedadagra
 (:attr:`Algorithm.mean_aggregate`): what DP-FedAvg and SecAgg+ accept, named when they refuse another."""
 
 
+def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
+    """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
+    return (*algorithm.inputs, *algorithm.diagnostics)
+
+
 def require_mean_aggregate(algorithm: Algorithm, option: str, reason: str) -> None:
     """ConfigError ``'{option}: algorithm NAME {reason}; accepted: ...'`` unless ``algorithm.mean_aggregate``."""
     if not algorithm.mean_aggregate:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.base import Algorithm, ClientData, client_fields
 from fedprior.algorithms.pieces.personal import with_local_tests
 from fedprior.algorithms.pieces.tensors import to_device
 from fedprior.algorithms.registry import algorithm_spec, import_modules
@@ -26,14 +26,13 @@ from fedprior.experiments.client_side import (
     build_algorithm,
     check_algorithm_fields,
     check_compile,
-    client_fields,
     evaluation_data,
     misbehaviour,
     with_validation,
 )
 from fedprior.experiments.client_split import check_inputs, client_split
 from fedprior.experiments.config import ExperimentConfig
-from fedprior.experiments.generated import GeneratedClients, generated_statistics, is_generated, synthetic_federation, test_data
+from fedprior.experiments.generated import generated_statistics, is_generated, synthetic_federation, test_data
 from fedprior.experiments.inputs import prepared_data
 from fedprior.experiments.resident import ResidentClients, select_client_data
 from fedprior.experiments.workers_setup import concurrent_clients, worker_processes, worker_start_method
@@ -42,6 +41,7 @@ from fedprior.partition.statistics import class_counts, describe
 from fedprior.privacy.budget import budget_check
 from fedprior.privacy.wrap import warn_if_noisy
 from fedprior.runtime.device import resolve_device, set_deterministic
+from fedprior.runtime.generated_clients import GeneratedClients
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sampler_for
 from fedprior.runtime.threads import ThreadPolicy, thread_policy, torch_threads

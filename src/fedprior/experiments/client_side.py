@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from fedprior.algorithms.base import Algorithm, ClientData, Runtime
+from fedprior.algorithms.base import Algorithm, ClientData, Runtime, client_fields
 from fedprior.algorithms.registry import algorithm_spec, import_modules
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.data.synthetic import SyntheticFederation
@@ -20,12 +20,8 @@ from fedprior.privacy.record_level import with_record_level_dp
 from fedprior.privacy.wrap import with_privacy
 from fedprior.runtime.attacks import Misbehaviour, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
+from fedprior.runtime.generated_clients import GeneratedClients
 from fedprior.task import Task
-
-
-def client_fields(algorithm: Algorithm) -> tuple[str, ...]:
-    """The data fields a client of ``algorithm`` is given: those it trains on and those it only reports diagnostics from."""
-    return (*algorithm.inputs, *algorithm.diagnostics)
 
 
 def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
@@ -102,8 +98,6 @@ class ClientSide:
         device = resolve_device(self.config.run.device)
         algorithm = build_algorithm(self.config, self.task, device)
         if self.generated is not None:
-            from fedprior.experiments.generated import GeneratedClients
-
             return algorithm, GeneratedClients(self.generated, client_fields(algorithm), device)
         return algorithm, ResidentClients(
             self.partition, self.train, client_fields(algorithm), device, PixelStandardizer(self.task.pixel_mean, self.task.pixel_std)

@@ -8,7 +8,6 @@ first :data:`STATS_CLIENTS` clients' class counts (every client at the FedProx p
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -40,20 +39,6 @@ def synthetic_federation(config: ExperimentConfig) -> SyntheticFederation:
         iid=bool(data.synthetic_iid),
         seed=config.run.seed,
     )
-
-
-@dataclass
-class GeneratedClients:
-    """Client ``i``'s training data (``self(i)``: ``x`` float32 (n, 60), ``y`` int64, those of ``fields``) generated on ``device``."""
-
-    federation: SyntheticFederation
-    fields: tuple[str, ...]
-    device: torch.device
-
-    def __call__(self, client_id: int) -> ClientData:
-        samples = self.federation.client(client_id)
-        data = {"x": torch.from_numpy(samples.x_train), "y": torch.from_numpy(samples.y_train)}
-        return {name: value.to(self.device) for name, value in data.items() if name in self.fields}
 
 
 def test_data(federation: SyntheticFederation) -> ClientData:

@@ -15,7 +15,7 @@ gets no labels). :func:`export_nodes` splits the clients over N node folders
 (client c on node c mod N); :func:`export_all` writes one folder with every client
 (Flower's simulation, where each virtual node reads its own client's tensors only).
 
-A federation generated per client (``data.dataset = 'synthetic'``, ``fedprior.experiments.generated``)
+A federation generated per client (``data.dataset = 'synthetic'``, ``fedprior.runtime.generated_clients``)
 writes no client data: ``task.json`` gets the generator's description (``generated``: seed, alpha,
 beta, iid, N and the fields the algorithm reads), and :meth:`NodeData.client_data` generates a
 client's training split when a round asks for it, the arrays of the in-process run. The export
@@ -35,11 +35,11 @@ from typing import Any
 import torch
 from safetensors import safe_open
 
-from fedprior.algorithms.base import Algorithm, ClientData
+from fedprior.algorithms.base import Algorithm, ClientData, client_fields
 from fedprior.atomic import save_tensors
 from fedprior.data.synthetic import SyntheticFederation
 from fedprior.errors import FedpriorError
-from fedprior.experiments.generated import GeneratedClients
+from fedprior.runtime.generated_clients import GeneratedClients
 from fedprior.task import Task
 
 TASK_FILE = "task.json"
@@ -90,8 +90,6 @@ def task_description(experiment) -> dict[str, Any]:
 def generator_description(experiment) -> dict[str, Any]:
     """What a node needs to generate the clients of ``experiment.generated`` itself (``fedprior.data.synthetic``):
     the Synthetic(alpha, beta) federation's parameters and the fields the algorithm reads."""
-    from fedprior.experiments.client_side import client_fields
-
     federation = experiment.generated
     return {
         "dataset": "synthetic",
