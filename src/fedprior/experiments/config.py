@@ -1,4 +1,4 @@
-"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, privacy, run.
+"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, privacy, system, run.
 
 Every field has a default and a docstring (shown by ``fedprior presets --fields``).
 A config is a preset name or a TOML file, plus ``--set section.key=value`` overrides;
@@ -40,6 +40,8 @@ from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
+from fedprior.runtime.system_config import SystemConfig as SystemConfig  # re-exported: the runtime layer defines it
+from fedprior.runtime.system_config import check_system
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
@@ -181,6 +183,7 @@ class ExperimentConfig(ConfigSection):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     federation: FederationConfig = FederationConfig()
     privacy: PrivacyConfig = PrivacyConfig()
+    system: SystemConfig = SystemConfig()
     run: RunConfig = RunConfig()
 
     def checked(self) -> ExperimentConfig:
@@ -200,6 +203,7 @@ class ExperimentConfig(ConfigSection):
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)
+        check_system(self.system, self.run.runtime, federation.sampler, federation.local_epochs)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -333,7 +337,7 @@ def check_sampler(federation: FederationConfig) -> None:
     check_candidates(federation.power_of_choice_candidates, federation.num_clients, clients_per_round(federation.num_clients, federation.fraction))
 
 
-SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "run")
+SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "system", "run")
 
 
 def toml_line(key: str, value: Any) -> str:
