@@ -204,6 +204,11 @@ class ExperimentConfig(ConfigSection):
         check_tracker_fields(self.run)
         check_synthetic(self)
         check_system(self.system, self.run.runtime, federation.sampler, federation.local_epochs)
+        if self.system.partial_work and values.get("model") == "linear":  # batched heads take no step budget (known before any data)
+            raise ConfigError(
+                "system.partial_work: model = 'linear' trains batched heads, which cannot stop their local work early; accepted with an image model "
+                "(fedavg, fedprox, moon), or partial_work = false"
+            )
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 

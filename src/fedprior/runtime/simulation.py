@@ -243,10 +243,19 @@ def run_rounds(
                                 pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
                             )
                         else:  # the system model: who can take part, how much each does, whose reply counts (system_round.py)
-                            system_plan = plan_round(loop.system, sampled, step, payload_bytes(message.arrays), loop.client_sizes, loop.local_epochs, loop.batch_size)
+                            system_plan = plan_round(
+                                loop.system, sampled, step, payload_bytes(message.arrays), loop.client_sizes, loop.local_epochs, loop.batch_size
+                            )
                             budgeted = replace(info, step_budgets=tuple(sorted(system_plan.budgets.items()))) if system_plan.budgets else info
                             answered, failures, attempts = reach_clients(
-                                pool, message, budgeted, step, system_plan.train, loop.vectorize and not system_plan.budgets, loop.wait_for_clients, loop.retry_every
+                                pool,
+                                message,
+                                budgeted,
+                                step,
+                                system_plan.train,
+                                loop.vectorize and not system_plan.budgets,
+                                loop.wait_for_clients,
+                                loop.retry_every,
                             )
                             failures = {**system_plan.failures, **failures}
                         if failures and not answered and (loop.system is None or system_plan.train):
@@ -255,7 +264,9 @@ def run_rounds(
                             uploads = {r.client_id: payload_bytes(r.arrays) for r in answered}
                             traffic = round_traffic(payload_bytes(message.arrays), system_plan.train, uploads)
                             target = clients_per_round(pool.num_clients, stage_fraction)
-                            answered, late, system_fields = settle_round(loop.system, system_plan, answered, step, payload_bytes(message.arrays), uploads, target)
+                            answered, late, system_fields = settle_round(
+                                loop.system, system_plan, answered, step, payload_bytes(message.arrays), uploads, target
+                            )
                             failures = {**failures, **late}
                         answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite, state)  # reached, but diverged
                         failures = {**failures, **dropped}
@@ -349,7 +360,7 @@ def choose_clients(loop: RoundLoop, pool: ClientPool, state: State, info: RoundI
         return got
 
     count = clients_per_round(pool.num_clients, fraction)
-    if loop.system is not None and loop.system.config.over_selection > 0:  # Bonawitz et al. 2019, Sec. 2.2: sample m (1 + x), keep m
+    if loop.system is not None and loop.system.config.over_selection > 0:  # over-selection (Bonawitz et al. 2019): sample m (1 + x), keep m
         count = over_selected_count(count, loop.system.config.over_selection, pool.num_clients)
     draw = Draw(loop.seed, info.stage, info.round, pool.num_clients, count, loop.client_sizes, ask, fraction)
     sampled = chosen_clients(loop.sampler, draw)

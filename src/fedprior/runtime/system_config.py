@@ -51,7 +51,7 @@ class SystemConfig(ConfigSection):
     straggler_min_epochs: int = Field(0, ge=0)
     """With straggler_rule 'fl-bench': the fewest epochs a straggler runs (FL-bench's straggler_min_local_epoch; 0 sends the received model back)."""
     over_selection: float = Field(0.0, ge=0)
-    """x: sample ceil(m (1 + x)) clients and keep the m that finish first in simulated time, the others' replies discarded (Bonawitz et al., "Towards Federated Learning at Scale: System Design", MLSys 2019, Sec. 2.2: 130% of the target count, x = 0.3); 0: none."""
+    """x: sample ceil(m (1 + x)) clients and keep the m that finish first in simulated time, the others' replies discarded (Bonawitz et al., "Towards Federated Learning at Scale: System Design", MLSys 2019: Sec. 2.2's reporting ignores stragglers, and the paper's operational profile selects 130% of the target count, x = 0.3, to absorb drop-outs); 0: none."""
 
 
 DEFAULTS = {name: field.default for name, field in SystemConfig.model_fields.items()}

@@ -53,6 +53,21 @@ class SystemModel:
         self._speeds = dict(seconds_per_example or {})
         self._bandwidths = dict(bandwidths or {})
 
+    def _key(self) -> tuple:
+        return (self.config, self.seed, self.num_clients, sorted(self._speeds.items()), sorted(self._bandwidths.items()))
+
+    def __eq__(self, other: object) -> bool:
+        """Two models are equal where they give every client the same values (the same config, seed, population and hand-made values)."""
+        if not isinstance(other, SystemModel):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash((self.seed, self.num_clients, self.config.model_dump_json()))
+
+    def __repr__(self) -> str:
+        return f"SystemModel({self.config!r}, seed={self.seed}, num_clients={self.num_clients})"
+
     @classmethod
     def of_config(cls, config: SystemConfig | None, seed: int, num_clients: int) -> SystemModel | None:
         """The run's model, or None where ``[system]`` is off (``speed = 'none'``): the round loop then simulates nothing."""

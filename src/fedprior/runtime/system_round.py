@@ -9,7 +9,7 @@ without one neither runs and the round is as it always was.
   Sec. 2.2) let only devices that check in (eligible: idle, charging, unmetered network) be selected; drawing the round's
   clients from the available ones would ask every one of the N clients about its availability each round, so here the
   selection is the run's usual draw and an unavailable client counts as one of the devices that drop out after selection,
-  which over-selection is there to absorb (Sec. 2.2).
+  which over-selection is there to absorb.
 - **Deadline** (``system.deadline``, D). Client k's duration d_k = download / b_k + work_k s_k + upload / b_k
   (``SystemModel.client_duration``; work = training examples x local epochs). Without partial work, a reply with d_k > D is
   discarded ('deadline'; the client trained, its reply came too late; its own state keeps what it did).
@@ -21,8 +21,10 @@ without one neither runs and the round is as it always was.
   E_k drawn once per client uniformly from [straggler_min_epochs, E) (FL-bench, KarhouTam/FL-bench, src/server/fedavg.py:
   ``random.choices(range(straggler_min_local_epoch, local_epoch))``), and its reply is waited for, late or not.
 - **Over-selection** (``system.over_selection``, x): the loop samples ceil(m (1 + x)); of the replies that arrive by the
-  deadline, the m first (by d_k, then client id) are kept and the rest discarded ('over-selected'); Bonawitz et al. 2019,
-  Sec. 2.2 (x = 0.3 there).
+  deadline, the m first (by d_k, then client id) are kept and the rest discarded (``over_selected_dropped``, not counted as
+  failed: the round had its m replies); Bonawitz et al. 2019
+  (Sec. 2.2: the server ignores devices that do not report in time; its operational profile selects 130% of the target
+  count, x = 0.3, to absorb drop-outs).
 - **Time.** The round ends when the server stops waiting: when the m-th kept reply arrives under over-selection, else
   when the last kept reply arrives, but at D where a reply was dropped for the deadline (the server waited until then).
   A round with no reply takes D, or 0 without a deadline. ``simulated_time`` is the sum over the run's rounds.
@@ -126,7 +128,8 @@ def plan_round(model: SystemModel, sampled: list[int], step: int, broadcast_byte
 def settle_round(
     model: SystemModel, plan: RoundPlan, replies: list[Reply], step: int, broadcast_bytes: int, upload_bytes: dict[int, int], target: int
 ) -> tuple[list[Reply], dict[int, str], dict[str, Any]]:
-    """After the replies came: (the replies kept, the clients dropped with why, the round record's system fields).
+    """After the replies came: (the replies kept, the clients dropped for the deadline with why, the round record's system fields).
+    Over-selection's late clients are not failures: the record lists them (``over_selected_dropped``).
 
     ``upload_bytes``: each reply's tensor bytes; ``target``: m, the clients a round keeps under over-selection.
     """
@@ -139,10 +142,9 @@ def settle_round(
     arrived = sorted((r for r in replies if r.client_id not in late), key=lambda r: (seconds[r.client_id], r.client_id))
     dropped: dict[int, str] = {k: f"deadline: took {seconds[k]:.4g} s, past system.deadline = {deadline:g} s" for k in late}
     over: list[int] = []
-    if c.over_selection > 0 and len(arrived) > target:
+    if c.over_selection > 0 and len(arrived) > target:  # not failures: the round had its m replies (over_selected_dropped)
         over = sorted(r.client_id for r in arrived[target:])
         arrived = arrived[:target]
-        dropped.update({k: f"over-selected: finished after the first {target} ({seconds[k]:.4g} s)" for k in over})
     if over:
         round_seconds = seconds[arrived[-1].client_id]
     elif late or plan.too_slow:
