@@ -8,6 +8,7 @@ import fedprior
 from fedprior.errors import ConfigError
 from fedprior.runtime.system_model import SystemModel
 from tests.support.cli import TINY, error_line, invoke
+from tests.support.events import tensorboard_with_tensors
 
 SMALL = {
     "data.dataset": "digits",
@@ -53,6 +54,9 @@ def test_a_lognormal_run_with_a_deadline_records_simulated_time_and_drops_the_cl
     assert result.summary["deadline_dropped_updates"] == len(dropped)
     report = (tmp_path / "run" / "report.md").read_text()
     assert "| simulated time (system model) |" in report and "simulated time (s) |" in report
+    events = tensorboard_with_tensors(tmp_path / "run")  # the trackers log it as every round's number, and in the summary
+    assert [e.value for e in events.Scalars("simulated_time")] == pytest.approx([r["simulated_time"] for r in result.records])
+    assert events.Scalars("summary/simulated_time")[-1].value == pytest.approx(total)
 
 
 @pytest.mark.parametrize(
@@ -102,3 +106,13 @@ def test_the_dry_run_refuses_what_the_run_refuses():
     assert bad.exit_code == 2 and error_line(bad).startswith("error: system.speed: input should be")
     shown = invoke("run", "fedavg-cnn", *TINY, "--set", "system.speed=constant", "--dry-run", "--json")
     assert shown.exit_code == 0 and json.loads(shown.stdout.splitlines()[-1])["config"]["system"]["speed"] == "constant"
+
+
+def test_a_run_under_the_system_model_says_so_in_its_description():
+    from fedprior.experiments.config import described
+
+    system = {"system.speed": "lognormal", "system.deadline": 5, "system.partial_work": True, "system.over_selection": 0.3}
+    text = described("fedavg-cnn", fedprior.load_config("fedavg-cnn", system).settings).description
+    assert text.endswith(", batch 32, log-normal devices, deadline 5 s, partial work (fedprox), over-selection 0.3 (made from the preset 'fedavg-cnn')")
+    plain = described("fedavg-cnn", fedprior.load_config("fedavg-cnn", {"federation.rounds": 3}).settings).description
+    assert plain.endswith(", batch 32 (made from the preset 'fedavg-cnn')")

@@ -127,3 +127,21 @@ def test_steps_that_fit_count_epochs_then_full_batches():
     assert examples_of_steps(5, 10, 4) == 18 and steps_that_fit(0.0, 0.5, 10, 3, 4) == 0
     assert all(examples_of_steps(steps_that_fit(t, 0.3, 10, 3, 4), 10, 4) * 0.3 <= t + 1e-12 for t in [x / 7 for x in range(80)])
     assert math.isclose(examples_of_steps(9, 10, 4), 30)
+
+
+def test_a_resumed_run_continues_the_simulated_clock(tmp_path):
+    from fedprior.runtime.checkpoint import load_checkpoint
+
+    config = SystemConfig(speed="constant", deadline=6.0, partial_work=True, availability="bernoulli", availability_p=0.7)
+    model = SystemModel(config, 0, 4, seconds_per_example=SPEEDS, bandwidths=LINK)
+
+    def loop(rounds):
+        return RoundLoop(seed=0, rounds=rounds, fraction=1.0, client_sizes=SIZES, system=model, local_epochs=1, batch_size=5)
+
+    whole = simulate(toy(), lambda c: DATA[c], 4, DATA[0], loop(4)).progress.history
+    simulate(toy(), lambda c: DATA[c], 4, DATA[0], loop(2), checkpoint_path=tmp_path / "c.safetensors")
+    start = load_checkpoint(tmp_path / "c.safetensors")
+    resumed = simulate(toy(), lambda c: DATA[c], 4, DATA[0], loop(4), checkpoint_path=tmp_path / "c.safetensors", start=start).progress.history
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in resumed] == [{k: v for k, v in r.items() if k not in drop} for r in whole]
+    assert resumed[-1]["simulated_time"] == pytest.approx(sum(r["round_simulated_seconds"] for r in whole))

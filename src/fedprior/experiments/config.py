@@ -650,8 +650,25 @@ def own_description(name: str, config: ExperimentConfig, origin: str = "") -> st
         private = f", record-level DP-SGD (Opacus, C {p.clip_norm:g}, z {p.noise_multiplier:g})"
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
-        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from {origin or made_from})"
+        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private}{system_text(config.system)} "
+        f"(made from {origin or made_from})"
     )
+
+
+def system_text(system: SystemConfig) -> str:
+    """The system model in words for a run's description (``, log-normal devices, deadline 5 s, partial work``); '' without one."""
+    if system.speed == "none":
+        return f", round timeout {system.deadline:g} s" if system.deadline is not None else ""
+    parts = [f"{'log-normal' if system.speed == 'lognormal' else 'constant'} devices"]
+    if system.availability != "always":
+        parts.append(f"{system.availability} availability {system.availability_p:g}")
+    if system.deadline is not None:
+        parts.append(f"deadline {system.deadline:g} s")
+    if system.partial_work:
+        parts.append(f"partial work ({system.straggler_rule})")
+    if system.over_selection:
+        parts.append(f"over-selection {system.over_selection:g}")
+    return ", " + ", ".join(parts)
 
 
 def preset_note(name: str, config: ExperimentConfig) -> str:
