@@ -30,6 +30,11 @@ stops with :class:`RoundNotTrained`, leaving the checkpoint of the last trained 
 resume from. (A round whose clients all answered but held no data is a trained round
 that changed nothing: ``"aggregated": false``.)
 
+With a system model (``loop.system``, the ``[system]`` section; ``system_round.py``) a round also simulates time: the
+sampled clients that are not available fail it, a deadline drops the late replies or gives the slow clients a step budget
+(``RoundInfo.step_budgets``), over-selection keeps the first m to finish, and the record adds ``round_simulated_seconds`` and
+``simulated_time``. Without one (the default) none of this runs.
+
 Communication is accounted in every round for every algorithm, as totals over the
 round's clients (``traffic.py``): ``download_bytes`` is what the sampled clients receive
 (the broadcast's tensors, once per sampled client), ``upload_bytes`` what the clients that
