@@ -49,7 +49,7 @@ class Config:
 
     name: str
     settings: ExperimentConfig
-    """The seven sections (``settings.federation.rounds``, ``settings.privacy.dp``, ...); every field is documented by ``fedprior presets --fields``."""
+    """The eight sections (``settings.federation.rounds``, ``settings.privacy.dp``, ``settings.system.deadline``, ...); every field is documented by ``fedprior presets --fields``."""
 
     def override(self, overrides: Overrides) -> Config:
         """A copy with some fields changed (checked again, like the original)."""

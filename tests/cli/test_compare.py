@@ -523,3 +523,25 @@ def test_dp_runs_show_their_epsilon_beside_accuracy_in_the_table_runs_and_json(t
     assert any("DP" in line for line in lines) and any("epsilon" in line for line in lines)
     assert f"{finished['dp_epsilon']:.3f}" in table.stdout and f"{stopped:.3f}" in table.stdout
     assert "DP epsilon: the privacy spent by the last round, at privacy.delta = 1e-05" in table.stdout
+
+
+def timed_run(folder, seed, times):
+    """A finished fake run whose summary holds simulated time (a run with a system model): ``times`` at its two rounds."""
+    run = fake_run(folder, "fedavg", seed, 0.7 + seed / 100, 0.72 + seed / 100)
+    summary = json.loads((run / "result.json").read_text())
+    (run / "result.json").write_text(json.dumps({**summary, "evaluated_rounds": [1, 2], "simulated_times": times, "simulated_time": times[-1]}))
+    return run
+
+
+def test_compare_plots_accuracy_against_simulated_time(tmp_path):
+    runs = [timed_run(tmp_path / "s0", 0, [10.0, 30.0]), timed_run(tmp_path / "s1", 1, [20.0, 50.0])]
+    (group,) = compare_runs(runs).groups
+    assert group.time_curve() == {0: (0.0, 0.1, 0.0, 2), 1: (15.0, *group.curve()[1][:2], 2), 2: (40.0, *group.curve()[2][:2], 2)}
+    result = invoke("compare", *runs, "--plot", tmp_path / "t.png", "--x", "time")
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "t.png").stat().st_size > 0
+    untimed = fake_run(tmp_path / "plain", "scaffold", 0, 0.6, 0.6)
+    refused = invoke("compare", *runs, untimed, "--plot", tmp_path / "u.png", "--x", "time")
+    assert error_line(refused).startswith("error: --x time: the runs of scaffold have no simulated time")
+    assert error_line(invoke("compare", *runs, "--x", "time")) == "error: --x: sets the x-axis of --plot; give --plot FILE.png too"
+    assert error_line(invoke("compare", *runs, "--plot", tmp_path / "v.png", "--x", "rounds")) == "error: --x rounds: accepted: round, time"

@@ -19,7 +19,7 @@ import torch
 
 pytest.importorskip("flwr")
 
-from flwr.app import Context, Error, Message, RecordDict  # noqa: E402
+from flwr.app import Context, Error, Message, MessageType, RecordDict  # noqa: E402
 from flwr.serverapp import Grid  # noqa: E402
 from flwr.supercore.task_identity import TaskIdentity  # noqa: E402
 
@@ -28,9 +28,10 @@ from fedprior.experiments.build import build_experiment  # noqa: E402
 from fedprior.experiments.config import load_config  # noqa: E402
 from fedprior.flower.client_app import client_app  # noqa: E402
 from fedprior.flower.export import export_all  # noqa: E402
-from fedprior.flower.secagg import SecAggOptions, quantization_bound, sum_quantization_bound  # noqa: E402
+from fedprior.flower.secagg import SecAggOptions, is_secure, quantization_bound, sum_quantization_bound  # noqa: E402
 from fedprior.flower.server_app import Settings, federate_experiment, secagg_from_run_config  # noqa: E402
 from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
+from fedprior.runtime.simulation import RoundNotTrained  # noqa: E402
 
 DIGITS = ["data.dataset=digits", "federation.num_clients=4", "federation.rounds=1", "federation.fraction=1.0"]
 
@@ -83,9 +84,9 @@ class LoopbackGrid(Grid):
         return self.pull_messages(self.push_messages(messages))
 
 
-def federate_on_loopback(experiment, tmp_path, name: str, secagg: SecAggOptions | None):
+def federate_on_loopback(experiment, tmp_path, name: str, secagg: SecAggOptions | None, app=None, grid_type=LoopbackGrid):
     data = export_all(experiment, tmp_path / "data")
-    grid = LoopbackGrid(client_app(), {100 + c: {"partition-id": c} for c in range(experiment.task.num_clients)})
+    grid = grid_type(app or client_app(), {100 + c: {"partition-id": c} for c in range(experiment.task.num_clients)})
     settings = Settings(min_nodes=experiment.task.num_clients, data_hint=str(data), run_key=name, poll=0.0, secagg=secagg)
     run = SimpleNamespace(checkpoint=tmp_path / f"{name}.safetensors")
     return federate_experiment(grid, experiment, run, None, None, settings, None)
@@ -267,3 +268,76 @@ def test_server_side_dp_under_secagg_is_refused_saying_the_server_cannot_clip_wh
     ) as caught:
         federate_on_loopback(experiment, tmp_path, "server-dp", SecAggOptions())
     assert "\n" not in str(caught.value)
+
+
+# -- nodes that drop out in the middle of the protocol ---------------------------------------------------------
+
+
+def dropping_out(partitions: set[int]) -> list:
+    """A Flower mod (after fedprior's SecAgg+ mod): the nodes of ``partitions`` fail when the protocol asks for their masked
+    vector, after they shared their keys: they drop out mid-protocol. Every other message goes through."""
+
+    def mod(message, context, call_next):
+        if is_secure(message.content) and int(context.node_config["partition-id"]) in partitions:
+            raise RuntimeError("the node dropped out mid-protocol")
+        return call_next(message, context)
+
+    return [mod]
+
+
+def test_a_secagg_round_that_loses_a_node_within_the_threshold_finishes_with_the_others(digits_fedavg, tmp_path):
+    """4 nodes, 3 shares, threshold 2: node 2 drops out after sharing its keys; its neighbours' shares rebuild its masks, the
+    round aggregates the 3 others (their mean, within the quantization bound) and fails client 2."""
+    experiment = digits_fedavg
+    secure = federate_on_loopback(experiment, tmp_path, "dropout", SecAggOptions(), app=client_app(mods=dropping_out({2})))
+    (record,) = secure.progress.history
+    assert record["clients"] == [0, 1, 2, 3] and record["failed_clients"] == [2] and "aggregated" not in record
+    assert "its node sent no masked vector in SecAgg+" in record["failures"]["2"]
+    sizes = [experiment.client_size(c) for c in (0, 1, 3)]
+    total = sum(experiment.client_size(c) for c in range(4))
+    bound = quantization_bound(SecAggOptions(max_weight=float(total)), 3, sum(sizes))
+    kept = federate_on_loopback(experiment, tmp_path / "kept", "kept", None, app=client_app(mods=failing({2})))
+    assert kept.progress.history[0]["failed_clients"] == [2]
+    for name, value in kept.state.items():  # the plain round of the 3 other clients, within SecAgg+'s quantization
+        gap = (secure.state[name].double() - value.double()).abs()
+        assert bool((gap <= bound + 2 * torch.finfo(value.dtype).eps * value.double().abs()).all()), name
+
+
+def test_a_secagg_round_that_loses_more_nodes_than_its_threshold_allows_stops_with_one_line(digits_fedavg, tmp_path):
+    """4 nodes, 4 shares, threshold 3: two nodes drop out mid-protocol, two are left, below the threshold: the round cannot be
+    unmasked, is not counted, and the run stops with one line saying why (resumable from the last trained round)."""
+    with pytest.raises(RoundNotTrained) as stopped:
+        federate_on_loopback(digits_fedavg, tmp_path, "lost", SecAggOptions(shares=4, threshold=3), app=client_app(mods=dropping_out({1, 3})))
+    line = str(stopped.value)
+    assert "\n" not in line and line.startswith("federated round 1: none of the 4 sampled clients could be reached (SecAgg+ halted in its ")
+    assert "fewer nodes answered than its reconstruction threshold needs" in line
+
+
+def failing(partitions: set[int]) -> list:
+    """A Flower mod: the nodes of ``partitions`` fail every TRAIN message (a plain round without their clients)."""
+
+    def mod(message, context, call_next):
+        if message.metadata.message_type == MessageType.TRAIN and int(context.node_config["partition-id"]) in partitions:
+            raise RuntimeError("the node is gone")
+        return call_next(message, context)
+
+    return [mod]
+
+
+@pytest.mark.federation_processes
+def test_on_flowers_simulation_engine_a_node_lost_mid_protocol_is_absorbed_within_the_threshold_and_stops_the_run_beyond_it(tmp_path, monkeypatch):
+    """The two cases above on Ray's virtual SuperNodes (one per client): one node of 4 lost after sharing its keys (3 shares,
+    threshold 2) finishes the round without its client; two lost with threshold 3 stop the run with one line."""
+    from fedprior.experiments.runner import start
+
+    for key, value in {"FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1", "RAY_USAGE_STATS_ENABLED": "0"}.items():
+        monkeypatch.setenv(key, value)
+    name, config = load_config("fedavg-cnn", [*DIGITS, "run.runtime='flower-sim'"])
+    within = {"secagg": SecAggOptions(), "client_app": client_app(mods=dropping_out({2}))}
+    summary = start(name, config, tmp_path / "within", report_extras=False, runtime_options=within)
+    assert summary["rounds"] == 1 and summary["failed_updates"] == 1 and summary["failed_clients_per_round"] == {"1": 1}
+    beyond = {"secagg": SecAggOptions(shares=4, threshold=3), "client_app": client_app(mods=dropping_out({1, 3}))}
+    with pytest.raises(RoundNotTrained) as stopped:
+        start(name, config, tmp_path / "beyond", report_extras=False, runtime_options=beyond)
+    assert "\n" not in str(stopped.value) and "SecAgg+ halted in its " in str(stopped.value)
+    assert "fewer nodes answered than its reconstruction threshold needs" in str(stopped.value)

@@ -17,6 +17,7 @@ from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import PowerOfChoice
+from fedprior.runtime.system_model import SystemModel
 from fedprior.runtime.threads import ThreadPolicy
 from tests.support.cli import STANDIN
 
@@ -37,7 +38,11 @@ NOT_DEFAULT = [
     "run.client_state_memory_mb=64",
     "federation.sampler='power-of-choice'",
     "federation.power_of_choice_candidates=4",
+    "federation.local_epochs=2",
+    "federation.batch_size=16",
 ]
+SYSTEM = ["system.speed='constant'", "system.seconds_per_example=0.5"]
+"""A system model (the local runtime's only: on Flower the clients' real time counts)."""
 ATTACK = ["federation.attack='sign_flip'", "federation.malicious_fraction=0.34"]
 """The simulated attack's fields (not for fst-cbdg, whose clients an attack cannot act on)."""
 
@@ -56,7 +61,14 @@ class TwoOfSixClients:
         return isinstance(other, frozenset) and len(other) == 2 and other <= set(range(6))
 
 
-def expected(workers: int, concurrent: int = 1, attack: bool = True) -> dict:
+class ConstantSpeeds:
+    """Equal to the run's system model under SYSTEM: 0.5 s an example for every one of the six clients, the run's seed."""
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SystemModel) and other.seed == 7 and other.num_clients == 6 and other.seconds_per_example(5) == 0.5
+
+
+def expected(workers: int, concurrent: int = 1, attack: bool = True, system: bool = True) -> dict:
     """What each field must be under NOT_DEFAULT (every field of RoundLoop must be listed: a new one fails here)."""
     return {
         "seed": 7,
@@ -79,6 +91,9 @@ def expected(workers: int, concurrent: int = 1, attack: bool = True) -> dict:
         "client_sizes": SixClientSizes(),
         "before_round": None,  # a privacy budget (privacy.max_epsilon) needs DP, which power-of-choice cannot run with: test_budget_builds_the_loops_check
         "malicious_clients": TwoOfSixClients() if attack else frozenset(),
+        "system": ConstantSpeeds() if system else None,
+        "local_epochs": 2,
+        "batch_size": 16,
     }
 
 
@@ -93,8 +108,8 @@ def test_budget_builds_the_loops_check(shared_cache):
     assert said is not None and said["stopped_by"] == "privacy.max_epsilon" and said["dp_epsilon"] == 0.0 and said["dp_epsilon_next"] > 0.5
 
 
-def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1, attack: bool = True) -> None:
-    want = expected(workers, concurrent, attack)
+def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1, attack: bool = True, system: bool = True) -> None:
+    want = expected(workers, concurrent, attack, system)
     assert {f.name for f in dataclasses.fields(RoundLoop)} == set(want), "a RoundLoop field is missing from this test's expectations"
     for name, value in want.items():
         assert getattr(loop, name) == value, f"{name}: {getattr(loop, name)!r}, config says {value!r}"
@@ -105,6 +120,7 @@ def assert_every_field(loop: RoundLoop, workers: int, concurrent: int = 1, attac
             and not (name == "workers" and workers == 1)
             and not (name == "concurrent_clients" and concurrent == 1)
             and not (name == "malicious_clients" and not attack)
+            and not (name == "system" and not system)
         ):
             assert getattr(defaults, name) != want[name], name
 
@@ -131,7 +147,7 @@ def caught(monkeypatch):
 
 
 def test_the_experiment_builds_every_field_from_the_config():
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, "run.workers=2", "run.concurrent_clients=2"])
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, *SYSTEM, "run.workers=2", "run.concurrent_clients=2"])
     with pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
         assert_every_field(build_experiment(name, config).round_loop(), workers=2, concurrent=2)
 
@@ -139,7 +155,7 @@ def test_the_experiment_builds_every_field_from_the_config():
 def test_the_in_process_runner_passes_every_field(caught, tmp_path):
     from fedprior.experiments.runner import start
 
-    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, "run.workers=2", "run.concurrent_clients=2"])
+    name, config = load_config("fedavg-cnn", [*SMALL, *NOT_DEFAULT, *ATTACK, *SYSTEM, "run.workers=2", "run.concurrent_clients=2"])
     with pytest.raises(Caught), pytest.warns(UserWarning, match="run.concurrent_clients = 2 on cpu"):
         start(name, config, tmp_path / "run")
     assert len(caught) == 1
@@ -156,13 +172,13 @@ def test_the_flower_runtimes_pass_every_field(caught, tmp_path):
     experiment = build_experiment(name, config)
     with pytest.raises(Caught):
         federate_experiment(None, experiment, RunDir(tmp_path / "run"), None, None, Settings(), None)
-    assert_every_field(caught[0], workers=1)
+    assert_every_field(caught[0], workers=1, system=False)
 
 
 def test_the_fst_cbdg_reports_baselines_run_with_the_runs_settings(caught, shared_cache):
     from fedprior.papers.fst_cbdg.report import baseline_curves
 
-    name, config = load_config("fst-cbdg", [*STANDIN, "federation.num_clients=6", *NOT_DEFAULT, "run.workers=2"])
+    name, config = load_config("fst-cbdg", [*STANDIN, "federation.num_clients=6", *NOT_DEFAULT, *SYSTEM, "run.workers=2"])
     experiment = build_experiment(name, config)
     with pytest.raises(Caught):
         baseline_curves(experiment)

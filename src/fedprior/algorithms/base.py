@@ -131,20 +131,32 @@ class RoundInfo:
     seed: int
     stage: str
     round: int
+    step_budgets: tuple[tuple[int, int], ...] = ()
+    """(client id, local steps) of the clients that may take at most that many mini-batch steps this round (partial work under
+    a deadline, ``fedprior.runtime.system_round``); a client not listed does its full local work."""
 
     def generator(self, *keys: str | int) -> torch.Generator:
         """A generator for server-side randomness in this round (e.g. server training)."""
         return torch_generator(self.seed, "server", self.stage, self.round, *keys)
 
     def for_client(self, client_id: int) -> ClientInfo:
+        if self.step_budgets:
+            steps = dict(self.step_budgets).get(client_id)
+            return ClientInfo(seed=self.seed, stage=self.stage, round=self.round, client_id=client_id, local_steps=steps)
         return ClientInfo(seed=self.seed, stage=self.stage, round=self.round, client_id=client_id)
 
 
 @dataclass(frozen=True)
 class ClientInfo(RoundInfo):
-    """RoundInfo of one client's update; its generator is that client's own stream for the round."""
+    """RoundInfo of one client's update; its generator is that client's own stream for the round.
+
+    ``local_steps``: the most mini-batch steps the update may take this round (None: its full local work), for an algorithm
+    that declares :attr:`Algorithm.local_step_budget`: the variable local work of FedProx (Li et al., "Federated Optimization
+    in Heterogeneous Networks", MLSys 2020, Sec. 3, gamma-inexact solutions), given by a round deadline (``system.partial_work``).
+    """
 
     client_id: int = -1
+    local_steps: int | None = None
 
     def generator(self, *keys: str | int) -> torch.Generator:
         return torch_generator(self.seed, "client", self.stage, self.round, self.client_id, *keys)
@@ -211,6 +223,9 @@ class Algorithm:
     - ``round_metrics(state) -> metrics``: optional; numbers the server reports after every round's aggregation
       (client-level DP's epsilon, noise std and clip norm), recorded in the round's record (log line, metrics.jsonl,
       TensorBoard, MLflow) by every runtime;
+    - ``local_step_budget``: ``client_update`` takes at most ``info.local_steps`` mini-batch steps where that is set (stopping in
+      the middle of an epoch), so a straggler can do the work that fits before a round deadline (``system.partial_work``);
+      False (the default): the runtime refuses partial work for it;
     - ``aggregates_no_reply``: ``aggregate`` runs in a round in which no client trained (none sampled, as Poisson sampling
       allows, or none holding data), with no reply; False (the default): such a round keeps the state. Client-level DP
       sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other.
@@ -235,6 +250,7 @@ class Algorithm:
     round_metrics: Callable[[State], Mapping[str, float | str]] | None = None
     evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
     aggregates_no_reply: bool = False
+    local_step_budget: bool = False
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""

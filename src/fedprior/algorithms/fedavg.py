@@ -49,4 +49,4 @@ def fedavg(task: Task, runtime: Runtime, *, sgd: LocalSgd, init: HeadInitField =
         raise ConfigError("algorithm.init: 'text' applies to model = 'linear' only")
     net = GlobalModel(model_task(task, sgd.model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
     update = local_sgd_update(net, runtime, sgd)
-    return with_robust_aggregation(net.algorithm("fedavg", update, thread_safe_updates=True), rule)
+    return with_robust_aggregation(net.algorithm("fedavg", update, thread_safe_updates=True, local_step_budget=True), rule)

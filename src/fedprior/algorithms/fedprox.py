@@ -50,4 +50,6 @@ def fedprox(task: Task, runtime: Runtime, *, sgd: LocalSgd, mu: Mu = 0.01, **ser
     optimizer = checked_server_optimizer(**server)
     net = GlobalModel(model_task(task, sgd.model), device=runtime.device, precision=runtime.precision, compile=runtime.compile)
     update = local_sgd_update(net, runtime, sgd, make_loss=lambda g, _: proximal_loss(g, mu))
-    return with_server_optimizer(with_robust_aggregation(net.algorithm("fedprox", update, thread_safe_updates=True), rule), optimizer, net.parameter_names())
+    return with_server_optimizer(
+        with_robust_aggregation(net.algorithm("fedprox", update, thread_safe_updates=True, local_step_budget=True), rule), optimizer, net.parameter_names()
+    )

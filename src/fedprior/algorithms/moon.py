@@ -84,4 +84,4 @@ def moon(task: Task, runtime: Runtime, *, sgd: LocalSgd, mu: MoonMu = 5.0, tempe
         reply, _ = fedavg_update(message, state, data, info)
         return reply, {k: v.clone() for k, v in reply.arrays.items()}  # the client keeps its model for the next z_prev
 
-    return with_robust_aggregation(net.algorithm("moon", client_update, thread_safe_updates=True), rule)
+    return with_robust_aggregation(net.algorithm("moon", client_update, thread_safe_updates=True, local_step_budget=True), rule)

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fedprior.cli.app import IMPORT_HELP, app, import_first, stderr, user_errors
 from fedprior.cli.console import make_console, plus_minus, print_table
+from fedprior.errors import FedpriorError
 
 COLUMNS = {
     "final_accuracy": "final\naccuracy %",
@@ -210,6 +211,11 @@ def compare(
     plot: Path | None = typer.Option(
         None, "--plot", help="Also write the accuracy curves to this PNG file: a mean line and a ±sd band per group (none is written without it)."
     ),
+    x_axis: str = typer.Option(
+        "round",
+        "--x",
+        help="The plot's x-axis: 'round', or 'time' (simulated seconds, for runs with a system model: [system] in docs/system-heterogeneity.md).",
+    ),
     csv_file: Path | None = typer.Option(
         None, "--csv", help="Also write one row per group (mean and sd of each metric, accuracy as fractions) to this CSV file."
     ),
@@ -242,13 +248,17 @@ def compare(
     for path, option in ((plot, "--plot"), (csv_file, "--csv"), (runs_csv, "--runs-csv")):
         if path is not None:
             check_output_file(path, option, example="compare.png" if option == "--plot" else "compare.csv")
+    if x_axis not in ("round", "time"):
+        raise FedpriorError(f"--x {x_axis}: accepted: round, time")
+    if x_axis != "round" and plot is None:
+        raise FedpriorError("--x: sets the x-axis of --plot; give --plot FILE.png too")
     comparison = compare_runs(runs)
     for run in comparison.runs:
         if not run.finished:
             stderr.print(
                 f"note: {run.path} has not finished; its numbers come from the {run.rounds} rounds in its metrics.jsonl", highlight=False, soft_wrap=True
             )
-    written = {} if plot is None else {"plot": str(comparison.plot(plot))}
+    written = {} if plot is None else {"plot": str(comparison.plot(plot, x_axis))}
     if csv_file is not None:
         written["csv"] = str(comparison.write_csv(csv_file, per="group"))
     if runs_csv is not None:

@@ -44,6 +44,7 @@ from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.generated_clients import GeneratedClients
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sampler_for
+from fedprior.runtime.system_model import SystemModel
 from fedprior.runtime.threads import ThreadPolicy, thread_policy, torch_threads
 from fedprior.task import Task
 
@@ -126,6 +127,9 @@ class Experiment:
             client_sizes=tuple(int(n) for n in (self.partition.client_sizes() if self.generated is None else self.generated.train_sizes)),
             before_round=budget_check(self.config.privacy, federation.sampler, federation.num_clients, federation.fraction),
             malicious_clients=misbehaviour(self.config, self.task).clients,
+            system=SystemModel.of_config(self.config.system, run.seed, federation.num_clients),
+            local_epochs=federation.local_epochs,
+            batch_size=federation.batch_size,
         )
 
     def client_side(self) -> ClientSide:

@@ -1,4 +1,4 @@
-"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, privacy, run.
+"""Experiment configs: TOML with sections data, partition, encoder, algorithm, federation, privacy, system, run.
 
 Every field has a default and a docstring (shown by ``fedprior presets --fields``).
 A config is a preset name or a TOML file, plus ``--set section.key=value`` overrides;
@@ -40,6 +40,8 @@ from fedprior.errors import ConfigError
 from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-exported: the partition layer defines it
 from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
+from fedprior.runtime.system_config import SystemConfig as SystemConfig  # re-exported: the runtime layer defines it
+from fedprior.runtime.system_config import check_system
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
@@ -181,6 +183,7 @@ class ExperimentConfig(ConfigSection):
     algorithm: AlgorithmConfig = AlgorithmConfig()
     federation: FederationConfig = FederationConfig()
     privacy: PrivacyConfig = PrivacyConfig()
+    system: SystemConfig = SystemConfig()
     run: RunConfig = RunConfig()
 
     def checked(self) -> ExperimentConfig:
@@ -200,6 +203,12 @@ class ExperimentConfig(ConfigSection):
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)
+        check_system(self.system, self.run.runtime, federation.sampler, federation.local_epochs)
+        if self.system.partial_work and values.get("model") == "linear":  # batched heads take no step budget (known before any data)
+            raise ConfigError(
+                "system.partial_work: model = 'linear' trains batched heads, which cannot stop their local work early; accepted with an image model "
+                "(fedavg, fedprox, moon), or partial_work = false"
+            )
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -333,7 +342,7 @@ def check_sampler(federation: FederationConfig) -> None:
     check_candidates(federation.power_of_choice_candidates, federation.num_clients, clients_per_round(federation.num_clients, federation.fraction))
 
 
-SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "run")
+SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy", "system", "run")
 
 
 def toml_line(key: str, value: Any) -> str:
@@ -641,8 +650,25 @@ def own_description(name: str, config: ExperimentConfig, origin: str = "") -> st
         private = f", record-level DP-SGD (Opacus, C {p.clip_norm:g}, z {p.noise_multiplier:g})"
     return (
         f"{config.algorithm.name} on {d.dataset}{subset}{encoder}: {f.num_clients} clients, {partition_text(config)}, "
-        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private} (made from {origin or made_from})"
+        f"{100 * f.fraction:g}% per round, {f.rounds} rounds, {epochs}, batch {f.batch_size}{private}{system_text(config.system)} "
+        f"(made from {origin or made_from})"
     )
+
+
+def system_text(system: SystemConfig) -> str:
+    """The system model in words for a run's description (``, log-normal devices, deadline 5 s, partial work``); '' without one."""
+    if system.speed == "none":
+        return f", round timeout {system.deadline:g} s" if system.deadline is not None else ""
+    parts = [f"{'log-normal' if system.speed == 'lognormal' else 'constant'} devices"]
+    if system.availability != "always":
+        parts.append(f"{system.availability} availability {system.availability_p:g}")
+    if system.deadline is not None:
+        parts.append(f"deadline {system.deadline:g} s")
+    if system.partial_work:
+        parts.append(f"partial work ({system.straggler_rule})")
+    if system.over_selection:
+        parts.append(f"over-selection {system.over_selection:g}")
+    return ", " + ", ".join(parts)
 
 
 def preset_note(name: str, config: ExperimentConfig) -> str:

@@ -58,7 +58,7 @@ def needs_built_algorithm(config: ExperimentConfig) -> bool:
     Power-of-Choice sampling or ``privacy.dp``, on pixels (with an encoder the task's input is its features, which
     neither a dry run nor a grid's planning computes)."""
     federation = run_config(config).federation  # a centralized baseline's one client takes 'uniform'
-    asks = config.run.concurrent_clients > 1 or federation.sampler == "power-of-choice" or config.privacy.dp != "none"
+    asks = config.run.concurrent_clients > 1 or federation.sampler == "power-of-choice" or config.privacy.dp != "none" or config.system.partial_work
     return asks and config.encoder.name == "none"
 
 
@@ -67,8 +67,9 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
     task (``dataset``'s classes and image shape): ``run.concurrent_clients > 1`` for an algorithm whose client updates run
     one at a time (:func:`~fedprior.experiments.workers_setup.check_concurrent_updates`), ``federation.sampler =
     'power-of-choice'`` for one whose clients hold no labels to rank them by (:func:`~fedprior.runtime.clients.check_power_of_choice`),
-    and ``privacy.dp`` for one whose aggregate reads more than the mean of the replies (the run's own composition,
-    :func:`~fedprior.privacy.wrap.with_privacy`: :mod:`fedprior.algorithms.pieces.private_aggregation`'s cause 3). On pixels
+    ``privacy.dp`` for one whose aggregate reads more than the mean of the replies (the run's own composition,
+    :func:`~fedprior.privacy.wrap.with_privacy`: :mod:`fedprior.algorithms.pieces.private_aggregation`'s cause 3), and
+    ``system.partial_work`` for one whose client updates take no step budget (:func:`~fedprior.runtime.system_round.check_partial_work`). On pixels
     only (:func:`needs_built_algorithm`). ``which`` starts the message (a grid's run). One torch thread: a grid's
     planning process may fork its runs afterwards."""
     if not needs_built_algorithm(config):
@@ -79,6 +80,7 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
     from fedprior.experiments.workers_setup import check_concurrent_updates
     from fedprior.privacy.wrap import with_privacy
     from fedprior.runtime.clients import check_power_of_choice
+    from fedprior.runtime.system_round import check_partial_work
     from fedprior.runtime.threads import torch_threads
     from fedprior.task import Task
 
@@ -101,6 +103,8 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
             check_concurrent_updates(config, algorithm)
             if federation.sampler == "power-of-choice":
                 check_power_of_choice(algorithm)
+            if config.system.partial_work:
+                check_partial_work(algorithm)
             if config.privacy.dp != "none":  # as the run composes it: the attackers' replies, then DP (its clients' side: nothing accounted)
                 with_privacy(
                     with_misbehaving_clients(algorithm, config, task),

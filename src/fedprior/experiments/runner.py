@@ -26,6 +26,7 @@ from fedprior.results.run_dir import RunDir
 from fedprior.results.trackers import Trackers, check_trackers
 from fedprior.runtime.checkpoint import Progress
 from fedprior.runtime.simulation import RoundNotTrained, simulate, total_rounds
+from fedprior.runtime.system_round import system_summary
 from fedprior.runtime.traffic import communication
 
 RoundCallback = Callable[[dict[str, Any]], None]
@@ -122,6 +123,7 @@ def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seco
         else:
             extra["dp_accounting"] = accounting(privacy, f.sampler, f.num_clients, f.fraction).describe()
     extra.update(attack_and_clip_check(progress.history))
+    extra.update(system_summary(progress.history))  # {} without a system model ([system] off)
     extra.update(final_client_accuracy(progress))
     chosen = selected_round(progress.history)
     if chosen is not None:  # run.model_selection = 'validation': test metrics of the round the validation split ranks best

@@ -338,7 +338,13 @@ def federate_experiment(
 ) -> SimulationResult:
     """The round loop of ``experiment`` on the grid's SuperNodes, with the round-loop settings its config gives
     (``experiment.round_loop()``, the value the in-process runner passes to ``simulate``); checkpoints go to ``run.checkpoint``.
-    Under SecAgg+ with no ``max_weight`` of its own, a node weighs at most the federation's example count."""
+    Under SecAgg+ with no ``max_weight`` of its own, a node weighs at most the federation's example count. ``system.deadline``,
+    where set, is the round timeout (``Settings.round_timeout``, wall-clock seconds: on Flower the clients' real time counts,
+    not a simulated one): a node whose reply has not come by then fails its clients for the round, and the round aggregates
+    the others (docs/system-heterogeneity.md)."""
+    deadline = experiment.config.system.deadline
+    if deadline is not None:
+        settings = replace(settings if settings is not None else Settings(), round_timeout=float(deadline))
     if settings is not None and settings.secagg is not None:  # a robust rule or privacy.dp under SecAgg+: refused naming it
         from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
 

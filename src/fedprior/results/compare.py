@@ -188,13 +188,14 @@ class Comparison:
             "ignored_fields": sorted(PLACEMENT),
         }
 
-    def plot(self, path: str | Path) -> Path:
-        """Each group's mean accuracy curve with a shaded ±sd band, in one PNG at ``path`` (legend outside the axes)."""
+    def plot(self, path: str | Path, x: str = "round") -> Path:
+        """Each group's mean accuracy curve with a shaded ±sd band, in one PNG at ``path`` (legend outside the axes); against rounds,
+        or with ``x = 'time'`` against simulated seconds (runs with a system model, ``[system]``)."""
         from fedprior.results.compare_plot import plot_groups
 
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        plot_groups(self.groups, path, "test accuracy per round")
+        plot_groups(self.groups, path, "test accuracy against simulated time" if x == "time" else "test accuracy per round", x)
         return path
 
 

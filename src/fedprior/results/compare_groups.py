@@ -162,6 +162,17 @@ class Group:
                 out[step] = (mean, sd, n)
         return out
 
+    def time_curve(self) -> dict[int, tuple[float, float, float | None, int]]:
+        """Test accuracy against simulated time: ``{round: (mean simulated seconds, mean accuracy, sd, n)}`` over the group's runs that
+        evaluated that round with a system model (each run's clients have their own drawn speeds, so its rounds their own times:
+        a round's point is the means of both). {} where no run has simulated time."""
+        out = {}
+        for step, (mean, sd, _) in self.curve().items():
+            times = [r.times[step] for r in self.runs if step in r.times and step in r.curve]
+            if times and len(times) == len([r for r in self.runs if step in r.curve]):
+                out[step] = (float(sum(times) / len(times)), mean, sd, len(times))
+        return out
+
     def row(self, metrics: Sequence[str]) -> dict[str, Any]:
         """The group as one flat record (CSV, DataFrame, JSON): fractions stay fractions, absent values are None."""
         row: dict[str, Any] = {"group": self.label, "algorithm": self.algorithm, **self.setting}

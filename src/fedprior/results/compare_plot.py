@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from fedprior.atomic import save_figure
+from fedprior.errors import FedpriorError
 from fedprior.results.compare_groups import Group
 from fedprior.results.report import label_accuracy_axes
 
@@ -45,9 +46,21 @@ def palette(n: int) -> list:
     return [colormaps["hsv"](i / n) for i in range(n)]
 
 
-def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
-    """Test accuracy (%) by round: per group its mean over the runs, and mean ± sd shaded where it has two or more runs."""
+def plot_groups(groups: Sequence[Group], path: Path, title: str = "", x: str = "round") -> None:
+    """Test accuracy (%) by round: per group its mean over the runs, and mean ± sd shaded where it has two or more runs.
+
+    ``x = 'time'``: against simulated seconds instead (runs with a system model, ``[system]``): each evaluated round at the
+    mean over the group's runs of its simulated time (:meth:`Group.time_curve`); a FedpriorError naming a group without it.
+    """
     import matplotlib
+
+    if x == "time":
+        untimed = [g.label for g in groups if not g.time_curve()]
+        if untimed:
+            raise FedpriorError(
+                f"--x time: the runs of {', '.join(untimed[:3])}{' ...' if len(untimed) > 3 else ''} have no simulated time "
+                "(they ran without a system model: set system.speed); plot them with --x round"
+            )
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -62,15 +75,21 @@ def plot_groups(groups: Sequence[Group], path: Path, title: str = "") -> None:
     fig, ax = plt.subplots(figsize=(width, height), dpi=120, layout="constrained")
     for group, entry, colour in zip(groups, entries, colours, strict=True):
         curve = group.curve()
-        rounds = list(curve)
+        if x == "time":
+            timed = group.time_curve()
+            curve = {step: curve[step] for step in timed}
+            position = {step: timed[step][0] for step in timed}
+        else:
+            position = {step: float(step) for step in curve}
+        rounds = [position[step] for step in curve]
         mean = [100 * m for m, _, _ in curve.values()]
         style = DASHES[group.style % len(DASHES)]
         marker = MARKERS[(group.style // len(DASHES)) % len(MARKERS)] if group.style >= len(DASHES) else None
         ax.plot(rounds, mean, color=colour, linestyle=style, marker=marker, markersize=3, linewidth=1.5, label=entry)
         banded = [(step, m, sd) for step, (m, sd, _) in curve.items() if sd is not None]
         if banded:
-            steps = [s for s, _, _ in banded]
+            steps = [position[s] for s, _, _ in banded]
             ax.fill_between(steps, [100 * (m - sd) for _, m, sd in banded], [100 * (m + sd) for _, m, sd in banded], color=colour, alpha=0.15, linewidth=0)
-    label_accuracy_axes(ax, title)
+    label_accuracy_axes(ax, title, x)
     fig.legend(loc="outside right upper", fontsize="small", ncols=columns, title="mean ± sd over seeds", title_fontsize="small", frameon=False)
     save_figure(fig, path)  # never a half-written PNG

@@ -33,17 +33,30 @@ def accuracy_curve(summary: dict[str, Any]) -> dict[int, float]:
     return {0: summary["initial_accuracy"], **dict(zip(rounds, summary["history"], strict=True))}
 
 
-def label_accuracy_axes(ax, title: str) -> None:
-    """Integer rounds on x, test accuracy in % on y, a title and a light grid: every accuracy-curve figure."""
+def simulated_time_curve(summary: dict[str, Any]) -> dict[int, float]:
+    """Simulated seconds by round of a run summary, for the rounds of :func:`accuracy_curve` (round 0: 0), where the run had a
+    system model (``simulated_times``, ``runtime/system_round.py``); {} otherwise."""
+    times = summary.get("simulated_times")
+    if not times:
+        return {}
+    return {0: 0.0, **dict(zip(summary["evaluated_rounds"], times, strict=True))}
+
+
+def label_accuracy_axes(ax, title: str, x: str = "round") -> None:
+    """Integer rounds (or, with ``x = 'time'``, simulated seconds) on x, test accuracy in % on y, a title and a light grid:
+    every accuracy-curve figure."""
     from matplotlib.ticker import MaxNLocator
 
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    if x == "time":
+        ax.set_xlabel("simulated time (s)")
+        return
     locator = ax.xaxis.get_major_locator()
     assert isinstance(locator, MaxNLocator), "matplotlib's default AutoLocator is a MaxNLocator"
     locator.set_params(integer=True)
     ax.set_xlabel("round")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title(title)
-    ax.grid(alpha=0.3)
 
 
 def plot_accuracy(curves: dict[str, dict[int, float]], path, title: str = "") -> None:
@@ -140,6 +153,17 @@ def attack_and_clip_rows(summary: dict[str, Any]) -> str:
     return rows
 
 
+def system_rows(summary: dict[str, Any]) -> str:
+    """Report rows of a run with a system model (``[system]``): its simulated time and the updates it dropped or shortened ('' without one)."""
+    if "simulated_time" not in summary:
+        return ""
+    return (
+        f"| simulated time (system model) | {summary['simulated_time']:.1f} s |\n"
+        f"| updates dropped past the deadline / cut by over-selection / clients unavailable / updates shortened (partial work) | "
+        f"{summary['deadline_dropped_updates']} / {summary['over_selected_updates']} / {summary['unavailable_updates']} / {summary['partial_work_updates']} |\n"
+    )
+
+
 def write_report(
     run: RunDir,
     summary: dict[str, Any],
@@ -153,7 +177,9 @@ def write_report(
     curve = accuracy_curve(summary)
     title = report_title(summary["name"], summary["algorithm"])
     plot_accuracy({summary["algorithm"]: curve}, run.accuracy_plot, f"{title}, {summary['dataset']}")
-    rows = "\n".join(f"| {r} | {100 * a:.2f} |" for r, a in curve.items())
+    times = simulated_time_curve(summary)
+    rows = "\n".join(f"| {r} | {100 * a:.2f} |" + (f" {times[r]:.1f} |" if times else "") for r, a in curve.items())
+    head = "| round | test accuracy (%) |" + (" simulated time (s) |\n|---|---|---|" if times else "\n|---|---|")
     sizes = partition_stats.get("client_sizes", [])
     warning = "".join(f"\n**{line}**\n" for line in summary_warnings(summary))
     more = "".join(f"| {label} | {100 * summary[key]:.2f}% |\n" for key, label in OPTIONAL_ROWS if key in summary)
@@ -172,6 +198,7 @@ def write_report(
         stop = summary["stopped"]
         more += f"| stopped by the privacy budget before {stop['stage']} round {stop['round']} (max_epsilon {stop['max_epsilon']:g}) | next round's epsilon {stop['dp_epsilon_next']:.3f} |\n"
     more += attack_and_clip_rows(summary)
+    more += system_rows(summary)
     more += client_section(summary)
     figures = ""
     if "final_client_accuracy" in summary:
@@ -205,8 +232,7 @@ def write_report(
 {figures}
 ![partition](partition.png)
 
-| round | test accuracy (%) |
-|---|---|
+{head}
 {rows}
 {problems_section(summary)}{extra}"""
     write_text(run.report, text)

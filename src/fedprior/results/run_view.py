@@ -22,7 +22,7 @@ import numpy as np
 
 from fedprior.errors import FedpriorError
 from fedprior.results.config_fields import flatten
-from fedprior.results.report import accuracy_curve
+from fedprior.results.report import accuracy_curve, simulated_time_curve
 from fedprior.results.run_dir import RunDir
 from fedprior.runtime.traffic import communication, upgrade_record
 
@@ -59,6 +59,8 @@ class RunView:
     """A fingerprint of partition.npz: equal for runs on the same partition."""
     fingerprints: str = ""
     """A finished run's round fingerprints and final-state SHA-256 (``fingerprints.py``): equal for runs that gave the same numbers; '' if none."""
+    times: dict[int, float] = field(default_factory=dict)
+    """Simulated seconds by round, for the rounds of ``curve`` (round 0: 0), where the run had a system model (``[system]``); else empty."""
 
     @property
     def status(self) -> str:
@@ -163,6 +165,7 @@ def read_run(path: str | Path) -> RunView:
         summary = json.loads(run.result.read_text())
         metrics = {k: summary[k] for k in METRICS if k in summary}
         curve = accuracy_curve(summary)
+        times = simulated_time_curve(summary)
         finished, rounds = True, summary["rounds"]
         numbers = [summary.get("round_fingerprints"), summary.get("state_sha256")]
         fingerprints = json.dumps(numbers) if all(numbers) else ""
@@ -171,5 +174,7 @@ def read_run(path: str | Path) -> RunView:
         records = read_metrics(run.metrics)
         metrics = partial_metrics(records, initial)
         curve = {0: initial.get("accuracy", math.nan), **{r["step"]: r["accuracy"] for r in records if "accuracy" in r}}
+        timed = {r["step"]: float(r["simulated_time"]) for r in records if "accuracy" in r and "simulated_time" in r}
+        times = {0: 0.0, **timed} if timed else {}
         finished, rounds, fingerprints = False, len(records), ""
-    return RunView(path, name, flatten(raw), finished, rounds, metrics, curve, fingerprint(run.partition_indices), fingerprints)
+    return RunView(path, name, flatten(raw), finished, rounds, metrics, curve, fingerprint(run.partition_indices), fingerprints, times)

@@ -60,8 +60,9 @@ SUMMARY_KEYS = (
     "upload_bytes",
     "wall_seconds",
     "dp_epsilon",
+    "simulated_time",
 )
-"""The summary's numbers logged at the end of a run."""
+"""The summary's numbers logged at the end of a run (those it has: ``simulated_time`` with a system model only)."""
 
 
 def scalars(record: dict[str, Any]) -> dict[str, float]:

@@ -24,6 +24,7 @@ from fedprior.algorithms.base import State
 from fedprior.runtime.client_store import DEFAULT_MEMORY_MB
 from fedprior.runtime.divergence import NonFinite
 from fedprior.runtime.sampling import ClientSampler, Uniform
+from fedprior.runtime.system_model import SystemModel
 from fedprior.runtime.threads import ThreadPolicy
 
 
@@ -77,3 +78,10 @@ class RoundLoop:
     ends cleanly there (``simulation.run_rounds``); the algorithm stays pure."""
     malicious_clients: frozenset[int] = frozenset()
     """The clients the run's simulated attack makes malicious (``runtime/attacks.py``): recorded each round, never acted on here."""
+    system: SystemModel | None = None
+    """``[system]``: simulated device speeds, availability, a deadline, stragglers and over-selection (``system_round.py``);
+    None (the section off): every client takes no time and the rounds run as without it."""
+    local_epochs: int = 1
+    """``federation.local_epochs``: a client's full local work (the system model's work and step budgets)."""
+    batch_size: int = 32
+    """``federation.batch_size``: the mini-batch of a step (the system model's step budgets)."""

@@ -30,6 +30,11 @@ stops with :class:`RoundNotTrained`, leaving the checkpoint of the last trained 
 resume from. (A round whose clients all answered but held no data is a trained round
 that changed nothing: ``"aggregated": false``.)
 
+With a system model (``loop.system``, the ``[system]`` section; ``system_round.py``) a round also simulates time: the
+sampled clients that are not available fail it, a deadline drops the late replies or gives the slow clients a step budget
+(``RoundInfo.step_budgets``), over-selection keeps the first m to finish, and the record adds ``round_simulated_seconds`` and
+``simulated_time``. Without one (the default) none of this runs.
+
 Communication is accounted in every round for every algorithm, as totals over the
 round's clients (``traffic.py``): ``download_bytes`` is what the sampled clients receive
 (the broadcast's tensors, once per sampled client), ``upload_bytes`` what the clients that
@@ -42,7 +47,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypedDict, Unpack
 
@@ -59,6 +64,7 @@ from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import Draw, PowerOfChoice, chosen_clients, clients_per_round
+from fedprior.runtime.system_round import check_partial_work, over_selected_count, plan_round, settle_round, simulated_time
 from fedprior.runtime.threads import torch_threads
 from fedprior.runtime.traffic import round_traffic
 from fedprior.runtime.workers import WorkerClients, WorkerSetup
@@ -169,6 +175,8 @@ def run_rounds(
     """
     if isinstance(loop.sampler, PowerOfChoice):
         check_power_of_choice(algorithm)  # refused before anything runs where the clients hold no labels to score
+    if loop.system is not None and loop.system.config.partial_work:
+        check_partial_work(algorithm)
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
@@ -235,11 +243,36 @@ def run_rounds(
                             raise _Stop({"stage": stage.name, "round": round_, "step": step, "trained": False, **said})
                         sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
                         message = algorithm.broadcast(state, info)
-                        answered, failures, attempts = reach_clients(
-                            pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
-                        )
-                        if failures and not answered:
+                        if loop.system is None:
+                            answered, failures, attempts = reach_clients(
+                                pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
+                            )
+                        else:  # the system model: who can take part, how much each does, whose reply counts (system_round.py)
+                            system_plan = plan_round(
+                                loop.system, sampled, step, payload_bytes(message.arrays), loop.client_sizes, loop.local_epochs, loop.batch_size
+                            )
+                            budgeted = replace(info, step_budgets=tuple(sorted(system_plan.budgets.items()))) if system_plan.budgets else info
+                            answered, failures, attempts = reach_clients(
+                                pool,
+                                message,
+                                budgeted,
+                                step,
+                                system_plan.train,
+                                loop.vectorize and not system_plan.budgets,
+                                loop.wait_for_clients,
+                                loop.retry_every,
+                            )
+                            failures = {**system_plan.failures, **failures}
+                        if failures and not answered and (loop.system is None or system_plan.train):
                             stop_unreached(stage.name, round_, step, sampled, failures, attempts, on_round)
+                        if loop.system is not None:
+                            uploads = {r.client_id: payload_bytes(r.arrays) for r in answered}
+                            traffic = round_traffic(payload_bytes(message.arrays), system_plan.train, uploads)
+                            target = clients_per_round(pool.num_clients, stage_fraction)
+                            answered, late, system_fields = settle_round(
+                                loop.system, system_plan, answered, step, payload_bytes(message.arrays), uploads, target
+                            )
+                            failures = {**failures, **late}
                         answered, dropped = screen_replies(answered, stage.name, round_, loop.non_finite, state)  # reached, but diverged
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
@@ -259,7 +292,14 @@ def run_rounds(
                         if step == 1:
                             record["malicious_client_ids"] = sorted(loop.malicious_clients)
                     record.update(selection)
-                    record.update(round_traffic(payload_bytes(message.arrays), sampled, {r.client_id: payload_bytes(r.arrays) for r in answered}))
+                    if loop.system is not None and not stage.server_only:
+                        record.update(traffic)  # every reply sent counts, kept or not; only the available clients received the broadcast
+                        record.update(system_fields)
+                    else:
+                        record.update(round_traffic(payload_bytes(message.arrays), sampled, {r.client_id: payload_bytes(r.arrays) for r in answered}))
+                    if loop.system is not None:
+                        record.setdefault("round_simulated_seconds", 0.0)
+                        record["simulated_time"] = simulated_time(progress.history) + record["round_simulated_seconds"]
                     if failures:
                         record["failures"] = {str(c): failures[c] for c in sorted(failures)}
                     if empty:
@@ -325,6 +365,8 @@ def choose_clients(loop: RoundLoop, pool: ClientPool, state: State, info: RoundI
         return got
 
     count = clients_per_round(pool.num_clients, fraction)
+    if loop.system is not None and loop.system.config.over_selection > 0:  # over-selection (Bonawitz et al. 2019): sample m (1 + x), keep m
+        count = over_selected_count(count, loop.system.config.over_selection, pool.num_clients)
     draw = Draw(loop.seed, info.stage, info.round, pool.num_clients, count, loop.client_sizes, ask, fraction)
     sampled = chosen_clients(loop.sampler, draw)
     if not losses and not failed:

@@ -180,7 +180,8 @@ def local_sgd_update(net: GlobalModel, runtime: Runtime, settings: LocalSgd, mak
     """The FedAvg client: ``runtime.local_epochs`` of SGD with ``settings``' lr, lr decay, momentum and weight decay, in mini-batches
     of ``runtime.batch_size``, from the received model; ``make_loss(global_model, client_state)`` may change the local loss.
 
-    The client state comes back unchanged (a method that keeps one wraps this update, as MOON does).
+    The client state comes back unchanged (a method that keeps one wraps this update, as MOON does). ``info.local_steps``, where
+    set, caps its mini-batch steps (partial work under a deadline: an algorithm built on it declares ``local_step_budget``).
     """
 
     def client_update(message: Broadcast, state: State, data: ClientData, info: ClientInfo) -> tuple[Reply, State]:
@@ -197,6 +198,7 @@ def local_sgd_update(net: GlobalModel, runtime: Runtime, settings: LocalSgd, mak
             generator=info.generator(),
             loss_fn=loss_fn,
             precision=net.precision,
+            max_steps=info.local_steps,
         )
         return Reply(model_arrays(local, resident=True), num_examples=int(data["x"].shape[0]), metrics=metrics), state  # on the run's device
 

@@ -45,6 +45,7 @@ def train_epochs(
     after_backward: Callable[[], None] | None = None,
     precision: str = "fp32",
     on_epoch: Callable[[int], None] | None = None,
+    max_steps: int | None = None,
 ) -> dict[str, float]:
     """Run ``epochs`` passes of shuffled mini-batches (the last batch may be smaller): :func:`local_steps` steps.
 
@@ -56,12 +57,19 @@ def train_epochs(
     ``backward`` and ``optimizer.step`` (SCAFFOLD corrects gradients there). Returns the
     mean training loss and the step count. ``precision`` (``run.precision``): the forward pass and
     the loss run under :func:`~fedprior.algorithms.pieces.precision.autocast`; weights stay float32.
-    ``on_epoch(e)`` runs before the first step of each (0-based) epoch e (a per-epoch learning rate).
+    ``on_epoch(e)`` runs before the first step of each (0-based) epoch e (a per-epoch learning rate). ``max_steps``: stop after
+    that many steps, within an epoch if need be (a straggler's partial work, ``ClientInfo.local_steps``); the batch orders are
+    drawn as for the full update, so its steps are the full update's first ones.
     """
     model.train()
     n = x.shape[0]
     steps, total = 0, torch.zeros((), dtype=torch.float64, device=x.device)
     for epoch, order in enumerate(epoch_orders(n, epochs, generator, x.device)):
+        if max_steps is not None:
+            left = max_steps - steps
+            if left <= 0:
+                break
+            order = order[: left * batch_size]
         if on_epoch is not None:
             on_epoch(epoch)
         steps += train_pass(
