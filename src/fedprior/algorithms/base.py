@@ -100,6 +100,10 @@ class Runtime:
     device: torch.device = torch.device("cpu")
     precision: Literal["fp32", "bf16"] = "fp32"
     compile: bool = False
+    client_duration: Callable[[int, int], float] | None = None
+    """Simulated seconds from client ``c``'s download of model version ``v`` to the arrival of its update,
+    ``client_duration(c, v)``, for the algorithms that run on a simulated clock (``fedbuff``, ``fedasync``:
+    :mod:`~fedprior.algorithms.pieces.async_schedule`); None: every client takes 1.0."""
 
 
 RUNTIME_OPTIONS = ("precision", "compile")
@@ -213,7 +217,11 @@ class Algorithm:
       TensorBoard, MLflow) by every runtime;
     - ``aggregates_no_reply``: ``aggregate`` runs in a round in which no client trained (none sampled, as Poisson sampling
       allows, or none holding data), with no reply; False (the default): such a round keeps the state. Client-level DP
-      sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other.
+      sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other;
+    - ``dispatch(state, info) -> client ids``: optional; the algorithm chooses the round's clients itself, in place of
+      ``federation.sampler``'s draw (which it then must be ``'uniform'``, unread): asynchronous aggregation, whose clients are
+      those that download the current model on its simulated clock (:mod:`~fedprior.algorithms.engines.asynchronous`).
+      Its ``aggregate`` runs every round, replies or not (a step may apply updates computed in earlier rounds).
     """
 
     name: str
@@ -235,6 +243,7 @@ class Algorithm:
     round_metrics: Callable[[State], Mapping[str, float | str]] | None = None
     evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
     aggregates_no_reply: bool = False
+    dispatch: Callable[[State, RoundInfo], Sequence[int]] | None = None
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""

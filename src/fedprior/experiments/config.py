@@ -32,6 +32,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from fedprior.algorithms.pieces.async_schedule import check_federation as check_asynchronous
 from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
 from fedprior.algorithms.registry import algorithm_spec, import_modules, registers_other_algorithms
 from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
@@ -197,6 +198,7 @@ class ExperimentConfig(ConfigSection):
 
             check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
+        check_asynchronous(self.algorithm.name, values, federation.num_clients, federation.sampler)
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)

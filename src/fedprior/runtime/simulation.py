@@ -51,14 +51,14 @@ import numpy as np
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
-from fedprior.errors import FedpriorError
+from fedprior.errors import ConfigError, FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, blobs_path, save_checkpoint
 from fedprior.runtime.client_store import ClientStates
 from fedprior.runtime.clients import ClientPool, InProcessClients, check_power_of_choice
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
-from fedprior.runtime.sampling import Draw, PowerOfChoice, chosen_clients, clients_per_round
+from fedprior.runtime.sampling import Draw, PowerOfChoice, Uniform, chosen_clients, clients_per_round
 from fedprior.runtime.threads import torch_threads
 from fedprior.runtime.traffic import round_traffic
 from fedprior.runtime.workers import WorkerClients, WorkerSetup
@@ -169,6 +169,8 @@ def run_rounds(
     """
     if isinstance(loop.sampler, PowerOfChoice):
         check_power_of_choice(algorithm)  # refused before anything runs where the clients hold no labels to score
+    if algorithm.dispatch is not None and not isinstance(loop.sampler, Uniform):
+        raise ConfigError(f"federation.sampler: algorithm '{algorithm.name}' chooses its own clients (Algorithm.dispatch); accepted: uniform")
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
@@ -233,7 +235,10 @@ def run_rounds(
                     else:
                         if loop.before_round is not None and (said := loop.before_round(state)) is not None:
                             raise _Stop({"stage": stage.name, "round": round_, "step": step, "trained": False, **said})
-                        sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
+                        if algorithm.dispatch is not None:  # it chooses its clients itself (asynchronous aggregation's clock)
+                            sampled = sorted(int(c) for c in algorithm.dispatch(state, info))
+                        else:
+                            sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
                         message = algorithm.broadcast(state, info)
                         answered, failures, attempts = reach_clients(
                             pool, message, info, step, sampled, loop.vectorize, loop.wait_for_clients, loop.retry_every
@@ -244,7 +249,7 @@ def run_rounds(
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                     empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-                    if replies or stage.server_only or algorithm.aggregates_no_reply:
+                    if replies or stage.server_only or algorithm.aggregates_no_reply or algorithm.dispatch is not None:
                         state = algorithm.aggregate(state, replies, info)
                     record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
                     if algorithm.round_metrics is not None:  # the server's own numbers of the round (client-level DP's epsilon)
@@ -266,7 +271,7 @@ def run_rounds(
                         record["empty_clients"] = empty
                     if attempts > 1:
                         record["attempts"] = attempts
-                    if not replies and not stage.server_only:
+                    if not replies and not stage.server_only and algorithm.dispatch is None:
                         nobody = "no client was sampled" if not sampled else "no sampled client trained (those that answered held no data)"
                         if algorithm.aggregates_no_reply:
                             record["note"] = f"{nobody}; the noised mean of no updates was released (client-level DP)"
