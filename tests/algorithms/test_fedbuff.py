@@ -118,6 +118,8 @@ def test_bad_hyperparameters_are_one_line_config_errors():
     assert line.startswith("error: algorithm.buffer_size:") and "1" in line
     line = error_line(invoke("run", "fedavg-cnn", "--algorithm", "fedbuff", "--set", "federation.sampler=size-weighted", "--dry-run"))
     assert line.startswith("error: federation.sampler: algorithm 'fedbuff' samples its own clients") and line.endswith("accepted: uniform")
+    line = error_line(invoke("run", "fedavg-cnn", "--algorithm", "fedbuff", "--set", "privacy.dp=server", "--set", "privacy.noise_multiplier=0.5", "--dry-run"))
+    assert line.startswith("error: privacy.dp: algorithm 'fedbuff' reads its clients' replies other than through their mean")
     algorithm = fedbuff(task, Runtime(1, 8), buffer_size=2, concurrency=3)
     loop = RoundLoop(seed=0, rounds=1, fraction=0.5, sampler=Poisson())
     with pytest.raises(ConfigError, match=r"^federation.sampler: algorithm 'fedbuff' chooses its own clients"):

@@ -198,7 +198,7 @@ class ExperimentConfig(ConfigSection):
 
             check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
-        check_asynchronous(self.algorithm.name, values, federation.num_clients, federation.sampler)
+        check_asynchronous(self.algorithm.name, values, federation.num_clients, self.federation.sampler)  # as given: privacy.dp's own error names DP
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)

@@ -15,7 +15,7 @@ arrived (``async.update.<dispatch number>.*``). A round then runs as the runtime
 
 So ``metrics.jsonl``, ``federation.evaluate_every``, checkpoints and resume work as for any algorithm: the updates in
 flight are part of the checkpointed state, and a run killed between two steps resumes with the same numbers. The
-round's record says where the clock stands (:func:`round_metrics`: ``simulated_time``, the step's staleness); its
+round's record says where the clock stands (its ``round_metrics``: ``simulated_time``, the step's staleness); its
 ``clients`` are those that trained in the round (their updates may arrive steps later), its traffic theirs.
 """
 

@@ -8,7 +8,7 @@ version); a client that finished is replaced by a newly sampled one, which downl
 
 This module is that event queue and nothing else: no tensor, no model. Its state between two server steps is a
 :class:`Clock` (the simulated time, the model version, the clients in flight with the version they downloaded, the time
-their update arrives and their dispatch number); :func:`advance` runs the events up to the next server step. The events
+their update arrives and their dispatch number); :meth:`Schedule.advance` runs the events up to the next server step. The events
 depend only on the run seed, the durations and the hyperparameters, never on what the clients compute, so the runtime
 can ask first which clients train on the current model in a round (:attr:`Step.trained`), train them, and then apply the
 step's arrivals (``engines/asynchronous.py``). A round of the run is one server step.
