@@ -4,7 +4,8 @@ The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in 
 process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
 SuperNodes. Each round the loop chooses clients (``loop.sampler``, drawing from one stream per
 round shared by all algorithms, ``sampling.py``; Power-of-Choice first asks its candidates
-for their loss through the pool, ``ClientPool.losses``), broadcasts, collects the replies, drops the empty and the failed ones
+for their loss through the pool, ``ClientPool.losses``; an algorithm with ``Algorithm.dispatch`` names them itself:
+asynchronous aggregation on its simulated clock, ``engines/asynchronous.py``), broadcasts, collects the replies, drops the empty and the failed ones
 (recording both), sorts the rest by client id (float sums depend on order) and
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
