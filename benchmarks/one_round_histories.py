@@ -62,6 +62,9 @@ VARIANTS = {
         f"{preset}+2-rounds": (preset, TWO_ROUNDS)
         for preset in ("scaffold-cnn", "fst-cbdg", "fedbm", "fedbm-feddyn", "fedbm-fedrep", "fedbm-fedrod", "mfcl-moon", "orchestra")
     },
+    # the asynchronous algorithms have no preset of their own: fedavg-cnn's with --algorithm (tests/support/algorithm_setups.py)
+    "fedavg-cnn+fedbuff": ("fedavg-cnn", ["algorithm.name=fedbuff", "algorithm.concurrency=4", "algorithm.buffer_size=2"]),
+    "fedavg-cnn+fedasync": ("fedavg-cnn", ["algorithm.name=fedasync", "algorithm.concurrency=4"]),
 }
 """Runs beside the presets' own (name -> preset, overrides after ``SMALL``): paths one small round leaves idle."""
 

@@ -262,6 +262,8 @@ THREAD_SAFE = {
     "fedadagrad",
     "fedadam",
     "fedyogi",
+    "fedbuff",
+    "fedasync",
     "fedprox",
     "moon",
     "central",

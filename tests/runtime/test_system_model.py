@@ -66,5 +66,5 @@ def test_an_unknown_client_is_refused():
 
 def test_an_asynchronous_server_gets_each_clients_full_update_duration():
     model = SystemModel(SystemConfig(speed="constant"), 0, 3, seconds_per_example={0: 0.1, 1: 0.2, 2: 0.3}, bandwidths={0: 50.0, 1: 50.0, 2: 100.0})
-    duration = update_durations(model, (10, 20, 30), 2, 100)
-    assert [duration(c, 7) for c in range(3)] == [4.0 + 2.0, 4.0 + 8.0, 2.0 + 18.0]  # (100 + 100) bytes over b_k, then 2 epochs of n_k s_k
+    duration = update_durations(model, (10, 20, 30), 2)
+    assert [duration(c, 7, 100) for c in range(3)] == [4.0 + 2.0, 4.0 + 8.0, 2.0 + 18.0]  # (100 + 100) bytes over b_k, then 2 epochs of n_k s_k

@@ -100,6 +100,11 @@ class Runtime:
     device: torch.device = torch.device("cpu")
     precision: Literal["fp32", "bf16"] = "fp32"
     compile: bool = False
+    client_duration: Callable[[int, int, int], float] | None = None
+    """Simulated seconds from client ``c``'s download of model version ``v`` (``b`` bytes each way) to the arrival of its
+    update, ``client_duration(c, v, b)``, for the algorithms that run on a simulated clock (``fedbuff``, ``fedasync``:
+    :mod:`~fedprior.algorithms.pieces.async_schedule`): the ``[system]`` section's device model
+    (``experiments.client_side.runtime_of``); None: every client takes 1.0."""
 
 
 RUNTIME_OPTIONS = ("precision", "compile")
@@ -228,7 +233,11 @@ class Algorithm:
       False (the default): the runtime refuses partial work for it;
     - ``aggregates_no_reply``: ``aggregate`` runs in a round in which no client trained (none sampled, as Poisson sampling
       allows, or none holding data), with no reply; False (the default): such a round keeps the state. Client-level DP
-      sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other.
+      sets it: DP-FedAvg releases the noised mean of no updates there, a release like any other;
+    - ``dispatch(state, info) -> client ids``: optional; the algorithm chooses the round's clients itself, in place of
+      ``federation.sampler``'s draw (which it then must be ``'uniform'``, unread): asynchronous aggregation, whose clients are
+      those that download the current model on its simulated clock (:mod:`~fedprior.algorithms.engines.asynchronous`).
+      Its ``aggregate`` runs every round, replies or not (a step may apply updates computed in earlier rounds).
     """
 
     name: str
@@ -251,6 +260,7 @@ class Algorithm:
     evaluate_client: Callable[[State, int, ClientData], dict[str, float | list[float]]] | None = None
     aggregates_no_reply: bool = False
     local_step_budget: bool = False
+    dispatch: Callable[[State, RoundInfo], Sequence[int]] | None = None
 
     def with_(self, **changes) -> Algorithm:
         """A copy with some functions replaced (how variants are composed); a new ``aggregate`` is not a mean unless ``mean_aggregate`` says so."""

@@ -366,6 +366,8 @@ SHIPPED = (
     ("fedadagrad", "fedopt:fedadagrad"),
     ("fedadam", "fedopt:fedadam"),
     ("fedyogi", "fedopt:fedyogi"),
+    ("fedbuff", "fedbuff:fedbuff"),
+    ("fedasync", "fedasync:fedasync"),
     ("fedntd", "fedntd:fedntd"),
     ("fst-cbdg", "fst_cbdg:fst_cbdg"),
     ("zero-shot", "baselines:zero_shot"),

@@ -8,6 +8,7 @@ validation data), ``workers_setup.py`` (worker processes).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -44,6 +45,7 @@ from fedprior.runtime.device import resolve_device, set_deterministic
 from fedprior.runtime.generated_clients import GeneratedClients
 from fedprior.runtime.round_loop import RoundLoop
 from fedprior.runtime.sampling import sampler_for
+from fedprior.runtime.system_config import system_on
 from fedprior.runtime.system_model import SystemModel
 from fedprior.runtime.threads import ThreadPolicy, thread_policy, torch_threads
 from fedprior.task import Task
@@ -221,7 +223,7 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
         pixel_mean=inputs.pixel_mean,
         pixel_std=inputs.pixel_std,
     )
-    algorithm = build_algorithm(config, task, device)
+    algorithm = build_algorithm(config, task, device, system_sizes(config, partition.client_sizes))
     f = config.federation
     warn_if_noisy(algorithm, config.privacy, f.num_clients, f.fraction, f.sampler, f.rounds)  # with DP on, once the model's size is known
     workers = worker_processes(config, algorithm, feature_space=feature_space, cuda=device.type == "cuda") if config.run.runtime == "local" else 1
@@ -257,13 +259,18 @@ def build_experiment(name: str, config: ExperimentConfig) -> Experiment:
     )
 
 
+def system_sizes(config: ExperimentConfig, sizes: Callable[[], np.ndarray]) -> tuple[int, ...]:
+    """The clients' training sizes where the ``[system]`` section is on (a simulated clock's durations need them), else ()."""
+    return tuple(int(n) for n in sizes()) if system_on(config.system) else ()
+
+
 def generated_experiment(name: str, config: ExperimentConfig, device: torch.device, start_method: str | None) -> Experiment:
     """The experiment of a federation generated per client (``data.dataset = 'synthetic'``, ``experiments/generated.py``):
     its sizes drawn, its global test set generated, no client's data made (``Experiment.generated``)."""
     federation = synthetic_federation(config)
     threads = thread_policy(config.run.threads, feature_space=True)
     task = Task(num_classes=len(CLASS_NAMES), input_shape=(DIMENSION,), class_names=CLASS_NAMES, num_clients=config.federation.num_clients)
-    algorithm = build_algorithm(config, task, device)
+    algorithm = build_algorithm(config, task, device, system_sizes(config, lambda: federation.train_sizes))
     if algorithm.evaluation_inputs:
         raise ConfigError(
             f"algorithm.name: '{algorithm.name}' is scored by a linear evaluation trained on the clients' pool, which a federation generated "

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,11 +21,13 @@ from fedprior.privacy.wrap import with_privacy
 from fedprior.runtime.attacks import Misbehaviour, with_attack
 from fedprior.runtime.device import cudnn_autotune, resolve_device, set_deterministic
 from fedprior.runtime.generated_clients import GeneratedClients
+from fedprior.runtime.system_model import SystemModel, update_durations
 from fedprior.task import Task
 
 
-def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) -> Algorithm:
-    """The configured algorithm, given the run's :class:`~fedprior.algorithms.base.Runtime` (:func:`runtime_of`).
+def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device, client_sizes: Sequence[int] = ()) -> Algorithm:
+    """The configured algorithm, given the run's :class:`~fedprior.algorithms.base.Runtime` (:func:`runtime_of`; ``client_sizes``,
+    the clients' training sizes, for a server on a simulated clock under the ``[system]`` section).
 
     cuDNN's autotuning is set for it here (``run.cudnn_benchmark``, :func:`~fedprior.runtime.device.cudnn_autotune`).
 
@@ -33,7 +35,7 @@ def build_algorithm(config: ExperimentConfig, task: Task, device: torch.device) 
     """
     import_modules(config.run.imports, "run.imports")
     check_compile(config.run.compile, device)
-    algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device))
+    algorithm = algorithm_spec(config.algorithm.name).build(task, config.algorithm.hyperparameters(), runtime_of(config, device, client_sizes))
     cudnn_autotune(config.run.cudnn_benchmark, config.run.deterministic, algorithm.batch_shapes)
     algorithm = with_record_level_dp(algorithm, config.privacy, task, config.algorithm.hyperparameters(), runtime_of(config, device))  # privacy.dp = 'sample'
     algorithm = with_privacy(algorithm, config.privacy, config.federation.num_clients, config.federation.fraction, config.federation.sampler)
@@ -51,11 +53,15 @@ def misbehaviour(config: ExperimentConfig, task: Task) -> Misbehaviour:
     return Misbehaviour.of_run(f.attack, f.attack_scale, config.run.seed, f.num_clients, f.malicious_fraction, task.num_classes)
 
 
-def runtime_of(config: ExperimentConfig, device: torch.device) -> Runtime:
+def runtime_of(config: ExperimentConfig, device: torch.device, client_sizes: Sequence[int] = ()) -> Runtime:
     """What the run gives an algorithm's factory beside its hyperparameters: ``[federation]``'s local epochs and batch size,
-    ``device`` (``run.device`` resolved), ``run.precision`` and ``run.compile``."""
+    ``device`` (``run.device`` resolved), ``run.precision`` and ``run.compile``; with the ``[system]`` section on and the
+    clients' training sizes given, each client's update duration on it (``Runtime.client_duration``: the simulated clock of
+    ``fedbuff`` and ``fedasync``, ``runtime.system_model.update_durations``)."""
     federation, run = config.federation, config.run
-    return Runtime(federation.local_epochs, federation.batch_size, device, run.precision, run.compile)
+    system = SystemModel.of_config(config.system, run.seed, federation.num_clients) if client_sizes else None
+    duration = update_durations(system, client_sizes, federation.local_epochs) if system is not None else None
+    return Runtime(federation.local_epochs, federation.batch_size, device, run.precision, run.compile, client_duration=duration)
 
 
 def check_algorithm_fields(config: ExperimentConfig) -> None:

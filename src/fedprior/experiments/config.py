@@ -32,6 +32,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_core import PydanticCustomError
 
+from fedprior.algorithms.pieces.async_schedule import ASYNCHRONOUS
+from fedprior.algorithms.pieces.async_schedule import check_federation as check_asynchronous
 from fedprior.algorithms.pieces.private_aggregation import check_private_aggregation
 from fedprior.algorithms.registry import algorithm_spec, import_modules, registers_other_algorithms
 from fedprior.encoders.config import EncoderConfig as EncoderConfig  # re-exported: the encoder layer defines it
@@ -41,7 +43,7 @@ from fedprior.partition.config import PartitionConfig as PartitionConfig  # re-e
 from fedprior.privacy.config import PrivacyConfig, check_privacy
 from fedprior.runtime.device import check_device_syntax
 from fedprior.runtime.system_config import SystemConfig as SystemConfig  # re-exported: the runtime layer defines it
-from fedprior.runtime.system_config import check_system
+from fedprior.runtime.system_config import check_asynchronous_system, check_system
 from fedprior.seeding import MAX_SEED
 from fedprior.validation import CheckedModel, ConfigSection, describe_validation_error
 
@@ -200,6 +202,9 @@ class ExperimentConfig(ConfigSection):
 
             check_record_level(self.privacy, self.algorithm.name, values, self.run.precision, self.run.compile)
         check_robustness(self.algorithm.name, values, federation)
+        check_asynchronous(self.algorithm.name, values, federation.num_clients, self.federation.sampler)  # as given: privacy.dp's own error names DP
+        if self.algorithm.name in ASYNCHRONOUS:
+            check_asynchronous_system(self.algorithm.name, self.system)
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)

@@ -4,7 +4,8 @@ The clients' updates run in a :class:`~fedprior.runtime.clients.ClientPool`: in 
 process or in worker processes (:func:`simulate`, ``run.workers``), or on Flower
 SuperNodes. Each round the loop chooses clients (``loop.sampler``, drawing from one stream per
 round shared by all algorithms, ``sampling.py``; Power-of-Choice first asks its candidates
-for their loss through the pool, ``ClientPool.losses``), broadcasts, collects the replies, drops the empty and the failed ones
+for their loss through the pool, ``ClientPool.losses``; an algorithm with ``Algorithm.dispatch`` names them itself:
+asynchronous aggregation on its simulated clock, ``engines/asynchronous.py``), broadcasts, collects the replies, drops the empty and the failed ones
 (recording both), sorts the rest by client id (float sums depend on order) and
 aggregates them, evaluates the global model every ``evaluate_every`` rounds and after
 the last round of each stage (a record without evaluation has no accuracy), and
@@ -56,14 +57,15 @@ import numpy as np
 from fedprior.algorithms.base import Algorithm, Broadcast, ClientData, Reply, RoundInfo, Stage, State
 from fedprior.algorithms.pieces.metrics import selected_round, selection_score
 from fedprior.algorithms.pieces.tensors import payload_bytes, to_cpu
-from fedprior.errors import FedpriorError
+from fedprior.errors import ConfigError, FedpriorError
 from fedprior.runtime.checkpoint import Progress, RunState, blobs_path, save_checkpoint
 from fedprior.runtime.client_store import ClientStates
 from fedprior.runtime.clients import ClientPool, InProcessClients, check_power_of_choice
 from fedprior.runtime.concurrent import Lanes
 from fedprior.runtime.divergence import check_global, screen_replies
 from fedprior.runtime.round_loop import RoundLoop
-from fedprior.runtime.sampling import Draw, PowerOfChoice, chosen_clients, clients_per_round
+from fedprior.runtime.sampling import Draw, PowerOfChoice, Uniform, chosen_clients, clients_per_round
+from fedprior.runtime.system_config import check_asynchronous_system
 from fedprior.runtime.system_round import check_partial_work, over_selected_count, plan_round, settle_round, simulated_time
 from fedprior.runtime.threads import torch_threads
 from fedprior.runtime.traffic import round_traffic
@@ -177,6 +179,11 @@ def run_rounds(
         check_power_of_choice(algorithm)  # refused before anything runs where the clients hold no labels to score
     if loop.system is not None and loop.system.config.partial_work:
         check_partial_work(algorithm)
+    if algorithm.dispatch is not None and not isinstance(loop.sampler, Uniform):
+        raise ConfigError(f"federation.sampler: algorithm '{algorithm.name}' chooses its own clients (Algorithm.dispatch); accepted: uniform")
+    if algorithm.dispatch is not None and loop.system is not None:  # its own clock times the clients (Runtime.client_duration)
+        check_asynchronous_system(algorithm.name, loop.system.config)
+        loop = replace(loop, system=None)
     seed, threads = loop.seed, loop.threads
     evaluate_threads = threads.evaluate if threads else None
     if checkpoint_metadata is None:
@@ -241,7 +248,10 @@ def run_rounds(
                     else:
                         if loop.before_round is not None and (said := loop.before_round(state)) is not None:
                             raise _Stop({"stage": stage.name, "round": round_, "step": step, "trained": False, **said})
-                        sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
+                        if algorithm.dispatch is not None:  # it chooses its clients itself (asynchronous aggregation's clock)
+                            sampled = sorted(int(c) for c in algorithm.dispatch(state, info))
+                        else:
+                            sampled, selection = choose_clients(loop, pool, state, info, step, stage_fraction)
                         message = algorithm.broadcast(state, info)
                         if loop.system is None:
                             answered, failures, attempts = reach_clients(
@@ -277,7 +287,7 @@ def run_rounds(
                         failures = {**failures, **dropped}
                     replies = sorted((r for r in answered if r.num_examples > 0), key=lambda r: r.client_id)
                     empty = sorted(r.client_id for r in answered if r.num_examples == 0)
-                    if replies or stage.server_only or algorithm.aggregates_no_reply:
+                    if replies or stage.server_only or algorithm.aggregates_no_reply or algorithm.dispatch is not None:
                         state = algorithm.aggregate(state, replies, info)
                     record: dict[str, Any] = {"stage": stage.name, "round": round_, "step": step}
                     if algorithm.round_metrics is not None:  # the server's own numbers of the round (client-level DP's epsilon)
@@ -306,7 +316,7 @@ def run_rounds(
                         record["empty_clients"] = empty
                     if attempts > 1:
                         record["attempts"] = attempts
-                    if not replies and not stage.server_only:
+                    if not replies and not stage.server_only and algorithm.dispatch is None:
                         nobody = "no client was sampled" if not sampled else "no sampled client trained (those that answered held no data)"
                         if algorithm.aggregates_no_reply:
                             record["note"] = f"{nobody}; the noised mean of no updates was released (client-level DP)"

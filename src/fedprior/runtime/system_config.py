@@ -62,6 +62,22 @@ def system_on(system: SystemConfig) -> bool:
     return system.speed != "none"
 
 
+SYNCHRONOUS_ONLY = ("deadline", "partial_work", "over_selection", "availability")
+"""The ``[system]`` fields of a synchronous round (who is waited for, who is cut short); an asynchronous server waits for no one."""
+
+
+def check_asynchronous_system(algorithm: str, system: SystemConfig) -> None:
+    """An algorithm on its own simulated clock (``Algorithm.dispatch``: ``fedbuff``, ``fedasync``) takes the device model's speeds
+    and links (its clients' durations), not a synchronous round's deadline, partial work, over-selection or availability."""
+    defaults = DEFAULTS
+    set_fields = [name for name in SYNCHRONOUS_ONLY if getattr(system, name) != defaults[name]]
+    if set_fields:
+        raise ConfigError(
+            f"system.{set_fields[0]}: algorithm '{algorithm}' runs on its own simulated clock (asynchronous aggregation: no round to wait "
+            f"for or cut short); it reads system.speed, the speeds and bandwidths; accepted: leave {', '.join(f'system.{n}' for n in SYNCHRONOUS_ONLY)} out"
+        )
+
+
 def check_system(system: SystemConfig, runtime: str, sampler: str, local_epochs: int) -> None:
     """The ``[system]`` fields against each other, the runtime and the sampler: one ConfigError line naming the field."""
     if not system_on(system):

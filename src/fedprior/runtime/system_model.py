@@ -28,7 +28,7 @@ over all stages (1-based).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from fedprior.runtime.system_config import SystemConfig, system_on
 from fedprior.seeding import numpy_rng
@@ -130,12 +130,12 @@ class SystemModel:
         return (int(round) + phase) % period < c.availability_p * period
 
 
-def update_durations(model: SystemModel, sizes: tuple[int, ...], epochs: int, model_bytes: int) -> Callable[[int, int], float]:
-    """``duration(client, version)``: the simulated seconds of client ``client``'s full update on model version ``version``, for a
-    server on a simulated clock (asynchronous aggregation): the model's bytes down and up (``model_bytes``, a reply the size of
-    the broadcast) and ``sizes[client]`` x ``epochs`` examples of work."""
+def update_durations(model: SystemModel, sizes: Sequence[int], epochs: int) -> Callable[[int, int, int], float]:
+    """``duration(client, version, model_bytes)``: the simulated seconds of client ``client``'s full update on model version
+    ``version``, for a server on a simulated clock (asynchronous aggregation, ``Runtime.client_duration``): the model's
+    bytes down and up (``model_bytes``, a reply the size of the broadcast) and ``sizes[client]`` x ``epochs`` examples of work."""
 
-    def duration(client: int, version: int) -> float:
+    def duration(client: int, version: int, model_bytes: int) -> float:
         return model.client_duration(client, version, local_work(sizes[client], epochs), model_bytes, model_bytes)
 
     return duration

@@ -110,6 +110,22 @@ BodyModel = Annotated[
 ]
 
 
+# Asynchronous aggregation on the simulated clock (FedBuff and FedAsync: pieces/async_schedule.py).
+Concurrency = Annotated[
+    int,
+    Field(ge=1, description="C: clients training at once, each that finishes replaced by one drawn uniformly from those idle (at most federation.num_clients)"),
+]
+Staleness = Annotated[
+    Literal["constant", "polynomial", "hinge"],
+    Field(
+        description="the staleness weight s(tau) of an update tau model versions old (FedAsync, Xie et al. 2019): 'constant' 1, "
+        "'polynomial' (tau + 1)^(-staleness_a) (a = 0.5: FedBuff's 1 / sqrt(1 + tau)), 'hinge' 1 up to tau = staleness_b, then 1 / (staleness_a (tau - staleness_b) + 1)"
+    ),
+]
+StalenessA = Annotated[float, Field(ge=0, description="a of the staleness weight: the polynomial's exponent, or the hinge's slope")]
+StalenessB = Annotated[float, Field(ge=0, description="b of the 'hinge' staleness weight: the staleness up to which updates keep weight 1")]
+
+
 LABELS_TOO = "labels_too"
 """The field metadata key that marks a shared semi-supervised field an algorithm trained on the labels alone also takes."""
 
