@@ -46,11 +46,15 @@ from fedprior.validation import CheckedModel, ConfigSection, describe_validation
 
 class DataConfig(ConfigSection):
     dataset: str = "fashion-mnist"
-    """Dataset name (see `fedprior datasets`)."""
+    """Dataset name (see `fedprior datasets`), or 'hf:PATH': a Hugging Face dataset saved in the folder PATH (save_to_disk, parquet or arrow files, an imagefolder; docs/huggingface.md), or with data.download = true a Hub name."""
     root: str | None = None
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
+    image_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the column holding the images; unset: 'image', else 'img'."""
+    label_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the column holding the labels (a ClassLabel gives the class names); unset: 'label'."""
     train_subset: int = Field(0, ge=0)
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
@@ -200,6 +204,9 @@ class ExperimentConfig(ConfigSection):
         check_private_aggregation(str(values.get("aggregation_rule", "mean")), self.privacy.dp, secagg=False)
         check_tracker_fields(self.run)
         check_synthetic(self)
+        from fedprior.data.registry import check_columns
+
+        check_columns(self.data.dataset, self.data.root, self.data.image_column, self.data.label_column)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
