@@ -280,7 +280,7 @@ def build_partition(
 
     # unchecked here, as before: each partitioner checks the parameters it uses, naming them
     fields = PartitionConfig.model_construct(
-        scheme=scheme,  # type: ignore[arg-type]
+        scheme=scheme,
         shards=shards,
         alpha=alpha,
         min_size=min_size,

@@ -16,9 +16,6 @@ that is not a local folder is a dataset name on the Hugging Face Hub (``datasets
 from __future__ import annotations
 
 import io
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +23,7 @@ import numpy as np
 
 from fedprior.data.dataset import Dataset
 from fedprior.errors import ConfigError, DatasetError, DatasetNotFoundError
+from fedprior.hf_datasets import hub_access
 
 PREFIX = "hf:"
 IMAGE_COLUMNS = ("image", "img")
@@ -33,7 +31,6 @@ IMAGE_COLUMNS = ("image", "img")
 LABEL_COLUMNS = ("label",)
 """Tried where ``data.label_column`` is unset."""
 VALIDATION_SPLITS = ("validation", "valid", "val")
-INSTALL = "pip install -c requirements.lock -e '.[hf]'"
 
 
 def is_hf(name: str) -> bool:
@@ -47,28 +44,6 @@ def hf_path(name: str) -> str:
     if not path:
         raise ConfigError("data.dataset: 'hf:' needs a folder (or, with data.download = true, a Hub name) after it, e.g. 'hf:~/data/fashion-mnist-hf'")
     return path
-
-
-@contextmanager
-def hub_access(allowed: bool) -> Iterator[Any]:
-    """The ``datasets`` module, with its (and huggingface_hub's) offline mode on unless ``allowed``; restored afterwards."""
-    if not allowed:  # read by datasets (and huggingface_hub) when first imported
-        os.environ["HF_DATASETS_OFFLINE"] = "1"
-        os.environ["HF_HUB_OFFLINE"] = "1"
-    try:
-        import datasets
-        import huggingface_hub.constants as hub_constants
-    except ImportError:
-        raise ConfigError(f"data.dataset: a Hugging Face dataset needs the hf extra ({INSTALL})") from None
-    before = (datasets.config.HF_HUB_OFFLINE, hub_constants.HF_HUB_OFFLINE)
-    datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = not allowed
-    hub_constants.HF_HUB_OFFLINE = not allowed
-    datasets.disable_progress_bars()
-    try:
-        yield datasets
-    finally:
-        datasets.config.HF_HUB_OFFLINE = datasets.config.HF_DATASETS_OFFLINE = before[0]
-        hub_constants.HF_HUB_OFFLINE = before[1]
 
 
 def _is_saved_folder(folder: Path) -> bool:

@@ -207,6 +207,9 @@ class ExperimentConfig(ConfigSection):
         from fedprior.data.registry import check_columns
 
         check_columns(self.data.dataset, self.data.root, self.data.image_column, self.data.label_column)
+        from fedprior.partition.flower_datasets import check_flwr_fields
+
+        check_flwr_fields(self.partition, federation.num_clients, self.run.seed)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -627,11 +630,17 @@ def partition_text(config: ExperimentConfig) -> str:
         "window": f"scenario {p.scenario}" if p.scenario else f"class windows of {p.window}",
         "natural": "the dataset's own clients",
         "quantity": f"IID, {p.sizes} sizes up to {p.size_ratio:g}x",
-    }[p.scheme]
+    }.get(p.scheme) or flwr_text(p)
     if p.num_labeled:
         unlabeled = f"{p.num_unlabeled:,}" if p.num_unlabeled else "all other"
         scheme += f", {p.num_labeled:,} labels + {unlabeled} unlabeled images"
     return scheme
+
+
+def flwr_text(p: PartitionConfig) -> str:
+    """``partition.scheme = 'flwr:NAME'`` in words: the partitioner and the arguments fedprior does not set itself."""
+    extra = ", ".join(f"{key}={value}" for key, value in p.flwr_kwargs.items())
+    return f"flwr-datasets {p.scheme.removeprefix('flwr:')}" + (f" ({extra})" if extra else "") + ("" if p.flwr_shuffle else ", unshuffled")
 
 
 def own_description(name: str, config: ExperimentConfig, origin: str = "") -> str:
