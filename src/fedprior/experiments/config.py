@@ -347,9 +347,13 @@ SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy"
 
 
 def toml_line(key: str, value: Any) -> str:
-    """``key = value`` in TOML (the key quoted where it must be)."""
+    """``key = value`` in TOML (the key quoted where it must be); a table (``partition.flwr_kwargs``) as an inline table, so that the
+    keys after it stay in their section."""
     import tomli_w
 
+    if isinstance(value, dict):
+        name = tomli_w.dumps({key: 0}).rsplit(" = ", 1)[0]
+        return f"{name} = {{{', '.join(toml_line(k, v) for k, v in value.items())}}}"
     return tomli_w.dumps({key: value}).rstrip("\n")
 
 
