@@ -20,6 +20,12 @@ from fedprior.errors import ConfigError, DatasetError, DatasetNotFoundError  # n
 FASHION_MNIST_HERE = (DEBIAN_DIR / "train-images-idx3-ubyte.gz").is_file()
 
 
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path):
+    """datasets' cache of what it builds from parquet files or an imagefolder goes under FEDPRIOR_CACHE: here, the test's own."""
+    monkeypatch.setenv("FEDPRIOR_CACHE", str(tmp_path / "cache"))
+
+
 @pytest.fixture
 def no_network(monkeypatch):
     """Any attempt to open a connection fails the test."""
@@ -60,6 +66,7 @@ def test_parquet_files_read_as_the_same_dataset(digits_export, tmp_path, no_netw
     for split in ("train", "test"):
         saved[split].to_parquet(str(folder / f"{split}.parquet"))
     assert_same_data(load_dataset(f"hf:{folder}"), load_dataset("digits"))
+    assert (tmp_path / "cache" / "huggingface").is_dir()  # not the user's cache
 
 
 def test_an_imagefolder_reads_with_its_folder_names_as_classes(tmp_path, no_network):
