@@ -108,6 +108,32 @@ def test_a_missing_folder_fails_at_once_saying_what_to_put_where_without_the_net
     assert f"fedprior datasets export NAME {missing}" in message and "data.download = true" in message
 
 
+def test_only_download_lets_a_hub_name_through_and_only_for_that_call(monkeypatch, digits_export):
+    saved = datasets.load_from_disk(str(digits_export))
+    calls = []
+
+    def hub(name, **kwargs):  # stands for the Hub: records the name and whether datasets was let online
+        calls.append((name, datasets.config.HF_HUB_OFFLINE))
+        return saved
+
+    def from_disk(path, **kwargs):
+        calls.append((path, datasets.config.HF_HUB_OFFLINE))
+        return saved
+
+    monkeypatch.setattr(datasets, "load_dataset", hub)
+    monkeypatch.setattr(datasets, "load_from_disk", from_disk)
+    before = datasets.config.HF_HUB_OFFLINE
+    with pytest.raises(DatasetNotFoundError, match="or set data.download = true to fetch it from the Hub by name"):
+        load_dataset("hf:someone/some-set")
+    assert calls == []
+    loaded = load_dataset("hf:someone/some-set", download=True)
+    assert calls == [("someone/some-set", False)] and datasets.config.HF_HUB_OFFLINE == before  # online for that call only
+    assert_same_data(loaded, load_dataset("digits"))
+    load_dataset(f"hf:{digits_export}", download=True)  # a local folder stays offline even where a download is allowed
+    load_dataset(f"hf:{digits_export}")
+    assert calls[1:] == [(str(digits_export), True), (str(digits_export), True)]
+
+
 def test_a_folder_without_a_test_split_is_refused(tmp_path):
     table = datasets.Dataset.from_dict({"image": [np.zeros((2, 2), dtype=np.uint8)], "label": [0]})
     datasets.DatasetDict({"train": table}).save_to_disk(str(tmp_path / "one"))
