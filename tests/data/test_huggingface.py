@@ -59,6 +59,25 @@ def test_an_export_reads_back_with_identical_images_labels_and_class_names(digit
     assert saved["train"].features["label"].names == list(loaded.class_names) and type(saved["train"].features["image"]).__name__ == "Image"
 
 
+def test_natural_owners_round_trip_as_the_group_column(tmp_path, no_network):
+    from dataclasses import replace
+
+    digits = load_dataset("digits")
+    writers = np.array([f"w{i % 4}" for i in range(digits.train_labels.size)])
+    export_hf(replace(digits, train_groups=writers), tmp_path / "owned")
+    assert load_dataset(f"hf:{tmp_path / 'owned'}").train_groups is None  # read only where asked
+    loaded = load_dataset(f"hf:{tmp_path / 'owned'}", group_column="group")
+    assert np.array_equal(loaded.train_groups, writers)
+    assert_same_data(loaded, digits)
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.dry_run import dry_run
+
+    owned = [f"data.dataset='hf:{tmp_path / 'owned'}'", "data.group_column=group", "federation.num_clients=4"]
+    for scheme in ("natural", "flwr:NaturalIdPartitioner"):  # one client per owner, fedprior's natural scheme and flwr-datasets'
+        plan = dry_run(load_config("fedavg-cnn", [*owned, f"partition.scheme='{scheme}'"])[1])
+        assert sorted(plan["roles"]["train"]["client_sizes"]) == sorted(np.unique(writers, return_counts=True)[1].tolist()), scheme
+
+
 def test_parquet_files_read_as_the_same_dataset(digits_export, tmp_path, no_network):
     saved = datasets.load_from_disk(str(digits_export))
     folder = tmp_path / "parquet"
@@ -146,6 +165,8 @@ def test_hf_fields_are_checked_with_the_config():
 
     with pytest.raises(ConfigError, match=r"^data.image_column: applies to data.dataset = 'hf:PATH' only \(it is 'digits'\); remove it$"):
         load_config("fedavg-cnn", ["data.dataset=digits", "data.image_column=img"])
+    with pytest.raises(ConfigError, match=r"^data.group_column: applies to data.dataset = 'hf:PATH' only \(it is 'femnist'\); remove it$"):
+        load_config("fedavg-cnn", ["data.dataset=femnist", "data.group_column=writer"])
     with pytest.raises(ConfigError, match=r"^data.root: hf:/x names its own folder; remove data.root$"):
         load_config("fedavg-cnn", ["data.dataset='hf:/x'", "data.root=/y"])
     with pytest.raises(ConfigError, match=r"^data.dataset: 'hf:' needs a folder"):

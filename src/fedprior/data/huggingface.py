@@ -136,8 +136,9 @@ def _labels(splits: dict[str, Any], column: str, name: str) -> tuple[dict[str, n
     raise DatasetError(f"{name}: column {column!r} holds neither class indices nor class names; set data.label_column")
 
 
-def load_hf(name: str, download: bool = False, image_column: str | None = None, label_column: str | None = None) -> Dataset:
-    """The fedprior :class:`~fedprior.data.dataset.Dataset` of ``hf:PATH``: train, test (and validation) splits."""
+def load_hf(name: str, download: bool = False, image_column: str | None = None, label_column: str | None = None, group_column: str | None = None) -> Dataset:
+    """The fedprior :class:`~fedprior.data.dataset.Dataset` of ``hf:PATH``: train, test (and validation) splits; ``group_column``
+    (where given) names each training image's natural owner (``Dataset.train_groups``)."""
     loaded = read_splits(name, download)
     for needed in ("train", "test"):
         if needed not in loaded:
@@ -147,6 +148,7 @@ def load_hf(name: str, download: bool = False, image_column: str | None = None, 
     image = _column(splits["train"], image_column, IMAGE_COLUMNS, "image_column", name)
     label = _column(splits["train"], label_column, LABEL_COLUMNS, "label_column", name)
     labels, class_names = _labels(splits, label, name)
+    groups = np.asarray(splits["train"][_column(splits["train"], group_column, (), "group_column", name)]) if group_column else None
     images = {key: _images(split, image, name) for key, split in splits.items()}
     return Dataset(
         name=name,
@@ -158,23 +160,30 @@ def load_hf(name: str, download: bool = False, image_column: str | None = None, 
         source=str(Path(hf_path(name)).expanduser()),
         val_images=images.get("val"),
         val_labels=labels.get("val"),
+        train_groups=groups,
     )
 
 
 def export_hf(dataset: Dataset, folder: Path) -> Path:
     """Write ``dataset`` as a Hugging Face ``DatasetDict`` (``save_to_disk``) to ``folder``: columns ``image`` (PNG, lossless)
-    and ``label`` (a ``ClassLabel`` with the class names); splits ``train``, ``test`` and ``validation`` where it has one."""
+    and ``label`` (a ``ClassLabel`` with the class names), and on the training split ``group`` where the images have natural
+    owners (``Dataset.train_groups``: read back with ``data.group_column = "group"``); splits ``train``, ``test`` and
+    ``validation`` where it has one."""
     from PIL import Image
 
     with hub_access(allowed=False) as datasets:
         features = datasets.Features({"image": datasets.Image(), "label": datasets.ClassLabel(names=list(dataset.class_names))})
 
-        def split(images: np.ndarray, labels: np.ndarray) -> Any:
+        def split(images: np.ndarray, labels: np.ndarray, groups: np.ndarray | None = None) -> Any:
             channels_last = images.transpose(0, 2, 3, 1)
             pictures = [Image.fromarray(a[:, :, 0] if a.shape[2] == 1 else a) for a in channels_last]
-            return datasets.Dataset.from_dict({"image": pictures, "label": labels.tolist()}, features=features)
+            table = datasets.Dataset.from_dict({"image": pictures, "label": labels.tolist()}, features=features)
+            return table if groups is None else table.add_column("group", groups.tolist())
 
-        parts = {"train": split(dataset.train_images, dataset.train_labels), "test": split(dataset.test_images, dataset.test_labels)}
+        parts = {
+            "train": split(dataset.train_images, dataset.train_labels, dataset.train_groups),
+            "test": split(dataset.test_images, dataset.test_labels),
+        }
         if dataset.val_images is not None and dataset.val_labels is not None:
             parts["validation"] = split(dataset.val_images, dataset.val_labels)
         datasets.DatasetDict(parts).save_to_disk(str(folder))

@@ -81,30 +81,36 @@ def check_dataset_name(name: str) -> None:
 
 
 def load_dataset(
-    name: str, root: str | Path | None = None, download: bool = False, image_column: str | None = None, label_column: str | None = None
+    name: str,
+    root: str | Path | None = None,
+    download: bool = False,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    group_column: str | None = None,
 ) -> Dataset:
     """Load dataset ``name`` from ``root`` (only there), or from its default places; download only if ``download``.
 
     ``hf:PATH`` is a Hugging Face dataset (:mod:`fedprior.data.huggingface`), read with ``image_column`` and
-    ``label_column`` (unset: its ``image``/``img`` and ``label`` columns); PATH says where, so ``root`` is refused.
+    ``label_column`` (unset: its ``image``/``img`` and ``label`` columns), and ``group_column`` (unset: none) as each training
+    image's natural owner; PATH says where, so ``root`` is refused.
     """
     check_dataset_name(name)
-    check_columns(name, root, image_column, label_column)
+    check_columns(name, root, image_column, label_column, group_column)
     if is_hf(name):
         from fedprior.data.huggingface import load_hf
 
-        return load_hf(name, download, image_column, label_column)
+        return load_hf(name, download, image_column, label_column, group_column)
     if root and DATASETS[name].builtin:
         raise ConfigError(f"data.root: dataset '{name}' is built into a Python package and reads no files; remove data.root")
     return DATASETS[name].loader(Path(root).expanduser() if root else None, download)
 
 
-def check_columns(name: str, root: str | Path | None, image_column: str | None, label_column: str | None) -> None:
-    """``data.image_column`` and ``data.label_column`` only with ``hf:PATH``, and ``data.root`` never with it."""
+def check_columns(name: str, root: str | Path | None, image_column: str | None, label_column: str | None, group_column: str | None = None) -> None:
+    """``data.image_column``, ``data.label_column`` and ``data.group_column`` only with ``hf:PATH``, and ``data.root`` never with it."""
     if is_hf(name):
         if root:
             raise ConfigError(f"data.root: {name} names its own folder; remove data.root")
         return
-    for field, value in (("image_column", image_column), ("label_column", label_column)):
+    for field, value in (("image_column", image_column), ("label_column", label_column), ("group_column", group_column)):
         if value is not None:
             raise ConfigError(f"data.{field}: applies to data.dataset = 'hf:PATH' only (it is '{name}'); remove it")

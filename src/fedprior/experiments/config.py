@@ -55,6 +55,8 @@ class DataConfig(ConfigSection):
     """With dataset = 'hf:PATH': the column holding the images; unset: 'image', else 'img'."""
     label_column: str | None = Field(None, min_length=1)
     """With dataset = 'hf:PATH': the column holding the labels (a ClassLabel gives the class names); unset: 'label'."""
+    group_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the training split's column naming each image's natural owner (e.g. a writer), for partition.scheme = 'natural' or 'flwr:NaturalIdPartitioner' (`fedprior datasets export` writes it as 'group'); unset: none."""
     train_subset: int = Field(0, ge=0)
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
@@ -206,7 +208,7 @@ class ExperimentConfig(ConfigSection):
         check_synthetic(self)
         from fedprior.data.registry import check_columns
 
-        check_columns(self.data.dataset, self.data.root, self.data.image_column, self.data.label_column)
+        check_columns(self.data.dataset, self.data.root, self.data.image_column, self.data.label_column, self.data.group_column)
         from fedprior.partition.flower_datasets import check_flwr_fields
 
         check_flwr_fields(self.partition, federation.num_clients, self.run.seed)
