@@ -271,8 +271,10 @@ def build_partition(
     size_ratio: float = 10.0,
     root: str | Path | None = None,
     download: bool = False,
+    flwr_kwargs: dict[str, Any] | None = None,
 ) -> PartitionResult:
-    """Split ``dataset``'s training labels over ``num_clients`` clients by ``scheme`` (the config's partition fields)."""
+    """Split ``dataset``'s training labels over ``num_clients`` clients by ``scheme`` (the config's partition fields; ``flwr_kwargs``:
+    the other arguments of a ``flwr:NAME`` scheme's flwr-datasets partitioner)."""
     from fedprior.data import load_dataset
     from fedprior.partition.config import PartitionConfig
     from fedprior.partition.factory import make_partitioner
@@ -280,7 +282,7 @@ def build_partition(
 
     # unchecked here, as before: each partitioner checks the parameters it uses, naming them
     fields = PartitionConfig.model_construct(
-        scheme=scheme,  # type: ignore[arg-type]
+        scheme=scheme,
         shards=shards,
         alpha=alpha,
         min_size=min_size,
@@ -288,6 +290,7 @@ def build_partition(
         balance=balance,
         sizes=sizes,  # type: ignore[arg-type]
         size_ratio=size_ratio,
+        flwr_kwargs=dict(flwr_kwargs or {}),
     )
     partitioner = make_partitioner(fields, num_clients, seed)
     data = load_dataset(dataset, root, download)

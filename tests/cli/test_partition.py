@@ -103,6 +103,15 @@ def test_plot_writes_a_png_and_json_stays_clean(tmp_path):
         (["--scheme", "quantity", "--sizes", "zipf"], r"--sizes \(partition.sizes\): unknown value 'zipf'; accepted: linear, exponential, power-law"),
         (["--scheme", "quantity", "--size-ratio", "0.5"], r"--size-ratio \(partition.size_ratio\): .* finite number >= 1, got 0.5"),
         (["--scheme", "quantity", "--size-ratio", "1e9"], r"--size-ratio \(partition.size_ratio\): 1e\+09 leaves client 0 without a sample"),
+        (
+            ["--scheme", "flwr:Dirichlet"],
+            r"--scheme \(partition.scheme\): unknown flwr-datasets partitioner 'Dirichlet'; accepted: flwr:ContinuousPartitioner, ",
+        ),
+        (
+            ["--scheme", "flwr:DirichletPartitioner", "--flwr-kwargs", "{min_size = 1}"],
+            r"--flwr-kwargs \(partition.flwr_kwargs\): DirichletPartitioner takes no argument 'min_size'; accepted: partition_by, alpha, ",
+        ),
+        (["--scheme", "flwr:DirichletPartitioner", "--flwr-kwargs", "min_size"], r"--flwr-kwargs \(partition.flwr_kwargs\): not a TOML inline table"),
     ],
 )
 def test_errors_are_one_line_without_traceback(args, expected):
@@ -115,6 +124,21 @@ def test_errors_are_one_line_without_traceback(args, expected):
 
     assert re.search(expected, message), message
     assert result.stdout == ""
+
+
+def test_a_flwr_datasets_scheme_gives_its_partition_with_fedpriors_statistics(digits_labels):
+    pytest.importorskip("flwr_datasets")
+    from fedprior.partition.flower_datasets import FlowerDatasetsPartitioner
+
+    args = ("--scheme", "flwr:DirichletPartitioner", "--clients", "8", "--alpha", "0.5", "--seed", "3", "--flwr-kwargs", "{min_partition_size = 0}", "--json")
+    result = invoke(*args)
+    assert result.exit_code == 0, result.output
+    record = json.loads(result.stdout)
+    assert record["scheme"] == "flwr:DirichletPartitioner"
+    assert record["parameters"] == {"num_clients": 8, "seed": 3, "alpha": 0.5, "partition_by": "label", "min_partition_size": 0, "flwr_shuffle": True}
+    parts = FlowerDatasetsPartitioner("flwr:DirichletPartitioner", 8, 3, alpha=0.5, kwargs={"min_partition_size": 0}).split(digits_labels)
+    assert record["class_counts"] == [np.bincount(digits_labels[p], minlength=10).tolist() for p in parts]
+    assert {"beta_cib", "beta_hetero", "classes_per_client"} <= set(record)
 
 
 def test_unknown_dataset_is_a_clear_error():

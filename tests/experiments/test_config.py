@@ -39,7 +39,10 @@ def test_overrides_are_typed():
         ("federation.roundz=3", "federation.roundz: unknown key; accepted: rounds, num_clients"),
         ("algorithm.lrr=1", "algorithm.lrr: unknown key; accepted: model, lr"),
         ("algorithm.lr=0", "algorithm.lr: input should be greater than 0"),
-        ("partition.scheme=foo", "partition.scheme: input should be 'iid', 'shard', 'dirichlet', 'window', 'natural' or 'quantity'"),
+        (
+            "partition.scheme=foo",
+            "partition.scheme: unknown scheme 'foo'; accepted: iid, shard, dirichlet, window, natural, quantity, or 'flwr:' and the class name of a flwr-datasets partitioner (got 'foo')",
+        ),
         ("algorithm.name=nope", "algorithm.name: unknown algorithm 'nope'; accepted: fedavg"),
         ("bogus.x=1", "unknown section 'bogus'"),
         ("federation", "expected section.key=value"),

@@ -6,6 +6,7 @@ embedded digits data: a few clients, a few rounds.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 
@@ -21,6 +22,7 @@ from fedprior.experiments.runner import resume, start  # noqa: E402
 from fedprior.runtime.checkpoint import load_checkpoint  # noqa: E402
 
 pytestmark = pytest.mark.slow
+FLWR_DATASETS = importlib.util.find_spec("flwr_datasets") is not None
 
 CNN = ("fedavg-cnn", ["data.dataset=digits", "federation.num_clients=6", "federation.rounds=3", "federation.fraction=0.5"])
 ROBUST = (
@@ -54,6 +56,17 @@ POWER_OF_CHOICE = (  # the candidates' losses are asked of the Flower nodes by a
         "federation.fraction=0.34",
         "federation.sampler='power-of-choice'",
         "federation.power_of_choice_candidates=4",
+    ],
+)
+FLWR_DIRICHLET = (  # flwr-datasets' own DirichletPartitioner (partition.scheme = 'flwr:...', the hf extra) splits the clients on the nodes too
+    "fedavg-cnn",
+    [
+        "data.dataset=digits",
+        "federation.num_clients=6",
+        "federation.rounds=2",
+        "federation.fraction=0.5",
+        "partition.scheme='flwr:DirichletPartitioner'",
+        "partition.alpha=0.5",
     ],
 )
 FST = (
@@ -110,15 +123,16 @@ def assert_flower_run_is_the_local_one(flower, local, flower_dir, local_dir):
 
 @pytest.mark.parametrize(
     "experiment",
-    # the attack, per-client and Power-of-Choice cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite
+    # the attack, per-client, Power-of-Choice and flwr-datasets Dirichlet cases start Ray once more (~30 s each): they run with CI's Flower step (-m federation_processes), not in the default suite
     [
         CNN,
         FST,
         pytest.param(ROBUST, marks=pytest.mark.federation_processes),
         pytest.param(PER_CLIENT, marks=pytest.mark.federation_processes),
         pytest.param(POWER_OF_CHOICE, marks=pytest.mark.federation_processes),
+        pytest.param(FLWR_DIRICHLET, marks=[pytest.mark.federation_processes, pytest.mark.skipif(not FLWR_DATASETS, reason="needs the hf extra")]),
     ],
-    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client", "power-of-choice"],
+    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client", "power-of-choice", "flwr-dirichlet"],
 )
 def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")

@@ -1,4 +1,5 @@
-"""``fedprior datasets``: every registered dataset, a line each, and whether it is here."""
+"""``fedprior datasets``: every registered dataset, a line each, and whether it is here; ``fedprior datasets export NAME FOLDER``
+writes one as a Hugging Face dataset."""
 
 from __future__ import annotations
 
@@ -51,12 +52,23 @@ def availability(name: str, root: Path | None) -> tuple[bool, str]:
         return False, str(error) if root is not None else ""
 
 
-@app.command()
+datasets_app = typer.Typer(
+    help="List the registered datasets and whether each is available here (nothing is downloaded); `fedprior datasets export NAME FOLDER` writes one as a Hugging Face dataset.",
+    invoke_without_command=True,
+    no_args_is_help=False,
+)
+app.add_typer(datasets_app, name="datasets")
+
+
+@datasets_app.callback()
 @user_errors
 def datasets(
+    ctx: typer.Context,
     root: Path | None = typer.Option(None, "--root", help="Look only in this folder, as data.root does."),
 ) -> None:
     """List the registered datasets and whether each is available here (nothing is downloaded)."""
+    if ctx.invoked_subcommand is not None:
+        return
     from fedprior.data.registry import DATASETS
 
     root = root.expanduser() if root else None
@@ -66,3 +78,31 @@ def datasets(
         description = spec.description + (f"\n[dim]{escape(where)}[/]" if where else "")
         table.add_row(spec.name, "[green]yes[/]" if found else "no", description)
     print_table(make_console(), table)
+
+
+@datasets_app.command("export")
+@user_errors
+def export(
+    name: str = typer.Argument(..., help="A shipped dataset (see `fedprior datasets`)."),
+    folder: Path = typer.Argument(..., help="The folder to write (save_to_disk); it must not exist yet."),
+    root: Path | None = typer.Option(None, "--root", help="Read the dataset's files from this folder only (data.root)."),
+) -> None:
+    """Write a shipped dataset as a Hugging Face dataset (train/test/validation splits, columns image and label with the class names);
+    `--set data.dataset=hf:FOLDER` then runs on it, with the same numbers."""
+    from fedprior.data.huggingface import export_hf, is_hf
+    from fedprior.data.registry import DATASETS, load_dataset
+
+    if is_hf(name) or name not in DATASETS or DATASETS[name].generated:
+        shipped = [n for n, spec in DATASETS.items() if not spec.generated]
+        raise FedpriorError(f"NAME: {name!r} is not a shipped dataset with files to export; accepted: {', '.join(shipped)}")
+    folder = folder.expanduser()
+    if folder.exists():
+        raise FedpriorError(f"FOLDER: {folder} exists already; give a new folder")
+    data = load_dataset(name, root)
+    export_hf(data, folder)
+    sizes = ", ".join(
+        f"{split} {len(labels):,}"
+        for split, labels in (("train", data.train_labels), ("test", data.test_labels), ("validation", data.val_labels))
+        if labels is not None
+    )
+    typer.echo(f"{name} written to {folder} as a Hugging Face dataset ({sizes}); run on it with --set data.dataset=hf:{folder}")

@@ -76,7 +76,9 @@ def encode(
     check_dataset_name(data_config.dataset)
     check_encoder_name(encoder_config.name)
     where = resolve_device(device)
-    data = load_dataset(data_config.dataset, data_config.root, data_config.download)
+    data = load_dataset(
+        data_config.dataset, data_config.root, data_config.download, data_config.image_column, data_config.label_column, data_config.group_column
+    )
     start = time.perf_counter()
     model = build_encoder(encoder_config, data, where)
     weights = f", {model.weights} weights" if hasattr(model, "weights") else ""  # locked-text: shipped, cache or trained

@@ -38,6 +38,7 @@ OPTION_OF_FIELD = {
     "partition.size_ratio": "--size-ratio",
     "partition.num_labeled": "--labeled",
     "partition.num_unlabeled": "--unlabeled",
+    "partition.flwr_kwargs": "--flwr-kwargs",
 }
 
 SPARK = "▁▂▃▄▅▆▇█"
@@ -134,6 +135,19 @@ def _print_summary(dataset: str, scheme: str, parameters: dict, summary: dict, s
     print_table(console, table)
 
 
+def _inline_table(text: str) -> dict[str, Any]:
+    """``--flwr-kwargs``: a TOML inline table such as ``{min_partition_size = 0, self_balancing = true}``."""
+    import tomllib
+
+    try:
+        value = tomllib.loads(f"value = {text}")["value"]
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"--flwr-kwargs (partition.flwr_kwargs): not a TOML inline table ({error}); e.g. '{{min_partition_size = 0}}'") from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--flwr-kwargs (partition.flwr_kwargs): not a TOML inline table (got {text!r}); e.g. '{{min_partition_size = 0}}'")
+    return value
+
+
 # The options that shape the partition; with --preset the preset's fields do, changed with --set.
 SHAPING_OPTIONS = {
     "dataset": "data.dataset",
@@ -149,6 +163,8 @@ SHAPING_OPTIONS = {
     "labeled": "partition.num_labeled",
     "unlabeled": "partition.num_unlabeled",
     "labeled_in_unlabeled": "partition.labeled_in_unlabeled",
+    "flwr_kwargs": "partition.flwr_kwargs",
+    "flwr_shuffle": "partition.flwr_shuffle",
     "seed": "run.seed",
     "root": "data.root",
     "download": "data.download",
@@ -207,7 +223,11 @@ def _preset_line(preset: dict[str, Any], overrides: list[str]) -> str:
 def partition(
     ctx: typer.Context,
     dataset: str = typer.Option(DEFAULT_DATASET, "--dataset", help="Dataset whose training split is partitioned (see data.dataset)."),
-    scheme: str = typer.Option("iid", "--scheme", help="iid, shard, dirichlet, window or quantity (partition.scheme)."),
+    scheme: str = typer.Option(
+        "iid",
+        "--scheme",
+        help="iid, shard, dirichlet, window, quantity, or flwr:NAME, flwr-datasets' partitioner NAME, e.g. flwr:DirichletPartitioner (partition.scheme).",
+    ),
     clients: int = typer.Option(DEFAULT_CLIENTS, "--clients", help="Number of clients (federation.num_clients)."),
     shards: int = typer.Option(DEFAULT_SHARDS, "--shards", help="scheme=shard: shards per client (partition.shards)."),
     alpha: float = typer.Option(DEFAULT_ALPHA, "--alpha", help="scheme=dirichlet: concentration; smaller is more skewed (partition.alpha)."),
@@ -232,6 +252,16 @@ def partition(
         True,
         "--labeled-in-unlabeled/--labeled-apart",
         help="With --labeled: each client's unlabeled pool also holds its labeled images without labels (partition.labeled_in_unlabeled).",
+    ),
+    flwr_kwargs: str = typer.Option(
+        "{}",
+        "--flwr-kwargs",
+        help="scheme=flwr:NAME: the partitioner's other arguments as a TOML inline table, e.g. '{min_partition_size = 0}' (partition.flwr_kwargs).",
+    ),
+    flwr_shuffle: bool = typer.Option(
+        True,
+        "--flwr-shuffle/--flwr-unshuffled",
+        help="scheme=flwr:NAME: shuffle the rows with the seed first, as FederatedDataset does (partition.flwr_shuffle).",
     ),
     seed: int = typer.Option(0, "--seed", help="Seed of the partition (run.seed)."),
     root: str | None = typer.Option(None, "--root", help="Folder holding the dataset's files (data.root)."),
@@ -286,7 +316,7 @@ def partition(
     else:
         # unchecked here, as before: each partitioner checks the parameters it uses, naming them (the options, through _with_option)
         fields = PartitionConfig.model_construct(
-            scheme=scheme,  # type: ignore[arg-type]
+            scheme=scheme,
             shards=shards,
             alpha=alpha,
             min_size=min_size,
@@ -297,6 +327,8 @@ def partition(
             num_labeled=labeled,
             num_unlabeled=unlabeled,
             labeled_in_unlabeled=labeled_in_unlabeled,
+            flwr_kwargs=_inline_table(flwr_kwargs),
+            flwr_shuffle=flwr_shuffle,
         )
         try:
             splitter = make_partitioner(fields, clients, seed)

@@ -12,6 +12,7 @@ from fedprior.data.dataset import Dataset
 from fedprior.data.digits import load_digits
 from fedprior.data.fashion_mnist import load_fashion_mnist
 from fedprior.data.femnist import load_femnist
+from fedprior.data.huggingface import hf_path, is_hf
 from fedprior.data.kvasir import load_kvasir
 from fedprior.data.medmnist import medmnist_loader
 from fedprior.data.oct_c8 import load_oct_c8
@@ -72,13 +73,44 @@ register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST Or
 
 
 def check_dataset_name(name: str) -> None:
+    if is_hf(name):
+        hf_path(name)
+        return
     if name not in DATASETS:
-        raise ConfigError(f"data.dataset: unknown dataset '{name}'; accepted: {', '.join(sorted(DATASETS))}")
+        raise ConfigError(f"data.dataset: unknown dataset '{name}'; accepted: {', '.join(sorted(DATASETS))}, or hf:PATH (a Hugging Face dataset)")
 
 
-def load_dataset(name: str, root: str | Path | None = None, download: bool = False) -> Dataset:
-    """Load dataset ``name`` from ``root`` (only there), or from its default places; download only if ``download``."""
+def load_dataset(
+    name: str,
+    root: str | Path | None = None,
+    download: bool = False,
+    image_column: str | None = None,
+    label_column: str | None = None,
+    group_column: str | None = None,
+) -> Dataset:
+    """Load dataset ``name`` from ``root`` (only there), or from its default places; download only if ``download``.
+
+    ``hf:PATH`` is a Hugging Face dataset (:mod:`fedprior.data.huggingface`), read with ``image_column`` and
+    ``label_column`` (unset: its ``image``/``img`` and ``label`` columns), and ``group_column`` (unset: none) as each training
+    image's natural owner; PATH says where, so ``root`` is refused.
+    """
     check_dataset_name(name)
+    check_columns(name, root, image_column, label_column, group_column)
+    if is_hf(name):
+        from fedprior.data.huggingface import load_hf
+
+        return load_hf(name, download, image_column, label_column, group_column)
     if root and DATASETS[name].builtin:
         raise ConfigError(f"data.root: dataset '{name}' is built into a Python package and reads no files; remove data.root")
     return DATASETS[name].loader(Path(root).expanduser() if root else None, download)
+
+
+def check_columns(name: str, root: str | Path | None, image_column: str | None, label_column: str | None, group_column: str | None = None) -> None:
+    """``data.image_column``, ``data.label_column`` and ``data.group_column`` only with ``hf:PATH``, and ``data.root`` never with it."""
+    if is_hf(name):
+        if root:
+            raise ConfigError(f"data.root: {name} names its own folder; remove data.root")
+        return
+    for field, value in (("image_column", image_column), ("label_column", label_column), ("group_column", group_column)):
+        if value is not None:
+            raise ConfigError(f"data.{field}: applies to data.dataset = 'hf:PATH' only (it is '{name}'); remove it")

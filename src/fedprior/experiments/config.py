@@ -50,11 +50,17 @@ from fedprior.validation import CheckedModel, ConfigSection, describe_validation
 
 class DataConfig(ConfigSection):
     dataset: str = "fashion-mnist"
-    """Dataset name (see `fedprior datasets`)."""
+    """Dataset name (see `fedprior datasets`), or 'hf:PATH': a Hugging Face dataset saved in the folder PATH (save_to_disk, parquet or arrow files, an imagefolder; docs/huggingface.md), or with data.download = true a Hub name."""
     root: str | None = None
     """Folder holding the dataset's files; unset: the default places (Debian package folder, user cache)."""
     download: bool = False
     """Allow downloading a missing dataset (never happens otherwise)."""
+    image_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the column holding the images; unset: 'image', else 'img'."""
+    label_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the column holding the labels (a ClassLabel gives the class names); unset: 'label'."""
+    group_column: str | None = Field(None, min_length=1)
+    """With dataset = 'hf:PATH': the training split's column naming each image's natural owner (e.g. a writer), for partition.scheme = 'natural' or 'flwr:NaturalIdPartitioner' (`fedprior datasets export` writes it as 'group'); unset: none."""
     train_subset: int = Field(0, ge=0)
     """Train on a class-balanced random subset of this many training images (size // classes per class; a fixed draw, the same for every run seed); 0: all of them."""
     validation_fraction: float = Field(0.1, gt=0, lt=1)
@@ -214,6 +220,12 @@ class ExperimentConfig(ConfigSection):
                 "system.partial_work: model = 'linear' trains batched heads, which cannot stop their local work early; accepted with an image model "
                 "(fedavg, fedprox, moon), or partial_work = false"
             )
+        from fedprior.data.registry import check_columns
+
+        check_columns(self.data.dataset, self.data.root, self.data.image_column, self.data.label_column, self.data.group_column)
+        from fedprior.partition.flower_datasets import check_flwr_fields
+
+        check_flwr_fields(self.partition, federation.num_clients, self.run.seed)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -351,9 +363,13 @@ SECTIONS = ("data", "partition", "encoder", "algorithm", "federation", "privacy"
 
 
 def toml_line(key: str, value: Any) -> str:
-    """``key = value`` in TOML (the key quoted where it must be)."""
+    """``key = value`` in TOML (the key quoted where it must be); a table (``partition.flwr_kwargs``) as an inline table, so that the
+    keys after it stay in their section."""
     import tomli_w
 
+    if isinstance(value, dict):
+        name = tomli_w.dumps({key: 0}).rsplit(" = ", 1)[0]
+        return f"{name} = {{{', '.join(toml_line(k, v) for k, v in value.items())}}}"
     return tomli_w.dumps({key: value}).rstrip("\n")
 
 
@@ -634,11 +650,17 @@ def partition_text(config: ExperimentConfig) -> str:
         "window": f"scenario {p.scenario}" if p.scenario else f"class windows of {p.window}",
         "natural": "the dataset's own clients",
         "quantity": f"IID, {p.sizes} sizes up to {p.size_ratio:g}x",
-    }[p.scheme]
+    }.get(p.scheme) or flwr_text(p)
     if p.num_labeled:
         unlabeled = f"{p.num_unlabeled:,}" if p.num_unlabeled else "all other"
         scheme += f", {p.num_labeled:,} labels + {unlabeled} unlabeled images"
     return scheme
+
+
+def flwr_text(p: PartitionConfig) -> str:
+    """``partition.scheme = 'flwr:NAME'`` in words: the partitioner and the arguments fedprior does not set itself."""
+    extra = ", ".join(f"{key}={value}" for key, value in p.flwr_kwargs.items())
+    return f"flwr-datasets {p.scheme.removeprefix('flwr:')}" + (f" ({extra})" if extra else "") + ("" if p.flwr_shuffle else ", unshuffled")
 
 
 def own_description(name: str, config: ExperimentConfig, origin: str = "") -> str:

@@ -29,7 +29,9 @@ def planned_split(config: ExperimentConfig) -> tuple[Dataset, np.ndarray, Client
     The run's own path (:func:`~fedprior.experiments.client_split.client_split`) on the labels only:
     nothing is encoded or trained. ``fedprior run --dry-run`` and ``fedprior partition --preset`` use it.
     """
-    dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+    dataset = load_dataset(
+        config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column
+    )
     reserved = reserved_train_indices(config.encoder, dataset)
     return dataset, reserved, client_split(config, dataset, reserved)
 
@@ -121,11 +123,11 @@ def check_built_algorithm(config: ExperimentConfig, dataset: Dataset, which: str
 def check_planned_algorithms(planned: list[tuple[ExperimentConfig, str]]) -> None:
     """:func:`check_built_algorithm` for each of a grid's planned configs that needs it (``(config, which)`` pairs), before
     any of them trains: each dataset is loaded once (the run's own loader, labels and images, nothing encoded)."""
-    datasets: dict[tuple[str, str | None, bool], Dataset] = {}
+    datasets: dict[tuple[str, str | None, bool, str | None, str | None, str | None], Dataset] = {}
     for config, which in planned:
         if not needs_built_algorithm(config):
             continue
-        key = (config.data.dataset, config.data.root, config.data.download)
+        key = (config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column)
         if key not in datasets:
             datasets[key] = load_dataset(*key)
         check_built_algorithm(config, datasets[key], which)

@@ -70,7 +70,9 @@ def prepared_data(config: ExperimentConfig, device: torch.device = torch.device(
     key = json.dumps([config.data.model_dump(), config.encoder.model_dump(), device.type], sort_keys=True)
     if key not in _PREPARED:
         _PREPARED.clear()
-        dataset = load_dataset(config.data.dataset, config.data.root, config.data.download)
+        dataset = load_dataset(
+            config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column
+        )
         if config.encoder.name != "none" and config.run.model_selection == "validation" and dataset.val_images is None:
             check_hold_out(dataset.train_labels, config.data.validation_fraction)  # before encoding; hold_out checks the pool
         _PREPARED[key] = (dataset, model_inputs(config, dataset, device))

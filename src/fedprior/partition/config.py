@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
 from fedprior.validation import ConfigSection
 
+SCHEME_NAMES = ("iid", "shard", "dirichlet", "window", "natural", "quantity")
+FLWR_PREFIX = "flwr:"
+
 
 class PartitionConfig(ConfigSection):
-    scheme: Literal["iid", "shard", "dirichlet", "window", "natural", "quantity"] = "iid"
-    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers), quantity (IID draws of skewed sizes: partition.sizes, partition.size_ratio)."""
+    scheme: str = "iid"
+    """How the training set is split over clients: iid, shard (sort by label, s shards each), dirichlet (LDA), window (fixed class windows), natural (one client per natural owner, e.g. FEMNIST writers), quantity (IID draws of skewed sizes: partition.sizes, partition.size_ratio), or flwr:NAME, flwr-datasets' partitioner NAME (e.g. flwr:DirichletPartitioner; the hf extra; docs/huggingface.md)."""
     shards: int = Field(2, ge=1)
     """Shards per client for scheme=shard (the FST-CBDG paper, Sec. 4.1: N*s shards of the label-sorted data)."""
     alpha: float = Field(0.5, gt=0)
@@ -38,8 +42,23 @@ class PartitionConfig(ConfigSection):
     """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
     labeled_in_unlabeled: bool = True
     """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (the FedDB paper, Sec. 5.1)."""
+    flwr_kwargs: dict[str, Any] = {}
+    """For scheme=flwr:NAME: the partitioner's other constructor arguments, e.g. {min_partition_size = 10, self_balancing = true}; num_partitions, seed, partition_by, alpha, num_shards_per_partition and num_classes_per_partition come from federation.num_clients, run.seed, the label column, partition.alpha, partition.shards and partition.window unless given here (num_partitions and seed never)."""
+    flwr_shuffle: bool = True
+    """For scheme=flwr:NAME: shuffle the training rows with the run seed before the partitioner sees them, as flwr-datasets' FederatedDataset does (shuffle=True); false hands them over in the dataset's order."""
     local_test_fraction: float = Field(0.0, ge=0, lt=1)
     """Hold out this fraction of each client's data (at least one image, stratified by class) as its local test split: each client's model is then scored on it at every evaluation, per client (mean, sd, worst 10%; docs/runs.md). 0 = none, every image trains."""
+
+    @field_validator("scheme")
+    @classmethod
+    def _known_scheme(cls, value: str) -> str:
+        if value in SCHEME_NAMES or (value.startswith(FLWR_PREFIX) and len(value) > len(FLWR_PREFIX)):
+            return value
+        raise PydanticCustomError(
+            "scheme",
+            "unknown scheme {value}; accepted: {accepted}, or 'flwr:' and the class name of a flwr-datasets partitioner",
+            {"value": repr(value), "accepted": ", ".join(SCHEME_NAMES)},
+        )
 
     def scheme_parameters(self) -> dict[str, Any]:
         """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""
@@ -51,4 +70,11 @@ class PartitionConfig(ConfigSection):
             return {"window": self.window}
         if self.scheme == "quantity":
             return {"sizes": self.sizes, "size_ratio": self.size_ratio}
+        if self.scheme.startswith(FLWR_PREFIX):  # the arguments flwr-datasets' partitioner gets, less the clients and the seed
+            from fedprior.partition.flower_datasets import partitioner_arguments
+
+            arguments = partitioner_arguments(
+                self.scheme, 1, 0, alpha=self.alpha, shards=self.shards, window=self.window, kwargs=self.flwr_kwargs, has_groups=None
+            )
+            return {**{k: v for k, v in arguments.items() if k not in ("num_partitions", "seed")}, "flwr_shuffle": self.flwr_shuffle}
         return {}

@@ -17,6 +17,7 @@ SCHEMES: dict[str, str] = {
     "window": "client m holds classes mW..mW+W-1 mod n, equal counts (the MFCL paper's Tables 1 and 4)",
     "natural": "each client is one natural owner of the data, e.g. a FEMNIST writer (the FedBM paper, Sec. IV-A1)",
     "quantity": "IID draws of skewed sizes, linear, exponential or power-law in the client id (as flwr-datasets' size partitioners)",
+    "flwr:NAME": "flwr-datasets' partitioner NAME itself (e.g. flwr:DirichletPartitioner), its other arguments from partition.flwr_kwargs (docs/huggingface.md)",
 }
 """The partition schemes ``partition.scheme`` accepts, with a line each."""
 
@@ -26,9 +27,24 @@ def scheme_partitioner(config: PartitionConfig, num_clients: int, seed: int, gro
 
     ``shards`` serves scheme ``shard``, ``alpha``, ``min_size`` and ``balance`` (the FedDB
     code's variant) serve ``dirichlet``, ``window`` serves ``window``, ``sizes`` and ``size_ratio`` serve ``quantity``, ``groups`` (each position's
-    owner, aligned with the labels ``split`` gets) serves ``natural``; the others are ignored.
+    owner, aligned with the labels ``split`` gets) serves ``natural``; ``flwr:NAME`` is flwr-datasets' partitioner NAME
+    (:mod:`fedprior.partition.flower_datasets`: alpha, shards, window, groups, flwr_kwargs and flwr_shuffle); the others are ignored.
     """
     scheme = config.scheme
+    if scheme.startswith("flwr:"):
+        from fedprior.partition.flower_datasets import FlowerDatasetsPartitioner
+
+        return FlowerDatasetsPartitioner(
+            scheme,
+            num_clients,
+            seed,
+            alpha=config.alpha,
+            shards=config.shards,
+            window=config.window,
+            kwargs=config.flwr_kwargs,
+            shuffle=config.flwr_shuffle,
+            groups=groups,
+        )
     if scheme == "iid":
         from fedprior.partition.iid import IidPartitioner
 
