@@ -63,7 +63,8 @@ def kept(name: str, folder: str, *fields: str) -> list[float]:
 
 
 Getter = Callable[[str, str], list[Any]]
-"""(docs row label, docs column header) -> the JSON values the cell quotes, in the order it prints them (text: a word it must hold)."""
+"""(docs row label, docs column header) -> the JSON values the cell quotes, in the order it prints them (text: a word it must
+hold; ``...``: a number the cell quotes from no committed file, e.g. an older run in brackets)."""
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def mismatches(table: DocTable) -> list[str]:
             if len(checked) > len(numbers) or any(v is None for v in numbers[: len(checked)]):
                 out.append(f"{table.doc}: {label} / {column}: {text!r} quotes {len(checked)} numbers, the JSON has {numbers}")
                 continue
-            wrong = [(q, v) for q, v in zip(checked, numbers, strict=False) if not agrees(q, v)]
+            wrong = [(q, v) for q, v in zip(checked, numbers, strict=False) if v is not ... and not agrees(q, v)]
             missing = [w for w in words if w not in text]
             if wrong or missing:
                 out.append(f"{table.doc}: {label} / {column}: {text!r} against the JSON's {expected}")
@@ -964,6 +965,45 @@ DOCS += (
     ),
 )
 
+# ------------------------------------------------------------------------------------------------ docs/runtime.md: paper scale on the CPU
+
+PAPER_SCALE_ROWS = {
+    "FedDB (ConvNet 8 wide, 20 clients, 2 a round)": "feddb",
+    "MFCL server epoch (1,000 pairs, ResNet-18 8 wide)": "mfcl",
+    "FedBM (ConvNet, 64x64, 6 clients, CGDE every round)": "fedbm",
+}
+PAPER_SCALE_COLUMNS = {
+    "s / round": "seconds_per_round",
+    "TFLOP / round": "tflop_per_round",
+    "TFLOP/s": "achieved_tflops",
+    "evaluation, s": "evaluation_seconds",
+}
+
+
+def paper_scale_cpu(row: str, column: str) -> list[Any]:
+    """paper_scale_cpu.json's small settings; in brackets, the code before issue 19 on the same machine (not kept: ``...``)."""
+    found = result_json("paper_scale_cpu.json")["settings"][PAPER_SCALE_ROWS[row]][PAPER_SCALE_COLUMNS[column]]
+    return [found, ...] if column in ("s / round", "evaluation, s") else [found]
+
+
+LAUNCH_PIECES = {
+    "strong view (FixMatch's RandAugment, two operations, and Cutout)": "strong_view",
+    "WRN-28-2 forward and backward": "forward_backward",
+    "SGD step (the CPU's per-parameter loop; on CUDA one fused kernel)": "optimizer_step",
+    "gradient clipping (per parameter on the CPU; multi-tensor kernels on CUDA)": "clip_grad_norm",
+    "weak view (flip and shift)": "weak_view",
+}
+
+
+def launch_pieces(row: str, column: str) -> list[int]:
+    return [result_json("paper_scale_cpu_launches.json")["settings"]["feddb"]["profile"]["pieces"][LAUNCH_PIECES[row]]["aten_calls"]]
+
+
+DOCS += (
+    DocTable("docs/runtime.md", "| setting (small) | s / round | TFLOP / round | TFLOP/s | evaluation, s |", paper_scale_cpu, tuple(PAPER_SCALE_ROWS)),
+    DocTable("docs/runtime.md", "| piece of a FedDB client step | operator calls |", launch_pieces, tuple(LAUNCH_PIECES)),
+)
+
 # ------------------------------------------------------------------------------------------------ sentences
 
 
@@ -973,7 +1013,67 @@ def fixmatch_under_fedavg(metric: str) -> float:
     return round(fedavg - fixmatch, 2)
 
 
+def effects(setting: str, *seeds: str) -> list[float]:
+    """deviation_effects.json: a setting's option minus default on FedBM's three metrics, mean [95% interval] each; with
+    ``seeds`` ('option', 'default'), first the selected accuracy of each seed of those."""
+    found = result_json("deviation_effects.json")["settings"][setting]["effects"]
+    per_seed = [v for side in seeds for v in found["selected_accuracy"][side]]
+    return per_seed + [found[m]["difference"][k] for m in ("selected_accuracy", "selected_macro_f1", "final_accuracy") for k in ("mean", "low", "high")]
+
+
+THREE = r"selected accuracy (\S+) \[(\S+), (\S+)\], F1 (\S+) \[(\S+), (\S+)\], last round (\S+) \[(\S+), (\S+)\]"
+E2 = r"selected accuracy (\S+), (\S+), (\S+) against (\S+), (\S+), (\S+), (\S+) \[(\S+), (\S+)\], F1 (\S+) \[(\S+), (\S+)\], last round (\S+) \[(\S+), (\S+)\]"
+DEVIATIONS = "| deviation (paper -> default here) | status and measured effect |"
+"""docs/fedbm.md's deviations table: its measured effects are checked as QUOTES (each cell's effects, from
+deviation_effects.json); its other numbers are the paper's lines and equations and the runs' settings (E, seeds)."""
+
+DEVICE = "device-2026-11-28"
+
+
+def device_feddb() -> dict[str, Any]:
+    return result_json(f"{DEVICE}/paper_scale_feddb_bf16.json")["settings"]["feddb"]
+
+
+def fedbm_round(n: int) -> float:
+    """The FedBM paper setting's timed round ``n`` on the H200 (its log: 'timed federated round N: S s')."""
+    found = re.search(rf"^timed federated round {n}: (\S+) s$", (RESULTS / DEVICE / "paper_scale_fedbm_bf16.log").read_text(), re.MULTILINE)
+    assert found
+    return float(found.group(1))
+
+
+MEASURED_ON_THE_H200 = ("| what | measured |", "| target | measured |")
+"""docs/runtime.md's two tables of the 2026-11-28 H200 session: checked as QUOTES, each number from its file in
+benchmarks/results/device-2026-11-28/ (paper_scale_feddb_bf16.json, probe.json, profile.json, paper_scale_mfcl_fp32.json,
+the FedBM log); not checked: the launches counted from the profile's text (about 85,000) and the target table's last
+three rows (the device tests' count and the CUDA/CPU run of 2026-11-27, in their logs)."""
+
 QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
+    ("docs/runtime.md", r"\*\*(\S+) s a round\*\* \((\S+), (\S+)\), (\S+) TFLOP a round, (\S+) TFLOP/s, (\S+)% of the bf16 peak; 800 rounds (\S+) hours",
+     lambda: [device_feddb()["seconds_per_round"], *device_feddb()["round_seconds"], device_feddb()["tflop_per_round"], device_feddb()["achieved_tflops"],
+              percent(device_feddb()["ratio_to_peak"]), device_feddb()["projected_seconds"] / 3600]),
+    ("docs/runtime.md", r"(\S+) TFLOP/s at batch 2,048 channels-last \((\S+) at 512; (\S+) in NCHW\) \(`probe.json`\): a FedDB round at that speed takes (\S+) s",
+     lambda: [result_json(f"{DEVICE}/probe.json")["plain_wrn"][k]["tflops"] for k in ("b2048_cl", "b512_cl", "b2048")]
+     + [device_feddb()["tflop_per_round"] / result_json(f"{DEVICE}/probe.json")["plain_wrn"]["b2048_cl"]["tflops"]]),
+    ("docs/runtime.md", r"\| (\S+)-(\S+) s / (\S+) s \(`profile.json`",
+     lambda: [min(device_feddb()["round_seconds"]), max(device_feddb()["round_seconds"]), result_json(f"{DEVICE}/profile.json")["bench_again_s"]]),
+    ("docs/runtime.md", r"\| \*\*(\S+) s / (\S+) s\*\* \|", lambda: [result_json(f"{DEVICE}/profile.json")[k] for k in ("nobench_first_s", "nobench_again_s")]),
+    ("docs/runtime.md", r"\| (\S+) s, (\S+) s, about", lambda: [result_json(f"{DEVICE}/profile.json")[k] for k in ("profiled_wall_s", "device_busy_s")]),
+    ("docs/runtime.md", r"\| (\S+) s the first round, \*\*(\S+) s\*\* the second \(`paper_scale_fedbm_bf16.log`\)", lambda: [fedbm_round(1), fedbm_round(2)]),
+    ("docs/runtime.md", r"\| \*\*(\S+) s\*\*, (\S+) TFLOP/s \(`paper_scale_mfcl_fp32.json`\)",
+     lambda: [result_json(f"{DEVICE}/paper_scale_mfcl_fp32.json")["settings"]["mfcl"][k] for k in ("seconds_per_round", "achieved_tflops")]),
+    ("docs/runtime.md", r"before: (\S+) s a round with autotuning \(every unlabeled image\); (\S+) s a round of new clients without it",
+     lambda: [device_feddb()["seconds_per_round"], result_json(f"{DEVICE}/profile.json")["nobench_first_s"]]),
+    ("docs/runtime.md", r"before: (\S+) TFLOP/s against the loop's (\S+)-(\S+): about (\S+) ",
+     lambda: [device_feddb()["client_tflops"], *(result_json(f"{DEVICE}/probe.json")["plain_wrn"][k]["tflops"] for k in ("b512_cl", "b2048_cl")),
+              device_feddb()["client_tflops"] / result_json(f"{DEVICE}/probe.json")["plain_wrn"]["b2048_cl"]["tflops"]]),
+    ("docs/runtime.md", r"before: (\S+) s a round \(the second; the first (\S+) s\)", lambda: [fedbm_round(2), fedbm_round(1)]),
+    ("docs/runtime.md", r"\| an MFCL server epoch within 1.5 s \| (\S+) s, (\S+) TFLOP/s",
+     lambda: [result_json(f"{DEVICE}/paper_scale_mfcl_fp32.json")["settings"]["mfcl"][k] for k in ("seconds_per_round", "achieved_tflops")]),
+    ("docs/fedbm.md", r'option `aggregation = "uniform"`: ' + THREE, lambda: effects("fedbm-aggregation-uniform")),
+    ("docs/fedbm.md", r"--only fedbm-synthetic-per-round-e2`[^|]*?" + E2, lambda: effects("fedbm-synthetic-per-round-e2", "option", "default")),
+    ("docs/fedbm.md", r'option `semantic_loss = "cross-entropy"`: ' + THREE, lambda: effects("fedbm-semantic-cross-entropy")),
+    ("docs/fedbm.md", r"--only fedbm-lr-decay-per-epoch-e2`[^|]*?" + E2, lambda: effects("fedbm-lr-decay-per-epoch-e2", "option", "default")),
+    ("docs/fedbm.md", r"Adam at the paper's lr 0.01: " + THREE, lambda: effects("fedbm-adam")),
     # (file, a pattern whose groups are the numbers, what they quote)
     ("docs/feddb.md", r"it ends (\S+) points\s+under FedAvg \(final accuracy; (\S+) best\)",
      lambda: [fixmatch_under_fedavg("final_accuracy"), fixmatch_under_fedavg("best_accuracy")]),
@@ -1092,7 +1192,8 @@ def docs_tables() -> list[tuple[str, str]]:
 
 def mapped_tables() -> Counter[tuple[str, str]]:
     """(file, header line) -> how many of its tables the checks above read number by number."""
-    return Counter((t.doc, t.header) for t in DOCS) + Counter({("docs/fedbm.md", FEDBM_HEADER): len(FEDBM_TABLES)})
+    mapped = Counter((t.doc, t.header) for t in DOCS) + Counter({("docs/fedbm.md", FEDBM_HEADER): len(FEDBM_TABLES), ("docs/fedbm.md", DEVIATIONS): 1})
+    return mapped + Counter(("docs/runtime.md", header) for header in MEASURED_ON_THE_H200)
 
 
 def undecided_tables() -> list[str]:

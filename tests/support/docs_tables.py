@@ -19,8 +19,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/fedbm.md", "| row | algorithm | distinctive step (tested on a hand-made case) |"): "the rows' algorithms and equations (not results)",
     ("docs/fedbm.md", "| table | rows | switch |"): CONFIG,
     ("docs/fedbm.md", "| line | paper | fedprior: file, function | when, where | as the paper, or the deviation |"): WALK,
-    ("docs/fedbm.md", "| deviation (paper -> default here) | status and measured effect |"): "quotes benchmarks/results/deviation_effects.json "
-    "in prose cells (and E = 2 runs of deviation_effects.py --only, not in that file): not yet mapped number by number",
     ("docs/fedbm.md", "| field | default | note |"): CONFIG,
     ("docs/fedbm.md", "| # | step | paper | the code | fedprior | same or differs |"): WALK,
     # docs/feddb.md
@@ -79,16 +77,7 @@ EXEMPT: dict[tuple[str, str], str] = {
     + ": copies counted with tests/experiments/test_resident.py's copy log at the time, not kept",
     ("docs/runtime.md", "| work | threads |"): CONFIG,
     ("docs/runtime.md", "| figure | value | target |"): NO_SOURCE + ": the 2026-11-23 run of the overhead benchmark, not kept",
-    ("docs/runtime.md", "| setting (small) | s / round | TFLOP / round | TFLOP/s | evaluation, s |"): "quotes benchmarks/results/paper_scale_cpu.json "
-    "(and, in brackets, a run of the code before issue 19, not kept): not yet mapped number by number",
-    ("docs/runtime.md", "| what | measured |"): "quotes benchmarks/results/device-2026-11-28/ (several files, in prose cells): not yet mapped number by number",
-    ("docs/runtime.md", "| piece of a FedDB client step | operator calls |"): "quotes benchmarks/results/paper_scale_cpu_launches.json: "
-    "not yet mapped number by number",
     ("docs/runtime.md", "| step | what | limit, s |"): "the device script's steps and their time limits (configuration, not results)",
-    (
-        "docs/runtime.md",
-        "| target | measured |",
-    ): "issue 43's targets beside prose quoting benchmarks/results/device-2026-11-28/: not yet mapped number by number",
     # docs/scale-audit.md
     ("docs/scale-audit.md", "| structure | where | order | note |"): "the data structures' growth orders (an audit of the code, not results)",
     # docs/server-optimizers.md
