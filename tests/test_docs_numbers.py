@@ -6,6 +6,10 @@ columns holds. A quoted number must be the JSON's value rounded half away from z
 print (``reproduce.table_page.rounded``, as table.md rounds it); a row or column the map does not name fails the test
 (unless listed as not quoted from a committed file), so a table cannot drift from its JSON, nor grow unchecked.
 Sentences outside tables that quote a number are checked as QUOTES: a pattern and the JSON values it must hold.
+
+Every table of numbers in docs/*.md and README.md (issue 52 item 5) is either checked here or exempt, with a one-line
+reason, in ``tests/support/docs_tables.py``; a table added to the docs without that decision fails
+(:func:`undecided_tables`).
 """
 
 from __future__ import annotations
