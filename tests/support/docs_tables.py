@@ -28,7 +28,7 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/feddb.md", "| paper | what it does | file: function | when, where, with what | status |"): WALK,
     ("docs/feddb.md", "| baseline | rows it changes | status |"): "the baselines' algorithm lines (not results)",
     ("docs/feddb.md", "| 40 rounds | L_u (last 5) | L_s | confident images per client | coverage | labeled-only clients | accuracy |"): NO_SOURCE
-    + ": three fedprior run's of the feddb preset before strong_augment existed (their metrics.jsonl not kept)",
+    + ": three fedprior runs of the feddb preset before strong_augment existed (their metrics.jsonl not kept)",
     ("docs/feddb.md", "| control (rows; needed: the gated claim's paper gap) | question | steps, and what is matched |"): "the controls' step "
     "counts, computed from the presets (checked by tests/algorithms/test_central.py; not results)",
     ("docs/feddb.md", "| method | best acc | final acc | last-10% move | PL acc | wall s (each seed) |"): NO_SOURCE
