@@ -4,8 +4,8 @@ On the 2-core CPU no candidate setting let the central controls pass within the 
 (``benchmarks/results/feddb_setting_central.json``, ``mfcl_setting.json``). This command runs the same tables'
 embedded grids, one column each, with wider networks and hundreds of rounds, on a GPU, each cell with the seeds the
 table's stored seed plan gives it (issue 52 item 6: :func:`planned_seeds`, read from ``benchmarks/results/tables/NAME.json``,
-passed to ``fedprior table --planned-seeds``), so that the first run on a GPU includes them; ``--seeds N`` runs N seeds
-in every cell instead (``--seeds 1``: the single seed this command ran before):
+passed to ``fedprior table --planned-seeds``; ``--records DIR`` reads them elsewhere), so that the first run on a GPU
+includes them; ``--seeds N`` runs N seeds in every cell instead (``--seeds 1``: the single seed this command ran before):
 
 - FedDB Table 2, column δ = 0.3 (:data:`FEDDB`): FedAvg on the labels, FedAvg with all labels, the central rows
   (full-batch; FixMatch's own mini-batches with the federation's image passes, the capability control, and with its
@@ -149,7 +149,7 @@ def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[s
     """``fedprior table`` for one spec, its folder, and its process, started in a process group of its own (so that a
     stop ends its workers too)."""
     folder = args.runs / name
-    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs, args.controls_only, args.seeds)
+    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs, args.controls_only, args.seeds, args.records)
     return command, folder, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -207,6 +207,7 @@ def main(argv: list[str] | None = None) -> dict:
         default=None,
         help="'planned' (default): each cell the seeds its table's stored seed plan gives it (benchmarks/results/tables/NAME.json); N: N seeds in every cell",
     )
+    parser.add_argument("--records", type=Path, default=RECORDS, help="the tables' records whose stored seed plans --seeds planned reads")
     parser.add_argument("--parallel", action="store_true", help="run the tables at once, each with the whole budget (a GPU these small nets leave idle)")
     args = parser.parse_args(argv)
     if args.tiny:
@@ -228,7 +229,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, spec in chosen.items():
         command, folder, process, since = running[name] if args.parallel else (*start_table(name, spec, args), time.perf_counter())
         rows = spec["controls"] if args.controls_only else spec["rows"]
-        seeds = planned_seeds(spec) if args.seeds is None else dict.fromkeys(spec["rows"].split(","), args.seeds)
+        seeds = planned_seeds(spec, args.records) if args.seeds is None else dict.fromkeys(spec["rows"].split(","), args.seeds)
         record["tables"][name] = {"seeds": {row: seeds[row] for row in rows.split(",")}} | wait_table(command, folder, process, since, share)
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         args.out.mkdir(parents=True, exist_ok=True)
