@@ -2,7 +2,10 @@
 
 On the 2-core CPU no candidate setting let the central controls pass within the tables' CPU budget
 (``benchmarks/results/feddb_setting_central.json``, ``mfcl_setting.json``). This command runs the same tables'
-embedded grids, one column each and one seed, with wider networks and hundreds of rounds, on a GPU:
+embedded grids, one column each, with wider networks and hundreds of rounds, on a GPU, each cell with the seeds the
+table's stored seed plan gives it (issue 52 item 6: :func:`planned_seeds`, read from ``benchmarks/results/tables/NAME.json``,
+passed to ``fedprior table --planned-seeds``; ``--records DIR`` reads them elsewhere), so that the first run on a GPU
+includes them; ``--seeds N`` runs N seeds in every cell instead (``--seeds 1``: the single seed this command ran before):
 
 - FedDB Table 2, column δ = 0.3 (:data:`FEDDB`): FedAvg on the labels, FedAvg with all labels, the central rows
   (full-batch; FixMatch's own mini-batches with the federation's image passes, the capability control, and with its
@@ -13,7 +16,7 @@ embedded grids, one column each and one seed, with wider networks and hundreds o
   MFCL 30 rounds and the presets' one server epoch, FedSimCLR 100 rounds. MFCL's own fields go to a table of its own (they are
   unknown to the other rows), as ``benchmarks/mfcl_setting.py`` does.
 
-    python benchmarks/gpu_setting.py --device cuda [--jobs 4] [--out benchmarks/results/gpu-setting] [--only feddb mfcl others]
+    python benchmarks/gpu_setting.py --device cuda [--jobs 4] [--out benchmarks/results/gpu-setting] [--only feddb mfcl others] [--seeds planned|N]
     python benchmarks/gpu_setting.py --tiny        # the same commands at a tiny size on the CPU (a test runs this)
 
 Each table runs under ``--budget-seconds`` (default 600, the issue's 10 minutes for all of them, split evenly: a
@@ -23,7 +26,7 @@ whole budget; ``--controls-only`` runs only the rows of the central controls (ea
 holding all the data, against labels only or the untrained network), to learn whether the setting lets the method
 learn at all before its federated rows are paid for (FixMatch's 800 rounds took 79 minutes at the first run's pace). A stopped table's cells report their progress (rounds done, seconds a round, the seconds their
 rounds would take). Writes ``OUT/gpu_setting.json``: the command, the
-machine, per table its command, wall seconds, whether it finished, and its cells and controls (``table.json``).
+machine, per table its command, the seeds of each row, wall seconds, whether it finished, and its cells and controls (``table.json``).
 The sizes were chosen for one H100 before any GPU ran them; the first run (one H200, 2026-11-27,
 ``benchmarks/results/device-2026-11-27/gpu-setting/``, the three tables at once, 4 cells each) says they do not fit
 10 minutes: FedDB's FixMatch took 5.9 s a round (800 rounds: 79 min), the SimCLR rows about 6 s (docs/feddb.md,
@@ -43,7 +46,11 @@ from pathlib import Path
 
 from shared import command_line, embedded_table_command, machine
 
+from fedprior.reproduce.seed_plan import cell_seeds
+
 OUT = Path(__file__).parent / "results" / "gpu-setting"
+RECORDS = Path(__file__).parent / "results" / "tables"
+"""The tables' committed records, each with its stored seed plan (``"plan"``, :mod:`fedprior.reproduce.seed_plan`)."""
 CAPABILITY_AND_BUDGET = (
     "Central labels only (mini-batch),Central FixMatch (mini-batch),Central labels only (sequential steps),Central FixMatch (sequential steps)"
 )
@@ -83,12 +90,33 @@ OTHER_ROWS = {
 TABLES = {"feddb": FEDDB, "mfcl": MFCL_ROWS, "others": OTHER_ROWS}
 
 
-def table_command(spec: dict, size: str, out: Path, device: str, jobs: int, controls_only: bool = False) -> list[str]:
-    """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), one seed, its folder ``out``; with
-    ``controls_only`` only the rows of its central controls (``spec["controls"]``)."""
+def record_path(spec: dict, records: Path = RECORDS) -> Path:
+    return records / f"{spec['table']}.json"
+
+
+def planned_seeds(spec: dict, records: Path = RECORDS) -> dict[str, int]:
+    """Per row of ``spec`` (in its column): the seeds the table's stored plan gives it, the record's seeds where the plan
+    gives the cell none more (what ``fedprior table --planned-seeds --seeds SEEDS`` runs). A record without a plan: SystemExit."""
+    record = json.loads(record_path(spec, records).read_text())
+    if "plan" not in record:
+        raise SystemExit(f"{record_path(spec, records)} stores no seed plan (benchmarks/paper_tables.py {spec['table']} --plan); give --seeds N")
+    more = cell_seeds(record["plan"])
+    return {row: max(record["table"]["seeds"], more.get((row, spec["column"]), 0)) for row in spec["rows"].split(",")}
+
+
+def table_command(
+    spec: dict, size: str, out: Path, device: str, jobs: int, controls_only: bool = False, seeds: int | None = None, records: Path = RECORDS
+) -> list[str]:
+    """``fedprior table`` for one spec at ``size`` ('gpu' or 'tiny'), its folder ``out``, each cell with its planned seeds
+    (``seeds`` None: the record's seeds, more where its stored plan says) or ``seeds`` seeds; with ``controls_only`` only
+    the rows of its central controls (``spec["controls"]``)."""
     threads = ("run.threads=1",) if size == "gpu" else ()  # the GPU does the work; jobs x all cores would crowd the CPU
     rows = spec["controls"] if controls_only else spec["rows"]
-    return embedded_table_command(spec["table"], rows, spec["column"], 1, jobs, out, (*spec[size], *threads, f"run.device={device}"))
+    if seeds is not None:
+        return embedded_table_command(spec["table"], rows, spec["column"], seeds, jobs, out, (*spec[size], *threads, f"run.device={device}"))
+    base = json.loads(record_path(spec, records).read_text())["table"]["seeds"]
+    command = embedded_table_command(spec["table"], rows, spec["column"], base, jobs, out, (*spec[size], *threads, f"run.device={device}"))
+    return [*command, "--planned-seeds", "--record", str(record_path(spec, records))]
 
 
 def cell_progress(folder: Path) -> list[dict]:
@@ -121,7 +149,7 @@ def start_table(name: str, spec: dict, args: argparse.Namespace) -> tuple[list[s
     """``fedprior table`` for one spec, its folder, and its process, started in a process group of its own (so that a
     stop ends its workers too)."""
     folder = args.runs / name
-    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs, args.controls_only)
+    command = table_command(spec, "tiny" if args.tiny else "gpu", folder, args.device, args.jobs, args.controls_only, args.seeds, args.records)
     return command, folder, subprocess.Popen(command, stdout=subprocess.DEVNULL, start_new_session=True)
 
 
@@ -150,6 +178,15 @@ def wait_table(command: list[str], folder: Path, process: subprocess.Popen, star
     }
 
 
+def seeds_option(text: str) -> int | None:
+    """``--seeds``: 'planned' (None: each table's stored plan) or a number of seeds for every cell."""
+    if text == "planned":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"--seeds: expected 'planned' or a positive number of seeds, got {text!r}")
+    return int(text)
+
+
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="cuda", help="run.device of every cell (default cuda)")
@@ -164,6 +201,13 @@ def main(argv: list[str] | None = None) -> dict:
         action="store_true",
         help="only the central controls' rows: whether the setting lets the methods learn at all, before the federated rows' hour",
     )
+    parser.add_argument(
+        "--seeds",
+        type=seeds_option,
+        default=None,
+        help="'planned' (default): each cell the seeds its table's stored seed plan gives it (benchmarks/results/tables/NAME.json); N: N seeds in every cell",
+    )
+    parser.add_argument("--records", type=Path, default=RECORDS, help="the tables' records whose stored seed plans --seeds planned reads")
     parser.add_argument("--parallel", action="store_true", help="run the tables at once, each with the whole budget (a GPU these small nets leave idle)")
     args = parser.parse_args(argv)
     if args.tiny:
@@ -173,7 +217,8 @@ def main(argv: list[str] | None = None) -> dict:
     chosen = {k: v for k, v in TABLES.items() if args.only is None or k in args.only}
     started, at_start = time.perf_counter(), machine()
     record = {
-        "what": "FedDB Table 2 (δ=0.3) and MFCL Table 2 (Sc2): controls and core rows in the GPU setting, one seed",
+        "what": "FedDB Table 2 (δ=0.3) and MFCL Table 2 (Sc2): controls and core rows in the GPU setting",
+        "seeds": "planned: the seeds each table's stored seed plan gives its cells" if args.seeds is None else args.seeds,
         "size": "tiny (CPU check)" if args.tiny else "gpu",
         "command": command_line(argv),
         "machine": at_start,
@@ -183,7 +228,9 @@ def main(argv: list[str] | None = None) -> dict:
     running = {name: (*start_table(name, spec, args), time.perf_counter()) for name, spec in chosen.items()} if args.parallel else {}
     for name, spec in chosen.items():
         command, folder, process, since = running[name] if args.parallel else (*start_table(name, spec, args), time.perf_counter())
-        record["tables"][name] = wait_table(command, folder, process, since, share)
+        rows = spec["controls"] if args.controls_only else spec["rows"]
+        seeds = planned_seeds(spec, args.records) if args.seeds is None else dict.fromkeys(spec["rows"].split(","), args.seeds)
+        record["tables"][name] = {"seeds": {row: seeds[row] for row in rows.split(",")}} | wait_table(command, folder, process, since, share)
         record["wall_seconds"] = round(time.perf_counter() - started, 1)
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "gpu_setting.json").write_text(json.dumps(record, indent=2) + "\n")

@@ -1,12 +1,15 @@
 """fedprior tables (every table's grid and measured cost) and the controls that fedprior table prints on the terminal."""
 
 import json
+from pathlib import Path
 
 from fedprior.cli.table import control_lines
 from fedprior.papers import table_by_name
 from fedprior.reproduce.findings import evaluate
 from fedprior.reproduce.tables import MeasuredControl
 from tests.support.cli import error_line, invoke
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def block(output: str, name: str) -> list[str]:
@@ -149,3 +152,33 @@ def test_plan_prints_the_stored_plan_or_one_made_now_and_runs_nothing(tmp_path):
     assert shown.output.startswith("seed plan, stored in the table's record (then, commit abc1234); budget 10 CPU s")
     wrong = CliRunner().invoke(app, ["table", "fst-cbdg-table1", "--plan", "--record", str(bare)])
     assert wrong.exit_code != 0 and "is table fst-cbdg-table2, not fst-cbdg-table1" in wrong.output
+
+
+def test_planned_seeds_runs_the_cells_of_the_stored_plan_with_their_seeds(tmp_path, monkeypatch):
+    """``fedprior table NAME --planned-seeds --record R``: the cells R's stored plan gives more seeds get them
+    (``reproduce_table(cell_seeds=...)``); a record without a plan, or of another table, is refused before anything runs."""
+    import fedprior.reproduce.pipeline as pipeline
+    from fedprior.reproduce.table_result import TableResult
+
+    record = json.loads((ROOT / "benchmarks/results/tables/mfcl-table2.json").read_text())
+    seen = {}
+
+    def fake(name, **kwargs):
+        seen.update(kwargs, name=name)
+        return TableResult.from_json(record["table"])
+
+    monkeypatch.setattr(pipeline, "reproduce_table", fake)
+    stored = tmp_path / "stored.json"
+    stored.write_text(json.dumps({**record, "plan": {**record["plan"], "cells": [{"row": "MFCL(PN)", "column": "Sc2", "seeds": 6}]}}))
+    result = invoke("table", "mfcl-table2", "--embedded", "--planned-seeds", "--record", stored, "--out", tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    assert seen["name"] == "mfcl-table2" and seen["cell_seeds"] == {("MFCL(PN)", "Sc2"): 6}
+    seen.clear()
+    assert invoke("table", "mfcl-table2", "--embedded", "--out", tmp_path / "out").exit_code == 0 and seen["cell_seeds"] is None
+    bare = tmp_path / "bare.json"
+    bare.write_text(json.dumps({k: v for k, v in record.items() if k != "plan"}))
+    seen.clear()
+    line = error_line(invoke("table", "mfcl-table2", "--embedded", "--planned-seeds", "--record", bare))
+    assert line == f"error: --planned-seeds: {bare} stores no seed plan (make one with benchmarks/paper_tables.py mfcl-table2 --plan)" and not seen
+    line = error_line(invoke("table", "mfcl-table7", "--embedded", "--planned-seeds", "--record", stored))
+    assert line == f"error: --record: {stored} is table mfcl-table2, not mfcl-table7" and not seen

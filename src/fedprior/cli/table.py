@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import signal
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -106,7 +107,15 @@ def table(
         help="Print, per claim, the seeds planned and the CPU time they cost (from the cells' own timings) from the table's committed record "
         "(--record): its stored plan, else one made now from its seeds (80% power at the paper's gap). Runs nothing.",
     ),
-    record: Path | None = typer.Option(None, "--record", help="The table's committed record for --plan (default benchmarks/results/tables/NAME.json)."),
+    planned_seeds: bool = typer.Option(
+        False,
+        "--planned-seeds",
+        help="Run each cell the stored seed plan of the table's record (--record) gives more seeds with those seeds, the others with --seeds "
+        "(what benchmarks/paper_tables.py runs); a record without a stored plan is an error.",
+    ),
+    record: Path | None = typer.Option(
+        None, "--record", help="The table's committed record for --plan and --planned-seeds (default benchmarks/results/tables/NAME.json)."
+    ),
     kept_cells: Path = typer.Option(
         Path("benchmarks/results/cells"), "--cells", help="Where --verify finds the committed cells: DIR/NAME/ROW--COLUMN--seedN/{config.toml,result.json}."
     ),
@@ -129,6 +138,7 @@ def table(
         return
     chosen = selection(rows)
     chosen_columns = selection(columns)
+    more = stored_cell_seeds(name, record or Path("benchmarks/results/tables") / f"{name}.json") if planned_seeds else None
     if verify or verify_all:
         paper_table = table_by_name(name)
         planned = planned_cells(paper_table, embedded, set_, chosen, chosen_columns)
@@ -149,9 +159,11 @@ def table(
             overrides=set_,
             imports=imports,
             on_progress=lambda line: stderr.print(line, highlight=False),
+            cell_seeds=more,
         )
     except KeyboardInterrupt as error:  # Ctrl-C or SIGTERM: rerunning the table command goes on, not one cell's resume
         again = command_line(name, embedded, set_, folder, seeds, jobs, chosen, chosen_columns, as_json, imports)
+        again += (" --planned-seeds" + (f" --record {shlex.quote(str(record))}" if record else "")) if planned_seeds else ""
         raise Interrupted(getattr(error, "signum", signal.SIGINT), continue_with=f"continue the table with `{again}`") from None
     if as_json:
         typer.echo(json.dumps(result.to_json()))
@@ -185,6 +197,22 @@ def print_plan(name: str, path: Path) -> None:
         raise ConfigError(f"--record: {path} is table {result.table}, not {name}")
     for line in plan_lines(stored or make_plan(evaluate_again(result)), stored=stored is not None):
         typer.echo(line)
+
+
+def stored_cell_seeds(name: str, path: Path) -> dict[tuple[str, str], int]:
+    """``--planned-seeds``: (row, column) -> seeds of the cells the seed plan stored in the record at ``path`` gives more seeds
+    (:func:`fedprior.reproduce.seed_plan.cell_seeds`); a missing record or plan, or another table's record, is a ConfigError."""
+    from fedprior.errors import ConfigError
+    from fedprior.reproduce.seed_plan import cell_seeds
+
+    if not path.is_file():
+        raise ConfigError(f"--record: no record of {name} at {path} (give --record PATH, or leave out --planned-seeds)")
+    document = json.loads(path.read_text())
+    if document.get("table", {}).get("table") != name:
+        raise ConfigError(f"--record: {path} is table {document.get('table', {}).get('table')}, not {name}")
+    if "plan" not in document:
+        raise ConfigError(f"--planned-seeds: {path} stores no seed plan (make one with benchmarks/paper_tables.py {name} --plan)")
+    return cell_seeds(document["plan"])
 
 
 def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
