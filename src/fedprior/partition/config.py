@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, field_validator
+from pydantic_core import PydanticCustomError
 
+from fedprior.errors import ConfigError
 from fedprior.validation import ConfigSection
 
 
@@ -38,8 +40,21 @@ class PartitionConfig(ConfigSection):
     """With num_labeled > 0: keep this many of the other training images, drawn at random, as the unlabeled set (0 = all of them, the paper)."""
     labeled_in_unlabeled: bool = True
     """With num_labeled > 0: each client's unlabeled pool also holds its labeled images, without their labels (the FedDB paper, Sec. 5.1)."""
+    domains: str = ""
+    """A feature-shift federation (docs/feature-shift.md): each client in one domain, its images split inside the domain by `scheme`. "rotation:K" (images rotated by 0, 360/K, ... degrees; Ghosh et al., NeurIPS 2020, Sec. 6: K = 4), "style" (original, low-contrast, blur, noise, inverted), "dataset" (a multi-domain dataset's own: digit5, domainnet, office-caltech10); "" = none."""
     local_test_fraction: float = Field(0.0, ge=0, lt=1)
     """Hold out this fraction of each client's data (at least one image, stratified by class) as its local test split: each client's model is then scored on it at every evaluation, per client (mean, sd, worst 10%; docs/runs.md). 0 = none, every image trains."""
+
+    @field_validator("domains")
+    @classmethod
+    def _known_domains(cls, value: str) -> str:
+        from fedprior.partition.domains import parse_domains
+
+        try:
+            parse_domains(value)
+        except ConfigError as error:
+            raise PydanticCustomError("unknown_domains", str(error).split(": ", 1)[1]) from None
+        return value
 
     def scheme_parameters(self) -> dict[str, Any]:
         """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""
