@@ -523,3 +523,24 @@ def test_dp_runs_show_their_epsilon_beside_accuracy_in_the_table_runs_and_json(t
     assert any("DP" in line for line in lines) and any("epsilon" in line for line in lines)
     assert f"{finished['dp_epsilon']:.3f}" in table.stdout and f"{stopped:.3f}" in table.stdout
     assert "DP epsilon: the privacy spent by the last round, at privacy.delta = 1e-05" in table.stdout
+
+
+def test_compare_shows_the_per_client_mean_and_the_pooled_accuracy_side_by_side(tmp_path):
+    """Runs with local test splits: both per-client averages, named apart (issue 55, item 5); an unfinished run's from its records."""
+    from fedprior.cli.compare import render
+
+    done = fake_run(tmp_path / "done", "fedbn", 0, 0.70, 0.72)
+    summary = json.loads((done / "result.json").read_text())
+    (done / "result.json").write_text(json.dumps({**summary, "final_client_accuracy_mean": 0.7, "final_client_accuracy_pooled": 0.8333}))
+    stopped = fake_run(tmp_path / "stopped", "fedavg", 0, 0.60, 0.60, finished=False)
+    record = {"step": 3, "accuracy": 0.6, "client_accuracy": [0.5, 0.9], "client_accuracy_mean": 0.7, "client_accuracy_pooled": 0.8}
+    with (stopped / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    comparison = compare_runs([done, stopped])
+    assert comparison.runs[0].metrics["final_client_accuracy_pooled"] == 0.8333 and comparison.runs[0].metrics["final_client_accuracy_mean"] == 0.7
+    assert comparison.runs[1].metrics["final_client_accuracy_pooled"] == 0.8
+    table = render(comparison, 200)
+    headers = [str(c.header) for c in table.columns]
+    assert "per-client\nmean %" in headers and "per-client\npooled %" in headers
+    pooled = table.columns[headers.index("per-client\npooled %")]
+    assert "83.33" in list(pooled.cells)[0] and "80.00" in list(pooled.cells)[1]
