@@ -41,7 +41,6 @@ def test_rotated_images_are_the_originals_turned_and_the_labels_unchanged():
         (["partition.domains=dataset"], "^partition.domains: 'dataset' uses the dataset's own domains, and 'digits' has none"),
         (["partition.domains=style", "federation.num_clients=4"], "^federation.num_clients: 4 clients for the 5 domains"),
         (["partition.domains=style", "partition.scheme=natural"], "^partition.scheme: the natural owners ignore the domains"),
-        (["partition.domains=rotation:2", "partition.num_labeled=100"], "^partition.num_labeled: a labeled/unlabeled split is not made inside domains"),
     ],
 )
 def test_a_bad_setting_is_one_config_error_before_any_data_loads(overrides, message):
@@ -108,6 +107,19 @@ def test_a_multi_domain_dataset_deals_its_own_domains_to_the_clients(tmp_path, o
     _, mixed = load_config("fedbn-rotated", [*base, 'partition.domains=""', "partition.local_test_fraction=0"])
     plain = build_experiment("mixed", mixed)  # without partition.domains the sources are one pool
     assert any(len(set(plain.dataset.train_domains[plain.partition.holdings(c)].tolist())) == 2 for c in range(4))
+
+
+def test_a_semi_supervised_federation_splits_labeled_and_unlabeled_inside_each_domain(shared_cache, one_torch_thread):
+    preset, overrides = SETUPS["feddb"]  # 100 labeled images over 8 clients
+    _, config = load_config(preset, [*overrides, *SMALL, "partition.domains=rotation:4"])
+    experiment = build_experiment("shifted-feddb", config)
+    domains, owner = experiment.dataset.train_domains, client_domains(8, 4)
+    labeled = experiment.partition.roles["labeled"]
+    assert sum(part.size for part in labeled) == 100  # 25 a domain, each drawn class-balanced as FedDB's split
+    assert [int(sum(labeled[c].size for c in np.flatnonzero(owner == d))) for d in range(4)] == [25, 25, 25, 25]
+    for role, parts in experiment.partition.roles.items():
+        for c, part in enumerate(parts):
+            assert set(domains[part].tolist()) <= {owner[c]}, (role, c)
 
 
 def test_a_run_plots_the_clients_domains(shared_cache, one_torch_thread, tmp_path, monkeypatch):

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from fedprior.errors import ConfigError
+from fedprior.partition.base import Partition
 from fedprior.partition.dirichlet import DirichletPartitioner
-from fedprior.partition.domains import STYLES, assign_domains, client_domains, domain_of_clients, domain_partition, parse_domains
+from fedprior.partition.domains import STYLES, assign_domains, client_domains, domain_of_clients, domain_partition, parse_domains, shares
 from fedprior.partition.plot import heatmap_figure
 
 
@@ -47,7 +48,13 @@ def test_every_client_holds_images_of_its_own_domain_split_by_the_scheme_inside_
     labels = rng.integers(0, 5, 2000)
     domains = assign_domains(labels, 4)
     made = []
-    part = domain_partition(labels, domains, 10, 4, seed=3, scheme=lambda n, seed: made.append((n, seed)) or DirichletPartitioner(n, 0.3, seed=seed))
+
+    def dirichlet(domain_labels, n, seed, d):
+        made.append((n, seed))
+        assert np.array_equal(domain_labels, labels[domains == d])
+        return Partition({"train": tuple(DirichletPartitioner(n, 0.3, seed=seed).split(domain_labels))})
+
+    part = domain_partition(labels, domains, 10, 4, seed=3, split=dirichlet)
     holdings = part.roles["train"]
     assert [n for n, _ in made] == [3, 2, 3, 2] and len({s for _, s in made}) == 4  # each domain its clients, its own seed
     owner = client_domains(10, 4)
@@ -55,8 +62,12 @@ def test_every_client_holds_images_of_its_own_domain_split_by_the_scheme_inside_
         assert held.size and set(domains[held].tolist()) == {owner[c]}
     assert np.array_equal(np.sort(np.concatenate(holdings)), np.arange(2000))  # every image once
     assert domain_of_clients(holdings, domains).tolist() == owner.tolist()
-    again = domain_partition(labels, domains, 10, 4, seed=3, scheme=lambda n, seed: DirichletPartitioner(n, 0.3, seed=seed))
+    again = domain_partition(labels, domains, 10, 4, seed=3, split=dirichlet)
     assert all(np.array_equal(a, b) for a, b in zip(again.roles["train"], holdings, strict=True))
+
+
+def test_a_labeled_set_is_shared_out_over_the_domains():
+    assert shares(100, 4) == [25, 25, 25, 25] and shares(10, 4) == [3, 3, 2, 2] and sum(shares(7, 5)) == 7 and shares(0, 3) == [0, 0, 0]
 
 
 def test_the_plot_colours_each_clients_size_bar_by_its_domain_and_names_the_domains():

@@ -349,7 +349,6 @@ def check_domains(config: ExperimentConfig) -> None:
         client_domains(config.federation.num_clients, len(spec.names))
     refused = [
         ("partition.scheme", p.scheme == "natural", "the natural owners ignore the domains; accepted: iid, shard, dirichlet, window, quantity"),
-        ("partition.num_labeled", p.num_labeled != 0, "a labeled/unlabeled split is not made inside domains; accepted: 0"),
         ("partition.scenario", bool(p.scenario), "MFCL's scenarios are class windows over all clients; remove it"),
     ]
     for name, wrong, why in refused:

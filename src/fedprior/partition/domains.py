@@ -17,6 +17,8 @@ K domains in a fixed random order (seed 0, the same for every run seed, as ``dat
 split alike, so each domain holds every class in equal shares and a run's seed changes its training only. Clients
 are dealt to domains in blocks of consecutive ids (client c in domain floor(c K / N)), as even as they go.
 Unlike Ghosh et al., who copy the whole training set into each rotation, each image lies in one domain here.
+With a labeled/unlabeled split (``partition.num_labeled``) the labeled set is shared out over the domains (:func:`shares`)
+and each domain split as FedDB's inside it.
 
 NumPy only: a dry run assigns the domains without touching an image.
 """
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fedprior.errors import ConfigError
-from fedprior.partition.base import Partition, Partitioner
+from fedprior.partition.base import Partition
 from fedprior.seeding import derived_seed
 
 STYLES = ("original", "low-contrast", "blur", "noise", "inverted")
@@ -90,13 +92,19 @@ def client_domains(num_clients: int, k: int) -> np.ndarray:
     return np.arange(num_clients) * k // num_clients
 
 
+def shares(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal whole shares, the remainder to the first ones (a labeled set over the domains)."""
+    return [total // parts + (d < total % parts) for d in range(parts)]
+
+
 def domain_partition(
-    labels: np.ndarray, domains: np.ndarray, num_clients: int, num_domains: int, seed: int, scheme: Callable[[int, int], Partitioner]
+    labels: np.ndarray, domains: np.ndarray, num_clients: int, num_domains: int, seed: int, split: Callable[[np.ndarray, int, int, int], Partition]
 ) -> Partition:
-    """The ``train`` role: domain d's images (``domains == d``) split over domain d's clients (:func:`client_domains`) by
-    ``scheme(clients, seed)``, a partitioner of the config's scheme, its seed derived from the run's for each domain."""
+    """Domain d's images (``domains == d``) split over domain d's clients (:func:`client_domains`) by ``split(labels of its
+    images, its number of clients, a seed derived from the run's for the domain, d)``, the config's scheme (and labeled split);
+    each role's parts of every domain, in client order."""
     owner = client_domains(num_clients, num_domains)
-    holdings: list[np.ndarray] = [np.zeros(0, dtype=np.int64)] * num_clients
+    roles: dict[str, list[np.ndarray]] = {}
     for d in range(num_domains):
         clients = np.flatnonzero(owner == d)
         members = np.flatnonzero(domains == d)
@@ -104,10 +112,11 @@ def domain_partition(
             raise ConfigError(
                 f"federation.num_clients: domain {d} of partition.domains holds {members.size} training images for its {clients.size} clients; use fewer clients"
             )
-        partitioner: Partitioner = scheme(clients.size, derived_seed(seed, "partition", "domain", d))
-        for client, part in zip(clients, partitioner.split(labels[members]), strict=True):
-            holdings[client] = members[part]
-    return Partition({"train": tuple(holdings)})
+        for role, parts in split(labels[members], clients.size, derived_seed(seed, "partition", "domain", d), d).roles.items():
+            held = roles.setdefault(role, [np.zeros(0, dtype=np.int64)] * num_clients)
+            for client, part in zip(clients, parts, strict=True):
+                held[client] = members[part]
+    return Partition({role: tuple(parts) for role, parts in roles.items()})
 
 
 def domain_of_clients(holdings: list[np.ndarray] | tuple[np.ndarray, ...], domains: np.ndarray) -> np.ndarray:
