@@ -1051,6 +1051,19 @@ benchmarks/results/device-2026-11-28/ (paper_scale_feddb_bf16.json, probe.json, 
 the FedBM log); not checked: the launches counted from the profile's text (about 85,000) and the target table's last
 three rows (the device tests' count and the CUDA/CPU run of 2026-11-27, in their logs)."""
 
+FEDBN_METRICS = {"per-client mean": "final_client_accuracy_mean", "pooled": "final_client_accuracy_pooled"}
+FEDBN_CLAIMS = ("FedBN > FedAvg (Office-Caltech-10; embedded: rotation:4)", "FedBN > FedAvg (DomainNet; embedded: style)")
+DOCS += (
+    DocTable(
+        "docs/feature-shift.md",
+        "| method | rotation:4 per-client mean | rotation:4 pooled | style per-client mean | style pooled |",
+        lambda row, column: cell("fedbn-table3", row, column.split()[0], FEDBN_METRICS[column.split(" ", 1)[1]]),
+        ("FedBN", "FedAvg", "FedAvg, unshifted"),
+    ),
+    DocTable("docs/feature-shift.md", "| claim | mean | 95% interval | verdict |", claims("fedbn-table3"), FEDBN_CLAIMS),
+)
+
+
 QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
     ("docs/runtime.md", r"\*\*(\S+) s a round\*\* \((\S+), (\S+)\), (\S+) TFLOP a round, (\S+) TFLOP/s, (\S+)% of the bf16 peak; 800 rounds (\S+) hours",
      lambda: [device_feddb()["seconds_per_round"], *device_feddb()["round_seconds"], device_feddb()["tflop_per_round"], device_feddb()["achieved_tflops"],
@@ -1092,6 +1105,8 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
     ("README.md", r"\| (\S+) ± (\S+)% over 5 seeds \(the seeds its plan gave it\) with the paper's linear evaluation, (\S+) points above the same network untrained on the 3 seeds both have \((\S+) ± (\S+)%\)",
      lambda: [*cell("mfcl-table2", "MFCL(PN)", "Sc2")[:2], control("mfcl-table2", MFCL_CONDITIONS["MFCL(PN) - untrained"], "Sc2")[0],
               *cell("mfcl-table2", "MFCL(PN) untrained", "Sc2")[:2]]),
+    ("docs/feature-shift.md", r"the shift costs FedAvg (\S+) points with rotations and (\S+) with styles",
+     lambda: [control("fedbn-table3", "FedAvg, unshifted at least 2 points above FedAvg", c)[0] for c in ("rotation:4", "style")]),
     ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds, with FedAvg on the labels alone \((\S+) ± (\S+)%\) and above FixMatch \((\S+) ± (\S+)%",
      lambda: [*cell("feddb-table2", "FedDB", "δ=0.3")[:2], *cell("feddb-table2", "FedAvg", "δ=0.3")[:2], *cell("feddb-table2", "FixMatch", "δ=0.3")[:2]]),
 )  # fmt: skip

@@ -545,3 +545,24 @@ def test_compare_plots_accuracy_against_simulated_time(tmp_path):
     assert error_line(refused).startswith("error: --x time: the runs of scaffold have no simulated time")
     assert error_line(invoke("compare", *runs, "--x", "time")) == "error: --x: sets the x-axis of --plot; give --plot FILE.png too"
     assert error_line(invoke("compare", *runs, "--plot", tmp_path / "v.png", "--x", "rounds")) == "error: --x rounds: accepted: round, time"
+
+
+def test_compare_shows_the_per_client_mean_and_the_pooled_accuracy_side_by_side(tmp_path):
+    """Runs with local test splits: both per-client averages, named apart (issue 55, item 5); an unfinished run's from its records."""
+    from fedprior.cli.compare import render
+
+    done = fake_run(tmp_path / "done", "fedbn", 0, 0.70, 0.72)
+    summary = json.loads((done / "result.json").read_text())
+    (done / "result.json").write_text(json.dumps({**summary, "final_client_accuracy_mean": 0.7, "final_client_accuracy_pooled": 0.8333}))
+    stopped = fake_run(tmp_path / "stopped", "fedavg", 0, 0.60, 0.60, finished=False)
+    record = {"step": 3, "accuracy": 0.6, "client_accuracy": [0.5, 0.9], "client_accuracy_mean": 0.7, "client_accuracy_pooled": 0.8}
+    with (stopped / "metrics.jsonl").open("a") as handle:
+        handle.write(json.dumps(record) + "\n")
+    comparison = compare_runs([done, stopped])
+    assert comparison.runs[0].metrics["final_client_accuracy_pooled"] == 0.8333 and comparison.runs[0].metrics["final_client_accuracy_mean"] == 0.7
+    assert comparison.runs[1].metrics["final_client_accuracy_pooled"] == 0.8
+    table = render(comparison, 200)
+    headers = [str(c.header) for c in table.columns]
+    assert "per-client\nmean %" in headers and "per-client\npooled %" in headers
+    pooled = table.columns[headers.index("per-client\npooled %")]
+    assert "83.33" in list(pooled.cells)[0] and "80.00" in list(pooled.cells)[1]

@@ -262,3 +262,33 @@ def test_preset_and_picture_options_refuse_what_they_cannot_do(args, expected):
     result = runner.invoke(app, ["partition", *args])
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert expected in " ".join(result.stderr.split()), result.stderr
+
+
+def test_fedprior_partition_of_a_preset_colours_its_plot_by_domain(tmp_path, monkeypatch):
+    import fedprior.partition.plot as plot
+    from fedprior.partition.domains import client_domains
+    from tests.support.cli import invoke
+
+    drawn = {}
+    real = plot.plot_heatmap
+
+    def spy(*args, **kwargs):
+        drawn.update(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(plot, "plot_heatmap", spy)
+    result = invoke(
+        "partition",
+        "--preset",
+        "fedbn-rotated",
+        "--set",
+        "data.dataset=digits",
+        "--set",
+        "federation.num_clients=8",
+        "--plot",
+        tmp_path / "p.png",
+        cache=tmp_path,
+    )
+    assert result.exit_code == 0, result.output
+    assert drawn["domain_names"] == ("rotated 0°", "rotated 90°", "rotated 180°", "rotated 270°")
+    assert drawn["client_domains"].tolist() == client_domains(8, 4).tolist() and (tmp_path / "p.png").stat().st_size > 0

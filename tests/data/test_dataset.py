@@ -347,6 +347,9 @@ MISSING = {
     "kvasir": (["train/<class>/", "<class>/", "dyed-lifted-polyps"], "datasets.simula.no/kvasir"),
     "oct-c8": (["train/<class>/", "test/<class>/", "DRUSEN"], "kaggle.com/datasets/obulisainaren/retinal-oct-c8"),
     "femnist": (["all_data_*.json"], "github.com/TalwalkarLab/leaf"),
+    "digit5": (["mnist_data.mat", "mnistm_with_label.mat", "svhn_train_32x32.mat", "syn_number.mat", "usps_28x28.mat"], "github.com/FengHZ/KD3A"),
+    "domainnet": (["<domain>/<class>/", "<domain>_train.txt", "clipart"], "ai.bu.edu/M3SDA"),
+    "office-caltech10": (["amazon/<class>/", "back_pack"], "github.com/med-air/FedBN"),
 }
 
 

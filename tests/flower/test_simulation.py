@@ -69,6 +69,10 @@ FLWR_DIRICHLET = (  # flwr-datasets' own DirichletPartitioner (partition.scheme 
         "partition.alpha=0.5",
     ],
 )
+FEDBN = (  # the BN layers stay on the nodes (no per-client evaluation: nothing asks for them)
+    "fedbn-rotated",
+    ["data.dataset=digits", "federation.num_clients=4", "federation.rounds=2", "federation.fraction=0.5", "partition.local_test_fraction=0"],
+)
 FST = (
     "fst-cbdg",
     ["data.dataset=digits", "encoder.recipe=v1", "encoder.pretrain_images=300", "federation.num_clients=8", "federation.rounds=3", "federation.fraction=0.5"],
@@ -131,8 +135,9 @@ def assert_flower_run_is_the_local_one(flower, local, flower_dir, local_dir):
         pytest.param(PER_CLIENT, marks=pytest.mark.federation_processes),
         pytest.param(POWER_OF_CHOICE, marks=pytest.mark.federation_processes),
         pytest.param(FLWR_DIRICHLET, marks=[pytest.mark.federation_processes, pytest.mark.skipif(not FLWR_DATASETS, reason="needs the hf extra")]),
+        pytest.param(FEDBN, marks=pytest.mark.federation_processes),
     ],
-    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client", "power-of-choice", "flwr-dirichlet"],
+    ids=["fedavg-cnn", "fst-cbdg", "krum-under-attack", "fedrod-per-client", "power-of-choice", "flwr-dirichlet", "fedbn-rotated"],
 )
 def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs):
     local, local_dir = runs(experiment, "local")
@@ -156,6 +161,20 @@ def test_flower_sim_gives_the_in_process_numbers(experiment, shared_cache, runs)
     # the final models agree to float rounding: a simulated node trains its one client with one thread,
     # the in-process runtime trains the sampled clients as one batch with every core
     assert_same_server_state(flower_dir, local_dir, exact=False)
+
+
+@pytest.mark.federation_processes
+def test_fedbn_on_flower_never_sends_its_bn_layers_to_the_server(shared_cache, runs):
+    """FedBN (issue 55, item 4) on flower-sim: the server's state after the run holds no batch-norm tensor (the nodes kept theirs)."""
+    from fedprior.algorithms.fedbn import batch_norm_keys
+    from fedprior.models import build_model
+    from fedprior.task import Task
+
+    _, flower_dir = runs(FEDBN, "flower-sim")
+    server = load_checkpoint(flower_dir / "checkpoint.safetensors").server
+    bn = batch_norm_keys(build_model("convnet-small", Task(num_classes=10, input_shape=(1, 8, 8), class_names=tuple("0123456789"), num_clients=4)))
+    assert bn and any(k.startswith("model.") for k in server)
+    assert not bn & set(server) and not any(k.startswith("eval.") for k in server)
 
 
 def assert_same_server_state(a, b, exact=True):

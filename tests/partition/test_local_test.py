@@ -17,7 +17,7 @@ from fedprior.algorithms.base import ClientInfo, Reply, RoundInfo, Runtime, Task
 from fedprior.algorithms.fedproto import fedproto
 from fedprior.algorithms.fedrep import fedrep
 from fedprior.algorithms.fedrod import fedrod
-from fedprior.algorithms.pieces.personal import UPLOAD_PERSONAL, client_spread, stored_clients, with_local_tests
+from fedprior.algorithms.pieces.personal import UPLOAD_PERSONAL, client_spread, pooled_accuracy, stored_clients, with_local_tests
 from fedprior.errors import ConfigError
 from fedprior.experiments.build import build_experiment
 from fedprior.experiments.config import load_config
@@ -73,6 +73,13 @@ def test_client_spread_on_a_hand_made_list():
     assert client_spread([0.25]) == {"client_accuracy_mean": 0.25, "client_accuracy_sd": 0.0, "client_accuracy_worst10": 0.25}
 
 
+def test_pooled_accuracy_weights_each_client_by_its_local_test_images():
+    """Client 0 gets 1 of 2 right, client 1 gets 9 of 10: the unweighted mean is 0.7, the pooled one 10 of 12 (issue 55, item 5)."""
+    assert pooled_accuracy([0.5, 0.9], [2, 10]) == pytest.approx({"client_accuracy_pooled": 10 / 12})
+    assert client_spread([0.5, 0.9])["client_accuracy_mean"] == pytest.approx(0.7)
+    assert pooled_accuracy([0.25, 0.75], [4, 4])["client_accuracy_pooled"] == pytest.approx(0.5)  # equal sizes: the two agree
+
+
 def one_round(name: str, *more: str):
     preset, overrides = SETUPS[name]
     config_name, config = load_config(preset, [*overrides, *SMALL, "partition.local_test_fraction=0.2", *more])
@@ -90,6 +97,7 @@ def test_one_round_gives_each_client_its_accuracy_on_its_local_test_split(shared
     assert record["client_ids"] == clients and len(record["client_accuracy"]) == len(clients)
     assert all(0 <= a <= 1 for a in record["client_accuracy"])
     assert record["client_accuracy_mean"] == pytest.approx(np.mean(record["client_accuracy"]))
+    assert min(record["client_accuracy"]) <= record["client_accuracy_pooled"] <= max(record["client_accuracy"])
     assert result.progress.initial["client_ids"] == list(range(experiment.task.num_clients))  # before any round: the initial model on every split
 
 
@@ -163,10 +171,11 @@ def test_a_fedrep_run_reports_and_plots_the_per_client_accuracy(shared_cache, on
     name, config = load_config(preset, [*overrides, *SMALL, "partition.local_test_fraction=0.2"])
     summary = start(name, config, tmp_path / "run")
     assert len(summary["final_client_accuracy"]) == len(summary["final_client_ids"]) == 2
-    for key in ("mean", "sd", "worst10"):
+    for key in ("mean", "sd", "worst10", "pooled"):
         assert f"final_client_accuracy_{key}" in json.loads((tmp_path / "run" / "result.json").read_text())
     report = (tmp_path / "run" / "report.md").read_text()
     assert "worst 10% (mean of the lowest 1)" in report and "client_accuracy.png" in report
+    assert "pooled (all local test images, sample-weighted)" in report
     assert (tmp_path / "run" / "client_accuracy.png").stat().st_size > 0
     assert "per client" in (tmp_path / "run" / "run.log").read_text()
 

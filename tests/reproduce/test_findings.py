@@ -204,7 +204,7 @@ def test_every_paper_table_declares_claims_and_controls():
     assert all(table.claims for table in tables.values())
     assert [name for name, table in tables.items() if not table.controls] == ["mfcl-table8"]  # bits sent: nothing bounds them
     margins = {table.controls[0].margin for name, table in tables.items() if table.controls}
-    assert margins == {5.0, 8.0, 10.0}
+    assert margins == {2.0, 5.0, 8.0, 10.0}  # 2: fedbn-table3, its claims' planning gap (the shift must cost FedAvg that much)
     assert tables["fst-cbdg-table3"].controls[0].condition == "CLIP-FC-Centralized at least 8 points above CLIP-ZS"
 
 

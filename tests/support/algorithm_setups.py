@@ -15,6 +15,7 @@ SEMI = ["data.dataset=digits", "partition.num_labeled=100", "partition.num_unlab
 FEDBM_SMALL = ["data.dataset=digits", "data.train_subset=0"]
 SETUPS = {
     "fedavg": ("fedavg-cnn", ["data.dataset=digits"]),
+    "fedbn": ("fedbn-rotated", ["data.dataset=digits"]),
     "fedprox": ("fedprox-cnn", ["data.dataset=digits"]),
     "scaffold": ("scaffold-cnn", ["data.dataset=digits"]),
     **{name: (f"{name}-cnn", ["data.dataset=digits"]) for name in ("fedavgm", "fedadagrad", "fedadam", "fedyogi")},

@@ -360,6 +360,7 @@ def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
 
 SHIPPED = (
     ("fedavg", "fedavg:fedavg"),
+    ("fedbn", "fedbn:fedbn"),
     ("fedprox", "fedprox:fedprox"),
     ("scaffold", "scaffold:scaffold"),
     ("fedavgm", "fedopt:fedavgm"),

@@ -19,12 +19,14 @@ COLUMNS = {
     "dp_epsilon": "DP\nepsilon",
     "final_macro_f1": "final\nmacro-F1 %",
     "best_macro_f1": "best\nmacro-F1 %",
+    "final_client_accuracy_mean": "per-client\nmean %",
+    "final_client_accuracy_pooled": "per-client\npooled %",
     "bytes": "MB to / from\nclients",
     "wall_seconds": "wall\ntime s",
 }
 """The group table's metric columns (initial accuracy and every sd are in --json and --csv); a column shows where a run has its metric
 (DP epsilon: a run with client-level DP, ``privacy.dp``; its delta is the run's ``privacy.delta``, named in the caption)."""
-SPREAD = ("accuracy", "macro_f1")
+SPREAD = ("accuracy", "macro_f1", "accuracy_mean", "accuracy_pooled")
 """Metrics shown as mean ± sd; the others (bytes, seconds: the same for every seed, or machine noise) as the mean."""
 
 

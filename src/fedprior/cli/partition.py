@@ -201,6 +201,7 @@ def _preset_split(preset: str, overrides: list[str]) -> dict[str, Any]:
         "roles": {("" if role == "train" else role): list(parts) for role, parts in split.partition.roles.items()},
         "left_out": left_out(data, reserved, split),
         "pool": int(split.pool.size),
+        "domains": p.domains,
     }
 
 
@@ -352,8 +353,14 @@ def partition(
             shown = ", ".join(f"{key}={value}" for key, value in parameters.items() if key != "num_clients")
             source = f"preset {from_preset['name']}: " if from_preset else ""
             title = f"{source}{dataset}, {role + ' set, ' if role else ''}{scheme} ({shown})"
+            coloured = {}
+            if from_preset and from_preset["domains"] and data.train_domains is not None and role == "":  # partition.domains: bars by domain
+                from fedprior.partition.domains import domain_of_clients
+
+                coloured = {"client_domains": domain_of_clients(parts, data.train_domains), "domain_names": data.domain_names}
+                title += f", domains {from_preset['domains']}"
             try:
-                plots[role] = plot_heatmap(counts, path, class_names=data.class_names, title=title, view=view, scale=scale, order=order)  # type: ignore[arg-type]
+                plots[role] = plot_heatmap(counts, path, class_names=data.class_names, title=title, view=view, scale=scale, order=order, **coloured)  # type: ignore[arg-type]
             except OSError as error:
                 raise FedpriorError(f"--plot: cannot write {path} ({error.strerror or error})") from None
     if as_json:

@@ -19,7 +19,9 @@ class Dataset:
     wants them); labels are ``int64`` arrays of class indices into ``class_names``.
     ``source`` says where the files were read (named in the errors of a damaged dataset).
     ``train_groups`` (optional) gives each training image's natural owner (FEMNIST's
-    writer), for the ``natural`` partition.
+    writer), for the ``natural`` partition. ``train_domains`` and ``test_domains`` (optional, together with
+    ``domain_names``) give each image's domain, an index into ``domain_names``: a multi-domain dataset's sources
+    (Digit-5, DomainNet, Office-Caltech-10) or a feature-shift federation's (``partition.domains``).
     """
 
     name: str
@@ -32,6 +34,9 @@ class Dataset:
     val_images: np.ndarray | None = None
     val_labels: np.ndarray | None = None
     train_groups: np.ndarray | None = None
+    train_domains: np.ndarray | None = None
+    test_domains: np.ndarray | None = None
+    domain_names: tuple[str, ...] = ()
 
     @classmethod
     def from_splits(
@@ -49,6 +54,14 @@ class Dataset:
             raise DatasetError(f"{where}: give both val_images and val_labels, or neither")
         if self.train_groups is not None and self.train_groups.shape != self.train_labels.shape:
             raise DatasetError(f"{where}: train_groups must have one entry per training image{damaged}")
+        if (self.train_domains is None) != (self.test_domains is None) or (self.train_domains is None) != (not self.domain_names):
+            raise DatasetError(f"{where}: give train_domains, test_domains and domain_names together, or none of them")
+        for split in ("train", "test"):
+            domains = getattr(self, f"{split}_domains")
+            if domains is not None and (
+                domains.shape != getattr(self, f"{split}_labels").shape or (domains.size and not 0 <= domains.min() <= domains.max() < len(self.domain_names))
+            ):
+                raise DatasetError(f"{where}: {split}_domains must give each {split} image a domain in 0..{len(self.domain_names) - 1}{damaged}")
         for split in ("train", "test") + (("val",) if self.val_images is not None else ()):
             images = getattr(self, f"{split}_images")
             labels = getattr(self, f"{split}_labels")

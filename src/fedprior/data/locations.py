@@ -68,6 +68,18 @@ def missing_in_root(name: str, root: Path, folders: list[Path], wanted: list[str
     )
 
 
+def none_found(name: str, root: Path | None, places: list[Path], wanted: str, url: str) -> DatasetNotFoundError:
+    """The error of a multi-domain dataset (Digit-5, DomainNet, Office-Caltech-10) none of whose domains is in ``places``:
+    ``wanted`` says what one domain needs; with ``root`` (``data.root``, the only place looked at) the message starts with it."""
+    where = ", ".join(str(p) for p in places)
+    if root is None:
+        return DatasetNotFoundError(f"dataset '{name}' not found: put {wanted} in one of {where} (get them from {url}, or pass --set data.root=FOLDER)")
+    state = "does not exist" if not root.exists() else "is not a folder" if not root.is_dir() else "is empty" if not any(root.iterdir()) else "lacks them"
+    return DatasetNotFoundError(
+        f"data.root {root} {state}: dataset '{name}' needs {wanted} there (looked in {where}); get them from {url}, or leave data.root unset to use the default places"
+    )
+
+
 def find_files(name: str, folders: list[Path], files: list[str], url: str, root: Path | None = None) -> Path:
     """The first folder in ``folders`` holding every file in ``files``, or a clear error.
 

@@ -9,13 +9,16 @@ from pathlib import Path
 from fedprior.data.cifar import load_cifar10, load_cifar100
 from fedprior.data.cinic import load_cinic10
 from fedprior.data.dataset import Dataset
+from fedprior.data.digit5 import load_digit5
 from fedprior.data.digits import load_digits
+from fedprior.data.domainnet import load_domainnet
 from fedprior.data.fashion_mnist import load_fashion_mnist
 from fedprior.data.femnist import load_femnist
 from fedprior.data.huggingface import hf_path, is_hf
 from fedprior.data.kvasir import load_kvasir
 from fedprior.data.medmnist import medmnist_loader
 from fedprior.data.oct_c8 import load_oct_c8
+from fedprior.data.office_caltech import load_office_caltech10
 from fedprior.data.svhn import load_svhn
 from fedprior.errors import ConfigError
 
@@ -29,6 +32,8 @@ class DatasetSpec:
     """Shipped inside a Python package: reads no files, so ``data.root`` has no meaning for it."""
     generated: bool = False
     """Generated per client during a run (``synthetic``): it has no arrays to load, and no files."""
+    domains: bool = False
+    """Its images come from several domains (``Dataset.domain_names``): ``partition.domains = 'dataset'`` deals clients to them."""
 
 
 DATASETS: dict[str, DatasetSpec] = {}
@@ -70,6 +75,30 @@ register(
     )
 )
 register(DatasetSpec("organamnist", medmnist_loader("organamnist"), "MedMNIST OrganAMNIST, 34,581/17,778 28x28 grayscale abdominal CT, 11 classes (.npz)"))
+register(
+    DatasetSpec(
+        "digit5",
+        load_digit5,
+        "Digit-5: MNIST, MNIST-M, SVHN, SynthDigits, USPS as domains (the parts placed), 32x32 RGB, 10 classes (Digit-Five .mat files)",
+        domains=True,
+    )
+)
+register(
+    DatasetSpec(
+        "domainnet",
+        load_domainnet,
+        "DomainNet: clipart, infograph, painting, quickdraw, real, sketch as domains (those placed), 64x64 RGB, the listed classes (folders + split lists)",
+        domains=True,
+    )
+)
+register(
+    DatasetSpec(
+        "office-caltech10",
+        load_office_caltech10,
+        "Office-Caltech-10: amazon, caltech, dslr, webcam as domains (those placed), 64x64 RGB, 10 classes (class folders; split 8:2)",
+        domains=True,
+    )
+)
 
 
 def check_dataset_name(name: str) -> None:

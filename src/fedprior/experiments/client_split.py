@@ -23,14 +23,18 @@ from fedprior.seeding import numpy_rng
 ROLE_FIELDS = {"train": ("x", "y"), "labeled": ("x_labeled", "y_labeled"), "unlabeled": ("x_unlabeled", "y_unlabeled")}
 
 
-def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray, groups: np.ndarray | None = None) -> Partition:
+def build_partition(
+    config: ExperimentConfig, labels: np.ndarray, pool: np.ndarray, groups: np.ndarray | None = None, domains: tuple[np.ndarray, int] | None = None
+) -> Partition:
     """Split the training ``pool`` (indices into the training set) over ``federation.num_clients`` clients.
 
     With ``partition.num_labeled > 0`` the clients get a labeled and an unlabeled role
     (the FedDB paper, "Estimating before Debiasing: A Bayesian Approach to Detaching Prior Bias in Federated Semi-Supervised Learning",
     Sec. 5.1, :class:`~fedprior.partition.labeled_split.LabeledSplitPartitioner`),
     otherwise one ``train`` role. ``groups`` (each training image's natural owner) serves the
-    ``natural`` scheme.
+    ``natural`` scheme. ``domains`` (each training image's domain, and how many there are; ``partition.domains``) makes a
+    feature-shift federation: each client in one domain, the scheme splitting each domain's images over its clients
+    (:func:`~fedprior.partition.domains.domain_partition`).
     """
     p, f = config.partition, config.federation
     check_num_clients(f.num_clients, pool.size)
@@ -43,6 +47,18 @@ def build_partition(config: ExperimentConfig, labels: np.ndarray, pool: np.ndarr
                 f"partition.scenario: {named.name} is defined on {named.num_classes} classes (the MFCL paper's {named.table}); "
                 f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead"
             )
+    if domains is not None:
+        from fedprior.partition.domains import domain_partition, shares
+
+        image_domains, count = domains
+        labeled, unlabeled = shares(p.num_labeled, count), shares(p.num_unlabeled, count)
+
+        def in_domain(domain_labels: np.ndarray, clients: int, seed: int, d: int) -> Partition:
+            fields = p.model_copy(update={"num_labeled": labeled[d], "num_unlabeled": unlabeled[d]}) if p.num_labeled else p
+            return make_partitioner(fields, clients, seed).partition(domain_labels)
+
+        split = domain_partition(labels[pool], image_domains[pool], f.num_clients, count, config.run.seed, in_domain)
+        return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
     owners = None if groups is None or p.num_labeled else groups[pool]
     split = make_partitioner(p, f.num_clients, config.run.seed, groups=owners).partition(labels[pool])
     return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
@@ -172,5 +188,8 @@ def client_split(config: ExperimentConfig, dataset: Dataset, reserved: np.ndarra
                 "which has no clients' local test splits; set it to 0"
             )
         return ClientSplit(config, pool, held, Partition({"train": (pool,)}))
-    partition, tests = with_local_tests(config, labels, build_partition(config, labels, pool, dataset.train_groups))
+    if config.partition.domains and dataset.train_domains is None:
+        raise ValueError("partition.domains is set but the dataset has no domains: pass it through experiments.domains.with_domains first")
+    domains = (dataset.train_domains, len(dataset.domain_names)) if config.partition.domains and dataset.train_domains is not None else None
+    partition, tests = with_local_tests(config, labels, build_partition(config, labels, pool, dataset.train_groups, domains))
     return ClientSplit(config, pool, held, partition, tests)

@@ -226,6 +226,7 @@ class ExperimentConfig(ConfigSection):
         from fedprior.partition.flower_datasets import check_flwr_fields
 
         check_flwr_fields(self.partition, federation.num_clients, self.run.seed)
+        check_domains(self)
         algorithm = AlgorithmConfig(name=self.algorithm.name, **values)
         return self.model_copy(update={"algorithm": algorithm, "partition": self.scenario_partition(), "federation": federation})
 
@@ -349,6 +350,36 @@ def check_synthetic(config: ExperimentConfig) -> None:
     for name, wrong, why in refused:
         if wrong:
             raise ConfigError(f"{name}: {why} (with data.dataset = 'synthetic')")
+
+
+def check_domains(config: ExperimentConfig) -> None:
+    """``partition.domains`` (docs/feature-shift.md) with what it needs, before any data loads: a dataset of images (one with
+    domains of its own for 'dataset'), a client for every synthetic domain, a scheme that splits inside a domain, no labeled split."""
+    from fedprior.data.registry import DATASETS
+    from fedprior.partition.domains import client_domains, parse_domains
+
+    spec, p = parse_domains(config.partition.domains), config.partition
+    if spec is None:
+        return
+    dataset = DATASETS.get(config.data.dataset)
+    if dataset is not None and dataset.generated:
+        raise ConfigError(f"partition.domains: '{config.data.dataset}' is generated per client, not a dataset of images; accepted with it: \"\"")
+    if dataset is not None and (spec.kind == "dataset") != bool(dataset.domains):
+        if spec.kind == "dataset":
+            multi = ", ".join(n for n, d in DATASETS.items() if d.domains)
+            raise ConfigError(
+                f"partition.domains: 'dataset' uses the dataset's own domains, and '{config.data.dataset}' has none; accepted with it: 'rotation:K', 'style' (or use {multi})"
+            )
+        raise ConfigError(f"partition.domains: '{config.data.dataset}' has its own domains; accepted with it: 'dataset'")
+    if spec.names:
+        client_domains(config.federation.num_clients, len(spec.names))
+    refused = [
+        ("partition.scheme", p.scheme == "natural", "the natural owners ignore the domains; accepted: iid, shard, dirichlet, window, quantity"),
+        ("partition.scenario", bool(p.scenario), "MFCL's scenarios are class windows over all clients; remove it"),
+    ]
+    for name, wrong, why in refused:
+        if wrong:
+            raise ConfigError(f"{name}: {why} (with partition.domains = {p.domains!r})")
 
 
 def check_sampler(federation: FederationConfig) -> None:

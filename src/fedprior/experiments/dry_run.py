@@ -19,6 +19,7 @@ from fedprior.encoders.registry import reserved_train_indices
 from fedprior.errors import FedpriorError
 from fedprior.experiments.client_split import ClientSplit, client_split, run_config
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.domains import with_domains
 from fedprior.experiments.generated import DRY_RUN_CLIENTS, generated_statistics, is_generated, synthetic_federation
 from fedprior.partition.statistics import class_counts, describe
 
@@ -29,8 +30,10 @@ def planned_split(config: ExperimentConfig) -> tuple[Dataset, np.ndarray, Client
     The run's own path (:func:`~fedprior.experiments.client_split.client_split`) on the labels only:
     nothing is encoded or trained. ``fedprior run --dry-run`` and ``fedprior partition --preset`` use it.
     """
-    dataset = load_dataset(
-        config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column
+    dataset = with_domains(
+        load_dataset(config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column),
+        config.partition.domains,
+        images=False,
     )
     reserved = reserved_train_indices(config.encoder, dataset)
     return dataset, reserved, client_split(config, dataset, reserved)

@@ -13,6 +13,7 @@ from fedprior.data import Dataset, load_dataset
 from fedprior.data.standardize import PixelStandardizer
 from fedprior.experiments.client_split import check_hold_out
 from fedprior.experiments.config import ExperimentConfig
+from fedprior.experiments.domains import with_domains
 
 
 @dataclass
@@ -67,11 +68,14 @@ def prepared_data(config: ExperimentConfig, device: torch.device = torch.device(
 
     A table or a test runs many experiments on the same data: they load and encode once.
     """
-    key = json.dumps([config.data.model_dump(), config.encoder.model_dump(), device.type], sort_keys=True)
+    key = json.dumps([config.data.model_dump(), config.encoder.model_dump(), device.type, config.partition.domains], sort_keys=True)
     if key not in _PREPARED:
         _PREPARED.clear()
-        dataset = load_dataset(
-            config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column
+        dataset = with_domains(
+            load_dataset(
+                config.data.dataset, config.data.root, config.data.download, config.data.image_column, config.data.label_column, config.data.group_column
+            ),
+            config.partition.domains,
         )
         if config.encoder.name != "none" and config.run.model_selection == "validation" and dataset.val_images is None:
             check_hold_out(dataset.train_labels, config.data.validation_fraction)  # before encoding; hold_out checks the pool

@@ -81,14 +81,25 @@ def late_change(initial: dict[str, Any], history: list[dict[str, Any]]) -> float
     return curve[-1][1] - before[-1]
 
 
+def partition_domains(experiment: Experiment) -> dict[str, Any]:
+    """The partition plot's domain colours in a feature-shift federation (``partition.domains``): each client's domain and the
+    domains' names; {} otherwise."""
+    dataset, partition = experiment.dataset, experiment.partition
+    if not experiment.config.partition.domains or dataset.train_domains is None or "train" not in partition.roles:
+        return {}
+    from fedprior.partition.domains import domain_of_clients
+
+    return {"client_domains": domain_of_clients(partition.roles["train"], dataset.train_domains), "domain_names": dataset.domain_names}
+
+
 def final_client_accuracy(progress: Progress) -> dict[str, Any]:
     """The last evaluation's per-client accuracies on the clients' local test splits (``partition.local_test_fraction``;
     :func:`fedprior.algorithms.pieces.personal.per_client_metrics`), keys prefixed ``final_``; {} without them."""
     scored = [r for r in [progress.initial, *progress.history] if "client_accuracy" in r]
     if not scored:
         return {}
-    keys = ("client_ids", "client_accuracy", "client_accuracy_mean", "client_accuracy_sd", "client_accuracy_worst10")
-    return {f"final_{key}": scored[-1][key] for key in keys}
+    keys = ("client_ids", "client_accuracy", "client_accuracy_mean", "client_accuracy_sd", "client_accuracy_worst10", "client_accuracy_pooled")
+    return {f"final_{key}": scored[-1][key] for key in keys if key in scored[-1]}  # a record written before the pooled accuracy lacks it
 
 
 def summarize(experiment: Experiment, progress: Progress, run: RunDir, wall_seconds: float) -> dict[str, Any]:
@@ -247,7 +258,9 @@ def execute(
             stats["class_counts"],
             run.partition_plot,
             class_names=experiment.dataset.class_names,
-            title=f"{config.partition.scheme} partition of {config.data.dataset}",
+            title=f"{config.partition.scheme} partition of {config.data.dataset}"
+            + (f", domains {config.partition.domains}" if config.partition.domains else ""),
+            **partition_domains(experiment),
         )
     config = experiment.config  # as built (a centralized baseline runs one client)
     if start_from is not None:

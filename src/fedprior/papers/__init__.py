@@ -35,7 +35,7 @@ from fedprior.reproduce.paper_tables import all_tables, table_by_name
 
 __all__ = ["PAPERS", "ReportExtra", "SummaryExtra", "all_tables", "paper_module", "preset_dirs", "report_extra", "summary_extra", "table_by_name"]
 
-PAPERS: tuple[str, ...] = ("fst_cbdg", "feddb", "fedbm", "mfcl")
+PAPERS: tuple[str, ...] = ("fst_cbdg", "feddb", "fedbm", "mfcl", "fedbn")
 """The paper packages, in the README's order."""
 
 for _name in PAPERS:

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator
 from pydantic_core import PydanticCustomError
 
+from fedprior.errors import ConfigError
 from fedprior.validation import ConfigSection
 
 SCHEME_NAMES = ("iid", "shard", "dirichlet", "window", "natural", "quantity")
@@ -46,6 +47,8 @@ class PartitionConfig(ConfigSection):
     """For scheme=flwr:NAME: the partitioner's other constructor arguments, e.g. {min_partition_size = 10, self_balancing = true}; num_partitions, seed, partition_by, alpha, num_shards_per_partition and num_classes_per_partition come from federation.num_clients, run.seed, the label column, partition.alpha, partition.shards and partition.window unless given here (num_partitions and seed never)."""
     flwr_shuffle: bool = True
     """For scheme=flwr:NAME: shuffle the training rows with the run seed before the partitioner sees them, as flwr-datasets' FederatedDataset does (shuffle=True); false hands them over in the dataset's order."""
+    domains: str = ""
+    """A feature-shift federation (docs/feature-shift.md): each client in one domain, its images split inside the domain by `scheme`. "rotation:K" (images rotated by 0, 360/K, ... degrees; Ghosh et al., NeurIPS 2020, Sec. 6: K = 4), "style" (original, low-contrast, blur, noise, inverted), "dataset" (a multi-domain dataset's own: digit5, domainnet, office-caltech10); "" = none."""
     local_test_fraction: float = Field(0.0, ge=0, lt=1)
     """Hold out this fraction of each client's data (at least one image, stratified by class) as its local test split: each client's model is then scored on it at every evaluation, per client (mean, sd, worst 10%; docs/runs.md). 0 = none, every image trains."""
 
@@ -59,6 +62,17 @@ class PartitionConfig(ConfigSection):
             "unknown scheme {value}; accepted: {accepted}, or 'flwr:' and the class name of a flwr-datasets partitioner",
             {"value": repr(value), "accepted": ", ".join(SCHEME_NAMES)},
         )
+
+    @field_validator("domains")
+    @classmethod
+    def _known_domains(cls, value: str) -> str:
+        from fedprior.partition.domains import parse_domains
+
+        try:
+            parse_domains(value)
+        except ConfigError as error:
+            raise PydanticCustomError("unknown_domains", str(error).split(": ", 1)[1]) from None
+        return value
 
     def scheme_parameters(self) -> dict[str, Any]:
         """The fields that shape a split by ``scheme`` (the others are ignored by it), in the config's order."""

@@ -10,7 +10,8 @@ Choices a reader of many partitions needs:
 - ``order``: ``client`` (row i is client i) or ``clustered`` (clients grouped by their largest
   class, alike clients adjacent: :func:`fedprior.partition.client_order.cluster_clients`);
   ``auto`` clusters more than :data:`CLUSTER_ABOVE` clients, which in id order read as a barcode;
-- a bar per client on the right gives its size (the row's total), in the heatmap's order.
+- a bar per client on the right gives its size (the row's total), in the heatmap's order; in a feature-shift
+  federation (``partition.domains``) the bars are coloured by the client's domain, with a legend naming the domains.
 
 The title wraps to the figure's width and is never cut.
 """
@@ -102,6 +103,8 @@ def heatmap_figure(
     view: View = "counts",
     scale: Scale = "auto",
     order: Order = "auto",
+    client_domains: Sequence[int] | None = None,
+    domain_names: Sequence[str] = (),
 ) -> Figure:
     """The partition's figure (not written): axes labelled ``heatmap`` and ``client sizes``, a colorbar, the title.
 
@@ -109,6 +112,7 @@ def heatmap_figure(
     printed in the cells when the matrix is at most 20 x 20. The title carries
     beta^CIB and beta^hetero (the MFCL paper's Appendix B) of all the clients. Sized for 10..1,000 clients and 10..100
     classes; of more than :data:`MAX_ROWS` clients, MAX_ROWS evenly spaced ones are drawn (:func:`shown_clients`).
+    ``client_domains`` (each client's domain, an index into ``domain_names``; -1: none) colours the size bars by domain.
     """
     from matplotlib import colormaps
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -180,7 +184,16 @@ def heatmap_figure(
                 axes.text(col, row, text, ha="center", va="center", fontsize=7, color="black" if norm(value) > 0.5 else "white")
 
     sizes = rows.sum(axis=1)
-    bars.barh(np.arange(num_clients), sizes, height=1.0 if num_clients > 200 else 0.8, color="0.45", linewidth=0)
+    colours: object = "0.45"
+    if client_domains is not None:
+        palette = colormaps["tab10" if len(domain_names) <= 10 else "tab20"]
+        domain_of = np.asarray(client_domains, dtype=np.int64)[ids][ordering.order]
+        colours = [palette(d % palette.N) if d >= 0 else "0.45" for d in domain_of]
+        from matplotlib.patches import Patch
+
+        handles = [Patch(color=palette(d % palette.N), label=str(name)) for d, name in enumerate(domain_names)]
+        bars.legend(handles=handles, title="domain", fontsize=7, title_fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), frameon=False)
+    bars.barh(np.arange(num_clients), sizes, height=1.0 if num_clients > 200 else 0.8, color=colours, linewidth=0)
     bars.tick_params(axis="y", left=False, labelleft=False)
     bars.tick_params(axis="x", labelsize=8)
     bars.set_xlabel("client size")
@@ -194,6 +207,8 @@ def heatmap_figure(
     else:
         betas = f"β_CIB = {summary['beta_cib']:.2f}, β_hetero = {summary['beta_hetero']:.2f} bits"
     heading = f"{all_clients:,} clients, {num_classes} classes: {betas}" + (f"; {sampled} drawn" if sampled else "")
+    if client_domains is not None:
+        heading += f"; {len(domain_names)} domains, size bars coloured by domain"
     fit_title(figure, f"{title}\n{heading}" if title else heading)
     return figure
 
@@ -230,7 +245,9 @@ def plot_heatmap(
     view: View = "counts",
     scale: Scale = "auto",
     order: Order = "auto",
+    client_domains: Sequence[int] | None = None,
+    domain_names: Sequence[str] = (),
 ) -> Path:
     """Write :func:`heatmap_figure`'s PNG to ``path`` (atomically: never a half-written file); return the path."""
-    figure = heatmap_figure(counts, class_names, title, view=view, scale=scale, order=order)
+    figure = heatmap_figure(counts, class_names, title, view=view, scale=scale, order=order, client_domains=client_domains, domain_names=domain_names)
     return save_figure(figure, Path(path))

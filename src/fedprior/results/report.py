@@ -114,6 +114,11 @@ def client_section(summary: dict[str, Any]) -> str:
         f"| per-client accuracy on local test splits ({n} clients, last evaluation): mean | {100 * summary['final_client_accuracy_mean']:.2f}% |\n"
         f"| per-client accuracy: sd (population) | {100 * summary['final_client_accuracy_sd']:.2f} points |\n"
         f"| per-client accuracy: worst 10% (mean of the lowest {math.ceil(n / 10)}) | {100 * summary['final_client_accuracy_worst10']:.2f}% |\n"
+        + (
+            f"| per-client accuracy: pooled (all local test images, sample-weighted) | {100 * summary['final_client_accuracy_pooled']:.2f}% |\n"
+            if "final_client_accuracy_pooled" in summary
+            else ""
+        )
     )
 
 

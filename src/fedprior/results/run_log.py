@@ -63,7 +63,8 @@ def client_parts(record: dict[str, Any]) -> list[str]:
     """The per-client accuracy on the clients' local test splits (``partition.local_test_fraction``), where the record has it."""
     if "client_accuracy_mean" not in record:
         return []
-    return [f"per client {_percent(record['client_accuracy_mean'])} (worst 10% {_percent(record['client_accuracy_worst10'])})"]
+    pooled = f", pooled {_percent(record['client_accuracy_pooled'])}" if "client_accuracy_pooled" in record else ""
+    return [f"per client {_percent(record['client_accuracy_mean'])} (worst 10% {_percent(record['client_accuracy_worst10'])}{pooled})"]
 
 
 def round_line(record: dict[str, Any], total: int) -> str:

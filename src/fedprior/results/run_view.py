@@ -33,12 +33,15 @@ METRICS = (
     "dp_epsilon",
     "final_macro_f1",
     "best_macro_f1",
+    "final_client_accuracy_mean",
+    "final_client_accuracy_pooled",
     "download_bytes",
     "upload_bytes",
     "wall_seconds",
 )
 """The summary keys a comparison shows (F1 only where the algorithm's evaluation reports it; ``dp_epsilon``, the privacy spent
-by the last round at ``privacy.delta``, only for a run with client-level DP)."""
+by the last round at ``privacy.delta``, only for a run with client-level DP; the per-client accuracies on the local test splits,
+each client once (``_mean``) and pooled over their images (``_pooled``), only for a run with ``partition.local_test_fraction``)."""
 
 
 @dataclass
@@ -115,6 +118,9 @@ def partial_metrics(records: list[dict[str, Any]], initial: dict[str, Any]) -> d
         out.update(final_accuracy=accuracy[-1], best_accuracy=max(accuracy))
     if f1:
         out.update(final_macro_f1=f1[-1], best_macro_f1=max(f1))
+    scored = [r for r in [initial, *records] if "client_accuracy_mean" in r]
+    if scored:  # partition.local_test_fraction: the last evaluation's per-client accuracies, unweighted and pooled
+        out.update({f"final_{k}": scored[-1][k] for k in ("client_accuracy_mean", "client_accuracy_pooled") if k in scored[-1]})
     epsilons = [r["dp_epsilon"] for r in records if "dp_epsilon" in r]
     if epsilons:  # client-level DP: the privacy spent by the last round recorded
         out["dp_epsilon"] = epsilons[-1]

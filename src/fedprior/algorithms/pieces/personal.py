@@ -13,7 +13,8 @@ With ``partition.local_test_fraction > 0`` each client also has a local test spl
 :func:`with_local_tests` adds per-client metrics to every evaluation, as FL-bench and PFLlib
 report personalized methods: each client's own model (``Algorithm.evaluate_client``; the
 global model for an algorithm without one) on its own split, and their mean, sd and worst 10%
-(:func:`client_spread`).
+(:func:`client_spread`), and beside them the accuracy pooled over the clients' local test images
+(:func:`pooled_accuracy`: each client weighted by its split's size, what FL-bench and PFLlib print as their average).
 """
 
 from __future__ import annotations
@@ -74,8 +75,17 @@ def client_spread(accuracies: Sequence[float]) -> dict[str, float]:
     return {"client_accuracy_mean": float(values.mean()), "client_accuracy_sd": float(values.std()), "client_accuracy_worst10": float(worst.mean())}
 
 
+def pooled_accuracy(accuracies: Sequence[float], sizes: Sequence[int]) -> dict[str, float]:
+    """``client_accuracy_pooled``: the accuracy over all the clients' local test images pooled, sum_c n_c acc_c / sum_c n_c
+    (the sample-weighted mean FL-bench and PFLlib report: their per-client correct counts over their per-client test sizes
+    summed), beside :func:`client_spread`'s ``client_accuracy_mean``, where each client counts once whatever its size."""
+    n = np.asarray(sizes, dtype=float)
+    return {"client_accuracy_pooled": float(np.dot(np.asarray(accuracies, dtype=float), n) / n.sum())}
+
+
 def per_client_metrics(algorithm: Algorithm, state: State, local_tests: Sequence[ClientData]) -> dict[str, float | list[float]]:
-    """Each client's accuracy on its local test split (``local_tests[c]``, client ``c``'s; an empty one is skipped), with :func:`client_spread`.
+    """Each client's accuracy on its local test split (``local_tests[c]``, client ``c``'s; an empty one is skipped), with :func:`client_spread`
+    and :func:`pooled_accuracy`.
 
     A personalized method (``algorithm.evaluate_client``) is scored on the clients whose personal parts the state holds
     (``eval.<client>.``: the latest round's clients), each with its own model; before any round, and for an algorithm
@@ -90,7 +100,8 @@ def per_client_metrics(algorithm: Algorithm, state: State, local_tests: Sequence
         shared = without_eval(state)
         scores = {c: algorithm.evaluate(shared, data) for c, data in enumerate(local_tests) if data["y"].numel()}
     accuracies = [float(cast(float, m["accuracy"])) for m in scores.values()]  # every evaluate gives a float accuracy
-    return {"client_ids": list(scores), "client_accuracy": accuracies, **client_spread(accuracies)}
+    sizes = [int(local_tests[c]["y"].numel()) for c in scores]
+    return {"client_ids": list(scores), "client_accuracy": accuracies, **client_spread(accuracies), **pooled_accuracy(accuracies, sizes)}
 
 
 def with_local_tests(algorithm: Algorithm, local_tests: Sequence[ClientData]) -> Algorithm:
