@@ -195,6 +195,11 @@ def time_to(run: dict[str, Any], target: float) -> dict[str, Any]:
     return {"time": c["simulated_time"][-1], "reached": False}
 
 
+def points(fraction: float) -> float:
+    """An accuracy difference in percentage points."""
+    return 100 * fraction
+
+
 def judged(differences: list[float]) -> dict[str, Any]:
     stats = paired(differences)
     return {
@@ -217,8 +222,10 @@ def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[
             target = setting["fedavg"][s]["final_accuracy"]
             fedavg, fedbuff = time_to(setting["fedavg"][s], target), time_to(setting["fedbuff"][s], target)
             per_seed.append({"target": target, "fedavg": fedavg, "fedbuff": fedbuff, "ratio": fedavg["time"] / fedbuff["time"] if fedbuff["time"] else None})
+        ratios = [p["ratio"] for p in per_seed if p["ratio"] is not None]
         return {
             "per_seed": per_seed,
+            "mean_ratio": float(np.mean(ratios)) if ratios else None,
             "difference": judged([p["fedavg"]["time"] - p["fedbuff"]["time"] for p in per_seed]),
             "fedbuff_reached_in_seeds": sum(p["fedbuff"]["reached"] for p in per_seed),
         }
@@ -227,7 +234,7 @@ def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[
     claim1 = found["fedbuff-faster"]
     if claim1["fedbuff_reached_in_seeds"] < len(seeds) and claim1["difference"]["verdict"] == "holds":
         claim1["difference"]["verdict"] = "not resolved"  # a censored seed cannot support the claim
-    gap = {name: [r["fedprox-partial"][s]["final_accuracy"] - r["fedavg-drop"][s]["final_accuracy"] for s in seeds] for name, r in runs.items()}
+    gap = {name: [points(r["fedprox-partial"][s]["final_accuracy"] - r["fedavg-drop"][s]["final_accuracy"]) for s in seeds] for name, r in runs.items()}
     found["partial-beats-drop"] = judged(gap["lognormal"])
     cut = {
         name: sum(r[m][s]["deadline_dropped_updates"] + r[m][s]["partial_work_updates"] for m in ("fedavg-drop", "fedprox-partial") for s in seeds)
@@ -244,8 +251,8 @@ def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[
         "lognormal_over_constant": [a / b for a, b in zip(per_round["lognormal"], per_round["constant"], strict=True)],
         "fedbuff_vs_fedavg_on_constant_devices": speedup(const),
     }
-    found["headroom (control)"] = judged([ln["fedavg"][s]["final_accuracy"] - ln["fedavg"][s]["curve"]["accuracy"][1] for s in seeds])
-    found["deadline-cost (measured)"] = judged([ln["fedavg"][s]["final_accuracy"] - ln["fedavg-drop"][s]["final_accuracy"] for s in seeds])
+    found["headroom (control)"] = judged([points(ln["fedavg"][s]["final_accuracy"] - ln["fedavg"][s]["curve"]["accuracy"][1]) for s in seeds])
+    found["deadline-cost (measured)"] = judged([points(ln["fedavg"][s]["final_accuracy"] - ln["fedavg-drop"][s]["final_accuracy"]) for s in seeds])
     return found
 
 
@@ -257,7 +264,8 @@ def plot(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[int]
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.2))
-    for ax, (name, x) in zip(axes, [("lognormal", "simulated_time"), ("constant", "simulated_time"), ("lognormal", "round")], strict=True):
+    panels = [("lognormal", "simulated_time"), ("constant", "simulated_time"), ("lognormal", "round")]
+    for ax, (name, x) in zip(axes, panels, strict=True):
         for method in METHODS:
             curves = [runs[name][method][s]["curve"] for s in seeds]
             xs = np.mean([c[x] for c in curves], axis=0)
@@ -266,21 +274,42 @@ def plot(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[int]
             ax.plot(xs, np.mean([c["accuracy"] for c in curves], axis=0), label=method)
         ax.set_xlabel("simulated seconds" if x == "simulated_time" else "round (FedBuff: steps x K / m)")
         ax.set_ylabel("test accuracy (mean over seeds)")
-        ax.set_title(f"{name} devices")
+        ax.set_title(f"{name} devices, against {'simulated time' if x == 'simulated_time' else 'rounds'}")
         ax.grid(alpha=0.3)
     axes[0].legend()
     figure.tight_layout()
     figure.savefig(path, dpi=110)
 
 
-def main() -> None:
+def table(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[int]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What docs/system-heterogeneity.md's table quotes, per devices and method: final test accuracy (%, mean and sd over
+    seeds), simulated time at the end (s, mean), time to FedAvg's final accuracy (s, mean; in how many seeds reached), the
+    updates dropped past the deadline and shortened by partial work (all seeds)."""
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for speed, methods in runs.items():
+        for method, by_seed in methods.items():
+            finals = [points(by_seed[s]["final_accuracy"]) for s in seeds]
+            reach = [time_to(by_seed[s], methods["fedavg"][s]["final_accuracy"]) for s in seeds]
+            out.setdefault(speed, {})[method] = {
+                "final_accuracy_mean": float(np.mean(finals)),
+                "final_accuracy_sd": float(np.std(finals, ddof=1)) if len(finals) > 1 else 0.0,
+                "simulated_time_mean": float(np.mean([by_seed[s]["simulated_time"] for s in seeds])),
+                "time_to_fedavg_final_mean": float(np.mean([r["time"] for r in reach])),
+                "reached_in_seeds": sum(r["reached"] for r in reach),
+                "deadline_dropped_updates": sum(by_seed[s]["deadline_dropped_updates"] for s in seeds),
+                "partial_work_updates": sum(by_seed[s]["partial_work_updates"] for s in seeds),
+            }
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--tiny", action="store_true", help=f"a few seconds' check of the script: {TINY}")
     parser.add_argument("--runs", type=Path, required=True, help="folder of the runs (kept; finished ones are read back)")
     parser.add_argument("--out", type=Path)
     parser.add_argument("--plot", type=Path)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     scale = TINY if args.tiny else FULL
     runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     limits = {seed: deadline(scale, seed) for seed in args.seeds}
@@ -302,33 +331,35 @@ def main() -> None:
     print(json.dumps({k: v.get("verdict", v.get("difference", {}).get("verdict")) for k, v in found.items()}))
     if args.plot:
         plot(runs, args.seeds, args.plot)
+    record = {
+        "command": " ".join(["python", *sys.argv]),
+        "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
+        "machine": {
+            "cpu": cpu_kind(),
+            "kind": machine_kind(torch.device("cpu")),
+            "python": platform.python_version(),
+            "load_average_at_write": os.getloadavg(),
+            "note": "2 cores shared with other jobs; run niced, run.threads=1, run.workers=1, one run at a time",
+        },
+        "claims": CLAIMS,
+        "setting": (
+            f"{PRESET} preset's data and model, scaled down: {scale['dataset']}, a {scale['images']}-image class-balanced subset, "
+            f"{scale['clients']} clients, Dirichlet {scale['alpha']}, {scale['per_round']} a round, {scale['rounds']} rounds "
+            f"(FedBuff: C = {scale['per_round']}, K = {max(1, scale['per_round'] // 2)}, the same client updates), "
+            f"{scale['local_epochs']} local epoch, batch 32, lr 0.05; FedProx mu {FEDPROX_MU}; system model defaults (FedScale's log-normal "
+            "devices, 0.005 e s an example, sigma 0.6; 1.25e6 B/s)"
+        ),
+        "scale": scale,
+        "seeds": args.seeds,
+        "deadline_seconds": {str(s): d for s, d in limits.items()},
+        "model_bytes": model_bytes(scale),
+        "verdicts": found,
+        "table": table(runs, args.seeds),
+        "runs": {sp: {m: {str(s): r for s, r in by_seed.items()} for m, by_seed in methods.items()} for sp, methods in runs.items()},
+    }
     if args.out:
-        record = {
-            "command": " ".join(["python", *sys.argv]),
-            "commit": subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip(),
-            "machine": {
-                "cpu": cpu_kind(),
-                "kind": machine_kind(torch.device("cpu")),
-                "python": platform.python_version(),
-                "load_average_at_write": os.getloadavg(),
-                "note": "2 cores shared with other jobs; run niced, run.threads=1, run.workers=1, one run at a time",
-            },
-            "claims": CLAIMS,
-            "setting": (
-                f"{PRESET} preset's data and model, scaled down: Fashion-MNIST, a {scale['images']}-image class-balanced subset, "
-                f"{scale['clients']} clients, Dirichlet {scale['alpha']}, {scale['per_round']} a round, {scale['rounds']} rounds "
-                f"(FedBuff: C = {scale['per_round']}, K = {max(1, scale['per_round'] // 2)}, the same client updates), "
-                f"{scale['local_epochs']} local epoch, batch 32, lr 0.05; FedProx mu {FEDPROX_MU}; system model defaults (FedScale's log-normal "
-                "devices, 0.005 e s an example, sigma 0.6; 1.25e6 B/s)"
-            ),
-            "scale": scale,
-            "seeds": args.seeds,
-            "deadline_seconds": {str(s): d for s, d in limits.items()},
-            "model_bytes": model_bytes(scale),
-            "verdicts": found,
-            "runs": {sp: {m: {str(s): r for s, r in by_seed.items()} for m, by_seed in methods.items()} for sp, methods in runs.items()},
-        }
         args.out.write_text(json.dumps(record, indent=1) + "\n")
+    return record
 
 
 if __name__ == "__main__":
