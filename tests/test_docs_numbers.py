@@ -1008,6 +1008,73 @@ DOCS += (
     DocTable("docs/runtime.md", "| piece of a FedDB client step | operator calls |", launch_pieces, tuple(LAUNCH_PIECES)),
 )
 
+
+# ------------------------------------------------------------------------------------------------ docs/system-heterogeneity.md
+# (issue 54 item 5: benchmarks/system_heterogeneity.py's table; one self-contained block)
+
+
+@cache
+def system_heterogeneity() -> dict[str, Any]:
+    return json.loads((ROOT / "benchmarks" / "results" / "system_heterogeneity.json").read_text())
+
+
+SYSTEM_COLUMNS = {  # docs column -> the fields of the JSON's table[devices][method] it quotes
+    "final accuracy %": ("final_accuracy_mean", "final_accuracy_sd"),
+    "simulated time s": ("simulated_time_mean",),
+    "time to FedAvg's final s": ("time_to_fedavg_final_mean",),
+    "updates dropped": ("deadline_dropped_updates",),
+    "updates shortened": ("partial_work_updates",),
+}
+SYSTEM_ROWS = tuple(f"{d} | {m}" for d in ("lognormal", "constant") for m in ("fedavg", "fedavg-drop", "fedprox-partial", "fedbuff"))
+
+
+def system_methods(row: str, column: str) -> list[Any]:
+    devices, _, method = row.partition(" | ")
+    entry = system_heterogeneity()["table"][devices][method]
+    if column == "reached":
+        return [entry["reached_in_seeds"], len(system_heterogeneity()["seeds"])]
+    return [entry[f] for f in SYSTEM_COLUMNS[column]]
+
+
+SYSTEM_CLAIMS = {  # docs row -> the judged differences it quotes (a path into the JSON's verdicts)
+    "fedbuff-faster (s)": ("fedbuff-faster", "difference"),
+    "partial-beats-drop (points)": ("partial-beats-drop",),
+    "straggler-effect-vanishes (control; points)": ("straggler-effect-vanishes (control)", "gap_lognormal_minus_gap_constant"),
+    "headroom (control; points)": ("headroom (control)",),
+    "deadline-cost (measured; points)": ("deadline-cost (measured)",),
+}
+SYSTEM_RATIOS = {  # docs row -> (a path to the per-seed entries or values, the mean's key)
+    "FedBuff speed-up, log-normal (x)": ("fedbuff-faster",),
+    "FedBuff speed-up, constant (x)": ("time-per-round-differs (control)", "fedbuff_vs_fedavg_on_constant_devices"),
+    "FedAvg round, log-normal over constant (x)": ("time-per-round-differs (control)",),
+}
+
+
+def system_claims(row: str, column: str) -> list[Any]:
+    found: Any = system_heterogeneity()["verdicts"]
+    if row in SYSTEM_RATIOS:
+        for key in SYSTEM_RATIOS[row]:
+            found = found[key]
+        per_seed = found.get("lognormal_over_constant") or [p["ratio"] for p in found["per_seed"]]
+        return {"per seed": per_seed, "mean": [found["mean_ratio"]]}[column]
+    for key in SYSTEM_CLAIMS[row]:
+        found = found[key]
+    return {"per seed": found["per_seed"], "mean": [found["mean"]], "95% interval": found["interval_95"], "verdict": [found["verdict"]]}[column]
+
+
+DOCS += (
+    DocTable(
+        "docs/system-heterogeneity.md",
+        "| devices | method | final accuracy % | simulated time s | time to FedAvg's final s | reached | updates dropped | updates shortened |",
+        system_methods,
+        SYSTEM_ROWS,
+        keys=2,
+    ),
+    DocTable(
+        "docs/system-heterogeneity.md", "| claim or control | per seed | mean | 95% interval | verdict |", system_claims, (*SYSTEM_CLAIMS, *SYSTEM_RATIOS)
+    ),
+)
+
 # ------------------------------------------------------------------------------------------------ sentences
 
 
