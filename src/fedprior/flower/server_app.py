@@ -81,7 +81,10 @@ class Settings:
       ``data-dir`` (Flower's simulation, where server and nodes share a disk);
     - ``run_key``: names the run on the nodes (their client states are kept per run);
     - ``poll``: seconds between two looks for replies;
-    - ``secagg``: aggregate each round under Flower's SecAgg+ (:mod:`fedprior.flower.secagg`), with these options.
+    - ``secagg``: aggregate each round under Flower's SecAgg+ (:mod:`fedprior.flower.secagg`), with these options;
+    - ``query_timeout``: seconds to wait for a new node to say which clients it hosts (600, whatever ``round_timeout`` is: a round
+      deadline, ``system.deadline``, may be seconds). A node's first answer includes its start (on Flower's simulation a Ray actor importing torch and fedprior: about
+      30 s on a quiet 2-core machine, past 120 s at a load of 12, where a shorter wait failed the node's clients in round 1).
     """
 
     round_timeout: float = 600.0
@@ -90,7 +93,7 @@ class Settings:
     data_hint: str = ""
     run_key: str = "fedprior"
     poll: float = 0.05
-    query_timeout: float = 120.0
+    query_timeout: float = 600.0
     secagg: SecAggOptions | None = None
 
 
