@@ -136,9 +136,10 @@ class RoundInfo:
     seed: int
     stage: str
     round: int
-    step_budgets: tuple[tuple[int, int], ...] = ()
+    step_budgets: tuple[tuple[int, int], ...] = field(default=(), kw_only=True)
     """(client id, local steps) of the clients that may take at most that many mini-batch steps this round (partial work under
-    a deadline, ``fedprior.runtime.system_round``); a client not listed does its full local work."""
+    a deadline, ``fedprior.runtime.system_round``); a client not listed does its full local work. Keyword-only, so that
+    ``ClientInfo(seed, stage, round, client_id)`` keeps its positional form."""
 
     def generator(self, *keys: str | int) -> torch.Generator:
         """A generator for server-side randomness in this round (e.g. server training)."""

@@ -360,7 +360,6 @@ def require_device(spec: AlgorithmSpec) -> AlgorithmSpec:
 
 SHIPPED = (
     ("fedavg", "fedavg:fedavg"),
-    ("fedbn", "fedbn:fedbn"),
     ("fedprox", "fedprox:fedprox"),
     ("scaffold", "scaffold:scaffold"),
     ("fedavgm", "fedopt:fedavgm"),
@@ -369,6 +368,7 @@ SHIPPED = (
     ("fedyogi", "fedopt:fedyogi"),
     ("fedbuff", "fedbuff:fedbuff"),
     ("fedasync", "fedasync:fedasync"),
+    ("fedbn", "fedbn:fedbn"),
     ("fedntd", "fedntd:fedntd"),
     ("fst-cbdg", "fst_cbdg:fst_cbdg"),
     ("zero-shot", "baselines:zero_shot"),
