@@ -264,6 +264,7 @@ THREAD_SAFE = {
     "fedyogi",
     "fedbuff",
     "fedasync",
+    "fedbn",  # FedAvg's local training; its BN layers are client state, not shared between lanes
     "fedprox",
     "moon",
     "central",
