@@ -34,17 +34,7 @@ def scheme_partitioner(config: PartitionConfig, num_clients: int, seed: int, gro
     if scheme.startswith("flwr:"):
         from fedprior.partition.flower_datasets import FlowerDatasetsPartitioner
 
-        return FlowerDatasetsPartitioner(
-            scheme,
-            num_clients,
-            seed,
-            alpha=config.alpha,
-            shards=config.shards,
-            window=config.window,
-            kwargs=config.flwr_kwargs,
-            shuffle=config.flwr_shuffle,
-            groups=groups,
-        )
+        return FlowerDatasetsPartitioner.of_config(config, num_clients, seed, groups=groups)
     if scheme == "iid":
         from fedprior.partition.iid import IidPartitioner
 

@@ -137,6 +137,22 @@ class FlowerDatasetsPartitioner:
         )
         self._build()  # its constructor's checks, now
 
+    @classmethod
+    def of_config(cls, config: Any, num_clients: int, seed: int, **groups: Any) -> FlowerDatasetsPartitioner:
+        """The partitioner of a ``[partition]`` section whose scheme is ``flwr:NAME`` (its alpha, shards, window, flwr_kwargs and
+        flwr_shuffle); ``groups`` / ``groups_known`` as the constructor takes them."""
+        return cls(
+            config.scheme,
+            num_clients,
+            seed,
+            alpha=config.alpha,
+            shards=config.shards,
+            window=config.window,
+            kwargs=config.flwr_kwargs,
+            shuffle=config.flwr_shuffle,
+            **groups,
+        )
+
     def _build(self) -> Any:
         try:
             return self.cls(**self.arguments)
@@ -172,14 +188,4 @@ def check_flwr_fields(config: Any, num_clients: int, seed: int) -> None:
         if config.flwr_kwargs:
             raise ConfigError(f"partition.flwr_kwargs: applies to partition.scheme = 'flwr:NAME' only (it is {config.scheme!r}); remove it")
         return
-    FlowerDatasetsPartitioner(
-        config.scheme,
-        num_clients,
-        seed,
-        alpha=config.alpha,
-        shards=config.shards,
-        window=config.window,
-        kwargs=config.flwr_kwargs,
-        shuffle=config.flwr_shuffle,
-        groups_known=False,
-    )
+    FlowerDatasetsPartitioner.of_config(config, num_clients, seed, groups_known=False)
