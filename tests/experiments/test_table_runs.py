@@ -47,3 +47,20 @@ def test_a_twin_copies_a_finished_run_even_when_the_finished_one_comes_later(tmp
     assert saved["run_dir"] == str(first.path) and saved["final_accuracy"] == 0.7
     again = plan_cell(tmp_path, first.cell, 0, first.name, first.config)  # the copy is a finished run of this cell's config
     assert again.action == REUSED
+
+
+def test_the_runs_left_go_resumed_first_then_seed_by_seed_across_cells():
+    """A grid stopped part-way has the same seeds of every cell (a paired claim gains each seed both cells finished)."""
+    from types import SimpleNamespace
+
+    from fedprior.experiments.table_runs import RESUMED, execute_runs
+
+    def run(row: str, seed: int, action: str = RUN) -> SimpleNamespace:
+        label = f"{row}{seed}"
+        return SimpleNamespace(cell=SimpleNamespace(row=row, column="c"), seed=seed, action=action, result={"run": label}, execute=lambda: {"run": label})
+
+    runs = [run("A", 0, REUSED), run("A", 1), run("A", 2), run("B", 0), run("B", 1, RESUMED), run("B", 2), run("C", 1)]
+    order: list[str] = []
+    summaries = execute_runs(runs, 1, lambda done, summary: order.append(summary["run"]))  # type: ignore[arg-type]
+    assert order == ["A0", "B1", "B0", "A1", "C1", "A2", "B2"]
+    assert summaries["C", "c", 1] == {"run": "C1"}

@@ -193,6 +193,17 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
     return CellRun(cell, seed, name, config, path, RESUMED)
 
 
+def run_order(run: CellRun) -> tuple[bool, int]:
+    """The order of the runs left: those a stopped grid had begun first, then seed by seed across the cells.
+
+    Seed-major, so that a grid stopped part-way (a seed plan of tens of seeds, a session that ends) has run the
+    same seeds of every cell, and each paired claim gains every seed both of its cells finished; within a seed,
+    the cells keep the table's order (the sort is stable). The numbers do not depend on the order: each run is
+    its own folder, seeded by its config alone.
+    """
+    return (run.action != RESUMED, run.seed)
+
+
 def execute_runs(
     runs: list[CellRun], jobs: int, on_done: Callable[[CellRun, dict[str, Any]], None], on_start: Callable[[CellRun], None] | None = None
 ) -> dict[tuple[str, str, int], dict[str, Any]]:
@@ -212,7 +223,7 @@ def execute_runs(
     for run in runs:
         if run.action == REUSED:
             done(run, run.result)
-    pending = [run for run in runs if run.action != REUSED]
+    pending = sorted((run for run in runs if run.action != REUSED), key=run_order)
     if jobs <= 1 or len(pending) <= 1:
         for run in pending:
             if on_start is not None:
