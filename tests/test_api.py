@@ -259,3 +259,30 @@ def test_history_means_the_evaluated_accuracies_in_the_api_and_in_result_json(wh
     assert result.evaluated_rounds == on_disk["evaluated_rounds"] == [1, 2]
     assert result.history == [r["accuracy"] for r in result.records] and all(isinstance(a, float) for a in result.history)
     assert [r["step"] for r in result.records] == [1, 2]
+
+
+def test_build_partition_with_domains_is_the_runs_split_with_each_clients_domain(tmp_path):
+    """``domains`` (partition.domains): the clients of each domain hold that domain's images only, split as a run splits them."""
+    import numpy as np
+
+    from fedprior.data import load_dataset
+    from fedprior.experiments.client_split import build_partition as run_split
+    from fedprior.experiments.config import load_config
+    from fedprior.experiments.domains import with_domains
+
+    split = fedprior.build_partition("digits", "dirichlet", num_clients=6, alpha=0.5, seed=3, domains="rotation:3")
+    _, config = load_config(
+        "fedavg-cnn",
+        ["data.dataset=digits", "federation.num_clients=6", "partition.scheme=dirichlet", "partition.alpha=0.5", "partition.domains=rotation:3", "run.seed=3"],
+        (),
+    )
+    data = with_domains(load_dataset("digits"), "rotation:3", images=False)
+    expected = run_split(config, data.train_labels, np.arange(data.train_labels.size), domains=(data.train_domains, 3)).roles["train"]
+    assert len(split.parts) == 6 and all(np.array_equal(a, b) for a, b in zip(split.parts, expected, strict=True))
+    assert split.client_domains is not None and split.client_domains.tolist() == [0, 0, 1, 1, 2, 2]
+    assert all(set(data.train_domains[part].tolist()) == {domain} for part, domain in zip(split.parts, split.client_domains, strict=True))
+    assert split.domain_names == data.domain_names and split.plot(tmp_path / "split.png").stat().st_size > 0
+    plain = fedprior.build_partition("digits", "dirichlet", num_clients=6, alpha=0.5, seed=3)
+    assert plain.client_domains is None and plain.domain_names == ()
+    with pytest.raises(fedprior.ConfigError, match="partition.domains"):
+        fedprior.build_partition("digits", "iid", num_clients=4, domains="rotation:1")

@@ -235,6 +235,9 @@ class PartitionResult:
     statistics: dict[str, Any]
     """Sizes, classes per client, beta_cib and beta_hetero (the MFCL paper's Appendix B), ... (see ``partition.statistics.describe``)."""
     class_names: tuple[str, ...] = ()
+    client_domains: np.ndarray | None = None
+    """With ``domains``: client i's domain, an index into ``domain_names`` (``partition.domains``, docs/feature-shift.md)."""
+    domain_names: tuple[str, ...] = ()
 
     def plot(self, path: str | Path, *, view: str = "counts", scale: str = "auto", order: str = "auto") -> Path:
         """The clients x classes heatmap as a PNG, each client's size beside it.
@@ -253,6 +256,8 @@ class PartitionResult:
             view=view,  # type: ignore[arg-type]  # checked by plot_heatmap, with a message naming the accepted values
             scale=scale,  # type: ignore[arg-type]
             order=order,  # type: ignore[arg-type]
+            client_domains=None if self.client_domains is None else self.client_domains.tolist(),
+            domain_names=self.domain_names,
         )
 
 
@@ -272,11 +277,15 @@ def build_partition(
     root: str | Path | None = None,
     download: bool = False,
     flwr_kwargs: dict[str, Any] | None = None,
+    domains: str = "",
 ) -> PartitionResult:
     """Split ``dataset``'s training labels over ``num_clients`` clients by ``scheme`` (the config's partition fields; ``flwr_kwargs``:
-    the other arguments of a ``flwr:NAME`` scheme's flwr-datasets partitioner)."""
+    the other arguments of a ``flwr:NAME`` scheme's flwr-datasets partitioner; ``domains``: ``partition.domains``, a feature-shift
+    federation whose clients each hold one domain's images, split inside the domain by ``scheme`` as a run splits them)."""
     from fedprior.data import load_dataset
+    from fedprior.experiments.domains import with_domains
     from fedprior.partition.config import PartitionConfig
+    from fedprior.partition.domains import client_domains, domain_partition
     from fedprior.partition.factory import make_partitioner
     from fedprior.partition.statistics import class_counts, describe
 
@@ -291,12 +300,27 @@ def build_partition(
         sizes=sizes,  # type: ignore[arg-type]
         size_ratio=size_ratio,
         flwr_kwargs=dict(flwr_kwargs or {}),
+        domains=domains,
     )
-    partitioner = make_partitioner(fields, num_clients, seed)
-    data = load_dataset(dataset, root, download)
-    parts = [np.asarray(p) for p in partitioner.partition(data.train_labels).roles["train"]]
+    data = with_domains(load_dataset(dataset, root, download), domains, images=False)  # the domains of the images, no image shifted
+    if data.train_domains is None or not domains:
+        split = make_partitioner(fields, num_clients, seed).partition(data.train_labels)
+        owners = None
+    else:
+        count = len(data.domain_names)
+        split = domain_partition(
+            data.train_labels,
+            data.train_domains,
+            num_clients,
+            count,
+            seed,
+            lambda labels, clients, s, _: make_partitioner(fields, clients, s).partition(labels),
+        )
+        owners = client_domains(num_clients, count)
+    parts = [np.asarray(p) for p in split.roles["train"]]
     counts = class_counts(data.train_labels, parts, data.num_classes)
-    return PartitionResult(dataset, scheme, parts, counts, describe(counts, data.class_names), tuple(data.class_names))
+    names = tuple(data.domain_names) if owners is not None else ()
+    return PartitionResult(dataset, scheme, parts, counts, describe(counts, data.class_names), tuple(data.class_names), owners, names)
 
 
 def list_algorithms() -> dict[str, str]:
