@@ -15,6 +15,14 @@ Claims, declared before the runs (:data:`CLAIMS`); each is checked per seed and 
   the proximal term matters where the clients differ. It gates nothing here but says whether the setting can tell
   the proximal term's effect from a mere change of optimizer.
 
+Each judged difference also carries its power (:mod:`verdict_power`, issue 52): ``detectable``, the smallest paired
+mean difference its seeds detect with 80% power at its observed sd (the paired t test's, whose interval the other
+benchmarks judge by; the verdict here is the per-seed sign rule above). The paper states no size for these claims
+(its Figure 2 is a picture of the curves; its abstract's 22% is test accuracy, not the training loss), so ``gap`` and
+``seeds_needed`` are None: detectable only. ``--findings-only`` trains nothing: it judges the committed ``--out``
+record again from the runs it holds and rewrites its verdicts with these fields (every committed value unchanged,
+else nothing is written).
+
 The training loss is the paper's: the global model's mean cross-entropy on every client's training data (all 30
 clients), after each round. Each seed is one federation (``run.seed`` draws the data, the sampling and the
 initialisation), the same for both algorithms (paired). Three seeds: the direction per seed and the paired mean and
@@ -40,6 +48,7 @@ from typing import Any
 
 import numpy as np
 import torch
+from verdict_power import power_fields, rewrite_verdicts
 
 from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 from fedprior.experiments.build import build_experiment
@@ -53,6 +62,7 @@ CLAIMS = {
 }
 SETTINGS = {"synthetic(1,1)": ["data.synthetic_alpha=1", "data.synthetic_beta=1"], "synthetic-iid": ["data.synthetic_iid=true"]}
 ALGORITHMS = {"fedavg": ["algorithm.name=fedavg"], "fedprox(mu=1)": ["algorithm.name=fedprox", "algorithm.mu=1.0"]}
+RESULT = Path(__file__).resolve().parent / "results" / "synthetic_fedprox.json"
 
 
 def training_set(experiment) -> dict[str, torch.Tensor]:
@@ -102,6 +112,7 @@ def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[
             "sd": float(np.std(values, ddof=1)) if len(values) > 1 else 0.0,
             "holds_in_seeds": int(sum(v > 0 for v in values)),
             "verdict": "holds" if all(v > 0 for v in values) else ("reversed" if all(v < 0 for v in values) else "not resolved"),
+            **power_fields(values),  # no paper gap: detectable only
         }
 
     return {
@@ -111,7 +122,13 @@ def verdicts(runs: dict[str, dict[str, dict[int, dict[str, Any]]]], seeds: list[
     }
 
 
-def main() -> None:
+def judge_record(record: dict[str, Any]) -> dict[str, Any]:
+    """The claims of a written record judged again from the runs it holds (nothing trained)."""
+    runs = {name: {a: {int(seed): r for seed, r in by_seed.items()} for a, by_seed in algos.items()} for name, algos in record["runs"].items()}
+    return verdicts(runs, record["seeds"])
+
+
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -119,8 +136,14 @@ def main() -> None:
         "--settings", nargs="+", choices=list(SETTINGS), default=list(SETTINGS), help="run these settings only (write --out; join with --merge)"
     )
     parser.add_argument("--merge", type=Path, nargs="+", help="join the runs of these --out files (one per setting) and judge the claims")
-    parser.add_argument("--out", type=Path)
-    args = parser.parse_args()
+    parser.add_argument("--out", type=Path, help=f"the record to write (--findings-only: to re-read and rewrite; default {RESULT.name})")
+    parser.add_argument("--findings-only", action="store_true", help="judge the --out record again from its runs and add each claim's power; train nothing")
+    args = parser.parse_args(argv)
+    if args.findings_only:
+        path = args.out or RESULT
+        rewrite_verdicts(path, judge_record)
+        print(f"{path}: verdicts judged again from its runs, their power added")
+        return
     runs: dict[str, dict[str, dict[int, dict[str, Any]]]] = {}
     commands = []
     for path in args.merge or []:
