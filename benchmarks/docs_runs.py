@@ -140,7 +140,7 @@ def main() -> None:
         "command": command_line(),
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "commit": shell(f"git -C {ROOT} rev-parse HEAD"),
-        "uncommitted_changes": bool(shell(f"git -C {ROOT} status --porcelain --untracked-files=no")),
+        "uncommitted_changes": bool(shell(f"git -C {ROOT} status --porcelain --untracked-files=no -- src benchmarks")),  # the code that ran
         "machine": machine(),
         "note": "one command at a time beside other jobs on a shared machine (its load is recorded): wall seconds are rough",
         "runs": [],
