@@ -27,23 +27,13 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/feddb.md", "| field | default | note |"): CONFIG,
     ("docs/feddb.md", "| paper | what it does | file: function | when, where, with what | status |"): WALK,
     ("docs/feddb.md", "| baseline | rows it changes | status |"): "the baselines' algorithm lines (not results)",
-    ("docs/feddb.md", "| 40 rounds | L_u (last 5) | L_s | confident images per client | coverage | labeled-only clients | accuracy |"): NO_SOURCE
-    + ": three fedprior runs of the feddb preset before strong_augment existed (their metrics.jsonl not kept)",
     ("docs/feddb.md", "| control (rows; needed: the gated claim's paper gap) | question | steps, and what is matched |"): "the controls' step "
     "counts, computed from the presets (checked by tests/algorithms/test_central.py; not results)",
-    ("docs/feddb.md", "| method | best acc | final acc | last-10% move | PL acc | wall s (each seed) |"): NO_SOURCE
-    + ": Table 2 on FixMatch's views (before issue 31), its record and cells replaced by the rerun (git history has them)",
-    ("docs/feddb.md", "| claim | mean | 95% interval | interval | verdict | paper |"): NO_SOURCE
-    + ": Tables 2 and 4's findings on FixMatch's views (before issue 31), replaced by the rerun (git history has them)",
-    ("docs/feddb.md", "| row | δ=0.3 best acc | δ=0.3 PL acc | δ=0.1 best acc | δ=0.1 last-10% move | δ=0.1 PL acc |"): NO_SOURCE
-    + ": Table 4 on FixMatch's views (before issue 31), replaced by the rerun (git history has it)",
     # docs/flower.md
     ("docs/flower.md", "| | in-process (`local`) | Flower |"): "the two runtimes compared in words (not results)",
     # docs/fst-cbdg.md
     ("docs/fst-cbdg.md", "| recipe | settings | used by |"): CONFIG,
     ("docs/fst-cbdg.md", "| field | values | note |"): CONFIG,
-    ("docs/fst-cbdg.md", "| partition | label_refresh=batch | all (default) | all + count_source=model |"): NO_SOURCE
-    + ": runs on the v1 stand-in with Eq. 7 counted per epoch (the order before issue 30), not kept",
     ("docs/fst-cbdg.md", "| line | the paper | where in fedprior | when | as the paper? |"): WALK,
     # docs/mfcl.md
     ("docs/mfcl.md", "| stage | rounds | who works | what is sent |"): CONFIG,
@@ -68,15 +58,10 @@ EXEMPT: dict[tuple[str, str], str] = {
     # docs/runs.md
     ("docs/runs.md", "| file | what |"): "a run folder's files (not results)",
     ("docs/runs.md", "| verdict | when |"): "the verdicts' definitions (not results)",
-    ("docs/runs.md", "| table | rerun rows | result | wall |"): NO_SOURCE + ": fedprior table --verify's printout (2026-11-27), not kept",
-    ("docs/runs.md", "| table | reruns | result | wall |"): NO_SOURCE + ": fedprior table --verify --verify-all's printout (2026-11-28), not kept",
     ("docs/runs.md", "| sampler | which m clients | asks the clients |"): CONFIG,
     # docs/runtime.md
     ("docs/runtime.md", "| field | default | what it does |"): CONFIG,
-    ("docs/runtime.md", "| run | before: up / down (2 rounds, 4 rounds) | now: up / down (2 rounds, 4 rounds) | per round now |"): NO_SOURCE
-    + ": copies counted with tests/experiments/test_resident.py's copy log at the time, not kept",
     ("docs/runtime.md", "| work | threads |"): CONFIG,
-    ("docs/runtime.md", "| figure | value | target |"): NO_SOURCE + ": the 2026-11-23 run of the overhead benchmark, not kept",
     ("docs/runtime.md", "| step | what | limit, s |"): "the device script's steps and their time limits (configuration, not results)",
     # docs/scale-audit.md
     ("docs/scale-audit.md", "| structure | where | order | note |"): "the data structures' growth orders (an audit of the code, not results)",
