@@ -1075,6 +1075,89 @@ DOCS += (
     ),
 )
 
+# ------------------------------------------------------------------------------------------------ benchmarks/docs_runs.py's files
+# (issue 52 item 5: the tables whose numbers are the printout of the commands shown beside them, kept by benchmarks/docs_runs.py)
+
+
+def docs_run(name: str, command: str) -> dict[str, Any]:
+    """The JSON printed by the command of ``benchmarks/results/docs_runs/NAME.json`` that ends with ``command`` (exactly one)."""
+    (found,) = [r for r in result_json(f"docs_runs/{name}.json")["runs"] if r["command"].endswith(command)]
+    assert found["exit_code"] == 0, found
+    return found["output"]
+
+
+def partition_scheme(row: str, column: str) -> list[Any]:
+    """docs/huggingface.md: a row is the scheme's options (``fedprior partition ... --json`` plus them)."""
+    out = docs_run("partition-schemes", row.strip("`"))
+    classes = out["classes_per_client"]
+    return {
+        "samples used": [sum(out["client_sizes"])],
+        "client size min / mean / max": [out["min_client_size"], out["mean_client_size"], out["max_client_size"]],
+        "classes per client min / mean / max": [min(classes), sum(classes) / len(classes), max(classes)],
+        "beta_cib (bits)": [out["beta_cib"]],
+        "beta_hetero (bits)": [out["beta_hetero"]],
+    }[column]
+
+
+PARTITION_SCHEMES = (
+    "`--scheme iid`",
+    "`--scheme flwr:IidPartitioner`",
+    "`--scheme dirichlet --alpha 0.5`",
+    "`--scheme flwr:DirichletPartitioner --alpha 0.5`",
+    "`--scheme dirichlet --alpha 0.5 --balance`",
+    "`--scheme flwr:DirichletPartitioner --alpha 0.5 --flwr-kwargs '{self_balancing = true}'`",
+    "`--scheme shard --shards 2`",
+    "`--scheme flwr:ShardPartitioner --shards 2`",
+)
+SYSTEM_ILLUSTRATION = {  # docs/system-heterogeneity.md's illustration: row -> the --run-dir of its command
+    "log-normal devices, no deadline": "none",
+    "constant devices (0.0136 s an example), no deadline": "constant",
+    "log-normal, deadline 5 s, stragglers dropped": "drop",
+    "log-normal, deadline 5 s, partial work (rule fedprox)": "partial",
+    "log-normal, deadline 5 s, over-selection 0.3 (7 sampled a round)": "over",
+}
+
+
+def system_illustration(row: str, column: str) -> list[Any]:
+    out = docs_run("system-illustration", f"--run-dir {SYSTEM_ILLUSTRATION[row]} --json")
+    return {
+        "simulated time of 10 rounds": [out["simulated_time"]],
+        "final accuracy": [percent(out["final_accuracy"])],
+        "updates dropped past the deadline": [out["deadline_dropped_updates"], out["client_updates"]],
+        "updates shortened": [out["partial_work_updates"]],
+    }[column]
+
+
+def synthetic_setup(row: str, column: str) -> list[float]:
+    out = docs_run("synthetic-setup", f"synthetic_setup.py {row.replace(',', '')} --json")
+    return {"RSS growth of set-up": [out["rss_growth_mb"]], "set-up time": [out["setup_seconds"]]}[column]
+
+
+def secagg_cost(row: str, column: str) -> list[float]:
+    rounds = docs_run("secagg-cost", "secagg_cost.py")[{"plain": "plain", "SecAgg+": "secagg"}[row]]
+    if column.startswith("test accuracy"):
+        return [r["accuracy"] for r in rounds]
+    (found,) = [r["seconds"] for r in rounds if f"round {r['round']}" == column]
+    return [found]
+
+
+DOCS += (
+    DocTable(
+        "docs/huggingface.md",
+        "| scheme | samples used | client size min / mean / max | classes per client min / mean / max | beta_cib (bits) | beta_hetero (bits) |",
+        partition_scheme,
+        PARTITION_SCHEMES,
+    ),
+    DocTable(
+        "docs/system-heterogeneity.md",
+        "| run | simulated time of 10 rounds | final accuracy | updates dropped past the deadline | updates shortened |",
+        system_illustration,
+        tuple(SYSTEM_ILLUSTRATION),
+    ),
+    DocTable("docs/synthetic.md", "| N | RSS growth of set-up | set-up time |", synthetic_setup, ("1,000", "1,000,000")),
+    DocTable("docs/privacy-robustness.md", "| | round 1 | round 2 | round 3 | test accuracy after rounds 1, 2, 3 |", secagg_cost, ("plain", "SecAgg+")),
+)
+
 # ------------------------------------------------------------------------------------------------ sentences
 
 

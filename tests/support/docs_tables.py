@@ -51,8 +51,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/privacy-robustness.md", "| run (seed 0, 3 rounds) | final accuracy (best) | worst client's epsilon at delta 1e-5 (median) | wall time |"): NO_SOURCE
     + ": fedprior run --json outputs, not kept under benchmarks/results/",
     ("docs/privacy-robustness.md", "| option | default | meaning |"): CONFIG,
-    ("docs/privacy-robustness.md", "| | round 1 | round 2 | round 3 | test accuracy after rounds 1, 2, 3 |"): NO_SOURCE
-    + ": benchmarks/secagg_cost.py's printout, not kept",
     ("docs/privacy-robustness.md", "| `aggregation_rule` | the new global model | paper |"): CONFIG,
     ("docs/privacy-robustness.md", "| `attack` | a malicious client replies | default s |"): CONFIG,
     # docs/runs.md
@@ -70,22 +68,13 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/server-optimizers.md", "| rule | server_lr | server_momentum | beta1 | beta2 | tau |"): CONFIG,
     ("docs/server-optimizers.md", "| run (seed 0) | 5 rounds | 8 rounds |"): NO_SOURCE + ": fedprior run --json outputs, not kept under benchmarks/results/",
     # docs/synthetic.md
-    ("docs/synthetic.md", "| N | RSS growth of set-up | set-up time |"): NO_SOURCE + ": benchmarks/synthetic_setup.py's printout, not kept",
     # docs/feature-shift.md
     ("docs/feature-shift.md", "| value | domains | source |"): CONFIG,
     ("docs/feature-shift.md", "| name | files in `data.root` | domains | images |"): "the multi-domain datasets and their files (not results)",
     # docs/huggingface.md
     ("docs/huggingface.md", "| | fedprior | flwr-datasets 0.6.1 |"): "the two libraries' definitions of IID, Dirichlet and shards in words (not results)",
-    (
-        "docs/huggingface.md",
-        "| scheme | samples used | client size min / mean / max | classes per client min / mean / max | beta_cib (bits) | beta_hetero (bits) |",
-    ): NO_SOURCE + ": the deterministic output of the fedprior partition commands printed beside it (no training)",
     # docs/system-heterogeneity.md
     ("docs/system-heterogeneity.md", "| what | rule | recorded as |"): "the system model's rules and where they are recorded (not results)",
-    (
-        "docs/system-heterogeneity.md",
-        "| run | simulated time of 10 rounds | final accuracy | updates dropped past the deadline | updates shortened |",
-    ): NO_SOURCE + ": a one-seed illustration of the fields (the commands beside it), not a claim",
     ("docs/system-heterogeneity.md", "| field | fedbuff | fedasync | meaning |"): CONFIG,
     # README.md
     ("README.md", "| method | paper | status |"): "the methods and their status in words (the results it quotes are in the docs pages, checked there)",
