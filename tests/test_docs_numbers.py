@@ -1201,6 +1201,18 @@ benchmarks/results/device-2026-11-28/ (paper_scale_feddb_bf16.json, probe.json, 
 the FedBM log); not checked: the launches counted from the profile's text (about 85,000) and the target table's last
 three rows (the device tests' count and the CUDA/CPU run of 2026-11-27, in their logs)."""
 
+README_PRESETS = "| preset | data | final accuracy |"
+"""README's table of the presets: checked as QUOTES, each row's results from its file (`fedavg-cnn`: robust_aggregation.json's
+runs without an attack; `fst-cbdg`: fst-cbdg-table2; `feddb`, `fedbm`, `mfcl`: their tables); not checked here: the data
+column (configuration) and the `feddb` row's numbers after its first sentence, which quote docs/feddb.md's tables (checked
+there)."""
+
+
+def no_attack_fedavg() -> list[float]:
+    found = result_json("robust_aggregation.json")["summary"]["no_attack/fedavg"]
+    return [percent(found["mean"]), percent(found["sd"])]
+
+
 FEDBN_METRICS = {"per-client mean": "final_client_accuracy_mean", "pooled": "final_client_accuracy_pooled"}
 FEDBN_CLAIMS = ("FedBN > FedAvg (Office-Caltech-10; embedded: rotation:4)", "FedBN > FedAvg (DomainNet; embedded: style)")
 DOCS += (
@@ -1257,6 +1269,9 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
               *cell("mfcl-table2", "MFCL(PN) untrained", "Sc2")[:2]]),
     ("docs/feature-shift.md", r"the shift costs FedAvg (\S+) points with rotations and (\S+) with styles",
      lambda: [control("fedbn-table3", "FedAvg, unshifted at least 2 points above FedAvg", c)[0] for c in ("rotation:4", "style")]),
+    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds \(`benchmarks/results/robust_aggregation.json`, no attack\) \|", no_attack_fedavg),
+    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds \(zero-shot (\S+)%, probe (\S+)%\) \|",
+     lambda: [*cell("fst-cbdg-table2", "FST-CBDG", "s=2")[:2], cell("fst-cbdg-table2", "CLIP-ZS", "s=2")[0], cell("fst-cbdg-table2", "CLIP-FC-Centralized", "s=2")[0]]),
     ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds, with FedAvg on the labels alone \((\S+) ± (\S+)%\) and above FixMatch \((\S+) ± (\S+)%",
      lambda: [*cell("feddb-table2", "FedDB", "δ=0.3")[:2], *cell("feddb-table2", "FedAvg", "δ=0.3")[:2], *cell("feddb-table2", "FixMatch", "δ=0.3")[:2]]),
 )  # fmt: skip
@@ -1297,6 +1312,24 @@ def test_a_number_that_disagrees_with_its_json_is_found(monkeypatch):
     monkeypatch.setattr(Path, "read_text", changed)
     assert [m for m in every_mismatch() if "FedSimCLR / Sc1" in m]
     assert agrees("2.0", 1.95) and not agrees("1.9", 1.95) and agrees("+6.55", 6.55) and not agrees("+6.54", 6.55)
+
+
+def test_the_readme_presets_results_are_checked(monkeypatch):
+    """README's table of the presets (checked as QUOTES): a number changed in its fedavg-cnn or fst-cbdg row is found."""
+    original = Path.read_text
+    for before, after, number in (
+        ("| 72.5 ± 1.9% over 3 seeds (`benchmarks", "| 72.6 ± 1.9% over 3 seeds (`benchmarks", "'72.6'"),
+        ("(zero-shot 64.5%, probe 81.9%)", "(zero-shot 64.5%, probe 81.8%)", "'81.8'"),
+    ):
+        assert before in original(ROOT / "README.md")
+
+        def changed(self: Path, *args: Any, before: str = before, after: str = after, **kwargs: Any) -> str:
+            text = original(self, *args, **kwargs)
+            return text.replace(before, after) if self.name == "README.md" else text
+
+        monkeypatch.setattr(Path, "read_text", changed)
+        assert [m for m in quote_mismatches() if m.startswith("README.md") and number in m], after
+        monkeypatch.setattr(Path, "read_text", original)
 
 
 def one_number_changed(table: DocTable) -> tuple[str, str]:
@@ -1362,7 +1395,7 @@ def docs_tables() -> list[tuple[str, str]]:
 def mapped_tables() -> Counter[tuple[str, str]]:
     """(file, header line) -> how many of its tables the checks above read number by number."""
     mapped = Counter((t.doc, t.header) for t in DOCS) + Counter({("docs/fedbm.md", FEDBM_HEADER): len(FEDBM_TABLES), ("docs/fedbm.md", DEVIATIONS): 1})
-    return mapped + Counter(("docs/runtime.md", header) for header in MEASURED_ON_THE_H200)
+    return mapped + Counter(("docs/runtime.md", header) for header in MEASURED_ON_THE_H200) + Counter({("README.md", README_PRESETS): 1})
 
 
 def undecided_tables() -> list[str]:

@@ -78,6 +78,5 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/system-heterogeneity.md", "| field | fedbuff | fedasync | meaning |"): CONFIG,
     # README.md
     ("README.md", "| method | paper | status |"): "the methods and their status in words (the results it quotes are in the docs pages, checked there)",
-    ("README.md", "| preset | data | final accuracy | wall time |"): NO_SOURCE + ": fedprior run outputs of the presets, not kept under benchmarks/results/",
     ("README.md", "| name | where fedprior looks | |"): "the datasets and where they are looked for (not results)",
 }
