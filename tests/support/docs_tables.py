@@ -3,15 +3,15 @@
 Keyed by (file, header line). A table of numbers (a header line, a ``|---|`` line, a body that holds a digit) is either
 mapped in tests/test_docs_numbers.py (each number checked against the committed JSON it quotes) or listed here with a
 one-line reason: configuration or defaults (the code's declarations, not results), the paper's numbers, a walk of the
-paper against the code, or a result whose source is no committed file ("no committed source": the lead decides whether
-to commit one or drop the numbers).
+paper against the code, or a result too costly to rerun whose commands and commits the page names (the reason says
+which). Issue 52 item 5 decided the tables that had no committed source: rerun and committed (benchmarks/docs_runs.py),
+or dropped for a few sentences naming the commit whose page has them; none is exempt for that reason any more.
 """
 
 from __future__ import annotations
 
 CONFIG = "configuration: fields, defaults and switches (the code's declarations, not results)"
 WALK = "the paper walked line by line against the code (equation and line numbers, constants; not results)"
-NO_SOURCE = "no committed source"
 
 EXEMPT: dict[tuple[str, str], str] = {
     # docs/fedbm.md
@@ -65,7 +65,6 @@ EXEMPT: dict[tuple[str, str], str] = {
     # docs/server-optimizers.md
     ("docs/server-optimizers.md", "| algorithm | `server_optimizer` | server step |"): "the server steps' equations (not results)",
     ("docs/server-optimizers.md", "| rule | server_lr | server_momentum | beta1 | beta2 | tau |"): CONFIG,
-    ("docs/server-optimizers.md", "| run (seed 0) | 5 rounds | 8 rounds |"): NO_SOURCE + ": fedprior run --json outputs, not kept under benchmarks/results/",
     # docs/synthetic.md
     # docs/feature-shift.md
     ("docs/feature-shift.md", "| value | domains | source |"): CONFIG,
