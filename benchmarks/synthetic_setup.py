@@ -3,7 +3,7 @@
 Builds the experiment of ``fedavg-synthetic`` with N clients (100 a round), its round loop and its partition
 statistics, as ``fedprior run`` does before the first round, and prints the process's resident memory before
 and after (``/proc/self/statm``) and the seconds taken. One N per process, so that each starts from the same
-memory:
+memory (``--json``: one JSON object, as ``benchmarks/docs_runs.py synthetic-setup`` keeps it):
 
     nice -n 10 python benchmarks/synthetic_setup.py 1000
     nice -n 10 python benchmarks/synthetic_setup.py 1000000
@@ -11,6 +11,7 @@ memory:
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
@@ -31,7 +32,10 @@ def main() -> None:
     experiment.round_loop()
     experiment.partition_statistics()
     seconds, after = time.perf_counter() - started, rss_mb()
-    print(f"N={n}: RSS before set-up {before:.0f} MB, after {after:.0f} MB (growth {after - before:.0f} MB), set-up {seconds:.1f} s")
+    if "--json" in sys.argv[2:]:
+        print(json.dumps({"num_clients": n, "rss_before_mb": before, "rss_after_mb": after, "rss_growth_mb": after - before, "setup_seconds": seconds}))
+    else:
+        print(f"N={n}: RSS before set-up {before:.0f} MB, after {after:.0f} MB (growth {after - before:.0f} MB), set-up {seconds:.1f} s")
 
 
 if __name__ == "__main__":

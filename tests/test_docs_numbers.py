@@ -1098,6 +1098,141 @@ DOCS += (
     ),
 )
 
+# ------------------------------------------------------------------------------------------------ benchmarks/docs_runs.py's files
+# (issue 52 item 5: the tables whose numbers are the printout of the commands shown beside them, kept by benchmarks/docs_runs.py)
+
+
+def docs_run(name: str, command: str) -> dict[str, Any]:
+    """The JSON printed by the command of ``benchmarks/results/docs_runs/NAME.json`` that ends with ``command`` (exactly one)."""
+    (found,) = [r for r in result_json(f"docs_runs/{name}.json")["runs"] if r["command"].endswith(command)]
+    assert found["exit_code"] == 0, found
+    return found["output"]
+
+
+def partition_scheme(row: str, column: str) -> list[Any]:
+    """docs/huggingface.md: a row is the scheme's options (``fedprior partition ... --json`` plus them)."""
+    out = docs_run("partition-schemes", row.strip("`"))
+    classes = out["classes_per_client"]
+    return {
+        "samples used": [sum(out["client_sizes"])],
+        "client size min / mean / max": [out["min_client_size"], out["mean_client_size"], out["max_client_size"]],
+        "classes per client min / mean / max": [min(classes), sum(classes) / len(classes), max(classes)],
+        "beta_cib (bits)": [out["beta_cib"]],
+        "beta_hetero (bits)": [out["beta_hetero"]],
+    }[column]
+
+
+PARTITION_SCHEMES = (
+    "`--scheme iid`",
+    "`--scheme flwr:IidPartitioner`",
+    "`--scheme dirichlet --alpha 0.5`",
+    "`--scheme flwr:DirichletPartitioner --alpha 0.5`",
+    "`--scheme dirichlet --alpha 0.5 --balance`",
+    "`--scheme flwr:DirichletPartitioner --alpha 0.5 --flwr-kwargs '{self_balancing = true}'`",
+    "`--scheme shard --shards 2`",
+    "`--scheme flwr:ShardPartitioner --shards 2`",
+)
+SYSTEM_ILLUSTRATION = {  # docs/system-heterogeneity.md's illustration: row -> the --run-dir of its command
+    "log-normal devices, no deadline": "none",
+    "constant devices (0.0136 s an example), no deadline": "constant",
+    "log-normal, deadline 5 s, stragglers dropped": "drop",
+    "log-normal, deadline 5 s, partial work (rule fedprox)": "partial",
+    "log-normal, deadline 5 s, over-selection 0.3 (7 sampled a round)": "over",
+}
+
+
+def system_illustration(row: str, column: str) -> list[Any]:
+    out = docs_run("system-illustration", f"--run-dir {SYSTEM_ILLUSTRATION[row]} --json")
+    return {
+        "simulated time of 10 rounds": [out["simulated_time"]],
+        "final accuracy": [percent(out["final_accuracy"])],
+        "updates dropped past the deadline": [out["deadline_dropped_updates"], out["client_updates"]],
+        "updates shortened": [out["partial_work_updates"]],
+    }[column]
+
+
+def synthetic_setup(row: str, column: str) -> list[float]:
+    out = docs_run("synthetic-setup", f"synthetic_setup.py {row.replace(',', '')} --json")
+    return {"RSS growth of set-up": [out["rss_growth_mb"]], "set-up time": [out["setup_seconds"]]}[column]
+
+
+def secagg_cost(row: str, column: str) -> list[float]:
+    rounds = docs_run("secagg-cost", "secagg_cost.py")[{"plain": "plain", "SecAgg+": "secagg"}[row]]
+    if column.startswith("test accuracy"):
+        return [r["accuracy"] for r in rounds]
+    (found,) = [r["seconds"] for r in rounds if f"round {r['round']}" == column]
+    return [found]
+
+
+DP_SAMPLE = {  # docs/privacy-robustness.md's record-level DP runs: row -> how its command begins after `fedprior run fedavg-cnn`
+    "`fedavg-cnn`, no DP": "fedavg-cnn --set federation.rounds",
+    "`fedavg-cnn --set privacy.dp=sample`": "privacy.dp=sample --set federation.rounds",
+    "`fedavg-cnn --set privacy.dp=sample --set algorithm.lr=0.2`": "privacy.dp=sample --set algorithm.lr=0.2 --set federation.rounds",
+}
+
+
+def dp_sample(row: str, column: str) -> list[Any]:
+    (out,) = [r["output"] for r in result_json("docs_runs/dp-sample.json")["runs"] if DP_SAMPLE[row] + "=3 " in r["command"]]
+    if column == "final accuracy (best)":
+        return [percent(out["final_accuracy"]), percent(out["best_accuracy"])]
+    return [out["dp_epsilon"], out["dp_epsilon_median"]] if "dp_epsilon" in out else ["none"]
+
+
+SERVER_RUNS = {  # docs/server-optimizers.md's rows -> the run's preset and overrides (its command: `fedprior run THAT --set federation.rounds=R ...`)
+    "`fedavg-cnn`": "fedavg-cnn",
+    "`fedavgm-cnn` (server lr 1, momentum 0.9)": "fedavgm-cnn",
+    "`fedavgm-cnn`, `server_lr = 0.3`": "fedavgm-cnn --set algorithm.server_lr=0.3",
+    "`fedadagrad-cnn` (server lr 0.01)": "fedadagrad-cnn",
+    "`fedadagrad-cnn`, `server_lr = 0.1` (Flower's)": "fedadagrad-cnn --set algorithm.server_lr=0.1",
+    "`fedadam-cnn` (server lr 0.01)": "fedadam-cnn",
+    "`fedadam-cnn`, `server_lr = 0.1` (Flower's)": "fedadam-cnn --set algorithm.server_lr=0.1",
+    "`fedadam-cnn`, `server_lr = 0.003`": "fedadam-cnn --set algorithm.server_lr=0.003",
+    "`fedyogi-cnn` (server lr 0.01)": "fedyogi-cnn",
+    "`fedprox-cnn`, `server_optimizer = 'adam'`, `server_lr = 0.01`": "fedprox-cnn --set algorithm.server_optimizer=adam --set algorithm.server_lr=0.01",
+    "`scaffold-cnn`, `server_optimizer = 'avgm'`, `server_momentum = 0.9`": "scaffold-cnn --set algorithm.server_optimizer=avgm --set algorithm.server_momentum=0.9",
+}
+
+
+def server_optimizer_run(row: str, column: str) -> list[Any]:
+    """Test accuracy after round R (the column's; a run of fewer rounds: its last, and how many), round 2's after a
+    diverging start, or the round a run diverged in (its error)."""
+    runs = result_json("docs_runs/server-optimizers.json")["runs"]
+    (run,) = [r for r in runs if r["command"].startswith(f"fedprior run {SERVER_RUNS[row]} --set federation.rounds=")]
+    if run["exit_code"]:
+        found = re.search(r"diverged in round (\d+)", run["error"])
+        assert found, run["error"]
+        return ["diverged in round", int(found.group(1))]
+    out, rounds = run["output"], int(column.split()[0])
+    accuracy = dict(zip(out["evaluated_rounds"], out["history"], strict=True))
+    if max(accuracy) < rounds:  # a shorter run: its last round, and which
+        return [percent(out["final_accuracy"]), max(accuracy)]
+    return [percent(accuracy[rounds]), percent(accuracy[2]), 2]
+
+
+DOCS += (
+    DocTable(
+        "docs/huggingface.md",
+        "| scheme | samples used | client size min / mean / max | classes per client min / mean / max | beta_cib (bits) | beta_hetero (bits) |",
+        partition_scheme,
+        PARTITION_SCHEMES,
+    ),
+    DocTable(
+        "docs/system-heterogeneity.md",
+        "| run | simulated time of 10 rounds | final accuracy | updates dropped past the deadline | updates shortened |",
+        system_illustration,
+        tuple(SYSTEM_ILLUSTRATION),
+    ),
+    DocTable("docs/synthetic.md", "| N | RSS growth of set-up | set-up time |", synthetic_setup, ("1,000", "1,000,000")),
+    DocTable("docs/server-optimizers.md", "| run (seed 0) | 5 rounds | 8 rounds |", server_optimizer_run, tuple(SERVER_RUNS)),
+    DocTable(
+        "docs/privacy-robustness.md",
+        "| run (seed 0, 3 rounds) | final accuracy (best) | worst client's epsilon at delta 1e-5 (median) |",
+        dp_sample,
+        tuple(DP_SAMPLE),
+    ),
+    DocTable("docs/privacy-robustness.md", "| | round 1 | round 2 | round 3 | test accuracy after rounds 1, 2, 3 |", secagg_cost, ("plain", "SecAgg+")),
+)
+
 # ------------------------------------------------------------------------------------------------ sentences
 
 
@@ -1140,6 +1275,18 @@ MEASURED_ON_THE_H200 = ("| what | measured |", "| target | measured |")
 benchmarks/results/device-2026-11-28/ (paper_scale_feddb_bf16.json, probe.json, profile.json, paper_scale_mfcl_fp32.json,
 the FedBM log); not checked: the launches counted from the profile's text (about 85,000) and the target table's last
 three rows (the device tests' count and the CUDA/CPU run of 2026-11-27, in their logs)."""
+
+README_PRESETS = "| preset | data | final accuracy |"
+"""README's table of the presets: checked as QUOTES, each row's results from its file (`fedavg-cnn`: robust_aggregation.json's
+runs without an attack; `fst-cbdg`: fst-cbdg-table2; `feddb`, `fedbm`, `mfcl`: their tables); not checked here: the data
+column (configuration) and the `feddb` row's numbers after its first sentence, which quote docs/feddb.md's tables (checked
+there)."""
+
+
+def no_attack_fedavg() -> list[float]:
+    found = result_json("robust_aggregation.json")["summary"]["no_attack/fedavg"]
+    return [percent(found["mean"]), percent(found["sd"])]
+
 
 FEDBN_METRICS = {"per-client mean": "final_client_accuracy_mean", "pooled": "final_client_accuracy_pooled"}
 FEDBN_CLAIMS = ("FedBN > FedAvg (Office-Caltech-10; embedded: rotation:4)", "FedBN > FedAvg (DomainNet; embedded: style)")
@@ -1197,6 +1344,9 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
               *cell("mfcl-table2", "MFCL(PN) untrained", "Sc2")[:2]]),
     ("docs/feature-shift.md", r"the shift costs FedAvg (\S+) points with rotations and (\S+) with styles",
      lambda: [control("fedbn-table3", "FedAvg, unshifted at least 2 points above FedAvg", c)[0] for c in ("rotation:4", "style")]),
+    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds \(`benchmarks/results/robust_aggregation.json`, no attack\) \|", no_attack_fedavg),
+    ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds \(zero-shot (\S+)%, probe (\S+)%\) \|",
+     lambda: [*cell("fst-cbdg-table2", "FST-CBDG", "s=2")[:2], cell("fst-cbdg-table2", "CLIP-ZS", "s=2")[0], cell("fst-cbdg-table2", "CLIP-FC-Centralized", "s=2")[0]]),
     ("README.md", r"\| (\S+) ± (\S+)% over 3 seeds, with FedAvg on the labels alone \((\S+) ± (\S+)%\) and above FixMatch \((\S+) ± (\S+)%",
      lambda: [*cell("feddb-table2", "FedDB", "δ=0.3")[:2], *cell("feddb-table2", "FedAvg", "δ=0.3")[:2], *cell("feddb-table2", "FixMatch", "δ=0.3")[:2]]),
     # issue 52: the power of the benchmarks' own verdicts, in the sentences beside their tables
@@ -1251,6 +1401,24 @@ def test_a_number_that_disagrees_with_its_json_is_found(monkeypatch):
     monkeypatch.setattr(Path, "read_text", changed)
     assert [m for m in every_mismatch() if "FedSimCLR / Sc1" in m]
     assert agrees("2.0", 1.95) and not agrees("1.9", 1.95) and agrees("+6.55", 6.55) and not agrees("+6.54", 6.55)
+
+
+def test_the_readme_presets_results_are_checked(monkeypatch):
+    """README's table of the presets (checked as QUOTES): a number changed in its fedavg-cnn or fst-cbdg row is found."""
+    original = Path.read_text
+    for before, after, number in (
+        ("| 72.5 ± 1.9% over 3 seeds (`benchmarks", "| 72.6 ± 1.9% over 3 seeds (`benchmarks", "'72.6'"),
+        ("(zero-shot 64.5%, probe 81.9%)", "(zero-shot 64.5%, probe 81.8%)", "'81.8'"),
+    ):
+        assert before in original(ROOT / "README.md")
+
+        def changed(self: Path, *args: Any, before: str = before, after: str = after, **kwargs: Any) -> str:
+            text = original(self, *args, **kwargs)
+            return text.replace(before, after) if self.name == "README.md" else text
+
+        monkeypatch.setattr(Path, "read_text", changed)
+        assert [m for m in quote_mismatches() if m.startswith("README.md") and number in m], after
+        monkeypatch.setattr(Path, "read_text", original)
 
 
 def one_number_changed(table: DocTable) -> tuple[str, str]:
@@ -1316,7 +1484,7 @@ def docs_tables() -> list[tuple[str, str]]:
 def mapped_tables() -> Counter[tuple[str, str]]:
     """(file, header line) -> how many of its tables the checks above read number by number."""
     mapped = Counter((t.doc, t.header) for t in DOCS) + Counter({("docs/fedbm.md", FEDBM_HEADER): len(FEDBM_TABLES), ("docs/fedbm.md", DEVIATIONS): 1})
-    return mapped + Counter(("docs/runtime.md", header) for header in MEASURED_ON_THE_H200)
+    return mapped + Counter(("docs/runtime.md", header) for header in MEASURED_ON_THE_H200) + Counter({("README.md", README_PRESETS): 1})
 
 
 def undecided_tables() -> list[str]:
@@ -1338,6 +1506,7 @@ def undecided_tables() -> list[str]:
 def test_every_table_of_numbers_in_the_docs_is_checked_or_exempt_with_a_reason():
     assert undecided_tables() == []
     assert all(reason.strip() for reason in EXEMPT.values())
+    assert [k for k, reason in EXEMPT.items() if "no committed source" in reason] == []  # issue 52 item 5: committed or dropped
 
 
 def test_a_table_added_to_the_docs_without_a_decision_is_found(monkeypatch):

@@ -3,15 +3,15 @@
 Keyed by (file, header line). A table of numbers (a header line, a ``|---|`` line, a body that holds a digit) is either
 mapped in tests/test_docs_numbers.py (each number checked against the committed JSON it quotes) or listed here with a
 one-line reason: configuration or defaults (the code's declarations, not results), the paper's numbers, a walk of the
-paper against the code, or a result whose source is no committed file ("no committed source": the lead decides whether
-to commit one or drop the numbers).
+paper against the code, or a result too costly to rerun whose commands and commits the page names (the reason says
+which). Issue 52 item 5 decided the tables that had no committed source: rerun and committed (benchmarks/docs_runs.py),
+or dropped for a few sentences naming the commit whose page has them; none is exempt for that reason any more.
 """
 
 from __future__ import annotations
 
 CONFIG = "configuration: fields, defaults and switches (the code's declarations, not results)"
 WALK = "the paper walked line by line against the code (equation and line numbers, constants; not results)"
-NO_SOURCE = "no committed source"
 
 EXEMPT: dict[tuple[str, str], str] = {
     # docs/fedbm.md
@@ -27,23 +27,13 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/feddb.md", "| field | default | note |"): CONFIG,
     ("docs/feddb.md", "| paper | what it does | file: function | when, where, with what | status |"): WALK,
     ("docs/feddb.md", "| baseline | rows it changes | status |"): "the baselines' algorithm lines (not results)",
-    ("docs/feddb.md", "| 40 rounds | L_u (last 5) | L_s | confident images per client | coverage | labeled-only clients | accuracy |"): NO_SOURCE
-    + ": three fedprior runs of the feddb preset before strong_augment existed (their metrics.jsonl not kept)",
     ("docs/feddb.md", "| control (rows; needed: the gated claim's paper gap) | question | steps, and what is matched |"): "the controls' step "
     "counts, computed from the presets (checked by tests/algorithms/test_central.py; not results)",
-    ("docs/feddb.md", "| method | best acc | final acc | last-10% move | PL acc | wall s (each seed) |"): NO_SOURCE
-    + ": Table 2 on FixMatch's views (before issue 31), its record and cells replaced by the rerun (git history has them)",
-    ("docs/feddb.md", "| claim | mean | 95% interval | interval | verdict | paper |"): NO_SOURCE
-    + ": Tables 2 and 4's findings on FixMatch's views (before issue 31), replaced by the rerun (git history has them)",
-    ("docs/feddb.md", "| row | δ=0.3 best acc | δ=0.3 PL acc | δ=0.1 best acc | δ=0.1 last-10% move | δ=0.1 PL acc |"): NO_SOURCE
-    + ": Table 4 on FixMatch's views (before issue 31), replaced by the rerun (git history has it)",
     # docs/flower.md
     ("docs/flower.md", "| | in-process (`local`) | Flower |"): "the two runtimes compared in words (not results)",
     # docs/fst-cbdg.md
     ("docs/fst-cbdg.md", "| recipe | settings | used by |"): CONFIG,
     ("docs/fst-cbdg.md", "| field | values | note |"): CONFIG,
-    ("docs/fst-cbdg.md", "| partition | label_refresh=batch | all (default) | all + count_source=model |"): NO_SOURCE
-    + ": runs on the v1 stand-in with Eq. 7 counted per epoch (the order before issue 30), not kept",
     ("docs/fst-cbdg.md", "| line | the paper | where in fedprior | when | as the paper? |"): WALK,
     # docs/mfcl.md
     ("docs/mfcl.md", "| stage | rounds | who works | what is sent |"): CONFIG,
@@ -56,54 +46,35 @@ EXEMPT: dict[tuple[str, str], str] = {
     ("docs/privacy-robustness.md", "| step | equation | where |"): "the mechanisms' equations and where the code has them (not results)",
     ("docs/privacy-robustness.md", "| field | meaning | default |"): CONFIG,
     ("docs/privacy-robustness.md", "| `federation.sampler` | sampling that runs | neighbouring relation | accounted as (`pld`; `rdp`) |"): CONFIG,
-    ("docs/privacy-robustness.md", "| run (seed 0, 20 rounds) | final accuracy | epsilon at delta 1e-5 | wall time |"): NO_SOURCE
-    + ": fedprior run --json outputs, not kept under benchmarks/results/",
-    ("docs/privacy-robustness.md", "| run (seed 0, 3 rounds) | final accuracy (best) | worst client's epsilon at delta 1e-5 (median) | wall time |"): NO_SOURCE
-    + ": fedprior run --json outputs, not kept under benchmarks/results/",
+    ("docs/privacy-robustness.md", "| run (seed 0, 20 rounds) | final accuracy | epsilon at delta 1e-5 |"): "three 20-round runs "
+    "(2026-11-28 at bc88588, 2026-12-07 at c9153d1; 4-13 min each here), their commands and commits beside the table: printouts not kept, not rerun for their cost "
+    "(issue 52 item 5); the DP row's epsilon is the worked example's above it and `--dry-run`'s",
     ("docs/privacy-robustness.md", "| option | default | meaning |"): CONFIG,
-    ("docs/privacy-robustness.md", "| | round 1 | round 2 | round 3 | test accuracy after rounds 1, 2, 3 |"): NO_SOURCE
-    + ": benchmarks/secagg_cost.py's printout, not kept",
     ("docs/privacy-robustness.md", "| `aggregation_rule` | the new global model | paper |"): CONFIG,
     ("docs/privacy-robustness.md", "| `attack` | a malicious client replies | default s |"): CONFIG,
     # docs/runs.md
     ("docs/runs.md", "| file | what |"): "a run folder's files (not results)",
     ("docs/runs.md", "| verdict | when |"): "the verdicts' definitions (not results)",
-    ("docs/runs.md", "| table | rerun rows | result | wall |"): NO_SOURCE + ": fedprior table --verify's printout (2026-11-27), not kept",
-    ("docs/runs.md", "| table | reruns | result | wall |"): NO_SOURCE + ": fedprior table --verify --verify-all's printout (2026-11-28), not kept",
     ("docs/runs.md", "| sampler | which m clients | asks the clients |"): CONFIG,
     # docs/runtime.md
     ("docs/runtime.md", "| field | default | what it does |"): CONFIG,
-    ("docs/runtime.md", "| run | before: up / down (2 rounds, 4 rounds) | now: up / down (2 rounds, 4 rounds) | per round now |"): NO_SOURCE
-    + ": copies counted with tests/experiments/test_resident.py's copy log at the time, not kept",
     ("docs/runtime.md", "| work | threads |"): CONFIG,
-    ("docs/runtime.md", "| figure | value | target |"): NO_SOURCE + ": the 2026-11-23 run of the overhead benchmark, not kept",
     ("docs/runtime.md", "| step | what | limit, s |"): "the device script's steps and their time limits (configuration, not results)",
     # docs/scale-audit.md
     ("docs/scale-audit.md", "| structure | where | order | note |"): "the data structures' growth orders (an audit of the code, not results)",
     # docs/server-optimizers.md
     ("docs/server-optimizers.md", "| algorithm | `server_optimizer` | server step |"): "the server steps' equations (not results)",
     ("docs/server-optimizers.md", "| rule | server_lr | server_momentum | beta1 | beta2 | tau |"): CONFIG,
-    ("docs/server-optimizers.md", "| run (seed 0) | 5 rounds | 8 rounds |"): NO_SOURCE + ": fedprior run --json outputs, not kept under benchmarks/results/",
     # docs/synthetic.md
-    ("docs/synthetic.md", "| N | RSS growth of set-up | set-up time |"): NO_SOURCE + ": benchmarks/synthetic_setup.py's printout, not kept",
     # docs/feature-shift.md
     ("docs/feature-shift.md", "| value | domains | source |"): CONFIG,
     ("docs/feature-shift.md", "| name | files in `data.root` | domains | images |"): "the multi-domain datasets and their files (not results)",
     # docs/huggingface.md
     ("docs/huggingface.md", "| | fedprior | flwr-datasets 0.6.1 |"): "the two libraries' definitions of IID, Dirichlet and shards in words (not results)",
-    (
-        "docs/huggingface.md",
-        "| scheme | samples used | client size min / mean / max | classes per client min / mean / max | beta_cib (bits) | beta_hetero (bits) |",
-    ): NO_SOURCE + ": the deterministic output of the fedprior partition commands printed beside it (no training)",
     # docs/system-heterogeneity.md
     ("docs/system-heterogeneity.md", "| what | rule | recorded as |"): "the system model's rules and where they are recorded (not results)",
-    (
-        "docs/system-heterogeneity.md",
-        "| run | simulated time of 10 rounds | final accuracy | updates dropped past the deadline | updates shortened |",
-    ): NO_SOURCE + ": a one-seed illustration of the fields (the commands beside it), not a claim",
     ("docs/system-heterogeneity.md", "| field | fedbuff | fedasync | meaning |"): CONFIG,
     # README.md
     ("README.md", "| method | paper | status |"): "the methods and their status in words (the results it quotes are in the docs pages, checked there)",
-    ("README.md", "| preset | data | final accuracy | wall time |"): NO_SOURCE + ": fedprior run outputs of the presets, not kept under benchmarks/results/",
     ("README.md", "| name | where fedprior looks | |"): "the datasets and where they are looked for (not results)",
 }
