@@ -825,6 +825,56 @@ def bn_collapse(row: str, column: str) -> list[float]:
     return [percent(result_json("mfcl_bn_collapse/results.json")["runs"][f"{BN_COLLAPSE[row]} | {column} | seed 0"]["final_accuracy"])]
 
 
+BN_TRACE_ROWS = {  # docs/mfcl.md's rows of the BN trace -> (section, key) in mfcl_bn_trace/results.json
+    "MFCL(BN) untrained": ("untrained", "mfcl-bn"),
+    "MFCL(PN) untrained": ("untrained", "mfcl"),
+    "MFCL(GN) untrained": ("untrained", "mfcl-gn"),
+    "MFCL(BN), Sc1": ("trained", "Sc1"),
+    "MFCL(BN), Sc10": ("trained", "Sc10"),
+    "MFCL(BN), Sc10, seed 1": ("trained", "Sc10 seed 1"),
+    "MFCL(BN), Sc10, seed 2": ("trained", "Sc10 seed 2"),
+}
+BN_TRACE_COLUMNS = {  # its columns -> the variant's name (untrained, trained)
+    "as the table evaluates it": ("fresh statistics (the control)", "as stored (FedAvg-averaged statistics: the table)"),
+    "sensor recalibrated": ("sensor recalibrated",) * 2,
+    "discriminator recalibrated": ("discriminator recalibrated",) * 2,
+    "both recalibrated": ("sensor and discriminator recalibrated",) * 2,
+    "sensor at its clients' statistics": (None, "sensor set to the clients' own clean statistics, averaged by size"),
+}
+BN_TRACE_CURVE = {  # the curve's rows -> (scenario, the variant)
+    "Sc1, untrained discriminator, statistics as stored": ("Sc1", "untrained discriminator, sensor statistics as stored"),
+    "Sc1, untrained discriminator, sensor recalibrated": ("Sc1", "untrained discriminator, sensor recalibrated"),
+    "Sc1, sensor features alone, as stored": ("Sc1", "sensor features, as stored"),
+    "Sc10, untrained discriminator, statistics as stored": ("Sc10", "untrained discriminator, sensor statistics as stored"),
+    "Sc10, untrained discriminator, sensor recalibrated": ("Sc10", "untrained discriminator, sensor recalibrated"),
+    "Sc10, sensor features alone, as stored": ("Sc10", "sensor features, as stored"),
+}
+BN_TRACE_LAYERS = {  # the per-layer table's rows -> the comparison's name
+    "stored (FedAvg of the running statistics)": "stored (FedAvg of running statistics)",
+    "the clients' own statistics of their clean images, averaged (Eq. 1)": "clients' own clean statistics, averaged",
+    "the pool's SimCLR views (one batch)": "the pool's SimCLR views (one batch)",
+}
+
+
+def bn_trace(row: str, column: str) -> list[float]:
+    """docs/mfcl.md's table of the BN trace: a State evaluated with other running statistics."""
+    section, key = BN_TRACE_ROWS[row]
+    found = result_json("mfcl_bn_trace/results.json")[section][key]
+    variant = BN_TRACE_COLUMNS[column][section == "trained"]
+    return [percent((found["accuracy"] if section == "trained" else found)[variant])]
+
+
+def bn_trace_curve(row: str, column: str) -> list[float]:
+    scenario, variant = BN_TRACE_CURVE[row]
+    return [percent(result_json("mfcl_bn_trace/results.json")["trained"][scenario]["curve"][column][variant])]
+
+
+def bn_trace_layers(row: str, column: str) -> list[float]:
+    scenario, layer = column.split(" layer ")
+    found = result_json("mfcl_bn_trace/results.json")["trained"][scenario]["sensor_layers_vs_pool"][BN_TRACE_LAYERS[row]][int(layer) - 1]
+    return [found["mean_shift_in_pool_sd"], found["var_ratio_geomean"]]
+
+
 DOCS += (
     DocTable(
         "docs/mfcl.md",
@@ -869,6 +919,20 @@ DOCS += (
         tuple(f"{row}, {seed}" for row in ("MFCL(PN)", "Central MFCL(PN)") for seed in range(3)),
     ),
     DocTable("docs/mfcl.md", "| sensor norm, `encode_bn` | probe trained on (B7), test input (B8) | Sc1 | Sc2 |", bn_collapse, tuple(BN_COLLAPSE), keys=2),
+    DocTable(
+        "docs/mfcl.md",
+        "| network (seed 0 unless named) | as the table evaluates it | sensor recalibrated | discriminator recalibrated | both recalibrated "
+        "| sensor at its clients' statistics |",
+        bn_trace,
+        tuple(BN_TRACE_ROWS),
+    ),
+    DocTable("docs/mfcl.md", "| seed 0, the sensor after round | 0 | 1 | 2 | 5 | 10 | 15 |", bn_trace_curve, tuple(BN_TRACE_CURVE)),
+    DocTable(
+        "docs/mfcl.md",
+        "| sensor statistics against the pool's (seed 0): mean shift (pool sd), variance ratio | Sc1 layer 1 | Sc1 layer 2 | Sc10 layer 1 | Sc10 layer 2 |",
+        bn_trace_layers,
+        tuple(BN_TRACE_LAYERS),
+    ),
 )
 
 # ------------------------------------------------------------------------------------------------ the GPU setting's first run
@@ -1363,6 +1427,11 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
      lambda: [system_heterogeneity()["verdicts"]["partial-beats-drop"][k] for k in ("detectable", "gap", "seeds_needed", "mean")]),
     ("docs/synthetic.md", r"Both claims' means \((\S+), (\S+)\) lie below what 3 seeds detect \((\S+),\s+(\S+)\)",
      lambda: [result_json("synthetic_fedprox.json")["verdicts"][c][k] for k in ("mean", "detectable") for c in ("lower-loss", "steadier")]),
+    ("docs/mfcl.md", r"sensor recalibrated \((\S+), (\S+), (\S+) at seeds 0-2\), the kept MFCL\(BN\)\ncells stand (\S+) \(Sc1\), (\S+) \(Sc2\) and (\S+) \(Sc10\)"
+     r" points above on the mean of seeds 0-2 \(`control_candidate` in the\nJSON\), MFCL\(PN\) (\S+), (\S+) and (\S+) above",
+     lambda: [percent(result_json("mfcl_bn_trace/results.json")["control_candidate"]["untrained_bn_by_seed"][s]["sensor recalibrated"]) for s in "012"]
+     + [result_json("mfcl_bn_trace/results.json")["control_candidate"]["trained_minus_untrained"][c][f"MFCL({n}) - untrained {n}{k}"]
+        for n, k in (("BN", ", sensor recalibrated"), ("PN", " (the kept control)")) for c in ("Sc1", "Sc2", "Sc10")]),
 )  # fmt: skip
 
 
