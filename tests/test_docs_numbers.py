@@ -1297,6 +1297,32 @@ DOCS += (
     DocTable("docs/privacy-robustness.md", "| | round 1 | round 2 | round 3 | test accuracy after rounds 1, 2, 3 |", secagg_cost, ("plain", "SecAgg+")),
 )
 
+# ------------------------------------------------------------------------------------------------ benchmarks/results/verify/summary.json
+# (issue 52: every holds/reversed rerun on a second machine kind, benchmarks/verify_summary.py over the kept printouts)
+
+VERIFY_ROWS = (
+    "fst-cbdg-table1 (all)",
+    "fst-cbdg-table2 (all)",
+    "fst-cbdg-table3 (CLIP-ZS, L_iST, L_iST + L_tSamp)",
+    "fst-cbdg-table4 (all)",
+    "mfcl-table8 (all)",
+    "fedbm-table1 (FedBM, FedETF, FedNH; seeds 0-2)",
+)
+
+
+def verify_rerun(row: str, column: str) -> list[Any]:
+    """docs/runs.md's second-machine table: a row is a printout ``benchmarks/results/verify/NAME.txt`` (NAME its first word)."""
+    table = result_json("verify/summary.json")["tables"][row.split()[0]]
+    counts = table["counts"]
+    return {
+        "reruns": [table["reruns"]],
+        "result": [*(counts[k] for k in ("identical", "differs", "other machine") if counts.get(k)), table["largest_final_accuracy_difference"]],
+        "verdicts changed": [counts.get("verdicts changed", 0)],
+    }[column]
+
+
+DOCS += (DocTable("docs/runs.md", "| table (rows rerun) | reruns | result | verdicts changed |", verify_rerun, VERIFY_ROWS),)
+
 # ------------------------------------------------------------------------------------------------ sentences
 
 
