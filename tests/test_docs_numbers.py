@@ -1306,6 +1306,7 @@ VERIFY_ROWS = (
     "fst-cbdg-table3 (CLIP-ZS, L_iST, L_iST + L_tSamp)",
     "fst-cbdg-table4 (all)",
     "mfcl-table8 (all)",
+    "mfcl-table2-pn-gn (MFCL(PN), MFCL(GN) at Sc2; seeds 0-2)",
     "fedbm-table1 (FedBM, FedETF, FedNH; seeds 0-2)",
 )
 
