@@ -49,18 +49,32 @@ def test_a_twin_copies_a_finished_run_even_when_the_finished_one_comes_later(tmp
     assert again.action == REUSED
 
 
-def test_the_runs_left_go_resumed_first_then_seed_by_seed_across_cells():
-    """A grid stopped part-way has the same seeds of every cell (a paired claim gains each seed both cells finished)."""
+def test_a_tables_runs_go_resumed_first_then_seed_by_seed_across_cells():
+    """A table stopped part-way has the same seeds of every cell (a paired claim gains each seed both cells finished)."""
     from types import SimpleNamespace
 
-    from fedprior.experiments.table_runs import RESUMED, execute_runs
+    from fedprior.experiments.table_runs import RESUMED, run_order
 
     def run(row: str, seed: int, action: str = RUN) -> SimpleNamespace:
-        label = f"{row}{seed}"
-        return SimpleNamespace(cell=SimpleNamespace(row=row, column="c"), seed=seed, action=action, result={"run": label}, execute=lambda: {"run": label})
+        return SimpleNamespace(cell=SimpleNamespace(row=row, column="c"), seed=seed, action=action)
 
     runs = [run("A", 0, REUSED), run("A", 1), run("A", 2), run("B", 0), run("B", 1, RESUMED), run("B", 2), run("C", 1)]
-    order: list[str] = []
-    summaries = execute_runs(runs, 1, lambda done, summary: order.append(summary["run"]))  # type: ignore[arg-type]
-    assert order == ["A0", "B1", "B0", "A1", "C1", "A2", "B2"]
-    assert summaries["C", "c", 1] == {"run": "C1"}
+    assert [f"{r.cell.row}{r.seed}" for r in sorted(runs, key=run_order)] == ["B1", "A0", "B0", "A1", "C1", "A2", "B2"]
+
+
+def test_reproduce_table_hands_its_runs_over_seed_by_seed(tmp_path, monkeypatch):
+    from fedprior.experiments import table_runs
+    from fedprior.reproduce.pipeline import reproduce_table
+
+    handed: list[tuple[str, str, int]] = []
+
+    def capture(runs, jobs, on_done, on_start=None):
+        handed.extend((r.cell.row, r.cell.column, r.seed) for r in runs)
+        raise KeyboardInterrupt  # nothing trains
+
+    monkeypatch.setattr(table_runs, "execute_runs", capture)
+    try:
+        reproduce_table("fst-cbdg-table1", embedded=True, seeds=2, rows=["CLIP-ZS", "FedAvg"], out=tmp_path / "t", jobs=1)
+    except KeyboardInterrupt:
+        pass
+    assert [seed for _, _, seed in handed] == [0, 0, 1, 1] and [row for row, _, _ in handed] == ["CLIP-ZS", "FedAvg"] * 2

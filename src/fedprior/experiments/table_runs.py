@@ -194,12 +194,13 @@ def plan_cell(folder: Path, cell: Cell, seed: int, name: str, config: Experiment
 
 
 def run_order(run: CellRun) -> tuple[bool, int]:
-    """The order of the runs left: those a stopped grid had begun first, then seed by seed across the cells.
+    """A paper table's order of runs (``sorted(runs, key=run_order)``): those a stopped grid had begun first, then seed by
+    seed across the cells.
 
-    Seed-major, so that a grid stopped part-way (a seed plan of tens of seeds, a session that ends) has run the
+    Seed-major, so that a table stopped part-way (a seed plan of tens of seeds, a session that ends) has run the
     same seeds of every cell, and each paired claim gains every seed both of its cells finished; within a seed,
     the cells keep the table's order (the sort is stable). The numbers do not depend on the order: each run is
-    its own folder, seeded by its config alone.
+    its own folder, seeded by its config alone. A sweep keeps the order it lists (value by value).
     """
     return (run.action != RESUMED, run.seed)
 
@@ -223,7 +224,7 @@ def execute_runs(
     for run in runs:
         if run.action == REUSED:
             done(run, run.result)
-    pending = sorted((run for run in runs if run.action != REUSED), key=run_order)
+    pending = [run for run in runs if run.action != REUSED]
     if jobs <= 1 or len(pending) <= 1:
         for run in pending:
             if on_start is not None:

@@ -104,7 +104,7 @@ def reproduce_table(
     from fedprior.experiments.build import check_planned
     from fedprior.experiments.config import load_config
     from fedprior.experiments.dry_run import check_planned_algorithms
-    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, check_grid_writable, copy_twin, execute_runs, plan_cell, twins
+    from fedprior.experiments.table_runs import REUSED, RUN, check_grid_folder, check_grid_writable, copy_twin, execute_runs, plan_cell, run_order, twins
     from fedprior.reproduce.findings import evaluate
     from fedprior.reproduce.paper_tables import table_by_name
     from fedprior.reproduce.tables import aggregate_table, cell_value, control_configs
@@ -155,7 +155,7 @@ def reproduce_table(
         how = "" if run.action == RUN else f", {run.action}"
         say(f"  {cell.row:<24} {cell.column:<18} seed {run.seed}  ours {ours:>5}  paper {paper:>5}  ({summary['wall_seconds']:.1f} s{how})")
 
-    planned_runs = list(runs.values())
+    planned_runs = sorted(runs.values(), key=run_order)  # seed by seed across the cells (what a stopped plan leaves is paired)
     copies = twins(planned_runs)  # a config two cells share trains once
     if copies:
         say(f"{len(copies)} run(s) have the config of another cell's run: each such config trains once, its twins copy it")
