@@ -285,8 +285,8 @@ def build_partition(
     from fedprior.data import load_dataset
     from fedprior.experiments.domains import with_domains
     from fedprior.partition.config import PartitionConfig
-    from fedprior.partition.domains import client_domains, domain_partition
-    from fedprior.partition.factory import make_partitioner
+    from fedprior.partition.domains import client_domains
+    from fedprior.partition.factory import domain_split, make_partitioner
     from fedprior.partition.statistics import class_counts, describe
 
     # unchecked here, as before: each partitioner checks the parameters it uses, naming them
@@ -308,14 +308,7 @@ def build_partition(
         owners = None
     else:
         count = len(data.domain_names)
-        split = domain_partition(
-            data.train_labels,
-            data.train_domains,
-            num_clients,
-            count,
-            seed,
-            lambda labels, clients, s, _: make_partitioner(fields, clients, s).partition(labels),
-        )
+        split = domain_split(fields, data.train_labels, data.train_domains, count, num_clients, seed)
         owners = client_domains(num_clients, count)
     parts = [np.asarray(p) for p in split.roles["train"]]
     counts = class_counts(data.train_labels, parts, data.num_classes)

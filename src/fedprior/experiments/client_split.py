@@ -48,16 +48,10 @@ def build_partition(
                 f"{config.data.dataset} has {num_classes}; use partition.scheme = 'window' with a window instead"
             )
     if domains is not None:
-        from fedprior.partition.domains import domain_partition, shares
+        from fedprior.partition.factory import domain_split
 
         image_domains, count = domains
-        labeled, unlabeled = shares(p.num_labeled, count), shares(p.num_unlabeled, count)
-
-        def in_domain(domain_labels: np.ndarray, clients: int, seed: int, d: int) -> Partition:
-            fields = p.model_copy(update={"num_labeled": labeled[d], "num_unlabeled": unlabeled[d]}) if p.num_labeled else p
-            return make_partitioner(fields, clients, seed).partition(domain_labels)
-
-        split = domain_partition(labels[pool], image_domains[pool], f.num_clients, count, config.run.seed, in_domain)
+        split = domain_split(p, labels[pool], image_domains[pool], count, f.num_clients, config.run.seed)
         return Partition({role: tuple(pool[part] for part in parts) for role, parts in split.roles.items()})
     owners = None if groups is None or p.num_labeled else groups[pool]
     split = make_partitioner(p, f.num_clients, config.run.seed, groups=owners).partition(labels[pool])

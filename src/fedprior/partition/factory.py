@@ -97,3 +97,19 @@ def make_partitioner(config: PartitionConfig, num_clients: int, seed: int, *, gr
             num_unlabeled=config.num_unlabeled,
         )
     return SingleRole(scheme_partitioner(config, num_clients, seed, groups))
+
+
+def domain_split(config: PartitionConfig, labels: np.ndarray, image_domains: np.ndarray, num_domains: int, num_clients: int, seed: int) -> Partition:
+    """A feature-shift federation's partition (``partition.domains``): each domain's images split over its clients by
+    the section's scheme (:func:`~fedprior.partition.domains.domain_partition`), a labeled split's labeled and unlabeled
+    counts shared out over the domains (:func:`~fedprior.partition.domains.shares`). What a run and ``fedprior.build_partition``
+    both split."""
+    from fedprior.partition.domains import domain_partition, shares
+
+    labeled, unlabeled = shares(config.num_labeled, num_domains), shares(config.num_unlabeled, num_domains)
+
+    def in_domain(domain_labels: np.ndarray, clients: int, domain_seed: int, d: int) -> Partition:
+        fields = config.model_copy(update={"num_labeled": labeled[d], "num_unlabeled": unlabeled[d]}) if config.num_labeled else config
+        return make_partitioner(fields, clients, domain_seed).partition(domain_labels)
+
+    return domain_partition(labels, image_domains, num_clients, num_domains, seed, in_domain)
