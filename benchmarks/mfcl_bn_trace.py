@@ -42,6 +42,7 @@ from shared import command_line, load, machine, shell
 
 from fedprior.algorithms.base import Algorithm, RoundInfo, State
 from fedprior.algorithms.engines.self_supervised import unit_images
+from fedprior.algorithms.mfcl import DISC, ENCODER, PROJ
 from fedprior.algorithms.pieces.tensors import model_arrays, weighted_mean, with_prefix
 from fedprior.data.augment.simclr import simclr_views
 from fedprior.experiments.build import Experiment, build_experiment
@@ -59,7 +60,6 @@ HERE = Path(__file__).resolve().parent
 CELLS = HERE / "results" / "cells" / "mfcl-table2"
 OUT = HERE / "results" / "mfcl_bn_trace" / "results.json"
 CURVE_ROUNDS = (0, 1, 2, 5, 10, 15)
-ENCODER, DISC, PROJ = "sensor.encoder.", "disc.", "proj."
 
 
 class Parts:
