@@ -142,6 +142,25 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
         "1 other machine, 1 verdict(s) changed",
     ]
 
+    # --json: the same as data on stdout (the lines on stderr), each claim's finding both ways with its n and sd
+    reported = invoke("table", *two_seeds, "--verify", "--json", "--cells", tmp_path / "cells", cache=shared_cache)
+    assert reported.exit_code == 1 and "1 other machine, 1 verdict(s) changed" in reported.stderr, reported.output
+    document = json.loads(reported.stdout)
+    assert (document["table"], document["seeds"], document["counts"], document["verdicts_changed"]) == ("fst-cbdg-table2", 2, {"other machine": 1}, 1)
+    assert document["machine"]["kind"] == machine_kind() and document["command"].startswith("fedprior table fst-cbdg-table2 --embedded")
+    (cell,) = document["cells"]
+    assert (cell["row"], cell["seed"], cell["status"], cell["changed"]) == ("FedAvg", 0, "other machine", True)
+    assert round(cell["values"]["final_accuracy"]["committed"] - cell["values"]["final_accuracy"]["now"], 6) == -5.0
+    (claim,) = document["claims"]
+    assert (claim["claim"], claim["changed"], claim["committed"]["verdict"], claim["rerun"]["verdict"]) == (
+        "FST-CBDG > FedAvg (s=2)",
+        True,
+        "not resolved",
+        "holds",
+    )
+    assert (claim["committed"]["n"], round(claim["committed"]["mean"], 2), round(claim["rerun"]["mean"], 2)) == (2, 12.55, 10.05)
+    assert claim["committed"]["sd"] > claim["rerun"]["sd"] > 0
+
     # with the committed number near the rerun's, the verdict holds both ways: exit code 0
     edit(kept / "result.json", lambda s: s.update(final_accuracy=a - 0.001))
     result = invoke("table", *two_seeds, "--verify", "--cells", tmp_path / "cells", cache=shared_cache)

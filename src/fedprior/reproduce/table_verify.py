@@ -336,3 +336,29 @@ def today_changes(cell: Cell, seed: int, committed: ExperimentConfig, load_confi
     _, today = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
     changed = changes_that_matter(committed.to_dict(), today.to_dict())
     return describe_changes(changed, "committed", "today") if changed else ""
+
+
+def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck], seeds: int, command: str) -> dict[str, Any]:
+    """``--verify --json``: what the verify found, as data: the command, this machine, per cell its status, line and (a
+    changed rerun) its numbers both ways, per concerned claim its finding on the committed seeds and with the rerun seeds
+    in their place (``reproduce/findings.py``'s dicts: n, mean, sd, interval, verdict), and the counts.
+
+    A claim whose verdict changes on another machine kind is what a table's second seed plan is made from
+    (:func:`fedprior.reproduce.seed_plan.make_verify_plan`)."""
+    from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
+
+    counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+    return {
+        "table": table.name,
+        "command": command,
+        "machine": {"kind": machine_kind(), "cpu": cpu_kind()},
+        "seeds": seeds,
+        "cells": [
+            {"row": v.cell.row, "column": v.cell.column, "seed": v.seed, "status": v.status, "changed": v.changed, "line": v.line}
+            | {"values": {metric: {"committed": old, "now": new} for metric, (old, new) in v.values.items()}}
+            for v in results
+        ],
+        "claims": [{"claim": c.committed["claim"], "changed": c.changed, "committed": c.committed, "rerun": c.now} for c in checks],
+        "counts": counts,
+        "verdicts_changed": sum(c.changed for c in checks),
+    }
