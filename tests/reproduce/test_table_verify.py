@@ -207,3 +207,20 @@ def test_verify_names_a_damaged_result_json_and_an_unrecorded_machine(tmp_path):
     assert unrecorded_machine(machine) == (
         f"the machine it ran on is not recorded (neither the cell's result.json nor {tmp_path / 'no-record.json'} says): another machine may give other bits"
     )
+
+
+def test_the_same_out_again_reuses_a_finished_rerun_and_refuses_one_from_another_machine(tmp_path, shared_cache):
+    """A verify's --out keeps its reruns: a second verify with it judges with them without rerunning (the rerun's
+    result.json, edited, is what it reports); a rerun there that ran on another machine is refused."""
+    kept = kept_cell(tmp_path, shared_cache)
+    edit(kept / "result.json", lambda s: s.update(machine_kind=other_kind(), cpu=None))
+    out = tmp_path / "reruns"
+    code, line = verified(tmp_path, shared_cache, "--out", out)
+    assert code == 0 and "rerun, identical to the bit" in line, line
+    rerun = out / FOLDER / "result.json"
+    edit(rerun, lambda s: s.update(final_accuracy=s["final_accuracy"] - 0.02))  # as if that rerun had given 2 points less
+    code, line = verified(tmp_path, shared_cache, "--out", out)
+    assert code == 0 and "rerun, differs in no round's numbers (final_accuracy); final_accuracy" in line and "(-2.00)" in line, line
+    edit(rerun, lambda s: s.update(machine_kind=other_kind()))
+    result = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)
+    assert error_line(result) == f"error: --out: the rerun in {out / FOLDER} ran on another machine than this one; give another --out"

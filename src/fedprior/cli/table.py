@@ -76,7 +76,8 @@ def table(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table.",
+        help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table. "
+        "With --verify, where the reruns go (default a temporary folder): the same --out again reuses its finished reruns.",
     ),
     seeds: int | None = typer.Option(
         None, "--seeds", min=1, help=f"Run every cell with seeds 0..N-1 (default {EMBEDDED_SEEDS} with --embedded, else 1); 'ours' is the mean, 'std' the sd."
@@ -232,6 +233,7 @@ def verify_cells(
     differs or a verdict changes. ``as_json`` (the command, for the report): the lines go to stderr, and stdout gets the
     report as one JSON line (:func:`fedprior.reproduce.table_verify.report`)."""
     import tempfile
+    import time
 
     from fedprior.errors import ConfigError
     from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, verify
@@ -249,6 +251,7 @@ def verify_cells(
     def each(v: Verified) -> None:
         say(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
 
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fedprior-verify-") as scratch:
         results, reruns = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, each)
     checks = claim_checks(paper_table, embedded, kept, seeds, reruns) if any(v.changed for v in results) else []
@@ -265,7 +268,7 @@ def verify_cells(
     changed = sum(check.changed for check in checks)
     say(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
     if as_json is not None:
-        typer.echo(json.dumps(report(paper_table, results, checks, seeds, as_json)))
+        typer.echo(json.dumps(report(paper_table, results, checks, seeds, as_json) | {"wall_seconds": round(time.perf_counter() - started, 1)}))
     if counts.get(DIFFERS) or changed:
         raise typer.Exit(1)
 
