@@ -186,3 +186,23 @@ def test_a_verdict_that_changes_on_another_machine_kind_gets_the_seeds_that_dete
     (short,) = tight["claims"]
     assert (short["seeds_planned"], short["cpu_seconds"]) == (7, 200.0)
     assert short["note"].endswith(f"the budget stops it at 7 (the {needed} would cost {claim['cpu_seconds']:.0f} CPU s)")
+
+
+def test_a_claim_that_ran_its_planned_seeds_and_needs_more_at_their_spread_says_what_stopped_it():
+    result = table_result(results())
+    plan = make_plan(result, budget=1e9)
+    a_b = next(c for c in plan["claims"] if c["claim"] == "A > B")
+    planned = a_b["seeds_planned"]
+    ran = next(f for f in result.findings if f.claim == "A > B")
+    # as if its planned seeds had run and shown a wider spread: not resolved, and the gap now needs more than planned
+    after = replace(ran, n=planned, sd=5.0, detectable=6.0, seeds_needed=planned + 20)
+    shown = with_plan(replace(result, findings=(after,)), plan).findings[0]
+    left = 1e9 - plan["cpu_seconds_planned"]
+    assert shown.plan_note == (
+        f"ran its {planned} planned seeds; at the spread they show (sd 5.00) they detect 6.00 and the paper's gap needs {planned + 20}: "
+        f"the plan was made once, from the first seeds' spread, and its budget has {left:.0f} CPU s left"
+    )
+    # before its seeds ran, or once they reach the gap's power, the plan's own note
+    assert with_plan(replace(result, findings=(replace(after, n=3),)), plan).findings[0].plan_note == a_b["note"]
+    assert with_plan(replace(result, findings=(replace(after, seeds_needed=planned),)), plan).findings[0].plan_note == a_b["note"]
+    assert with_plan(replace(result, findings=(replace(after, verdict="holds"),)), plan).findings[0].plan_note == a_b["note"]

@@ -24,7 +24,7 @@ from fedprior.results.paired import NOT_RESOLVED
 from fedprior.results.power import detectable_effect, seeds_needed
 
 if TYPE_CHECKING:
-    from fedprior.reproduce.table_result import TableResult
+    from fedprior.reproduce.table_result import Finding, TableResult
 
 BUDGET_CPU_SECONDS = 3 * 3600 * 2
 """A table's budget for its planned seeds: three hours of a two-core machine (CPU seconds)."""
@@ -153,10 +153,28 @@ def with_plan(result: TableResult, plan: dict[str, Any] | None) -> TableResult:
     if not plan:
         return result
     by_claim = {c["claim"]: c for c in [*plan.get("claims", []), *plan.get("after_verify", {}).get("claims", [])]}
+    left = (
+        plan.get("budget_cpu_seconds", BUDGET_CPU_SECONDS) - plan.get("cpu_seconds_planned", 0.0) - plan.get("after_verify", {}).get("cpu_seconds_planned", 0.0)
+    )
     findings = tuple(
-        replace(f, seeds_planned=by_claim[f.claim]["seeds_planned"], plan_note=by_claim[f.claim]["note"]) if f.claim in by_claim else f for f in result.findings
+        replace(f, seeds_planned=by_claim[f.claim]["seeds_planned"], plan_note=after_its_seeds(f, by_claim[f.claim], left)) if f.claim in by_claim else f
+        for f in result.findings
     )
     return replace(result, findings=findings)
+
+
+def after_its_seeds(f: Finding, planned: dict[str, Any], left: float) -> str:
+    """The plan's note on finding ``f`` (``planned``: its entry in the plan), or, where ``f`` ran its planned seeds and is
+    still not resolved with fewer seeds than the paper's gap needs at the spread they show (the plan took the first
+    seeds' spread, and spreads grow as well as shrink), what stopped it: the plan is made once, from the first seeds,
+    and ``left`` CPU seconds of its budget are what a second plan could spend."""
+    n, needed = f.n or 0, f.seeds_needed or 0
+    if f.verdict != NOT_RESOLVED or n < planned["seeds_planned"] or needed <= n:
+        return str(planned["note"])
+    return (
+        f"ran its {planned['seeds_planned']} planned seeds; at the spread they show (sd {f.sd or 0:.2f}) they detect {f.detectable or 0:.2f} and the paper's "
+        f"gap needs {needed}: the plan was made once, from the first seeds' spread, and its budget has {max(left, 0):.0f} CPU s left"
+    )
 
 
 def plan_lines(plan: dict[str, Any], stored: bool) -> list[str]:
