@@ -99,7 +99,7 @@ def test_a_cell_recorded_on_another_machine_kind_is_rerun_and_its_differences_re
     assert after[:3] == [
         "largest difference per cell (|now - committed| over its rerun seeds):",
         "  FedAvg / s=2: final_accuracy 1.00 (seed 0)",
-        "claims (verdict on the committed 1 seed(s), and with the rerun seeds in their place):",
+        "claims (verdict on the committed seeds, the first 1 and any a seed plan kept after them, and with the rerun seeds in their place):",
     ], result.stdout
     # FedAvg's one claim at s=2 needs FST-CBDG, not kept; the other claims there concern neither FedAvg nor a control row
     assert after[3:] == ["  FST-CBDG > FedAvg (s=2): not checked (not run: row(s) FST-CBDG)", "1 other machine, 0 verdict(s) changed"]
@@ -136,7 +136,9 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
     assert "  FedAvg / s=2: final_accuracy 5.00 (seed 0)" in lines, result.stdout
-    claims = lines[lines.index("claims (verdict on the committed 2 seed(s), and with the rerun seeds in their place):") + 1 :]
+    claims = lines[
+        lines.index("claims (verdict on the committed seeds, the first 2 and any a seed plan kept after them, and with the rerun seeds in their place):") + 1 :
+    ]
     assert claims == [
         "  FST-CBDG > FedAvg (s=2): verdict changed: not resolved -> holds (FST-CBDG - FedAvg: +12.55 [-18.58, +43.68] committed, +10.05 [+9.41, +10.69] now)",
         "1 other machine, 1 verdict(s) changed",

@@ -259,7 +259,7 @@ def verify_cells(
         say("largest difference per cell (|now - committed| over its rerun seeds):")
         for (row, column), metrics in largest_differences(results).items():
             say(f"  {row} / {column}: " + ", ".join(f"{metric} {d:.2f} (seed {seed})" for metric, (d, seed) in metrics.items()))
-        say(f"claims (verdict on the committed {seeds} seed(s), and with the rerun seeds in their place):")
+        say(f"claims (verdict on the committed seeds, the first {seeds} and any a seed plan kept after them, and with the rerun seeds in their place):")
         for check in checks:
             say(f"  {check.line}")
         if not checks:
