@@ -1308,6 +1308,8 @@ VERIFY_ROWS = (
     "mfcl-table8 (all)",
     "mfcl-table2-pn-gn (MFCL(PN), MFCL(GN) at Sc2; seeds 0-2)",
     "fedbm-table1 (FedBM, FedETF, FedNH; seeds 0-2)",
+    "fedbm-table1-beta0.05 (FedBM, FedETF at beta 0.05; seeds 0-2, the report its second plan was made from)",
+    "fedbm-table1-after-plan (the same reruns, reused, with the second plan's seeds 3-6 kept)",
 )
 
 
@@ -1425,7 +1427,7 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
     ("docs/fedbm.md", r"without it FedETF falls to\s+FedAvg's level \((\S+) vs (\S+) at beta 0.05, (\S+) vs (\S+) at beta 0.1\)",
      lambda: [cell("fedbm-table1", "FedETF (plain CE)", "beta=0.05")[0], cell("fedbm-table1", "FedAvg", "beta=0.05")[0],
               cell("fedbm-table1", "FedETF (plain CE)", "beta=0.1")[0], cell("fedbm-table1", "FedAvg", "beta=0.1")[0]]),
-    ("README.md", r"(\S+) ± (\S+)% at the chosen round over 3 seeds \(FedAvg (\S+) ± (\S+)%, FedETF (\S+) ± (\S+)%\), macro-F1 (\S+) ± (\S+)%; "
+    ("README.md", r"(\S+) ± (\S+)% at the chosen round over 7 seeds \(FedAvg (\S+) ± (\S+)% over 3, FedETF (\S+) ± (\S+)% over 7\), macro-F1 (\S+) ± (\S+)%; "
      r"last round (\S+) ± (\S+)%",
      lambda: [*cell("fedbm-table1", "FedBM", "beta=0.05")[:2], *cell("fedbm-table1", "FedAvg", "beta=0.05")[:2],
               *cell("fedbm-table1", "FedETF", "beta=0.05")[:2], *cell("fedbm-table1", "FedBM", "beta=0.05", "selected_macro_f1")[:2],

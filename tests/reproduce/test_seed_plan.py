@@ -206,3 +206,6 @@ def test_a_claim_that_ran_its_planned_seeds_and_needs_more_at_their_spread_says_
     assert with_plan(replace(result, findings=(replace(after, n=3),)), plan).findings[0].plan_note == a_b["note"]
     assert with_plan(replace(result, findings=(replace(after, seeds_needed=planned),)), plan).findings[0].plan_note == a_b["note"]
     assert with_plan(replace(result, findings=(replace(after, verdict="holds"),)), plan).findings[0].plan_note == a_b["note"]
+    # a claim judged on more seeds than planned for it (its cells carry another claim's): says so
+    more = with_plan(replace(result, findings=(replace(after, n=planned + 2),)), plan).findings[0].plan_note
+    assert more == f"judged on {planned + 2} seeds, more than the {planned} planned for it: its two cells carry the seeds a plan gave them for another claim"

@@ -164,11 +164,14 @@ def with_plan(result: TableResult, plan: dict[str, Any] | None) -> TableResult:
 
 
 def after_its_seeds(f: Finding, planned: dict[str, Any], left: float) -> str:
-    """The plan's note on finding ``f`` (``planned``: its entry in the plan), or, where ``f`` ran its planned seeds and is
+    """The plan's note on finding ``f`` (``planned``: its entry in the plan); where ``f`` is judged on more seeds than
+    planned for it (its cells carry another claim's planned seeds), that; or, where ``f`` ran its planned seeds and is
     still not resolved with fewer seeds than the paper's gap needs at the spread they show (the plan took the first
     seeds' spread, and spreads grow as well as shrink), what stopped it: the plan is made once, from the first seeds,
     and ``left`` CPU seconds of its budget are what a second plan could spend."""
     n, needed = f.n or 0, f.seeds_needed or 0
+    if n > planned["seeds_planned"]:
+        return f"judged on {n} seeds, more than the {planned['seeds_planned']} planned for it: its two cells carry the seeds a plan gave them for another claim"
     if f.verdict != NOT_RESOLVED or n < planned["seeds_planned"] or needed <= n:
         return str(planned["note"])
     return (
