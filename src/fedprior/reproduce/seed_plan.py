@@ -107,14 +107,18 @@ def make_verify_plan(result: TableResult, report: dict[str, Any], plan: dict[str
     claims, spent = [], 0.0
     for check in (c for c in report["claims"] if c["changed"]):
         committed, rerun = check["committed"], check["rerun"]
-        effect, sd = abs(committed["mean"]), max(committed["sd"], rerun["sd"])
-        needed, n = int(seeds_needed(effect, sd) or committed["n"]), int(committed["n"])
+        effect, sd = abs(committed["mean"]), max((x for x in (committed.get("sd"), rerun.get("sd")) if x is not None), default=None)
+        needed, n = int(seeds_needed(effect, sd) or committed["n"]), int(committed["n"])  # one seed (no sd): nothing to plan from
         target, paid, full = buy(
             [(committed["better"], committed["column"]), (committed["worse"], committed["column"])], needed, n, seeds, per_seed, left - spent
         )
         spent += paid
         why = f"{committed['verdict']} on the committed seeds, {rerun['verdict']} rerun on {report['machine']['kind']} ({report['machine']['cpu']})"
-        aim = f"{needed} seeds detect the committed difference {committed['mean']:+.2f} at the larger paired sd {sd:.2f}"
+        aim = (
+            f"{needed} seeds detect the committed difference {committed['mean']:+.2f} at the larger paired sd {sd:.2f}"
+            if sd is not None
+            else "one seed has no spread to plan from: no new seed"
+        )
         short = f"; the budget stops it at {target} (the {needed} would cost {full:.0f} CPU s)" if target < needed else ""
         claims.append(
             {"claim": check["claim"], "column": committed["column"], "committed": committed["verdict"], "rerun": rerun["verdict"], "effect": effect, "sd": sd}
