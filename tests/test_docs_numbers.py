@@ -1311,7 +1311,7 @@ VERIFY_ROWS = (
     "fedbm-table1-beta0.05 (FedBM, FedETF at beta 0.05; seeds 0-2, the report its second plan was made from)",
     "fedbm-table1-after-plan (the same reruns, reused, with the second plan's seeds 3-6 kept)",
     "fedbm-table6 (FedBM, w/o CGDE; seeds 0-2)",
-    "fedbm-table6-after-plan (the same reruns, reused, with the plan's seeds kept)",
+    "fedbm-table6-after-plan (the same reruns, reused, and w/o LKCC's; the plan's seeds kept)",
 )
 
 
