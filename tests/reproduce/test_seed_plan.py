@@ -209,3 +209,12 @@ def test_a_claim_that_ran_its_planned_seeds_and_needs_more_at_their_spread_says_
     # a claim judged on more seeds than planned for it (its cells carry another claim's): says so
     more = with_plan(replace(result, findings=(replace(after, n=planned + 2),)), plan).findings[0].plan_note
     assert more == f"judged on {planned + 2} seeds, more than the {planned} planned for it: its two cells carry the seeds a plan gave them for another claim"
+
+
+def test_a_verdict_changed_on_one_seed_has_no_spread_to_plan_from():
+    from fedprior.reproduce.seed_plan import make_verify_plan
+
+    result = table_result(results())
+    a_c = next(f for f in result.findings if f.claim == "A > C").to_json() | {"n": 1, "sd": None}
+    (claim,) = make_verify_plan(result, verify_report(a_c, a_c | {"verdict": "not resolved"}), None)["claims"]
+    assert (claim["seeds_planned"], claim["cpu_seconds"]) == (3, 0.0) and claim["note"].endswith("one seed has no spread to plan from: no new seed")
