@@ -160,6 +160,12 @@ def with_earlier_passes(previous: dict | None, this: dict) -> dict:
     return {**{k: v for k, v in this.items() if k != "table"}, **totals, "passes": passes, **plan, "table": this["table"]}
 
 
+def made_now() -> dict[str, str]:
+    """When and at which commit a plan is made (its ``made`` and ``commit``)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    return {"made": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
+
+
 def store_plan(name: str, results: Path = RESULTS, budget: float = BUDGET_CPU_SECONDS) -> tuple[dict, bool]:
     """The seed plan of table ``name``: the one its record holds, else one made now from its cells and stored; (plan, made now).
 
@@ -173,8 +179,7 @@ def store_plan(name: str, results: Path = RESULTS, budget: float = BUDGET_CPU_SE
     grown = [f"{c.row} / {c.column}" for c in table.cells if c.seeds != table.seeds]
     if grown:
         raise ValueError(f"{name}: cells {', '.join(grown)} have other than the table's {table.seeds} seeds; a plan is made before any new seed runs")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    plan = make_plan(evaluate_again(table), budget, made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), commit=commit)
+    plan = make_plan(evaluate_again(table), budget, **made_now())
     record = {k: v for k, v in record.items() if k != "table"} | {"plan": plan, "table": record["table"]}
     path.write_text(json.dumps(record, indent=2) + "\n")
     return plan, True
@@ -197,9 +202,7 @@ def store_verify_plan(name: str, report: Path, results: Path = RESULTS) -> tuple
         raise ValueError(f"{report} is a verify of {verified.get('table')}, not {name}")
     if not any(c["changed"] for c in verified["claims"]):
         raise ValueError(f"{report}: no verdict changed on the other machine kind; nothing to plan")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    table = evaluate_again(TableResult.from_json(record["table"]))
-    after = make_verify_plan(table, verified, plan, made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), commit=commit)
+    after = make_verify_plan(evaluate_again(TableResult.from_json(record["table"])), verified, plan, **made_now())
     after["report"] = str(report)
     record = {k: v for k, v in record.items() if k != "table"} | {"plan": {**plan, "after_verify": after}, "table": record["table"]}
     path.write_text(json.dumps(record, indent=2) + "\n")

@@ -236,7 +236,7 @@ def verify_cells(
     import time
 
     from fedprior.errors import ConfigError
-    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, status_counts, verify
 
     kept = cells / paper_table.name
     if not kept.is_dir():
@@ -264,7 +264,7 @@ def verify_cells(
             say(f"  {check.line}")
         if not checks:
             say("  none concerns a rerun cell")
-    counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+    counts = status_counts(results)
     changed = sum(check.changed for check in checks)
     say(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
     if as_json is not None:

@@ -307,7 +307,7 @@ def verify(
         name, config = read_config(RunDir(folder))
         config = config.model_copy(update={"run": config.run.model_copy(update={"device": str(device)})})
         rerun = plan_cell(out, cell, seed, name, config, command="table --verify")  # a rerun finished in this --out is reused
-        if rerun.action == REUSED and other_machine(recorded_machine(rerun.result, out / "none"), *here):
+        if rerun.action == REUSED and other_machine(Machine(rerun.result.get("machine_kind"), rerun.result.get("cpu"), str(rerun.path)), *here):
             raise ConfigError(f"--out: the rerun in {rerun.path} ran on another machine than this one; give another --out")
         committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config), elsewhere)
         reruns.append(rerun)
@@ -344,6 +344,11 @@ def today_changes(cell: Cell, seed: int, committed: ExperimentConfig, load_confi
     return describe_changes(changed, "committed", "today") if changed else ""
 
 
+def status_counts(results: list[Verified]) -> dict[str, int]:
+    """How many verified cells have each status, in the order the statuses first occur."""
+    return {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+
+
 def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck], seeds: int, command: str) -> dict[str, Any]:
     """``--verify --json``: what the verify found, as data: the command, this machine, per cell its status, line and (a
     changed rerun) its numbers both ways, per concerned claim its finding on the committed seeds and with the rerun seeds
@@ -354,7 +359,6 @@ def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck],
     (:func:`fedprior.reproduce.seed_plan.make_verify_plan`)."""
     from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
 
-    counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
     return {
         "table": table.name,
         "command": command,
@@ -366,6 +370,6 @@ def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck],
             for v in results
         ],
         "claims": [{"claim": c.committed["claim"], "changed": c.changed, "committed": c.committed, "rerun": c.now} for c in checks],
-        "counts": counts,
+        "counts": status_counts(results),
         "verdicts_changed": sum(c.changed for c in checks),
     }
