@@ -47,6 +47,12 @@ table whose cells all have the table's first seeds. A run of a table with a stor
 runs the seeds it plans (``reproduce_table(cell_seeds=...)``), continuing from the kept
 cells; ``cpu_seconds_of_cells`` is the cells' run seconds summed (each run on one core).
 
+``--plan-after-verify REPORT`` trains nothing: where ``fedprior table NAME --embedded --verify --verify-all
+--json > REPORT`` on another machine kind changed a claim's verdict, it plans that claim's seeds (80% power at
+the committed difference, at the larger of the two machines' paired sds, within what the first plan left of
+the budget: :func:`fedprior.reproduce.seed_plan.make_verify_plan`) and stores them in the record beside the
+first plan (``plan.after_verify``), before they run; the next run of the table runs them.
+
 ``--findings-only`` trains and measures nothing: it reads each named table's committed
 ``NAME.json``, evaluates its controls and claims again on the cells it holds (the measured
 controls' values as recorded there) with today's definitions, and rewrites the controls,
@@ -73,7 +79,7 @@ from fedprior import TableResult, reproduce_table
 from fedprior.experiments.table_runs import cell_folder
 from fedprior.papers import table_by_name
 from fedprior.reproduce.pipeline import evaluate_again
-from fedprior.reproduce.seed_plan import BUDGET_CPU_SECONDS, cell_seeds, make_plan, plan_lines, with_plan
+from fedprior.reproduce.seed_plan import BUDGET_CPU_SECONDS, cell_seeds, make_plan, make_verify_plan, plan_lines, verify_plan_lines, with_plan
 from fedprior.reproduce.tables import cell_value, cells
 
 RESULTS = Path(__file__).parent / "results" / "tables"
@@ -154,6 +160,12 @@ def with_earlier_passes(previous: dict | None, this: dict) -> dict:
     return {**{k: v for k, v in this.items() if k != "table"}, **totals, "passes": passes, **plan, "table": this["table"]}
 
 
+def made_now() -> dict[str, str]:
+    """When and at which commit a plan is made (its ``made`` and ``commit``)."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+    return {"made": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), "commit": commit}
+
+
 def store_plan(name: str, results: Path = RESULTS, budget: float = BUDGET_CPU_SECONDS) -> tuple[dict, bool]:
     """The seed plan of table ``name``: the one its record holds, else one made now from its cells and stored; (plan, made now).
 
@@ -167,11 +179,34 @@ def store_plan(name: str, results: Path = RESULTS, budget: float = BUDGET_CPU_SE
     grown = [f"{c.row} / {c.column}" for c in table.cells if c.seeds != table.seeds]
     if grown:
         raise ValueError(f"{name}: cells {', '.join(grown)} have other than the table's {table.seeds} seeds; a plan is made before any new seed runs")
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
-    plan = make_plan(evaluate_again(table), budget, made=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), commit=commit)
+    plan = make_plan(evaluate_again(table), budget, **made_now())
     record = {k: v for k, v in record.items() if k != "table"} | {"plan": plan, "table": record["table"]}
     path.write_text(json.dumps(record, indent=2) + "\n")
     return plan, True
+
+
+def store_verify_plan(name: str, report: Path, results: Path = RESULTS) -> tuple[dict, bool]:
+    """The second seed plan of table ``name`` (``plan.after_verify`` of its record), for the claims whose verdict changed
+    when its cells were rerun on another machine kind (``report``: ``fedprior table NAME --verify --json``'s output):
+    the one the record holds, else one made now and stored (:func:`fedprior.reproduce.seed_plan.make_verify_plan`);
+    (plan, made now). A report of another table, or one where no verdict changed, is refused (ValueError)."""
+    path = results / f"{name}.json"
+    record = json.loads(path.read_text())
+    if "plan" not in record:
+        raise ValueError(f"{name}: its record stores no seed plan; make the first one before a second (benchmarks/paper_tables.py {name} --plan)")
+    plan = record["plan"]
+    if "after_verify" in plan:
+        return plan["after_verify"], False
+    verified = json.loads(report.read_text())
+    if verified.get("table") != name:
+        raise ValueError(f"{report} is a verify of {verified.get('table')}, not {name}")
+    if not any(c["changed"] for c in verified["claims"]):
+        raise ValueError(f"{report}: no verdict changed on the other machine kind; nothing to plan")
+    after = make_verify_plan(evaluate_again(TableResult.from_json(record["table"])), verified, plan, **made_now())
+    after["report"] = str(report)
+    record = {k: v for k, v in record.items() if k != "table"} | {"plan": {**plan, "after_verify": after}, "table": record["table"]}
+    path.write_text(json.dumps(record, indent=2) + "\n")
+    return after, True
 
 
 def run_table(
@@ -290,7 +325,19 @@ def main() -> None:
     parser.add_argument("--columns", action="append", default=[], metavar="NAME=COLUMN,COLUMN", help="run only these columns of table NAME")
     parser.add_argument("--findings-only", action="store_true", help="evaluate the committed tables' claims again from their cells; train nothing")
     parser.add_argument("--plan", action="store_true", help="plan each table's seeds from its record and store the plan there (kept if stored); train nothing")
+    parser.add_argument(
+        "--plan-after-verify",
+        type=Path,
+        metavar="REPORT",
+        help="plan seeds for the claims whose verdict changed on another machine kind (REPORT: fedprior table NAME --verify --json's output) "
+        "and store the plan in the table's record (kept if stored); train nothing",
+    )
     args = parser.parse_args()
+    if args.plan_after_verify:
+        for name in args.tables:
+            after, made = store_verify_plan(name, args.plan_after_verify)
+            print("\n".join([f"{name}:", *verify_plan_lines(after)]) + ("" if made else "\n  (the plan stored before: kept)"), flush=True)
+        return
     if args.plan:
         for name in args.tables:
             plan, made = store_plan(name)

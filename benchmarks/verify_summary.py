@@ -6,6 +6,8 @@ Each ``benchmarks/results/verify/NAME.txt`` is one verify run's printout as it c
 differs, other machine, not kept, verdicts changed), the largest ``final_accuracy`` difference a cell showed
 (|now - committed|, points), the claims whose verdict changed (before -> after) and every claim's verdict
 with the rerun seeds; with the machine that summed them (the reruns ran on it: the printouts say so too).
+A ``NAME.json`` there is a verify's own report (``fedprior table NAME --verify --json``, which names its
+machine) and is read as data instead of a printout (a report and a printout of one NAME: the report).
 
     python benchmarks/verify_summary.py
 """
@@ -53,8 +55,26 @@ def summary_of(text: str) -> dict:
     }
 
 
+def summary_of_report(report: dict) -> dict:
+    """The same summary from a verify's JSON report (``fedprior table NAME --verify --json``), with its machine."""
+    counts = {**report["counts"], **({"verdicts changed": report["verdicts_changed"]} if report["claims"] else {})}
+    differences = [abs(v["now"] - v["committed"]) for cell in report["cells"] for metric, v in cell["values"].items() if metric == "final_accuracy"]
+    return {
+        "command": report["command"],
+        "counts": counts,
+        "reruns": sum(report["counts"].values()),
+        "largest_final_accuracy_difference": round(max(differences), 2) if differences else None,
+        "wall_seconds": report.get("wall_seconds"),
+        "claims": {c["claim"]: {"changed": c["changed"], "committed": c["committed"]["verdict"], "rerun": c["rerun"]["verdict"]} for c in report["claims"]},
+        "machine": report["machine"],
+    }
+
+
 def main() -> None:
     tables = {path.stem: summary_of(path.read_text()) for path in sorted(FOLDER.glob("*.txt"))}
+    for path in sorted(FOLDER.glob("*.json")):
+        if path.name != "summary.json":
+            tables[path.stem] = summary_of_report(json.loads(path.read_text()))
     record = {"command": command_line(), "machine": machine(), "tables": tables}
     (FOLDER / "summary.json").write_text(json.dumps(record, indent=2, ensure_ascii=False) + "\n")
     for name, table in tables.items():

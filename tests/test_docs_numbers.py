@@ -1308,6 +1308,10 @@ VERIFY_ROWS = (
     "mfcl-table8 (all)",
     "mfcl-table2-pn-gn (MFCL(PN), MFCL(GN) at Sc2; seeds 0-2)",
     "fedbm-table1 (FedBM, FedETF, FedNH; seeds 0-2)",
+    "fedbm-table1-beta0.05 (FedBM, FedETF at beta 0.05; seeds 0-2, the report its second plan was made from)",
+    "fedbm-table1-after-plan (the same reruns, reused, with the second plan's seeds 3-6 kept)",
+    "fedbm-table6 (FedBM, w/o CGDE; seeds 0-2)",
+    "fedbm-table6-after-plan (the same reruns, reused, and w/o LKCC's; the plan's seeds kept)",
 )
 
 
@@ -1323,6 +1327,35 @@ def verify_rerun(row: str, column: str) -> list[Any]:
 
 
 DOCS += (DocTable("docs/runs.md", "| table (rows rerun) | reruns | result | verdicts changed |", verify_rerun, VERIFY_ROWS),)
+
+TABLE6_VERIFIED = (
+    "FedBM > w/o CGDE, beta 0.05 (+5.7)",
+    "FedBM > w/o CGDE, beta 0.1 (+3.3)",
+    "FedBM > w/o LKCC, F1, beta 0.1 (+3.2)",
+)
+
+
+def table6_verified(row: str, column: str) -> list[Any]:
+    """docs/fedbm.md's Table VI claims at their planned seeds, as kept and with seeds 0-2 rerun on the second machine kind
+    (``verify/fedbm-table6-after-plan.json``), and the seeds Table VI's record plans for each."""
+    name, beta = row.split(", beta ")
+    claim = f"{name} (beta={beta.split(' ')[0]})"
+    (check,) = [c for c in result_json("verify/fedbm-table6-after-plan.json")["claims"] if c["claim"] == claim]
+    (planned,) = [c["seeds_planned"] for c in result_json("tables/fedbm-table6.json")["plan"]["claims"] if c["claim"] == claim]
+    both = {"as kept": check["committed"], "seeds 0-2 rerun on the AMD machine": check["rerun"]}
+    if column in both:
+        return [round(both[column][k], 2) for k in ("mean", "low", "high")]
+    return {"claim (paper)": [], "seeds (planned)": [check["committed"]["n"], planned], "verdict": []}[column]
+
+
+DOCS += (
+    DocTable(
+        "docs/fedbm.md",
+        "| claim (paper) | seeds (planned) | as kept | seeds 0-2 rerun on the AMD machine | verdict |",
+        table6_verified,
+        TABLE6_VERIFIED,
+    ),
+)
 
 # ------------------------------------------------------------------------------------------------ sentences
 
@@ -1425,7 +1458,7 @@ QUOTES: tuple[tuple[str, str, Callable[[], list[Any]]], ...] = (
     ("docs/fedbm.md", r"without it FedETF falls to\s+FedAvg's level \((\S+) vs (\S+) at beta 0.05, (\S+) vs (\S+) at beta 0.1\)",
      lambda: [cell("fedbm-table1", "FedETF (plain CE)", "beta=0.05")[0], cell("fedbm-table1", "FedAvg", "beta=0.05")[0],
               cell("fedbm-table1", "FedETF (plain CE)", "beta=0.1")[0], cell("fedbm-table1", "FedAvg", "beta=0.1")[0]]),
-    ("README.md", r"(\S+) ± (\S+)% at the chosen round over 3 seeds \(FedAvg (\S+) ± (\S+)%, FedETF (\S+) ± (\S+)%\), macro-F1 (\S+) ± (\S+)%; "
+    ("README.md", r"(\S+) ± (\S+)% at the chosen round over 7 seeds \(FedAvg (\S+) ± (\S+)% over 3, FedETF (\S+) ± (\S+)% over 7\), macro-F1 (\S+) ± (\S+)%; "
      r"last round (\S+) ± (\S+)%",
      lambda: [*cell("fedbm-table1", "FedBM", "beta=0.05")[:2], *cell("fedbm-table1", "FedAvg", "beta=0.05")[:2],
               *cell("fedbm-table1", "FedETF", "beta=0.05")[:2], *cell("fedbm-table1", "FedBM", "beta=0.05", "selected_macro_f1")[:2],

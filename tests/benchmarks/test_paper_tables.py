@@ -66,3 +66,50 @@ def test_a_plan_is_made_once_kept_by_every_pass_and_refused_once_new_seeds_ran(t
     (tmp_path / "fst-cbdg-table2.json").write_text(json.dumps(grown))
     with pytest.raises(ValueError, match="have other than the table's 3 seeds; a plan is made before any new seed runs"):
         store_plan("fst-cbdg-table2", tmp_path)
+
+
+def test_a_second_plan_after_a_verify_is_stored_beside_the_first_once_and_refused_without_a_changed_verdict(tmp_path):
+    """--plan-after-verify REPORT: the claims whose verdict changed on another machine kind get their seeds in the record's
+    plan (``after_verify``), made once; a report of another table, one where nothing changed, or a record without a first
+    plan is refused."""
+    import json
+
+    import pytest
+    from paper_tables import store_verify_plan
+
+    record = json.loads((BENCHMARKS / "results" / "tables" / "fedbm-table1.json").read_text())
+    record["plan"].pop("after_verify", None)
+    for cell in record["table"]["cells"]:  # the record as it was when its second plan was made: three seeds at beta 0.05
+        if cell["column"] == "beta=0.05":
+            cell["seconds"], cell["seeds"] = cell["seconds"] * 3 / cell["seeds"], 3
+    (tmp_path / "fedbm-table1.json").write_text(json.dumps(record))
+    finding = {"claim": "FedBM > FedETF, F1 (beta=0.05)", "better": "FedBM", "worse": "FedETF", "column": "beta=0.05", "n": 3}
+    committed = finding | {"verdict": "reversed", "mean": -3.53, "sd": 1.2}
+    rerun = finding | {"verdict": "not resolved", "mean": -3.31, "sd": 2.75}
+    report = {
+        "table": "fedbm-table1",
+        "command": "fedprior table fedbm-table1 --embedded --verify --verify-all --json",
+        "machine": {"kind": "kind", "cpu": "cpu"},
+        "claims": [{"claim": finding["claim"], "changed": True, "committed": committed, "rerun": rerun}],
+    }
+    path = tmp_path / "verify.json"
+    path.write_text(json.dumps(report))
+    after, made = store_verify_plan("fedbm-table1", path, tmp_path)
+    stored = json.loads((tmp_path / "fedbm-table1.json").read_text())
+    assert made and stored["plan"]["after_verify"] == after and stored["plan"]["claims"] == record["plan"]["claims"]
+    (claim,) = after["claims"]
+    assert claim["seeds_planned"] == claim["seeds_needed"] > 3 and after["report"] == str(path)
+    assert {c["row"] for c in after["cells"]} == {"FedBM", "FedETF"} and {c["column"] for c in after["cells"]} == {"beta=0.05"}
+    again, made_again = store_verify_plan("fedbm-table1", path, tmp_path)
+    assert not made_again and again == after
+    record["plan"].pop("after_verify", None)
+    (tmp_path / "fedbm-table1.json").write_text(json.dumps(record))
+    path.write_text(json.dumps(report | {"claims": [report["claims"][0] | {"changed": False}]}))
+    with pytest.raises(ValueError, match="no verdict changed on the other machine kind"):
+        store_verify_plan("fedbm-table1", path, tmp_path)
+    path.write_text(json.dumps(report | {"table": "fedbm-table6"}))
+    with pytest.raises(ValueError, match="is a verify of fedbm-table6, not fedbm-table1"):
+        store_verify_plan("fedbm-table1", path, tmp_path)
+    (tmp_path / "fedbm-table1.json").write_text(json.dumps({k: v for k, v in record.items() if k != "plan"}))
+    with pytest.raises(ValueError, match="stores no seed plan; make the first one before a second"):
+        store_verify_plan("fedbm-table1", path, tmp_path)

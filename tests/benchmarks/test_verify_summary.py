@@ -48,3 +48,27 @@ def test_an_all_identical_printout_has_no_difference_and_no_claims(tmp_path, mon
     verify_summary.main()
     table = json.loads((tmp_path / "summary.json").read_text())["tables"]["t"]
     assert table["counts"] == {"identical": 1} and table["largest_final_accuracy_difference"] is None and table["claims"] == {}
+
+
+def test_a_verify_report_is_read_as_data_and_wins_over_a_printout_of_the_same_name(tmp_path, monkeypatch):
+    (tmp_path / "t.txt").write_text("$ fedprior table t --embedded --verify\nT: verifying\nR / c seed 0: identical\n1 identical\n")
+    value = {"final_accuracy": {"committed": 55.1, "now": 52.1}, "selected_accuracy": {"committed": 50.0, "now": 60.0}}
+    report = {
+        "table": "t",
+        "command": "fedprior table t --embedded --verify --verify-all --json",
+        "machine": {"kind": "k", "cpu": "c"},
+        "cells": [{"row": "A", "column": "b=1", "seed": 0, "status": "other machine", "changed": True, "line": "...", "values": value}],
+        "claims": [
+            {"claim": "A > B (b=1)", "changed": True, "committed": {"verdict": "reversed"}, "rerun": {"verdict": "not resolved"}},
+        ],
+        "counts": {"other machine": 1, "identical": 2},
+        "verdicts_changed": 1,
+        "wall_seconds": 12.5,
+    }
+    (tmp_path / "t.json").write_text(json.dumps(report))
+    monkeypatch.setattr(verify_summary, "FOLDER", tmp_path)
+    verify_summary.main()
+    table = json.loads((tmp_path / "summary.json").read_text())["tables"]["t"]
+    assert table["counts"] == {"other machine": 1, "identical": 2, "verdicts changed": 1} and table["reruns"] == 3
+    assert (table["largest_final_accuracy_difference"], table["wall_seconds"], table["machine"]) == (3.0, 12.5, {"kind": "k", "cpu": "c"})
+    assert table["claims"] == {"A > B (b=1)": {"changed": True, "committed": "reversed", "rerun": "not resolved"}}

@@ -142,3 +142,79 @@ def test_verify_judges_a_claim_on_every_seed_its_cells_keep(tmp_path):
     differences = [a - b for a, b in zip(SEEDS["A"], SEEDS["B"], strict=True)]
     assert checks["A > B"].committed["mean"] == pytest.approx(sum(differences) / 6, abs=0.01)
     assert checks["A > B"].now["mean"] == pytest.approx((sum(differences) + 79.0 - 75.0) / 6, abs=0.01)
+
+
+def verify_report(committed: dict, rerun: dict) -> dict:
+    """What ``fedprior table --verify --json`` says of a claim whose verdict changed on another machine kind."""
+    return {
+        "table": "toy",
+        "command": "fedprior table toy --verify --verify-all --json",
+        "machine": {"kind": "Linux x86_64, torch 2.13.0+cpu, CPU capability AVX512", "cpu": "AuthenticAMD family 25"},
+        "claims": [{"claim": committed["claim"], "changed": True, "committed": committed, "rerun": rerun}],
+    }
+
+
+def test_a_verdict_that_changes_on_another_machine_kind_gets_the_seeds_that_detect_its_committed_difference():
+    from fedprior.reproduce.seed_plan import make_verify_plan, verify_plan_lines
+
+    result = table_result(results())
+    first = make_plan(result, budget=1e9)
+    assert (cell_seeds(first)[("A", "c")], cell_seeds(first)[("C", "c")]) == (9, 5)  # the first plan's seeds for A > B and C > D
+    a_c = next(f for f in result.findings if f.claim == "A > C").to_json()
+    assert (a_c["verdict"], a_c["mean"], a_c["sd"]) == ("holds", 11.0, 1.0)
+    # rerun elsewhere: the same mean, twelve times the spread: not resolved there
+    rerun = a_c | {"sd": 12.0, "verdict": "not resolved"}
+    after = make_verify_plan(result, verify_report(a_c, rerun), first, made="today", commit="abc")
+    (claim,) = after["claims"]
+    needed = claim["seeds_needed"]
+    assert (claim["sd"], claim["effect"]) == (12.0, 11.0)
+    assert nct_power(needed, 11.0, 12.0) >= 0.8 > nct_power(needed - 1, 11.0, 12.0)
+    assert claim["seeds_planned"] == needed and needed > 9 and (claim["committed"], claim["rerun"]) == ("holds", "not resolved")
+    assert claim["cpu_seconds"] == pytest.approx((needed - 9) * 10.0 + (needed - 5) * 100.0)  # beyond what the first plan gave each
+    assert {(c["row"], c["column"]): c["seeds"] for c in after["cells"]} == {("A", "c"): needed, ("C", "c"): needed}
+    assert after["budget_cpu_seconds"] == pytest.approx(1e9 - first["cpu_seconds_planned"])
+    assert claim["note"].startswith("verdict changed on another machine kind (holds on the committed seeds, not resolved rerun on Linux x86_64")
+    # the cells run the larger of the two plans' seeds; the finding shows the second plan's
+    stored = first | {"after_verify": after}
+    assert cell_seeds(stored)[("C", "c")] == needed and cell_seeds(stored)[("B", "c")] == 9
+    shown = {f.claim: f for f in with_plan(result, stored).findings}["A > C"]
+    assert shown.seeds_planned == needed and shown.plan_note == claim["note"]
+    assert any("A > C [holds -> not resolved]: planned" in line for line in plan_lines(stored, stored=True))
+    assert verify_plan_lines(after)[0].startswith("after a verify on another machine kind (fedprior table toy --verify")
+    # what the first plan left of its budget stops it (250 CPU s: C's seeds 6 and 7), and it says so
+    tight = make_verify_plan(result, verify_report(a_c, rerun), first | {"budget_cpu_seconds": first["cpu_seconds_planned"] + 250.0})
+    (short,) = tight["claims"]
+    assert (short["seeds_planned"], short["cpu_seconds"]) == (7, 200.0)
+    assert short["note"].endswith(f"the budget stops it at 7 (the {needed} would cost {claim['cpu_seconds']:.0f} CPU s)")
+
+
+def test_a_claim_that_ran_its_planned_seeds_and_needs_more_at_their_spread_says_what_stopped_it():
+    result = table_result(results())
+    plan = make_plan(result, budget=1e9)
+    a_b = next(c for c in plan["claims"] if c["claim"] == "A > B")
+    planned = a_b["seeds_planned"]
+    ran = next(f for f in result.findings if f.claim == "A > B")
+    # as if its planned seeds had run and shown a wider spread: not resolved, and the gap now needs more than planned
+    after = replace(ran, n=planned, sd=5.0, detectable=6.0, seeds_needed=planned + 20)
+    shown = with_plan(replace(result, findings=(after,)), plan).findings[0]
+    left = 1e9 - plan["cpu_seconds_planned"]
+    assert shown.plan_note == (
+        f"ran its {planned} planned seeds; at the spread they show (sd 5.00) they detect 6.00 and the paper's gap needs {planned + 20}: "
+        f"the plan was made once, from the first seeds' spread, and its budget has {left:.0f} CPU s left"
+    )
+    # before its seeds ran, or once they reach the gap's power, the plan's own note
+    assert with_plan(replace(result, findings=(replace(after, n=3),)), plan).findings[0].plan_note == a_b["note"]
+    assert with_plan(replace(result, findings=(replace(after, seeds_needed=planned),)), plan).findings[0].plan_note == a_b["note"]
+    assert with_plan(replace(result, findings=(replace(after, verdict="holds"),)), plan).findings[0].plan_note == a_b["note"]
+    # a claim judged on more seeds than planned for it (its cells carry another claim's): says so
+    more = with_plan(replace(result, findings=(replace(after, n=planned + 2),)), plan).findings[0].plan_note
+    assert more == f"judged on {planned + 2} seeds, more than the {planned} planned for it: its two cells carry the seeds a plan gave them for another claim"
+
+
+def test_a_verdict_changed_on_one_seed_has_no_spread_to_plan_from():
+    from fedprior.reproduce.seed_plan import make_verify_plan
+
+    result = table_result(results())
+    a_c = next(f for f in result.findings if f.claim == "A > C").to_json() | {"n": 1, "sd": None}
+    (claim,) = make_verify_plan(result, verify_report(a_c, a_c | {"verdict": "not resolved"}), None)["claims"]
+    assert (claim["seeds_planned"], claim["cpu_seconds"]) == (3, 0.0) and claim["note"].endswith("one seed has no spread to plan from: no new seed")

@@ -99,7 +99,7 @@ def test_a_cell_recorded_on_another_machine_kind_is_rerun_and_its_differences_re
     assert after[:3] == [
         "largest difference per cell (|now - committed| over its rerun seeds):",
         "  FedAvg / s=2: final_accuracy 1.00 (seed 0)",
-        "claims (verdict on the committed 1 seed(s), and with the rerun seeds in their place):",
+        "claims (verdict on the committed seeds, the first 1 and any a seed plan kept after them, and with the rerun seeds in their place):",
     ], result.stdout
     # FedAvg's one claim at s=2 needs FST-CBDG, not kept; the other claims there concern neither FedAvg nor a control row
     assert after[3:] == ["  FST-CBDG > FedAvg (s=2): not checked (not run: row(s) FST-CBDG)", "1 other machine, 0 verdict(s) changed"]
@@ -136,11 +136,32 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
     assert result.exit_code == 1, result.output
     lines = result.stdout.splitlines()
     assert "  FedAvg / s=2: final_accuracy 5.00 (seed 0)" in lines, result.stdout
-    claims = lines[lines.index("claims (verdict on the committed 2 seed(s), and with the rerun seeds in their place):") + 1 :]
+    claims = lines[
+        lines.index("claims (verdict on the committed seeds, the first 2 and any a seed plan kept after them, and with the rerun seeds in their place):") + 1 :
+    ]
     assert claims == [
         "  FST-CBDG > FedAvg (s=2): verdict changed: not resolved -> holds (FST-CBDG - FedAvg: +12.55 [-18.58, +43.68] committed, +10.05 [+9.41, +10.69] now)",
         "1 other machine, 1 verdict(s) changed",
     ]
+
+    # --json: the same as data on stdout (the lines on stderr), each claim's finding both ways with its n and sd
+    reported = invoke("table", *two_seeds, "--verify", "--json", "--cells", tmp_path / "cells", cache=shared_cache)
+    assert reported.exit_code == 1 and "1 other machine, 1 verdict(s) changed" in reported.stderr, reported.output
+    document = json.loads(reported.stdout)
+    assert (document["table"], document["seeds"], document["counts"], document["verdicts_changed"]) == ("fst-cbdg-table2", 2, {"other machine": 1}, 1)
+    assert document["machine"]["kind"] == machine_kind() and document["command"].startswith("fedprior table fst-cbdg-table2 --embedded")
+    (cell,) = document["cells"]
+    assert (cell["row"], cell["seed"], cell["status"], cell["changed"]) == ("FedAvg", 0, "other machine", True)
+    assert round(cell["values"]["final_accuracy"]["committed"] - cell["values"]["final_accuracy"]["now"], 6) == -5.0
+    (claim,) = document["claims"]
+    assert (claim["claim"], claim["changed"], claim["committed"]["verdict"], claim["rerun"]["verdict"]) == (
+        "FST-CBDG > FedAvg (s=2)",
+        True,
+        "not resolved",
+        "holds",
+    )
+    assert (claim["committed"]["n"], round(claim["committed"]["mean"], 2), round(claim["rerun"]["mean"], 2)) == (2, 12.55, 10.05)
+    assert claim["committed"]["sd"] > claim["rerun"]["sd"] > 0
 
     # with the committed number near the rerun's, the verdict holds both ways: exit code 0
     edit(kept / "result.json", lambda s: s.update(final_accuracy=a - 0.001))
@@ -188,3 +209,20 @@ def test_verify_names_a_damaged_result_json_and_an_unrecorded_machine(tmp_path):
     assert unrecorded_machine(machine) == (
         f"the machine it ran on is not recorded (neither the cell's result.json nor {tmp_path / 'no-record.json'} says): another machine may give other bits"
     )
+
+
+def test_the_same_out_again_reuses_a_finished_rerun_and_refuses_one_from_another_machine(tmp_path, shared_cache):
+    """A verify's --out keeps its reruns: a second verify with it judges with them without rerunning (the rerun's
+    result.json, edited, is what it reports); a rerun there that ran on another machine is refused."""
+    kept = kept_cell(tmp_path, shared_cache)
+    edit(kept / "result.json", lambda s: s.update(machine_kind=other_kind(), cpu=None))
+    out = tmp_path / "reruns"
+    code, line = verified(tmp_path, shared_cache, "--out", out)
+    assert code == 0 and "rerun, identical to the bit" in line, line
+    rerun = out / FOLDER / "result.json"
+    edit(rerun, lambda s: s.update(final_accuracy=s["final_accuracy"] - 0.02))  # as if that rerun had given 2 points less
+    code, line = verified(tmp_path, shared_cache, "--out", out)
+    assert code == 0 and "rerun, differs in no round's numbers (final_accuracy); final_accuracy" in line and "(-2.00)" in line, line
+    edit(rerun, lambda s: s.update(machine_kind=other_kind()))
+    result = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)
+    assert error_line(result) == f"error: --out: the rerun in {out / FOLDER} ran on another machine than this one; give another --out"

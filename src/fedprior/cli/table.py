@@ -76,7 +76,8 @@ def table(
     out: Path | None = typer.Option(
         None,
         "--out",
-        help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table.",
+        help="Folder for the cells' run directories and table.md/json (default runs/NAME-TIMESTAMP); the same --out again continues a stopped table. "
+        "With --verify, where the reruns go (default a temporary folder): the same --out again reuses its finished reruns.",
     ),
     seeds: int | None = typer.Option(
         None, "--seeds", min=1, help=f"Run every cell with seeds 0..N-1 (default {EMBEDDED_SEEDS} with --embedded, else 1); 'ours' is the mean, 'std' the sd."
@@ -89,7 +90,12 @@ def table(
     ),
     rows: str | None = typer.Option(None, "--rows", help="Run only these rows (comma-separated labels, e.g. 'MFCL(PN),FedSimCLR')."),
     columns: str | None = typer.Option(None, "--columns", help="Run only these columns (comma-separated, as the grid names them, e.g. 'Sc2,Sc10')."),
-    as_json: bool = typer.Option(False, "--json", help="Print table.json (cells, controls, findings) as one line on stdout."),
+    as_json: bool = typer.Option(
+        False,
+        "--json",
+        help="Print table.json (cells, controls, findings) as one line on stdout; with --verify, what the verify found "
+        "(per cell its status, per claim its finding both ways), the lines going to stderr.",
+    ),
     imports: list[str] = typer.Option(
         [], "--import", help=f"{IMPORT_HELP} Added to every cell's run.imports (for a --set algorithm.name=... of your own, say)."
     ),
@@ -144,7 +150,11 @@ def table(
         planned = planned_cells(paper_table, embedded, set_, chosen, chosen_columns)
         if set_ or imports:
             raise ConfigError("--verify reruns the committed cells as they ran: leave out --set and --import")
-        verify_cells(paper_table, embedded, planned, kept_cells, out, verify_all, seeds or (EMBEDDED_SEEDS if embedded else 1), jobs or available_cores())
+        n_seeds, n_jobs = seeds or (EMBEDDED_SEEDS if embedded else 1), jobs or available_cores()
+        given = [name, *(["--embedded"] if embedded else []), "--verify", *(["--verify-all"] if verify_all else [])]
+        given += [*(["--rows", rows] if rows else []), *(["--columns", columns] if columns else []), "--seeds", str(n_seeds), "--jobs", str(n_jobs)]
+        command = shlex.join(["fedprior", "table", *given, "--cells", str(kept_cells), *(["--json"] if as_json else [])])
+        verify_cells(paper_table, embedded, planned, kept_cells, out, verify_all, n_seeds, n_jobs, command if as_json else None)
         return
     folder = out or default_folder(name, embedded)
     try:
@@ -215,14 +225,18 @@ def stored_cell_seeds(name: str, path: Path) -> dict[tuple[str, str], int]:
     return cell_seeds(document["plan"])
 
 
-def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int) -> None:
+def verify_cells(
+    paper_table: PaperTable, embedded: bool, planned: list[Cell], cells: Path, out: Path | None, every: bool, seeds: int, jobs: int, as_json: str | None = None
+) -> None:
     """``--verify``: each chosen kept cell's status, one line each as it is known; where a rerun is not identical, the
     largest difference per cell and metric and each concerned claim's verdict both ways; a count. Exit code 1 if any
-    differs or a verdict changes."""
+    differs or a verdict changes. ``as_json`` (the command, for the report): the lines go to stderr, and stdout gets the
+    report as one JSON line (:func:`fedprior.reproduce.table_verify.report`)."""
     import tempfile
+    import time
 
     from fedprior.errors import ConfigError
-    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, status_counts, verify
 
     kept = cells / paper_table.name
     if not kept.is_dir():
@@ -231,24 +245,30 @@ def verify_cells(paper_table: PaperTable, embedded: bool, planned: list[Cell], c
         raise ConfigError(f"--out: {out} holds the committed cells; the reruns go elsewhere (leave --out out for a temporary folder)")
     stderr.print(f"{paper_table.title}: verifying the committed cells in {kept}", highlight=False)
 
-    def report(v: Verified) -> None:
-        typer.echo(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
+    def say(line: str) -> None:
+        typer.echo(line, err=as_json is not None)
 
+    def each(v: Verified) -> None:
+        say(f"{v.cell.row} / {v.cell.column} seed {v.seed}: {v.line}")
+
+    started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fedprior-verify-") as scratch:
-        results, reruns = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, report)
+        results, reruns = verify(paper_table, planned, cells, out or Path(scratch), every, seeds, jobs, each)
     checks = claim_checks(paper_table, embedded, kept, seeds, reruns) if any(v.changed for v in results) else []
     if any(v.changed for v in results):
-        typer.echo("largest difference per cell (|now - committed| over its rerun seeds):")
+        say("largest difference per cell (|now - committed| over its rerun seeds):")
         for (row, column), metrics in largest_differences(results).items():
-            typer.echo(f"  {row} / {column}: " + ", ".join(f"{metric} {d:.2f} (seed {seed})" for metric, (d, seed) in metrics.items()))
-        typer.echo(f"claims (verdict on the committed {seeds} seed(s), and with the rerun seeds in their place):")
+            say(f"  {row} / {column}: " + ", ".join(f"{metric} {d:.2f} (seed {seed})" for metric, (d, seed) in metrics.items()))
+        say(f"claims (verdict on the committed seeds, the first {seeds} and any a seed plan kept after them, and with the rerun seeds in their place):")
         for check in checks:
-            typer.echo(f"  {check.line}")
+            say(f"  {check.line}")
         if not checks:
-            typer.echo("  none concerns a rerun cell")
-    counts = {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+            say("  none concerns a rerun cell")
+    counts = status_counts(results)
     changed = sum(check.changed for check in checks)
-    typer.echo(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
+    say(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
+    if as_json is not None:
+        typer.echo(json.dumps(report(paper_table, results, checks, seeds, as_json) | {"wall_seconds": round(time.perf_counter() - started, 1)}))
     if counts.get(DIFFERS) or changed:
         raise typer.Exit(1)
 

@@ -21,10 +21,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from fedprior.results.paired import NOT_RESOLVED
-from fedprior.results.power import detectable_effect
+from fedprior.results.power import detectable_effect, seeds_needed
 
 if TYPE_CHECKING:
-    from fedprior.reproduce.table_result import TableResult
+    from fedprior.reproduce.table_result import Finding, TableResult
 
 BUDGET_CPU_SECONDS = 3 * 3600 * 2
 """A table's budget for its planned seeds: three hours of a two-core machine (CPU seconds)."""
@@ -38,21 +38,9 @@ def make_plan(result: TableResult, budget: float = BUDGET_CPU_SECONDS, made: str
     spent = 0.0
     entries: dict[str, dict[str, Any]] = {}
     for f in sorted(undecided, key=lambda f: (int(f.seeds_needed or 0), f.claim)):
-        n = int(f.n or 0)
-        pair = [(f.better, f.column), (f.worse, f.column)]
-
-        def cost(target: int, pair: list[tuple[str, str]] = pair) -> float:
-            return sum(max(0, target - seeds[cell]) * per_seed[cell] for cell in pair)
-
-        needed = int(f.seeds_needed or 0)
-        full, target = cost(needed), needed
-        while target > n and spent + cost(target) > budget:
-            target -= 1
-        target = max(target, min(seeds[cell] for cell in pair))
-        paid = cost(target)
+        n, needed = int(f.n or 0), int(f.seeds_needed or 0)
+        target, paid, full = buy([(f.better, f.column), (f.worse, f.column)], needed, n, seeds, per_seed, budget - spent)
         spent += paid
-        for cell in pair:
-            seeds[cell] = max(seeds[cell], target)
         note = ""
         if needed <= n:
             note = f"its {n} seeds detect the paper's gap: the difference here is under the {f.detectable or 0:.2f} they detect"
@@ -82,20 +70,118 @@ def make_plan(result: TableResult, budget: float = BUDGET_CPU_SECONDS, made: str
     }
 
 
+def buy(
+    pair: list[tuple[str, str]], needed: int, n: int, seeds: dict[tuple[str, str], int], per_seed: dict[tuple[str, str], float], left: float
+) -> tuple[int, float, float]:
+    """Give a claim's two cells (``pair``: (row, column)) ``needed`` seeds, or as many as ``left`` CPU seconds pay for (not
+    under what they have); ``seeds`` is updated. (seeds given, CPU seconds paid, CPU seconds ``needed`` would cost)."""
+
+    def cost(target: int) -> float:
+        return sum(max(0, target - seeds[cell]) * per_seed[cell] for cell in pair)
+
+    full, target = cost(needed), needed
+    while target > n and cost(target) > left:
+        target -= 1
+    target = max(target, min(seeds[cell] for cell in pair))
+    paid = cost(target)
+    for cell in pair:
+        seeds[cell] = max(seeds[cell], target)
+    return target, paid, full
+
+
+def make_verify_plan(result: TableResult, report: dict[str, Any], plan: dict[str, Any] | None, made: str = "", commit: str = "") -> dict[str, Any]:
+    """The second plan of ``result``'s table, for the claims whose verdict changed when their cells were rerun on another
+    machine kind (``report``: ``fedprior table NAME --verify --json``'s, :func:`fedprior.reproduce.table_verify.report`).
+
+    Such a verdict is decided on neither machine. What the committed verdict declared is a difference of the committed
+    mean's size; the plan gives the claim's two cells the seeds that detect it with 80% power at the larger of the two
+    machines' paired sds (:func:`fedprior.results.power.seeds_needed`), paid from what the table's first plan (``plan``)
+    left of its budget. The new seeds run on one machine kind; the claim is judged on all its seeds, and again by a
+    ``--verify`` with the other kind's reruns in place of the seeds they rerun: the verdict stands where both agree.
+    Made once, before its seeds run, like the first plan; stored in the record beside it (``"after_verify"``)."""
+    budget = float((plan or {}).get("budget_cpu_seconds", BUDGET_CPU_SECONDS))
+    left = budget - float((plan or {}).get("cpu_seconds_planned", 0.0))
+    per_seed = {(c.row, c.column): c.seconds / c.seeds for c in result.cells}
+    seeds = {(c.row, c.column): c.seeds for c in result.cells} | cell_seeds(plan)
+    first = set(seeds.items())
+    claims, spent = [], 0.0
+    for check in (c for c in report["claims"] if c["changed"]):
+        committed, rerun = check["committed"], check["rerun"]
+        effect, sd = abs(committed["mean"]), max((x for x in (committed.get("sd"), rerun.get("sd")) if x is not None), default=None)
+        needed, n = int(seeds_needed(effect, sd) or committed["n"]), int(committed["n"])  # one seed (no sd): nothing to plan from
+        target, paid, full = buy(
+            [(committed["better"], committed["column"]), (committed["worse"], committed["column"])], needed, n, seeds, per_seed, left - spent
+        )
+        spent += paid
+        why = f"{committed['verdict']} on the committed seeds, {rerun['verdict']} rerun on {report['machine']['kind']} ({report['machine']['cpu']})"
+        aim = (
+            f"{needed} seeds detect the committed difference {committed['mean']:+.2f} at the larger paired sd {sd:.2f}"
+            if sd is not None
+            else "one seed has no spread to plan from: no new seed"
+        )
+        short = f"; the budget stops it at {target} (the {needed} would cost {full:.0f} CPU s)" if target < needed else ""
+        claims.append(
+            {"claim": check["claim"], "column": committed["column"], "committed": committed["verdict"], "rerun": rerun["verdict"], "effect": effect, "sd": sd}
+            | {
+                "seeds_needed": needed,
+                "seeds_planned": target,
+                "cpu_seconds": round(paid, 1),
+                "note": f"verdict changed on another machine kind ({why}): {aim}{short}",
+            }
+        )
+    return {
+        "made": made,
+        "commit": commit,
+        "verify": report["command"],
+        "budget_cpu_seconds": round(left, 1),
+        "cpu_seconds_planned": round(spent, 1),
+        "rule": "a verdict that changes on another machine kind: 80% power at the committed mean difference at the larger of the two paired sds, "
+        "its new seeds on one machine kind, judged on all seeds and again with the other kind's reruns in place; within what the first plan left",
+        "claims": claims,
+        "cells": [{"row": row, "column": column, "seeds": n} for (row, column), n in seeds.items() if ((row, column), n) not in first],
+    }
+
+
 def cell_seeds(plan: dict[str, Any] | None) -> dict[tuple[str, str], int]:
-    """(row, column) -> seeds for the cells the plan gives more seeds than the table's default."""
-    return {(c["row"], c["column"]): c["seeds"] for c in (plan or {}).get("cells", [])}
+    """(row, column) -> seeds for the cells the plan gives more seeds than the table's default (its second plan, after a
+    verify on another machine kind, included: the larger of the two)."""
+    out: dict[tuple[str, str], int] = {}
+    for c in [*(plan or {}).get("cells", []), *(plan or {}).get("after_verify", {}).get("cells", [])]:
+        out[c["row"], c["column"]] = max(out.get((c["row"], c["column"]), 0), c["seeds"])
+    return out
 
 
 def with_plan(result: TableResult, plan: dict[str, Any] | None) -> TableResult:
-    """``result`` with each finding's planned seeds (and the plan's note on it) from ``plan`` (None: unchanged)."""
+    """``result`` with each finding's planned seeds (and the plan's note on it) from ``plan`` (None: unchanged); a claim
+    of the second plan (after a verify on another machine kind) takes that one's."""
     if not plan:
         return result
-    by_claim = {c["claim"]: c for c in plan["claims"]}
+    by_claim = {c["claim"]: c for c in [*plan.get("claims", []), *plan.get("after_verify", {}).get("claims", [])]}
+    left = (
+        plan.get("budget_cpu_seconds", BUDGET_CPU_SECONDS) - plan.get("cpu_seconds_planned", 0.0) - plan.get("after_verify", {}).get("cpu_seconds_planned", 0.0)
+    )
     findings = tuple(
-        replace(f, seeds_planned=by_claim[f.claim]["seeds_planned"], plan_note=by_claim[f.claim]["note"]) if f.claim in by_claim else f for f in result.findings
+        replace(f, seeds_planned=by_claim[f.claim]["seeds_planned"], plan_note=after_its_seeds(f, by_claim[f.claim], left)) if f.claim in by_claim else f
+        for f in result.findings
     )
     return replace(result, findings=findings)
+
+
+def after_its_seeds(f: Finding, planned: dict[str, Any], left: float) -> str:
+    """The plan's note on finding ``f`` (``planned``: its entry in the plan); where ``f`` is judged on more seeds than
+    planned for it (its cells carry another claim's planned seeds), that; or, where ``f`` ran its planned seeds and is
+    still not resolved with fewer seeds than the paper's gap needs at the spread they show (the plan took the first
+    seeds' spread, and spreads grow as well as shrink), what stopped it: the plan is made once, from the first seeds,
+    and ``left`` CPU seconds of its budget are what a second plan could spend."""
+    n, needed = f.n or 0, f.seeds_needed or 0
+    if n > planned["seeds_planned"]:
+        return f"judged on {n} seeds, more than the {planned['seeds_planned']} planned for it: its two cells carry the seeds a plan gave them for another claim"
+    if f.verdict != NOT_RESOLVED or n < planned["seeds_planned"] or needed <= n:
+        return str(planned["note"])
+    return (
+        f"ran its {planned['seeds_planned']} planned seeds; at the spread they show (sd {f.sd or 0:.2f}) they detect {f.detectable or 0:.2f} and the paper's "
+        f"gap needs {needed}: the plan was made once, from the first seeds' spread, and its budget has {max(left, 0):.0f} CPU s left"
+    )
 
 
 def plan_lines(plan: dict[str, Any], stored: bool) -> list[str]:
@@ -108,4 +194,13 @@ def plan_lines(plan: dict[str, Any], stored: bool) -> list[str]:
         note = f" ({c['note']})" if c["note"] else ""
         lines.append(f"  {c['claim']} [{c['verdict']}]: n={c['n']}{detects}{gap}; planned {c['seeds_planned']} seeds, {c['cpu_seconds']:.0f} CPU s{note}")
     lines += [f"  cell {c['row']} / {c['column']}: {c['seeds']} seeds" for c in plan["cells"]]
-    return lines
+    return lines + (verify_plan_lines(plan["after_verify"]) if "after_verify" in plan else [])
+
+
+def verify_plan_lines(after: dict[str, Any]) -> list[str]:
+    """The second plan (after a verify on another machine kind) for the terminal: where it comes from, per claim its seeds."""
+    lines = [f"after a verify on another machine kind ({after['verify']}), stored {after['made']} (commit {after['commit']}); "]
+    lines[0] += f"budget left {after['budget_cpu_seconds']:.0f} CPU s, planned {after['cpu_seconds_planned']:.0f} CPU s ({after['rule']}):"
+    for c in after["claims"]:
+        lines.append(f"  {c['claim']} [{c['committed']} -> {c['rerun']}]: planned {c['seeds_planned']} seeds, {c['cpu_seconds']:.0f} CPU s ({c['note']})")
+    return lines + [f"  cell {c['row']} / {c['column']}: {c['seeds']} seeds" for c in after["cells"]]

@@ -49,6 +49,7 @@ from fedprior.results.json_file import read_json
 if TYPE_CHECKING:
     from fedprior.experiments.cell import Cell
     from fedprior.experiments.config import ExperimentConfig
+    from fedprior.experiments.table_runs import CellRun
     from fedprior.reproduce.tables import PaperTable
 
 IDENTICAL, DIFFERS, OTHER_MACHINE, NOT_KEPT = "identical", "differs", "other machine", "not kept"
@@ -269,14 +270,17 @@ def verify(
     table: PaperTable, planned: list[Cell], cells: Path, out: Path, every: bool, seeds: int, jobs: int, report: Callable[[Verified], None]
 ) -> tuple[list[Verified], dict[tuple[str, str, int], dict[str, Any]]]:
     """Verify the kept cells of ``table`` under ``cells/NAME`` among ``planned`` (see :func:`chosen_seeds`), rerunning each
-    in ``out`` (``jobs`` at once); ``report`` is called for each as it is known. Every cell's result, in the order known,
+    in ``out`` (``jobs`` at once; a rerun ``out`` holds finished is reused, one it holds stopped resumes, as a table's
+    cells do: the same ``--out`` again judges a claim with reruns made before, e.g. after a seed plan's new seeds ran);
+    ``report`` is called for each as it is known. Every cell's result, in the order known,
     and the reruns' summaries by (row, column, seed)."""
     import torch
 
     from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
+    from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
     from fedprior.experiments.run_config import read_config
-    from fedprior.experiments.table_runs import RUN, CellRun, execute_runs
+    from fedprior.experiments.table_runs import REUSED, execute_runs, plan_cell
     from fedprior.results.run_dir import RunDir
 
     kept, results = cells / table.name, []
@@ -302,7 +306,9 @@ def verify(
         elsewhere = f"recorded: {then}, from {machine.source}; this is {here[0]}; {here[1]}" if other_machine(machine, *here) else None
         name, config = read_config(RunDir(folder))
         config = config.model_copy(update={"run": config.run.model_copy(update={"device": str(device)})})
-        rerun = CellRun(cell, seed, name, config, out / folder.name, RUN)
+        rerun = plan_cell(out, cell, seed, name, config, command="table --verify")  # a rerun finished in this --out is reused
+        if rerun.action == REUSED and other_machine(Machine(rerun.result.get("machine_kind"), rerun.result.get("cpu"), str(rerun.path)), *here):
+            raise ConfigError(f"--out: the rerun in {rerun.path} ran on another machine than this one; give another --out")
         committed[cell.row, cell.column, seed] = (summary, machine, today_changes(cell, seed, config, load_config), elsewhere)
         reruns.append(rerun)
 
@@ -336,3 +342,34 @@ def today_changes(cell: Cell, seed: int, committed: ExperimentConfig, load_confi
     _, today = load_config(cell.preset, [*cell.overrides, f"run.seed={seed}"])
     changed = changes_that_matter(committed.to_dict(), today.to_dict())
     return describe_changes(changed, "committed", "today") if changed else ""
+
+
+def status_counts(results: list[Verified]) -> dict[str, int]:
+    """How many verified cells have each status, in the order the statuses first occur."""
+    return {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
+
+
+def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck], seeds: int, command: str) -> dict[str, Any]:
+    """``--verify --json``: what the verify found, as data: the command, this machine, per cell its status, line and (a
+    changed rerun) its numbers both ways, per concerned claim its finding on the committed seeds and with the rerun seeds
+    in their place (``reproduce/findings.py``'s dicts: n, mean, sd, interval, verdict), and the counts (the CLI adds
+    the wall seconds).
+
+    A claim whose verdict changes on another machine kind is what a table's second seed plan is made from
+    (:func:`fedprior.reproduce.seed_plan.make_verify_plan`)."""
+    from fedprior.encoders.shipped_towers import cpu_kind, machine_kind
+
+    return {
+        "table": table.name,
+        "command": command,
+        "machine": {"kind": machine_kind(), "cpu": cpu_kind()},
+        "seeds": seeds,
+        "cells": [
+            {"row": v.cell.row, "column": v.cell.column, "seed": v.seed, "status": v.status, "changed": v.changed, "line": v.line}
+            | {"values": {metric: {"committed": old, "now": new} for metric, (old, new) in v.values.items()}}
+            for v in results
+        ],
+        "claims": [{"claim": c.committed["claim"], "changed": c.changed, "committed": c.committed, "rerun": c.now} for c in checks],
+        "counts": status_counts(results),
+        "verdicts_changed": sum(c.changed for c in checks),
+    }
