@@ -65,6 +65,8 @@ def summary_of_report(report: dict) -> dict:
         "reruns": sum(report["counts"].values()),
         "largest_final_accuracy_difference": round(max(differences), 2) if differences else None,
         "wall_seconds": report.get("wall_seconds"),
+        "rerun_seconds": report.get("rerun_seconds"),
+        "reruns_reused": report.get("reruns_reused"),
         "claims": {c["claim"]: {"changed": c["changed"], "committed": c["committed"]["verdict"], "rerun": c["rerun"]["verdict"]} for c in report["claims"]},
         "machine": report["machine"],
     }

@@ -28,3 +28,13 @@ def test_a_shared_cell_counts_for_the_first_table_only(tmp_path):
     assert a["wall_minutes_alone"] == 55.0 and a["within_limit_alone"]
     assert b["wall_minutes_alone"] == 135.0 and not b["within_limit_alone"] and b["wall_minutes_after_shared"] == 85.0
     assert b["slowest_cell_seconds"] == 10200
+
+
+def test_a_seed_plans_cells_are_summed_apart_from_the_tables_first_seeds(tmp_path):
+    for seed in range(3):
+        keep(tmp_path, "a-table", f"FedBM--beta=0.05--seed{seed}", 120.0, f"s{seed}")
+    keep(tmp_path, "a-table", "FedBM--beta=0.05--seed3", 600.0, "s3")
+    keep(tmp_path, "a-table", "FedBM--beta=0.05--seed96", 1200.0, "s96")
+    (row,) = table_budgets.budgets(tmp_path)
+    assert (row["cells"], row["core_minutes"], row["slowest_cell_seconds"]) == (3, 6.0, 120)
+    assert (row["plan_cells"], row["plan_core_minutes"]) == (2, 30.0)

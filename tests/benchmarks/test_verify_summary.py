@@ -64,6 +64,8 @@ def test_a_verify_report_is_read_as_data_and_wins_over_a_printout_of_the_same_na
         "counts": {"other machine": 1, "identical": 2},
         "verdicts_changed": 1,
         "wall_seconds": 12.5,
+        "reruns_reused": 1,
+        "rerun_seconds": 830.0,
     }
     (tmp_path / "t.json").write_text(json.dumps(report))
     monkeypatch.setattr(verify_summary, "FOLDER", tmp_path)
@@ -71,4 +73,5 @@ def test_a_verify_report_is_read_as_data_and_wins_over_a_printout_of_the_same_na
     table = json.loads((tmp_path / "summary.json").read_text())["tables"]["t"]
     assert table["counts"] == {"other machine": 1, "identical": 2, "verdicts changed": 1} and table["reruns"] == 3
     assert (table["largest_final_accuracy_difference"], table["wall_seconds"], table["machine"]) == (3.0, 12.5, {"kind": "k", "cpu": "c"})
+    assert (table["reruns_reused"], table["rerun_seconds"]) == (1, 830.0)  # the reruns' own time, where a verify reused them
     assert table["claims"] == {"A > B (b=1)": {"changed": True, "committed": "reversed", "rerun": "not resolved"}}

@@ -152,6 +152,7 @@ def test_on_another_machine_kind_each_claim_of_a_rerun_cell_says_whether_its_ver
     assert document["machine"]["kind"] == machine_kind() and document["command"].startswith("fedprior table fst-cbdg-table2 --embedded")
     (cell,) = document["cells"]
     assert (cell["row"], cell["seed"], cell["status"], cell["changed"]) == ("FedAvg", 0, "other machine", True)
+    assert cell["rerun"] == "run" and cell["rerun_seconds"] > 0 and document["reruns_reused"] == 0
     assert round(cell["values"]["final_accuracy"]["committed"] - cell["values"]["final_accuracy"]["now"], 6) == -5.0
     (claim,) = document["claims"]
     assert (claim["claim"], claim["changed"], claim["committed"]["verdict"], claim["rerun"]["verdict"]) == (
@@ -223,6 +224,12 @@ def test_the_same_out_again_reuses_a_finished_rerun_and_refuses_one_from_another
     edit(rerun, lambda s: s.update(final_accuracy=s["final_accuracy"] - 0.02))  # as if that rerun had given 2 points less
     code, line = verified(tmp_path, shared_cache, "--out", out)
     assert code == 0 and "rerun, differs in no round's numbers (final_accuracy); final_accuracy" in line and "(-2.00)" in line, line
+    # --json says the rerun was reused and gives the seconds it took when it ran, not this verify's reading time
+    edit(rerun, lambda s: s.update(wall_seconds=1234.5))
+    reported = invoke("table", *CELL, "--verify", "--json", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)
+    document = json.loads(reported.stdout)
+    (cell,) = document["cells"]
+    assert (cell["rerun"], cell["rerun_seconds"], document["reruns_reused"], document["rerun_seconds"]) == ("reused", 1234.5, 1, 1234.5)
     edit(rerun, lambda s: s.update(machine_kind=other_kind()))
     result = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)
     assert error_line(result) == f"error: --out: the rerun in {out / FOLDER} ran on another machine than this one; give another --out"

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fedprior.experiments.table_runs import cell_folder
+from fedprior.experiments.table_runs import REUSED, cell_folder
 from fedprior.reproduce.tables import cell_value
 from fedprior.results.fingerprints import first_difference, numbers, same
 from fedprior.results.json_file import read_json
@@ -155,6 +155,10 @@ class Verified:
     """Whether it was rerun and its numbers are not the committed ones to the bit (a ``differs``, or an ``other machine`` rerun)."""
     values: dict[str, tuple[float, float]] = field(default_factory=dict)
     """The table's metrics of a changed rerun: metric -> (committed, now), in the table's unit."""
+    rerun: str = ""
+    """What happened to its rerun: ``run``, ``resumed``, or ``reused`` (finished in ``--out`` before); empty if none ran."""
+    rerun_seconds: float | None = None
+    """The rerun's own wall seconds (its ``result.json``; a reused rerun's are those it took when it ran)."""
 
 
 def largest_differences(results: list[Verified]) -> dict[tuple[str, str], dict[str, tuple[float, int]]]:
@@ -280,7 +284,7 @@ def verify(
     from fedprior.errors import ConfigError
     from fedprior.experiments.config import load_config
     from fedprior.experiments.run_config import read_config
-    from fedprior.experiments.table_runs import REUSED, execute_runs, plan_cell
+    from fedprior.experiments.table_runs import execute_runs, plan_cell
     from fedprior.results.run_dir import RunDir
 
     kept, results = cells / table.name, []
@@ -315,10 +319,11 @@ def verify(
     def compared(run: CellRun, summary: dict[str, Any]) -> None:
         recorded, machine, changes, elsewhere = committed[run.cell.row, run.cell.column, run.seed]
         comparison = compare(recorded, summary)
+        seconds = summary.get("wall_seconds")
         notes = [f"the table defines another config today: {changes}"] if changes else []
         if comparison.identical:
             status, line = (IDENTICAL, IDENTICAL) if elsewhere is None else (OTHER_MACHINE, f"{OTHER_MACHINE} ({elsewhere}): rerun, {IDENTICAL} to the bit")
-            done(Verified(run.cell, run.seed, status, "; ".join([line, *notes])))
+            done(Verified(run.cell, run.seed, status, "; ".join([line, *notes]), rerun=run.action, rerun_seconds=seconds))
             return
         if elsewhere is None and (note := unrecorded_machine(machine)):
             notes.append(note)
@@ -328,7 +333,7 @@ def verify(
             if elsewhere is None
             else (OTHER_MACHINE, f"{OTHER_MACHINE} ({elsewhere}): rerun, {describe(comparison, values)}")
         )
-        done(Verified(run.cell, run.seed, status, "; ".join([line, *notes]), changed=True, values=values))
+        done(Verified(run.cell, run.seed, status, "; ".join([line, *notes]), changed=True, values=values, rerun=run.action, rerun_seconds=seconds))
 
     alone = [r for r in reruns if r.single_threaded().config.run != r.config.run]  # not as a table's process runs a cell
     summaries = execute_runs(reruns, 1 if alone else jobs, compared)
@@ -352,8 +357,9 @@ def status_counts(results: list[Verified]) -> dict[str, int]:
 def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck], seeds: int, command: str) -> dict[str, Any]:
     """``--verify --json``: what the verify found, as data: the command, this machine, per cell its status, line and (a
     changed rerun) its numbers both ways, per concerned claim its finding on the committed seeds and with the rerun seeds
-    in their place (``reproduce/findings.py``'s dicts: n, mean, sd, interval, verdict), and the counts (the CLI adds
-    the wall seconds).
+    in their place (``reproduce/findings.py``'s dicts: n, mean, sd, interval, verdict), and the counts; per cell and in
+    all, the reruns' own wall seconds and how many were reused from ``--out`` (the CLI adds this verify's wall seconds,
+    which for reused reruns is only the reading).
 
     A claim whose verdict changes on another machine kind is what a table's second seed plan is made from
     (:func:`fedprior.reproduce.seed_plan.make_verify_plan`)."""
@@ -367,9 +373,12 @@ def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck],
         "cells": [
             {"row": v.cell.row, "column": v.cell.column, "seed": v.seed, "status": v.status, "changed": v.changed, "line": v.line}
             | {"values": {metric: {"committed": old, "now": new} for metric, (old, new) in v.values.items()}}
+            | ({"rerun": v.rerun, "rerun_seconds": v.rerun_seconds} if v.rerun else {})
             for v in results
         ],
         "claims": [{"claim": c.committed["claim"], "changed": c.changed, "committed": c.committed, "rerun": c.now} for c in checks],
         "counts": status_counts(results),
         "verdicts_changed": sum(c.changed for c in checks),
+        "reruns_reused": sum(v.rerun == REUSED for v in results),
+        "rerun_seconds": round(sum(v.rerun_seconds or 0.0 for v in results), 1),
     }
