@@ -224,6 +224,8 @@ def test_the_same_out_again_reuses_a_finished_rerun_and_refuses_one_from_another
     edit(rerun, lambda s: s.update(final_accuracy=s["final_accuracy"] - 0.02))  # as if that rerun had given 2 points less
     code, line = verified(tmp_path, shared_cache, "--out", out)
     assert code == 0 and "rerun, differs in no round's numbers (final_accuracy); final_accuracy" in line and "(-2.00)" in line, line
+    again = invoke("table", *CELL, "--verify", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)
+    assert again.stdout.splitlines()[-1] == "1 other machine, 0 verdict(s) changed, 1 rerun(s) reused from --out", again.output
     # --json says the rerun was reused and gives the seconds it took when it ran, not this verify's reading time
     edit(rerun, lambda s: s.update(wall_seconds=1234.5))
     reported = invoke("table", *CELL, "--verify", "--json", "--cells", tmp_path / "cells", "--out", out, cache=shared_cache)

@@ -236,6 +236,7 @@ def verify_cells(
     import time
 
     from fedprior.errors import ConfigError
+    from fedprior.experiments.table_runs import REUSED
     from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, status_counts, verify
 
     kept = cells / paper_table.name
@@ -266,7 +267,16 @@ def verify_cells(
             say("  none concerns a rerun cell")
     counts = status_counts(results)
     changed = sum(check.changed for check in checks)
-    say(", ".join([*(f"{n} {status}" for status, n in counts.items()), *([f"{changed} verdict(s) changed"] if checks else [])]))
+    reused = sum(v.rerun == REUSED for v in results)
+    say(
+        ", ".join(
+            [
+                *(f"{n} {status}" for status, n in counts.items()),
+                *([f"{changed} verdict(s) changed"] if checks else []),
+                *([f"{reused} rerun(s) reused from --out"] if reused else []),
+            ]
+        )
+    )
     if as_json is not None:
         typer.echo(json.dumps(report(paper_table, results, checks, seeds, as_json) | {"wall_seconds": round(time.perf_counter() - started, 1)}))
     if counts.get(DIFFERS) or changed:
