@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from pathlib import Path
 
 from shared import command_line, machine
@@ -26,19 +25,17 @@ OUT = Path(__file__).parent / "results" / "table_budgets.json"
 LIMIT_MINUTES = 90.0
 JOBS = 2
 TABLE_SEEDS = 3
-SEED = re.compile(r"--seed(\d+)$")
 
 
 def table_cells(folder: Path) -> list[dict]:
-    """Each kept cell of one table: its folder name, seed (from the name), wall seconds and final state digest."""
+    """Each kept cell of one table: its folder name, seed, wall seconds and final state digest."""
     cells = []
     for result in sorted(folder.glob("*/result.json")):
         record = json.loads(result.read_text())
-        seed = SEED.search(result.parent.name)
         cells.append(
             {
                 "cell": result.parent.name,
-                "seed": int(seed.group(1)) if seed else 0,
+                "seed": int(record.get("seed", 0)),
                 "seconds": float(record.get("wall_seconds") or 0.0),
                 "state": record.get("state_sha256"),
             }

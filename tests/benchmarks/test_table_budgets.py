@@ -14,7 +14,8 @@ import table_budgets  # noqa: E402
 def keep(root: Path, table: str, cell: str, seconds: float, state: str) -> None:
     folder = root / table / cell
     folder.mkdir(parents=True)
-    (folder / "result.json").write_text(json.dumps({"wall_seconds": seconds, "state_sha256": state}))
+    seed = int(cell.rsplit("--seed", 1)[1])  # a run's result.json records its seed, as the cell's name does
+    (folder / "result.json").write_text(json.dumps({"wall_seconds": seconds, "state_sha256": state, "seed": seed}))
 
 
 def test_a_shared_cell_counts_for_the_first_table_only(tmp_path):

@@ -236,8 +236,7 @@ def verify_cells(
     import time
 
     from fedprior.errors import ConfigError
-    from fedprior.experiments.table_runs import REUSED
-    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, status_counts, verify
+    from fedprior.reproduce.table_verify import DIFFERS, Verified, claim_checks, largest_differences, report, reruns_reused, status_counts, verify
 
     kept = cells / paper_table.name
     if not kept.is_dir():
@@ -267,7 +266,7 @@ def verify_cells(
             say("  none concerns a rerun cell")
     counts = status_counts(results)
     changed = sum(check.changed for check in checks)
-    reused = sum(v.rerun == REUSED for v in results)
+    reused = reruns_reused(results)
     say(
         ", ".join(
             [

@@ -354,6 +354,11 @@ def status_counts(results: list[Verified]) -> dict[str, int]:
     return {status: sum(v.status == status for v in results) for status in dict.fromkeys(v.status for v in results)}
 
 
+def reruns_reused(results: list[Verified]) -> int:
+    """How many verified cells' reruns were read from ``--out`` (finished there before) instead of run."""
+    return sum(v.rerun == REUSED for v in results)
+
+
 def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck], seeds: int, command: str) -> dict[str, Any]:
     """``--verify --json``: what the verify found, as data: the command, this machine, per cell its status, line and (a
     changed rerun) its numbers both ways, per concerned claim its finding on the committed seeds and with the rerun seeds
@@ -379,6 +384,6 @@ def report(table: PaperTable, results: list[Verified], checks: list[ClaimCheck],
         "claims": [{"claim": c.committed["claim"], "changed": c.changed, "committed": c.committed, "rerun": c.now} for c in checks],
         "counts": status_counts(results),
         "verdicts_changed": sum(c.changed for c in checks),
-        "reruns_reused": sum(v.rerun == REUSED for v in results),
+        "reruns_reused": reruns_reused(results),
         "rerun_seconds": round(sum(v.rerun_seconds or 0.0 for v in results), 1),
     }
